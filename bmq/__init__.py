@@ -1,0 +1,1 @@
+"""BMQ: a storage-compute-separated, Kafka-compatible message queue."""
