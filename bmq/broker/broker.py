@@ -1,0 +1,176 @@
+"""The broker's state and the operations its API handlers share (topics, partitions, ids)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Mapping
+from concurrent.futures import Executor
+from dataclasses import dataclass
+
+from bmq.broker.metadata import (
+    ProducerIdAllocator,
+    TopicInfo,
+    TopicRegistry,
+    check_topic_name,
+    load_cluster_id,
+)
+from bmq.broker.partitions import Partition, PartitionManager
+from bmq.broker.topic_config import log_config, validate_topic_configs
+from bmq.config import BrokerConfig
+from bmq.protocol.errors import ErrorCode, KafkaError
+from bmq.storage import Storage
+
+log = logging.getLogger(__name__)
+
+MAX_PARTITIONS = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerNode:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+class Broker:
+    """Everything the handlers of one `bmq serve` process need to answer requests."""
+
+    def __init__(self, config: BrokerConfig, log_storage: Storage, meta_storage: Storage,
+                 executor: Executor) -> None:
+        self.config = config
+        self.topics = TopicRegistry(meta_storage)
+        self.partitions = PartitionManager(log_storage, executor)
+        self.cluster_id = ""
+        self._meta_storage = meta_storage
+        self._executor = executor
+        self._producer_ids = ProducerIdAllocator(meta_storage, config.producer_id_block_size)
+        host, port = config.advertised
+        self.node = BrokerNode(config.node_id, host, port)
+        # Serialises topic create/delete/alter so concurrent admin requests cannot interleave.
+        self._admin_lock = asyncio.Lock()
+
+    @property
+    def nodes(self) -> list[BrokerNode]:
+        return [self.node]
+
+    @property
+    def controller_id(self) -> int:
+        return self.node.node_id
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.cluster_id = await loop.run_in_executor(
+            self._executor, load_cluster_id, self._meta_storage)
+        await loop.run_in_executor(self._executor, self.topics.load)
+        for topic in self.topics.all():
+            await self._open_partitions(topic, range(topic.partitions))
+        log.info("loaded %d topics", len(self.topics.all()))
+
+    async def stop(self) -> None:
+        await self.partitions.close_all()
+
+    async def _open_partitions(self, topic: TopicInfo, indexes: range) -> None:
+        config = log_config(self.config, topic.configs)
+        await asyncio.gather(*(self.partitions.open(topic.name, i, config) for i in indexes))
+
+    def partition(self, topic: str, index: int) -> Partition:
+        """The partition a client names, or UNKNOWN_TOPIC_OR_PARTITION."""
+        partition = self.partitions.get(topic, index)
+        if partition is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return partition
+
+    def topic_name(self, name: str, topic_id: uuid.UUID) -> str:
+        """Resolve a topic named either way (newer APIs send ids instead of names)."""
+        if topic_id.int:
+            info = self.topics.by_id(topic_id)
+            if info is None:
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID)
+            return info.name
+        return name
+
+    # Topic administration -------------------------------------------------------------------
+
+    def check_new_topic(self, name: str, num_partitions: int, replication_factor: int,
+                        configs: Mapping[str, str | None]) -> tuple[int, dict[str, str]]:
+        """Validate a CreateTopics entry; returns the partition count and configs to use."""
+        check_topic_name(name)
+        if self.topics.get(name) is not None:
+            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        if num_partitions == -1:
+            num_partitions = self.config.num_partitions
+        if not 0 < num_partitions <= MAX_PARTITIONS:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS,
+                             f"Number of partitions must be in 1..{MAX_PARTITIONS}.")
+        if replication_factor not in (-1, 1):
+            # Storage replicates the data; each partition has exactly one logical replica.
+            raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                             "Replication factor must be 1 (or -1): storage replicates data.")
+        return num_partitions, validate_topic_configs(configs)
+
+    async def create_topic(self, name: str, num_partitions: int = -1,
+                           replication_factor: int = -1,
+                           configs: Mapping[str, str | None] | None = None) -> TopicInfo:
+        async with self._admin_lock:
+            count, valid = self.check_new_topic(name, num_partitions, replication_factor,
+                                                configs or {})
+            info = TopicInfo(name, uuid.uuid4(), count, valid)
+            await self._open_partitions(info, range(count))
+            await asyncio.get_running_loop().run_in_executor(
+                self._executor, self.topics.save, info)
+            log.info("created topic %s with %d partitions", name, count)
+            return info
+
+    async def delete_topic(self, info: TopicInfo) -> None:
+        async with self._admin_lock:
+            await asyncio.get_running_loop().run_in_executor(
+                self._executor, self.topics.remove, info)
+            for index in range(info.partitions):
+                await self.partitions.close(info.name, index, delete=True)
+            log.info("deleted topic %s", info.name)
+
+    async def add_partitions(self, info: TopicInfo, count: int) -> None:
+        async with self._admin_lock:
+            if count <= info.partitions:
+                raise KafkaError(ErrorCode.INVALID_PARTITIONS,
+                                 f"Topic currently has {info.partitions} partitions, "
+                                 f"which is higher than or equal to the requested {count}.")
+            if count > MAX_PARTITIONS:
+                raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"At most {MAX_PARTITIONS}.")
+            await self._open_partitions(info, range(info.partitions, count))
+            info.partitions = count
+            await asyncio.get_running_loop().run_in_executor(
+                self._executor, self.topics.save, info)
+
+    async def set_topic_configs(self, info: TopicInfo, configs: dict[str, str]) -> None:
+        """Replace a topic's config overrides and apply them to its open logs."""
+        async with self._admin_lock:
+            info.configs = configs
+            await asyncio.get_running_loop().run_in_executor(
+                self._executor, self.topics.save, info)
+            new_config = log_config(self.config, configs)
+            for index in range(info.partitions):
+                partition = self.partitions.get(info.name, index)
+                if partition is not None:
+                    partition.log.config = new_config
+
+    async def auto_create(self, name: str) -> TopicInfo:
+        """Create a topic a client asked for by name, as auto.create.topics.enable does."""
+        existing = self.topics.get(name)
+        if existing is not None:
+            return existing
+        try:
+            return await self.create_topic(name)
+        except KafkaError as error:
+            if error.code == ErrorCode.TOPIC_ALREADY_EXISTS:
+                info = self.topics.get(name)
+                assert info is not None
+                return info
+            raise
+
+    async def allocate_producer_id(self) -> int:
+        return await asyncio.get_running_loop().run_in_executor(
+            self._executor, self._producer_ids.allocate)

@@ -1,0 +1,217 @@
+"""One client connection: size-prefixed frames in, responses out in request order.
+
+Small frames are parsed out of a scratch buffer; a large frame (a Produce request) is received
+straight into a bytearray of its own, so its record batches are never copied again: handlers see
+a writable memoryview and the broker rewrites offsets in place. Requests run concurrently, yet
+responses leave in request order, as Kafka requires.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from collections import deque
+from typing import Any
+
+from bmq.broker.broker import Broker
+from bmq.broker.handlers import API_VERSIONS_KEY, HANDLERS, RequestContext, api_versions_error
+from bmq.protocol.headers import (
+    read_request_header,
+    response_header_version,
+    write_response_header,
+)
+from bmq.protocol.primitives import DecodeError, Reader, UnsupportedVersionError, Writer
+
+log = logging.getLogger(__name__)
+
+_SIZE = struct.Struct(">i")
+SCRATCH_BYTES = 256 * 1024
+
+Parts = list[bytes | bytearray | memoryview]
+
+
+class KafkaConnection(asyncio.BufferedProtocol):
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+        self._max_frame = broker.config.socket_request_max_bytes
+        self._max_inflight = broker.config.max_inflight_requests_per_connection
+        self._scratch = bytearray(SCRATCH_BYTES)
+        self._scratch_view = memoryview(self._scratch)
+        self._scratch_end = 0
+        self._frame: bytearray | None = None
+        self._frame_filled = 0
+        self._responses: deque[asyncio.Task[Parts | None]] = deque()
+        self._transport: asyncio.Transport | None = None
+        self._peer: Any = None
+        self._reading_paused = False
+        self._writing_paused = False
+        self._closed = False
+
+    # asyncio.BufferedProtocol --------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        self._peer = transport.get_extra_info("peername")
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed = True
+        for task in self._responses:
+            task.cancel()
+        self._responses.clear()
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._frame is not None:
+            return memoryview(self._frame)[self._frame_filled:]
+        if self._scratch_end == len(self._scratch):
+            # Only reachable if a parse left a full scratch: parsing always makes room.
+            raise RuntimeError("scratch buffer full")
+        return self._scratch_view[self._scratch_end:]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._frame is not None:
+            self._frame_filled += nbytes
+            if self._frame_filled == len(self._frame):
+                frame, self._frame = self._frame, None
+                self._dispatch(frame)
+            return
+        self._scratch_end += nbytes
+        self._parse_scratch()
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        self._update_reading()
+
+    # Framing ---------------------------------------------------------------------------------
+
+    def _parse_scratch(self) -> None:
+        pos = 0
+        end = self._scratch_end
+        scratch = self._scratch
+        while end - pos >= 4 and not self._closed:
+            size = _SIZE.unpack_from(scratch, pos)[0]
+            if size <= 0 or size > self._max_frame:
+                log.warning("closing %s: frame of %d bytes (limit %d)",
+                            self._peer, size, self._max_frame)
+                self._close()
+                return
+            available = end - pos - 4
+            if available >= size:
+                self._dispatch(bytearray(self._scratch_view[pos + 4 : pos + 4 + size]))
+                pos += 4 + size
+                continue
+            if size + 4 > len(scratch):
+                # Too large for the scratch buffer: receive the rest directly into its own buffer.
+                frame = bytearray(size)
+                frame[:available] = self._scratch_view[pos + 4 : end]
+                self._frame, self._frame_filled = frame, available
+                pos = end
+            break
+        if pos:
+            remaining = end - pos
+            scratch[:remaining] = self._scratch_view[pos:end]
+            self._scratch_end = remaining
+
+    # Requests -------------------------------------------------------------------------------
+
+    def _dispatch(self, frame: bytearray) -> None:
+        if self._closed:
+            return
+        reader = Reader(memoryview(frame))
+        try:
+            header = read_request_header(reader)
+        except DecodeError as error:
+            log.warning("closing %s: bad request header: %s", self._peer, error)
+            self._close()
+            return
+        spec = HANDLERS.get(header.api_key)
+        version = header.api_version
+        if spec is None:
+            log.warning("closing %s: unknown api key %d", self._peer, header.api_key)
+            self._close()
+            return
+        if not spec.min_version <= version <= spec.max_version:
+            if header.api_key == API_VERSIONS_KEY:
+                # Kafka answers an ApiVersions it cannot parse with a v0 body listing what it does.
+                self._enqueue_ready(self._encode(header.correlation_id, header.api_key, 0,
+                                                 api_versions_error()))
+                return
+            log.warning("closing %s: %s v%d not supported", self._peer,
+                        spec.request_type.__name__, version)
+            self._close()
+            return
+        try:
+            request = spec.request_type.read(reader, version)
+        except (DecodeError, UnsupportedVersionError) as error:
+            log.warning("closing %s: malformed %s v%d: %s", self._peer,
+                        spec.request_type.__name__, version, error)
+            self._close()
+            return
+        context = RequestContext(self._broker, header, frame)
+        task = asyncio.get_running_loop().create_task(
+            self._run(spec.handler(context, request, version), header.correlation_id,
+                      header.api_key, version))
+        self._track(task)
+
+    async def _run(self, handling: Any, correlation_id: int, api_key: int,
+                   version: int) -> Parts | None:
+        response = await handling
+        if response is None:  # acks=0 Produce: Kafka sends nothing back
+            return None
+        return self._encode(correlation_id, api_key, version, response)
+
+    @staticmethod
+    def _encode(correlation_id: int, api_key: int, version: int, response: Any) -> Parts:
+        writer = Writer()
+        write_response_header(writer, correlation_id, response_header_version(api_key, version))
+        response.write(writer, version)
+        return [_SIZE.pack(writer.size), *writer.parts()]
+
+    def _enqueue_ready(self, parts: Parts) -> None:
+        future: asyncio.Future[Parts | None] = asyncio.get_running_loop().create_future()
+        future.set_result(parts)
+        self._track(future)  # type: ignore[arg-type]
+
+    def _track(self, task: asyncio.Task[Parts | None]) -> None:
+        self._responses.append(task)
+        task.add_done_callback(self._flush_responses)
+        self._update_reading()
+
+    def _flush_responses(self, _: object = None) -> None:
+        transport = self._transport
+        while self._responses and self._responses[0].done():
+            task = self._responses.popleft()
+            if task.cancelled() or self._closed or transport is None:
+                continue
+            error = task.exception()
+            if error is not None:
+                log.error("closing %s: request failed", self._peer, exc_info=error)
+                self._close()
+                return
+            parts = task.result()
+            if parts is not None:
+                transport.writelines(parts)
+        self._update_reading()
+
+    def _update_reading(self) -> None:
+        transport = self._transport
+        if transport is None or self._closed:
+            return
+        pause = self._writing_paused or len(self._responses) >= self._max_inflight
+        if pause and not self._reading_paused:
+            transport.pause_reading()
+            self._reading_paused = True
+        elif not pause and self._reading_paused:
+            transport.resume_reading()
+            self._reading_paused = False
+
+    def _close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            if self._transport is not None:
+                self._transport.close()

@@ -1,0 +1,28 @@
+"""AlterConfigs (legacy): replace a topic's whole set of config overrides."""
+
+from __future__ import annotations
+
+from bmq.broker.handlers.base import RequestContext
+from bmq.broker.handlers.config_resources import find_topic
+from bmq.broker.topic_config import validate_topic_configs
+from bmq.protocol.errors import KafkaError
+from bmq.protocol.messages import AlterConfigsRequest, AlterConfigsResponse
+from bmq.protocol.messages.alter_configs_response import AlterConfigsResourceResponse
+
+
+async def handle_alter_configs(ctx: RequestContext, request: AlterConfigsRequest,
+                               version: int) -> AlterConfigsResponse:
+    results = []
+    for resource in request.resources:
+        result = AlterConfigsResourceResponse(resource_type=resource.resource_type,
+                                              resource_name=resource.resource_name)
+        results.append(result)
+        try:
+            info = find_topic(ctx.broker, resource.resource_type, resource.resource_name)
+            configs = validate_topic_configs({c.name: c.value for c in resource.configs})
+            if not request.validate_only:
+                await ctx.broker.set_topic_configs(info, configs)
+        except KafkaError as error:
+            result.error_code = error.code
+            result.error_message = error.message
+    return AlterConfigsResponse(responses=results)

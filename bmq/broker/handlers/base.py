@@ -1,0 +1,34 @@
+"""What every API handler receives, and how it is registered."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from bmq.broker.broker import Broker
+from bmq.protocol.headers import RequestHeader
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    broker: Broker
+    header: RequestHeader
+    # The request frame; record memoryviews in the decoded request point into it.
+    frame: bytearray
+
+
+Handler = Callable[[RequestContext, Any, int], Awaitable[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class ApiSpec:
+    """One Kafka API: the versions BMQ serves and the coroutine that answers it."""
+
+    request_type: type
+    min_version: int
+    max_version: int
+    handler: Handler
+    # Lower bound shown in ApiVersions when it must differ from what is served (KAFKA-18659:
+    # librdkafka only compresses if Produce v0 is listed, although v0-2 are never served).
+    advertised_min_version: int | None = None

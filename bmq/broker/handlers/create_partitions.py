@@ -1,0 +1,37 @@
+"""CreatePartitions: grow a topic's partition count."""
+
+from __future__ import annotations
+
+from bmq.broker.handlers.base import RequestContext
+from bmq.protocol.errors import ErrorCode, KafkaError
+from bmq.protocol.messages import CreatePartitionsRequest, CreatePartitionsResponse
+from bmq.protocol.messages.create_partitions_response import CreatePartitionsTopicResult
+
+
+async def handle_create_partitions(ctx: RequestContext, request: CreatePartitionsRequest,
+                                   version: int) -> CreatePartitionsResponse:
+    broker = ctx.broker
+    results = []
+    for topic in request.topics:
+        result = CreatePartitionsTopicResult(name=topic.name)
+        results.append(result)
+        try:
+            info = broker.topics.get(topic.name)
+            if info is None:
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            node = broker.node.node_id
+            if topic.assignments is not None and (
+                    len(topic.assignments) != topic.count - info.partitions
+                    or any(a.broker_ids != [node] for a in topic.assignments)):
+                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"Each new partition must be assigned to broker {node} alone.")
+            if request.validate_only:
+                if topic.count <= info.partitions:
+                    raise KafkaError(ErrorCode.INVALID_PARTITIONS,
+                                     f"Topic currently has {info.partitions} partitions.")
+            else:
+                await broker.add_partitions(info, topic.count)
+        except KafkaError as error:
+            result.error_code = error.code
+            result.error_message = error.message
+    return CreatePartitionsResponse(results=results)

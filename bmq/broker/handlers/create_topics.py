@@ -1,0 +1,66 @@
+"""CreateTopics, including validate_only and explicit (single-broker) assignments."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from bmq.broker.handlers.base import RequestContext
+from bmq.broker.topic_config import TOPIC_CONFIGS, effective_topic_configs
+from bmq.protocol.errors import ErrorCode, KafkaError
+from bmq.protocol.messages import CreateTopicsRequest, CreateTopicsResponse
+from bmq.protocol.messages.create_topics_request import CreatableTopic
+from bmq.protocol.messages.create_topics_response import (
+    CreatableTopicConfigs,
+    CreatableTopicResult,
+)
+
+
+def _partition_count(ctx: RequestContext, topic: CreatableTopic) -> tuple[int, int]:
+    """Partition count and replication factor, from the assignment when one is given."""
+    if not topic.assignments:
+        return topic.num_partitions, topic.replication_factor
+    if topic.num_partitions != -1 or topic.replication_factor != -1:
+        raise KafkaError(ErrorCode.INVALID_REQUEST,
+                         "Both numPartitions or replicationFactor and replicasAssignments were set.")
+    node = ctx.broker.node.node_id
+    indexes = sorted(a.partition_index for a in topic.assignments)
+    if indexes != list(range(len(indexes))) or any(a.broker_ids != [node]
+                                                  for a in topic.assignments):
+        raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                         f"Each partition must be assigned to broker {node} alone.")
+    return len(indexes), 1
+
+
+async def handle_create_topics(ctx: RequestContext, request: CreateTopicsRequest,
+                               version: int) -> CreateTopicsResponse:
+    broker = ctx.broker
+    names = Counter(t.name for t in request.topics)
+    results = []
+    for topic in request.topics:
+        result = CreatableTopicResult(name=topic.name)
+        results.append(result)
+        try:
+            if names[topic.name] > 1:
+                raise KafkaError(ErrorCode.INVALID_REQUEST,
+                                 f"Create topics request from client contains a duplicate topic "
+                                 f"{topic.name}.")
+            count, replication = _partition_count(ctx, topic)
+            configs = {c.name: c.value for c in topic.configs}
+            if request.validate_only:
+                count, valid = broker.check_new_topic(topic.name, count, replication, configs)
+            else:
+                info = await broker.create_topic(topic.name, count, replication, configs)
+                result.topic_id = info.topic_id
+                count, valid = info.partitions, info.configs
+            result.num_partitions = count
+            result.replication_factor = 1
+            result.configs = [
+                CreatableTopicConfigs(name=name, value=value, read_only=False,
+                                      config_source=source, is_sensitive=False)
+                for name, (value, source) in effective_topic_configs(broker.config, valid).items()
+                if name in TOPIC_CONFIGS
+            ]
+        except KafkaError as error:
+            result.error_code = error.code
+            result.error_message = error.message
+    return CreateTopicsResponse(topics=results)

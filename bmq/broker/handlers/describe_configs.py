@@ -1,0 +1,61 @@
+"""DescribeConfigs for topics and the broker."""
+
+from __future__ import annotations
+
+from bmq.broker.handlers.base import RequestContext
+from bmq.broker.handlers.config_resources import (
+    ConfigEntry,
+    broker_entries,
+    topic_entries,
+)
+from bmq.broker.topic_config import ConfigSource, ResourceType
+from bmq.protocol.errors import ErrorCode, KafkaError
+from bmq.protocol.messages import DescribeConfigsRequest, DescribeConfigsResponse
+from bmq.protocol.messages.describe_configs_response import (
+    DescribeConfigsResourceResult,
+    DescribeConfigsResult,
+    DescribeConfigsSynonym,
+)
+
+
+def _entries(ctx: RequestContext, resource_type: int, name: str) -> list[ConfigEntry]:
+    broker = ctx.broker
+    if resource_type == ResourceType.TOPIC:
+        info = broker.topics.get(name)
+        if info is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist")
+        return topic_entries(broker, info)
+    if resource_type == ResourceType.BROKER:
+        if name not in ("", str(broker.node.node_id)):
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown broker {name}")
+        return broker_entries(broker)
+    raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}")
+
+
+async def handle_describe_configs(ctx: RequestContext, request: DescribeConfigsRequest,
+                                  version: int) -> DescribeConfigsResponse:
+    results = []
+    for resource in request.resources:
+        result = DescribeConfigsResult(resource_type=resource.resource_type,
+                                       resource_name=resource.resource_name)
+        results.append(result)
+        try:
+            entries = _entries(ctx, resource.resource_type, resource.resource_name)
+        except KafkaError as error:
+            result.error_code = error.code
+            result.error_message = error.message
+            continue
+        keys = resource.configuration_keys
+        for entry in entries:
+            if keys is not None and entry.name not in keys:
+                continue
+            synonyms = []
+            if request.include_synonyms:
+                synonyms.append(DescribeConfigsSynonym(name=entry.name, value=entry.value,
+                                                       source=entry.source))
+            result.configs.append(DescribeConfigsResourceResult(
+                name=entry.name, value=entry.value, read_only=entry.read_only,
+                config_source=entry.source, is_default=entry.source == ConfigSource.DEFAULT_CONFIG,
+                is_sensitive=False, synonyms=synonyms, config_type=entry.type,
+                documentation=entry.documentation if request.include_documentation else None))
+    return DescribeConfigsResponse(results=results)

@@ -1,0 +1,64 @@
+"""IncrementalAlterConfigs (KIP-339): set, delete, append to or subtract from topic configs."""
+
+from __future__ import annotations
+
+from bmq.broker.handlers.base import RequestContext
+from bmq.broker.handlers.config_resources import find_topic
+from bmq.broker.topic_config import TOPIC_CONFIGS, ConfigType, validate_topic_configs
+from bmq.protocol.errors import ErrorCode, KafkaError
+from bmq.protocol.messages import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
+from bmq.protocol.messages.incremental_alter_configs_request import AlterableConfig
+from bmq.protocol.messages.incremental_alter_configs_response import AlterConfigsResourceResponse
+
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def _apply(current: dict[str, str], change: AlterableConfig, default: str) -> None:
+    definition = TOPIC_CONFIGS.get(change.name)
+    if definition is None:
+        raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown or unsupported config {change.name}")
+    if change.config_operation == SET:
+        if change.value is None:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Null value for {change.name}")
+        current[change.name] = change.value
+    elif change.config_operation == DELETE:
+        current.pop(change.name, None)
+    elif change.config_operation in (APPEND, SUBTRACT):
+        if definition.type != ConfigType.LIST:
+            raise KafkaError(ErrorCode.INVALID_CONFIG,
+                             f"Config {change.name} is not a list: cannot append or subtract")
+        items = [i for i in current.get(change.name, default).split(",") if i]
+        for item in (change.value or "").split(","):
+            if change.config_operation == APPEND and item and item not in items:
+                items.append(item)
+            elif change.config_operation == SUBTRACT and item in items:
+                items.remove(item)
+        current[change.name] = ",".join(items)
+    else:
+        raise KafkaError(ErrorCode.INVALID_REQUEST,
+                         f"Unknown config operation {change.config_operation}")
+
+
+async def handle_incremental_alter_configs(ctx: RequestContext,
+                                           request: IncrementalAlterConfigsRequest,
+                                           version: int) -> IncrementalAlterConfigsResponse:
+    broker = ctx.broker
+    results = []
+    for resource in request.resources:
+        result = AlterConfigsResourceResponse(resource_type=resource.resource_type,
+                                              resource_name=resource.resource_name)
+        results.append(result)
+        try:
+            info = find_topic(broker, resource.resource_type, resource.resource_name)
+            configs = dict(info.configs)
+            for change in resource.configs:
+                default = TOPIC_CONFIGS[change.name].broker_default(broker.config) \
+                    if change.name in TOPIC_CONFIGS else ""
+                _apply(configs, change, default)
+            configs = validate_topic_configs(configs)
+            if not request.validate_only:
+                await broker.set_topic_configs(info, configs)
+        except KafkaError as error:
+            result.error_code = error.code
+            result.error_message = error.message
+    return IncrementalAlterConfigsResponse(responses=results)

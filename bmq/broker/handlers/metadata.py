@@ -1,0 +1,74 @@
+"""Metadata: brokers, topics and partition leaders; creates topics clients name if allowed."""
+
+from __future__ import annotations
+
+from bmq.broker.broker import Broker
+from bmq.broker.handlers.base import RequestContext
+from bmq.broker.metadata import TopicInfo, check_topic_name
+from bmq.protocol.errors import ErrorCode, KafkaError
+from bmq.protocol.messages import MetadataRequest, MetadataResponse
+from bmq.protocol.messages.metadata_response import (
+    MetadataResponseBroker,
+    MetadataResponsePartition,
+    MetadataResponseTopic,
+)
+from bmq.protocol.primitives import ZERO_UUID
+
+
+def topic_metadata(broker: Broker, info: TopicInfo) -> MetadataResponseTopic:
+    node = broker.node.node_id
+    partitions = []
+    for index in range(info.partitions):
+        partition = broker.partitions.get(info.name, index)
+        partitions.append(MetadataResponsePartition(
+            error_code=ErrorCode.NONE if partition else ErrorCode.LEADER_NOT_AVAILABLE,
+            partition_index=index,
+            leader_id=node if partition else -1,
+            leader_epoch=partition.leader_epoch if partition else -1,
+            replica_nodes=[node],
+            isr_nodes=[node],
+            offline_replicas=[],
+        ))
+    return MetadataResponseTopic(error_code=ErrorCode.NONE, name=info.name,
+                                 topic_id=info.topic_id, is_internal=info.internal,
+                                 partitions=partitions)
+
+
+async def _requested_topic(broker: Broker, name: str | None, topic_id: object,
+                           auto_create: bool) -> MetadataResponseTopic:
+    try:
+        if name is None:
+            info = broker.topics.by_id(topic_id)  # type: ignore[arg-type]
+            if info is None:
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID)
+            return topic_metadata(broker, info)
+        info = broker.topics.get(name)
+        if info is None:
+            check_topic_name(name)
+            if not auto_create:
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            info = await broker.auto_create(name)
+        return topic_metadata(broker, info)
+    except KafkaError as error:
+        return MetadataResponseTopic(error_code=error.code, name=name,
+                                     topic_id=topic_id if name is None else ZERO_UUID)  # type: ignore[arg-type]
+
+
+async def handle_metadata(ctx: RequestContext, request: MetadataRequest,
+                          version: int) -> MetadataResponse:
+    broker = ctx.broker
+    # v0 asks for all topics with an empty list; v1+ with null.
+    if request.topics is None or (version == 0 and not request.topics):
+        topics = [topic_metadata(broker, info) for info in broker.topics.all()]
+    else:
+        auto_create = broker.config.auto_create_topics_enable and (
+            version < 4 or request.allow_auto_topic_creation)
+        topics = [await _requested_topic(broker, t.name, t.topic_id, auto_create)
+                  for t in request.topics]
+    return MetadataResponse(
+        brokers=[MetadataResponseBroker(node_id=n.node_id, host=n.host, port=n.port, rack=n.rack)
+                 for n in broker.nodes],
+        cluster_id=broker.cluster_id,
+        controller_id=broker.controller_id,
+        topics=topics,
+    )

@@ -1,0 +1,76 @@
+"""Produce: validate batches, assign offsets, queue for the writer, answer per acks."""
+
+from __future__ import annotations
+
+import asyncio
+
+from bmq.broker.handlers.base import RequestContext
+from bmq.broker.partitions import now_ms
+from bmq.protocol.errors import ErrorCode, KafkaError
+from bmq.protocol.messages import ProduceRequest, ProduceResponse
+from bmq.protocol.messages.produce_response import PartitionProduceResponse, TopicProduceResponse
+from bmq.protocol.records import validate_batches
+
+
+async def handle_produce(ctx: RequestContext, request: ProduceRequest,
+                         version: int) -> ProduceResponse | None:
+    broker = ctx.broker
+    acks = request.acks
+    durable_waits: list[tuple[PartitionProduceResponse, asyncio.Future[None]]] = []
+    topics: list[TopicProduceResponse] = []
+    timestamp = now_ms()
+    # Everything up to the first await runs in request order (tasks start FIFO), so batches
+    # from one connection are appended in the order the client sent them.
+    for topic_data in request.topic_data:
+        results = []
+        try:
+            name = broker.topic_name(topic_data.name, topic_data.topic_id)
+            topic_error = None
+        except KafkaError as error:
+            name, topic_error = topic_data.name, error
+        for data in topic_data.partition_data:
+            result = PartitionProduceResponse(index=data.index, base_offset=-1)
+            results.append(result)
+            try:
+                if topic_error is not None:
+                    raise topic_error
+                if acks not in (-1, 0, 1):
+                    raise KafkaError(ErrorCode.INVALID_REQUIRED_ACKS)
+                if request.transactional_id is not None:
+                    raise KafkaError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                     "transactions are not supported yet")
+                partition = broker.partition(name, data.index)
+                partition.check_writable()
+                records = data.records
+                if records is None or len(records) == 0:
+                    raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "no record batches")
+                config = partition.log.config
+                headers = validate_batches(records, config.max_message_bytes)
+                if len(records) > config.segment_bytes:
+                    raise KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE,
+                                     "record set is larger than segment.bytes")
+                appended = partition.log.append(records, headers, timestamp)
+                result.base_offset = appended.base_offset
+                result.log_append_time_ms = appended.log_append_time
+                result.log_start_offset = appended.log_start_offset
+                partition.schedule_flush()
+                if acks == -1:
+                    durable_waits.append((result, partition.durable(appended.last_offset)))
+            except KafkaError as error:
+                result.error_code = error.code
+                result.error_message = error.message
+        topics.append(TopicProduceResponse(name=name, topic_id=topic_data.topic_id,
+                                           partition_responses=results))
+    if acks == 0:
+        return None
+    if durable_waits:
+        await asyncio.wait([w for _, w in durable_waits], timeout=request.timeout_ms / 1000)
+        for result, waiter in durable_waits:
+            if not waiter.done():
+                waiter.cancel()
+                result.error_code = ErrorCode.REQUEST_TIMED_OUT
+            elif waiter.exception() is not None:
+                error = waiter.exception()
+                result.error_code = (error.code if isinstance(error, KafkaError)
+                                     else ErrorCode.KAFKA_STORAGE_ERROR)
+    return ProduceResponse(responses=topics)

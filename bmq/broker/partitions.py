@@ -1,0 +1,167 @@
+"""Open partition logs, their asynchronous group-commit writer, and the waits built on it.
+
+Produce appends to a log in memory on the event loop; a flush of everything queued then runs on a
+worker thread (one write and one fsync for many batches). While it runs new appends queue up and
+go out together in the next flush: group commit without a timer. When a flush makes data durable,
+acks=all producers waiting on it are answered and long-polling fetches are woken.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Iterable
+from concurrent.futures import Executor
+
+from bmq.protocol.errors import ErrorCode, KafkaError
+from bmq.storage import LogConfig, PartitionLog, Storage
+
+log = logging.getLogger(__name__)
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Partition:
+    """One partition this broker leads: its log plus the futures waiting on its writer."""
+
+    def __init__(self, log_: PartitionLog, executor: Executor, leader_epoch: int = 0) -> None:
+        self.log = log_
+        self.leader_epoch = leader_epoch
+        self._executor = executor
+        self._flushing = False
+        self._failed: BaseException | None = None
+        # (offset, future) pairs in offset order: appends arrive in offset order.
+        self._durable_waiters: deque[tuple[int, asyncio.Future[None]]] = deque()
+        self._data_waiter: asyncio.Future[None] | None = None
+        self._idle: asyncio.Event = asyncio.Event()
+        self._idle.set()
+
+    @property
+    def topic(self) -> str:
+        return self.log.topic
+
+    @property
+    def index(self) -> int:
+        return self.log.partition
+
+    def schedule_flush(self) -> None:
+        """Start a flush unless one is running; the running one restarts itself when done."""
+        if self._flushing or self.log.pending_bytes() == 0:
+            return
+        self._flushing = True
+        self._idle.clear()
+        loop = asyncio.get_running_loop()
+        future = loop.run_in_executor(self._executor, self.log.flush)
+        future.add_done_callback(self._flushed)
+
+    def _flushed(self, future: asyncio.Future[int]) -> None:
+        self._flushing = False
+        error = future.exception()
+        if error is not None:
+            log.error("flush of %s-%d failed: %s", self.topic, self.index, error)
+            self._failed = error
+            while self._durable_waiters:
+                _, waiter = self._durable_waiters.popleft()
+                if not waiter.done():
+                    waiter.set_exception(KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, str(error)))
+            self._idle.set()
+            return
+        high_watermark = future.result()
+        while self._durable_waiters and self._durable_waiters[0][0] < high_watermark:
+            _, waiter = self._durable_waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+        if self._data_waiter is not None:
+            if not self._data_waiter.done():
+                self._data_waiter.set_result(None)
+            self._data_waiter = None
+        if self.log.pending_bytes():
+            self.schedule_flush()
+        else:
+            self._idle.set()
+
+    def check_writable(self) -> None:
+        if self._failed is not None:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"log unavailable: {self._failed}")
+
+    def durable(self, last_offset: int) -> asyncio.Future[None]:
+        """A future done once every offset up to ``last_offset`` is durable."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if last_offset < self.log.high_watermark:
+            future.set_result(None)
+        else:
+            self._durable_waiters.append((last_offset, future))
+        return future
+
+    def new_data(self) -> asyncio.Future[None]:
+        """A future done at the next advance of the high watermark (shared by all fetchers)."""
+        if self._data_waiter is None or self._data_waiter.done():
+            self._data_waiter = asyncio.get_running_loop().create_future()
+        return self._data_waiter
+
+    async def drain(self) -> None:
+        """Wait until everything appended so far is flushed."""
+        self.schedule_flush()
+        await self._idle.wait()
+
+
+class PartitionManager:
+    """All partitions of this broker, keyed by (topic, index)."""
+
+    def __init__(self, storage: Storage, executor: Executor) -> None:
+        self._storage = storage
+        self._executor = executor
+        self._partitions: dict[tuple[str, int], Partition] = {}
+
+    def get(self, topic: str, index: int) -> Partition | None:
+        return self._partitions.get((topic, index))
+
+    def all(self) -> Iterable[Partition]:
+        return list(self._partitions.values())
+
+    async def open(self, topic: str, index: int, config: LogConfig) -> Partition:
+        """Open (and recover) a partition's log on a worker thread."""
+        existing = self._partitions.get((topic, index))
+        if existing is not None:
+            return existing
+        loop = asyncio.get_running_loop()
+        log_ = await loop.run_in_executor(
+            self._executor, PartitionLog.open, self._storage, topic, index, config)
+        partition = Partition(log_, self._executor)
+        self._partitions[(topic, index)] = partition
+        return partition
+
+    async def close(self, topic: str, index: int, delete: bool = False) -> None:
+        partition = self._partitions.pop((topic, index), None)
+        if partition is None:
+            return
+        await partition.drain()
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(
+            self._executor, partition.log.delete if delete else partition.log.close)
+
+    async def close_all(self) -> None:
+        for topic, index in list(self._partitions):
+            await self.close(topic, index)
+
+    async def maintain(self, checkpoint_interval_ms: int, retention_interval_ms: int) -> None:
+        """Periodic checkpoints and retention, forever (cancelled at shutdown)."""
+        loop = asyncio.get_running_loop()
+        last_retention = now_ms()
+        while True:
+            await asyncio.sleep(checkpoint_interval_ms / 1000)
+            run_retention = now_ms() - last_retention >= retention_interval_ms
+            for partition in self.all():
+                try:
+                    if run_retention:
+                        await loop.run_in_executor(
+                            self._executor, partition.log.apply_retention, now_ms())
+                    await loop.run_in_executor(self._executor, partition.log.checkpoint)
+                except Exception:
+                    log.exception("maintenance of %s-%d failed", partition.topic, partition.index)
+            if run_retention:
+                last_retention = now_ms()

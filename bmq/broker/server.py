@@ -1,0 +1,71 @@
+"""`bmq serve`: the embedded broker on a local data directory, one process, no ZooKeeper."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+from concurrent.futures import ThreadPoolExecutor
+
+from bmq.broker.broker import Broker
+from bmq.broker.connection import KafkaConnection
+from bmq.config import BrokerConfig
+from bmq.storage import open_storage
+
+log = logging.getLogger(__name__)
+
+# Flushes block in fsync and recovery in reads, outside the GIL: enough threads to overlap them.
+WORKER_THREADS = 16
+
+
+class BrokerServer:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self._executor = ThreadPoolExecutor(WORKER_THREADS, thread_name_prefix="bmq-io")
+        data_dir = os.path.abspath(config.data_dir)
+        os.makedirs(os.path.join(data_dir, "topics"), exist_ok=True)
+        os.makedirs(os.path.join(data_dir, "meta"), exist_ok=True)
+        self.broker = Broker(config, open_storage(os.path.join(data_dir, "topics")),
+                             open_storage(os.path.join(data_dir, "meta")), self._executor)
+        self._server: asyncio.Server | None = None
+        self._maintenance: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        await self.broker.start()
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: KafkaConnection(self.broker), self.config.listen_host,
+            self.config.listen_port, reuse_address=True, backlog=1024)
+        self._maintenance = loop.create_task(self.broker.partitions.maintain(
+            self.config.log_checkpoint_interval_ms, self.config.log_retention_check_interval_ms))
+        host, port = self.config.advertised
+        log.info("BMQ broker %d listening on %s (advertised %s:%d), data in %s",
+                 self.config.node_id, self.config.listen, host, port,
+                 os.path.abspath(self.config.data_dir))
+
+    async def stop(self) -> None:
+        """Stop accepting, flush and checkpoint every partition."""
+        if self._server is not None:
+            self._server.close()
+        if self._maintenance is not None:
+            self._maintenance.cancel()
+        await self.broker.stop()
+        self._executor.shutdown(wait=True)
+        log.info("BMQ broker stopped cleanly")
+
+    async def run_until_signalled(self) -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await self.start()
+        await stop.wait()
+        log.info("shutting down")
+        await self.stop()
+
+
+def serve(config: BrokerConfig) -> None:
+    import uvloop
+
+    uvloop.run(BrokerServer(config).run_until_signalled())

@@ -1,0 +1,134 @@
+"""Settings for every role, with one precedence order: defaults < TOML file < BMQ_* env < flags.
+
+TOML keys are the field names below; Kafka's dotted property names are accepted too
+(``"log.retention.ms"`` and ``log_retention_ms`` are the same key). The environment variable for a
+field is ``BMQ_`` plus its upper-cased name, e.g. ``BMQ_DATA_DIR`` or ``BMQ_LOG_RETENTION_MS``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, get_type_hints
+
+
+class ConfigError(ValueError):
+    """A setting that cannot be used, reported to the operator before anything starts."""
+
+
+@dataclass(slots=True)
+class BrokerConfig:
+    """Everything `bmq serve` needs; broker-wide log settings are the topics' defaults."""
+
+    data_dir: str = "./bmq-data"
+    listen: str = "127.0.0.1:9092"
+    advertise: str = ""
+    node_id: int = 0
+    log_level: str = "INFO"
+    # Topics
+    auto_create_topics_enable: bool = True
+    num_partitions: int = 1
+    default_replication_factor: int = 1
+    delete_topic_enable: bool = True
+    # Log defaults (Kafka's log.* names); topics override them with their own configs.
+    log_segment_bytes: int = 1 << 30
+    log_roll_ms: int = 7 * 24 * 3600 * 1000
+    log_retention_ms: int = 7 * 24 * 3600 * 1000
+    log_retention_bytes: int = -1
+    log_index_interval_bytes: int = 4096
+    log_message_timestamp_type: str = "CreateTime"
+    message_max_bytes: int = 1048588
+    log_retention_check_interval_ms: int = 300_000
+    log_checkpoint_interval_ms: int = 10_000
+    # Network
+    socket_request_max_bytes: int = 104_857_600
+    max_inflight_requests_per_connection: int = 64
+    # Producer ids handed out per allocation persisted to storage (so restarts never reuse ids).
+    producer_id_block_size: int = 1000
+
+    @property
+    def listen_host(self) -> str:
+        return split_host_port(self.listen)[0]
+
+    @property
+    def listen_port(self) -> int:
+        return split_host_port(self.listen)[1]
+
+    @property
+    def advertised(self) -> tuple[str, int]:
+        """Address clients are told to connect to: --advertise, else the listen address."""
+        host, port = split_host_port(self.advertise or self.listen)
+        if host in ("0.0.0.0", "::", ""):
+            host = "127.0.0.1"
+        return host, port
+
+
+def split_host_port(address: str) -> tuple[str, int]:
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ConfigError(f"expected HOST:PORT, got {address!r}")
+    return host.strip("[]"), int(port)
+
+
+def _normalise(key: str) -> str:
+    return key.replace(".", "_").replace("-", "_").lower()
+
+
+def _coerce(name: str, kind: Any, value: Any) -> Any:
+    try:
+        if kind is bool:
+            if isinstance(value, bool):
+                return value
+            text = str(value).strip().lower()
+            if text in ("true", "1", "yes", "on"):
+                return True
+            if text in ("false", "0", "no", "off"):
+                return False
+            raise ValueError(value)
+        if kind is int:
+            if isinstance(value, bool):
+                raise ValueError(value)
+            return int(value)
+        return str(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"setting {name!r}: cannot use {value!r} as {kind.__name__}") from None
+
+
+def load_config(
+    config_file: str | None = None,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> BrokerConfig:
+    """Build the config from the TOML file, then BMQ_* variables, then explicit overrides."""
+    hints = get_type_hints(BrokerConfig)
+    fields = {f.name for f in dataclasses.fields(BrokerConfig)}
+    values: dict[str, Any] = {}
+    environ = os.environ if environ is None else environ
+    config_file = config_file or environ.get("BMQ_CONFIG")
+    if config_file:
+        try:
+            with open(config_file, "rb") as fh:
+                table = tomllib.load(fh)
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"cannot read config file {config_file}: {exc}") from exc
+        for key, value in table.items():
+            name = _normalise(key)
+            if name not in fields:
+                raise ConfigError(f"unknown setting {key!r} in {config_file}")
+            values[name] = _coerce(name, hints[name], value)
+    for name in fields:
+        env_value = environ.get("BMQ_" + name.upper())
+        if env_value is not None:
+            values[name] = _coerce(name, hints[name], env_value)
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            name = _normalise(key)
+            values[name] = _coerce(name, hints[name], value)
+    config = BrokerConfig(**values)
+    split_host_port(config.listen)
+    if config.advertise:
+        split_host_port(config.advertise)
+    return config
