@@ -13,7 +13,14 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from protocol_kio_support import entity_strategy, kio_class, kio_encode, messages, our_module, to_ours
+from protocol_kio_support import (
+    entity_strategy,
+    kio_class,
+    kio_encode,
+    messages,
+    our_module,
+    to_ours,
+)
 
 from bmq.protocol.primitives import Reader, Writer
 
