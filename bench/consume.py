@@ -1,0 +1,107 @@
+"""The consumer worker: read given offset ranges with assign() and time it."""
+
+from __future__ import annotations
+
+import time
+from threading import BrokenBarrierError
+
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+from bench.config import BenchConfig, consumer_conf
+from bench.produce import Barrier, _error_logger
+from bench.stats import WorkerResult
+
+BATCH = 10_000  # messages per Consumer.consume() call
+
+#: (partition, first offset, end offset): read the messages first <= offset < end
+Range = tuple[int, int, int]
+
+
+def make_consumer(cfg: BenchConfig) -> Consumer:
+    conf = consumer_conf(cfg)
+    conf["error_cb"] = _error_logger("consumer")
+    return Consumer(conf)
+
+
+def run_consumer(cfg: BenchConfig, worker: int, ranges: list[Range],
+                 barrier: Barrier | None = None) -> WorkerResult:
+    """Consume every range to its end offset (or until the time limit).
+
+    No consumer group is joined: the partitions are assign()ed with explicit
+    offsets and nothing is committed. The clock starts at assign(), after the
+    connection is up, and stops when the last range is finished.
+    """
+    result = WorkerResult(role="consumer", worker=worker)
+    consumer = make_consumer(cfg)
+    try:
+        try:
+            consumer.list_topics(cfg.topic, timeout=30.0)  # warm-up: connect, learn the leaders
+        except Exception:
+            if barrier is not None:
+                barrier.abort()
+            raise
+        if barrier is not None:
+            try:
+                barrier.wait(timeout=120.0)
+            except BrokenBarrierError:
+                result.complete = False
+                result.notes.append("another process failed to start")
+                return result
+        _consume_ranges(cfg, consumer, ranges, result)
+    finally:
+        consumer.close()
+    return result
+
+
+def _consume_ranges(cfg: BenchConfig, consumer: Consumer, ranges: list[Range],
+                    result: WorkerResult) -> None:
+    ends = {p: end for p, first, end in ranges if end > first}
+    start = time.monotonic()
+    deadline = start + cfg.timeout_s
+    consumer.assign([TopicPartition(cfg.topic, p, first)
+                     for p, first, end in ranges if end > first])
+    pending = [TopicPartition(cfg.topic, p) for p in sorted(ends)]
+    count = 0
+    nbytes = 0
+    errors = 0
+    last_message = start
+    eof = KafkaError._PARTITION_EOF
+    consume = consumer.consume
+    at_eof: set[int] = set()  # partitions that reported EOF at or past their end
+    while pending:
+        now = time.monotonic()
+        if now >= deadline:
+            result.complete = False
+            result.notes.append(f"time limit reached with partitions "
+                                f"{[tp.partition for tp in pending]} unfinished")
+            break
+        batch = consume(BATCH, min(0.1, deadline - now))
+        if not batch:
+            continue
+        for msg in batch:
+            err = msg.error()
+            if err is None:
+                count += 1
+                nbytes += len(msg)
+            elif err.code() == eof:
+                if msg.offset() >= ends.get(msg.partition(), 0):
+                    at_eof.add(msg.partition())
+            else:
+                errors += 1
+                if result.first_error is None:
+                    result.first_error = str(err)
+                if err.fatal():
+                    result.complete = False
+                    pending = []
+                    break
+        last_message = time.monotonic()
+        if pending:
+            # position() is the offset after the last message handed to us
+            positions = consumer.position(pending)
+            pending = [TopicPartition(cfg.topic, tp.partition) for tp in positions
+                       if tp.offset < ends[tp.partition] and tp.partition not in at_eof]
+    result.start = start
+    result.end = last_message
+    result.messages = count
+    result.bytes = nbytes
+    result.errors = errors

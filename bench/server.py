@@ -1,0 +1,129 @@
+"""A throw-away ``bmq serve`` on a free port with a temporary data directory."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+
+from bench.topic import BenchError
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def default_command() -> list[str]:
+    """The ``bmq`` next to this Python (a venv), else the one on PATH."""
+    beside = Path(sys.executable).with_name("bmq")
+    if beside.exists():
+        return [str(beside), "serve"]
+    found = shutil.which("bmq")
+    if found:
+        return [found, "serve"]
+    return [sys.executable, "-c", "import sys; from bmq.cli import main; sys.exit(main())",
+            "serve"]
+
+
+class LocalServer:
+    """Start with ``with LocalServer() as server:``; server.bootstrap is the address."""
+
+    def __init__(self, command: str | None = None, keep_data: bool = False,
+                 startup_timeout: float = 60.0, host: str = "127.0.0.1") -> None:
+        self.command = shlex.split(command) if command else default_command()
+        self.keep_data = keep_data
+        self.startup_timeout = startup_timeout
+        self.host = host
+        self.port = 0
+        self.data_dir = ""
+        self.log_path = ""
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid if self.proc else 0
+
+    def describe(self) -> str:
+        return f"spawned `{shlex.join(self.command)}`, pid {self.pid}, data {self.data_dir}"
+
+    def start(self) -> str:
+        self.data_dir = tempfile.mkdtemp(prefix="bmq-bench-")
+        self.log_path = os.path.join(self.data_dir, "server.log")
+        self.port = free_port(self.host)
+        argv = [*self.command, "--data-dir", os.path.join(self.data_dir, "data"),
+                "--listen", self.bootstrap]
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self.bootstrap
+
+    def _wait_ready(self) -> None:
+        assert self.proc is not None
+        deadline = time.monotonic() + self.startup_timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise BenchError(f"the server exited with code {self.proc.returncode}:\n"
+                                 f"{self.log_tail()}")
+            try:
+                with socket.create_connection((self.host, self.port), timeout=0.5):
+                    pass
+            except OSError:
+                time.sleep(0.1)
+                continue
+            admin = AdminClient({"bootstrap.servers": self.bootstrap,
+                                 "log.connection.close": False})
+            try:
+                admin.list_topics(timeout=5.0)
+                return
+            except KafkaException:
+                time.sleep(0.2)
+        raise BenchError(f"the server did not answer within {self.startup_timeout:.0f} s:\n"
+                         f"{self.log_tail()}")
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            text = Path(self.log_path).read_text(errors="replace")
+        except OSError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=15)
+        if self.data_dir and not self.keep_data:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def __enter__(self) -> LocalServer:
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
