@@ -1,0 +1,133 @@
+"""The one storage interface every byte of BMQ goes through.
+
+A ``Storage`` is rooted at a directory (a local path, ``hdfs://nn/bmq``, ``memory://x`` ...) and
+every method takes a path *relative to that root*, with ``/`` as the separator. Two
+implementations exist: ``LocalStorage`` (plain paths and ``file://``: raw ``os`` calls, pwritev,
+fdatasync, pread) and ``FsspecStorage`` (any fsspec filesystem whose files can be appended to,
+e.g. HDFS). ``open_storage`` (in ``bmq.storage.factory``) picks one from a URL.
+
+Capabilities are flags so callers can choose a layout:
+
+* ``supports_append``: files can be reopened and appended to; the partition log (segment files
+  that grow in place) needs it. Object stores (S3, GCS, Azure Blob) cannot append; they will get
+  a different log layout later in which every flush writes one immutable object and a small
+  manifest lists the objects. That layout is not built yet; ``PartitionLog.open`` refuses a
+  storage without ``supports_append``.
+* ``durable_sync``: ``AppendFile.sync`` really forces the bytes to stable media (fsync) rather
+  than only handing them to the filesystem (fsspec's generic ``flush``).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from types import TracebackType
+from typing import TypeAlias
+
+BytesLike: TypeAlias = bytes | bytearray | memoryview
+
+
+def nbytes(buf: BytesLike) -> int:
+    """Length in bytes of a buffer (a memoryview's ``len`` counts items, not bytes)."""
+    return buf.nbytes if isinstance(buf, memoryview) else len(buf)
+
+
+class AppendFile(ABC):
+    """A file opened for appending; ``position`` is the size it will have after the writes."""
+
+    position: int
+
+    @abstractmethod
+    def write(self, buffers: Sequence[BytesLike]) -> int:
+        """Append all ``buffers`` (gathered into as few syscalls as possible); return bytes."""
+
+    @abstractmethod
+    def sync(self) -> None:
+        """Make everything written so far durable (fsync where the filesystem allows)."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    def __enter__(self) -> AppendFile:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+
+class ReadFile(ABC):
+    """A file opened for positional reads; safe to share between threads."""
+
+    @abstractmethod
+    def pread(self, position: int, size: int) -> bytes:
+        """Up to ``size`` bytes at ``position`` (fewer only at the end of the file)."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+
+class Storage(ABC):
+    """Files under one root. All paths are relative to the root and use ``/``."""
+
+    supports_append: bool = True
+    durable_sync: bool = True
+
+    @property
+    @abstractmethod
+    def url(self) -> str:
+        """Where this storage is rooted (for logs and error messages)."""
+
+    # -- files written in place ----------------------------------------------------------------
+    @abstractmethod
+    def open_append(self, path: str) -> AppendFile:
+        """Open ``path`` for appending, creating it (durably, directory entry included) if new."""
+
+    @abstractmethod
+    def open_read(self, path: str) -> ReadFile:
+        """Open ``path`` for positional reads (callers cache the handle)."""
+
+    @abstractmethod
+    def truncate(self, path: str, size: int) -> None:
+        """Cut ``path`` to ``size`` bytes, durably. Not for files with open append handles."""
+
+    # -- whole files ---------------------------------------------------------------------------
+    @abstractmethod
+    def read_range(self, path: str, start: int, length: int) -> bytes:
+        """Up to ``length`` bytes of ``path`` from ``start`` (fewer at the end of the file)."""
+
+    @abstractmethod
+    def read_all(self, path: str) -> bytes: ...
+
+    @abstractmethod
+    def write_atomic(self, path: str, data: BytesLike) -> None:
+        """Replace ``path`` with ``data`` all at once and durably (temp file + rename)."""
+
+    # -- namespace -----------------------------------------------------------------------------
+    @abstractmethod
+    def size(self, path: str) -> int: ...
+
+    @abstractmethod
+    def exists(self, path: str) -> bool: ...
+
+    @abstractmethod
+    def list(self, path: str) -> list[str]:
+        """Names (not paths) of the entries of directory ``path``, sorted; [] if it is missing."""
+
+    @abstractmethod
+    def makedirs(self, path: str) -> None:
+        """Create directory ``path`` and its parents; fine if it exists."""
+
+    @abstractmethod
+    def delete(self, path: str) -> None:
+        """Remove file ``path``; fine if it does not exist."""
+
+    @abstractmethod
+    def delete_tree(self, path: str) -> None:
+        """Remove directory ``path`` and everything under it; fine if it does not exist."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections (nothing to do for most filesystems)."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.url!r})"

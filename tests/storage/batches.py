@@ -1,0 +1,87 @@
+"""Build valid RecordBatch v2 byte strings (correct CRC-32C) for the storage tests."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+
+import crc32c
+
+from bmq.protocol.records import BatchHeader, validate_batches
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+
+
+def _varint(value: int) -> bytes:
+    zigzag = (value << 1) ^ (value >> 63)
+    out = bytearray()
+    while True:
+        byte = zigzag & 0x7F
+        zigzag >>= 7
+        if zigzag:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _record(offset_delta: int, timestamp_delta: int, key: bytes | None, value: bytes) -> bytes:
+    body = bytearray(b"\x00")  # attributes
+    body += _varint(timestamp_delta)
+    body += _varint(offset_delta)
+    if key is None:
+        body += _varint(-1)
+    else:
+        body += _varint(len(key)) + key
+    body += _varint(len(value)) + value
+    body += _varint(0)  # no headers
+    return _varint(len(body)) + bytes(body)
+
+
+def make_batch(values: Sequence[bytes], *, base_offset: int = 0, timestamp: int = 1_000,
+               timestamps: Sequence[int] | None = None, producer_id: int = -1,
+               producer_epoch: int = -1, base_sequence: int = -1, attributes: int = 0,
+               leader_epoch: int = -1) -> bytes:
+    """One uncompressed batch holding ``values`` (keyless records)."""
+    assert values
+    stamps = list(timestamps) if timestamps is not None else [timestamp] * len(values)
+    first_ts = stamps[0]
+    records = b"".join(_record(i, ts - first_ts, None, v)
+                       for i, (v, ts) in enumerate(zip(values, stamps, strict=True)))
+    size = _HEADER.size + len(records)
+    buf = bytearray(size)
+    _HEADER.pack_into(buf, 0, base_offset, size - 12, leader_epoch, 2, 0, attributes,
+                      len(values) - 1, first_ts, max(stamps), producer_id, producer_epoch,
+                      base_sequence, len(values))
+    buf[_HEADER.size:] = records
+    struct.pack_into(">I", buf, 17, crc32c.crc32c(bytes(buf[21:])))
+    return bytes(buf)
+
+
+def sized_batch(total_size: int, tag: int = 0, **kwargs: object) -> bytes:
+    """A one-record batch of exactly ``total_size`` bytes whose value starts with ``tag``."""
+    head = f"{tag}:".encode()
+    fill = total_size - 61 - 10
+    for _ in range(6):
+        candidate = make_batch([head + b"x" * max(fill - len(head), 0)], **kwargs)  # type: ignore[arg-type]
+        if len(candidate) == total_size:
+            return candidate
+        fill += total_size - len(candidate)
+    raise AssertionError(f"cannot make a batch of {total_size} bytes")
+
+
+def request(*batches: bytes) -> tuple[memoryview, list[BatchHeader]]:
+    """What the broker hands to PartitionLog.append: a writable view and validated headers."""
+    view = memoryview(bytearray(b"".join(batches)))
+    return view, validate_batches(view, 1 << 31)
+
+
+def with_offset(batch: bytes, base_offset: int) -> bytes:
+    """``batch`` as it will be stored: base offset rewritten (not covered by the CRC)."""
+    return struct.pack(">q", base_offset) + batch[8:]
+
+
+def split(data: bytes | memoryview) -> list[BatchHeader]:
+    """Headers of a read result, checking framing and CRC of every batch."""
+    view = memoryview(bytes(data))
+    return validate_batches(view, 1 << 31) if len(view) else []
