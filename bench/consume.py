@@ -84,8 +84,9 @@ def _consume_ranges(cfg: BenchConfig, consumer: Consumer, ranges: list[Range],
                 count += 1
                 nbytes += len(msg)
             elif err.code() == eof:
-                if msg.offset() >= ends.get(msg.partition(), 0):
-                    at_eof.add(msg.partition())
+                part, offset = msg.partition(), msg.offset()
+                if part is not None and offset is not None and offset >= ends.get(part, 0):
+                    at_eof.add(part)
             else:
                 errors += 1
                 if result.first_error is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from bench.config import BenchConfig, consumer_conf
 
