@@ -7,21 +7,27 @@ to end, that every produced message is consumed and that the figures are sane.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bench.cli import main
-
+ROOT = Path(__file__).resolve().parents[2]  # python -m bench runs from the repository root
 MESSAGES = 20_000
 
 
 def run_bench(tmp_path: Path, *args: str) -> tuple[int, dict[str, Any]]:
     out = tmp_path / "bench.json"
-    code = main(["--spawn-server", "--timeout", "60", "--json", str(out), *args])
-    assert out.exists(), f"no JSON written (exit {code})"
-    return code, json.loads(out.read_text())
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "--spawn-server", "--timeout", "60",
+         "--json", str(out), *args],
+        cwd=ROOT, capture_output=True, text=True, timeout=110, check=False)
+    assert out.exists(), (f"no JSON written (exit {proc.returncode})\n"
+                          f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-4000:]}")
+    print(proc.stdout)  # the summary table, shown by pytest -s or on failure
+    return proc.returncode, json.loads(out.read_text())
 
 
 def phase(doc: dict[str, Any], name: str) -> dict[str, Any]:
