@@ -9,7 +9,7 @@ from bmq.broker.partitions import now_ms
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.messages import ProduceRequest, ProduceResponse
 from bmq.protocol.messages.produce_response import PartitionProduceResponse, TopicProduceResponse
-from bmq.protocol.records import validate_batches
+from bmq.protocol.records import set_leader_epoch, validate_batches
 
 
 async def handle_produce(ctx: RequestContext, request: ProduceRequest,
@@ -49,6 +49,10 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest,
                 if len(records) > config.segment_bytes:
                     raise KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE,
                                      "record set is larger than segment.bytes")
+                position = 0
+                for header in headers:  # Kafka stamps the leader epoch into every batch
+                    set_leader_epoch(records, position, partition.leader_epoch)
+                    position += header.size
                 appended = partition.log.append(records, headers, timestamp)
                 result.base_offset = appended.base_offset
                 result.log_append_time_ms = appended.log_append_time

@@ -1,0 +1,17 @@
+# The two commands the README gives. Both set up everything they need first.
+.PHONY: serve test lint
+
+# Set up and run a broker on localhost:9092 with data in ./bmq-data.
+serve:
+	./scripts/setup.sh
+	.venv/bin/bmq serve
+
+# Set up and run every check and test: lint, types, unit and real-client integration tests.
+test:
+	./scripts/setup.sh --tests
+	$(MAKE) lint
+	.venv/bin/pytest -q -p no:cacheprovider
+
+lint:
+	.venv/bin/ruff check bmq tests bench tools
+	.venv/bin/mypy

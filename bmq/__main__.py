@@ -1,0 +1,5 @@
+"""`python -m bmq` is the `bmq` command."""
+
+from bmq.cli import main
+
+main()

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs what BMQ needs on a fresh Debian/Ubuntu machine: system packages (only for tests),
+# a virtualenv in .venv and the package itself. Safe to run again; it skips what is there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+with_tests=${1:-}
+
+if [ "$with_tests" = "--tests" ]; then
+  need=()
+  command -v kcat >/dev/null 2>&1 || need+=(kcat)
+  if [ ${#need[@]} -gt 0 ]; then
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
+  fi
+fi
+
+python3 -m venv .venv
+.venv/bin/pip install -q --disable-pip-version-check --upgrade pip
+if [ "$with_tests" = "--tests" ]; then
+  .venv/bin/pip install -q --disable-pip-version-check -e '.[test]'
+else
+  .venv/bin/pip install -q --disable-pip-version-check -e .
+fi
