@@ -384,6 +384,27 @@ class Code:
                 self.lines.append(ind + "    " + a + ",")
         self(suffix.lstrip())
 
+    def assign(self, targets: list[str], rhs: str) -> None:
+        """Emit ``a, b, c = rhs`` wrapped the way ruff format wraps it."""
+        ind = "    " * self.level
+        lhs = ", ".join(targets)
+        head, _, args = rhs.partition("(")
+        if len(ind) + len(lhs) + 3 + len(rhs) <= LINE:
+            self(f"{lhs} = {rhs}")
+        elif len(ind) + len(lhs) + 3 + len(head) + 1 <= LINE:
+            self(f"{lhs} = {head}(")
+            self.lines.append(ind + "    " + args[:-1])
+            self(")")
+        elif len(ind) + len(lhs) + 4 <= LINE and len(ind) + 4 + len(rhs) <= LINE:
+            self(f"{lhs} = (")
+            self.lines.append(ind + "    " + rhs)
+            self(")")
+        else:
+            self("(")
+            for t in targets:
+                self.lines.append(ind + "    " + t + ",")
+            self(f") = {rhs}")
+
     def wrap(self, prefix: str, inner: str, suffix: str) -> None:
         """Emit ``prefix + inner + suffix``, splitting inside the brackets if too long."""
         ind = "    " * self.level
@@ -484,7 +505,7 @@ class ModuleGen:
             t += " | None"
         return t
 
-    def default_expr(self, f: FieldSpec, for_local: bool = False) -> tuple[str, bool]:
+    def default_expr(self, f: FieldSpec) -> tuple[str, bool]:
         """(expression, is_factory) for the dataclass field default."""
         raw = f.default
         if f.elem == "records":
@@ -697,10 +718,7 @@ class ModuleGen:
 
     @staticmethod
     def _fits_group(fs: list[FieldSpec]) -> bool:
-        # Keep the "a, b, c = _S_xxx.unpack_from(buf, pos)" line within LINE at indent 8.
-        fmt = "".join(FIXED[f.elem][0] for f in fs)
-        lhs = ", ".join(f"f_{f.attr}" for f in fs)
-        return 8 + len(lhs) + len(f" = _S_{fmt}.unpack_from(buf, pos)") <= LINE and len(fs) <= 16
+        return len(fs) <= 32
 
     def gen_read(self, c: Code, s: StructSpec) -> None:
         assert s.ctx is not None
@@ -716,6 +734,9 @@ class ModuleGen:
                 ann = self.annotation(f)
                 if cond_expr(f.regular_range(), ctx) == "":
                     c(f"f_{f.attr}: {ann}")
+                elif self._lazy_struct(f):
+                    # build the default struct only if the field was not read
+                    c(f"f_{f.attr}: {ann} | None = None")
                 else:
                     c(f"f_{f.attr}: {ann} = {self.value_default(f)}")
             for cond, fs in self.groups(s):
@@ -731,8 +752,7 @@ class ModuleGen:
                     if len(fs) == 1:
                         c(f"f_{fs[0].attr} = {sname}.unpack_from(buf, pos)[0]")
                     else:
-                        lhs = ", ".join(f"f_{f.attr}" for f in fs)
-                        c(f"{lhs} = {sname}.unpack_from(buf, pos)")
+                        c.assign([f"f_{f.attr}" for f in fs], f"{sname}.unpack_from(buf, pos)")
                     c(f"pos += {size}")
                 else:
                     self.emit_read_field(c, fs[0], sub, tagged=False)
@@ -740,16 +760,21 @@ class ModuleGen:
                     c.level -= 1
             self.gen_read_tags(c, s)
             c("r.pos = pos")
-            args = [f"f_{f.attr}" for f in s.fields if intersect(f.versions, ctx) is not None]
-            absent = [f for f in s.fields if intersect(f.versions, ctx) is None]
-            if absent:
-                # Fields never present in the versions this struct is used with: keyword call.
-                args = [
-                    f"{f.attr}=f_{f.attr}"
-                    for f in s.fields
-                    if intersect(f.versions, ctx) is not None
-                ]
+            present = [f for f in s.fields if intersect(f.versions, ctx) is not None]
+            args = []
+            for f in present:
+                value = f"f_{f.attr}"
+                if cond_expr(f.regular_range(), ctx) != "" and self._lazy_struct(f):
+                    value = f"{value} or {f.elem}()"
+                if len(present) != len(s.fields):
+                    # some fields are never present where this struct is used: keyword call
+                    value = f"{f.attr}={value}"
+                args.append(value)
             c.call(f"return {s.name}(", args, ")")
+
+    @staticmethod
+    def _lazy_struct(f: FieldSpec) -> bool:
+        return f.is_struct and not f.is_array and f.nullable is None
 
     def gen_read_tags(self, c: Code, s: StructSpec) -> None:
         assert s.ctx is not None
@@ -958,6 +983,20 @@ class ModuleGen:
                     c.level -= 1
             self.gen_write_tags(c, s)
 
+    def _simple_struct_default(self, f: FieldSpec) -> list[tuple[str, str]] | None:
+        """(attr, default literal) pairs if ``f`` is a non-null struct of scalar fields."""
+        if not self._lazy_struct(f):
+            return None
+        out = []
+        for sf in self.msg.structs[f.elem].fields:
+            if sf.is_array or sf.is_struct or sf.elem in ("records", "uuid", "float64"):
+                return None
+            expr, factory = self.default_expr(sf)
+            if factory:
+                return None
+            out.append((sf.attr, expr))
+        return out if 0 < len(out) <= 4 else None
+
     def gen_write_tags(self, c: Code, s: StructSpec) -> None:
         assert s.ctx is not None
         fcond = cond_expr(self.msg.flexible, s.ctx)
@@ -976,9 +1015,18 @@ class ModuleGen:
             names = []
             for i, f in enumerate(tagged):
                 tc = cond_expr(f.tagged_range(), fctx)
-                d = self.compare_default(f)
-                test = f"o.{f.attr} is not None" if d == "None" else f"o.{f.attr} != {d}"
-                c(f"_t{i} = {tc + ' and ' if tc else ''}{test}")
+                simple = self._simple_struct_default(f)
+                if simple is not None:
+                    # cheaper than dataclass __eq__ against a default instance
+                    c(f"_v{i} = o.{f.attr}")
+                    test = " or ".join(f"_v{i}.{a} != {d}" for a, d in simple)
+                    if tc:
+                        test = f"{tc} and ({test})" if len(simple) > 1 else f"{tc} and {test}"
+                    c(f"_t{i} = {test}")
+                else:
+                    d = self.compare_default(f)
+                    test = f"o.{f.attr} is not None" if d == "None" else f"o.{f.attr} != {d}"
+                    c(f"_t{i} = {tc + ' and ' if tc else ''}{test}")
                 names.append(f"_t{i}")
             c(f"b.append({' + '.join(names)})")
             enc = self.use("encode_uvarint")

@@ -22,7 +22,7 @@ from bmq.protocol.primitives import (
 
 _S_h = struct.Struct(">h")
 _S_i = struct.Struct(">i")
-_S_iqq = struct.Struct(">iqq")
+_S_iqqo = struct.Struct(">iqq?")
 _S_o = struct.Struct(">?")
 _S_qq = struct.Struct(">qq")
 
@@ -184,10 +184,10 @@ def _read_DescribeLogDirsPartition(r: Reader, version: int) -> DescribeLogDirsPa
     f_partition_size: int
     f_offset_lag: int
     f_is_future_key: bool
-    f_partition_index, f_partition_size, f_offset_lag = _S_iqq.unpack_from(buf, pos)
-    pos += 20
-    f_is_future_key = _S_o.unpack_from(buf, pos)[0]
-    pos += 1
+    f_partition_index, f_partition_size, f_offset_lag, f_is_future_key = _S_iqqo.unpack_from(
+        buf, pos
+    )
+    pos += 21
     if version >= 2:
         _n = buf[pos]
         pos += 1
@@ -201,8 +201,7 @@ def _read_DescribeLogDirsPartition(r: Reader, version: int) -> DescribeLogDirsPa
 
 def _write_DescribeLogDirsPartition(o: DescribeLogDirsPartition, w: Writer, version: int) -> None:
     b = w.buf
-    b += _S_iqq.pack(o.partition_index, o.partition_size, o.offset_lag)
-    b += _S_o.pack(o.is_future_key)
+    b += _S_iqqo.pack(o.partition_index, o.partition_size, o.offset_lag, o.is_future_key)
     if version >= 2:
         b.append(0)
 

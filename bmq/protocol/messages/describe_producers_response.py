@@ -22,9 +22,7 @@ from bmq.protocol.primitives import (
 
 _S_i = struct.Struct(">i")
 _S_ih = struct.Struct(">ih")
-_S_q = struct.Struct(">q")
-_S_qi = struct.Struct(">qi")
-_S_qii = struct.Struct(">qii")
+_S_qiiqiq = struct.Struct(">qiiqiq")
 
 
 @dataclass(slots=True)
@@ -183,12 +181,15 @@ def _read_ProducerState(r: Reader, version: int) -> ProducerState:
     f_last_timestamp: int
     f_coordinator_epoch: int
     f_current_txn_start_offset: int
-    f_producer_id, f_producer_epoch, f_last_sequence = _S_qii.unpack_from(buf, pos)
-    pos += 16
-    f_last_timestamp, f_coordinator_epoch = _S_qi.unpack_from(buf, pos)
-    pos += 12
-    f_current_txn_start_offset = _S_q.unpack_from(buf, pos)[0]
-    pos += 8
+    (
+        f_producer_id,
+        f_producer_epoch,
+        f_last_sequence,
+        f_last_timestamp,
+        f_coordinator_epoch,
+        f_current_txn_start_offset,
+    ) = _S_qiiqiq.unpack_from(buf, pos)
+    pos += 36
     _n = buf[pos]
     pos += 1
     if _n:
@@ -206,9 +207,14 @@ def _read_ProducerState(r: Reader, version: int) -> ProducerState:
 
 def _write_ProducerState(o: ProducerState, w: Writer, version: int) -> None:
     b = w.buf
-    b += _S_qii.pack(o.producer_id, o.producer_epoch, o.last_sequence)
-    b += _S_qi.pack(o.last_timestamp, o.coordinator_epoch)
-    b += _S_q.pack(o.current_txn_start_offset)
+    b += _S_qiiqiq.pack(
+        o.producer_id,
+        o.producer_epoch,
+        o.last_sequence,
+        o.last_timestamp,
+        o.coordinator_epoch,
+        o.current_txn_start_offset,
+    )
     b.append(0)
 
 

@@ -22,8 +22,7 @@ from bmq.protocol.primitives import (
 
 _S_h = struct.Struct(">h")
 _S_i = struct.Struct(">i")
-_S_iq = struct.Struct(">iq")
-_S_qh = struct.Struct(">qh")
+_S_iqqh = struct.Struct(">iqqh")
 
 
 @dataclass(slots=True)
@@ -226,10 +225,10 @@ def _read_TransactionState(r: Reader, version: int) -> TransactionState:
         raise DecodeError("truncated or invalid string length")
     pos += _n
     f_transaction_state = _m.tobytes().decode()
-    f_transaction_timeout_ms, f_transaction_start_time_ms = _S_iq.unpack_from(buf, pos)
-    pos += 12
-    f_producer_id, f_producer_epoch = _S_qh.unpack_from(buf, pos)
-    pos += 10
+    f_transaction_timeout_ms, f_transaction_start_time_ms, f_producer_id, f_producer_epoch = (
+        _S_iqqh.unpack_from(buf, pos)
+    )
+    pos += 22
     _n = buf[pos]
     pos += 1
     if _n > 127:
@@ -274,8 +273,9 @@ def _write_TransactionState(o: TransactionState, w: Writer, version: int) -> Non
     else:
         b += encode_uvarint(_l)
     b += _s
-    b += _S_iq.pack(o.transaction_timeout_ms, o.transaction_start_time_ms)
-    b += _S_qh.pack(o.producer_id, o.producer_epoch)
+    b += _S_iqqh.pack(
+        o.transaction_timeout_ms, o.transaction_start_time_ms, o.producer_id, o.producer_epoch
+    )
     v_topics = o.topics
     _l = len(v_topics) + 1
     if _l < 128:

@@ -225,9 +225,6 @@ class FetchRequest:
         _write_FetchRequest(self, w, version)
 
 
-_DEFAULT_ReplicaState = ReplicaState()
-
-
 def _read_ReplicaState(r: Reader, version: int) -> ReplicaState:
     buf = r.buf
     pos = r.pos
@@ -529,7 +526,7 @@ def _read_FetchRequest(r: Reader, version: int) -> FetchRequest:
     pos = r.pos
     f_cluster_id: str | None = None
     f_replica_id: int = -1
-    f_replica_state: ReplicaState = ReplicaState()
+    f_replica_state: ReplicaState | None = None
     f_max_wait_ms: int
     f_min_bytes: int
     f_max_bytes: int
@@ -645,7 +642,7 @@ def _read_FetchRequest(r: Reader, version: int) -> FetchRequest:
     return FetchRequest(
         f_cluster_id,
         f_replica_id,
-        f_replica_state,
+        f_replica_state or ReplicaState(),
         f_max_wait_ms,
         f_min_bytes,
         f_max_bytes,
@@ -709,7 +706,8 @@ def _write_FetchRequest(o: FetchRequest, w: Writer, version: int) -> None:
             b += _s
     if version >= 12:
         _t0 = o.cluster_id is not None
-        _t1 = version >= 15 and o.replica_state != _DEFAULT_ReplicaState
+        _v1 = o.replica_state
+        _t1 = version >= 15 and (_v1.replica_id != -1 or _v1.replica_epoch != -1)
         b.append(_t0 + _t1)
         if _t0:
             _tw = Writer()

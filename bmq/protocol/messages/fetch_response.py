@@ -28,7 +28,7 @@ from bmq.protocol.primitives import (
 _S_h = struct.Struct(">h")
 _S_hi = struct.Struct(">hi")
 _S_i = struct.Struct(">i")
-_S_ihq = struct.Struct(">ihq")
+_S_ihqq = struct.Struct(">ihqq")
 _S_ii = struct.Struct(">ii")
 _S_iq = struct.Struct(">iq")
 _S_q = struct.Struct(">q")
@@ -302,11 +302,6 @@ class FetchResponse:
         _write_FetchResponse(self, w, version)
 
 
-_DEFAULT_EpochEndOffset = EpochEndOffset()
-_DEFAULT_LeaderIdAndEpoch = LeaderIdAndEpoch()
-_DEFAULT_SnapshotId = SnapshotId()
-
-
 def _read_EpochEndOffset(r: Reader, version: int) -> EpochEndOffset:
     buf = r.buf
     pos = r.pos
@@ -401,16 +396,16 @@ def _read_PartitionData(r: Reader, version: int) -> PartitionData:
     f_high_watermark: int
     f_last_stable_offset: int
     f_log_start_offset: int = -1
-    f_diverging_epoch: EpochEndOffset = EpochEndOffset()
-    f_current_leader: LeaderIdAndEpoch = LeaderIdAndEpoch()
-    f_snapshot_id: SnapshotId = SnapshotId()
+    f_diverging_epoch: EpochEndOffset | None = None
+    f_current_leader: LeaderIdAndEpoch | None = None
+    f_snapshot_id: SnapshotId | None = None
     f_aborted_transactions: list[AbortedTransaction] | None
     f_preferred_read_replica: int = -1
     f_records: RecordsInput
-    f_partition_index, f_error_code, f_high_watermark = _S_ihq.unpack_from(buf, pos)
-    pos += 14
-    f_last_stable_offset = _S_q.unpack_from(buf, pos)[0]
-    pos += 8
+    f_partition_index, f_error_code, f_high_watermark, f_last_stable_offset = _S_ihqq.unpack_from(
+        buf, pos
+    )
+    pos += 22
     if version >= 5:
         f_log_start_offset = _S_q.unpack_from(buf, pos)[0]
         pos += 8
@@ -505,9 +500,9 @@ def _read_PartitionData(r: Reader, version: int) -> PartitionData:
         f_high_watermark,
         f_last_stable_offset,
         f_log_start_offset,
-        f_diverging_epoch,
-        f_current_leader,
-        f_snapshot_id,
+        f_diverging_epoch or EpochEndOffset(),
+        f_current_leader or LeaderIdAndEpoch(),
+        f_snapshot_id or SnapshotId(),
         f_aborted_transactions,
         f_preferred_read_replica,
         f_records,
@@ -516,8 +511,7 @@ def _read_PartitionData(r: Reader, version: int) -> PartitionData:
 
 def _write_PartitionData(o: PartitionData, w: Writer, version: int) -> None:
     b = w.buf
-    b += _S_ihq.pack(o.partition_index, o.error_code, o.high_watermark)
-    b += _S_q.pack(o.last_stable_offset)
+    b += _S_ihqq.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset)
     if version >= 5:
         b += _S_q.pack(o.log_start_offset)
     if version >= 12:
@@ -549,9 +543,12 @@ def _write_PartitionData(o: PartitionData, w: Writer, version: int) -> None:
         write_records(w, o.records, False)
         b = w.buf
     if version >= 12:
-        _t0 = o.diverging_epoch != _DEFAULT_EpochEndOffset
-        _t1 = o.current_leader != _DEFAULT_LeaderIdAndEpoch
-        _t2 = o.snapshot_id != _DEFAULT_SnapshotId
+        _v0 = o.diverging_epoch
+        _t0 = _v0.epoch != -1 or _v0.end_offset != -1
+        _v1 = o.current_leader
+        _t1 = _v1.leader_id != -1 or _v1.leader_epoch != -1
+        _v2 = o.snapshot_id
+        _t2 = _v2.end_offset != -1 or _v2.epoch != -1
         b.append(_t0 + _t1 + _t2)
         if _t0:
             _tw = Writer()

@@ -18,8 +18,7 @@ from bmq.protocol.primitives import (
     skip_tagged_fields,
 )
 
-_S_h = struct.Struct(">h")
-_S_ihq = struct.Struct(">ihq")
+_S_ihqh = struct.Struct(">ihqh")
 _S_qh = struct.Struct(">qh")
 
 
@@ -80,10 +79,10 @@ def _read_InitProducerIdResponse(r: Reader, version: int) -> InitProducerIdRespo
     f_producer_epoch: int
     f_ongoing_txn_producer_id: int = -1
     f_ongoing_txn_producer_epoch: int = -1
-    f_throttle_time_ms, f_error_code, f_producer_id = _S_ihq.unpack_from(buf, pos)
-    pos += 14
-    f_producer_epoch = _S_h.unpack_from(buf, pos)[0]
-    pos += 2
+    f_throttle_time_ms, f_error_code, f_producer_id, f_producer_epoch = _S_ihqh.unpack_from(
+        buf, pos
+    )
+    pos += 16
     if version >= 6:
         f_ongoing_txn_producer_id, f_ongoing_txn_producer_epoch = _S_qh.unpack_from(buf, pos)
         pos += 10
@@ -105,8 +104,7 @@ def _read_InitProducerIdResponse(r: Reader, version: int) -> InitProducerIdRespo
 
 def _write_InitProducerIdResponse(o: InitProducerIdResponse, w: Writer, version: int) -> None:
     b = w.buf
-    b += _S_ihq.pack(o.throttle_time_ms, o.error_code, o.producer_id)
-    b += _S_h.pack(o.producer_epoch)
+    b += _S_ihqh.pack(o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch)
     if version >= 6:
         b += _S_qh.pack(o.ongoing_txn_producer_id, o.ongoing_txn_producer_epoch)
     if version >= 2:

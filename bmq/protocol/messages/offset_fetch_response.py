@@ -26,6 +26,7 @@ from bmq.protocol.primitives import (
 _S_h = struct.Struct(">h")
 _S_i = struct.Struct(">i")
 _S_iq = struct.Struct(">iq")
+_S_iqi = struct.Struct(">iqi")
 
 
 @dataclass(slots=True)
@@ -400,10 +401,8 @@ def _read_OffsetFetchResponsePartitions(r: Reader, version: int) -> OffsetFetchR
     f_committed_leader_epoch: int
     f_metadata: str | None
     f_error_code: int
-    f_partition_index, f_committed_offset = _S_iq.unpack_from(buf, pos)
-    pos += 12
-    f_committed_leader_epoch = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
+    f_partition_index, f_committed_offset, f_committed_leader_epoch = _S_iqi.unpack_from(buf, pos)
+    pos += 16
     _n = buf[pos]
     pos += 1
     if _n > 127:
@@ -433,8 +432,7 @@ def _write_OffsetFetchResponsePartitions(
     o: OffsetFetchResponsePartitions, w: Writer, version: int
 ) -> None:
     b = w.buf
-    b += _S_iq.pack(o.partition_index, o.committed_offset)
-    b += _S_i.pack(o.committed_leader_epoch)
+    b += _S_iqi.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
     v_metadata = o.metadata
     if v_metadata is None:
         b.append(0)

@@ -227,9 +227,6 @@ class ProduceResponse:
         _write_ProduceResponse(self, w, version)
 
 
-_DEFAULT_LeaderIdAndEpoch = LeaderIdAndEpoch()
-
-
 def _read_BatchIndexAndErrorMessage(r: Reader, version: int) -> BatchIndexAndErrorMessage:
     buf = r.buf
     pos = r.pos
@@ -329,7 +326,7 @@ def _read_PartitionProduceResponse(r: Reader, version: int) -> PartitionProduceR
     f_log_start_offset: int = -1
     f_record_errors: list[BatchIndexAndErrorMessage] = []
     f_error_message: str | None = None
-    f_current_leader: LeaderIdAndEpoch = LeaderIdAndEpoch()
+    f_current_leader: LeaderIdAndEpoch | None = None
     f_index, f_error_code, f_base_offset, f_log_append_time_ms = _S_ihqq.unpack_from(buf, pos)
     pos += 22
     if version >= 5:
@@ -409,7 +406,7 @@ def _read_PartitionProduceResponse(r: Reader, version: int) -> PartitionProduceR
         f_log_start_offset,
         f_record_errors,
         f_error_message,
-        f_current_leader,
+        f_current_leader or LeaderIdAndEpoch(),
     )
 
 
@@ -455,7 +452,8 @@ def _write_PartitionProduceResponse(o: PartitionProduceResponse, w: Writer, vers
                 b += _S_h.pack(len(_s))
                 b += _s
     if version >= 9:
-        _t0 = version >= 10 and o.current_leader != _DEFAULT_LeaderIdAndEpoch
+        _v0 = o.current_leader
+        _t0 = version >= 10 and (_v0.leader_id != -1 or _v0.leader_epoch != -1)
         b.append(_t0)
         if _t0:
             _tw = Writer()
