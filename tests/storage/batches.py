@@ -41,12 +41,12 @@ def _record(offset_delta: int, timestamp_delta: int, key: bytes | None, value: b
 def make_batch(values: Sequence[bytes], *, base_offset: int = 0, timestamp: int = 1_000,
                timestamps: Sequence[int] | None = None, producer_id: int = -1,
                producer_epoch: int = -1, base_sequence: int = -1, attributes: int = 0,
-               leader_epoch: int = -1) -> bytes:
-    """One uncompressed batch holding ``values`` (keyless records)."""
+               leader_epoch: int = -1, key: bytes | None = None) -> bytes:
+    """One uncompressed batch holding ``values`` (all with ``key``)."""
     assert values
     stamps = list(timestamps) if timestamps is not None else [timestamp] * len(values)
     first_ts = stamps[0]
-    records = b"".join(_record(i, ts - first_ts, None, v)
+    records = b"".join(_record(i, ts - first_ts, key, v)
                        for i, (v, ts) in enumerate(zip(values, stamps, strict=True)))
     size = _HEADER.size + len(records)
     buf = bytearray(size)
@@ -59,14 +59,20 @@ def make_batch(values: Sequence[bytes], *, base_offset: int = 0, timestamp: int 
 
 
 def sized_batch(total_size: int, tag: int = 0, **kwargs: object) -> bytes:
-    """A one-record batch of exactly ``total_size`` bytes whose value starts with ``tag``."""
+    """A batch of exactly ``total_size`` bytes whose first value starts with ``b"<tag>:"``.
+
+    One record when that size is reachable; some sizes are not (varint lengths jump), and then
+    a second, empty record makes up the difference."""
     head = f"{tag}:".encode()
-    fill = total_size - 61 - 10
-    for _ in range(6):
-        candidate = make_batch([head + b"x" * max(fill - len(head), 0)], **kwargs)  # type: ignore[arg-type]
-        if len(candidate) == total_size:
-            return candidate
-        fill += total_size - len(candidate)
+    for extra in ([], [b""], [b"", b""]):
+        for key in (None, b"k"):
+            fill = total_size - 61 - 10 - 8 * len(extra)
+            for _ in range(4):
+                values = [head + b"x" * max(fill - len(head), 0), *extra]
+                candidate = make_batch(values, key=key, **kwargs)  # type: ignore[arg-type]
+                if len(candidate) == total_size:
+                    return candidate
+                fill += total_size - len(candidate)
     raise AssertionError(f"cannot make a batch of {total_size} bytes")
 
 
@@ -85,3 +91,32 @@ def split(data: bytes | memoryview) -> list[BatchHeader]:
     """Headers of a read result, checking framing and CRC of every batch."""
     view = memoryview(bytes(data))
     return validate_batches(view, 1 << 31) if len(view) else []
+
+
+def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+    shift = value = 0
+    while True:
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return (value >> 1) ^ -(value & 1), pos
+
+
+def first_value(batch: bytes) -> bytes:
+    """The value of the first record of an uncompressed batch."""
+    pos = 61
+    _length, pos = _read_varint(batch, pos)
+    pos += 1  # attributes
+    _ts_delta, pos = _read_varint(batch, pos)
+    _offset_delta, pos = _read_varint(batch, pos)
+    key_length, pos = _read_varint(batch, pos)
+    pos += max(key_length, 0)
+    value_length, pos = _read_varint(batch, pos)
+    return batch[pos:pos + value_length]
+
+
+def tag_of(batch: bytes) -> int:
+    """The tag ``sized_batch`` put in front of the first value."""
+    return int(first_value(batch).split(b":", 1)[0])

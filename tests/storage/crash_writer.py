@@ -1,0 +1,48 @@
+"""Child process of test_crash: appends and flushes in a loop until it is killed.
+
+Usage: python crash_writer.py ROOT PRODUCER_ID SEED
+
+Every batch holds one record whose value starts with b"<offset>:", is written by an idempotent
+producer whose sequence numbers equal the offsets, and after every flush the high watermark is
+printed (so the parent knows what was durable when it pulled the plug).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+from bmq.storage import LocalStorage, LogConfig, PartitionLog  # noqa: E402
+from tests.storage.batches import request, sized_batch  # noqa: E402
+
+CONFIG = LogConfig(segment_bytes=1 << 20, index_interval_bytes=1024, retention_ms=-1)
+
+
+def batch_size(offset: int) -> int:
+    return 100 + (offset * 7919) % 30_000
+
+
+def main() -> None:
+    root, producer_id, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    rng = random.Random(seed)
+    log = PartitionLog.open(LocalStorage(root), "t", 0, CONFIG)
+    offset = log.log_end_offset
+    rounds = 0
+    while True:
+        for _ in range(rng.randint(1, 40)):
+            batch = sized_batch(batch_size(offset), offset, producer_id=producer_id,
+                                producer_epoch=0, base_sequence=offset)
+            result = log.append(*request(batch), now_ms=offset)
+            assert result.base_offset == offset and not result.duplicate
+            offset += 1
+        print(log.flush(), flush=True)
+        rounds += 1
+        if rounds % 7 == 0:
+            log.checkpoint()
+
+
+if __name__ == "__main__":
+    main()
