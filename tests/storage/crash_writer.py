@@ -15,8 +15,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from bmq.storage import LocalStorage, LogConfig, PartitionLog  # noqa: E402
-from tests.storage.batches import request, sized_batch  # noqa: E402
+from bmq.storage import LocalStorage, LogConfig, PartitionLog
+from tests.storage.batches import request, sized_batch
 
 CONFIG = LogConfig(segment_bytes=1 << 20, index_interval_bytes=1024, retention_ms=-1)
 

@@ -191,7 +191,7 @@ def test_truncation_in_an_earlier_segment_drops_later_ones(open_log: OpenLog,
 
 
 def test_leftover_files_are_cleaned(open_log: OpenLog, storage: Storage) -> None:
-    stored, hw = _fill(open_log, segment_bytes=1 << 20)
+    stored, _ = _fill(open_log, segment_bytes=1 << 20)
     storage.write_atomic("t/0/checkpoint.json.tmp.1.2.3", b"partial")
     storage.write_atomic(f"t/0/{99:020d}.index", b"")
     log = open_log()
