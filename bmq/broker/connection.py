@@ -12,7 +12,7 @@ import asyncio
 import logging
 import struct
 from collections import deque
-from typing import Any
+from typing import Any, cast
 
 from bmq.broker.broker import Broker
 from bmq.broker.handlers import API_VERSIONS_KEY, HANDLERS, RequestContext, api_versions_error
@@ -51,8 +51,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
     # asyncio.BufferedProtocol --------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # uvloop's transports implement asyncio.Transport without subclassing it.
+        self._transport = cast(asyncio.Transport, transport)
         self._peer = transport.get_extra_info("peername")
 
     def connection_lost(self, exc: Exception | None) -> None:
