@@ -50,6 +50,7 @@ __all__ = [
     "read_uuid",
     "read_uvarint",
     "records_length",
+    "records_view",
     "skip_tagged_fields",
     "write_records",
 ]
@@ -177,6 +178,20 @@ def records_length(value: RecordsInput) -> int:
     if isinstance(value, list):
         return sum(_buffer_len(c) for c in value)
     return _buffer_len(value)
+
+
+def records_view(value: RecordsInput) -> memoryview | None:
+    """Narrow a ``records`` field value to ``memoryview | None``.
+
+    Decoded messages already hold a memoryview (returned as is, no copy); bytes/bytearray are
+    wrapped without copying; a list of buffers (only ever built for writing) is joined, which
+    copies.
+    """
+    if value is None or isinstance(value, memoryview):
+        return value
+    if isinstance(value, list):
+        return memoryview(b"".join(value))
+    return memoryview(value)
 
 
 def write_records(w: Writer, value: RecordsInput, compact: bool) -> None:

@@ -20,6 +20,7 @@ from bmq.protocol.primitives import (
     encode_varint,
     read_uvarint,
     records_length,
+    records_view,
     skip_tagged_fields,
 )
 
@@ -224,3 +225,12 @@ def test_array_lengths(method: Callable[[Writer, int | None], None]) -> None:
             else r.read_compact_array_length
         )
         assert read() == (-1 if n is None else n)
+
+
+def test_records_view() -> None:
+    buf = bytearray(b"abc")
+    mv = memoryview(buf)
+    assert records_view(mv) is mv
+    assert records_view(None) is None
+    assert records_view(buf).obj is buf  # type: ignore[union-attr]
+    assert records_view([b"a", bytearray(b"b"), memoryview(b"c")]) == b"abc"
