@@ -77,7 +77,7 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
         TopicConfigDef("message.timestamp.type", ConfigType.STRING,
                        lambda c: c.log_message_timestamp_type,
                        _one_of("CreateTime", "LogAppendTime"),
-                       "CreateTime keeps the producer's timestamps; LogAppendTime stamps the broker's."),
+                       "CreateTime keeps producers' timestamps; LogAppendTime stamps the broker."),
         TopicConfigDef("retention.ms", ConfigType.LONG, lambda c: str(c.log_retention_ms),
                        _is_int(-1), "Age after which whole segments are deleted; -1 keeps all."),
         TopicConfigDef("retention.bytes", ConfigType.LONG, lambda c: str(c.log_retention_bytes),
@@ -121,7 +121,8 @@ def effective_topic_configs(broker: BrokerConfig,
 
 
 def log_config(broker: BrokerConfig, overrides: Mapping[str, str]) -> LogConfig:
-    values = {name: value for name, (value, _) in effective_topic_configs(broker, overrides).items()}
+    effective = effective_topic_configs(broker, overrides)
+    values = {name: value for name, (value, _) in effective.items()}
     return LogConfig(
         segment_bytes=int(values["segment.bytes"]),
         segment_ms=int(values["segment.ms"]),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from bmq.broker.handlers.alter_configs import handle_alter_configs
 from bmq.broker.handlers.api_versions import api_versions_error, handle_api_versions
-from bmq.broker.handlers.base import ApiSpec, Handler, RequestContext
+from bmq.broker.handlers.base import ApiSpec, Handler, RequestContext, RequestMessage
 from bmq.broker.handlers.create_partitions import handle_create_partitions
 from bmq.broker.handlers.create_topics import handle_create_topics
 from bmq.broker.handlers.delete_records import handle_delete_records
@@ -26,13 +26,14 @@ from bmq.protocol import messages as m
 API_VERSIONS_KEY = m.ApiVersionsRequest.API_KEY
 
 
-def _spec(request_type: type, handler: Handler, advertised_min: int | None = None) -> ApiSpec:
-    return ApiSpec(request_type, request_type.MIN_VERSION,  # type: ignore[attr-defined]
-                   request_type.MAX_VERSION, handler, advertised_min)  # type: ignore[attr-defined]
+def _spec(request_type: type[RequestMessage], handler: Handler,
+          advertised_min: int | None = None) -> ApiSpec:
+    return ApiSpec(request_type, request_type.MIN_VERSION, request_type.MAX_VERSION, handler,
+                   advertised_min)
 
 
 HANDLERS: dict[int, ApiSpec] = {
-    spec.request_type.API_KEY: spec  # type: ignore[attr-defined]
+    spec.request_type.API_KEY: spec
     for spec in (
         _spec(m.ProduceRequest, handle_produce, advertised_min=0),
         _spec(m.FetchRequest, handle_fetch),

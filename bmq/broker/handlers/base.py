@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar, Protocol
 
 from bmq.broker.broker import Broker
 from bmq.protocol.headers import RequestHeader
+from bmq.protocol.primitives import Reader
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,6 +19,17 @@ class RequestContext:
     frame: bytearray
 
 
+class RequestMessage(Protocol):
+    """What the generated request classes offer the dispatcher."""
+
+    API_KEY: ClassVar[int]
+    MIN_VERSION: ClassVar[int]
+    MAX_VERSION: ClassVar[int]
+
+    @classmethod
+    def read(cls, r: Reader, version: int) -> Any: ...
+
+
 Handler = Callable[[RequestContext, Any, int], Awaitable[Any]]
 
 
@@ -25,7 +37,7 @@ Handler = Callable[[RequestContext, Any, int], Awaitable[Any]]
 class ApiSpec:
     """One Kafka API: the versions BMQ serves and the coroutine that answers it."""
 
-    request_type: type
+    request_type: type[RequestMessage]
     min_version: int
     max_version: int
     handler: Handler

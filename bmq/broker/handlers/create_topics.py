@@ -21,7 +21,8 @@ def _partition_count(ctx: RequestContext, topic: CreatableTopic) -> tuple[int, i
         return topic.num_partitions, topic.replication_factor
     if topic.num_partitions != -1 or topic.replication_factor != -1:
         raise KafkaError(ErrorCode.INVALID_REQUEST,
-                         "Both numPartitions or replicationFactor and replicasAssignments were set.")
+                         "Both numPartitions or replicationFactor and replicasAssignments "
+                         "were set.")
     node = ctx.broker.node.node_id
     indexes = sorted(a.partition_index for a in topic.assignments)
     if indexes != list(range(len(indexes))) or any(a.broker_ids != [node]

@@ -42,7 +42,8 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest,
                 partition = broker.partition(name, data.index)
                 partition.check_writable()
                 records = data.records
-                if records is None or len(records) == 0:
+                # Decoded requests always carry a writable view into the request frame.
+                if not isinstance(records, memoryview) or len(records) == 0:
                     raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "no record batches")
                 config = partition.log.config
                 headers = validate_batches(records, config.max_message_bytes)
@@ -73,8 +74,7 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest,
             if not waiter.done():
                 waiter.cancel()
                 result.error_code = ErrorCode.REQUEST_TIMED_OUT
-            elif waiter.exception() is not None:
-                error = waiter.exception()
-                result.error_code = (error.code if isinstance(error, KafkaError)
+            elif (failure := waiter.exception()) is not None:
+                result.error_code = (failure.code if isinstance(failure, KafkaError)
                                      else ErrorCode.KAFKA_STORAGE_ERROR)
     return ProduceResponse(responses=topics)
