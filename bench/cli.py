@@ -9,7 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from bench import report
@@ -133,8 +133,27 @@ def _say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def run(cfg: BenchConfig) -> tuple[int, list[PhaseResult]]:
+class _ServerCpu:
+    """Adds the spawned server's CPU seconds to each phase (when it can be read)."""
+
+    def __init__(self, probe: Callable[[], float | None] | None) -> None:
+        self.probe = probe
+
+    @contextlib.contextmanager
+    def measure(self, phases: list[PhaseResult]) -> Iterator[None]:
+        before = self.probe() if self.probe else None
+        count = len(phases)
+        yield
+        after = self.probe() if self.probe else None
+        if before is not None and after is not None:
+            for phase in phases[count:]:
+                phase.extra["server_cpu_s"] = round(after - before, 3)
+
+
+def run(cfg: BenchConfig, server_cpu: Callable[[], float | None] | None = None
+        ) -> tuple[int, list[PhaseResult]]:
     """Do the phases of cfg.mode; returns the partition count and the results."""
+    cpu = _ServerCpu(server_cpu)
     admin = admin_client(cfg)
     check_reachable(admin, cfg.bootstrap)
     partitions, note = ensure_topic(admin, cfg, create=cfg.mode != "consume")
@@ -149,7 +168,8 @@ def run(cfg: BenchConfig) -> tuple[int, list[PhaseResult]]:
         amount = f"for {cfg.duration_limit():g} s" if limit is None else str(limit)
         _say(f"producing {amount} messages of {cfg.message_size} B with "
              f"{cfg.producers} process(es)...")
-        results.append(produce_phase(cfg))
+        with cpu.measure(results):
+            results.append(produce_phase(cfg))
     if cfg.mode in ("consume", "both"):
         marks = watermarks(cfg, partitions)
         if cfg.mode == "both":
@@ -159,8 +179,9 @@ def run(cfg: BenchConfig) -> tuple[int, list[PhaseResult]]:
         total = sum(end - first for _, first, end in ranges)
         _say(f"consuming {total} messages from {partitions} partitions with "
              f"{min(cfg.consumers, partitions)} process(es)...")
-        consumed = consume_phase(cfg, ranges)
-        results.append(consumed)
+        with cpu.measure(results):
+            consumed = consume_phase(cfg, ranges)
+            results.append(consumed)
         if cfg.mode == "both" and consumed.messages != results[0].messages:
             consumed.complete = False
             consumed.notes.append(f"consumed {consumed.messages} messages but "
@@ -169,7 +190,8 @@ def run(cfg: BenchConfig) -> tuple[int, list[PhaseResult]]:
         marks = watermarks(cfg, partitions)
         _say(f"e2e: {cfg.rate_mb:g} MB/s for {cfg.duration_limit() or '-'} s"
              f"{'' if cfg.messages is None else f' or {cfg.messages} messages'}...")
-        results.extend(e2e_phase(cfg, [(p, high) for p, (_, high) in enumerate(marks)]))
+        with cpu.measure(results):
+            results.extend(e2e_phase(cfg, [(p, high) for p, (_, high) in enumerate(marks)]))
     return partitions, results
 
 
@@ -202,6 +224,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     _check(p, args)
     server_desc: str | None = None
+    server: LocalServer | None = None
     try:
         with contextlib.ExitStack() as stack:
             bootstrap = args.bootstrap
@@ -214,7 +237,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if args.profile_server:
                     stack.enter_context(_py_spy(server.pid, args.profile_server))
             cfg = config_from_args(args, bootstrap)
-            partitions, results = run(cfg)
+            partitions, results = run(cfg, server.cpu_seconds if server else None)
     except BenchError as error:
         _say(f"error: {error}")
         return 2

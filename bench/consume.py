@@ -56,6 +56,7 @@ def run_consumer(cfg: BenchConfig, worker: int, ranges: list[Range],
 def _consume_ranges(cfg: BenchConfig, consumer: Consumer, ranges: list[Range],
                     result: WorkerResult) -> None:
     ends = {p: end for p, first, end in ranges if end > first}
+    cpu_start = time.process_time()  # all threads of this process, librdkafka's included
     start = time.monotonic()
     deadline = start + cfg.timeout_s
     consumer.assign([TopicPartition(cfg.topic, p, first)
@@ -103,6 +104,7 @@ def _consume_ranges(cfg: BenchConfig, consumer: Consumer, ranges: list[Range],
                        if tp.offset < ends[tp.partition] and tp.partition not in at_eof]
     result.start = start
     result.end = last_message
+    result.extra["cpu_s"] = time.process_time() - cpu_start
     result.messages = count
     result.bytes = nbytes
     result.errors = errors

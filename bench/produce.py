@@ -96,6 +96,7 @@ def run_producer(cfg: BenchConfig, worker: int, count: int | None,
 
     limit = count if count is not None else 1 << 62
     duration = cfg.duration_limit()
+    cpu_start = time.process_time()  # all threads of this process, librdkafka's included
     start = time.monotonic()
     stop_at = start + (duration if duration is not None else cfg.timeout_s)
     hard_deadline = start + cfg.timeout_s
@@ -107,6 +108,7 @@ def run_producer(cfg: BenchConfig, worker: int, count: int | None,
     remaining = producer.flush(max(0.0, hard_deadline - time.monotonic()) + 5.0)
     result.start = start
     result.end = time.monotonic()
+    result.extra["cpu_s"] = time.process_time() - cpu_start
     result.messages = deliveries.delivered
     result.bytes = deliveries.delivered * cfg.message_size
     result.errors = deliveries.errors

@@ -60,6 +60,12 @@ def summary(cfg: BenchConfig, partitions: int, results: list[PhaseResult],
             lines.append(f"{r.phase} latency: {r.latency_kind}, "
                          f"{r.latency_ms.samples} samples")
     for r in results:
+        cpu = [f"{who} {r.extra[key]:.1f} s ({r.extra[key] / r.elapsed_s:.2f} cores)"
+               for who, key in (("client", "client_cpu_s"), ("server", "server_cpu_s"))
+               if key in r.extra and r.elapsed_s > 0]
+        if cpu:
+            lines.append(f"{r.phase} CPU: {', '.join(cpu)}")
+    for r in results:
         if r.errors:
             lines.append(f"{r.phase}: {r.errors} errors")
         if not r.complete:

@@ -38,6 +38,22 @@ def default_command() -> list[str]:
             "serve"]
 
 
+def _proc_stats() -> dict[int, tuple[int, int]]:
+    """pid -> (parent pid, utime + stime in clock ticks) of every process."""
+    stats: dict[int, tuple[int, int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                text = fh.read()
+        except OSError:
+            continue  # gone meanwhile
+        fields = text[text.rindex(")") + 2:].split()  # the name may hold spaces
+        stats[int(entry)] = (int(fields[1]), int(fields[11]) + int(fields[12]))
+    return stats
+
+
 class LocalServer:
     """Start with ``with LocalServer() as server:``; server.bootstrap is the address."""
 
@@ -101,6 +117,28 @@ class LocalServer:
                 time.sleep(0.2)
         raise BenchError(f"the server did not answer within {self.startup_timeout:.0f} s:\n"
                          f"{self.log_tail()}")
+
+    def cpu_seconds(self) -> float | None:
+        """CPU time (user + system) of the server and its child processes so far.
+
+        Read from /proc, so Linux only (None elsewhere or once the server is gone).
+        """
+        if self.proc is None or self.proc.poll() is not None:
+            return None
+        try:
+            stats = _proc_stats()
+        except OSError:
+            return None
+        tree = {self.proc.pid}
+        grew = True
+        while grew:  # add descendants until nothing new turns up
+            grew = False
+            for pid, (ppid, _) in stats.items():
+                if ppid in tree and pid not in tree:
+                    tree.add(pid)
+                    grew = True
+        ticks = os.sysconf("SC_CLK_TCK")
+        return sum(stats[pid][1] for pid in tree if pid in stats) / ticks
 
     def log_tail(self, lines: int = 30) -> str:
         try:

@@ -118,7 +118,9 @@ def aggregate(phase: str, results: list[WorkerResult], latency_kind: str = "") -
         notes.extend(f"{r.role} {r.worker}: {n}" for n in r.notes)
         if r.first_error:
             notes.append(f"{r.role} {r.worker}: first error: {r.first_error}")
+    cpu = [float(r.extra["cpu_s"]) for r in results if "cpu_s" in r.extra]
     return PhaseResult(
+        extra={"client_cpu_s": round(sum(cpu), 3)} if cpu else {},
         phase=phase,
         processes=len(results),
         messages=sum(r.messages for r in results),
