@@ -26,16 +26,14 @@ from bmq.protocol import messages as m
 API_VERSIONS_KEY = m.ApiVersionsRequest.API_KEY
 
 
-def _spec(request_type: type[RequestMessage], handler: Handler,
-          advertised_min: int | None = None) -> ApiSpec:
-    return ApiSpec(request_type, request_type.MIN_VERSION, request_type.MAX_VERSION, handler,
-                   advertised_min)
+def _spec(request_type: type[RequestMessage], handler: Handler) -> ApiSpec:
+    return ApiSpec(request_type, request_type.MIN_VERSION, request_type.MAX_VERSION, handler)
 
 
 HANDLERS: dict[int, ApiSpec] = {
     spec.request_type.API_KEY: spec
     for spec in (
-        _spec(m.ProduceRequest, handle_produce, advertised_min=0),
+        _spec(m.ProduceRequest, handle_produce),
         _spec(m.FetchRequest, handle_fetch),
         _spec(m.ListOffsetsRequest, handle_list_offsets),
         _spec(m.MetadataRequest, handle_metadata),

@@ -12,12 +12,7 @@ def supported_versions() -> list[ApiVersion]:
     from bmq.broker.handlers import HANDLERS  # the registry lists this module too
 
     return [
-        ApiVersion(
-            api_key=key,
-            min_version=spec.min_version if spec.advertised_min_version is None
-            else spec.advertised_min_version,
-            max_version=spec.max_version,
-        )
+        ApiVersion(api_key=key, min_version=spec.min_version, max_version=spec.max_version)
         for key, spec in sorted(HANDLERS.items())
     ]
 

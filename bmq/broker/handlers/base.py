@@ -41,6 +41,3 @@ class ApiSpec:
     min_version: int
     max_version: int
     handler: Handler
-    # Lower bound shown in ApiVersions when it must differ from what is served (KAFKA-18659:
-    # librdkafka only compresses if Produce v0 is listed, although v0-2 are never served).
-    advertised_min_version: int | None = None

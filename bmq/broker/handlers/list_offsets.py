@@ -10,6 +10,8 @@ from bmq.protocol.messages.list_offsets_response import (
     ListOffsetsPartitionResponse,
     ListOffsetsTopicResponse,
 )
+from bmq.protocol.record_codec import RecordDecodeError, iter_records
+from bmq.storage import PartitionLog
 
 LATEST = -1
 EARLIEST = -2
@@ -17,6 +19,24 @@ MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
 NO_TIMESTAMP = -1
+
+
+def exact_record(log: PartitionLog, found: tuple[int, int], target: int | None) -> tuple[int, int]:
+    """Narrow the storage's batch-level answer to the record Kafka names.
+
+    ``found`` is (offset, max timestamp) of the batch the indexes point at; Kafka answers with the
+    first record whose timestamp is >= target (or, for the max timestamp, equals it).
+    """
+    offset, batch_max = found
+    want = batch_max if target is None else target
+    try:
+        for record in iter_records(log.read(offset, 1)):
+            if record.offset >= offset and (record.timestamp >= want if target is not None
+                                            else record.timestamp == want):
+                return record.offset, record.timestamp
+    except RecordDecodeError as error:
+        raise KafkaError(ErrorCode.CORRUPT_MESSAGE, str(error)) from error
+    return found
 
 
 async def handle_list_offsets(ctx: RequestContext, request: ListOffsetsRequest,
@@ -43,11 +63,11 @@ async def handle_list_offsets(ctx: RequestContext, request: ListOffsetsRequest,
                 elif asked.timestamp == MAX_TIMESTAMP:
                     found = log.max_timestamp()
                     if found is not None:
-                        result.offset, result.timestamp = found
+                        result.offset, result.timestamp = exact_record(log, found, None)
                 elif asked.timestamp >= 0:
                     found = log.offset_for_timestamp(asked.timestamp)
                     if found is not None:
-                        result.offset, result.timestamp = found
+                        result.offset, result.timestamp = exact_record(log, found, asked.timestamp)
                 else:
                     raise KafkaError(ErrorCode.INVALID_REQUEST)
             except KafkaError as error:

@@ -11,6 +11,10 @@ from bmq.protocol.messages import ProduceRequest, ProduceResponse
 from bmq.protocol.messages.produce_response import PartitionProduceResponse, TopicProduceResponse
 from bmq.protocol.records import set_leader_epoch, validate_batches
 
+# Produce v0-2 (message formats v0/v1) are listed for librdkafka's sake (KAFKA-18659) but, as
+# in Kafka 4, answered with UNSUPPORTED_VERSION.
+MIN_SERVED_VERSION = 3
+
 
 async def handle_produce(ctx: RequestContext, request: ProduceRequest,
                          version: int) -> ProduceResponse | None:
@@ -34,6 +38,9 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest,
             try:
                 if topic_error is not None:
                     raise topic_error
+                if version < MIN_SERVED_VERSION:
+                    raise KafkaError(ErrorCode.UNSUPPORTED_VERSION,
+                                     "Produce v0-2 (message format v0/v1) are not supported")
                 if acks not in (-1, 0, 1):
                     raise KafkaError(ErrorCode.INVALID_REQUIRED_ACKS)
                 if request.transactional_id is not None:

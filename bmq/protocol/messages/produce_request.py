@@ -43,8 +43,8 @@ class PartitionProduceData:
     @classmethod
     def read(cls, r: Reader, version: int) -> PartitionProduceData:
         """Decode a PartitionProduceData of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 3 <= version <= 13:
-            raise UnsupportedVersionError(f"ProduceRequest v{version} is not supported (3-13)")
+        if not 0 <= version <= 13:
+            raise UnsupportedVersionError(f"ProduceRequest v{version} is not supported (0-13)")
         try:
             return _read_PartitionProduceData(r, version)
         except DECODE_ERRORS as e:
@@ -52,8 +52,8 @@ class PartitionProduceData:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this PartitionProduceData as ``version`` into ``w``."""
-        if not 3 <= version <= 13:
-            raise UnsupportedVersionError(f"ProduceRequest v{version} is not supported (3-13)")
+        if not 0 <= version <= 13:
+            raise UnsupportedVersionError(f"ProduceRequest v{version} is not supported (0-13)")
         _write_PartitionProduceData(self, w, version)
 
 
@@ -73,8 +73,8 @@ class TopicProduceData:
     @classmethod
     def read(cls, r: Reader, version: int) -> TopicProduceData:
         """Decode a TopicProduceData of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 3 <= version <= 13:
-            raise UnsupportedVersionError(f"ProduceRequest v{version} is not supported (3-13)")
+        if not 0 <= version <= 13:
+            raise UnsupportedVersionError(f"ProduceRequest v{version} is not supported (0-13)")
         try:
             return _read_TopicProduceData(r, version)
         except DECODE_ERRORS as e:
@@ -82,17 +82,17 @@ class TopicProduceData:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this TopicProduceData as ``version`` into ``w``."""
-        if not 3 <= version <= 13:
-            raise UnsupportedVersionError(f"ProduceRequest v{version} is not supported (3-13)")
+        if not 0 <= version <= 13:
+            raise UnsupportedVersionError(f"ProduceRequest v{version} is not supported (0-13)")
         _write_TopicProduceData(self, w, version)
 
 
 @dataclass(slots=True)
 class ProduceRequest:
-    """Kafka ProduceRequest (api key 0): versions 3-13, flexible 9+."""
+    """Kafka ProduceRequest (api key 0): versions 0-13, flexible 9+."""
 
     API_KEY: ClassVar[int] = 0
-    MIN_VERSION: ClassVar[int] = 3
+    MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 13
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 9
 
@@ -111,8 +111,8 @@ class ProduceRequest:
     @classmethod
     def read(cls, r: Reader, version: int) -> ProduceRequest:
         """Decode a ProduceRequest of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 3 <= version <= 13:
-            raise UnsupportedVersionError(f"ProduceRequest v{version} is not supported (3-13)")
+        if not 0 <= version <= 13:
+            raise UnsupportedVersionError(f"ProduceRequest v{version} is not supported (0-13)")
         try:
             return _read_ProduceRequest(r, version)
         except DECODE_ERRORS as e:
@@ -120,8 +120,8 @@ class ProduceRequest:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this ProduceRequest as ``version`` into ``w``."""
-        if not 3 <= version <= 13:
-            raise UnsupportedVersionError(f"ProduceRequest v{version} is not supported (3-13)")
+        if not 0 <= version <= 13:
+            raise UnsupportedVersionError(f"ProduceRequest v{version} is not supported (0-13)")
         _write_ProduceRequest(self, w, version)
 
 
@@ -276,35 +276,36 @@ def _write_TopicProduceData(o: TopicProduceData, w: Writer, version: int) -> Non
 def _read_ProduceRequest(r: Reader, version: int) -> ProduceRequest:
     buf = r.buf
     pos = r.pos
-    f_transactional_id: str | None
+    f_transactional_id: str | None = None
     f_acks: int
     f_timeout_ms: int
     f_topic_data: list[TopicProduceData]
-    if version >= 9:
-        _n = buf[pos]
-        pos += 1
-        if _n > 127:
-            _n, pos = read_uvarint(buf, pos - 1)
-        _n -= 1
-        if _n == -1:
-            f_transactional_id = None
+    if version >= 3:
+        if version >= 9:
+            _n = buf[pos]
+            pos += 1
+            if _n > 127:
+                _n, pos = read_uvarint(buf, pos - 1)
+            _n -= 1
+            if _n == -1:
+                f_transactional_id = None
+            else:
+                _m = buf[pos : pos + _n]
+                if len(_m) != _n:
+                    raise DecodeError("truncated or invalid string length")
+                pos += _n
+                f_transactional_id = _m.tobytes().decode()
         else:
-            _m = buf[pos : pos + _n]
-            if len(_m) != _n:
-                raise DecodeError("truncated or invalid string length")
-            pos += _n
-            f_transactional_id = _m.tobytes().decode()
-    else:
-        _n = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        if _n == -1:
-            f_transactional_id = None
-        else:
-            _m = buf[pos : pos + _n]
-            if len(_m) != _n:
-                raise DecodeError("truncated or invalid string length")
-            pos += _n
-            f_transactional_id = _m.tobytes().decode()
+            _n = _S_h.unpack_from(buf, pos)[0]
+            pos += 2
+            if _n == -1:
+                f_transactional_id = None
+            else:
+                _m = buf[pos : pos + _n]
+                if len(_m) != _n:
+                    raise DecodeError("truncated or invalid string length")
+                pos += _n
+                f_transactional_id = _m.tobytes().decode()
     f_acks, f_timeout_ms = _S_hi.unpack_from(buf, pos)
     pos += 6
     if version >= 9:
@@ -337,26 +338,27 @@ def _read_ProduceRequest(r: Reader, version: int) -> ProduceRequest:
 
 def _write_ProduceRequest(o: ProduceRequest, w: Writer, version: int) -> None:
     b = w.buf
-    if version >= 9:
-        v_transactional_id = o.transactional_id
-        if v_transactional_id is None:
-            b.append(0)
-        else:
-            _s = v_transactional_id.encode()
-            _l = len(_s) + 1
-            if _l < 128:
-                b.append(_l)
+    if version >= 3:
+        if version >= 9:
+            v_transactional_id = o.transactional_id
+            if v_transactional_id is None:
+                b.append(0)
             else:
-                b += encode_uvarint(_l)
-            b += _s
-    else:
-        v_transactional_id = o.transactional_id
-        if v_transactional_id is None:
-            b += b"\xff\xff"
+                _s = v_transactional_id.encode()
+                _l = len(_s) + 1
+                if _l < 128:
+                    b.append(_l)
+                else:
+                    b += encode_uvarint(_l)
+                b += _s
         else:
-            _s = v_transactional_id.encode()
-            b += _S_h.pack(len(_s))
-            b += _s
+            v_transactional_id = o.transactional_id
+            if v_transactional_id is None:
+                b += b"\xff\xff"
+            else:
+                _s = v_transactional_id.encode()
+                b += _S_h.pack(len(_s))
+                b += _s
     b += _S_hi.pack(o.acks, o.timeout_ms)
     if version >= 9:
         v_topic_data = o.topic_data

@@ -25,7 +25,7 @@ from bmq.protocol.primitives import (
 
 _S_h = struct.Struct(">h")
 _S_i = struct.Struct(">i")
-_S_ihqq = struct.Struct(">ihqq")
+_S_ihq = struct.Struct(">ihq")
 _S_ii = struct.Struct(">ii")
 _S_q = struct.Struct(">q")
 
@@ -43,8 +43,8 @@ class BatchIndexAndErrorMessage:
     @classmethod
     def read(cls, r: Reader, version: int) -> BatchIndexAndErrorMessage:
         """Decode a BatchIndexAndErrorMessage of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 3 <= version <= 13:
-            raise UnsupportedVersionError(f"ProduceResponse v{version} is not supported (3-13)")
+        if not 0 <= version <= 13:
+            raise UnsupportedVersionError(f"ProduceResponse v{version} is not supported (0-13)")
         try:
             return _read_BatchIndexAndErrorMessage(r, version)
         except DECODE_ERRORS as e:
@@ -52,8 +52,8 @@ class BatchIndexAndErrorMessage:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this BatchIndexAndErrorMessage as ``version`` into ``w``."""
-        if not 3 <= version <= 13:
-            raise UnsupportedVersionError(f"ProduceResponse v{version} is not supported (3-13)")
+        if not 0 <= version <= 13:
+            raise UnsupportedVersionError(f"ProduceResponse v{version} is not supported (0-13)")
         _write_BatchIndexAndErrorMessage(self, w, version)
 
 
@@ -70,8 +70,8 @@ class LeaderIdAndEpoch:
     @classmethod
     def read(cls, r: Reader, version: int) -> LeaderIdAndEpoch:
         """Decode a LeaderIdAndEpoch of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 3 <= version <= 13:
-            raise UnsupportedVersionError(f"ProduceResponse v{version} is not supported (3-13)")
+        if not 0 <= version <= 13:
+            raise UnsupportedVersionError(f"ProduceResponse v{version} is not supported (0-13)")
         try:
             return _read_LeaderIdAndEpoch(r, version)
         except DECODE_ERRORS as e:
@@ -79,8 +79,8 @@ class LeaderIdAndEpoch:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this LeaderIdAndEpoch as ``version`` into ``w``."""
-        if not 3 <= version <= 13:
-            raise UnsupportedVersionError(f"ProduceResponse v{version} is not supported (3-13)")
+        if not 0 <= version <= 13:
+            raise UnsupportedVersionError(f"ProduceResponse v{version} is not supported (0-13)")
         _write_LeaderIdAndEpoch(self, w, version)
 
 
@@ -115,8 +115,8 @@ class PartitionProduceResponse:
     @classmethod
     def read(cls, r: Reader, version: int) -> PartitionProduceResponse:
         """Decode a PartitionProduceResponse of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 3 <= version <= 13:
-            raise UnsupportedVersionError(f"ProduceResponse v{version} is not supported (3-13)")
+        if not 0 <= version <= 13:
+            raise UnsupportedVersionError(f"ProduceResponse v{version} is not supported (0-13)")
         try:
             return _read_PartitionProduceResponse(r, version)
         except DECODE_ERRORS as e:
@@ -124,8 +124,8 @@ class PartitionProduceResponse:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this PartitionProduceResponse as ``version`` into ``w``."""
-        if not 3 <= version <= 13:
-            raise UnsupportedVersionError(f"ProduceResponse v{version} is not supported (3-13)")
+        if not 0 <= version <= 13:
+            raise UnsupportedVersionError(f"ProduceResponse v{version} is not supported (0-13)")
         _write_PartitionProduceResponse(self, w, version)
 
 
@@ -145,8 +145,8 @@ class TopicProduceResponse:
     @classmethod
     def read(cls, r: Reader, version: int) -> TopicProduceResponse:
         """Decode a TopicProduceResponse of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 3 <= version <= 13:
-            raise UnsupportedVersionError(f"ProduceResponse v{version} is not supported (3-13)")
+        if not 0 <= version <= 13:
+            raise UnsupportedVersionError(f"ProduceResponse v{version} is not supported (0-13)")
         try:
             return _read_TopicProduceResponse(r, version)
         except DECODE_ERRORS as e:
@@ -154,8 +154,8 @@ class TopicProduceResponse:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this TopicProduceResponse as ``version`` into ``w``."""
-        if not 3 <= version <= 13:
-            raise UnsupportedVersionError(f"ProduceResponse v{version} is not supported (3-13)")
+        if not 0 <= version <= 13:
+            raise UnsupportedVersionError(f"ProduceResponse v{version} is not supported (0-13)")
         _write_TopicProduceResponse(self, w, version)
 
 
@@ -178,8 +178,8 @@ class NodeEndpoint:
     @classmethod
     def read(cls, r: Reader, version: int) -> NodeEndpoint:
         """Decode a NodeEndpoint of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 3 <= version <= 13:
-            raise UnsupportedVersionError(f"ProduceResponse v{version} is not supported (3-13)")
+        if not 0 <= version <= 13:
+            raise UnsupportedVersionError(f"ProduceResponse v{version} is not supported (0-13)")
         try:
             return _read_NodeEndpoint(r, version)
         except DECODE_ERRORS as e:
@@ -187,17 +187,17 @@ class NodeEndpoint:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this NodeEndpoint as ``version`` into ``w``."""
-        if not 3 <= version <= 13:
-            raise UnsupportedVersionError(f"ProduceResponse v{version} is not supported (3-13)")
+        if not 0 <= version <= 13:
+            raise UnsupportedVersionError(f"ProduceResponse v{version} is not supported (0-13)")
         _write_NodeEndpoint(self, w, version)
 
 
 @dataclass(slots=True)
 class ProduceResponse:
-    """Kafka ProduceResponse (api key 0): versions 3-13, flexible 9+."""
+    """Kafka ProduceResponse (api key 0): versions 0-13, flexible 9+."""
 
     API_KEY: ClassVar[int] = 0
-    MIN_VERSION: ClassVar[int] = 3
+    MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 13
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 9
 
@@ -213,8 +213,8 @@ class ProduceResponse:
     @classmethod
     def read(cls, r: Reader, version: int) -> ProduceResponse:
         """Decode a ProduceResponse of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 3 <= version <= 13:
-            raise UnsupportedVersionError(f"ProduceResponse v{version} is not supported (3-13)")
+        if not 0 <= version <= 13:
+            raise UnsupportedVersionError(f"ProduceResponse v{version} is not supported (0-13)")
         try:
             return _read_ProduceResponse(r, version)
         except DECODE_ERRORS as e:
@@ -222,8 +222,8 @@ class ProduceResponse:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this ProduceResponse as ``version`` into ``w``."""
-        if not 3 <= version <= 13:
-            raise UnsupportedVersionError(f"ProduceResponse v{version} is not supported (3-13)")
+        if not 0 <= version <= 13:
+            raise UnsupportedVersionError(f"ProduceResponse v{version} is not supported (0-13)")
         _write_ProduceResponse(self, w, version)
 
 
@@ -322,13 +322,16 @@ def _read_PartitionProduceResponse(r: Reader, version: int) -> PartitionProduceR
     f_index: int
     f_error_code: int
     f_base_offset: int
-    f_log_append_time_ms: int
+    f_log_append_time_ms: int = -1
     f_log_start_offset: int = -1
     f_record_errors: list[BatchIndexAndErrorMessage] = []
     f_error_message: str | None = None
     f_current_leader: LeaderIdAndEpoch | None = None
-    f_index, f_error_code, f_base_offset, f_log_append_time_ms = _S_ihqq.unpack_from(buf, pos)
-    pos += 22
+    f_index, f_error_code, f_base_offset = _S_ihq.unpack_from(buf, pos)
+    pos += 14
+    if version >= 2:
+        f_log_append_time_ms = _S_q.unpack_from(buf, pos)[0]
+        pos += 8
     if version >= 5:
         f_log_start_offset = _S_q.unpack_from(buf, pos)[0]
         pos += 8
@@ -412,7 +415,9 @@ def _read_PartitionProduceResponse(r: Reader, version: int) -> PartitionProduceR
 
 def _write_PartitionProduceResponse(o: PartitionProduceResponse, w: Writer, version: int) -> None:
     b = w.buf
-    b += _S_ihqq.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms)
+    b += _S_ihq.pack(o.index, o.error_code, o.base_offset)
+    if version >= 2:
+        b += _S_q.pack(o.log_append_time_ms)
     if version >= 5:
         b += _S_q.pack(o.log_start_offset)
     if version >= 8:
@@ -628,7 +633,7 @@ def _read_ProduceResponse(r: Reader, version: int) -> ProduceResponse:
     buf = r.buf
     pos = r.pos
     f_responses: list[TopicProduceResponse]
-    f_throttle_time_ms: int
+    f_throttle_time_ms: int = 0
     f_node_endpoints: list[NodeEndpoint] = []
     if version >= 9:
         _n = buf[pos]
@@ -649,8 +654,9 @@ def _read_ProduceResponse(r: Reader, version: int) -> ProduceResponse:
         r.pos = pos
         f_responses = [_read_TopicProduceResponse(r, version) for _ in range(_n)]
         pos = r.pos
-    f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
+    if version >= 1:
+        f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
     if version >= 9:
         _n = buf[pos]
         pos += 1
@@ -697,7 +703,8 @@ def _write_ProduceResponse(o: ProduceResponse, w: Writer, version: int) -> None:
         b += _S_i.pack(len(v_responses))
         for e_responses in v_responses:
             _write_TopicProduceResponse(e_responses, w, version)
-    b += _S_i.pack(o.throttle_time_ms)
+    if version >= 1:
+        b += _S_i.pack(o.throttle_time_ms)
     if version >= 9:
         _t0 = version >= 10 and o.node_endpoints != []
         b.append(_t0)
