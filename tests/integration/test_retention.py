@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
@@ -17,9 +18,16 @@ from .helpers import (
     watermarks,
 )
 
+RETENTION_CHECK_INTERVAL_MS = 200
+# Retention must take effect within a few check intervals (generous for a loaded CI machine).
+RETENTION_DEADLINE_S = 3.0
+# The correctness tests below wait longer so they still check *what* is deleted even when
+# the timing test fails.
+PATIENT_S = 20.0
+
 pytestmark = [
     pytest.mark.timeout(120),
-    pytest.mark.broker(env={"BMQ_LOG_RETENTION_CHECK_INTERVAL_MS": 200}),
+    pytest.mark.broker(env={"BMQ_LOG_RETENTION_CHECK_INTERVAL_MS": RETENTION_CHECK_INTERVAL_MS}),
 ]
 
 SEGMENT_BYTES = 8192
@@ -56,7 +64,7 @@ def test_retention_bytes_deletes_old_segments(broker, topic):
     assert topic_configs(broker.bootstrap, topic)["retention.bytes"] == str(retention_bytes)
     low, high = wait_until(
         lambda: (lambda m: m if m[0] > 0 else None)(watermarks(broker.bootstrap, topic)),
-        timeout=15, message="log start offset moves forward after retention.bytes is lowered")
+        timeout=PATIENT_S, message="log start offset moves after retention.bytes is lowered")
     assert high == RECORDS, "retention must never remove the latest records"
     kept_bytes = (high - low) * VALUE_SIZE
     # Whole segments go, oldest first, while what remains is still >= retention.bytes;
@@ -89,8 +97,23 @@ def test_retention_ms_deletes_expired_segments(broker, topic):
     low, high = wait_until(
         lambda: (lambda m: m if m[0] >= RECORDS - 20 else None)(
             watermarks(broker.bootstrap, topic)),
-        timeout=15, message="expired segments deleted")
+        timeout=PATIENT_S, message="expired segments deleted")
     assert high == RECORDS
     # Consumers positioned before the log start are reset to it (auto.offset.reset=earliest).
     got = consume(broker.bootstrap, topic, [0], start=0, timeout=30)[0]
     assert [m.offset for m in got] == list(range(low, high))
+
+
+def test_retention_check_interval_is_honoured(broker, topic):
+    """log.retention.check.interval.ms=200: a lowered retention.bytes applies within seconds."""
+    _fill(broker, topic)
+    _set_topic_config(broker, topic, retention_bytes=50_000)
+    started = time.monotonic()
+    deadline = started + PATIENT_S
+    while time.monotonic() < deadline and watermarks(broker.bootstrap, topic)[0] == 0:
+        time.sleep(0.05)
+    took = time.monotonic() - started
+    assert watermarks(broker.bootstrap, topic)[0] > 0, f"retention never applied in {PATIENT_S}s"
+    assert took < RETENTION_DEADLINE_S, (
+        f"retention applied only after {took:.1f}s with "
+        f"BMQ_LOG_RETENTION_CHECK_INTERVAL_MS={RETENTION_CHECK_INTERVAL_MS}")
