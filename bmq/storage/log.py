@@ -718,7 +718,10 @@ class PartitionLog:
     def _read_segment(self, seg: Segment, offset: int, pos: int, at: int, end: int,
                       max_bytes: int) -> bytes | memoryview:
         reader = self._reader(seg)
-        data = reader.pread(pos, min(max(max_bytes, HEADER_SIZE), end - pos))
+        # Batches between the indexed one and the wanted one start less than an index interval
+        # after it: reading that much more keeps the answer as close to max_bytes as possible.
+        slack = 0 if at == offset else self.config.index_interval_bytes
+        data = reader.pread(pos, min(max(max_bytes, HEADER_SIZE) + slack, end - pos))
         n = len(data)
         q = 0
         while True:
