@@ -7,7 +7,7 @@ import time
 from collections import Counter
 
 import pytest
-from confluent_kafka import TIMESTAMP_CREATE_TIME
+from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME
 
 from . import kwire
 from .helpers import consume, create_topic, produce_all
@@ -160,3 +160,18 @@ def test_100k_messages_over_8_partitions(module_broker, topic):
                 f"{m.value!r} acknowledged at {acked[m.value]}, read at {(partition, m.offset)}"
     assert len(counts) == n
     assert set(counts.values()) == {1}
+
+
+def test_log_append_time_topic(module_broker, topic):
+    """message.timestamp.type=LogAppendTime: the broker stamps records with its own clock."""
+    create_topic(module_broker.bootstrap, topic, partitions=1,
+                 config={"message.timestamp.type": "LogAppendTime"})
+    before = int(time.time() * 1000)
+    produce_all(module_broker.bootstrap, topic,
+                [{"value": f"v{i}".encode(), "timestamp": 1_000_000 + i} for i in range(10)])
+    after = int(time.time() * 1000)
+    got = consume(module_broker.bootstrap, topic, [0], expected=10)[0]
+    assert [m.value for m in got] == [f"v{i}".encode() for i in range(10)]
+    for m in got:
+        assert m.timestamp_type == TIMESTAMP_LOG_APPEND_TIME
+        assert before - 1000 <= m.timestamp <= after + 1000, m.timestamp

@@ -119,6 +119,8 @@ def test_kill_9_during_acks_all_production(broker, topic):
                message="production resumes after restart")
     bg.finish()
     acked = list(bg.acked)
+    print(f"acked before kill: {acked_at_kill}, acked in total: {len(acked)}, "
+          f"failed: {len(bg.failed)}, sent: {bg.sent}")
     assert acked_at_kill >= 3000
 
     log = _read_log(broker, topic)
@@ -141,13 +143,15 @@ def test_idempotent_producer_across_restart(broker, topic, how):
         queue_buffering_max_messages=20000)
     bg.start()
     wait_until(lambda: len(bg.acked) >= 6000 or bg.exc, 60, message="6000 acks before restart")
-    assert len(bg.acked) < total, "production finished before the restart; slow it down"
+    acked_at_restart = len(bg.acked)
+    assert acked_at_restart < total, "production finished before the restart; slow it down"
     if how == "sigterm":
         broker.restart()
     else:
         broker.kill()
         broker.start()
     bg.join(150)
+    print(f"{how}: acked before restart {acked_at_restart}, total acked {len(bg.acked)}")
     assert not bg.is_alive()
     if bg.exc is not None:
         raise bg.exc

@@ -3,7 +3,6 @@ its data intact. Bounded in count and time; the RNG seed is printed for reproduc
 
 from __future__ import annotations
 
-import contextlib
 import os
 import random
 import socket
@@ -19,10 +18,11 @@ from .kwire import KafkaWire, Record, build_record_batch
 
 pytestmark = pytest.mark.timeout(150)
 
-MAX_FRAMES = 4000
+MAX_FRAMES = 6000
 TIME_BUDGET_S = 40.0
-CONNECTIONS = 400
-WORKERS = 8
+CONNECTIONS = 1500
+WORKERS = 16
+IDLE_READ_S = 0.15
 
 
 def _seed_frames(wire: KafkaWire, target: str) -> list[bytes]:
@@ -112,7 +112,8 @@ def mutate(rng: random.Random, frame: bytes, seeds: list[bytes]) -> bytes:
 
 
 def _one_connection(bootstrap: str, frames: list[bytes]) -> tuple[int, int]:
-    """Send frames pipelined on one connection; drain briefly. Returns (sent, bytes_received)."""
+    """Send frames pipelined on one connection, read whatever comes back until the server
+    closes or stays quiet for a moment. Returns (frames sent, response bytes received)."""
     host, port = bootstrap.rsplit(":", 1)
     sent = received = 0
     try:
@@ -124,10 +125,8 @@ def _one_connection(bootstrap: str, frames: list[bytes]) -> tuple[int, int]:
                     sent += 1
                 except OSError:
                     break
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_WR)
-            sock.settimeout(0.3)
-            deadline = time.monotonic() + 0.6
+            sock.settimeout(IDLE_READ_S)
+            deadline = time.monotonic() + 2.0
             while time.monotonic() < deadline:
                 try:
                     chunk = sock.recv(65536)
@@ -168,14 +167,16 @@ def test_fuzz_survives_and_keeps_data(broker, unique_topic):
     total = 0
     while total < MAX_FRAMES and len(plans) < CONNECTIONS:
         frames = []
-        for _ in range(rng.randint(1, 15)):
+        # Mostly short connections: the broker drops a connection at the first bad frame, so
+        # frames behind it on the same connection are never parsed.
+        for _ in range(rng.choice([1, 1, 2, 3, 5, 10])):
             base = rng.choice(seeds)
             frames.append(base if rng.random() < 0.15 else mutate(rng, base, seeds))
         plans.append(frames)
         total += len(frames)
 
     start = time.monotonic()
-    sent_total = 0
+    sent_total = received_total = answered = 0
     with ThreadPoolExecutor(WORKERS) as pool:
         futures = []
         for frames in plans:
@@ -183,10 +184,13 @@ def test_fuzz_survives_and_keeps_data(broker, unique_topic):
                 lambda fr=frames: _one_connection(broker.bootstrap, fr)
                 if time.monotonic() - start < TIME_BUDGET_S else (0, 0)))
         for future in futures:
-            sent, _ = future.result()
+            sent, received = future.result()
             sent_total += sent
+            received_total += received
+            answered += received > 0
     elapsed = time.monotonic() - start
-    print(f"fuzz: {len(plans)} connections, {sent_total}/{total} frames sent in {elapsed:.1f}s")
+    print(f"fuzz: {len(plans)} connections, {sent_total}/{total} frames sent in {elapsed:.1f}s; "
+          f"{answered} connections got {received_total} response bytes")
     assert elapsed < 60
     assert sent_total >= 1000, "too few frames reached the broker to call this a fuzz run"
 
@@ -220,3 +224,7 @@ def test_fuzz_survives_and_keeps_data(broker, unique_topic):
     got = consume(broker.bootstrap, fresh, [0], expected=50)[0]
     assert [m.value for m in got] == [f"after-{i}".encode() for i in range(50)]
     assert broker.is_running()
+    # Bad input is logged and refused, never an unhandled exception.
+    log_text = broker.log_text()
+    assert "Traceback" not in log_text, \
+        log_text[max(0, log_text.index("Traceback") - 500):][:4000]

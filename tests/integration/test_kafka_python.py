@@ -226,3 +226,26 @@ def test_admin_errors(module_broker, unique_topic):
         assert "InvalidConfiguration" in res["topic"][name], res
     finally:
         admin.close()
+
+
+def test_delete_and_recreate_topic_starts_empty(module_broker, unique_topic):
+    name = unique_topic("recreate")
+    admin = kp_admin(module_broker.bootstrap)
+    try:
+        admin.create_topics({name: {"num_partitions": 2, "replication_factor": 1}})
+        producer = kp_producer(module_broker.bootstrap, linger_ms=0)
+        for i in range(5):
+            producer.send(name, value=f"old-{i}".encode(), partition=0)
+        producer.flush(15)
+        admin.delete_topics([name])
+        wait_until(lambda: name not in admin.list_topics(), 10, message="topic deleted")
+        admin.create_topics({name: {"num_partitions": 1, "replication_factor": 1}})
+        admin.wait_for_topics([name])
+        assert len(admin.describe_topics([name])[0]["partitions"]) == 1
+        meta = producer.send(name, value=b"new", partition=0).get(timeout=15)
+        assert meta.offset == 0
+        producer.close()
+    finally:
+        admin.close()
+    records = read_all(module_broker.bootstrap, name, [0], 1)
+    assert [r.value for r in records] == [b"new"]
