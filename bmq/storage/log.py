@@ -633,9 +633,10 @@ class PartitionLog:
                     self._bases.append(seg.base)
             self._size_bytes += written
             self.high_watermark = groups[-1].next_offset
-        durable = self._durable_producers
-        for meta, now_ms in idempotent:
-            durable.record(meta[4], meta[5], meta[6], meta[7], meta[1], meta[2], meta[3], now_ms)
+            durable = self._durable_producers
+            for meta, now_ms in idempotent:
+                durable.record(meta[4], meta[5], meta[6], meta[7], meta[1], meta[2], meta[3],
+                               now_ms)
 
     def _seal(self, g: _Group) -> None:
         """Roll away from ``g.seg``: its data is synced already; finish and sync its indexes."""
@@ -770,17 +771,19 @@ class PartitionLog:
                 if i >= len(segments):
                     return None
                 seg = segments[i]
-                end = seg.size
+                end, next_offset = seg.size, seg.next_offset
                 seg.readers += 1
+                loaded = seg.index_loaded
+                if loaded:
+                    pos = self._time_position(seg, timestamp, log_start, next_offset, end)
             try:
-                self._ensure_index(seg)
-                with self._lock:
-                    start_offset = max(seg.time_lookup(timestamp), log_start)
-                    pos = seg.lookup(start_offset)[0] if start_offset < seg.next_offset else end
+                if not loaded:   # a sealed segment: its indexes do not change once loaded
+                    self._ensure_index(seg)
+                    pos = self._time_position(seg, timestamp, log_start, next_offset, end)
                 reader = self._reader(seg)
-                for _pos, base, _size, next_offset, max_ts in iter_headers(reader.pread, pos,
-                                                                           end):
-                    if next_offset > log_start and max_ts >= timestamp:
+                for _pos, base, _size, batch_next, max_ts in iter_headers(reader.pread, pos,
+                                                                          end):
+                    if batch_next > log_start and max_ts >= timestamp:
                         return max(base, log_start), max_ts
             except FileNotFoundError:
                 pass  # deleted meanwhile: look further on
@@ -788,9 +791,18 @@ class PartitionLog:
                 raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{self}: {exc}") from exc
             finally:
                 self._release(seg)
-            # The segment list may have shrunk meanwhile; restart from the segment after ``seg``.
+            # The segment list may have changed meanwhile: go on after ``seg``.
             with self._lock:
                 i = bisect_right(self._bases, seg.base)
+
+    @staticmethod
+    def _time_position(seg: Segment, timestamp: int, log_start: int, next_offset: int,
+                       end: int) -> int:
+        """Where to start scanning ``seg`` for the first batch with max timestamp >= target:
+        the batch that set the largest indexed maximum <= target (earlier ones are all below
+        it), or the log start if that is later."""
+        start_offset = max(seg.time_lookup(timestamp), log_start)
+        return seg.lookup(start_offset)[0] if start_offset < next_offset else end
 
     def max_timestamp(self) -> tuple[int, int] | None:
         with self._lock:
@@ -853,7 +865,7 @@ class PartitionLog:
                         by_size += 1
                 retired = self._retire(max(by_start, by_time, by_size))
                 self._producers.expire(now_ms, self.producer_expiration_ms)
-            self._durable_producers.expire(now_ms, self.producer_expiration_ms)
+                self._durable_producers.expire(now_ms, self.producer_expiration_ms)
             if retired:
                 self._checkpoint_locked()
                 self._delete_segments(retired)
@@ -952,7 +964,7 @@ class PartitionLog:
 
     def producer_state(self) -> dict[str, Any]:
         """Producer state as of the high watermark (what the checkpoint stores)."""
-        with self._io_lock:
+        with self._lock:
             return self._durable_producers.to_json()
 
     def __repr__(self) -> str:

@@ -169,3 +169,16 @@ def test_failed_flush_does_not_poison_durable_state(open_log: OpenLog) -> None:
     log = open_log()
     assert log.high_watermark == 1
     assert produce(log, pbatch(1)) == (1, 1, False)
+
+
+def test_idle_producers_expire(open_log: OpenLog) -> None:
+    log = open_log()
+    log.producer_expiration_ms = 1_000
+    produce(log, pbatch(0, pid=1), now_ms=10_000)
+    produce(log, pbatch(0, pid=2), now_ms=10_500)
+    log.flush()
+    log.apply_retention(now_ms=11_200)
+    assert set(log.producer_state()) == {"2"}
+    # Forgotten: its next batch is accepted whatever the sequence, like an unknown producer.
+    assert produce(log, pbatch(7, pid=1), now_ms=11_300) == (2, 2, False)
+    expect_error(log, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, pbatch(5, pid=2))
