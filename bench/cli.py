@@ -9,7 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from bench import report
@@ -53,7 +53,8 @@ def parser() -> argparse.ArgumentParser:
     target.add_argument("--keep-data", action="store_true",
                         help="with --spawn-server: keep the data dir and server.log")
     target.add_argument("--profile-server", metavar="OUT.svg",
-                        help="with --spawn-server: record the server with py-spy into OUT.svg")
+                        help="with --spawn-server: record the server with py-spy into OUT.svg\n"
+                             "(flame graph; OUT.txt: collapsed stacks, OUT.json: speedscope)")
     w = p.add_argument_group("workload")
     w.add_argument("--mode", choices=MODES, default="both",
                    help="produce, consume (the whole topic), both (produce, then consume\n"
@@ -79,6 +80,8 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--timeout", type=float, default=300.0, metavar="S",
                    help="upper bound on each phase; an unfinished phase is reported as\n"
                         "incomplete [300]")
+    w.add_argument("--idle-timeout", type=float, default=30.0, metavar="S",
+                   help="consume: give up when nothing arrived for S seconds [30]")
     c = p.add_argument_group("client settings")
     c.add_argument("--acks", choices=("0", "1", "all", "-1"), default="all", help="[all]")
     c.add_argument("--compression", choices=("none", "gzip", "snappy", "lz4", "zstd"),
@@ -104,7 +107,7 @@ def config_from_args(args: argparse.Namespace, bootstrap: str) -> BenchConfig:
         acks=args.acks, compression=args.compression, producers=args.producers,
         consumers=args.consumers, mode=args.mode, rate_mb=args.rate, linger_ms=args.linger_ms,
         batch_size=args.batch_size, latency_sample=args.latency_sample, warmup_s=args.warmup,
-        timeout_s=args.timeout, run_id=random.getrandbits(32),
+        timeout_s=args.timeout, idle_timeout_s=args.idle_timeout, run_id=random.getrandbits(32),
         producer_overrides=dict(args.producer_config),
         consumer_overrides=dict(args.consumer_config))
 
@@ -119,7 +122,7 @@ def _check(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
             p.error(f"--{name.replace('_', '-')} must be at least 1")
     if args.messages is not None and args.messages < 1:
         p.error("--messages must be at least 1")
-    for name in ("duration", "rate", "timeout"):
+    for name in ("duration", "rate", "timeout", "idle_timeout"):
         value = getattr(args, name)
         if value is not None and value <= 0:
             p.error(f"--{name} must be positive")
@@ -133,27 +136,35 @@ def _say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-class _ServerCpu:
-    """Adds the spawned server's CPU seconds to each phase (when it can be read)."""
+class _ServerWatch:
+    """With a spawned server: its CPU seconds per phase, and whether it survived."""
 
-    def __init__(self, probe: Callable[[], float | None] | None) -> None:
-        self.probe = probe
+    def __init__(self, server: LocalServer | None) -> None:
+        self.server = server
 
     @contextlib.contextmanager
     def measure(self, phases: list[PhaseResult]) -> Iterator[None]:
-        before = self.probe() if self.probe else None
+        server = self.server
+        before = server.cpu_seconds() if server else None
         count = len(phases)
         yield
-        after = self.probe() if self.probe else None
-        if before is not None and after is not None:
-            for phase in phases[count:]:
+        if server is None:
+            return
+        after = server.cpu_seconds()
+        for phase in phases[count:]:
+            if before is not None and after is not None:
                 phase.extra["server_cpu_s"] = round(after - before, 3)
+            code = server.exit_code()
+            if code is not None:
+                phase.complete = False
+                phase.notes.append(f"the spawned server exited with code {code}")
+        if server.exit_code() is not None:
+            _say(f"the spawned server exited; the end of its log:\n{server.log_tail()}")
 
 
-def run(cfg: BenchConfig, server_cpu: Callable[[], float | None] | None = None
-        ) -> tuple[int, list[PhaseResult]]:
+def run(cfg: BenchConfig, server: LocalServer | None = None) -> tuple[int, list[PhaseResult]]:
     """Do the phases of cfg.mode; returns the partition count and the results."""
-    cpu = _ServerCpu(server_cpu)
+    cpu = _ServerWatch(server)
     admin = admin_client(cfg)
     check_reachable(admin, cfg.bootstrap)
     partitions, note = ensure_topic(admin, cfg, create=cfg.mode != "consume")
@@ -201,8 +212,9 @@ def _py_spy(pid: int, out: str) -> Iterator[None]:
     spy_cmd = str(exe) if exe.exists() else shutil.which("py-spy")
     if spy_cmd is None:
         raise BenchError("--profile-server needs py-spy (pip install py-spy)")
+    fmt = {".txt": "raw", ".json": "speedscope"}.get(Path(out).suffix, "flamegraph")
     spy = subprocess.Popen([spy_cmd, "record", "--pid", str(pid), "--output", out,
-                            "--rate", "100", "--subprocesses"],
+                            "--format", fmt, "--rate", "100", "--subprocesses"],
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         yield
@@ -237,7 +249,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if args.profile_server:
                     stack.enter_context(_py_spy(server.pid, args.profile_server))
             cfg = config_from_args(args, bootstrap)
-            partitions, results = run(cfg, server.cpu_seconds if server else None)
+            partitions, results = run(cfg, server)
     except BenchError as error:
         _say(f"error: {error}")
         return 2

@@ -39,6 +39,7 @@ class BenchConfig:
     latency_sample: int = 32
     warmup_s: float = 2.0
     timeout_s: float = 300.0
+    idle_timeout_s: float = 30.0
     run_id: int = 0
     producer_overrides: dict[str, str] = field(default_factory=dict)
     consumer_overrides: dict[str, str] = field(default_factory=dict)

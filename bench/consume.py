@@ -71,12 +71,14 @@ def _consume_ranges(cfg: BenchConfig, consumer: Consumer, ranges: list[Range],
     at_eof: set[int] = set()  # partitions that reported EOF at or past their end
     while pending:
         now = time.monotonic()
-        if now >= deadline:
+        if now >= deadline or now - last_message >= cfg.idle_timeout_s:
+            why = "time limit reached" if now >= deadline else (
+                f"nothing received for {cfg.idle_timeout_s:g} s")
             result.complete = False
-            result.notes.append(f"time limit reached with partitions "
+            result.notes.append(f"{why} with partitions "
                                 f"{[tp.partition for tp in pending]} unfinished")
             break
-        batch = consume(BATCH, min(0.1, deadline - now))
+        batch = consume(BATCH, max(0.0, min(0.1, deadline - now)))
         if not batch:
             continue
         for msg in batch:

@@ -118,6 +118,10 @@ class LocalServer:
         raise BenchError(f"the server did not answer within {self.startup_timeout:.0f} s:\n"
                          f"{self.log_tail()}")
 
+    def exit_code(self) -> int | None:
+        """None while the server runs (or was never started), else its exit code."""
+        return None if self.proc is None else self.proc.poll()
+
     def cpu_seconds(self) -> float | None:
         """CPU time (user + system) of the server and its child processes so far.
 
