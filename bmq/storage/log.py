@@ -23,6 +23,23 @@ the log start offset, the recovery point (= high watermark at that time), the se
 their sizes and index entry counts, and the producer state as of the recovery point. Recovery
 trusts the checkpointed prefix and scans everything after it, checking framing, offsets and
 CRC-32C, truncating at the first bad batch.
+
+Checkpoint format (``{topic}/{partition}/checkpoint.json``, replaced atomically)::
+
+    {"version": 1, "topic": "t", "partition": 0,
+     "log_start_offset": 120,            # DeleteRecords / retention low watermark
+     "recovery_point": 5000,             # everything below is synced and vouched for
+     "high_watermark": 5000,             # same value: durable end at checkpoint time
+     "segments": [{"base_offset": 0, "size": 1073741000, "next_offset": 3000,
+                   "max_timestamp": 1700000000123, "offset_of_max_timestamp": 2990,
+                   "created_ms": 1699990000000,
+                   "index_entries": 262000, "time_index_entries": 261000}, ...],
+     "producers": {"<producer id>": {"epoch": 3, "last_ms": 1700000000456,
+                   "batches": [[first_seq, last_seq, base_offset, last_offset, max_ts],
+                               ...]}}}   # the last 5 batches of each producer, oldest first
+
+``index_entries``/``time_index_entries`` count the entries known to be synced in the index
+files; sealed segments' indexes are loaded (and checked, and rebuilt if bad) on first use.
 """
 
 from __future__ import annotations
@@ -74,6 +91,8 @@ CHECKPOINT_FILE = "checkpoint.json"
 CHECKPOINT_VERSION = 1
 DEFAULT_PRODUCER_EXPIRATION_MS = 24 * 3600 * 1000   # Kafka's producer.id.expiration.ms
 SCAN_CHUNK = 8 << 20
+# A read returns at most this much (or one batch, if larger) whatever max_bytes asks for.
+MAX_READ_BYTES = 64 << 20
 _TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]+$")
 
 # Per batch in the queue: size, base offset, last offset, max timestamp,
@@ -273,7 +292,8 @@ class PartitionLog:
             else:
                 seg = Segment(base)
             valid_end = self._recover_segment(seg, start, file_size, producers, now)
-            scanned.append(seg)
+            if start == 0 or valid_end > start:
+                scanned.append(seg)   # bytes the checkpoint did not vouch for
             segments.append(seg)
             if valid_end < file_size:
                 logger.warning("%s: truncating %s from %d to %d bytes (torn or corrupt tail)",
@@ -297,7 +317,8 @@ class PartitionLog:
         while len(segments) > 1 and segments[0].next_offset <= log_start:
             self._delete_files(segments.pop(0).base)
 
-        # Make what the scan accepted durable, with fresh index files.
+        # Make what the scan accepted durable, with fresh index files. (A segment covered by
+        # the checkpoint needs neither: its bytes and index entries were synced already.)
         for seg in scanned:
             if seg not in segments:
                 continue
@@ -722,6 +743,7 @@ class PartitionLog:
         # Batches between the indexed one and the wanted one start less than an index interval
         # after it: reading that much more keeps the answer as close to max_bytes as possible.
         slack = 0 if at == offset else self.config.index_interval_bytes
+        max_bytes = min(max_bytes, MAX_READ_BYTES)
         data = reader.pread(pos, min(max(max_bytes, HEADER_SIZE) + slack, end - pos))
         n = len(data)
         q = 0
@@ -750,6 +772,7 @@ class PartitionLog:
     def _read_located(self, seg: Segment, offset: int, start: int, end: int,
                       max_bytes: int) -> bytes | memoryview:
         reader = self._reader(seg)
+        max_bytes = min(max_bytes, MAX_READ_BYTES)
         for pos, _base, size, next_offset, _ts in iter_headers(reader.pread, start, end):
             if next_offset > offset:
                 data = reader.pread(pos, min(max(max_bytes, size), end - pos))
