@@ -65,7 +65,7 @@ from bmq.protocol.records import (
     set_base_offset,
     set_log_append_time,
 )
-from bmq.storage.base import BytesLike, ReadFile, Storage
+from bmq.storage.base import AppendFile, BytesLike, ReadFile, Storage
 from bmq.storage.producer_state import ProducerStateTable
 from bmq.storage.segment import (
     MAX_POSITION,
@@ -339,7 +339,7 @@ class PartitionLog:
         self._producers = producers.copy()
         active = segments[-1]
         active.bytes_since_index = active.size - (active.idx_pos[-1] if active.idx_pos else 0)
-        active.appender = storage.open_append(self._path(log_name(active.base)))
+        active.appender = self._open_appender(active)
         with self._io_lock:
             self._checkpoint_locked()
 
@@ -619,7 +619,7 @@ class PartitionLog:
             seg = g.seg
             if g.new:
                 self._seal(groups[i - 1])
-                seg.appender = self.storage.open_append(self._path(log_name(seg.base)))
+                seg.appender = self._open_appender(seg)
             if g.buffers:
                 assert seg.appender is not None
                 seg.appender.write(g.buffers)
@@ -658,6 +658,17 @@ class PartitionLog:
             for meta, now_ms in idempotent:
                 durable.record(meta[4], meta[5], meta[6], meta[7], meta[1], meta[2], meta[3],
                                now_ms)
+
+    def _open_appender(self, seg: Segment) -> AppendFile:
+        """Append handle positioned at the segment's durable size (bytes past it, e.g. a stale
+        file under a reused name, are cut off first)."""
+        path = self._path(log_name(seg.base))
+        appender = self.storage.open_append(path)
+        if appender.position != seg.size:
+            appender.close()
+            self.storage.truncate(path, seg.size)
+            appender = self.storage.open_append(path)
+        return appender
 
     def _seal(self, g: _Group) -> None:
         """Roll away from ``g.seg``: its data is synced already; finish and sync its indexes."""

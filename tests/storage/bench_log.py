@@ -52,7 +52,7 @@ def main() -> None:
 
         thread = threading.Thread(target=flusher)
         thread.start()
-        for i in range(count):
+        for _ in range(count):
             while log.pending_bytes() >= args.group * len(template) * 2:
                 time.sleep(0.0001)   # the broker would apply back-pressure here
             log.append(memoryview(bytearray(template)), headers, now_ms=0)

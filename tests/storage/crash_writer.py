@@ -13,10 +13,13 @@ import os
 import random
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-
 from bmq.storage import LocalStorage, LogConfig, PartitionLog
-from tests.storage.batches import request, sized_batch
+
+if __package__:
+    from .batches import request, sized_batch
+else:  # run as a script: make this directory importable as the package it is
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from storage.batches import request, sized_batch
 
 CONFIG = LogConfig(segment_bytes=1 << 20, index_interval_bytes=1024, retention_ms=-1)
 

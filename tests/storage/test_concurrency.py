@@ -75,7 +75,7 @@ def test_append_on_one_thread_while_flush_and_reads_run_on_others(open_log: Open
     assert log.flush() == end
     assert flushes[0] > 10          # many group commits happened meanwhile
     offset = 0
-    seen = []
+    seen: list[int] = []
     while offset < end:
         tags = _tags(bytes(log.read(offset, 1 << 20)))
         seen.extend(tag for _, _, tag in tags)

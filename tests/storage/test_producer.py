@@ -159,7 +159,7 @@ def test_failed_flush_does_not_poison_durable_state(open_log: OpenLog) -> None:
 
     active = log._segments[-1]
     assert active.appender is not None
-    active.appender.write = broken  # type: ignore[method-assign]
+    active.appender.write = broken  # type: ignore[method-assign,assignment]
     with pytest.raises(KafkaError) as info:
         log.flush()
     assert info.value.code == ErrorCode.KAFKA_STORAGE_ERROR

@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import os
 import struct
+from collections.abc import Sequence
 
 from bmq.storage import Storage
 
@@ -33,7 +34,7 @@ def _fill(open_log: OpenLog, count: int = 5, **config: int) -> tuple[list[bytes]
     return stored, log.high_watermark
 
 
-def _raw(log_batches: list[tuple[object, bytes]]) -> list[bytes]:
+def _raw(log_batches: Sequence[tuple[object, bytes]]) -> list[bytes]:
     return [raw for _, raw in log_batches]
 
 
