@@ -23,6 +23,7 @@ METADATA = 3
 API_VERSIONS = 18
 CREATE_TOPICS = 19
 DELETE_TOPICS = 20
+INIT_PRODUCER_ID = 22
 
 # Highest version of each request whose encoding is non-flexible.
 NON_FLEXIBLE_MAX = {
@@ -33,6 +34,7 @@ NON_FLEXIBLE_MAX = {
     API_VERSIONS: 2,
     CREATE_TOPICS: 4,
     DELETE_TOPICS: 3,
+    INIT_PRODUCER_ID: 1,
 }
 
 # Error codes
@@ -42,6 +44,8 @@ CORRUPT_MESSAGE = 2
 UNKNOWN_TOPIC_OR_PARTITION = 3
 MESSAGE_TOO_LARGE = 10
 INVALID_TOPIC_EXCEPTION = 17
+OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+DUPLICATE_SEQUENCE_NUMBER = 46
 UNSUPPORTED_VERSION = 35
 INVALID_REQUEST = 42
 
@@ -667,6 +671,15 @@ class KafkaWire:
         v = self.version_for(CREATE_TOPICS)
         data = self.request(CREATE_TOPICS, v, create_topics_body(v, topics, configs=configs))
         return parse_create_topics_response(v, data)
+
+    def init_producer_id(self, transactional_id: str | None = None,
+                         timeout_ms: int = 60000) -> tuple[int, int, int]:
+        """(error_code, producer_id, producer_epoch)."""
+        v = self.version_for(INIT_PRODUCER_ID)
+        data = self.request(INIT_PRODUCER_ID, v, string(transactional_id) + i32(timeout_ms))
+        r = Reader(data)
+        r.i32()  # throttle
+        return r.i16(), r.i64(), r.i16()
 
     def metadata(self, topics: Sequence[str] | None,
                  allow_auto_create: bool = False) -> dict[str, tuple[int, int]]:

@@ -135,6 +135,12 @@ def test_create_topics_invalid_names(server, canary, unique_topic):
         topics = wire.metadata(None)
     assert good in topics
     assert not set(bad_names) & set(topics)
+    # Metadata with auto-creation on refuses invalid names instead of creating them.
+    with KafkaWire(server.bootstrap) as wire:
+        result = wire.metadata(["bad name", "x" * 250], allow_auto_create=True)
+        assert result["bad name"][0] == kwire.INVALID_TOPIC_EXCEPTION
+        assert result["x" * 250][0] == kwire.INVALID_TOPIC_EXCEPTION
+        assert "bad name" not in wire.metadata(None)
     assert_healthy(server, canary)
 
 

@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections import Counter
 
 import pytest
-from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    TIMESTAMP_CREATE_TIME,
+    TIMESTAMP_LOG_APPEND_TIME,
+    TopicPartition,
+)
 
 from . import kwire
-from .helpers import consume, create_topic, produce_all
+from .helpers import consume, consumer, create_topic, produce_all
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -175,3 +181,71 @@ def test_log_append_time_topic(module_broker, topic):
     for m in got:
         assert m.timestamp_type == TIMESTAMP_LOG_APPEND_TIME
         assert before - 1000 <= m.timestamp <= after + 1000, m.timestamp
+
+
+def test_concurrent_producers_share_partitions(module_broker, topic):
+    """Several independent producers appending to the same partitions at once: every record is
+    stored once, offsets are unique and contiguous, each producer's order is kept."""
+    create_topic(module_broker.bootstrap, topic, partitions=2)
+    producers, per_producer = 6, 5000
+    logs = [None] * producers
+
+    def run(pid):
+        logs[pid] = produce_all(
+            module_broker.bootstrap, topic,
+            ({"key": f"p{pid}".encode(), "value": f"{pid}:{i:06d}".encode(), "partition": i % 2}
+             for i in range(per_producer)),
+            linger_ms=1, batch_num_messages=50, acks="all")
+
+    threads = [threading.Thread(target=run, args=(pid,)) for pid in range(producers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(90)
+    assert all(log is not None and len(log.ok) == per_producer for log in logs)
+    acked = {value: (p, o) for log in logs for _, value, p, o in log.ok}
+    assert len(set(acked.values())) == producers * per_producer, "offsets handed out twice"
+
+    got = consume(module_broker.bootstrap, topic, [0, 1], expected=producers * per_producer)
+    for partition, msgs in got.items():
+        assert [m.offset for m in msgs] == list(range(len(msgs)))
+        last = {}
+        for m in msgs:
+            assert acked[m.value] == (partition, m.offset)
+            pid, seq = m.value.decode().split(":")
+            assert int(seq) > last.get(pid, -1), "a producer's records were reordered"
+            last[pid] = int(seq)
+
+
+def test_consumer_tailing_a_partition_while_producing(module_broker, topic):
+    """A consumer reading while records are appended never sees gaps, duplicates or records
+    out of order, and ends with everything."""
+    create_topic(module_broker.bootstrap, topic, partitions=1)
+    total = 30_000
+    seen = []
+    stop = threading.Event()
+
+    def tail():
+        c = consumer(module_broker.bootstrap, enable_partition_eof=False, fetch_wait_max_ms=100)
+        try:
+            c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+            while not stop.is_set() and len(seen) < total:
+                for m in c.consume(num_messages=1000, timeout=0.2):
+                    assert m.error() is None, m.error()
+                    seen.append((m.offset(), m.value()))
+        finally:
+            c.close()
+
+    reader = threading.Thread(target=tail)
+    reader.start()
+    try:
+        produce_all(module_broker.bootstrap, topic,
+                    ({"value": f"{i:06d}".encode()} for i in range(total)),
+                    linger_ms=2, batch_num_messages=200, compression_type="zstd")
+        reader.join(60)
+    finally:
+        stop.set()
+        reader.join(10)
+    assert len(seen) == total
+    assert [o for o, _ in seen] == list(range(total))
+    assert [v for _, v in seen] == [f"{i:06d}".encode() for i in range(total)]

@@ -214,16 +214,45 @@ def test_admin_errors(module_broker, unique_topic):
         with pytest.raises(InvalidReplicationFactorError):
             admin.create_topics({unique_topic("rf3"): {"num_partitions": 1,
                                                        "replication_factor": 3}})
+        with pytest.raises(InvalidPartitionsError):
+            admin.create_topics({unique_topic("p0"): {"num_partitions": 0,
+                                                      "replication_factor": 1}})
+        with pytest.raises(InvalidReplicationFactorError):
+            admin.create_topics({unique_topic("rf0"): {"num_partitions": 1,
+                                                       "replication_factor": 0}})
+        # Invalid values, plus values BMQ documents as unsupported (compaction, more than one
+        # in-sync replica): refused up front rather than accepted and silently ignored.
+        for key, value in [("cleanup.policy", "compact"), ("retention.ms", "abc"),
+                           ("segment.bytes", "100"), ("min.insync.replicas", "2"),
+                           ("message.timestamp.type", "Sometime")]:
+            with pytest.raises(InvalidConfigurationError):
+                admin.create_topics({unique_topic("badcfg"): {
+                    "num_partitions": 1, "replication_factor": 1, "configs": {key: value}}})
+        with pytest.raises(UnknownTopicOrPartitionError):
+            admin.create_partitions({unique_topic("never-created"): 3})
         # None of the refused topics exists afterwards.
         topics = admin.list_topics()
         assert name in topics
-        assert not [t for t in topics if "badcfg" in t or "rf3" in t or "bad topic" in t]
+        assert not [t for t in topics
+                    if any(tag in t for tag in ("badcfg", "rf3", "rf0", "-p0-", "bad topic"))]
 
         # An unknown config in AlterConfigs is refused for that resource only.
         res = admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, name,
                                                   {"no.such.config": "1"})],
                                   raise_on_unknown=False, incremental=True)
         assert "InvalidConfiguration" in res["topic"][name], res
+        # So is an invalid value, and the topic keeps its previous setting.
+        res = admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, name,
+                                                  {"retention.ms": "not-a-number"})],
+                                  incremental=True)
+        assert "InvalidConfiguration" in res["topic"][name], res
+        assert _topic_config(admin, name, "retention.ms") == str(7 * 24 * 3600 * 1000)
+        # Altering a topic that does not exist names the problem.
+        res = admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC,
+                                                  unique_topic("never-created"),
+                                                  {"retention.ms": "1000"})],
+                                  raise_on_unknown=False, incremental=True)
+        assert "UnknownTopicOrPartition" in next(iter(res["topic"].values())), res
     finally:
         admin.close()
 

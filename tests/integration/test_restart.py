@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
+from confluent_kafka import OFFSET_END
+from confluent_kafka import TopicPartition as CKTopicPartition
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 from kafka import TopicPartition
 from kafka.admin import KafkaAdminClient
 
-from .helpers import admin, consume, create_topic, produce_all, topic_configs, watermarks
+from .helpers import (
+    admin,
+    consume,
+    consumer,
+    create_topic,
+    produce_all,
+    producer,
+    topic_configs,
+    watermarks,
+)
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -97,3 +110,31 @@ def test_restart_twice_and_empty_topic(broker, unique_topic):
         assert watermarks(broker.bootstrap, empty, p) == (0, 0)
     got = consume(broker.bootstrap, busy, [0], expected=2)[0]
     assert [(m.offset, m.value) for m in got] == [(0, b"a"), (1, b"b")]
+
+
+def test_sigterm_with_connected_clients_exits_promptly(broker, topic):
+    """Long-polling consumers and an idle producer do not hold up a clean shutdown."""
+    create_topic(broker.bootstrap, topic, partitions=2)
+    produce_all(broker.bootstrap, topic, [{"value": b"before", "partition": 0}])
+    consumers = []
+    p = producer(broker.bootstrap)
+    try:
+        for part in range(2):
+            c = consumer(broker.bootstrap, fetch_wait_max_ms=5000, enable_partition_eof=False)
+            c.assign([CKTopicPartition(topic, part, OFFSET_END)])
+            c.poll(0.5)
+            consumers.append(c)
+        p.produce(topic, value=b"x", partition=1)
+        p.flush(10)
+        time.sleep(0.5)
+        t0 = time.monotonic()
+        broker.stop()  # asserts exit code 0
+        took = time.monotonic() - t0
+        assert took < 10, f"SIGTERM took {took:.1f}s with clients connected"
+    finally:
+        for c in consumers:
+            c.close()
+    broker.start()
+    got = consume(broker.bootstrap, topic, [0, 1], expected=2)
+    assert [m.value for m in got[0]] == [b"before"]
+    assert [m.value for m in got[1]] == [b"x"]
