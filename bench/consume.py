@@ -5,13 +5,27 @@ from __future__ import annotations
 import time
 from threading import BrokenBarrierError
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 from bench.config import BenchConfig, consumer_conf
 from bench.produce import Barrier, _error_logger
 from bench.stats import WorkerResult
 
-BATCH = 10_000  # messages per Consumer.consume() call
+BATCH = 10_000  # most messages taken per Consumer.consume() call
+
+
+def next_batch(consumer: Consumer, wait: float) -> list[Message]:
+    """What is already queued (up to BATCH), else wait up to `wait` s for one message.
+
+    consume(n, timeout) would hold back messages until n are there or the
+    timeout passed, which adds up to the timeout to latency and to the end of
+    a run, so it is only called with timeout 0.
+    """
+    batch = consumer.consume(BATCH, 0)
+    if batch:
+        return batch
+    msg = consumer.poll(wait)
+    return [] if msg is None else [msg]
 
 #: (partition, first offset, end offset): read the messages first <= offset < end
 Range = tuple[int, int, int]
@@ -67,7 +81,6 @@ def _consume_ranges(cfg: BenchConfig, consumer: Consumer, ranges: list[Range],
     errors = 0
     last_message = start
     eof = KafkaError._PARTITION_EOF
-    consume = consumer.consume
     at_eof: set[int] = set()  # partitions that reported EOF at or past their end
     while pending:
         now = time.monotonic()
@@ -78,7 +91,7 @@ def _consume_ranges(cfg: BenchConfig, consumer: Consumer, ranges: list[Range],
             result.notes.append(f"{why} with partitions "
                                 f"{[tp.partition for tp in pending]} unfinished")
             break
-        batch = consume(BATCH, max(0.0, min(0.1, deadline - now)))
+        batch = next_batch(consumer, max(0.0, min(0.1, deadline - now)))
         if not batch:
             continue
         for msg in batch:

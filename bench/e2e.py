@@ -8,7 +8,7 @@ from typing import Protocol
 from confluent_kafka import KafkaError, TopicPartition
 
 from bench.config import HEADER, BenchConfig
-from bench.consume import make_consumer
+from bench.consume import make_consumer, next_batch
 from bench.stats import WorkerResult
 
 GRACE_S = 10.0  # how long the consumer waits for stragglers once the producer is done
@@ -60,7 +60,7 @@ def run_tail_consumer(cfg: BenchConfig, starts: list[tuple[int, int]], ready: Fl
             if now >= hard_deadline:
                 result.notes.append("time limit reached")
                 break
-            for msg in consumer.consume(1000, 0.05):
+            for msg in next_batch(consumer, 0.05):
                 err = msg.error()
                 if err is not None:
                     if err.code() != KafkaError._PARTITION_EOF:
