@@ -268,9 +268,10 @@ class BrokerFactory:
 
     def __call__(self, *, env: Mapping[str, Any] | None = None,
                  config: Mapping[str, Any] | None = None, start: bool = True,
-                 port: int | None = None) -> BrokerProcess:
+                 port: int | None = None, extra_args: list[str] | None = None) -> BrokerProcess:
         workdir = self.base / f"broker{len(self.brokers)}"
-        broker = BrokerProcess(workdir, env=env, config=config, port=port)
+        broker = BrokerProcess(workdir, env=env, config=config, port=port,
+                               extra_args=extra_args)
         self.brokers.append(broker)
         if start:
             broker.start()
@@ -325,6 +326,17 @@ def module_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerPr
 @pytest.fixture(scope="session")
 def session_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     yield from _shared_broker(tmp_path_factory, "bmq-session")
+
+
+@pytest.fixture
+def bmq_cli() -> list[str]:
+    """The command prefix that runs the `bmq` CLI (append "serve", ...)."""
+    return bmq_command()
+
+
+@pytest.fixture
+def unused_port() -> int:
+    return free_port()
 
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
+import socket
+import subprocess
+
 import pytest
 from confluent_kafka import KafkaError
 
@@ -51,3 +56,49 @@ def test_auto_create_disabled(broker_factory, unique_topic):
     assert errors[0].code() in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._MSG_TIMED_OUT,
                                 KafkaError._UNKNOWN_TOPIC)
     assert topic not in admin(broker.bootstrap).list_topics(timeout=10).topics
+
+
+def test_advertised_address_in_metadata(broker_factory, unused_port):
+    port = unused_port
+    broker = broker_factory(extra_args=["--advertise", f"localhost:{port}"])
+    out = subprocess.run(["kcat", "-b", broker.bootstrap, "-L", "-J", "-m", "5",
+                          "-X", "broker.address.family=v4"],
+                         capture_output=True, timeout=30, check=False)
+    # kcat bootstraps from the listen address, then learns the advertised one.
+    meta = json.loads(out.stdout)
+    assert [(b["id"], b["name"]) for b in meta["brokers"]] == [(0, f"localhost:{port}")]
+
+
+def test_bad_settings_fail_fast(broker_factory, tmp_path):
+    broker = broker_factory(config={"no_such_setting": 1}, start=False)
+    with pytest.raises(RuntimeError) as excinfo:
+        broker.start(timeout=15)
+    assert "exited with code" in str(excinfo.value)
+    assert broker.proc.returncode != 0
+    assert "no_such_setting" in broker.log_text()
+
+    broker = broker_factory(env={"BMQ_NUM_PARTITIONS": "many"}, start=False)
+    with pytest.raises(RuntimeError):
+        broker.start(timeout=15)
+    assert broker.proc.returncode != 0
+    assert "num_partitions" in broker.log_text().lower()
+
+
+def test_port_in_use_exits_with_error(tmp_path, bmq_cli):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        cmd = [*bmq_cli, "serve", "--data-dir", str(tmp_path / "d"),
+               "--listen", f"127.0.0.1:{port}"]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("BMQ_")}
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                                start_new_session=True)
+        try:
+            out, _ = proc.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
+            raise AssertionError("bmq serve kept running although its port was taken:\n"
+                                 + out.decode(errors="replace")[-3000:]) from None
+    assert proc.returncode != 0, out.decode(errors="replace")[-3000:]
