@@ -133,6 +133,29 @@ def test_kill_9_during_acks_all_production(broker, topic):
     assert len(positions) == len(set(positions)), "two acknowledged records share an offset"
 
 
+def test_repeated_kill_9_cycles(broker, topic):
+    """Three crash/recover cycles in a row while producing: recovery after a recovery keeps
+    every acknowledged record exactly once, and offsets stay contiguous."""
+    create_topic(broker.bootstrap, topic, partitions=PARTITIONS)
+    bg = BackgroundProducer(
+        broker.bootstrap, topic, acks="all", linger_ms=2, enable_idempotence=False,
+        message_send_max_retries=0, queue_buffering_max_messages=5000,
+        message_timeout_ms=20000, compression_type="gzip")
+    bg.start()
+    for cycle in range(1, 4):
+        wait_until(lambda c=cycle: len(bg.acked) >= 2500 * c or bg.exc, 60,
+                   message=f"acks before kill #{cycle}")
+        broker.kill()
+        time.sleep(0.3)
+        broker.start()
+    wait_until(lambda: len(bg.acked) >= 10_000 or bg.exc, 60, message="acks after last restart")
+    bg.finish()
+    print(f"acked {len(bg.acked)}, failed {len(bg.failed)}, sent {bg.sent}")
+    log = _read_log(broker, topic)
+    _check_acked_present(log, bg.acked)
+    assert max(Counter(log.values()).values()) == 1
+
+
 @pytest.mark.parametrize("how", ["sigterm", "sigkill"])
 def test_idempotent_producer_across_restart(broker, topic, how):
     total = 40_000

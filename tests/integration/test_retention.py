@@ -117,3 +117,23 @@ def test_retention_check_interval_is_honoured(broker, topic):
     assert took < RETENTION_DEADLINE_S, (
         f"retention applied only after {took:.1f}s with "
         f"BMQ_LOG_RETENTION_CHECK_INTERVAL_MS={RETENTION_CHECK_INTERVAL_MS}")
+
+
+def test_broker_wide_log_defaults_apply_to_topics(broker_factory, topic):
+    """BMQ_LOG_SEGMENT_BYTES / BMQ_LOG_RETENTION_MS are the defaults of topics without their
+    own segment.bytes / retention.ms."""
+    broker = broker_factory(env={
+        "BMQ_LOG_SEGMENT_BYTES": SEGMENT_BYTES,
+        "BMQ_LOG_RETENTION_MS": 2000,
+        "BMQ_LOG_RETENTION_CHECK_INTERVAL_MS": RETENTION_CHECK_INTERVAL_MS,
+    })
+    create_topic(broker.bootstrap, topic, partitions=1)
+    configs = topic_configs(broker.bootstrap, topic)
+    assert configs["segment.bytes"] == str(SEGMENT_BYTES)
+    assert configs["retention.ms"] == "2000"
+    produce_all(broker.bootstrap, topic, [{"value": os.urandom(VALUE_SIZE)} for _ in range(100)],
+                batch_size=2500, linger_ms=1)
+    _, high = wait_until(
+        lambda: (lambda m: m if m[0] >= 80 else None)(watermarks(broker.bootstrap, topic)),
+        timeout=PATIENT_S, message="segments older than BMQ_LOG_RETENTION_MS deleted")
+    assert high == 100
