@@ -48,6 +48,16 @@ class BrokerConfig:
     max_inflight_requests_per_connection: int = 64
     # Producer ids handed out per allocation persisted to storage (so restarts never reuse ids).
     producer_id_block_size: int = 1000
+    # Consumer groups (Kafka's group.* and offsets.* names and defaults); see docs/groups.md.
+    group_initial_rebalance_delay_ms: int = 3000
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1_800_000
+    group_max_size: int = 2**31 - 1
+    offsets_topic_num_partitions: int = 50
+    offsets_topic_segment_bytes: int = 104_857_600
+    offsets_retention_minutes: int = 10080
+    offsets_retention_check_interval_ms: int = 600_000
+    offset_metadata_max_bytes: int = 4096
 
     @property
     def listen_host(self) -> str:

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from concurrent.futures import Executor
 from dataclasses import dataclass
 
+from bmq.broker.groups import GroupCoordinator
 from bmq.broker.metadata import (
     ProducerIdAllocator,
     TopicInfo,
@@ -51,6 +52,7 @@ class Broker:
         self.node = BrokerNode(config.node_id, host, port)
         # Serialises topic create/delete/alter so concurrent admin requests cannot interleave.
         self._admin_lock = asyncio.Lock()
+        self.groups = GroupCoordinator(self, executor)
 
     @property
     def nodes(self) -> list[BrokerNode]:
@@ -68,8 +70,10 @@ class Broker:
         for topic in self.topics.all():
             await self._open_partitions(topic, range(topic.partitions))
         log.info("loaded %d topics", len(self.topics.all()))
+        await self.groups.start()
 
     async def stop(self) -> None:
+        await self.groups.stop()
         await self.partitions.close_all()
 
     async def _open_partitions(self, topic: TopicInfo, indexes: range) -> None:

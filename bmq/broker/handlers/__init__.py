@@ -11,16 +11,27 @@ from bmq.broker.handlers.api_versions import api_versions_error, handle_api_vers
 from bmq.broker.handlers.base import ApiSpec, Handler, RequestContext, RequestMessage
 from bmq.broker.handlers.create_partitions import handle_create_partitions
 from bmq.broker.handlers.create_topics import handle_create_topics
+from bmq.broker.handlers.delete_groups import handle_delete_groups
 from bmq.broker.handlers.delete_records import handle_delete_records
 from bmq.broker.handlers.delete_topics import handle_delete_topics
 from bmq.broker.handlers.describe_cluster import handle_describe_cluster
 from bmq.broker.handlers.describe_configs import handle_describe_configs
+from bmq.broker.handlers.describe_groups import handle_describe_groups
 from bmq.broker.handlers.fetch import handle_fetch
+from bmq.broker.handlers.find_coordinator import handle_find_coordinator
+from bmq.broker.handlers.heartbeat import handle_heartbeat
 from bmq.broker.handlers.incremental_alter_configs import handle_incremental_alter_configs
 from bmq.broker.handlers.init_producer_id import handle_init_producer_id
+from bmq.broker.handlers.join_group import handle_join_group
+from bmq.broker.handlers.leave_group import handle_leave_group
+from bmq.broker.handlers.list_groups import handle_list_groups
 from bmq.broker.handlers.list_offsets import handle_list_offsets
 from bmq.broker.handlers.metadata import handle_metadata
+from bmq.broker.handlers.offset_commit import handle_offset_commit
+from bmq.broker.handlers.offset_delete import handle_offset_delete
+from bmq.broker.handlers.offset_fetch import handle_offset_fetch
 from bmq.broker.handlers.produce import handle_produce
+from bmq.broker.handlers.sync_group import handle_sync_group
 from bmq.protocol import messages as m
 
 API_VERSIONS_KEY = m.ApiVersionsRequest.API_KEY
@@ -47,6 +58,18 @@ HANDLERS: dict[int, ApiSpec] = {
         _spec(m.CreatePartitionsRequest, handle_create_partitions),
         _spec(m.IncrementalAlterConfigsRequest, handle_incremental_alter_configs),
         _spec(m.DescribeClusterRequest, handle_describe_cluster),
+        # Consumer groups
+        _spec(m.FindCoordinatorRequest, handle_find_coordinator),
+        _spec(m.JoinGroupRequest, handle_join_group),
+        _spec(m.SyncGroupRequest, handle_sync_group),
+        _spec(m.HeartbeatRequest, handle_heartbeat),
+        _spec(m.LeaveGroupRequest, handle_leave_group),
+        _spec(m.OffsetCommitRequest, handle_offset_commit),
+        _spec(m.OffsetFetchRequest, handle_offset_fetch),
+        _spec(m.DescribeGroupsRequest, handle_describe_groups),
+        _spec(m.ListGroupsRequest, handle_list_groups),
+        _spec(m.DeleteGroupsRequest, handle_delete_groups),
+        _spec(m.OffsetDeleteRequest, handle_offset_delete),
     )
 }
 

@@ -59,7 +59,9 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest,
     broker = ctx.broker
     # v0 asks for all topics with an empty list; v1+ with null.
     if request.topics is None or (version == 0 and not request.topics):
-        topics = [topic_metadata(broker, info) for info in broker.topics.all()]
+        # Internal topics (__consumer_offsets) are only described when asked for by name.
+        topics = [topic_metadata(broker, info) for info in broker.topics.all()
+                  if not info.internal]
     else:
         auto_create = broker.config.auto_create_topics_enable and (
             version < 4 or request.allow_auto_topic_creation)

@@ -1,0 +1,238 @@
+"""The records of the ``__consumer_offsets`` log: a small versioned key/value encoding.
+
+Every record is a plain Kafka record (RecordBatch v2, uncompressed) whose key says what it is
+about and whose value is the latest state of that thing; a null value (tombstone) deletes it.
+Replaying the log from its start and keeping the last value per key rebuilds the coordinator.
+All integers are big-endian; ``string`` is int16 length + UTF-8 (length -1 = null) and
+``bytes`` is int32 length + data, as in the Kafka protocol.
+
+Keys (int16 ``key_type`` first)::
+
+    key_type 1  offset commit   group_id string, topic string, partition int32
+    key_type 2  group metadata  group_id string
+
+Values (int16 ``version`` first; only version 0 exists)::
+
+    offset commit v0   offset int64, leader_epoch int32 (-1 = none), metadata string,
+                       commit_timestamp int64, expire_timestamp int64 (-1 = by group rules)
+    group metadata v0  protocol_type string, generation int32, protocol_name nullable string,
+                       leader nullable string, state_timestamp int64, member count int32, then
+                       per member: member_id string, group_instance_id nullable string,
+                       client_id string, client_host string, rebalance_timeout_ms int32,
+                       session_timeout_ms int32, subscription bytes (the member's metadata for
+                       the selected protocol), assignment bytes
+
+The layout follows the idea (not the bytes) of Kafka's OffsetCommitKey/Value and
+GroupMetadataKey/Value; a reader skips records whose key type it does not know, so new kinds of
+record can be added later without breaking older replays.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+import crc32c
+
+from bmq.protocol.primitives import DecodeError, Reader, Writer, encode_varint
+from bmq.protocol.records import HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2, BatchHeader, read_header
+
+KEY_OFFSET_COMMIT = 1
+KEY_GROUP_METADATA = 2
+VALUE_VERSION = 0
+
+_BATCH_HEAD = struct.Struct(">qiibIhiqqqhii")
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetKey:
+    group_id: str
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class GroupKey:
+    group_id: str
+
+
+@dataclass(slots=True)
+class OffsetValue:
+    offset: int
+    leader_epoch: int = -1
+    metadata: str = ""
+    commit_timestamp: int = -1
+    expire_timestamp: int = -1
+
+
+@dataclass(slots=True)
+class MemberValue:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    subscription: bytes
+    assignment: bytes
+
+
+@dataclass(slots=True)
+class GroupValue:
+    protocol_type: str
+    generation: int
+    protocol_name: str | None
+    leader: str | None
+    state_timestamp: int
+    members: list[MemberValue] = field(default_factory=list)
+
+
+Key = OffsetKey | GroupKey
+Value = OffsetValue | GroupValue
+
+
+# ---------------------------------------------------------------------------------- encoding
+
+def encode_key(key: Key) -> bytes:
+    w = Writer()
+    if isinstance(key, OffsetKey):
+        w.write_int16(KEY_OFFSET_COMMIT)
+        w.write_string(key.group_id)
+        w.write_string(key.topic)
+        w.write_int32(key.partition)
+    else:
+        w.write_int16(KEY_GROUP_METADATA)
+        w.write_string(key.group_id)
+    return w.getvalue()
+
+
+def encode_offset_value(value: OffsetValue) -> bytes:
+    w = Writer()
+    w.write_int16(VALUE_VERSION)
+    w.write_int64(value.offset)
+    w.write_int32(value.leader_epoch)
+    w.write_string(value.metadata)
+    w.write_int64(value.commit_timestamp)
+    w.write_int64(value.expire_timestamp)
+    return w.getvalue()
+
+
+def encode_group_value(value: GroupValue) -> bytes:
+    w = Writer()
+    w.write_int16(VALUE_VERSION)
+    w.write_string(value.protocol_type)
+    w.write_int32(value.generation)
+    w.write_nullable_string(value.protocol_name)
+    w.write_nullable_string(value.leader)
+    w.write_int64(value.state_timestamp)
+    w.write_int32(len(value.members))
+    for m in value.members:
+        w.write_string(m.member_id)
+        w.write_nullable_string(m.group_instance_id)
+        w.write_string(m.client_id)
+        w.write_string(m.client_host)
+        w.write_int32(m.rebalance_timeout_ms)
+        w.write_int32(m.session_timeout_ms)
+        w.write_bytes(m.subscription)
+        w.write_bytes(m.assignment)
+    return w.getvalue()
+
+
+def encode_value(value: Value | None) -> bytes | None:
+    if value is None:
+        return None
+    if isinstance(value, OffsetValue):
+        return encode_offset_value(value)
+    return encode_group_value(value)
+
+
+# ---------------------------------------------------------------------------------- decoding
+
+def decode_key(data: bytes) -> Key | None:
+    """The key of a record, or None for a key type this version does not know."""
+    r = Reader(data)
+    key_type = r.read_int16()
+    if key_type == KEY_OFFSET_COMMIT:
+        return OffsetKey(r.read_string(), r.read_string(), r.read_int32())
+    if key_type == KEY_GROUP_METADATA:
+        return GroupKey(r.read_string())
+    return None
+
+
+def _version(r: Reader) -> None:
+    version = r.read_int16()
+    if version != VALUE_VERSION:
+        raise DecodeError(f"unknown value version {version}")
+
+
+def decode_offset_value(data: bytes) -> OffsetValue:
+    r = Reader(data)
+    _version(r)
+    return OffsetValue(offset=r.read_int64(), leader_epoch=r.read_int32(),
+                       metadata=r.read_string(), commit_timestamp=r.read_int64(),
+                       expire_timestamp=r.read_int64())
+
+
+def decode_group_value(data: bytes) -> GroupValue:
+    r = Reader(data)
+    _version(r)
+    value = GroupValue(protocol_type=r.read_string(), generation=r.read_int32(),
+                       protocol_name=r.read_nullable_string(), leader=r.read_nullable_string(),
+                       state_timestamp=r.read_int64())
+    count = r.read_int32()
+    if count < 0:
+        raise DecodeError(f"negative member count {count}")
+    for _ in range(count):
+        value.members.append(MemberValue(
+            member_id=r.read_string(), group_instance_id=r.read_nullable_string(),
+            client_id=r.read_string(), client_host=r.read_string(),
+            rebalance_timeout_ms=r.read_int32(), session_timeout_ms=r.read_int32(),
+            subscription=r.read_bytes(), assignment=r.read_bytes()))
+    return value
+
+
+def decode_record(key: bytes | None,
+                  value: bytes | None) -> tuple[Key, Value | None] | None:
+    """A record of the offsets log as (key, value or None for a tombstone); None to skip it."""
+    if key is None:
+        return None
+    decoded = decode_key(key)
+    if decoded is None:
+        return None
+    if value is None:
+        return decoded, None
+    if isinstance(decoded, OffsetKey):
+        return decoded, decode_offset_value(value)
+    return decoded, decode_group_value(value)
+
+
+# ---------------------------------------------------------------------------------- batches
+
+def _record(offset_delta: int, key: bytes, value: bytes | None) -> bytes:
+    body = bytearray(b"\x00")                       # attributes
+    body += encode_varint(0)                        # timestamp delta
+    body += encode_varint(offset_delta)
+    body += encode_varint(len(key))
+    body += key
+    if value is None:
+        body += encode_varint(-1)
+    else:
+        body += encode_varint(len(value))
+        body += value
+    body += encode_varint(0)                        # no headers
+    return bytes(encode_varint(len(body))) + bytes(body)
+
+
+def build_batch(records: list[tuple[bytes, bytes | None]], timestamp: int,
+                leader_epoch: int = -1) -> tuple[bytearray, BatchHeader]:
+    """One uncompressed RecordBatch v2 holding ``records`` (key, value); base offset 0."""
+    if not records:
+        raise ValueError("a batch needs at least one record")
+    payload = b"".join(_record(i, k, v) for i, (k, v) in enumerate(records))
+    count = len(records)
+    buf = bytearray(HEADER_SIZE + len(payload))
+    _BATCH_HEAD.pack_into(buf, 0, 0, HEADER_SIZE - LOG_OVERHEAD + len(payload), leader_epoch,
+                          MAGIC_V2, 0, 0, count - 1, timestamp, timestamp, -1, -1, -1, count)
+    buf[HEADER_SIZE:] = payload
+    struct.pack_into(">I", buf, 17, crc32c.crc32c(memoryview(buf)[21:]))
+    return buf, read_header(buf)

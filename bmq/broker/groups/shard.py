@@ -1,0 +1,177 @@
+"""One partition of ``__consumer_offsets`` and the groups whose state it stores.
+
+The coordinator is split by offsets partition, as in Kafka: every group lives on exactly one
+partition (see ``placement.py``), its records are appended to that partition's log, and loading or
+unloading a partition loads or drops all of its groups at once. The embedded broker leads every
+partition; a cluster mode can move single partitions between coordinators.
+
+Writes go through the partition's group-commit writer: ``write`` appends one record batch in
+memory and returns the future of its durability, so many commits share one flush and fsync.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from concurrent.futures import Executor
+
+from bmq.broker.groups.group import Group, TopicPartition
+from bmq.broker.groups.records import (
+    GroupKey,
+    GroupValue,
+    Key,
+    OffsetKey,
+    OffsetValue,
+    Value,
+    build_batch,
+    decode_record,
+    encode_key,
+    encode_value,
+)
+from bmq.broker.partitions import Partition, now_ms
+from bmq.protocol.errors import ErrorCode, KafkaError
+from bmq.protocol.primitives import DecodeError
+from bmq.protocol.record_codec import RecordDecodeError, decode_batch
+from bmq.protocol.records import iter_batches
+from bmq.storage import PartitionLog
+
+log = logging.getLogger(__name__)
+
+READ_CHUNK = 4 << 20
+
+Entry = tuple[Key, Value | None]
+
+
+class LoadedState:
+    """What replaying one offsets partition yields: last value per key."""
+
+    def __init__(self) -> None:
+        self.offsets: dict[str, dict[TopicPartition, OffsetValue]] = {}
+        self.groups: dict[str, GroupValue | None] = {}
+        self.records = 0
+        self.skipped = 0
+
+    def apply(self, key: Key, value: Value | None) -> None:
+        self.records += 1
+        if isinstance(key, OffsetKey):
+            tp = (key.topic, key.partition)
+            if value is None:
+                group_offsets = self.offsets.get(key.group_id)
+                if group_offsets is not None:
+                    group_offsets.pop(tp, None)
+            elif isinstance(value, OffsetValue):
+                self.offsets.setdefault(key.group_id, {})[tp] = value
+        elif value is None or isinstance(value, GroupValue):
+            self.groups[key.group_id] = value
+
+    def group_ids(self) -> set[str]:
+        ids = {g for g, offsets in self.offsets.items() if offsets}
+        ids.update(g for g, value in self.groups.items() if value is not None)
+        return ids
+
+
+def replay(log_: PartitionLog) -> LoadedState:
+    """Read a whole offsets partition (on a worker thread) and keep the last value per key."""
+    state = LoadedState()
+    position = log_.log_start_offset
+    end = log_.high_watermark
+    while position < end:
+        data = log_.read(position, READ_CHUNK)
+        advanced = False
+        view = memoryview(data)
+        for pos, header in iter_batches(data):
+            if header.next_offset <= position:
+                continue
+            advanced = True
+            if not header.is_control:
+                try:
+                    records = decode_batch(view[pos : pos + header.size], header)
+                except RecordDecodeError as error:
+                    log.error("%s: undecodable batch at offset %d skipped: %s",
+                              log_, header.base_offset, error)
+                    records = []
+                for record in records:
+                    if record.offset < position:
+                        continue
+                    try:
+                        decoded = decode_record(record.key, record.value)
+                    except DecodeError as error:
+                        log.error("%s: record at offset %d skipped: %s", log_, record.offset,
+                                  error)
+                        state.skipped += 1
+                        continue
+                    if decoded is None:
+                        state.skipped += 1
+                        continue
+                    state.apply(*decoded)
+            position = header.next_offset
+        if not advanced:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
+                             f"{log_}: no complete batch at offset {position}")
+    return state
+
+
+class OffsetsShard:
+    """The groups stored on one ``__consumer_offsets`` partition."""
+
+    def __init__(self, index: int, partition: Partition) -> None:
+        self.index = index
+        self.partition = partition
+        self.groups: dict[str, Group] = {}
+
+    def __repr__(self) -> str:
+        return f"<OffsetsShard {self.index} groups={len(self.groups)}>"
+
+    async def load(self, executor: Executor) -> None:
+        loop = asyncio.get_running_loop()
+        state = await loop.run_in_executor(executor, replay, self.partition.log)
+        now = now_ms()
+        for group_id in state.group_ids():
+            self.groups[group_id] = Group.from_value(
+                group_id, state.groups.get(group_id), state.offsets.get(group_id, {}), now)
+        if state.records:
+            log.info("loaded %d groups from %d records of offsets partition %d (%d skipped)",
+                     len(self.groups), state.records, self.index, state.skipped)
+
+    def write(self, entries: list[Entry]) -> asyncio.Future[None]:
+        """Append these records; the returned future is done once they are durable.
+
+        Raises KafkaError (already mapped to a coordinator error) if the log cannot take them.
+        """
+        partition = self.partition
+        now = now_ms()
+        batch, header = build_batch([(encode_key(k), encode_value(v)) for k, v in entries], now,
+                                    partition.leader_epoch)
+        try:
+            partition.check_writable()
+            appended = partition.log.append(memoryview(batch), [header], now)
+        except KafkaError as error:
+            raise KafkaError(coordinator_error(error.code), error.message) from error
+        partition.schedule_flush()
+        return partition.durable(appended.last_offset)
+
+
+def coordinator_error(code: ErrorCode) -> ErrorCode:
+    """How a failed write to the offsets log is reported to group clients (Kafka's mapping)."""
+    if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR,
+                ErrorCode.NOT_COORDINATOR):
+        return ErrorCode.NOT_COORDINATOR
+    if code in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS,
+                ErrorCode.REQUEST_TIMED_OUT, ErrorCode.COORDINATOR_NOT_AVAILABLE):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if code in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE):
+        return ErrorCode.INVALID_COMMIT_OFFSET_SIZE
+    return code
+
+
+def offset_entries(group_id: str, offsets: dict[TopicPartition, OffsetValue]) -> list[Entry]:
+    return [(OffsetKey(group_id, topic, partition), value)
+            for (topic, partition), value in offsets.items()]
+
+
+def tombstones(group_id: str, partitions: list[TopicPartition],
+               group_too: bool = False) -> list[Entry]:
+    entries: list[Entry] = [(OffsetKey(group_id, t, p), None) for t, p in partitions]
+    if group_too:
+        entries.append((GroupKey(group_id), None))
+    return entries

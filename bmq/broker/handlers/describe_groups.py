@@ -1,0 +1,44 @@
+"""DescribeGroups: state, protocol and members of groups (metadata only when Stable)."""
+
+from __future__ import annotations
+
+from bmq.broker.handlers.base import RequestContext
+from bmq.protocol.errors import ErrorCode
+from bmq.protocol.messages import DescribeGroupsRequest, DescribeGroupsResponse
+from bmq.protocol.messages.describe_groups_response import DescribedGroup, DescribedGroupMember
+
+# Without ACLs every operation a group supports is allowed: READ(3), DELETE(6), DESCRIBE(8).
+GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+OPERATIONS_NOT_REQUESTED = -(2**31)
+# v6 reports an unknown group as GROUP_ID_NOT_FOUND (KIP-1043); before, as a Dead group.
+NOT_FOUND_VERSION = 6
+
+
+async def handle_describe_groups(ctx: RequestContext, request: DescribeGroupsRequest,
+                                 version: int) -> DescribeGroupsResponse:
+    operations = (GROUP_AUTHORIZED_OPERATIONS
+                  if version >= 3 and request.include_authorized_operations
+                  else OPERATIONS_NOT_REQUESTED)
+    described = []
+    for group_id in request.groups:
+        error, summary = ctx.broker.groups.describe_group(group_id)
+        result = DescribedGroup(group_id=group_id, authorized_operations=operations)
+        described.append(result)
+        if summary is not None:
+            result.group_state = summary.state
+            result.protocol_type = summary.protocol_type
+            result.protocol_data = summary.protocol_name
+            result.members = [
+                DescribedGroupMember(
+                    member_id=m.member_id, group_instance_id=m.group_instance_id,
+                    client_id=m.client_id, client_host=m.client_host,
+                    member_metadata=m.metadata, member_assignment=m.assignment)
+                for m in summary.members]
+        elif error == ErrorCode.GROUP_ID_NOT_FOUND:
+            result.group_state = "Dead"
+            if version >= NOT_FOUND_VERSION:
+                result.error_code = error
+                result.error_message = f"Group {group_id} not found."
+        else:
+            result.error_code = error
+    return DescribeGroupsResponse(groups=described)

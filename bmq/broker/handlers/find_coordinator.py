@@ -1,0 +1,47 @@
+"""FindCoordinator: which broker coordinates a group (v4+ answers a batch of keys, KIP-699).
+
+The embedded broker leads every ``__consumer_offsets`` partition, so it coordinates every group.
+Transaction (and share-group) coordinators do not exist yet: COORDINATOR_NOT_AVAILABLE.
+"""
+
+from __future__ import annotations
+
+from bmq.broker.broker import Broker
+from bmq.broker.handlers.base import RequestContext
+from bmq.protocol.errors import ErrorCode
+from bmq.protocol.messages import FindCoordinatorRequest, FindCoordinatorResponse
+from bmq.protocol.messages.find_coordinator_response import Coordinator
+
+KEY_TYPE_GROUP = 0
+KEY_TYPE_TRANSACTION = 1
+KEY_TYPE_SHARE = 2
+
+
+def _find(broker: Broker, key: str, key_type: int) -> Coordinator:
+    if key_type == KEY_TYPE_GROUP:
+        error = broker.groups.coordinator_error(key, allow_empty=True)
+        if error in (ErrorCode.NONE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS):
+            node = broker.node
+            return Coordinator(key=key, node_id=node.node_id, host=node.host, port=node.port,
+                               error_code=ErrorCode.NONE, error_message=None)
+        code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        message = "The coordinator is not available."
+    elif key_type in (KEY_TYPE_TRANSACTION, KEY_TYPE_SHARE):
+        code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        message = "BMQ has no transaction or share-group coordinator yet."
+    else:
+        code = ErrorCode.INVALID_REQUEST
+        message = f"Unknown coordinator type {key_type}."
+    return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=code,
+                       error_message=message)
+
+
+async def handle_find_coordinator(ctx: RequestContext, request: FindCoordinatorRequest,
+                                  version: int) -> FindCoordinatorResponse:
+    key_type = request.key_type if version >= 1 else KEY_TYPE_GROUP
+    if version >= 4:
+        return FindCoordinatorResponse(
+            coordinators=[_find(ctx.broker, key, key_type) for key in request.coordinator_keys])
+    found = _find(ctx.broker, request.key, key_type)
+    return FindCoordinatorResponse(error_code=found.error_code, error_message=found.error_message,
+                                   node_id=found.node_id, host=found.host, port=found.port)

@@ -1,0 +1,14 @@
+"""Heartbeat: a member is alive; the answer tells it whether a rebalance is under way."""
+
+from __future__ import annotations
+
+from bmq.broker.handlers.base import RequestContext
+from bmq.protocol.messages import HeartbeatRequest, HeartbeatResponse
+
+
+async def handle_heartbeat(ctx: RequestContext, request: HeartbeatRequest,
+                           version: int) -> HeartbeatResponse:
+    error = ctx.broker.groups.heartbeat(
+        request.group_id, request.member_id,
+        request.group_instance_id if version >= 3 else None, request.generation_id)
+    return HeartbeatResponse(error_code=error)

@@ -1,0 +1,18 @@
+"""ListGroups: every group this coordinator knows (v4+ filter by state, v5+ by type)."""
+
+from __future__ import annotations
+
+from bmq.broker.handlers.base import RequestContext
+from bmq.protocol.messages import ListGroupsRequest, ListGroupsResponse
+from bmq.protocol.messages.list_groups_response import ListedGroup
+
+
+async def handle_list_groups(ctx: RequestContext, request: ListGroupsRequest,
+                             version: int) -> ListGroupsResponse:
+    states = set(request.states_filter) if version >= 4 and request.states_filter else None
+    types = set(request.types_filter) if version >= 5 and request.types_filter else None
+    error, groups = ctx.broker.groups.list_groups(states, types)
+    return ListGroupsResponse(error_code=error, groups=[
+        ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state,
+                    group_type=g.group_type)
+        for g in groups])

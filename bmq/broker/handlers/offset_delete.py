@@ -1,0 +1,38 @@
+"""OffsetDelete: drop a group's committed offsets for topics it no longer consumes (KIP-496)."""
+
+from __future__ import annotations
+
+from bmq.broker.handlers.base import RequestContext
+from bmq.protocol.errors import ErrorCode
+from bmq.protocol.messages import OffsetDeleteRequest, OffsetDeleteResponse
+from bmq.protocol.messages.offset_delete_response import (
+    OffsetDeleteResponsePartition,
+    OffsetDeleteResponseTopic,
+)
+
+
+async def handle_offset_delete(ctx: RequestContext, request: OffsetDeleteRequest,
+                               version: int) -> OffsetDeleteResponse:
+    broker = ctx.broker
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    asked: list[tuple[str, int]] = []
+    for topic in request.topics:
+        info = broker.topics.get(topic.name)
+        for p in topic.partitions:
+            tp = (topic.name, p.partition_index)
+            if info is None or not 0 <= p.partition_index < info.partitions:
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                asked.append(tp)
+    group_error, results = await broker.groups.delete_offsets(request.group_id, asked)
+    errors.update(results)
+    topics: dict[str, list[OffsetDeleteResponsePartition]] = {}
+    for topic in request.topics:
+        for p in topic.partitions:
+            code = errors.get((topic.name, p.partition_index))
+            if code is not None:
+                topics.setdefault(topic.name, []).append(OffsetDeleteResponsePartition(
+                    partition_index=p.partition_index, error_code=code))
+    return OffsetDeleteResponse(error_code=group_error, topics=[
+        OffsetDeleteResponseTopic(name=name, partitions=partitions)
+        for name, partitions in topics.items()])
