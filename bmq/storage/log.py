@@ -173,6 +173,7 @@ class PartitionLog:
         self._durable_producers = ProducerStateTable()  # as of the high watermark
         self._failed: BaseException | None = None
         self._closed = False
+        self._checkpointed = b""   # the checkpoint last written
 
     # ------------------------------------------------------------------------------ opening
     @classmethod
@@ -952,8 +953,10 @@ class PartitionLog:
                 "segments": [seg.meta() for seg in self._segments],
             }
         state["producers"] = self._durable_producers.to_json()
-        self.storage.write_atomic(self._path(CHECKPOINT_FILE),
-                                  json.dumps(state, separators=(",", ":")).encode())
+        data = json.dumps(state, separators=(",", ":")).encode()
+        if data != self._checkpointed:   # idle partitions cost no fsync
+            self.storage.write_atomic(self._path(CHECKPOINT_FILE), data)
+            self._checkpointed = data
 
     def close(self) -> None:
         if self._closed:
