@@ -7,7 +7,7 @@ import time
 import pytest
 from confluent_kafka import OFFSET_END
 from confluent_kafka import TopicPartition as CKTopicPartition
-from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions
 from kafka import TopicPartition
 from kafka.admin import KafkaAdminClient
 
@@ -19,6 +19,7 @@ from .helpers import (
     produce_all,
     producer,
     topic_configs,
+    wait_until,
     watermarks,
 )
 
@@ -138,3 +139,18 @@ def test_sigterm_with_connected_clients_exits_promptly(broker, topic):
     got = consume(broker.bootstrap, topic, [0, 1], expected=2)
     assert [m.value for m in got[0]] == [b"before"]
     assert [m.value for m in got[1]] == [b"x"]
+
+
+def test_added_partitions_survive_restart(broker, topic):
+    create_topic(broker.bootstrap, topic, partitions=1)
+    client = admin(broker.bootstrap)
+    client.create_partitions([NewPartitions(topic, 3)])[topic].result(15)
+    wait_until(lambda: len(client.list_topics(topic, timeout=5).topics[topic].partitions) == 3,
+               10, message="3 partitions")
+    produce_all(broker.bootstrap, topic, [{"value": f"p{p}".encode(), "partition": p}
+                                          for p in range(3)])
+    broker.restart()
+    assert len(client.list_topics(topic, timeout=10).topics[topic].partitions) == 3
+    got = consume(broker.bootstrap, topic, range(3), expected=3)
+    assert {p: [m.value for m in msgs] for p, msgs in got.items()} == \
+        {p: [f"p{p}".encode()] for p in range(3)}

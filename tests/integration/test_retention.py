@@ -137,3 +137,20 @@ def test_broker_wide_log_defaults_apply_to_topics(broker_factory, topic):
         lambda: (lambda m: m if m[0] >= 80 else None)(watermarks(broker.bootstrap, topic)),
         timeout=PATIENT_S, message="segments older than BMQ_LOG_RETENTION_MS deleted")
     assert high == 100
+
+
+def test_segment_ms_rolls_by_time(broker, topic):
+    """segment.ms closes the active segment once it is older than that, so retention can then
+    remove it even though it is far below segment.bytes."""
+    create_topic(broker.bootstrap, topic, partitions=1, config={"segment.ms": "500"})
+    produce_all(broker.bootstrap, topic, [{"value": b"first"}], linger_ms=0)
+    time.sleep(1.2)
+    produce_all(broker.bootstrap, topic, [{"value": b"second"}], linger_ms=0)
+    # Only a closed segment can go: with retention.bytes=1 the first one must.
+    _set_topic_config(broker, topic, retention_bytes=1)
+    low, high = wait_until(
+        lambda: (lambda m: m if m[0] >= 1 else None)(watermarks(broker.bootstrap, topic)),
+        timeout=PATIENT_S, message="time-rolled segment deleted by retention.bytes")
+    assert (low, high) == (1, 2)
+    got = consume(broker.bootstrap, topic, [0], expected=1)[0]
+    assert [m.value for m in got] == [b"second"]

@@ -7,11 +7,12 @@ import struct
 import time
 
 import pytest
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 from kafka import TopicPartition
 from kafka.admin import KafkaAdminClient
 
 from . import kwire
-from .helpers import create_topic, watermarks
+from .helpers import admin, create_topic, watermarks
 from .kwire import KafkaWire, Record, build_record_batch
 
 pytestmark = pytest.mark.timeout(60)
@@ -186,3 +187,26 @@ def test_fetch_returns_first_batch_even_if_larger_than_limits(module_broker, top
         fetched = wire.fetch(topic, 0, 0)
         assert [b.base_offset for b in kwire.parse_record_batches(fetched.records or b"")] \
             == [0, 1]
+
+
+def test_topic_config_changes_apply_without_restart(module_broker, topic):
+    create_topic(module_broker.bootstrap, topic, partitions=1)
+    batch = build_record_batch([Record(None, b"y" * 10_000)])
+    with KafkaWire(module_broker.bootstrap) as wire:
+        assert wire.produce(topic, 0, batch).error_code == 0
+        client = admin(module_broker.bootstrap)
+        resource = ConfigResource("topic", topic, incremental_configs=[
+            ConfigEntry("max.message.bytes", "5000",
+                        incremental_operation=AlterConfigOpType.SET),
+            ConfigEntry("message.timestamp.type", "LogAppendTime",
+                        incremental_operation=AlterConfigOpType.SET)])
+        client.incremental_alter_configs([resource])[resource].result(15)
+        assert wire.produce(topic, 0, batch).error_code == kwire.MESSAGE_TOO_LARGE
+        old = build_record_batch([Record(None, b"old clock")], base_timestamp=1000)
+        before = int(time.time() * 1000)
+        assert wire.produce(topic, 0, old).error_code == 0
+        fetched = wire.fetch(topic, 0, 1)
+        (stamped,) = [b for b in kwire.parse_record_batches(fetched.records or b"")
+                      if b.base_offset == 1]
+        assert stamped.attributes & 0x08, "LogAppendTime flag not set on the stored batch"
+        assert stamped.max_timestamp >= before - 1000, stamped.max_timestamp
