@@ -12,7 +12,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Executor
 
 from bmq.protocol.errors import ErrorCode, KafkaError
@@ -149,19 +149,18 @@ class PartitionManager:
             await self.close(topic, index)
 
     async def maintain(self, checkpoint_interval_ms: int, retention_interval_ms: int) -> None:
-        """Periodic checkpoints and retention, forever (cancelled at shutdown)."""
+        """Checkpoints and retention, each on its own schedule, until cancelled at shutdown."""
+        await asyncio.gather(
+            self._every(checkpoint_interval_ms, lambda log_: log_.checkpoint()),
+            self._every(retention_interval_ms, lambda log_: log_.apply_retention(now_ms())),
+        )
+
+    async def _every(self, interval_ms: int, work: Callable[[PartitionLog], object]) -> None:
         loop = asyncio.get_running_loop()
-        last_retention = now_ms()
         while True:
-            await asyncio.sleep(checkpoint_interval_ms / 1000)
-            run_retention = now_ms() - last_retention >= retention_interval_ms
+            await asyncio.sleep(interval_ms / 1000)
             for partition in self.all():
                 try:
-                    if run_retention:
-                        await loop.run_in_executor(
-                            self._executor, partition.log.apply_retention, now_ms())
-                    await loop.run_in_executor(self._executor, partition.log.checkpoint)
+                    await loop.run_in_executor(self._executor, work, partition.log)
                 except Exception:
                     log.exception("maintenance of %s-%d failed", partition.topic, partition.index)
-            if run_retention:
-                last_retention = now_ms()
