@@ -367,3 +367,36 @@ def test_unloading_a_partition_answers_waiters_and_loading_restores(tmp_path: Pa
         assert loaded.offsets[(TOPIC, 0)].offset == 9
 
     run(test, tmp_path)
+
+
+def test_offsets_log_is_compacted_and_still_replays(tmp_path: Path) -> None:
+    async def test(open_broker: Callable[[], Awaitable[Broker]]) -> None:
+        broker = await open_broker()
+        groups = broker.groups
+        names = ["compact-a", "compact-b", "compact-c"]
+        shards = {groups.partition_for(name) for name in names}
+        for round_ in range(300):
+            await asyncio.gather(*(
+                groups.commit_offsets(name, -1, "", None,
+                                      {(TOPIC, p): offset(round_ * 10 + p, f"r{round_}")
+                                       for p in range(4)})
+                for name in names))
+        await groups.delete_groups(["compact-c"])
+        for _ in range(50):  # let the last snapshot and deletion finish
+            if all(groups.shards[i]._compaction is None for i in shards):
+                break
+            await asyncio.sleep(0.05)
+        logs = [groups.shards[i].partition.log for i in shards]
+        assert all(log.log_start_offset > 0 for log in logs)
+        # 3600 commits of ~90 bytes were written; far fewer bytes remain.
+        assert sum(log.size_bytes for log in logs) < 100_000
+        await broker.stop()
+
+        broker = await open_broker()
+        for name in names[:2]:
+            _, fetched = broker.groups.fetch_offsets(name, None)
+            assert {(f.partition, f.offset, f.metadata) for f in fetched} == {
+                (p, 2990 + p, "r299") for p in range(4)}
+        assert broker.groups.group("compact-c") is None
+
+    run(test, tmp_path, offsets_topic_segment_bytes=16_384)

@@ -166,10 +166,10 @@ class GroupCoordinator:
         partition = self._broker.partitions.get(OFFSETS_TOPIC, index)
         if partition is None:
             raise KafkaError(ErrorCode.NOT_COORDINATOR, f"{OFFSETS_TOPIC}-{index} is not open")
-        shard = OffsetsShard(index, partition)
+        shard = OffsetsShard(index, partition, self._executor)
         self._loading.add(index)
         try:
-            await shard.load(self._executor)
+            await shard.load()
         finally:
             self._loading.discard(index)
         self.shards[index] = shard
@@ -182,6 +182,7 @@ class GroupCoordinator:
         shard = self.shards.pop(index, None)
         if shard is None:
             return
+        shard.close()
         for group in shard.groups.values():
             self._cancel_timers(group)
             for member in group.members.values():

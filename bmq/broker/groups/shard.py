@@ -7,6 +7,13 @@ partition; a cluster mode can move single partitions between coordinators.
 
 Writes go through the partition's group-commit writer: ``write`` appends one record batch in
 memory and returns the future of its durability, so many commits share one flush and fsync.
+
+Compaction. The offsets log is an ordinary (append-only) log, so instead of Kafka's log cleaner
+a shard keeps the latest value of every live key in memory and, once a segment's worth of
+records (``segment.bytes`` of the partition) has been appended since the last time, appends all
+of them again as a snapshot and then deletes the records before the snapshot
+(``delete_records``): whole old segments go away and a replay starts at the snapshot. Keys
+deleted by tombstones are simply not in the snapshot.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ from bmq.storage import PartitionLog
 log = logging.getLogger(__name__)
 
 READ_CHUNK = 4 << 20
+SNAPSHOT_BATCH_RECORDS = 2000
 
 Entry = tuple[Key, Value | None]
 
@@ -63,6 +71,16 @@ class LoadedState:
                 self.offsets.setdefault(key.group_id, {})[tp] = value
         elif value is None or isinstance(value, GroupValue):
             self.groups[key.group_id] = value
+
+    def latest(self) -> dict[Key, Value]:
+        live: dict[Key, Value] = {}
+        for group_id, offsets in self.offsets.items():
+            for (topic, partition), offset in offsets.items():
+                live[OffsetKey(group_id, topic, partition)] = offset
+        for group_id, value in self.groups.items():
+            if value is not None:
+                live[GroupKey(group_id)] = value
+        return live
 
     def group_ids(self) -> set[str]:
         ids = {g for g, offsets in self.offsets.items() if offsets}
@@ -114,17 +132,23 @@ def replay(log_: PartitionLog) -> LoadedState:
 class OffsetsShard:
     """The groups stored on one ``__consumer_offsets`` partition."""
 
-    def __init__(self, index: int, partition: Partition) -> None:
+    def __init__(self, index: int, partition: Partition, executor: Executor) -> None:
         self.index = index
         self.partition = partition
         self.groups: dict[str, Group] = {}
+        self._executor = executor
+        # What the log says once replayed: the last value appended for every live key.
+        self.latest: dict[Key, Value] = {}
+        self._appended = 0  # bytes since the last snapshot
+        self._compaction: asyncio.Task[None] | None = None
 
     def __repr__(self) -> str:
         return f"<OffsetsShard {self.index} groups={len(self.groups)}>"
 
-    async def load(self, executor: Executor) -> None:
+    async def load(self) -> None:
         loop = asyncio.get_running_loop()
-        state = await loop.run_in_executor(executor, replay, self.partition.log)
+        state = await loop.run_in_executor(self._executor, replay, self.partition.log)
+        self.latest = state.latest()
         now = now_ms()
         for group_id in state.group_ids():
             self.groups[group_id] = Group.from_value(
@@ -138,6 +162,18 @@ class OffsetsShard:
 
         Raises KafkaError (already mapped to a coordinator error) if the log cannot take them.
         """
+        durable, size = self._append(entries)
+        for key, value in entries:
+            if value is None:
+                self.latest.pop(key, None)
+            else:
+                self.latest[key] = value
+        self._appended += size
+        if self._appended >= self.partition.log.config.segment_bytes and self._compaction is None:
+            self._compaction = asyncio.get_running_loop().create_task(self.compact())
+        return durable
+
+    def _append(self, entries: list[Entry]) -> tuple[asyncio.Future[None], int]:
         partition = self.partition
         now = now_ms()
         batch, header = build_batch([(encode_key(k), encode_value(v)) for k, v in entries], now,
@@ -148,7 +184,36 @@ class OffsetsShard:
         except KafkaError as error:
             raise KafkaError(coordinator_error(error.code), error.message) from error
         partition.schedule_flush()
-        return partition.durable(appended.last_offset)
+        return partition.durable(appended.last_offset), len(batch)
+
+    def close(self) -> None:
+        if self._compaction is not None:
+            self._compaction.cancel()
+            self._compaction = None
+
+    async def compact(self) -> None:
+        """Append a snapshot of every live key, then drop everything before it."""
+        try:
+            log_ = self.partition.log
+            start = log_.log_end_offset
+            live: list[Entry] = list(self.latest.items())
+            waits = []
+            # All appends happen now, back to back: the snapshot is contiguous in the log.
+            for i in range(0, len(live), SNAPSHOT_BATCH_RECORDS):
+                waits.append(self._append(live[i : i + SNAPSHOT_BATCH_RECORDS])[0])
+            if not waits and start > 0:
+                waits.append(self.partition.durable(start - 1))
+            self._appended = 0
+            for wait in waits:
+                await asyncio.shield(wait)
+            loop = asyncio.get_running_loop()
+            new_start = await loop.run_in_executor(self._executor, log_.delete_records, start)
+            log.info("compacted offsets partition %d: %d live records, log starts at %d",
+                     self.index, len(live), new_start)
+        except KafkaError as error:
+            log.warning("compaction of offsets partition %d failed: %s", self.index, error)
+        finally:
+            self._compaction = None
 
 
 def coordinator_error(code: ErrorCode) -> ErrorCode:
