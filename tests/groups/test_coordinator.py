@@ -144,23 +144,32 @@ def test_offsets_log_records_round_trip() -> None:
 
 # ------------------------------------------------------------------------------ rebalancing
 
+async def _arrivals(broker: Broker, group: str, delays: list[float]) -> list[float]:
+    """Members join after these delays; returns when each got its JoinGroup answer."""
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+
+    async def member(after: float) -> tuple[Any, float]:
+        await asyncio.sleep(after)
+        result = await broker.groups.join_group(join_request(group))
+        return result, loop.time() - start
+
+    results = await asyncio.gather(*(member(d) for d in delays))
+    assert {r.generation_id for r, _ in results} == {1}
+    assert sorted(len(r.members) for r, _ in results) == [0] * (len(delays) - 1) + [
+        len(delays)]
+    return [elapsed for _, elapsed in results]
+
+
 def test_initial_delay_waits_for_members_arriving_one_after_another(tmp_path: Path) -> None:
     async def test(open_broker: Callable[[], Awaitable[Broker]]) -> None:
         broker = await open_broker()
-        loop = asyncio.get_running_loop()
-        start = loop.time()
-
-        async def member(after: float) -> tuple[Any, float]:
-            await asyncio.sleep(after)
-            result = await broker.groups.join_group(join_request("slow-joiners"))
-            return result, loop.time() - start
-
-        results = await asyncio.gather(member(0), member(0.2), member(0.4))
-        assert {r.generation_id for r, _ in results} == {1}
-        assert {len(r.members) for r, _ in results} == {0, 3}
-        # Done one delay (0.3 s) after the last arrival, well before 3 delays.
-        for _, elapsed in results:
-            assert 0.65 <= elapsed <= 0.95, elapsed
+        # Each arrival restarts the 0.3 s delay: the last one (0.4 s) is still included.
+        for elapsed in await _arrivals(broker, "slow-joiners", [0, 0.2, 0.4]):
+            assert 0.65 <= elapsed <= 1.1, elapsed
+        # Members starting together: one delay after the last of them, not two delays.
+        for elapsed in await _arrivals(broker, "quick-joiners", [0, 0.05, 0.1]):
+            assert 0.38 <= elapsed <= 0.6, elapsed
 
     run(test, tmp_path, group_initial_rebalance_delay_ms=300)
 

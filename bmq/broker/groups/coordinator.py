@@ -143,8 +143,7 @@ class GroupCoordinator:
             log.warning("%s has %d partitions; offsets_topic_num_partitions=%d is ignored",
                         OFFSETS_TOPIC, info.partitions, self.num_partitions)
         self.num_partitions = info.partitions
-        for index in range(info.partitions):
-            await self.load_partition(index)
+        await asyncio.gather(*(self.load_partition(index) for index in range(info.partitions)))
         self._active = True
         interval = self.config.offsets_retention_check_interval_ms
         if interval > 0:
