@@ -55,7 +55,10 @@ def _read_all(broker: Broker, request: FetchRequest,
                 result.high_watermark = result.last_stable_offset = high_watermark
                 result.log_start_offset = log.log_start_offset
                 limit = min(asked.partition_max_bytes, budget)
-                if limit > 0 or total == 0:
+                if high_watermark < asked.fetch_offset <= log.log_end_offset:
+                    # Appended but not yet durable: Kafka answers with no data, not an error.
+                    pass
+                elif limit > 0 or total == 0:
                     data = log.read(asked.fetch_offset, max(limit, 1))
                     # Only the first partition with data may exceed the limits (min one batch).
                     if total and len(data) > limit:
