@@ -409,3 +409,45 @@ def test_offsets_log_is_compacted_and_still_replays(tmp_path: Path) -> None:
         assert broker.groups.group("compact-c") is None
 
     run(test, tmp_path, offsets_topic_segment_bytes=16_384)
+
+
+def test_require_stable_reports_commits_in_flight(tmp_path: Path) -> None:
+    async def test(open_broker: Callable[[], Awaitable[Broker]]) -> None:
+        broker = await open_broker()
+        groups = broker.groups
+        await groups.commit_offsets("stable", -1, "", None, {(TOPIC, 0): offset(1)})
+        in_flight = asyncio.ensure_future(
+            groups.commit_offsets("stable", -1, "", None, {(TOPIC, 0): offset(2)}))
+        await asyncio.sleep(0)  # the commit is appended, its flush not yet done
+        _, unstable = groups.fetch_offsets("stable", [(TOPIC, 0), (TOPIC, 1)],
+                                           require_stable=True)
+        assert [(f.offset, f.error) for f in unstable] == [
+            (-1, ErrorCode.UNSTABLE_OFFSET_COMMIT), (-1, ErrorCode.NONE)]
+        _, current = groups.fetch_offsets("stable", [(TOPIC, 0)])
+        assert [(f.offset, f.error) for f in current] == [(1, ErrorCode.NONE)]
+        assert await in_flight == {(TOPIC, 0): ErrorCode.NONE}
+        _, done = groups.fetch_offsets("stable", [(TOPIC, 0)], require_stable=True)
+        assert [(f.offset, f.error) for f in done] == [(2, ErrorCode.NONE)]
+
+    run(test, tmp_path)
+
+
+def test_leave_group_batch(tmp_path: Path) -> None:
+    async def test(open_broker: Callable[[], Awaitable[Broker]]) -> None:
+        broker = await open_broker()
+        groups = broker.groups
+        a, b, c = await form_group(broker, "batch", 3)
+        error, results = groups.leave_group("batch", [
+            (a.member_id, None, "bye"), ("stranger", None, None), (b.member_id, "wrong", None),
+            (c.member_id, None, None)])
+        assert error == ErrorCode.NONE
+        assert results == [ErrorCode.NONE, ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.NONE,
+                           ErrorCode.NONE]
+        await asyncio.sleep(0.05)
+        group = groups.group("batch")
+        assert group is not None and group.state is GroupState.EMPTY and group.generation == 2
+        assert groups.leave_group("nobody-here", [("x", None, None)]) == (
+            ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID])
+        assert groups.leave_group("", [("x", None, None)]) == (ErrorCode.INVALID_GROUP_ID, [])
+
+    run(test, tmp_path)
