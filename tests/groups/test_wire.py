@@ -550,3 +550,14 @@ def test_list_describe_delete_and_offset_delete(group_broker: Any, topic: str) -
         stable_fetch = c.call(OffsetFetchRequest(groups=[OffsetFetchRequestGroup(
             group_id=stable, topics=None)], require_stable=True), 8)
         assert stable_fetch.groups[0].topics[0].partitions[0].committed_offset == 1
+
+
+def test_offsets_topic_is_internal_and_hidden_from_listings(group_broker: Any) -> None:
+    with RawClient(group_broker.bootstrap) as client:
+        everything = client.call(MetadataRequest(topics=None), 12)
+        assert "__consumer_offsets" not in {t.name for t in everything.topics}
+        asked = client.call(MetadataRequest(topics=[
+            MetadataRequestTopic(name="__consumer_offsets")], allow_auto_topic_creation=False),
+            12)
+        (topic,) = asked.topics
+        assert (topic.error_code, topic.is_internal, len(topic.partitions)) == (0, True, 50)
