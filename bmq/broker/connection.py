@@ -44,6 +44,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._responses: deque[asyncio.Task[Parts | None]] = deque()
         self._transport: asyncio.Transport | None = None
         self._peer: Any = None
+        self._client_host = ""
         self._reading_paused = False
         self._writing_paused = False
         self._closed = False
@@ -54,6 +55,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         # uvloop's transports implement asyncio.Transport without subclassing it.
         self._transport = cast(asyncio.Transport, transport)
         self._peer = transport.get_extra_info("peername")
+        self._client_host = f"/{self._peer[0]}" if self._peer else ""
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
@@ -152,7 +154,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                         spec.request_type.__name__, version, error)
             self._close()
             return
-        context = RequestContext(self._broker, header, frame)
+        context = RequestContext(self._broker, header, self._client_host, frame)
         task = asyncio.get_running_loop().create_task(
             self._run(spec.handler(context, request, version), header.correlation_id,
                       header.api_key, version))

@@ -19,6 +19,9 @@ from bmq.storage import Storage
 
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 MAX_TOPIC_NAME = 249
+# Kafka's internal topics: clients may read them but never produce to or delete them.
+OFFSETS_TOPIC = "__consumer_offsets"
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state"})
 
 
 def check_topic_name(name: str | None) -> str:
@@ -38,7 +41,7 @@ class TopicInfo:
 
     @property
     def internal(self) -> bool:
-        return self.name.startswith("__")
+        return self.name in INTERNAL_TOPICS
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "topic_id": str(self.topic_id),

@@ -14,6 +14,7 @@ import pytest
 from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import (
     DeleteGroupsRequest,
+    DeleteTopicsRequest,
     DescribeGroupsRequest,
     FindCoordinatorRequest,
     HeartbeatRequest,
@@ -24,6 +25,7 @@ from bmq.protocol.messages import (
     OffsetCommitRequest,
     OffsetDeleteRequest,
     OffsetFetchRequest,
+    ProduceRequest,
     SyncGroupRequest,
 )
 from bmq.protocol.messages.join_group_request import JoinGroupRequestProtocol
@@ -42,8 +44,10 @@ from bmq.protocol.messages.offset_fetch_request import (
     OffsetFetchRequestTopic,
     OffsetFetchRequestTopics,
 )
+from bmq.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
 from bmq.protocol.messages.sync_group_request import SyncGroupRequestAssignment
 from bmq.protocol.primitives import ZERO_UUID
+from tests.storage.batches import make_batch
 
 from .helpers import assignment, create_topic, subscription, unique
 from .wire import RawClient
@@ -521,6 +525,8 @@ def test_list_describe_delete_and_offset_delete(group_broker: Any, topic: str) -
         ops = c.call(DescribeGroupsRequest(groups=[stable],
                                            include_authorized_operations=True), 5).groups[0]
         assert ops.authorized_operations == (1 << 3) | (1 << 6) | (1 << 8)
+        # Members show where they connect from, as Kafka shows it ("/host").
+        assert {m.client_host for m in ops.members} == {"/127.0.0.1"}
 
         # OffsetDelete: a subscribed topic stays, the other goes.
         deleted = c.call(OffsetDeleteRequest(group_id=stable, topics=[
@@ -552,12 +558,27 @@ def test_list_describe_delete_and_offset_delete(group_broker: Any, topic: str) -
         assert stable_fetch.groups[0].topics[0].partitions[0].committed_offset == 1
 
 
-def test_offsets_topic_is_internal_and_hidden_from_listings(group_broker: Any) -> None:
+def test_offsets_topic_is_internal_and_protected(group_broker: Any) -> None:
     with RawClient(group_broker.bootstrap) as client:
+        # Listed like Kafka lists it: flagged internal, so clients can leave it out.
         everything = client.call(MetadataRequest(topics=None), 12)
-        assert "__consumer_offsets" not in {t.name for t in everything.topics}
+        internal = {t.name: t.is_internal for t in everything.topics}
+        assert internal["__consumer_offsets"] is True
+        assert not any(flag for name, flag in internal.items() if name != "__consumer_offsets")
         asked = client.call(MetadataRequest(topics=[
             MetadataRequestTopic(name="__consumer_offsets")], allow_auto_topic_creation=False),
             12)
         (topic,) = asked.topics
         assert (topic.error_code, topic.is_internal, len(topic.partitions)) == (0, True, 50)
+        # Clients may read it but not write or delete it (Kafka: InvalidTopicException).
+        records = bytearray(make_batch([b"forged commit"]))
+        produced = client.call(ProduceRequest(acks=-1, timeout_ms=5000, topic_data=[
+            TopicProduceData(name="__consumer_offsets", partition_data=[
+                PartitionProduceData(index=0, records=records)])]), 9)
+        result = produced.responses[0].partition_responses[0]
+        assert result.error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
+        deleted = client.call(DeleteTopicsRequest(topic_names=["__consumer_offsets"],
+                                                  timeout_ms=5000), 5)
+        assert deleted.responses[0].error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
+        again = client.call(MetadataRequest(topics=None), 12)
+        assert "__consumer_offsets" in {t.name for t in again.topics}

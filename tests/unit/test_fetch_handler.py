@@ -20,7 +20,8 @@ async def _fetch(broker: Broker, topic: str, offset: int) -> tuple[int, bytes]:
     fetch = FetchRequest(max_wait_ms=0, min_bytes=0, topics=[FetchTopic(
         topic=topic, partitions=[FetchPartition(partition=0, fetch_offset=offset,
                                                 partition_max_bytes=1 << 20)])])
-    context = RequestContext(broker, RequestHeader(1, 11, 0, "test"), bytearray())
+    context = RequestContext(broker, RequestHeader(1, 11, 0, "test"), "/127.0.0.1",
+                             bytearray())
     response = await handle_fetch(context, fetch, 11)
     [partition] = response.responses[0].partitions
     return partition.error_code, bytes(partition.records or b"")  # type: ignore[arg-type]

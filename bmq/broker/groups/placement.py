@@ -8,7 +8,9 @@ Using the same function keeps a group on the same partition a Kafka cluster woul
 
 from __future__ import annotations
 
-OFFSETS_TOPIC = "__consumer_offsets"
+from bmq.broker.metadata import OFFSETS_TOPIC
+
+__all__ = ["OFFSETS_TOPIC", "java_string_hashcode", "partition_for"]
 
 
 def java_string_hashcode(text: str) -> int:

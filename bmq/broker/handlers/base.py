@@ -15,6 +15,8 @@ from bmq.protocol.primitives import Reader
 class RequestContext:
     broker: Broker
     header: RequestHeader
+    # The client's address as Kafka shows it in DescribeGroups ("/127.0.0.1").
+    client_host: str
     # The request frame; record memoryviews in the decoded request point into it.
     frame: bytearray
 

@@ -27,6 +27,9 @@ async def handle_delete_topics(ctx: RequestContext, request: DeleteTopicsRequest
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if name is not None
                                  else ErrorCode.UNKNOWN_TOPIC_ID)
             result.name, result.topic_id = info.name, info.topic_id
+            if info.internal:
+                raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                                 f"Internal topic {info.name} cannot be deleted")
             if not broker.config.delete_topic_enable:
                 raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED)
             await broker.delete_topic(info)

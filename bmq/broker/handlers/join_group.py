@@ -22,6 +22,7 @@ async def handle_join_group(ctx: RequestContext, request: JoinGroupRequest,
         rebalance_timeout_ms=(request.rebalance_timeout_ms if version >= 1
                               else request.session_timeout_ms),
         client_id=ctx.header.client_id or "",
+        client_host=ctx.client_host,
         # KIP-394: v4+ dynamic members first get their member id, then join with it.
         require_known_member_id=version >= 4 and instance_id is None,
         support_skip_assignment=version >= 9,

@@ -60,8 +60,8 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest,
     # v0 asks for all topics with an empty list; v1+ with null.
     if request.topics is None or (version == 0 and not request.topics):
         # Internal topics (__consumer_offsets) are only described when asked for by name.
-        topics = [topic_metadata(broker, info) for info in broker.topics.all()
-                  if not info.internal]
+        # Kafka lists internal topics too, flagged is_internal; clients filter them.
+        topics = [topic_metadata(broker, info) for info in broker.topics.all()]
     else:
         auto_create = broker.config.auto_create_topics_enable and (
             version < 4 or request.allow_auto_topic_creation)

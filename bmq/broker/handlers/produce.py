@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from bmq.broker.handlers.base import RequestContext
+from bmq.broker.metadata import INTERNAL_TOPICS
 from bmq.broker.partitions import now_ms
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.messages import ProduceRequest, ProduceResponse
@@ -46,6 +47,9 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest,
                 if request.transactional_id is not None:
                     raise KafkaError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                                      "transactions are not supported yet")
+                if name in INTERNAL_TOPICS:
+                    raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                                     f"Producing to internal topic {name} is not allowed")
                 partition = broker.partition(name, data.index)
                 partition.check_writable()
                 records = data.records
