@@ -156,6 +156,10 @@ def validate_batches(buf: memoryview, max_batch_bytes: int) -> list[BatchHeader]
             raise KafkaError(ErrorCode.INVALID_RECORD, "record count does not match offsets")
         if not crc_ok(buf, pos, header):
             raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "CRC-32C mismatch")
+        if header.attributes & (CONTROL_FLAG | TRANSACTIONAL_FLAG):
+            # Control records are the broker's to write; transactions are not served yet.
+            raise KafkaError(ErrorCode.INVALID_RECORD,
+                             "clients may not write control or transactional batches")
         headers.append(header)
         pos += header.size
     return headers

@@ -9,6 +9,8 @@ import struct
 
 import pytest
 
+from bmq.protocol.errors import ErrorCode
+
 from . import kwire
 from .helpers import consume, create_topic, produce_all, watermarks
 from .kwire import KafkaWire, Record, build_record_batch
@@ -97,6 +99,19 @@ def test_corrupt_batch_is_rejected_and_not_written(server, canary, unique_topic,
         again = wire.produce(topic, 0, good)
         assert (again.error_code, again.base_offset) == (0, 1)
     assert watermarks(server.bootstrap, topic) == (0, 2)
+    assert_healthy(server, canary)
+
+
+@pytest.mark.parametrize(("kind", "attributes"), [("control", 0x20), ("transactional", 0x10)])
+def test_control_and_transactional_batches_from_clients_are_refused(server, canary, unique_topic,
+                                                                     kind, attributes):
+    topic = unique_topic(kind)
+    create_topic(server.bootstrap, topic, partitions=1)
+    with KafkaWire(server.bootstrap) as wire:
+        forged = build_record_batch([Record(b"k", b"v")], attributes=attributes,
+                                    producer_id=7, producer_epoch=0, base_sequence=0)
+        assert wire.produce(topic, 0, forged).error_code == ErrorCode.INVALID_RECORD
+        assert wire.list_offset(topic, 0, -1) == (0, 0), "end offset moved"
     assert_healthy(server, canary)
 
 
