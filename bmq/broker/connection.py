@@ -41,7 +41,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._scratch_end = 0
         self._frame: bytearray | None = None
         self._frame_filled = 0
-        self._responses: deque[asyncio.Task[Parts | None]] = deque()
+        # One future per request, in arrival order; tasks for handled requests.
+        self._responses: deque[asyncio.Future[Parts | None]] = deque()
         self._transport: asyncio.Transport | None = None
         self._peer: Any = None
         self._client_host = ""
@@ -177,9 +178,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _enqueue_ready(self, parts: Parts) -> None:
         future: asyncio.Future[Parts | None] = asyncio.get_running_loop().create_future()
         future.set_result(parts)
-        self._track(future)  # type: ignore[arg-type]
+        self._track(future)
 
-    def _track(self, task: asyncio.Task[Parts | None]) -> None:
+    def _track(self, task: asyncio.Future[Parts | None]) -> None:
         self._responses.append(task)
         task.add_done_callback(self._flush_responses)
         self._update_reading()
