@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import logging
-import sys
-
 import click
 
 from bmq.config import ConfigError, load_config
+from bmq.logs import setup_logging
 
 
 @click.group()
@@ -21,21 +19,31 @@ def main() -> None:
 @click.option("--advertise", help="HOST:PORT clients are told to connect to [the listen address].")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False),
               help="TOML file with settings (flags and BMQ_* variables take precedence).")
+@click.option("--metrics-port", type=int,
+              help="Serve Prometheus metrics on this port at /metrics [0: off].")
+@click.option("--log-format", type=click.Choice(["text", "json"]),
+              help="Log lines as text or as one JSON object each [text].")
+@click.option("--log-level", help="DEBUG, INFO, WARNING or ERROR [INFO].")
 def serve(data_dir: str | None, listen: str | None, advertise: str | None,
-          config_file: str | None) -> None:
+          config_file: str | None, metrics_port: int | None, log_format: str | None,
+          log_level: str | None) -> None:
     """Run every role in one process on a local data directory.
 
     \b
-    Example:
+    Examples:
       bmq serve --data-dir ./bmq-data --listen 127.0.0.1:9092
+      bmq serve --config bmq.toml --metrics-port 9100 --log-format json
     """
     from bmq.broker.server import serve as run
 
     try:
         config = load_config(config_file, overrides={
-            "data_dir": data_dir, "listen": listen, "advertise": advertise})
+            "data_dir": data_dir, "listen": listen, "advertise": advertise,
+            "metrics_port": metrics_port, "log_format": log_format, "log_level": log_level})
     except ConfigError as error:
         raise click.UsageError(str(error)) from error
-    logging.basicConfig(level=config.log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        setup_logging(config.log_level, config.log_format)
+    except ValueError as error:
+        raise click.UsageError(f"log_level: {error}") from error
     run(config)

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, get_type_hints
 
+LOG_FORMATS = ("text", "json")
+
 
 class ConfigError(ValueError):
     """A setting that cannot be used, reported to the operator before anything starts."""
@@ -28,6 +30,10 @@ class BrokerConfig:
     advertise: str = ""
     node_id: int = 0
     log_level: str = "INFO"
+    # "text" (one line per record) or "json" (one JSON object per line) on stderr.
+    log_format: str = "text"
+    # Serve Prometheus metrics at http://<listen host>:<metrics_port>/metrics; 0 = off.
+    metrics_port: int = 0
     # Topics
     auto_create_topics_enable: bool = True
     num_partitions: int = 1
@@ -139,6 +145,12 @@ def load_config(
             values[name] = _coerce(name, hints[name], value)
     config = BrokerConfig(**values)
     split_host_port(config.listen)
+    if config.log_format not in LOG_FORMATS:
+        raise ConfigError(f"setting 'log_format': expected one of {', '.join(LOG_FORMATS)}, "
+                          f"got {config.log_format!r}")
+    if not 0 <= config.metrics_port <= 65535:
+        raise ConfigError(f"setting 'metrics_port': {config.metrics_port} is not a port "
+                          "(0 turns metrics off)")
     if config.advertise:
         split_host_port(config.advertise)
     return config

@@ -11,9 +11,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+import time
 from collections import deque
 from typing import Any, cast
 
+from bmq import metrics
 from bmq.broker.broker import Broker
 from bmq.broker.handlers import API_VERSIONS_KEY, HANDLERS, RequestContext, api_versions_error
 from bmq.protocol.headers import (
@@ -27,6 +29,11 @@ log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
 SCRATCH_BYTES = 256 * 1024
+_PRODUCE_KEY = 0
+_FETCH_KEY = 1
+# The `api` label of the request metrics: "Produce", "Fetch", "JoinGroup", ...
+_API_NAMES = {key: spec.request_type.__name__.removesuffix("Request")
+              for key, spec in HANDLERS.items()}
 
 Parts = list[bytes | bytearray | memoryview]
 
@@ -158,12 +165,19 @@ class KafkaConnection(asyncio.BufferedProtocol):
         context = RequestContext(self._broker, header, self._client_host, frame)
         task = asyncio.get_running_loop().create_task(
             self._run(spec.handler(context, request, version), header.correlation_id,
-                      header.api_key, version))
+                      header.api_key, version, request, _API_NAMES[header.api_key]))
         self._track(task)
 
     async def _run(self, handling: Any, correlation_id: int, api_key: int,
-                   version: int) -> Parts | None:
+                   version: int, request: Any, api_name: str) -> Parts | None:
+        started = time.perf_counter()
         response = await handling
+        # Metrics: one observation per request, per-topic counters from batch headers only.
+        metrics.observe_request(api_name, time.perf_counter() - started)
+        if api_key == _PRODUCE_KEY:
+            metrics.count_produce(request, response)
+        elif api_key == _FETCH_KEY:
+            metrics.count_fetch(response)
         if response is None:  # acks=0 Produce: Kafka sends nothing back
             return None
         return self._encode(correlation_id, api_key, version, response)

@@ -7,7 +7,9 @@ import logging
 import os
 import signal
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
+from bmq import metrics
 from bmq.broker.broker import Broker
 from bmq.broker.connection import KafkaConnection
 from bmq.config import BrokerConfig
@@ -30,8 +32,11 @@ class BrokerServer:
                              open_storage(os.path.join(data_dir, "meta")), self._executor)
         self._server: asyncio.Server | None = None
         self._maintenance: asyncio.Task[None] | None = None
+        self._metrics_server: Any = None
 
     async def start(self) -> None:
+        if self.config.metrics_port:  # first, so a busy port stops us before recovery
+            self._start_metrics()
         await self.broker.start()
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
@@ -44,6 +49,14 @@ class BrokerServer:
                  self.config.node_id, self.config.listen, host, port,
                  os.path.abspath(self.config.data_dir))
 
+    def _start_metrics(self) -> None:
+        broker = self.broker
+        metrics.track_partitions(lambda: sum(1 for _ in broker.partitions.all()))
+        metrics.track_consumer_groups(lambda: _count_groups(broker))
+        host = self.config.listen_host
+        self._metrics_server = metrics.start_http_server(self.config.metrics_port, host)
+        log.info("metrics at http://%s:%d/metrics", host or "0.0.0.0", self.config.metrics_port)
+
     async def stop(self) -> None:
         """Stop accepting, flush and checkpoint every partition."""
         if self._server is not None:
@@ -52,6 +65,9 @@ class BrokerServer:
             self._maintenance.cancel()
         await self.broker.stop()
         self._executor.shutdown(wait=True)
+        if self._metrics_server is not None:
+            self._metrics_server.shutdown()
+            self._metrics_server.server_close()
         log.info("BMQ broker stopped cleanly")
 
     async def run_until_signalled(self) -> None:
@@ -63,6 +79,16 @@ class BrokerServer:
         await stop.wait()
         log.info("shutting down")
         await self.stop()
+
+
+def _count_groups(broker: Broker) -> float:
+    """Groups coordinated here; read from the scrape thread while the loop changes them."""
+    for _ in range(3):
+        try:
+            return float(len(broker.groups.list_groups()[1]))
+        except RuntimeError:  # a dict changed size under the iteration: try again
+            continue
+    return float("nan")
 
 
 def serve(config: BrokerConfig) -> None:

@@ -1,0 +1,190 @@
+"""Every Prometheus metric BMQ exports, in one registry, and the HTTP endpoint that serves it.
+
+Any role (``serve`` and the cluster roles) calls :func:`start_http_server` when its
+``metrics_port`` is set and then records through the helpers below. The broker's hot paths pay
+one counter increment per request, per partition of a request and per flush; never per record:
+message counts come from the ``record_count`` field of record batch headers.
+
+Metric names (all prefixed ``bmq_``):
+
+* ``messages_in_total`` / ``bytes_in_total`` {topic}: records and batch bytes accepted by Produce
+  (partitions answered without error; every partition for acks=0, which gets no answer).
+* ``messages_out_total`` / ``bytes_out_total`` {topic}: records (in whole batches) and record
+  bytes returned by Fetch.
+* ``requests_total`` {api} and ``request_duration_seconds`` {api}: requests handled, and the time
+  from a decoded request to its encoded response (long-poll waits included).
+* ``partitions_owned``: partitions this broker has open.
+* ``consumer_groups``: consumer groups this broker coordinates (any state but Dead).
+* ``flush_bytes`` and ``flush_duration_seconds``: size and time of each group-commit flush
+  (one write + fsync of everything queued on a partition).
+* ``zookeeper_connected``: 1/0, registered only once a role calls :func:`set_zookeeper_connected`.
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    disable_created_metrics,
+)
+from prometheus_client import start_http_server as _start_http_server
+
+disable_created_metrics()  # no *_created series: they double the output and nobody graphs them
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+ProcessCollector(registry=REGISTRY)
+PlatformCollector(registry=REGISTRY)
+
+MESSAGES_IN = Counter("bmq_messages_in", "Records accepted by Produce (from batch headers).",
+                      ["topic"], registry=REGISTRY)
+BYTES_IN = Counter("bmq_bytes_in", "Record batch bytes accepted by Produce.", ["topic"],
+                   registry=REGISTRY)
+MESSAGES_OUT = Counter("bmq_messages_out", "Records returned by Fetch (whole batches).",
+                       ["topic"], registry=REGISTRY)
+BYTES_OUT = Counter("bmq_bytes_out", "Record bytes returned by Fetch.", ["topic"],
+                    registry=REGISTRY)
+REQUESTS = Counter("bmq_requests", "Kafka requests handled, by API.", ["api"],
+                   registry=REGISTRY)
+REQUEST_SECONDS = Histogram(
+    "bmq_request_duration_seconds", "Time from a decoded request to its response, by API.",
+    ["api"], registry=REGISTRY,
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+             10.0, 30.0))
+PARTITIONS_OWNED = Gauge("bmq_partitions_owned", "Partitions this broker has open.",
+                         registry=REGISTRY)
+CONSUMER_GROUPS = Gauge("bmq_consumer_groups", "Consumer groups this broker coordinates.",
+                        registry=REGISTRY)
+FLUSH_BYTES = Histogram(
+    "bmq_flush_bytes", "Bytes written by one group-commit flush of a partition.",
+    registry=REGISTRY,
+    buckets=(512, 4096, 16384, 65536, 262144, 1 << 20, 4 << 20, 16 << 20, 64 << 20))
+FLUSH_SECONDS = Histogram(
+    "bmq_flush_duration_seconds", "Duration of one group-commit flush (write + fsync).",
+    registry=REGISTRY,
+    buckets=(0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0))
+
+_zk_lock = threading.Lock()
+_zk_gauge: Gauge | None = None
+
+
+def set_zookeeper_connected(connected: bool) -> None:
+    """For roles with a ZooKeeper session: 1 while connected, else 0 (registered on first use)."""
+    global _zk_gauge
+    with _zk_lock:
+        if _zk_gauge is None:
+            _zk_gauge = Gauge("bmq_zookeeper_connected",
+                              "1 while the ZooKeeper session is connected.", registry=REGISTRY)
+    _zk_gauge.set(1 if connected else 0)
+
+
+def track_partitions(count: Callable[[], float]) -> None:
+    """Read the partition count from ``count`` at every scrape."""
+    PARTITIONS_OWNED.set_function(count)
+
+
+def track_consumer_groups(count: Callable[[], float]) -> None:
+    """Read the consumer group count from ``count`` at every scrape."""
+    CONSUMER_GROUPS.set_function(count)
+
+
+def start_http_server(port: int, host: str = "") -> Any:
+    """Serve ``/metrics`` (Prometheus text format) from a daemon thread; returns the server."""
+    server, _thread = _start_http_server(port, addr=host, registry=REGISTRY)
+    return server
+
+
+# --------------------------------------------------------------------------- request helpers
+
+_BATCH_LENGTH = struct.Struct(">i")  # at offset 8 of a batch: bytes after this field
+_RECORD_COUNT = struct.Struct(">i")  # at offset 57 of a v2 batch
+_LENGTH_AT = 8
+_COUNT_AT = 57
+_LOG_OVERHEAD = 12
+_HEADER_SIZE = 61
+
+
+def count_records(data: bytes | bytearray | memoryview) -> int:
+    """Records in the whole v2 batches of ``data`` (a trailing partial batch is not counted)."""
+    total = 0
+    pos = 0
+    end = len(data)
+    while end - pos >= _HEADER_SIZE:
+        size = _BATCH_LENGTH.unpack_from(data, pos + _LENGTH_AT)[0] + _LOG_OVERHEAD
+        if size < _HEADER_SIZE or pos + size > end:
+            break
+        total += _RECORD_COUNT.unpack_from(data, pos + _COUNT_AT)[0]
+        pos += size
+    return total
+
+
+class _TopicCounters:
+    __slots__ = ("bytes_in", "bytes_out", "messages_in", "messages_out")
+
+    def __init__(self, topic: str) -> None:
+        self.messages_in = MESSAGES_IN.labels(topic)
+        self.bytes_in = BYTES_IN.labels(topic)
+        self.messages_out = MESSAGES_OUT.labels(topic)
+        self.bytes_out = BYTES_OUT.labels(topic)
+
+
+_topics: dict[str, _TopicCounters] = {}
+_apis: dict[str, tuple[Any, Any]] = {}
+
+
+def _topic(name: str) -> _TopicCounters:
+    counters = _topics.get(name)
+    if counters is None:
+        counters = _topics[name] = _TopicCounters(name)
+    return counters
+
+
+def observe_request(api: str, seconds: float) -> None:
+    children = _apis.get(api)
+    if children is None:
+        children = _apis[api] = (REQUESTS.labels(api), REQUEST_SECONDS.labels(api))
+    children[0].inc()
+    children[1].observe(seconds)
+
+
+def count_produce(request: Any, response: Any | None) -> None:
+    """Add a Produce request's accepted batches to the per-topic ``in`` counters.
+
+    ``response`` is None for acks=0; then every partition of the request is counted.
+    """
+    for t, topic_data in enumerate(request.topic_data):
+        answered = None if response is None else response.responses[t].partition_responses
+        counters: _TopicCounters | None = None
+        for p, data in enumerate(topic_data.partition_data):
+            if answered is not None and answered[p].error_code != 0:
+                continue
+            records = data.records
+            if not records:
+                continue
+            if counters is None:
+                name = topic_data.name or (response.responses[t].name if response else "")
+                counters = _topic(name)
+            counters.bytes_in.inc(len(records))
+            counters.messages_in.inc(count_records(records))
+
+
+def count_fetch(response: Any) -> None:
+    """Add a Fetch response's records to the per-topic ``out`` counters."""
+    for topic in response.responses:
+        counters: _TopicCounters | None = None
+        for partition in topic.partitions:
+            records = partition.records
+            if not records:
+                continue
+            if counters is None:
+                counters = _topic(topic.topic)
+            counters.bytes_out.inc(len(records))
+            counters.messages_out.inc(count_records(records))
