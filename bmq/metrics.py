@@ -38,7 +38,8 @@ from prometheus_client import (
 )
 from prometheus_client import start_http_server as _start_http_server
 
-disable_created_metrics()  # no *_created series: they double the output and nobody graphs them
+# No *_created series: they double the output and nobody graphs them.
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 ProcessCollector(registry=REGISTRY)
