@@ -47,3 +47,14 @@ def serve(data_dir: str | None, listen: str | None, advertise: str | None,
     except ValueError as error:
         raise click.UsageError(f"log_level: {error}") from error
     run(config)
+
+
+def _add_client_commands() -> None:
+    """bmq topic|produce|consume|group|cluster: the client-side tools (bmq/tools/)."""
+    from bmq.tools import COMMANDS
+
+    for command in COMMANDS:
+        main.add_command(command)
+
+
+_add_client_commands()

@@ -1,0 +1,250 @@
+"""`bmq topic ...`: create, list, describe, delete topics and change their configs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import click
+
+from bmq.tools.common import (
+    Connection,
+    connection_options,
+    fail,
+    output_option,
+    parse_key_values,
+    print_json,
+    print_table,
+    say,
+)
+
+
+@click.group()
+def topic() -> None:
+    """Create, list, describe and delete topics; change topic configs.
+
+    \b
+    Examples:
+      bmq topic create orders --partitions 6 --config retention.ms=86400000
+      bmq topic list
+      bmq topic describe orders
+      bmq topic alter-config orders --set retention.ms=3600000 --delete segment.bytes
+      bmq topic delete orders
+    """
+
+
+@topic.command()
+@click.argument("name")
+@click.option("-p", "--partitions", type=int, default=-1,
+              help="Partition count [the broker's num_partitions].")
+@click.option("-r", "--replication-factor", type=int, default=-1,
+              help="Replication factor [the broker's default].")
+@click.option("-c", "--config", "configs", multiple=True, metavar="KEY=VALUE",
+              help="Topic config, e.g. retention.ms=86400000 (repeatable).")
+@click.option("--if-not-exists", is_flag=True, help="Succeed if the topic already exists.")
+@connection_options
+def create(conn: Connection, name: str, partitions: int, replication_factor: int,
+           configs: Sequence[str], if_not_exists: bool) -> None:
+    """Create topic NAME.
+
+    \b
+    Example:
+      bmq topic create orders --partitions 6 -c retention.ms=86400000
+    """
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import NewTopic
+
+    settings = parse_key_values(configs, "--config")
+    admin = conn.admin()
+    new = NewTopic(name, num_partitions=partitions, replication_factor=replication_factor,
+                   config=settings)
+    future = admin.create_topics([new], request_timeout=conn.timeout)[name]
+    try:
+        future.result(timeout=conn.timeout + 5)
+    except KafkaException as exc:
+        error = exc.args[0]
+        if if_not_exists and error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+            say(f"topic {name} already exists")
+            return
+        fail(f"cannot create topic {name}: {error.name()}: {error.str()}")
+    say(f"created topic {name}")
+
+
+@topic.command("list")
+@click.option("--internal", is_flag=True, help="Include internal topics (__consumer_offsets).")
+@output_option
+@connection_options
+def list_(conn: Connection, internal: bool, output: str) -> None:
+    """List topics with their partition counts.
+
+    \b
+    Example:
+      bmq topic list -b broker1:9092
+    """
+    meta = conn.metadata()
+    rows = []
+    for name in sorted(meta.topics):
+        if name.startswith("__") and not internal:
+            continue
+        rows.append((name, len(meta.topics[name].partitions)))
+    if output == "json":
+        print_json([{"topic": name, "partitions": count} for name, count in rows])
+    else:
+        print_table(None, ("TOPIC", "PARTITIONS"), rows, right=("PARTITIONS",))
+
+
+def _describe_one(conn: Connection, name: str) -> dict[str, Any]:
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import ConfigResource, OffsetSpec, ResourceType
+
+    meta = conn.metadata().topics.get(name)
+    if meta is None or (meta.error is not None and not meta.partitions):
+        fail(f"unknown topic {name!r}")
+    admin = conn.admin()
+    ids = sorted(meta.partitions)
+    earliest = admin.list_offsets({TopicPartition(name, p): OffsetSpec.earliest() for p in ids},
+                                  request_timeout=conn.timeout)
+    latest = admin.list_offsets({TopicPartition(name, p): OffsetSpec.latest() for p in ids},
+                                request_timeout=conn.timeout)
+    low = {tp.partition: conn.wait(f, f"offsets of {name}").offset for tp, f in earliest.items()}
+    high = {tp.partition: conn.wait(f, f"offsets of {name}").offset for tp, f in latest.items()}
+    resource = ConfigResource(ResourceType.TOPIC, name)
+    entries = conn.wait(admin.describe_configs([resource], request_timeout=conn.timeout)[resource],
+                        f"configs of {name}")
+    partitions = []
+    for p in ids:
+        pm = meta.partitions[p]
+        partitions.append({"partition": p, "leader": pm.leader, "replicas": list(pm.replicas),
+                           "isr": list(pm.isrs), "low_watermark": low[p],
+                           "high_watermark": high[p], "messages": high[p] - low[p]})
+    configs = []
+    for key in sorted(entries):
+        entry = entries[key]
+        configs.append({"name": key, "value": entry.value, "source": _source_name(entry.source),
+                        "default": bool(entry.is_default), "read_only": bool(entry.is_read_only)})
+    return {"topic": name, "partition_count": len(ids), "partitions": partitions,
+            "configs": configs}
+
+
+def _source_name(source: Any) -> str:
+    from confluent_kafka.admin import ConfigSource
+
+    if isinstance(source, int):
+        try:
+            source = ConfigSource(source)
+        except ValueError:
+            return str(source)
+    return str(getattr(source, "name", source))
+
+
+@topic.command()
+@click.argument("names", nargs=-1, required=True)
+@click.option("--all-configs", is_flag=True, help="Show defaults too, not only overrides.")
+@output_option
+@connection_options
+def describe(conn: Connection, names: Sequence[str], all_configs: bool, output: str) -> None:
+    """Show partitions (leader, replicas, watermarks) and configs of topics NAMES.
+
+    \b
+    Example:
+      bmq topic describe orders payments --all-configs
+    """
+    docs = [_describe_one(conn, name) for name in names]
+    if output == "json":
+        print_json(docs if len(docs) > 1 else docs[0])
+        return
+    for doc in docs:
+        print_table(f"Topic {doc['topic']}: {doc['partition_count']} partitions",
+                    ("PARTITION", "LEADER", "REPLICAS", "ISR", "LOW", "HIGH", "MESSAGES"),
+                    [(p["partition"], p["leader"], ",".join(map(str, p["replicas"])),
+                      ",".join(map(str, p["isr"])), p["low_watermark"], p["high_watermark"],
+                      p["messages"]) for p in doc["partitions"]],
+                    right=("PARTITION", "LEADER", "LOW", "HIGH", "MESSAGES"))
+        shown = [c for c in doc["configs"] if all_configs or not c["default"]]
+        click.echo()
+        if shown:
+            print_table("Configs" if all_configs else "Configs (overrides; --all-configs for all)",
+                        ("NAME", "VALUE", "SOURCE"),
+                        [(c["name"], c["value"], c["source"]) for c in shown])
+        else:
+            click.echo("Configs: all defaults (--all-configs to list them)")
+        click.echo()
+
+
+@topic.command()
+@click.argument("names", nargs=-1, required=True)
+@click.option("--if-exists", is_flag=True, help="Succeed for topics that do not exist.")
+@connection_options
+def delete(conn: Connection, names: Sequence[str], if_exists: bool) -> None:
+    """Delete topics NAMES and all their data.
+
+    \b
+    Example:
+      bmq topic delete orders
+    """
+    from confluent_kafka import KafkaError, KafkaException
+
+    admin = conn.admin()
+    futures = admin.delete_topics(list(names), request_timeout=conn.timeout)
+    failed = []
+    for name in names:
+        try:
+            futures[name].result(timeout=conn.timeout + 5)
+            say(f"deleted topic {name}")
+        except KafkaException as exc:
+            error = exc.args[0]
+            if if_exists and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                say(f"topic {name} does not exist")
+                continue
+            failed.append(f"{name}: {error.name()}: {error.str()}")
+    if failed:
+        fail("cannot delete " + "; ".join(failed))
+
+
+@topic.command("alter-config")
+@click.argument("name")
+@click.option("-s", "--set", "sets", multiple=True, metavar="KEY=VALUE",
+              help="Set a topic config (repeatable).")
+@click.option("-d", "--delete", "deletes", multiple=True, metavar="KEY",
+              help="Remove an override, back to the broker default (repeatable).")
+@click.option("--partitions", type=int, help="Raise the partition count to this many.")
+@connection_options
+def alter_config(conn: Connection, name: str, sets: Sequence[str], deletes: Sequence[str],
+                 partitions: int | None) -> None:
+    """Change configs (and the partition count) of topic NAME.
+
+    Only the named configs change (IncrementalAlterConfigs); the others keep their values.
+
+    \b
+    Examples:
+      bmq topic alter-config orders --set retention.ms=3600000
+      bmq topic alter-config orders --delete retention.ms --partitions 12
+    """
+    from confluent_kafka.admin import (
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        NewPartitions,
+        ResourceType,
+    )
+
+    updates = parse_key_values(sets, "--set")
+    if not updates and not deletes and partitions is None:
+        raise click.UsageError("nothing to change: give --set, --delete or --partitions")
+    conn.topic_partitions(name)
+    admin = conn.admin()
+    if updates or deletes:
+        entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+                   for k, v in updates.items()]
+        entries += [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE)
+                    for k in deletes]
+        resource = ConfigResource(ResourceType.TOPIC, name, incremental_configs=entries)
+        futures = admin.incremental_alter_configs([resource], request_timeout=conn.timeout)
+        conn.wait(futures[resource], f"cannot change configs of {name}")
+        say(f"changed configs of {name}: " + ", ".join(
+            [f"{k}={v}" for k, v in updates.items()] + [f"-{k}" for k in deletes]))
+    if partitions is not None:
+        futures = admin.create_partitions([NewPartitions(name, partitions)],
+                                          request_timeout=conn.timeout)
+        conn.wait(futures[name], f"cannot change the partition count of {name}")
+        say(f"{name} now has {partitions} partitions")
