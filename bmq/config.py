@@ -64,6 +64,14 @@ class BrokerConfig:
     offsets_retention_minutes: int = 10080
     offsets_retention_check_interval_ms: int = 600_000
     offset_metadata_max_bytes: int = 4096
+    # Cluster mode (`bmq broker` / `bmq controller`); see docs/cluster.md.
+    zookeeper: str = ""                      # HOST:PORT[,HOST:PORT...]
+    zookeeper_root: str = "/bmq"             # every znode of the cluster lives under it
+    zookeeper_session_timeout_ms: int = 6000
+    # Acks stop this long before the session could expire (the ack lease, bmq/cluster/lease.py).
+    zookeeper_lease_margin_ms: int = 500
+    storage: str = ""                        # file:///dir, s3://bucket/prefix, hdfs://nn:port/p
+    drain_timeout_ms: int = 30_000           # SIGTERM: longest wait for partitions to move
 
     @property
     def listen_host(self) -> str:

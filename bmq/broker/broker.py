@@ -8,9 +8,11 @@ import uuid
 from collections.abc import Mapping
 from concurrent.futures import Executor
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from bmq.broker.groups import GroupCoordinator
 from bmq.broker.metadata import (
+    OFFSETS_TOPIC,
     ProducerIdAllocator,
     TopicInfo,
     TopicRegistry,
@@ -22,6 +24,10 @@ from bmq.broker.topic_config import log_config, validate_topic_configs
 from bmq.config import BrokerConfig
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.storage import Storage
+
+if TYPE_CHECKING:
+    from bmq.cluster.node import ClusterNode
+    from bmq.cluster.zk import ZkProducerIdAllocator
 
 log = logging.getLogger(__name__)
 
@@ -37,33 +43,78 @@ class BrokerNode:
 
 
 class Broker:
-    """Everything the handlers of one `bmq serve` process need to answer requests."""
+    """Everything the handlers of one `bmq serve` process need to answer requests.
 
-    def __init__(self, config: BrokerConfig, log_storage: Storage, meta_storage: Storage,
-                 executor: Executor) -> None:
+    In cluster mode (``cluster`` given, `bmq broker`) topics, producer ids and the cluster id
+    come from ZooKeeper, and this broker serves only the partitions the controller gave it.
+    """
+
+    def __init__(self, config: BrokerConfig, log_storage: Storage, meta_storage: Storage | None,
+                 executor: Executor, cluster: ClusterNode | None = None) -> None:
         self.config = config
-        self.topics = TopicRegistry(meta_storage)
-        self.partitions = PartitionManager(log_storage, executor)
+        self.cluster = cluster
+        self.topics: TopicRegistry
+        self._producer_ids: ProducerIdAllocator | ZkProducerIdAllocator
+        if cluster is not None:
+            self.topics = cluster.topics
+            self._producer_ids = cluster.producer_ids
+            self.partitions = PartitionManager(log_storage, executor, cluster.can_acknowledge)
+        else:
+            assert meta_storage is not None
+            self.topics = TopicRegistry(meta_storage)
+            self._producer_ids = ProducerIdAllocator(meta_storage, config.producer_id_block_size)
+            self.partitions = PartitionManager(log_storage, executor)
         self.cluster_id = ""
         self._meta_storage = meta_storage
         self._executor = executor
-        self._producer_ids = ProducerIdAllocator(meta_storage, config.producer_id_block_size)
         host, port = config.advertised
         self.node = BrokerNode(config.node_id, host, port)
         # Serialises topic create/delete/alter so concurrent admin requests cannot interleave.
         self._admin_lock = asyncio.Lock()
-        self.groups = GroupCoordinator(self, executor)
+        if cluster is not None:
+            from bmq.cluster.groups import ClusterGroupCoordinator
+
+            self.groups: GroupCoordinator = ClusterGroupCoordinator(self, executor)
+        else:
+            self.groups = GroupCoordinator(self, executor)
 
     @property
     def nodes(self) -> list[BrokerNode]:
+        if self.cluster is not None:
+            return self.cluster.nodes()
         return [self.node]
 
     @property
     def controller_id(self) -> int:
+        if self.cluster is not None:
+            return self.cluster.controller_id
         return self.node.node_id
+
+    def can_acknowledge(self) -> bool:
+        """False once a cluster broker's ack lease ran out (see bmq.cluster.lease)."""
+        return self.cluster is None or self.cluster.can_acknowledge()
+
+    def partition_leader(self, topic: str, index: int) -> tuple[int, int] | None:
+        """(leader broker id, leader epoch) of a partition, or None if it has no leader now."""
+        if self.cluster is not None:
+            return self.cluster.leader(topic, index)
+        partition = self.partitions.get(topic, index)
+        return None if partition is None else (self.node.node_id, partition.leader_epoch)
+
+    def coordinator_node(self, group_id: str) -> BrokerNode | None:
+        """The broker coordinating ``group_id``: the owner of its offsets partition."""
+        if self.cluster is None:
+            return self.node
+        leader = self.cluster.leader(OFFSETS_TOPIC, self.groups.partition_for(group_id))
+        return None if leader is None else self.cluster.node(leader[0])
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
+        if self.cluster is not None:
+            self.cluster_id = self.cluster.cluster_id
+            await self.groups.start()
+            return
+        assert self._meta_storage is not None
         self.cluster_id = await loop.run_in_executor(
             self._executor, load_cluster_id, self._meta_storage)
         await loop.run_in_executor(self._executor, self.topics.load)
@@ -77,6 +128,8 @@ class Broker:
         await self.partitions.close_all()
 
     async def _open_partitions(self, topic: TopicInfo, indexes: range) -> None:
+        if self.cluster is not None:
+            return  # the controller assigns partitions; their owners open them
         config = log_config(self.config, topic.configs)
         await asyncio.gather(*(self.partitions.open(topic.name, i, config) for i in indexes))
 
@@ -84,6 +137,10 @@ class Broker:
         """The partition a client names, or UNKNOWN_TOPIC_OR_PARTITION."""
         partition = self.partitions.get(topic, index)
         if partition is None:
+            info = self.topics.get(topic)
+            if self.cluster is not None and info is not None and 0 <= index < info.partitions:
+                # Another broker owns it (or it is moving): clients refresh their metadata.
+                raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         return partition
 
@@ -132,7 +189,8 @@ class Broker:
         async with self._admin_lock:
             await asyncio.get_running_loop().run_in_executor(
                 self._executor, self.topics.remove, info)
-            for index in range(info.partitions):
+            # In cluster mode each owner deletes its partitions once the topic is gone.
+            for index in range(0 if self.cluster else info.partitions):
                 await self.partitions.close(info.name, index, delete=True)
             log.info("deleted topic %s", info.name)
 

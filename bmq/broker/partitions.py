@@ -9,6 +9,8 @@ acks=all producers waiting on it are answered and long-polling fetches are woken
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
 import logging
 import time
 from collections import deque
@@ -21,6 +23,10 @@ from bmq.storage import LogConfig, PartitionLog, Storage
 
 log = logging.getLogger(__name__)
 
+# The storage engineer's epoch contract (PartitionLog.open(..., epoch=N)); older storage opens
+# without epochs, and then only the ack lease and the drain handshake keep writers apart.
+_OPEN_TAKES_EPOCH = "epoch" in inspect.signature(PartitionLog.open).parameters
+
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
@@ -29,9 +35,14 @@ def now_ms() -> int:
 class Partition:
     """One partition this broker leads: its log plus the futures waiting on its writer."""
 
-    def __init__(self, log_: PartitionLog, executor: Executor, leader_epoch: int = 0) -> None:
+    def __init__(self, log_: PartitionLog, executor: Executor, leader_epoch: int = 0,
+                 write_allowed: Callable[[], bool] | None = None) -> None:
         self.log = log_
         self.leader_epoch = leader_epoch
+        # Cluster mode: the ack lease. No flush starts while it has run out (the partition may
+        # belong to another broker by now); the flush is retried once contact is confirmed.
+        self._write_allowed = write_allowed
+        self._retry: asyncio.TimerHandle | None = None
         self._executor = executor
         self._flushing = False
         self._failed: BaseException | None = None
@@ -53,6 +64,10 @@ class Partition:
         """Start a flush unless one is running; the running one restarts itself when done."""
         if self._flushing or self.log.pending_bytes() == 0:
             return
+        if self._write_allowed is not None and not self._write_allowed():
+            if self._retry is None:
+                self._retry = asyncio.get_running_loop().call_later(0.05, self._retry_flush)
+            return
         self._flushing = True
         self._idle.clear()
         loop = asyncio.get_running_loop()
@@ -67,6 +82,11 @@ class Partition:
         metrics.FLUSH_SECONDS.observe(time.perf_counter() - started)
         metrics.FLUSH_BYTES.observe(size)
         return high_watermark
+
+    def _retry_flush(self) -> None:
+        self._retry = None
+        if self._failed is None:
+            self.schedule_flush()
 
     def _flushed(self, future: asyncio.Future[int]) -> None:
         self._flushing = False
@@ -113,6 +133,21 @@ class Partition:
             self._data_waiter = asyncio.get_running_loop().create_future()
         return self._data_waiter
 
+    def abandon(self) -> None:
+        if self._retry is not None:
+            self._retry.cancel()
+        self._idle.set()
+        self._failed = KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "partition moved")
+        while self._durable_waiters:
+            _, waiter = self._durable_waiters.popleft()
+            if not waiter.done():
+                waiter.set_exception(KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER))
+        abandon = getattr(self.log, "abandon", None)
+        if abandon is not None:
+            abandon()
+        else:
+            self.log._shut()  # until PartitionLog offers abandon(): shut without flushing
+
     async def drain(self) -> None:
         """Wait until everything appended so far is flushed."""
         self.schedule_flush()
@@ -122,9 +157,11 @@ class Partition:
 class PartitionManager:
     """All partitions of this broker, keyed by (topic, index)."""
 
-    def __init__(self, storage: Storage, executor: Executor) -> None:
+    def __init__(self, storage: Storage, executor: Executor,
+                 write_allowed: Callable[[], bool] | None = None) -> None:
         self._storage = storage
         self._executor = executor
+        self.write_allowed = write_allowed
         self._partitions: dict[tuple[str, int], Partition] = {}
 
     def get(self, topic: str, index: int) -> Partition | None:
@@ -133,17 +170,30 @@ class PartitionManager:
     def all(self) -> Iterable[Partition]:
         return list(self._partitions.values())
 
-    async def open(self, topic: str, index: int, config: LogConfig) -> Partition:
-        """Open (and recover) a partition's log on a worker thread."""
+    async def open(self, topic: str, index: int, config: LogConfig,
+                   leader_epoch: int | None = None) -> Partition:
+        """Open (and recover) a partition's log on a worker thread.
+
+        With ``leader_epoch`` (cluster mode) the log is opened for that epoch: the single-writer
+        right on shared storage, fencing every writer of a lower epoch."""
         existing = self._partitions.get((topic, index))
         if existing is not None:
             return existing
         loop = asyncio.get_running_loop()
-        log_ = await loop.run_in_executor(
-            self._executor, PartitionLog.open, self._storage, topic, index, config)
-        partition = Partition(log_, self._executor)
+        opener = functools.partial(PartitionLog.open, self._storage, topic, index, config)
+        if leader_epoch is not None and _OPEN_TAKES_EPOCH:
+            opener = functools.partial(opener, epoch=leader_epoch)
+        log_ = await loop.run_in_executor(self._executor, opener)
+        partition = Partition(log_, self._executor, leader_epoch or 0, self.write_allowed)
         self._partitions[(topic, index)] = partition
         return partition
+
+    def abandon(self, topic: str, index: int) -> None:
+        """Drop a partition without flushing (its write right is gone): queued batches are
+        discarded, their producers told NOT_LEADER_OR_FOLLOWER, the log is shut."""
+        partition = self._partitions.pop((topic, index), None)
+        if partition is not None:
+            partition.abandon()
 
     async def close(self, topic: str, index: int, delete: bool = False) -> None:
         partition = self._partitions.pop((topic, index), None)

@@ -20,8 +20,10 @@ KEY_TYPE_SHARE = 2
 def _find(broker: Broker, key: str, key_type: int) -> Coordinator:
     if key_type == KEY_TYPE_GROUP:
         error = broker.groups.coordinator_error(key, allow_empty=True)
-        if error in (ErrorCode.NONE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS):
-            node = broker.node
+        node = broker.coordinator_node(key)   # in cluster mode: the offsets partition's owner
+        if node is not None and node is not broker.node and error != ErrorCode.INVALID_GROUP_ID:
+            error = ErrorCode.NONE
+        if node is not None and error in (ErrorCode.NONE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS):
             return Coordinator(key=key, node_id=node.node_id, host=node.host, port=node.port,
                                error_code=ErrorCode.NONE, error_message=None)
         code = ErrorCode.COORDINATOR_NOT_AVAILABLE

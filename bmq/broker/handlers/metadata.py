@@ -16,17 +16,18 @@ from bmq.protocol.primitives import ZERO_UUID
 
 
 def topic_metadata(broker: Broker, info: TopicInfo) -> MetadataResponseTopic:
-    node = broker.node.node_id
     partitions = []
     for index in range(info.partitions):
-        partition = broker.partitions.get(info.name, index)
+        # The leader is the broker that owns the partition (in cluster mode, per ZooKeeper).
+        leader = broker.partition_leader(info.name, index)
+        node, epoch = leader if leader is not None else (-1, -1)
         partitions.append(MetadataResponsePartition(
-            error_code=ErrorCode.NONE if partition else ErrorCode.LEADER_NOT_AVAILABLE,
+            error_code=ErrorCode.NONE if leader else ErrorCode.LEADER_NOT_AVAILABLE,
             partition_index=index,
-            leader_id=node if partition else -1,
-            leader_epoch=partition.leader_epoch if partition else -1,
-            replica_nodes=[node],
-            isr_nodes=[node],
+            leader_id=node,
+            leader_epoch=epoch,
+            replica_nodes=[node] if leader else [],
+            isr_nodes=[node] if leader else [],
             offline_replicas=[],
         ))
     return MetadataResponseTopic(error_code=ErrorCode.NONE, name=info.name,

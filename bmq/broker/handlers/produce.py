@@ -52,6 +52,8 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest,
                                      f"Producing to internal topic {name} is not allowed")
                 partition = broker.partition(name, data.index)
                 partition.check_writable()
+                if not broker.can_acknowledge():
+                    raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "ack lease expired")
                 records = data.records
                 # Decoded requests always carry a writable view into the request frame.
                 if not isinstance(records, memoryview) or len(records) == 0:
@@ -88,4 +90,12 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest,
             elif (failure := waiter.exception()) is not None:
                 result.error_code = (failure.code if isinstance(failure, KafkaError)
                                      else ErrorCode.KAFKA_STORAGE_ERROR)
+    if not broker.can_acknowledge():
+        # Cluster mode: the ack lease ran out (e.g. this process was frozen); the partitions may
+        # have moved, so nothing is acknowledged: the client retries on the current owner.
+        for topic_response in topics:
+            for result in topic_response.partition_responses:
+                if result.error_code == ErrorCode.NONE:
+                    result.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                    result.base_offset = -1
     return ProduceResponse(responses=topics)

@@ -1,0 +1,427 @@
+"""One broker's membership in a cluster.
+
+* registers itself (an ephemeral znode with its advertised address, its draining flag and a
+  report of its partitions' states) and keeps the ack lease alive;
+* watches ZooKeeper and keeps the metadata cache the handlers read: live brokers, topics (through
+  ``ZkTopicRegistry``) and partition assignments (owner + leader epoch);
+* owns partitions as the controller assigns them: one small worker per partition opens the log
+  with the assignment's epoch (take the write right, repair the tail), loads offsets partitions
+  into the group coordinator, and on a move flushes, closes and reports the partition released;
+* on SIGTERM drains: marks itself draining and waits until the controller moved every partition.
+
+ZooKeeper calls are blocking (kazoo); they run on worker threads, and watches only wake the
+event loop, which re-reads what it needs. Every cache change happens on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Iterable
+from concurrent.futures import Executor
+from typing import TYPE_CHECKING, Any
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import NodeExistsError, NoNodeError
+
+from bmq.broker.metadata import OFFSETS_TOPIC, TopicInfo
+from bmq.broker.topic_config import log_config
+from bmq.cluster.lease import Lease, LeaseKeeper
+from bmq.cluster.registry import ZkTopicRegistry
+from bmq.cluster.zk import (
+    DRAINING,
+    RECOVERING,
+    RELEASED,
+    WRITABLE,
+    Paths,
+    ZkProducerIdAllocator,
+    connect,
+    dumps,
+    ensure_cluster_id,
+    ensure_layout,
+    loads,
+)
+from bmq.config import BrokerConfig
+
+if TYPE_CHECKING:
+    from bmq.broker.broker import Broker, BrokerNode
+
+log = logging.getLogger(__name__)
+
+Assignment = dict[str, Any]
+TopicPartition = tuple[str, int]
+RESYNC_INTERVAL_S = 2.0
+
+
+class ClusterNode:
+    def __init__(self, config: BrokerConfig, executor: Executor) -> None:
+        self.config = config
+        self.paths = Paths(config.zookeeper_root)
+        self._executor = executor
+        self.lease = Lease(config.zookeeper_session_timeout_ms, config.zookeeper_lease_margin_ms)
+        self.zk: KazooClient | None = None
+        self.topics: ZkTopicRegistry
+        self.producer_ids: ZkProducerIdAllocator
+        self.cluster_id = ""
+        self.broker: Broker | None = None
+        self.brokers: dict[int, BrokerNode] = {}
+        self.assignments: dict[str, dict[str, Assignment]] = {}
+        self.reg = 0                      # creation zxid of our registration; 0 = unregistered
+        self.draining = False
+        self._reports: dict[str, list[Any]] = {}
+        self._workers: dict[TopicPartition, asyncio.Task[None]] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._changed = asyncio.Event()
+        self._publish = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._keeper: LeaseKeeper | None = None
+        self._registering = False
+        self._session_lost = False
+
+    # ================================================================== startup / shutdown
+    def connect(self) -> None:
+        """Blocking: connect to ZooKeeper, read the cluster id and the topics."""
+        zk = self.zk = connect(self.config.zookeeper, self.config.zookeeper_session_timeout_ms)
+        ensure_layout(zk, self.paths)
+        self.cluster_id = ensure_cluster_id(zk, self.paths)
+        self.topics = ZkTopicRegistry(zk, self.paths)
+        self.producer_ids = ZkProducerIdAllocator(zk, self.paths,
+                                                  self.config.producer_id_block_size)
+        self._keeper = LeaseKeeper(zk, self.lease, self.paths.brokers,
+                                   self.config.zookeeper_session_timeout_ms / 6000)
+        self._keeper.start()
+
+    async def start(self, broker: Broker) -> None:
+        """Register (the listener is up by now) and start following ZooKeeper."""
+        assert self.zk is not None
+        self.broker = broker
+        self._loop = asyncio.get_running_loop()
+        self.zk.add_listener(self._on_state)
+        await self._register()
+        self._tasks = [self._loop.create_task(self._follow()),
+                       self._loop.create_task(self._publisher())]
+        self._changed.set()
+
+    async def drain(self, timeout_s: float) -> bool:
+        """Ask for our partitions to be moved away; wait until they are. True if all moved."""
+        log.info("draining: asking the controller to move this broker's partitions")
+        self.draining = True
+        await self._write_registration()
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if not self._owned_assignments() and not self._workers and self.broker is not None \
+                    and not list(self.broker.partitions.all()):
+                log.info("drained: every partition was handed over")
+                return True
+            await asyncio.sleep(0.05)
+        log.warning("drain timed out after %.0fs; closing the remaining partitions", timeout_s)
+        return False
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in list(self._workers.values()):
+            task.cancel()
+        if self._keeper is not None:
+            self._keeper.stop()
+        if self.zk is not None:
+            zk = self.zk
+            await asyncio.get_running_loop().run_in_executor(self._executor, zk.stop)
+            zk.close()
+
+    # ================================================================== cache used by handlers
+    def nodes(self) -> list[BrokerNode]:
+        assert self.broker is not None
+        nodes = dict(self.brokers)
+        nodes.setdefault(self.broker.node.node_id, self.broker.node)
+        return [nodes[i] for i in sorted(nodes)]
+
+    @property
+    def controller_id(self) -> int:
+        """Any broker accepts admin requests; clients get the lowest live broker id."""
+        return min((n.node_id for n in self.nodes()), default=-1)
+
+    def leader(self, topic: str, index: int) -> tuple[int, int] | None:
+        """(owner broker id, leader epoch) of a partition, if it has a live owner."""
+        a = self.assignments.get(topic, {}).get(str(index))
+        if a is None:
+            return None
+        owner = int(a.get("owner", -1))
+        if owner < 0 or (owner not in self.brokers and
+                         (self.broker is None or owner != self.broker.node.node_id)):
+            return None
+        return owner, int(a["epoch"])
+
+    def node(self, broker_id: int) -> BrokerNode | None:
+        if self.broker is not None and broker_id == self.broker.node.node_id:
+            return self.broker.node
+        return self.brokers.get(broker_id)
+
+    def can_acknowledge(self) -> bool:
+        return self.reg != 0 and self.lease.valid()
+
+    # ================================================================== registration
+    def _registration(self) -> bytes:
+        assert self.broker is not None
+        node = self.broker.node
+        return dumps({"host": node.host, "port": node.port, "draining": self.draining,
+                      "partitions": self._reports})
+
+    async def _register(self) -> None:
+        if self._registering:
+            return
+        self._registering = True
+        try:
+            loop = asyncio.get_running_loop()
+            while True:
+                try:
+                    await loop.run_in_executor(self._executor, self._register_blocking)
+                    break
+                except Exception as error:
+                    log.warning("registration failed (retrying): %s", error)
+                    await asyncio.sleep(0.5)
+        finally:
+            self._registering = False
+        self._session_lost = False
+        self._changed.set()
+
+    def _register_blocking(self) -> None:
+        assert self.zk is not None and self.broker is not None
+        zk = self.zk
+        path = self.paths.broker(self.broker.node.node_id)
+        deadline = time.monotonic() + 3 * self.config.zookeeper_session_timeout_ms / 1000 + 30
+        while True:
+            sent = time.monotonic()
+            session = zk.client_id
+            try:
+                zk.create(path, self._registration(), ephemeral=True, makepath=True)
+            except NodeExistsError:
+                stat = zk.exists(path)
+                if stat is None:
+                    continue
+                if session is None or stat.ephemeralOwner != session[0]:
+                    # A previous incarnation's session has not expired yet.
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(f"broker id {self.broker.node.node_id} is taken by "
+                                           f"a live broker") from None
+                    time.sleep(0.2)
+                    continue
+            stat = zk.exists(path)
+            if stat is None:
+                continue
+            self.lease.bind(session, sent)
+            self.reg = stat.czxid
+            log.info("registered as broker %d (registration %d)", self.broker.node.node_id,
+                     self.reg)
+            return
+
+    async def _write_registration(self) -> None:
+        if self.zk is None or self.broker is None or self.reg == 0:
+            return
+        zk = self.zk
+        path = self.paths.broker(self.broker.node.node_id)
+        data = self._registration()
+        try:
+            await asyncio.get_running_loop().run_in_executor(self._executor, zk.set, path, data)
+        except Exception as error:
+            log.warning("could not update registration: %s", error)
+
+    async def _publisher(self) -> None:
+        """Write state reports to the registration, coalescing bursts of changes."""
+        while True:
+            await self._publish.wait()
+            self._publish.clear()
+            await self._write_registration()
+
+    def _report(self, tp: TopicPartition, epoch: int, state: str) -> None:
+        self._reports[f"{tp[0]}/{tp[1]}"] = [epoch, state]
+        self._publish.set()
+
+    def _forget(self, tp: TopicPartition) -> None:
+        if self._reports.pop(f"{tp[0]}/{tp[1]}", None) is not None:
+            self._publish.set()
+
+    # ================================================================== following ZooKeeper
+    def _on_state(self, state: str) -> None:
+        """kazoo's thread: hand connection changes to the event loop."""
+        loop = self._loop
+        if loop is None:
+            return
+        if state == KazooState.LOST:
+            loop.call_soon_threadsafe(self._lose_session)
+        loop.call_soon_threadsafe(self._changed.set)
+
+    def _watch(self, *_args: object) -> None:
+        loop = self._loop
+        if loop is not None:
+            loop.call_soon_threadsafe(self._changed.set)
+
+    def _lose_session(self) -> None:
+        """The session expired: every right it carried is gone. Drop all partitions unflushed."""
+        if self._session_lost:
+            return
+        log.error("ZooKeeper session lost: giving up every partition and registering again")
+        self._session_lost = True
+        self.lease.revoke()
+        self.reg = 0
+        self._reports.clear()
+        for task in list(self._workers.values()):
+            task.cancel()
+        self._workers.clear()
+        broker = self.broker
+        if broker is not None:
+            for partition in list(broker.partitions.all()):
+                if partition.topic == OFFSETS_TOPIC:
+                    broker.groups.unload_partition(partition.index)
+                broker.partitions.abandon(partition.topic, partition.index)
+
+    async def _follow(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), RESYNC_INTERVAL_S)
+            self._changed.clear()
+            if self.reg == 0:
+                if self.zk is not None and self.zk.state == KazooState.CONNECTED:
+                    await self._register()
+                else:
+                    continue
+            try:
+                snapshot = await loop.run_in_executor(self._executor, self._read)
+            except Exception as error:
+                log.warning("reading cluster metadata failed (retrying): %s", error)
+                await asyncio.sleep(0.2)
+                self._changed.set()
+                continue
+            self._apply(*snapshot)
+
+    def _children(self, path: str) -> dict[str, tuple[bytes, Any]]:
+        assert self.zk is not None
+        zk = self.zk
+        names = zk.get_children(path, watch=self._watch)
+        pending = [(name, zk.get_async(f"{path}/{name}", watch=self._watch)) for name in names]
+        found = {}
+        for name, result in pending:
+            try:
+                found[name] = result.get()
+            except NoNodeError:
+                continue
+        return found
+
+    def _read(self) -> tuple[dict[int, dict[str, Any]], list[TopicInfo],
+                             dict[str, dict[str, Assignment]]]:
+        brokers = {int(k): loads(data) or {} for k, (data, _) in
+                   self._children(self.paths.brokers).items()}
+        topics = [TopicInfo.from_json({"name": name, **loads(data)})
+                  for name, (data, _) in self._children(self.paths.topics).items()]
+        assignments = {name: loads(data) or {} for name, (data, _) in
+                       self._children(self.paths.assignments).items()}
+        return brokers, topics, assignments
+
+    def _apply(self, brokers: dict[int, dict[str, Any]], topics: list[TopicInfo],
+               assignments: dict[str, dict[str, Assignment]]) -> None:
+        from bmq.broker.broker import BrokerNode
+
+        assert self.broker is not None
+        self.topics.replace_all(topics)
+        self.brokers = {i: BrokerNode(i, str(doc.get("host")), int(doc.get("port", -1)))
+                        for i, doc in brokers.items()}
+        self.assignments = assignments
+        for partition in self.broker.partitions.all():
+            info = self.topics.get(partition.topic)
+            if info is not None:
+                partition.log.config = log_config(self.config, info.configs)
+        self._drive_all()
+
+    # ================================================================== ownership
+    def _mine(self, topic: str, index: int) -> Assignment | None:
+        a = self.assignments.get(topic, {}).get(str(index))
+        if a is None or self.broker is None or self.reg == 0:
+            return None
+        if int(a.get("owner", -1)) != self.broker.node.node_id or a.get("reg") != self.reg:
+            return None
+        return a
+
+    def _owned_assignments(self) -> list[TopicPartition]:
+        return [(t, int(p)) for t, doc in self.assignments.items() for p in doc
+                if self._mine(t, int(p)) is not None]
+
+    def _drive_all(self) -> None:
+        assert self.broker is not None
+        wanted: set[TopicPartition] = set(self._owned_assignments())
+        opened = {(p.topic, p.index) for p in self.broker.partitions.all()}
+        reported = {(k.rsplit("/", 1)[0], int(k.rsplit("/", 1)[1])) for k in self._reports}
+        for tp in wanted | opened | reported:
+            if tp not in self._workers:
+                self._workers[tp] = asyncio.get_running_loop().create_task(self._drive(tp))
+
+    async def _drive(self, tp: TopicPartition) -> None:
+        """Move one partition towards what its assignment says, one step at a time."""
+        assert self.broker is not None
+        broker = self.broker
+        topic, index = tp
+        try:
+            while True:
+                a = self._mine(topic, index)
+                partition = broker.partitions.get(topic, index)
+                if a is not None and not a.get("draining"):
+                    epoch = int(a["epoch"])
+                    if partition is not None and partition.leader_epoch == epoch:
+                        self._report(tp, epoch, WRITABLE)
+                        return
+                    if partition is not None:
+                        await self._release(tp, partition.leader_epoch, delete=False)
+                        continue
+                    try:
+                        await self._acquire(tp, epoch)
+                    except Exception as error:
+                        log.warning("could not take %s-%d with epoch %d: %s",
+                                    topic, index, epoch, error)
+                        await asyncio.sleep(0.5)
+                    continue
+                if partition is not None:
+                    await self._release(tp, partition.leader_epoch,
+                                        delete=self.topics.get(topic) is None)
+                    continue
+                if a is not None:   # draining: tell the controller it is ours no more
+                    self._report(tp, int(a["epoch"]), RELEASED)
+                else:
+                    self._forget(tp)
+                return
+        finally:
+            if self._workers.get(tp) is asyncio.current_task():
+                del self._workers[tp]
+
+    async def _acquire(self, tp: TopicPartition, epoch: int) -> None:
+        assert self.broker is not None
+        topic, index = tp
+        info = self.topics.get(topic)
+        if info is None:
+            raise RuntimeError("topic unknown")
+        self._report(tp, epoch, RECOVERING)
+        started = time.monotonic()
+        await self.broker.partitions.open(topic, index, log_config(self.config, info.configs),
+                                          leader_epoch=epoch)
+        if topic == OFFSETS_TOPIC:
+            await self.broker.groups.load_partition(index)
+        self._report(tp, epoch, WRITABLE)
+        log.info("took %s-%d with leader epoch %d in %.0f ms", topic, index, epoch,
+                 (time.monotonic() - started) * 1000)
+
+    async def _release(self, tp: TopicPartition, epoch: int, delete: bool) -> None:
+        assert self.broker is not None
+        topic, index = tp
+        self._report(tp, epoch, DRAINING)
+        if topic == OFFSETS_TOPIC:
+            self.broker.groups.unload_partition(index)
+        try:
+            await self.broker.partitions.close(topic, index, delete=delete)
+        except Exception as error:
+            log.warning("closing %s-%d: %s", topic, index, error)
+        self._report(tp, epoch, RELEASED)
+        log.info("released %s-%d (epoch %d)", topic, index, epoch)
+
+    def owned(self) -> Iterable[TopicPartition]:
+        return list(self._owned_assignments())

@@ -1,0 +1,92 @@
+"""`bmq broker`: a stateless broker of a cluster (ZooKeeper metadata, shared storage).
+
+Start: connect to ZooKeeper, build the broker on the shared storage, listen, register (from then
+on the controller may give it partitions). SIGTERM: drain (the controller moves every partition
+away, each released only after its last flush), close, leave ZooKeeper, exit 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from concurrent.futures import ThreadPoolExecutor
+
+from bmq.broker.broker import Broker
+from bmq.broker.connection import KafkaConnection
+from bmq.cluster.node import ClusterNode
+from bmq.config import BrokerConfig
+from bmq.storage import Storage, open_storage
+
+log = logging.getLogger(__name__)
+
+WORKER_THREADS = 16
+
+
+def open_log_storage(url: str, options: dict[str, str] | None = None) -> Storage:
+    """The partitions' storage: ``<url>/topics`` (the same layout as `bmq serve`'s data dir)."""
+    return open_storage(url.rstrip("/") + "/topics", options)
+
+
+class ClusterBrokerServer:
+    def __init__(self, config: BrokerConfig, storage_options: dict[str, str] | None = None
+                 ) -> None:
+        self.config = config
+        self._executor = ThreadPoolExecutor(WORKER_THREADS, thread_name_prefix="bmq-io")
+        self.storage = open_log_storage(config.storage, storage_options)
+        self.node = ClusterNode(config, self._executor)
+        self.broker: Broker | None = None
+        self._server: asyncio.Server | None = None
+        self._maintenance: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._executor, self.storage.makedirs, "")
+        await loop.run_in_executor(self._executor, self.node.connect)
+        await loop.run_in_executor(self._executor, self.node.topics.load)
+        broker = self.broker = Broker(self.config, self.storage, None, self._executor,
+                                      cluster=self.node)
+        await broker.start()
+        self._server = await loop.create_server(
+            lambda: KafkaConnection(broker), self.config.listen_host,
+            self.config.listen_port, reuse_address=True, backlog=1024)
+        self._maintenance = loop.create_task(broker.partitions.maintain(
+            self.config.log_checkpoint_interval_ms, self.config.log_retention_check_interval_ms))
+        await self.node.start(broker)
+        host, port = self.config.advertised
+        log.info("BMQ broker %d listening on %s (advertised %s:%d), ZooKeeper %s, storage %s",
+                 self.config.node_id, self.config.listen, host, port, self.config.zookeeper,
+                 self.config.storage)
+
+    async def stop(self, drain: bool = True) -> None:
+        if drain and self.broker is not None:
+            await self.node.drain(self.config.drain_timeout_ms / 1000)
+        if self._server is not None:
+            self._server.close()
+        if self._maintenance is not None:
+            self._maintenance.cancel()
+        if self.broker is not None:
+            if not self.node.can_acknowledge():
+                # Our write right may be gone: drop what is left unflushed.
+                for partition in list(self.broker.partitions.all()):
+                    self.broker.partitions.abandon(partition.topic, partition.index)
+            await self.broker.stop()
+        await self.node.stop()
+        self._executor.shutdown(wait=True)
+        log.info("BMQ broker stopped cleanly")
+
+    async def run_until_signalled(self) -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await self.start()
+        await stop.wait()
+        log.info("shutting down: draining first")
+        await self.stop()
+
+
+def run_broker(config: BrokerConfig, storage_options: dict[str, str] | None = None) -> None:
+    import uvloop
+
+    uvloop.run(ClusterBrokerServer(config, storage_options).run_until_signalled())

@@ -1,0 +1,134 @@
+"""The ZooKeeper layout of a BMQ cluster and helpers for its JSON documents.
+
+Everything lives under one root (``zookeeper_root``, ``/bmq`` by default)::
+
+    /cluster_id                 the cluster id (text)
+    /controller                 ephemeral: the active controller ({"host", "pid"})
+    /controller_epoch           bumped by each new active controller; its writes check it
+    /brokers/ids/<id>           ephemeral registration of a live broker: {"host", "port",
+                                "draining", "partitions": {"<topic>/<p>": [epoch, state]}}
+    /topics/<name>              {"topic_id", "partitions", "configs"}   (written by admin APIs)
+    /assignments/<name>         {"<p>": {"owner", "reg", "epoch", "draining"}}  (controller only)
+    /producer_ids               {"next_block_start"}: producer-id blocks, taken by CAS
+
+A registration's ``reg`` is the creation zxid of the broker's ephemeral node: an assignment names
+one incarnation of a broker, so a restarted broker never inherits its previous life's epoch.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import logging
+import threading
+import uuid
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+from bmq.config import split_host_port
+
+log = logging.getLogger(__name__)
+
+# Partition states, in the order the state machine visits them.
+ASSIGNED = "assigned"
+RECOVERING = "recovering"
+WRITABLE = "writable"
+DRAINING = "draining"
+RELEASED = "released"
+UNASSIGNED = "unassigned"
+
+
+class Paths:
+    def __init__(self, root: str) -> None:
+        self.root = "/" + root.strip("/") if root.strip("/") else ""
+        self.cluster_id = f"{self.root}/cluster_id"
+        self.controller = f"{self.root}/controller"
+        self.controller_epoch = f"{self.root}/controller_epoch"
+        self.brokers = f"{self.root}/brokers/ids"
+        self.topics = f"{self.root}/topics"
+        self.assignments = f"{self.root}/assignments"
+        self.producer_ids = f"{self.root}/producer_ids"
+
+    def broker(self, broker_id: int) -> str:
+        return f"{self.brokers}/{broker_id}"
+
+    def topic(self, name: str) -> str:
+        return f"{self.topics}/{name}"
+
+    def assignment(self, name: str) -> str:
+        return f"{self.assignments}/{name}"
+
+
+def connect(hosts: str, session_timeout_ms: int, *, start_timeout_s: float = 15.0) -> KazooClient:
+    """A started kazoo client. ``hosts`` is ``HOST:PORT[,HOST:PORT...]``."""
+    for host in hosts.split(","):
+        split_host_port(host.split("/", 1)[0])
+    client = KazooClient(hosts=hosts, timeout=session_timeout_ms / 1000)
+    client.start(timeout=start_timeout_s)
+    return client
+
+
+def ensure_layout(zk: KazooClient, paths: Paths) -> None:
+    for path in (paths.brokers, paths.topics, paths.assignments):
+        zk.ensure_path(path)
+
+
+def dumps(doc: Any) -> bytes:
+    return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+
+
+def loads(data: bytes | None) -> Any:
+    return json.loads(data) if data else None
+
+
+def ensure_cluster_id(zk: KazooClient, paths: Paths) -> str:
+    """The cluster id, made by whoever comes first (Kafka's 22-character base64 form)."""
+    new = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    with contextlib.suppress(NodeExistsError):
+        zk.create(paths.cluster_id, new.encode(), makepath=True)
+    data, _ = zk.get(paths.cluster_id)
+    return str(data.decode())
+
+
+class ZkProducerIdAllocator:
+    """Producer ids from blocks reserved in ZooKeeper by compare-and-set: never handed out twice."""
+
+    def __init__(self, zk: KazooClient, paths: Paths, block_size: int) -> None:
+        self._zk = zk
+        self._path = paths.producer_ids
+        self._block_size = block_size
+        self._next = 0
+        self._block_end = 0
+        self._lock = threading.Lock()
+
+    def allocate(self) -> int:
+        with self._lock:
+            if self._next >= self._block_end:
+                self._reserve()
+            pid = self._next
+            self._next += 1
+            return pid
+
+    def _reserve(self) -> None:
+        while True:
+            try:
+                data, stat = self._zk.get(self._path)
+            except NoNodeError:
+                try:
+                    self._zk.create(self._path, dumps({"next_block_start": self._block_size}),
+                                    makepath=True)
+                    self._next, self._block_end = 0, self._block_size
+                    return
+                except NodeExistsError:
+                    continue
+            start = int(loads(data)["next_block_start"])
+            try:
+                self._zk.set(self._path, dumps({"next_block_start": start + self._block_size}),
+                             version=stat.version)
+            except BadVersionError:
+                continue
+            self._next, self._block_end = start, start + self._block_size
+            return

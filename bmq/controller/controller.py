@@ -1,0 +1,267 @@
+"""The controller: one active at a time (ZooKeeper election), it places partitions and drives them
+through their states by writing ``/assignments``.
+
+The partition state machine, per partition (the owner reports the middle states in its
+registration, see ``bmq.cluster.node``)::
+
+    assigned ──owner opens the log with the epoch──► recovering ──► writable
+       ▲                                                               │ controller sets
+       │  controller: new owner, epoch + 1                             ▼ "draining"
+    released ◄──owner flushed its last batch and closed the log── draining
+
+A partition whose owner's registration is gone (session expired: the ack lease ran out before
+it) skips draining: the controller gives it to a live broker with epoch + 1 at once, and the
+storage epoch fence keeps anything the old owner might still write invisible.
+
+Every write the controller makes is one ZooKeeper transaction that also checks
+``/controller_epoch`` has not moved on, so a deposed controller cannot write anything.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import socket
+import threading
+import zlib
+from typing import Any
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import NodeExistsError, NoNodeError
+
+from bmq.cluster.zk import (
+    RELEASED,
+    Paths,
+    connect,
+    dumps,
+    ensure_cluster_id,
+    ensure_layout,
+    loads,
+)
+from bmq.controller.placement import place
+
+log = logging.getLogger(__name__)
+
+RESYNC_INTERVAL_S = 1.0
+
+Assignment = dict[str, Any]
+
+
+def next_assignments(topics: dict[str, int], assignments: dict[str, dict[str, Assignment]],
+                     brokers: dict[int, tuple[int, dict[str, Any]]]
+                     ) -> dict[str, dict[str, Assignment]]:
+    """One step of the state machine for every partition: the assignment documents to write.
+
+    ``topics``: partitions per topic; ``assignments``: current documents; ``brokers``: registered
+    brokers, id -> (registration zxid, registration document with draining flag and reports).
+    Returns the documents that change (an empty dict for a topic means delete it).
+    """
+    live = sorted(b for b, (_, doc) in brokers.items() if not doc.get("draining"))
+    load: dict[int, int] = {}
+    changes: dict[str, dict[str, Assignment]] = {}
+
+    def alive(a: Assignment) -> bool:
+        owner = int(a.get("owner", -1))
+        return owner in brokers and brokers[owner][0] == a.get("reg")
+
+    def give(owner: int | None, epoch: int) -> Assignment:
+        if owner is None:
+            return {"owner": -1, "reg": 0, "epoch": epoch, "draining": False}
+        return {"owner": owner, "reg": brokers[owner][0], "epoch": epoch + 1, "draining": False}
+
+    for name in sorted(topics):
+        count = topics[name]
+        doc = assignments.get(name, {})
+        current: dict[int, int | None] = {}
+        for p in range(count):
+            a = doc.get(str(p))
+            if a is not None and alive(a) and not a.get("draining") and a["owner"] in live:
+                current[p] = int(a["owner"])
+        desired = place(count, current, live, load, offset=zlib.crc32(name.encode()))
+        new = {k: v for k, v in doc.items() if int(k) < count}
+        for p in range(count):
+            key = str(p)
+            a = doc.get(key)
+            target = desired[p]
+            if a is None or int(a.get("owner", -1)) < 0:
+                epoch = int(a["epoch"]) if a else 0
+                if target is not None:
+                    new[key] = give(target, epoch)
+                elif a is None:
+                    new[key] = give(None, 0)
+                continue
+            epoch = int(a["epoch"])
+            if not alive(a):
+                new[key] = give(target, epoch)
+                continue
+            owner = int(a["owner"])
+            if target == owner and not a.get("draining"):
+                continue
+            if not a.get("draining"):
+                new[key] = {**a, "draining": True}
+                continue
+            report = brokers[owner][1].get("partitions", {}).get(f"{name}/{p}")
+            if report == [epoch, RELEASED]:
+                new[key] = give(target, epoch)
+        if new != doc:
+            changes[name] = new
+    for name in assignments:
+        if name not in topics:
+            changes[name] = {}
+    return changes
+
+
+class Controller:
+    def __init__(self, zookeeper: str, root: str, session_timeout_ms: int,
+                 storage_url: str = "", storage_options: dict[str, str] | None = None) -> None:
+        self.zookeeper = zookeeper
+        self.paths = Paths(root)
+        self.session_timeout_ms = session_timeout_ms
+        self.storage_url = storage_url
+        self.storage_options = storage_options or {}
+        self._stop = threading.Event()
+        self._changed = threading.Event()
+        self._lost = threading.Event()
+        self._zk: KazooClient | None = None
+        self._epoch_version = -1
+
+    # ------------------------------------------------------------------ lifecycle
+    def stop(self) -> None:
+        self._stop.set()
+        self._changed.set()
+
+    def run(self) -> None:
+        """Campaign, lead while elected, campaign again; until ``stop``."""
+        if self.storage_url:
+            from bmq.storage import open_storage
+
+            storage = open_storage(self.storage_url, self.storage_options)
+            storage.makedirs("topics")   # fail early on a storage the brokers could not use
+            storage.close()
+        zk = self._zk = connect(self.zookeeper, self.session_timeout_ms)
+        zk.add_listener(self._on_state)
+        ensure_layout(zk, self.paths)
+        cluster_id = ensure_cluster_id(zk, self.paths)
+        log.info("controller connected to %s (cluster %s)", self.zookeeper, cluster_id)
+        try:
+            while not self._stop.is_set():
+                if self._campaign(zk):
+                    self._lead(zk)
+                else:
+                    self._changed.wait(RESYNC_INTERVAL_S)
+                    self._changed.clear()
+        finally:
+            zk.stop()
+            zk.close()
+            log.info("controller stopped")
+
+    def _on_state(self, state: str) -> None:
+        if state == KazooState.LOST:
+            self._lost.set()
+        self._changed.set()
+
+    def _trigger(self, *_args: object) -> None:
+        self._changed.set()
+
+    def _campaign(self, zk: KazooClient) -> bool:
+        self._lost.clear()
+        me = dumps({"host": socket.gethostname(), "pid": os.getpid()})
+        try:
+            zk.create(self.paths.controller, me, ephemeral=True, makepath=True)
+        except NodeExistsError:
+            if zk.exists(self.paths.controller, watch=self._trigger) is not None:
+                return False
+            return self._campaign(zk)
+        except Exception as error:
+            log.warning("election attempt failed: %s", error)
+            return False
+        # Bump the controller epoch; every later write checks it (fences a deposed controller).
+        zk.ensure_path(self.paths.controller_epoch)
+        _, stat = zk.get(self.paths.controller_epoch)
+        stat = zk.set(self.paths.controller_epoch, str(stat.version + 1).encode(),
+                      version=stat.version)
+        self._epoch_version = stat.version
+        log.info("this controller is active (controller epoch %d)", self._epoch_version)
+        return True
+
+    def _lead(self, zk: KazooClient) -> None:
+        self._changed.set()
+        while not self._stop.is_set() and not self._lost.is_set():
+            self._changed.wait(RESYNC_INTERVAL_S)
+            self._changed.clear()
+            if self._stop.is_set() or self._lost.is_set():
+                break
+            try:
+                self.reconcile(zk)
+            except Exception as error:
+                log.warning("reconcile failed (will retry): %s", error)
+                self._stop.wait(0.1)
+                self._changed.set()
+        if self._lost.is_set():
+            log.warning("ZooKeeper session lost: no longer the active controller")
+        elif not self._stop.is_set():
+            return
+        else:
+            with contextlib.suppress(Exception):
+                zk.delete(self.paths.controller)
+
+    # ------------------------------------------------------------------ one reconcile pass
+    def _read(self, zk: KazooClient) -> tuple[dict[str, int], dict[str, dict[str, Assignment]],
+                                              dict[str, int],
+                                              dict[int, tuple[int, dict[str, Any]]]]:
+        brokers: dict[int, tuple[int, dict[str, Any]]] = {}
+        for child in zk.get_children(self.paths.brokers, watch=self._trigger):
+            try:
+                data, stat = zk.get(f"{self.paths.brokers}/{child}", watch=self._trigger)
+            except NoNodeError:
+                continue
+            brokers[int(child)] = (stat.czxid, loads(data) or {})
+        topics: dict[str, int] = {}
+        for name in zk.get_children(self.paths.topics, watch=self._trigger):
+            try:
+                data, _ = zk.get(self.paths.topic(name), watch=self._trigger)
+            except NoNodeError:
+                continue
+            topics[name] = int(loads(data)["partitions"])
+        assignments: dict[str, dict[str, Assignment]] = {}
+        versions: dict[str, int] = {}
+        for name in zk.get_children(self.paths.assignments):
+            try:
+                data, stat = zk.get(self.paths.assignment(name))
+            except NoNodeError:
+                continue
+            assignments[name] = loads(data) or {}
+            versions[name] = stat.version
+        return topics, assignments, versions, brokers
+
+    def reconcile(self, zk: KazooClient) -> None:
+        topics, assignments, versions, brokers = self._read(zk)
+        changes = next_assignments(topics, assignments, brokers)
+        if not changes:
+            return
+        txn = zk.transaction()
+        txn.check(self.paths.controller_epoch, self._epoch_version)
+        for name, doc in changes.items():
+            path = self.paths.assignment(name)
+            if not doc:
+                txn.delete(path, version=versions[name])
+            elif name in versions:
+                txn.set_data(path, dumps(doc), version=versions[name])
+            else:
+                txn.create(path, dumps(doc))
+        results = txn.commit()
+        failures = [r for r in results if isinstance(r, Exception)]
+        if failures:
+            raise RuntimeError(f"assignment transaction failed: {failures[0]!r}")
+        log.info("assignments updated for %d topic(s): %s", len(changes),
+                 ", ".join(sorted(changes)[:10]))
+
+
+def run_controller(zookeeper: str, root: str, session_timeout_ms: int, storage_url: str,
+                   storage_options: dict[str, str]) -> None:
+    controller = Controller(zookeeper, root, session_timeout_ms, storage_url, storage_options)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: controller.stop())
+    controller.run()
