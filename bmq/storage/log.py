@@ -78,17 +78,16 @@ from bmq.storage.segment import (
     decode_time_index,
     encode_offset_index,
     encode_time_index,
-    index_name,
     iter_headers,
-    log_name,
-    parse_base,
-    timeindex_name,
+    parse_stem,
 )
 
 logger = logging.getLogger(__name__)
 
 CHECKPOINT_FILE = "checkpoint.json"
 CHECKPOINT_VERSION = 1
+CHECKPOINT_VERSION_EPOCHS = 2
+_CHECKPOINT_RE = re.compile(r"^checkpoint-(\d{10})\.json$")
 DEFAULT_PRODUCER_EXPIRATION_MS = 24 * 3600 * 1000   # Kafka's producer.id.expiration.ms
 SCAN_CHUNK = 8 << 20
 # A read returns at most this much (or one batch, if larger) whatever max_bytes asks for.
@@ -104,6 +103,22 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def _check_name(topic: str, partition: int) -> None:
+    if not _TOPIC_RE.match(topic) or topic in (".", "..") or partition < 0:
+        raise ValueError(f"invalid topic partition {topic!r}-{partition}")
+
+
+def _parse_files(names: list[str], suffix: str) -> list[tuple[int, int, int]]:
+    """(base, epoch, seq) of every segment file among ``names``."""
+    out = []
+    for name in names:
+        if name.endswith(suffix):
+            parsed = parse_stem(name[: -len(suffix)])
+            if parsed is not None:
+                out.append(parsed)
+    return out
+
+
 @dataclass(slots=True)
 class LogConfig:
     segment_bytes: int = 1 << 30
@@ -113,6 +128,10 @@ class LogConfig:
     index_interval_bytes: int = 4096
     max_message_bytes: int = 1048588
     message_timestamp_type: str = "CreateTime"    # or "LogAppendTime"
+    # Cluster mode (epoch > 0): how often flushes also publish the checkpoint, which is what
+    # readers in other processes (``PartitionLog.open_reader``) see. Object stores publish on
+    # every flush (the manifest is part of the flush).
+    publish_interval_ms: int = 1000
 
 
 @dataclass(slots=True)
@@ -150,13 +169,16 @@ class _Group:
 
 
 class PartitionLog:
-    """The log of one partition. Create with ``PartitionLog.open``."""
+    """The log of one partition. Create with ``PartitionLog.open`` (the one writer) or read with
+    ``PartitionLog.open_reader`` (any number of read-only views, in other processes too)."""
 
-    def __init__(self, storage: Storage, topic: str, partition: int, config: LogConfig) -> None:
+    def __init__(self, storage: Storage, topic: str, partition: int, config: LogConfig,
+                 epoch: int = 0) -> None:
         self.storage = storage
         self.topic = topic
         self.partition = partition
         self.config = config
+        self.leader_epoch = epoch
         self.dir = f"{topic}/{partition}"
         self.log_start_offset = 0
         self.log_end_offset = 0
@@ -173,141 +195,239 @@ class PartitionLog:
         self._durable_producers = ProducerStateTable()  # as of the high watermark
         self._failed: BaseException | None = None
         self._closed = False
+        self._readonly = False
         self._checkpointed = b""   # the checkpoint last written
+        self._published_ms = 0.0   # monotonic time of the last checkpoint write
 
     # ------------------------------------------------------------------------------ opening
     @classmethod
-    def open(cls, storage: Storage, topic: str, partition: int,
-             config: LogConfig) -> PartitionLog:
+    def open(cls, storage: Storage, topic: str, partition: int, config: LogConfig, *,
+             epoch: int = 0) -> PartitionLog:
+        """Open (and recover) the partition for writing as the owner of leader ``epoch``.
+
+        Everything a lower-epoch owner made durable before this call is recovered; nothing it
+        writes afterwards ever becomes visible. Raises ``KafkaError(FENCED_LEADER_EPOCH)`` if
+        an owner with a higher epoch has opened the partition. On storages that cannot append
+        (object stores) the result is an ``ObjectPartitionLog`` with the same API."""
+        _check_name(topic, partition)
+        if epoch < 0:
+            raise ValueError(f"invalid leader epoch {epoch}")
+        log_cls: type[PartitionLog] = cls
         if not storage.supports_append:
-            raise NotImplementedError(
-                f"{storage!r} cannot append; the object-store log layout is not implemented")
-        if not _TOPIC_RE.match(topic) or topic in (".", "..") or partition < 0:
-            raise ValueError(f"invalid topic partition {topic!r}-{partition}")
-        log = cls(storage, topic, partition, config)
+            from bmq.storage.objects import ObjectPartitionLog
+            log_cls = ObjectPartitionLog
+        log = log_cls(storage, topic, partition, config, epoch)
         log._load()
         return log
+
+    @classmethod
+    def open_reader(cls, storage: Storage, topic: str, partition: int,
+                    config: LogConfig | None = None) -> LogReader:
+        """A read-only view of the durable data as its writer last published it."""
+        _check_name(topic, partition)
+        log_cls: type[PartitionLog] = cls
+        if not storage.supports_append:
+            from bmq.storage.objects import ObjectPartitionLog
+            log_cls = ObjectPartitionLog
+        log = log_cls(storage, topic, partition, config or LogConfig(), 0)
+        log._readonly = True
+        return LogReader(log)
 
     def _path(self, name: str) -> str:
         return f"{self.dir}/{name}"
 
-    def _read_checkpoint(self) -> dict[str, Any] | None:
-        path = self._path(CHECKPOINT_FILE)
-        if not self.storage.exists(path):
-            return None
+    # -- checkpoints -----------------------------------------------------------------------
+    def _state_dir(self) -> str:
+        """Where the per-epoch state files (checkpoints / manifests) live."""
+        return self.dir
+
+    def _state_name(self, epoch: int) -> str:
+        return CHECKPOINT_FILE if epoch == 0 else f"checkpoint-{epoch:010d}.json"
+
+    def _parse_state_name(self, name: str) -> int | None:
+        if name == CHECKPOINT_FILE:
+            return 0
+        m = _CHECKPOINT_RE.match(name)
+        return int(m[1]) if m else None
+
+    def _state_epochs(self) -> list[int]:
+        """Epochs that have a state file, ascending (one listing)."""
+        epochs = (self._parse_state_name(n) for n in self.storage.list(self._state_dir()))
+        return sorted(e for e in epochs if e is not None)
+
+    def _read_state(self, epoch: int) -> dict[str, Any] | None:
+        path = f"{self._state_dir()}/{self._state_name(epoch)}"
         try:
             data = json.loads(self.storage.read_all(path))
-            if data.get("version") != CHECKPOINT_VERSION:
+            if data.get("version") not in (CHECKPOINT_VERSION, CHECKPOINT_VERSION_EPOCHS):
                 raise ValueError(f"checkpoint version {data.get('version')}")
             for key in ("log_start_offset", "recovery_point", "segments", "producers"):
                 if key not in data:
                     raise ValueError(f"checkpoint without {key}")
+            data.setdefault("epoch", epoch)
+            data.setdefault("data_epoch", epoch)
             return dict(data)
-        except (ValueError, TypeError, KeyError) as exc:
-            logger.warning("%s: unreadable checkpoint (%s), recovering from the log alone",
-                           self, exc)
+        except FileNotFoundError:
             return None
+        except (ValueError, TypeError, KeyError) as exc:
+            logger.warning("%s: unreadable checkpoint %s (%s)", self, path, exc)
+            return None
+
+    def _newest_state(self) -> tuple[int, dict[str, Any] | None]:
+        """(highest epoch with a state file or -1, the newest readable state)."""
+        epochs = self._state_epochs()
+        top = epochs[-1] if epochs else -1
+        for epoch in reversed(epochs):
+            state = self._read_state(epoch)
+            if state is not None:
+                return top, state
+            logger.warning("%s: falling back from the checkpoint of epoch %d", self, epoch)
+        return top, None
+
+    def _fence_check(self) -> None:
+        """Raise FENCED_LEADER_EPOCH if an owner with a higher epoch has claimed the partition
+        (one listing; only in cluster mode, i.e. epoch > 0)."""
+        if self.leader_epoch <= 0 or self._readonly:
+            return
+        epochs = self._state_epochs()
+        if epochs and epochs[-1] > self.leader_epoch:
+            error = KafkaError(ErrorCode.FENCED_LEADER_EPOCH,
+                               f"{self}: epoch {self.leader_epoch} fenced by {epochs[-1]}")
+            self._failed = error
+            raise error
+
+    def _claim(self, state: dict[str, Any] | None, data_epoch: int) -> None:
+        """Write this epoch's state file before looking at the data: from now on the previous
+        owner's flushes fail their fence check, so whatever it acknowledged is already on
+        storage when we scan. The claim lists exactly what ``state`` listed."""
+        claim = dict(state) if state is not None else {
+            "version": CHECKPOINT_VERSION_EPOCHS, "topic": self.topic,
+            "partition": self.partition, "log_start_offset": 0, "recovery_point": 0,
+            "high_watermark": 0, "segments": None, "producers": {}}
+        claim["version"] = CHECKPOINT_VERSION_EPOCHS
+        claim["epoch"] = self.leader_epoch
+        claim["data_epoch"] = data_epoch
+        self.storage.write_atomic(f"{self._state_dir()}/{self._state_name(self.leader_epoch)}",
+                                  json.dumps(claim, separators=(",", ":")).encode())
 
     def _load(self) -> None:
         storage = self.storage
+        epoch = self.leader_epoch
         storage.makedirs(self.dir)
+        top, ckpt = self._newest_state()
+        if top > epoch:
+            raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH,
+                             f"{self}: epoch {epoch} is older than the current {top}")
         names = storage.list(self.dir)
+        files = _parse_files(names, ".log")
+        if ckpt is not None:
+            data_epoch = int(ckpt["data_epoch"])
+        else:
+            data_epoch = max([e for _b, e, _s in files if e <= epoch], default=epoch)
+        if epoch > 0 and epoch > top:
+            self._claim(ckpt, data_epoch)
+            names = storage.list(self.dir)   # what the old owner wrote before our claim
+            files = _parse_files(names, ".log")
+        takeover = data_epoch < epoch
         for name in names:
             if ".tmp." in name:
                 storage.delete(self._path(name))
-        bases = sorted(b for b in (parse_base(n, ".log") for n in names) if b is not None)
-        base_set = set(bases)
-        for name in names:
-            b = parse_base(name, ".index")
-            if b is None:
-                b = parse_base(name, ".timeindex")
-            if b is not None and b not in base_set:
-                storage.delete(self._path(name))
 
-        ckpt = self._read_checkpoint()
-        ck_segs: dict[int, dict[str, int]] = {}
-        ck_last_base: int | None = None
+        ck_metas: list[dict[str, int]] | None = None
         recovery_point = 0
-        log_start = bases[0] if bases else 0
+        log_start = 0
         producers = ProducerStateTable()
-        if ckpt is not None:
+        if ckpt is not None and ckpt.get("segments") is not None:
             try:
-                for meta in ckpt["segments"]:
-                    ck_segs[int(meta["base_offset"])] = {k: int(v) for k, v in meta.items()}
-                ck_last_base = int(ckpt["segments"][-1]["base_offset"]) if ck_segs else None
+                ck_metas = [{k: int(v) for k, v in m.items()} for m in ckpt["segments"]]
                 recovery_point = int(ckpt["recovery_point"])
                 log_start = int(ckpt["log_start_offset"])
                 producers = ProducerStateTable.from_json(ckpt["producers"])
             except (ValueError, TypeError, KeyError, IndexError) as exc:
                 logger.warning("%s: malformed checkpoint (%s), scanning everything", self, exc)
-                ck_segs, ck_last_base, recovery_point = {}, None, 0
-                log_start = bases[0] if bases else 0
+                ck_metas, recovery_point, log_start = None, 0, 0
                 producers = ProducerStateTable()
 
-        if ck_segs:
-            # Files of segments older than the checkpoint's first were being deleted.
-            first_kept = min(ck_segs)
-            for base in [b for b in bases if b < first_kept]:
-                self._delete_files(base)
-            bases = [b for b in bases if b >= first_kept]
+        # The chain of segments to recover: what the checkpoint lists, then the files its
+        # data epoch rolled to afterwards. Without a checkpoint: every file, in offset order.
+        chain: list[tuple[Segment, dict[str, int] | None]] = []
+        if ck_metas is not None:
+            for ck_meta in ck_metas:
+                chain.append((Segment.from_meta(ck_meta), ck_meta))
+            last_base = ck_metas[-1]["base_offset"] if ck_metas else -1
+            for base, e, _seq in sorted(files):
+                if e == data_epoch and base > last_base:
+                    chain.append((Segment(base, epoch=e), None))
+        else:
+            by_base: dict[int, int] = {}
+            for base, e, _seq in files:
+                if e <= epoch:
+                    by_base[base] = max(by_base.get(base, e), e)
+            chain = [(Segment(b, epoch=e), None) for b, e in sorted(by_base.items())]
+            if chain:
+                log_start = chain[0][0].base
+        ck_last = ck_metas[-1] if ck_metas else None
 
         now = _now_ms()
         segments: list[Segment] = []
         scanned: list[Segment] = []
-        dropped: list[int] = []
         scanning = False
-        for i, base in enumerate(bases):
-            if segments and base != segments[-1].next_offset:
+        for seg, meta in chain:
+            own = seg.epoch == epoch   # our own file (a restart in the same epoch)
+            if segments and seg.base != segments[-1].next_offset:
                 logger.warning("%s: segment %d does not follow offset %d; dropping it and later "
-                               "ones", self, base, segments[-1].next_offset)
-                dropped = bases[i:]
+                               "ones", self, seg.base, segments[-1].next_offset)
                 break
-            path = self._path(log_name(base))
-            file_size = storage.size(path)
-            meta = ck_segs.get(base)
-            seg = Segment(base)
-            if meta is not None and file_size >= meta["size"]:
-                seg.size = meta["size"]
-                seg.next_offset = meta["next_offset"]
-                seg.max_timestamp = meta["max_timestamp"]
-                seg.offset_of_max_timestamp = meta["offset_of_max_timestamp"]
-                seg.created_ms = meta["created_ms"]
-                seg.idx_persisted = meta["index_entries"]
-                seg.tidx_persisted = meta["time_index_entries"]
-            if not scanning and meta is not None and base != ck_last_base \
+            path = self._path(seg.log_file)
+            try:
+                file_size = storage.size(path)
+            except FileNotFoundError:
+                logger.warning("%s: segment file %s is missing", self, seg.log_file)
+                break
+            if not scanning and meta is not None and meta is not ck_last \
                     and file_size >= meta["size"]:
-                # Sealed before the checkpoint: trusted; indexes load lazily.
-                if file_size > meta["size"]:
+                # Sealed before the checkpoint: trusted at its recorded size.
+                if file_size > meta["size"] and own:
                     storage.truncate(path, meta["size"])
-                seg.idx_rel = seg.idx_pos = seg.tidx_ts = seg.tidx_rel = None
                 segments.append(seg)
                 continue
             scanning = True
             start = 0
-            indexes = None
-            if meta is not None and base == ck_last_base and file_size >= meta["size"]:
+            fresh = Segment(seg.base, epoch=seg.epoch)
+            if meta is not None and file_size >= meta["size"]:
+                seg.idx_rel = seg.idx_pos = seg.tidx_ts = seg.tidx_rel = None
                 indexes = self._read_indexes(seg)
-            if indexes is not None:
-                seg.set_indexes(*indexes)
-                start = seg.size  # checkpointed prefix trusted, its indexes valid
+                if indexes is not None:
+                    seg.set_indexes(*indexes)
+                    start = seg.size  # checkpointed prefix trusted, its indexes valid
+                else:
+                    seg = fresh
             else:
-                seg = Segment(base)
+                seg = fresh
             valid_end = self._recover_segment(seg, start, file_size, producers, now)
             if start == 0 or valid_end > start:
                 scanned.append(seg)   # bytes the checkpoint did not vouch for
             segments.append(seg)
             if valid_end < file_size:
-                logger.warning("%s: truncating %s from %d to %d bytes (torn or corrupt tail)",
-                               self, log_name(base), file_size, valid_end)
-                storage.truncate(path, valid_end)
-                dropped = bases[i + 1:]
+                logger.warning("%s: %s ends at %d of its %d bytes (torn or corrupt tail, or "
+                               "written after the takeover)", self, seg.log_file, valid_end,
+                               file_size)
+                if own:
+                    storage.truncate(path, valid_end)
                 break
-        for base in dropped:
-            self._delete_files(base)
 
+        if takeover:
+            # Seal the previous owner's segments where we found them; write a new one.
+            if segments and segments[-1].size == 0:
+                dropped = segments.pop()
+                if dropped in scanned:
+                    scanned.remove(dropped)
+            start_at = segments[-1].next_offset if segments else max(log_start,
+                                                                      recovery_point)
+            segments.append(Segment(start_at, epoch=epoch))
+            scanned.append(segments[-1])
         if not segments:
-            first = max(log_start, recovery_point)
-            segments.append(Segment(first))
+            segments.append(Segment(max(log_start, recovery_point), epoch=epoch))
             scanned.append(segments[0])
         log_end = segments[-1].next_offset
         if log_end < recovery_point:
@@ -316,19 +436,27 @@ class PartitionLog:
             producers.truncate(log_end)
         log_start = min(max(log_start, segments[0].base), log_end)
         while len(segments) > 1 and segments[0].next_offset <= log_start:
-            self._delete_files(segments.pop(0).base)
+            segments.pop(0)
 
         # Make what the scan accepted durable, with fresh index files. (A segment covered by
         # the checkpoint needs neither: its bytes and index entries were synced already.)
+        # Index files of another owner's segment get names of our own epoch.
         for seg in scanned:
             if seg not in segments:
                 continue
-            path = self._path(log_name(seg.base))
-            appender = storage.open_append(path)
+            if seg.epoch != epoch:
+                seg.index_epoch = epoch
             try:
-                appender.sync()
-            finally:
-                appender.close()
+                appender = storage.open_append(self._path(seg.log_file))
+                try:
+                    appender.sync()
+                finally:
+                    appender.close()
+            except OSError as exc:   # e.g. HDFS while the old owner still holds the lease
+                if seg.epoch == epoch:
+                    raise
+                logger.info("%s: could not sync %s of the previous owner: %s", self,
+                            seg.log_file, exc)
             self._write_index_files(seg)
 
         self._segments = segments
@@ -343,13 +471,34 @@ class PartitionLog:
         active.appender = self._open_appender(active)
         with self._io_lock:
             self._checkpoint_locked()
+        self._fence_check()
+        self._collect_garbage(names)
+
+    def _collect_garbage(self, names: list[str]) -> None:
+        """Remove what no longer belongs to the log: files of segments not in it (deleted,
+        dropped, or written by a fenced owner) and the state files of lower epochs."""
+        keep: set[str] = set()
+        for seg in self._segments:
+            keep.update(seg.file_names())
+        for name in names:
+            if name in keep:
+                continue
+            for suffix in (".log", ".index", ".timeindex"):
+                if name.endswith(suffix):
+                    parsed = parse_stem(name[: -len(suffix)].split("-i", 1)[0])
+                    if parsed is not None and parsed[1] <= self.leader_epoch:
+                        self.storage.delete(self._path(name))
+                    break
+        for e in self._state_epochs():
+            if e < self.leader_epoch:
+                self.storage.delete(f"{self._state_dir()}/{self._state_name(e)}")
 
     def _recover_segment(self, seg: Segment, start: int, file_size: int,
                          producers: ProducerStateTable, now: int) -> int:
         """Scan [start, file_size) of a segment with full checks, extending ``seg`` (sizes,
         indexes, timestamps) and ``producers``; return the end of the valid data."""
         storage = self.storage
-        path = self._path(log_name(seg.base))
+        path = self._path(seg.log_file)
         interval = self.config.index_interval_bytes
         assert seg.idx_rel is not None and seg.idx_pos is not None
         assert seg.tidx_ts is not None and seg.tidx_rel is not None
@@ -408,10 +557,10 @@ class PartitionLog:
             idx_data = b""
             tidx_data = b""
             if seg.idx_persisted:
-                idx_data = self.storage.read_range(self._path(index_name(seg.base)), 0,
+                idx_data = self.storage.read_range(self._path(seg.index_file), 0,
                                                    8 * seg.idx_persisted)
             if seg.tidx_persisted:
-                tidx_data = self.storage.read_range(self._path(timeindex_name(seg.base)), 0,
+                tidx_data = self.storage.read_range(self._path(seg.timeindex_file), 0,
                                                     12 * seg.tidx_persisted)
             idx = decode_offset_index(idx_data, seg.idx_persisted)
             tidx = decode_time_index(tidx_data, seg.tidx_persisted)
@@ -454,9 +603,9 @@ class PartitionLog:
         """Replace both index files of ``seg`` with its in-memory entries."""
         assert seg.idx_rel is not None and seg.idx_pos is not None
         assert seg.tidx_ts is not None and seg.tidx_rel is not None
-        self.storage.write_atomic(self._path(index_name(seg.base)),
+        self.storage.write_atomic(self._path(seg.index_file),
                                   encode_offset_index(seg.idx_rel, seg.idx_pos))
-        self.storage.write_atomic(self._path(timeindex_name(seg.base)),
+        self.storage.write_atomic(self._path(seg.timeindex_file),
                                   encode_time_index(seg.tidx_ts, seg.tidx_rel))
         seg.idx_persisted = len(seg.idx_rel)
         seg.tidx_persisted = len(seg.tidx_ts)
@@ -480,10 +629,12 @@ class PartitionLog:
     def _rebuild_sealed_index(self, seg: Segment) -> None:
         with seg.lock:
             idx, tidx = self._rebuild_indexes(seg, seg.size)
-            probe = Segment(seg.base)
+            probe = Segment(seg.base, epoch=seg.epoch, seq=seg.seq)
+            probe.index_epoch = seg.index_epoch
             probe.set_indexes(idx, tidx)
             try:
-                self._write_index_files(probe)
+                if not self._readonly:   # readers never write
+                    self._write_index_files(probe)
             except OSError as exc:  # the in-memory index is what matters
                 logger.warning("%s: could not rewrite index of %d: %s", self, seg.base, exc)
             with self._lock:
@@ -556,10 +707,21 @@ class PartitionLog:
                 self._pending = 0
             try:
                 self._write(queue)
+            except KafkaError as exc:    # fenced: a higher epoch owns the partition now
+                self._failed = exc
+                logger.error("%s: %s", self, exc)
+                raise
             except Exception as exc:
                 self._failed = exc
                 logger.error("%s: write failed, log unavailable until reopened: %s", self, exc)
                 raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{self}: {exc}") from exc
+            if self.leader_epoch > 0 and self.config.publish_interval_ms >= 0 and \
+                    (time.monotonic() - self._published_ms) * 1000 >= \
+                    self.config.publish_interval_ms:
+                try:
+                    self._checkpoint_locked()
+                except OSError as exc:   # the data is durable; the next checkpoint retries
+                    logger.warning("%s: could not publish the checkpoint: %s", self, exc)
             return self.high_watermark
 
     def _new_group(self, seg: Segment, new: bool) -> _Group:
@@ -634,6 +796,9 @@ class PartitionLog:
             g.seg.bytes_since_index = g.bytes_since_index
             g.seg.created_ms = g.created_ms
 
+        # Only an owner that is still the newest may acknowledge (see ``_claim``).
+        self._fence_check()
+
         # Publish.
         written = 0
         with self._lock:
@@ -663,7 +828,7 @@ class PartitionLog:
     def _open_appender(self, seg: Segment) -> AppendFile:
         """Append handle positioned at the segment's durable size (bytes past it, e.g. a stale
         file under a reused name, are cut off first)."""
-        path = self._path(log_name(seg.base))
+        path = self._path(seg.log_file)
         appender = self.storage.open_append(path)
         if appender.position != seg.size:
             appender.close()
@@ -688,8 +853,8 @@ class PartitionLog:
     def _append_index(self, seg: Segment, idx: bytes, tidx: bytes) -> None:
         """Append encoded entries to both index files after their persisted entries; sync."""
         for name, data, entry, persisted in (
-                (index_name(seg.base), idx, 8, seg.idx_persisted),
-                (timeindex_name(seg.base), tidx, 12, seg.tidx_persisted)):
+                (seg.index_file, idx, 8, seg.idx_persisted),
+                (seg.timeindex_file, tidx, 12, seg.tidx_persisted)):
             path = self._path(name)
             appender = self.storage.open_append(path)
             try:
@@ -714,7 +879,7 @@ class PartitionLog:
         if reader is None:
             with seg.lock:
                 if seg.reader is None:
-                    seg.reader = self.storage.open_read(self._path(log_name(seg.base)))
+                    seg.reader = self.storage.open_read(self._path(seg.log_file))
                 reader = seg.reader
         return reader
 
@@ -921,15 +1086,17 @@ class PartitionLog:
         return retired
 
     def _delete_segments(self, retired: list[Segment]) -> None:
+        if retired:
+            self._fence_check()   # a fenced owner must not delete what the new one may list
         for seg in retired:
             with self._lock:
                 unused = seg.readers == 0
             if unused:
                 seg.close_handles()
-            self._delete_files(seg.base)
+            self._delete_files(seg)
 
-    def _delete_files(self, base: int) -> None:
-        for name in (log_name(base), index_name(base), timeindex_name(base)):
+    def _delete_files(self, seg: Segment) -> None:
+        for name in seg.file_names():
             self.storage.delete(self._path(name))
 
     # ------------------------------------------------------------------------------ lifecycle
@@ -942,21 +1109,34 @@ class PartitionLog:
         active = self._segments[-1]
         if active.idx_pending or active.tidx_pending:
             self._append_index(active, bytes(active.idx_pending), bytes(active.tidx_pending))
+        self._write_state()
+
+    def _state_dict(self) -> dict[str, Any]:
+        epoch = self.leader_epoch
         with self._lock:
-            state = {
-                "version": CHECKPOINT_VERSION,
+            segments = [seg.meta() for seg in self._segments]
+            legacy = epoch == 0 and all(len(m) == 8 for m in segments)
+            state: dict[str, Any] = {
+                "version": CHECKPOINT_VERSION if legacy else CHECKPOINT_VERSION_EPOCHS,
                 "topic": self.topic,
                 "partition": self.partition,
                 "log_start_offset": self.log_start_offset,
                 "recovery_point": self.high_watermark,
                 "high_watermark": self.high_watermark,
-                "segments": [seg.meta() for seg in self._segments],
+                "segments": segments,
             }
+            if not legacy:
+                state["epoch"] = state["data_epoch"] = epoch
         state["producers"] = self._durable_producers.to_json()
-        data = json.dumps(state, separators=(",", ":")).encode()
+        return state
+
+    def _write_state(self) -> None:
+        data = json.dumps(self._state_dict(), separators=(",", ":")).encode()
         if data != self._checkpointed:   # idle partitions cost no fsync
-            self.storage.write_atomic(self._path(CHECKPOINT_FILE), data)
+            self.storage.write_atomic(
+                f"{self._state_dir()}/{self._state_name(self.leader_epoch)}", data)
             self._checkpointed = data
+        self._published_ms = time.monotonic()
 
     def close(self) -> None:
         if self._closed:
@@ -1023,3 +1203,116 @@ def _trim(data: bytes, start: int, first_size: int, max_bytes: int) -> bytes | m
     if start == 0 and end == n:
         return data
     return memoryview(data)[start:end]
+
+
+class LogReader:
+    """A read-only view of a partition for processes that do not write it (the proxy tier,
+    brokers answering for partitions led elsewhere). It sees the durable data as the writer
+    last published it (its newest checkpoint or manifest) and never writes to storage.
+
+    ``refresh()`` costs one listing of the partition's state files and one small read (none
+    when nothing changed); reads go straight to the segment files or objects. A file deleted
+    by retention or compaction meanwhile makes a read refresh once and retry."""
+
+    def __init__(self, log: PartitionLog) -> None:
+        self._log = log
+        self._state = b""
+        self.leader_epoch = -1
+        self.refresh()
+
+    @property
+    def topic(self) -> str:
+        return self._log.topic
+
+    @property
+    def partition(self) -> int:
+        return self._log.partition
+
+    @property
+    def high_watermark(self) -> int:
+        return self._log.high_watermark
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log.log_start_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return self._log.size_bytes
+
+    def refresh(self) -> bool:
+        """Re-read the newest published state; True if it changed."""
+        log = self._log
+        epochs = log._state_epochs()
+        for epoch in reversed(epochs):
+            path = f"{log._state_dir()}/{log._state_name(epoch)}"
+            try:
+                raw = log.storage.read_all(path)
+                state = json.loads(raw)
+            except FileNotFoundError:
+                continue              # replaced or removed meanwhile
+            except ValueError:
+                logger.warning("%s: unreadable state %s", log, path)
+                continue
+            if epoch < self.leader_epoch:
+                return False          # never go back to an older owner's view
+            if raw == self._state:
+                return False
+            if state.get("segments") is None:
+                return False          # a claim without a known state: keep the current view
+            self._apply(state)
+            self._state = raw
+            self.leader_epoch = epoch
+            return True
+        return False
+
+    def _apply(self, state: dict[str, Any]) -> None:
+        log = self._log
+        metas = state["segments"]
+        with log._lock:
+            old = {(s.stem, s.size): s for s in log._segments}
+            segments = []
+            for meta in metas:
+                seg = Segment.from_meta({k: int(v) for k, v in meta.items()})
+                kept = old.pop((seg.stem, seg.size), None)
+                segments.append(kept if kept is not None else seg)
+            retired = list(old.values())
+            for seg in retired:
+                seg.retired = True
+            idle = [seg for seg in retired if seg.readers == 0]
+            log._segments = segments
+            log._bases = [s.base for s in segments]
+            log._size_bytes = sum(s.size for s in segments)
+            hw = int(state.get("high_watermark", state["recovery_point"]))
+            end = segments[-1].next_offset if segments else hw
+            log.high_watermark = log.log_end_offset = min(hw, end) if segments else hw
+            log.log_start_offset = min(int(state["log_start_offset"]), log.high_watermark)
+        for seg in idle:
+            seg.close_handles()
+
+    def read(self, offset: int, max_bytes: int) -> bytes | memoryview:
+        try:
+            return self._read(offset, max_bytes)
+        except KafkaError as exc:
+            if exc.code != ErrorCode.OFFSET_OUT_OF_RANGE or not self.refresh():
+                raise
+        return self._read(offset, max_bytes)
+
+    def _read(self, offset: int, max_bytes: int) -> bytes | memoryview:
+        if not self._log._segments:
+            if offset == self.high_watermark == self.log_start_offset:
+                return b""
+            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE, f"{self._log}: nothing published")
+        return self._log.read(offset, max_bytes)
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        return self._log.offset_for_timestamp(timestamp) if self._log._segments else None
+
+    def max_timestamp(self) -> tuple[int, int] | None:
+        return self._log.max_timestamp() if self._log._segments else None
+
+    def close(self) -> None:
+        self._log._shut()
+
+    def __repr__(self) -> str:
+        return f"LogReader({self._log.storage.url}/{self._log.dir})"

@@ -15,6 +15,7 @@ the log, so they are written lazily (on roll and checkpoint) and never on the pr
 from __future__ import annotations
 
 import contextlib
+import re
 import struct
 import sys
 import threading
@@ -53,6 +54,28 @@ def index_name(base: int) -> str:
 
 def timeindex_name(base: int) -> str:
     return f"{base:020d}.timeindex"
+
+
+def segment_stem(base: int, epoch: int = 0, seq: int = -1) -> str:
+    """File name (without suffix) of a segment: ``{base:020d}`` for epoch 0 (the original
+    layout), ``{base:020d}-{epoch:010d}`` for a segment started by the owner of leader epoch
+    ``epoch``, ``{base:020d}-{epoch:010d}-{seq:012d}`` for an object (object-store layout)."""
+    if seq >= 0:
+        return f"{base:020d}-{epoch:010d}-{seq:012d}"
+    if epoch:
+        return f"{base:020d}-{epoch:010d}"
+    return f"{base:020d}"
+
+
+_STEM_RE = re.compile(r"^(\d{20})(?:-(\d{10}))?(?:-(\d{12}))?$")
+
+
+def parse_stem(stem: str) -> tuple[int, int, int] | None:
+    """(base, epoch, seq) of a name made by ``segment_stem`` (seq -1 for file segments)."""
+    m = _STEM_RE.match(stem)
+    if m is None:
+        return None
+    return int(m[1]), int(m[2] or 0), int(m[3]) if m[3] else -1
 
 
 def parse_base(name: str, suffix: str) -> int | None:
@@ -133,14 +156,17 @@ class Segment:
     """Metadata of one segment. Fields read by readers change only under the log's lock."""
 
     __slots__ = (
-        "appender", "base", "bytes_since_index", "created_ms", "idx_pending", "idx_persisted",
-        "idx_pos", "idx_rel", "lock", "max_timestamp", "next_offset", "offset_of_max_timestamp",
-        "reader", "readers", "retired", "size", "tidx_pending", "tidx_persisted", "tidx_rel",
-        "tidx_ts",
+        "appender", "base", "bytes_since_index", "created_ms", "epoch", "idx_pending",
+        "idx_persisted", "idx_pos", "idx_rel", "index_epoch", "lock", "max_timestamp",
+        "next_offset", "offset_of_max_timestamp", "reader", "readers", "retired", "seq", "size",
+        "tidx_pending", "tidx_persisted", "tidx_rel", "tidx_ts",
     )
 
-    def __init__(self, base: int, created_ms: int = -1) -> None:
+    def __init__(self, base: int, created_ms: int = -1, epoch: int = 0, seq: int = -1) -> None:
         self.base = base
+        self.epoch = epoch                 # leader epoch of the writer that created the file
+        self.seq = seq                     # object sequence number (object layout), else -1
+        self.index_epoch = epoch           # epoch whose owner wrote the index files
         self.size = 0                      # durable bytes
         self.next_offset = base            # offset after the last durable batch
         self.max_timestamp = -1
@@ -163,6 +189,33 @@ class Segment:
         self.readers = 0                   # reads in progress (handles stay open meanwhile)
         self.retired = False               # removed from the log; close handles when unused
         self.lock = threading.RLock()      # lazy index load and reader open
+
+    @property
+    def stem(self) -> str:
+        return segment_stem(self.base, self.epoch, self.seq)
+
+    @property
+    def index_stem(self) -> str:
+        """Index files are named after the log file, unless a later owner sealed the segment
+        (it then writes them under its own epoch, never into files the old owner may touch)."""
+        if self.index_epoch == self.epoch:
+            return self.stem
+        return f"{self.stem}-i{self.index_epoch:010d}"
+
+    @property
+    def log_file(self) -> str:
+        return self.stem + ".log"
+
+    @property
+    def index_file(self) -> str:
+        return self.index_stem + ".index"
+
+    @property
+    def timeindex_file(self) -> str:
+        return self.index_stem + ".timeindex"
+
+    def file_names(self) -> tuple[str, str, str]:
+        return self.log_file, self.index_file, self.timeindex_file
 
     @property
     def index_loaded(self) -> bool:
@@ -214,6 +267,13 @@ class Segment:
             self.appender = None
 
     def meta(self) -> dict[str, int]:
+        extra = {}
+        if self.epoch:
+            extra["epoch"] = self.epoch
+        if self.seq >= 0:
+            extra["seq"] = self.seq
+        if self.index_epoch != self.epoch:
+            extra["index_epoch"] = self.index_epoch
         return {
             "base_offset": self.base,
             "size": self.size,
@@ -223,4 +283,20 @@ class Segment:
             "created_ms": self.created_ms,
             "index_entries": self.idx_persisted,
             "time_index_entries": self.tidx_persisted,
+            **extra,
         }
+
+    @classmethod
+    def from_meta(cls, meta: dict[str, int]) -> Segment:
+        """A sealed segment as a checkpoint or manifest describes it (indexes not loaded)."""
+        seg = cls(int(meta["base_offset"]), int(meta["created_ms"]), int(meta.get("epoch", 0)),
+                  int(meta.get("seq", -1)))
+        seg.index_epoch = int(meta.get("index_epoch", seg.epoch))
+        seg.size = int(meta["size"])
+        seg.next_offset = int(meta["next_offset"])
+        seg.max_timestamp = int(meta["max_timestamp"])
+        seg.offset_of_max_timestamp = int(meta["offset_of_max_timestamp"])
+        seg.idx_persisted = int(meta["index_entries"])
+        seg.tidx_persisted = int(meta["time_index_entries"])
+        seg.idx_rel = seg.idx_pos = seg.tidx_ts = seg.tidx_rel = None
+        return seg
