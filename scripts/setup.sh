@@ -8,6 +8,8 @@ with_tests=${1:-}
 if [ "$with_tests" = "--tests" ]; then
   need=()
   command -v kcat >/dev/null 2>&1 || need+=(kcat)
+  # tests/cluster runs a real ZooKeeper (it brings Java); started by the tests, not systemd.
+  ls /usr/share/java/zookeeper.jar >/dev/null 2>&1 || need+=(zookeeper)
   if [ ${#need[@]} -gt 0 ]; then
     sudo=""
     [ "$(id -u)" -eq 0 ] || sudo="sudo"

@@ -1,0 +1,161 @@
+"""Cluster mode end to end: a controller and three or four brokers on a real ZooKeeper and one
+shared storage, with idempotent acks=all producers writing through every failure we can cause."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from bmq.broker.groups.placement import partition_for
+from bmq.broker.metadata import OFFSETS_TOPIC
+from tests.cluster.conftest import SESSION_TIMEOUT_MS, Cluster, ClusterFactory
+from tests.cluster.workload import SteadyProducer, verify
+from tests.conftest import make_topic_name
+
+PARTITIONS = 6
+
+
+def create_topic(cluster: Cluster, name: str, partitions: int = PARTITIONS) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
+        future.result(30)
+    cluster.wait_writable(name)
+
+
+def owned_by(cluster: Cluster, topic: str, broker_id: int) -> list[int]:
+    return [p for p, owner in cluster.owners(topic).items() if owner == broker_id]
+
+
+def test_kill9_and_sigstop_lose_nothing(cluster_factory: ClusterFactory) -> None:
+    cluster = cluster_factory(brokers=3)
+    topic = make_topic_name("failover")
+    create_topic(cluster, topic)
+    assert {1, 2, 3} == set(cluster.owners(topic).values())
+    producer = SteadyProducer(cluster.bootstrap, topic, PARTITIONS).start()
+    try:
+        time.sleep(1.5)
+        # kill -9: its partitions move to the others once its session expires.
+        cluster.brokers[1].kill()
+        took = cluster.wait_writable(topic, owners={2, 3}, timeout=20)
+        print(f"kill -9: partitions writable elsewhere {took:.2f}s after the kill")
+        cluster.brokers[1].start()
+        cluster.wait_for(lambda: bool(owned_by(cluster, topic, 1)), 20, "broker 1 back")
+        cluster.wait_writable(topic)
+        time.sleep(1)
+        # SIGSTOP longer than the session timeout: the frozen broker must not ack late.
+        frozen = cluster.brokers[2]
+        frozen.pause()
+        cluster.wait_writable(topic, owners={1, 3}, timeout=20)
+        time.sleep(SESSION_TIMEOUT_MS / 1000)
+        frozen.resume()
+        cluster.wait_for(lambda: bool(owned_by(cluster, topic, 2)), 30, "broker 2 back")
+        cluster.wait_writable(topic)
+        time.sleep(1.5)
+    finally:
+        producer.stop()
+    assert not producer.failed, producer.failed[:5]
+    assert "session lost" in cluster.brokers[2].log_text()
+    count = verify(producer, cluster.bootstrap)
+    assert count == producer.sent
+    assert count > 1000
+
+
+def test_scale_out_drain_and_rolling_restart(cluster_factory: ClusterFactory) -> None:
+    cluster = cluster_factory(brokers=3)
+    topic = make_topic_name("scale")
+    create_topic(cluster, topic, 8)
+    producer = SteadyProducer(cluster.bootstrap, topic, 8).start()
+    try:
+        time.sleep(1)
+        # Scale out: a fourth broker takes its share (two of eight), the rest stay put.
+        before = cluster.owners(topic)
+        cluster.add_broker(4)
+        took = cluster.wait_for(lambda: len(owned_by(cluster, topic, 4)) == 2, 20,
+                                "broker 4 serving its share")
+        cluster.wait_writable(topic)
+        after = cluster.owners(topic)
+        moved = [p for p in before if before[p] != after[p]]
+        assert len(moved) == 2, (before, after)
+        print(f"scale-out: broker 4 owned its share {took:.2f}s after it accepted connections")
+        # Scale in: SIGTERM drains broker 3 (exit code 0 checked by stop()).
+        cluster.brokers[3].stop()
+        assert owned_by(cluster, topic, 3) == []
+        cluster.wait_writable(topic, owners={1, 2, 4})
+        # Rolling restart of the remaining brokers under load.
+        for broker_id in (1, 2, 4):
+            cluster.brokers[broker_id].restart()
+            cluster.wait_for(lambda b=broker_id: bool(owned_by(cluster, topic, b)), 20,
+                             f"broker {broker_id} serving again")
+            cluster.wait_writable(topic)
+        time.sleep(1)
+    finally:
+        producer.stop()
+    assert not producer.failed, producer.failed[:5]
+    count = verify(producer, cluster.bootstrap)
+    assert count == producer.sent
+
+
+def test_consumer_group_survives_coordinator_move(cluster_factory: ClusterFactory) -> None:
+    cluster = cluster_factory(brokers=3)
+    topic = make_topic_name("group")
+    create_topic(cluster, topic, 3)
+    producer = SteadyProducer(cluster.bootstrap, topic, 3, rate=2000)
+    for seq in range(600):
+        producer.producer.produce(topic, value=f"{seq % 3}:{seq}".encode(), partition=seq % 3)
+    producer.producer.flush(30)
+    group = make_topic_name("g")
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group,
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                         "session.timeout.ms": 10000, "heartbeat.interval.ms": 500})
+    consumer.subscribe([topic])
+    seen: list[bytes] = []
+
+    def consume(n: int, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while len(seen) < n and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                seen.append(message.value())
+        assert len(seen) >= n, f"consumed {len(seen)} of {n}"
+
+    try:
+        consume(300)
+        consumer.commit(asynchronous=False)
+        coordinator = cluster.owners(OFFSETS_TOPIC)[partition_for(group, 6)]
+        cluster.brokers[coordinator].stop()          # drain: the offsets partition moves
+        cluster.wait_writable(OFFSETS_TOPIC, owners=set(cluster.brokers) - {coordinator})
+        consume(600)
+        consumer.commit(asynchronous=False)
+        committed = consumer.committed([TopicPartition(topic, p) for p in range(3)], timeout=20)
+        assert sum(tp.offset for tp in committed) == 600
+    finally:
+        consumer.close()
+    assert sorted(set(seen)) == sorted({f"{s % 3}:{s}".encode() for s in range(600)})
+    # A new member of the group starts from the committed offsets: nothing left to read.
+    fresh = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group,
+                      "auto.offset.reset": "earliest"})
+    try:
+        committed = fresh.committed([TopicPartition(topic, p) for p in range(3)], timeout=20)
+        assert [tp.offset for tp in committed] == [200, 200, 200]
+    finally:
+        fresh.close()
+
+
+@pytest.mark.parametrize("count", [1])
+def test_admin_partitions_command(cluster_factory: ClusterFactory, count: int) -> None:
+    import subprocess
+
+    from tests.conftest import bmq_command
+
+    cluster = cluster_factory(brokers=2)
+    topic = make_topic_name("admin")
+    create_topic(cluster, topic, 4)
+    out = subprocess.run([*bmq_command(), "admin", "partitions", "--zookeeper",
+                          cluster.zk_server.hosts, "--root", cluster.root, "--topic", topic],
+                         capture_output=True, text=True, check=True, timeout=30).stdout
+    lines = [line for line in out.splitlines() if line.startswith(topic)]
+    assert len(lines) == 4 and all(line.split()[-1] == "writable" for line in lines), out
+    assert "broker 1 127.0.0.1:" in out and "broker 2 127.0.0.1:" in out
