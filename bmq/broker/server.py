@@ -54,7 +54,12 @@ class BrokerServer:
         metrics.track_partitions(lambda: sum(1 for _ in broker.partitions.all()))
         metrics.track_consumer_groups(lambda: _count_groups(broker))
         host = self.config.listen_host
-        self._metrics_server = metrics.start_http_server(self.config.metrics_port, host)
+        try:
+            self._metrics_server = metrics.start_http_server(self.config.metrics_port, host)
+        except OSError as error:
+            log.error("cannot serve metrics on %s:%d: %s", host, self.config.metrics_port,
+                      error)
+            raise SystemExit(1) from error
         log.info("metrics at http://%s:%d/metrics", host or "0.0.0.0", self.config.metrics_port)
 
     async def stop(self) -> None:
