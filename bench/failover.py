@@ -1,0 +1,142 @@
+"""Cluster-mode failover benchmark: kill -9, scale-out and a rolling restart under steady
+idempotent acks=all production, on a throw-away ZooKeeper + controller + brokers (file://).
+
+    .venv/bin/python -m bench.failover [--rounds 3] [--session-timeout-ms 2000] [--rate 500]
+
+Reports, per kill -9 round: when the killed broker's partitions were writable on the others
+(the controller's assignment reported ``writable``, from ZooKeeper) and when the producer got its
+first acknowledgement from the new owner (client view, including librdkafka's retry backoff);
+for scale-out: from starting the 4th broker's process (and from its listener accepting
+connections) to owning its share writable; for the rolling restart: failed deliveries (the goal
+is none) and the longest pause between acknowledgements of any partition. At the end every
+acknowledged message is read back and checked (exactly once, in order).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from bmq.cluster.zk import WRITABLE
+from tests.cluster.conftest import Cluster, _env
+from tests.cluster.workload import SteadyProducer, verify
+from tests.cluster.zookeeper import ZooKeeper
+from tests.conftest import make_topic_name
+
+PARTITIONS = 6
+
+
+def _first_ack_after(producer: SteadyProducer, partitions: list[int], t: float) -> float:
+    """Seconds from ``t`` until every one of ``partitions`` had an ack after ``t``."""
+    worst = 0.0
+    for p in partitions:
+        after = [x for x in producer.ack_times[p] if x > t]
+        worst = max(worst, (after[0] - t) if after else float("inf"))
+    return worst
+
+
+def _wait(check: object, timeout: float = 30.0) -> float:
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        try:
+            if check():  # type: ignore[operator]
+                return time.monotonic() - start
+        except Exception:
+            pass
+        time.sleep(0.01)
+    raise TimeoutError("condition not reached")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3, help="kill -9 rounds")
+    parser.add_argument("--session-timeout-ms", type=int, default=2000)
+    parser.add_argument("--rate", type=float, default=500.0, help="messages per second")
+    args = parser.parse_args()
+    base = Path(tempfile.mkdtemp(prefix="bmq-failover-"))
+    zk = ZooKeeper.start(base / "zk")
+    (base / "c" / "shared").mkdir(parents=True)
+    cluster = Cluster(base / "c", zk, f"file://{base / 'c' / 'shared'}", {},
+                      _env({"BMQ_ZOOKEEPER_SESSION_TIMEOUT_MS": args.session_timeout_ms}))
+    try:
+        cluster.start_controller()
+        for broker_id in (1, 2, 3):
+            cluster.add_broker(broker_id)
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        topic = make_topic_name("failover")
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        for future in admin.create_topics([NewTopic(topic, PARTITIONS, 1)]).values():
+            future.result(30)
+        cluster.wait_writable(topic)
+        bootstrap = cluster.bootstrap
+        producer = SteadyProducer(bootstrap, topic, PARTITIONS, rate=args.rate).start()
+        time.sleep(2)
+
+        def owned(b: int) -> list[int]:
+            return [p for p, o in cluster.owners(topic).items() if o == b]
+
+        server_s, client_s = [], []
+        for round_no in range(args.rounds):
+            victim = 1 + round_no % 3
+            moved = owned(victim)
+            others = {1, 2, 3} - {victim}
+            killed = time.monotonic()
+            cluster.brokers[victim].kill()
+            took = cluster.wait_writable(topic, owners=others, timeout=30)
+            time.sleep(max(0.0, 4 - (time.monotonic() - killed)))
+            client = _first_ack_after(producer, moved, killed)
+            server_s.append(took)
+            client_s.append(client)
+            print(f"kill -9 broker {victim} (partitions {moved}): writable elsewhere after "
+                  f"{took:.2f}s, first client ack on each after {client:.2f}s", flush=True)
+            cluster.brokers[victim].start()
+            _wait(lambda v=victim: bool(owned(v)), 30)
+            cluster.wait_writable(topic)
+            time.sleep(1)
+        print(f"kill -9: writable elsewhere median {statistics.median(server_s):.2f}s "
+              f"max {max(server_s):.2f}s; client ack median {statistics.median(client_s):.2f}s "
+              f"max {max(client_s):.2f}s (session timeout {args.session_timeout_ms} ms)")
+
+        # Scale-out: a 4th broker.
+        fourth = cluster.add_broker(4, start=False)
+        started = time.monotonic()
+        fourth.start()
+        listening = time.monotonic()
+
+        def share() -> bool:
+            states = cluster.states(topic)
+            mine = [s for s in states if s.owner == 4]
+            return len(mine) >= PARTITIONS // 4 and all(s.state == WRITABLE for s in mine)
+        _wait(share, 30)
+        done = time.monotonic()
+        print(f"scale-out: broker 4 served its share {done - listening:.2f}s after it accepted "
+              f"connections ({done - started:.2f}s after its process started, Python start-up "
+              f"included)", flush=True)
+        cluster.wait_writable(topic)
+
+        # Rolling restart of brokers 1-3 (SIGTERM drain, start again) under load.
+        failed_before = len(producer.failed)
+        rolled = time.monotonic()
+        for broker_id in (1, 2, 3):
+            cluster.brokers[broker_id].restart()
+            _wait(lambda b=broker_id: bool(owned(b)), 30)
+            cluster.wait_writable(topic)
+        gap = max(producer.max_gap(p, after=rolled) for p in range(PARTITIONS))
+        print(f"rolling restart of 3 brokers: {len(producer.failed) - failed_before} failed "
+              f"deliveries, longest ack pause on a partition {gap:.2f}s "
+              f"({time.monotonic() - rolled:.1f}s in all)", flush=True)
+        producer.stop()
+        count = verify(producer, cluster.bootstrap)
+        print(f"verified: {count} acknowledged messages read back exactly once, in order; "
+              f"{len(producer.failed)} deliveries failed in all")
+    finally:
+        cluster.cleanup()
+        zk.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,53 @@
+"""docker-compose.yml cannot run here (no Docker): check it structurally instead."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+import pytest
+
+from bmq.cli import main
+
+yaml = pytest.importorskip("yaml")
+
+COMPOSE = Path(__file__).resolve().parents[2] / "docker-compose.yml"
+
+
+def _services() -> dict[str, Any]:
+    doc = yaml.safe_load(COMPOSE.read_text())
+    assert isinstance(doc, dict) and "services" in doc
+    services: dict[str, Any] = doc["services"]
+    return services
+
+
+def test_services_are_all_there() -> None:
+    services = _services()
+    assert {"zookeeper", "namenode", "datanode", "controller", "broker1", "broker2", "broker3",
+            "proxy"} <= set(services)
+    for name, service in services.items():
+        assert "image" in service or "build" in service, name
+        for dependency in service.get("depends_on", []):
+            assert dependency in services, (name, dependency)
+
+
+def test_bmq_commands_parse_and_agree() -> None:
+    services = _services()
+    ids, advertised, storages = set(), set(), set()
+    for name in ("controller", "broker1", "broker2", "broker3"):
+        args = services[name]["command"]
+        assert args[0] == "bmq"
+        command = main.get_command(click.Context(main), args[1])
+        assert command is not None, f"{name}: no command {args[1]!r}"
+        ctx = command.make_context(args[1], list(args[2:]))   # parses, runs nothing
+        assert ctx.params["zookeeper"] == "zookeeper:2181"
+        storages.add(ctx.params["storage"])
+        if args[1] == "broker":
+            ids.add(ctx.params["broker_id"])
+            host = ctx.params["advertise"].split(":")[0]
+            assert services[name]["hostname"] == host
+            advertised.add(ctx.params["advertise"])
+    assert ids == {1, 2, 3} and len(advertised) == 3
+    assert storages == {"hdfs://namenode:8020/bmq"}
+    assert services["proxy"]["command"][:2] == ["bmq", "proxy"]
