@@ -1,0 +1,209 @@
+"""A read-only view of partition logs on shared storage, for batch readers such as Spark.
+
+The broker owns its logs: ``PartitionLog.open`` recovers them (truncating torn tails, deleting
+temporary files, writing a checkpoint), which an outside reader must never do. This module only
+reads: ``checkpoint.json``, the directory listing, the ``.log`` files and the ``.index`` files.
+
+What a view covers is what the broker's recovery would accept, i.e. the durable log:
+
+* segments sealed before the last checkpoint are trusted with their checkpointed sizes;
+* the last checkpointed segment is trusted up to its checkpointed size, and everything after
+  that (its tail and any newer segment) is scanned batch by batch with the same checks recovery
+  makes (framing, consecutive offsets, CRC-32C), stopping at the first batch that fails them (a
+  batch still being written, or a torn tail the broker will cut off).
+
+The high watermark of a view is therefore the end of the valid data found, never beyond what a
+restarted broker would serve. Files of segments below the checkpoint's first segment are being
+deleted by retention and are ignored; segments that disappear while a view is built are skipped
+at the front of the log (retention) and end the view elsewhere.
+"""
+
+from __future__ import annotations
+
+import json
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from typing import Any
+
+from bmq.protocol.records import HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2, crc_ok, read_header
+from bmq.storage.base import Storage
+from bmq.storage.segment import MAX_RELATIVE_OFFSET, index_name, log_name, parse_base
+
+CHECKPOINT_FILE = "checkpoint.json"
+SCAN_CHUNK = 8 << 20
+_MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+
+
+@dataclass(slots=True, frozen=True)
+class SegmentInfo:
+    """A segment's valid bytes ``[0, size)`` hold offsets ``[base, next_offset)``."""
+
+    base: int
+    size: int
+    next_offset: int
+
+    @property
+    def path_name(self) -> str:
+        return log_name(self.base)
+
+
+@dataclass(slots=True)
+class PartitionView:
+    topic: str
+    partition: int
+    log_start_offset: int
+    high_watermark: int
+    segments: list[SegmentInfo] = field(default_factory=list)
+
+    @property
+    def dir(self) -> str:
+        return f"{self.topic}/{self.partition}"
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    def segment_path(self, seg: SegmentInfo) -> str:
+        return f"{self.dir}/{log_name(seg.base)}"
+
+    def segments_between(self, start: int, end: int) -> list[SegmentInfo]:
+        """Segments holding at least one offset of ``[start, end)``."""
+        return [s for s in self.segments if s.next_offset > start and s.base < end
+                and s.size > 0]
+
+
+def list_topics(storage: Storage) -> list[str]:
+    """Topic directories under the storage root (those holding at least one partition)."""
+    return [name for name in storage.list("")
+            if not name.startswith((".", "_")) and list_partitions(storage, name)]
+
+
+def list_partitions(storage: Storage, topic: str) -> list[int]:
+    """Partition numbers of ``topic`` (numeric sub-directories), sorted."""
+    return sorted(int(name) for name in storage.list(topic) if name.isdigit())
+
+
+def _read_checkpoint(storage: Storage, directory: str) -> dict[str, Any] | None:
+    try:
+        data = json.loads(storage.read_all(f"{directory}/{CHECKPOINT_FILE}"))
+    except (FileNotFoundError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("version") != 1:
+        return None
+    try:
+        segs = {int(m["base_offset"]): (int(m["size"]), int(m["next_offset"]))
+                for m in data["segments"]}
+        return {"log_start_offset": int(data["log_start_offset"]), "segments": segs,
+                "last_base": int(data["segments"][-1]["base_offset"]) if segs else None}
+    except (KeyError, TypeError, ValueError, IndexError):
+        return None
+
+
+def scan_valid(storage: Storage, path: str, start: int, end: int,
+               expected_offset: int) -> tuple[int, int]:
+    """Check batches of ``path`` from ``start`` (which must hold ``expected_offset``) up to
+    ``end`` bytes as recovery does; return (end of the valid data, offset after it)."""
+    pos = start
+    next_offset = expected_offset
+    base = parse_base(path.rsplit("/", 1)[-1], ".log")
+    buf = b""
+    buf_pos = pos
+    while end - pos >= HEADER_SIZE:
+        off = pos - buf_pos
+        if off + HEADER_SIZE > len(buf):
+            buf = storage.read_range(path, pos, min(SCAN_CHUNK, end - pos))
+            buf_pos, off = pos, 0
+            if len(buf) < HEADER_SIZE:
+                break
+        h = read_header(buf, off)
+        if (h.magic != MAGIC_V2 or h.batch_length < _MIN_BATCH_LENGTH or pos + h.size > end
+                or h.base_offset != next_offset or h.last_offset_delta < 0
+                or (base is not None and h.last_offset - base > MAX_RELATIVE_OFFSET)):
+            break
+        if off + h.size > len(buf):
+            buf = storage.read_range(path, pos, min(max(SCAN_CHUNK, h.size), end - pos))
+            buf_pos, off = pos, 0
+            if len(buf) < h.size:
+                break
+        if not crc_ok(buf, off, h):
+            break
+        pos += h.size
+        next_offset = h.next_offset
+    return pos, next_offset
+
+
+def open_view(storage: Storage, topic: str, partition: int) -> PartitionView:
+    """The durable log of one partition as it is on storage now (see the module notes)."""
+    directory = f"{topic}/{partition}"
+    ckpt = _read_checkpoint(storage, directory)
+    names = storage.list(directory)
+    bases = sorted(b for b in (parse_base(n, ".log") for n in names) if b is not None)
+    ck_segs: dict[int, tuple[int, int]] = ckpt["segments"] if ckpt else {}
+    last_base = ckpt["last_base"] if ckpt else None
+    if ck_segs:
+        first_kept = min(ck_segs)
+        bases = [b for b in bases if b >= first_kept]
+    segments: list[SegmentInfo] = []
+    for base in bases:
+        if segments and base != segments[-1].next_offset:
+            break   # not a continuation: the broker would drop it
+        path = f"{directory}/{log_name(base)}"
+        try:
+            file_size = storage.size(path)
+        except FileNotFoundError:
+            if segments:
+                break
+            continue   # deleted by retention meanwhile
+        meta = ck_segs.get(base)
+        if meta is not None and file_size >= meta[0] and base != last_base:
+            segments.append(SegmentInfo(base, meta[0], meta[1]))
+            continue
+        start, expected = (meta if meta is not None and file_size >= meta[0] else (0, base))
+        try:
+            end, next_offset = scan_valid(storage, path, start, file_size, expected)
+        except FileNotFoundError:
+            if segments:
+                break
+            continue
+        segments.append(SegmentInfo(base, end, next_offset))
+        if end < file_size:
+            break   # a batch in flight or a torn tail: nothing after it is durable yet
+    if segments:
+        log_start = segments[0].base
+        if ckpt is not None:
+            log_start = max(log_start, ckpt["log_start_offset"])
+        high_watermark = segments[-1].next_offset
+        log_start = min(log_start, high_watermark)
+    else:
+        log_start = high_watermark = ckpt["log_start_offset"] if ckpt else 0
+    return PartitionView(topic, partition, log_start, high_watermark, segments)
+
+
+def index_entries(storage: Storage, view: PartitionView,
+                  seg: SegmentInfo) -> list[tuple[int, int]]:
+    """(offset, position) entries of a segment's offset index that are plausible for the
+    segment's valid range, in increasing order; [] when the index is missing or unusable.
+
+    They are hints only: a reader checks that the batch found at a position starts at the
+    offset it was promised, and scans from the segment's start otherwise."""
+    try:
+        data = storage.read_all(f"{view.dir}/{index_name(seg.base)}")
+    except FileNotFoundError:
+        return []
+    entries: list[tuple[int, int]] = []
+    last_rel = last_pos = -1
+    for i in range(0, len(data) - len(data) % 8, 8):
+        rel = int.from_bytes(data[i:i + 4], "big")
+        pos = int.from_bytes(data[i + 4:i + 8], "big")
+        offset = seg.base + rel
+        if rel <= last_rel or pos <= last_pos or offset >= seg.next_offset or pos >= seg.size:
+            break   # past the synced entries (or garbage): stop trusting the file
+        entries.append((offset, pos))
+        last_rel, last_pos = rel, pos
+    return entries
+
+
+def position_for(entries: list[tuple[int, int]], offset: int) -> tuple[int, int]:
+    """(offset, position) of the last index entry at or before ``offset``; (-1, 0) if none."""
+    i = bisect_right(entries, (offset, 1 << 62)) - 1
+    return entries[i] if i >= 0 else (-1, 0)

@@ -1,0 +1,268 @@
+"""Options of the ``bmq`` data source and the split of partitions into read ranges.
+
+Offsets follow Spark's Kafka source: ``startingOffsets`` (default ``earliest``) and
+``endingOffsets`` (default ``latest``) are ``earliest``, ``latest`` or JSON such as
+``{"orders": {"0": 23, "1": -2}}`` where -2 means earliest and -1 latest. Partitions a JSON
+value leaves out start at the earliest and end at the latest offset. Ranges end at the high
+watermark at planning time at the latest: only durable data is read.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from bmq.spark.logview import (
+    PartitionView,
+    SegmentInfo,
+    index_entries,
+    list_partitions,
+    open_view,
+    position_for,
+)
+from bmq.spark.ranges import ReadRange
+from bmq.storage.base import Storage
+from bmq.storage.factory import open_storage
+
+EARLIEST = -2
+LATEST = -1
+DEFAULT_MAX_BYTES_PER_PARTITION = 64 << 20
+
+OffsetSpec = str | dict[str, dict[int, int]]
+
+
+class OptionError(ValueError):
+    """A data source option that cannot be used."""
+
+
+def _bool(value: str | None, default: bool, name: str) -> bool:
+    if value is None:
+        return default
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no"):
+        return False
+    raise OptionError(f"option {name} must be true or false, not {value!r}")
+
+
+def parse_offsets(value: str | None, default: str, name: str) -> OffsetSpec:
+    """``earliest``, ``latest`` or the per-topic JSON map of Spark's Kafka source."""
+    if value is None or not str(value).strip():
+        return default
+    text = str(value).strip()
+    if text.lower() in ("earliest", "latest"):
+        return text.lower()
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise OptionError(f"{name}: expected earliest, latest or JSON, got {text!r}") from exc
+    if not isinstance(data, dict):
+        raise OptionError(f"{name}: JSON must map topics to {{partition: offset}}")
+    spec: dict[str, dict[int, int]] = {}
+    for topic, parts in data.items():
+        if not isinstance(parts, dict):
+            raise OptionError(f"{name}: offsets of topic {topic!r} must be an object")
+        spec[topic] = {}
+        for part, offset in parts.items():
+            try:
+                p = int(part)
+            except ValueError:
+                raise OptionError(f"{name}: bad partition {part!r} of {topic!r}") from None
+            if isinstance(offset, bool) or not isinstance(offset, int) or offset < -2:
+                raise OptionError(f"{name}: bad offset {offset!r} for {topic}-{part}")
+            spec[topic][p] = offset
+    return spec
+
+
+def _parse_partitions(value: str | None) -> list[int] | None:
+    if value is None or not str(value).strip():
+        return None
+    try:
+        parts = sorted({int(p) for p in str(value).split(",") if p.strip()})
+    except ValueError:
+        raise OptionError(f"partitions: expected numbers such as 0,2,5, got {value!r}") from None
+    if any(p < 0 for p in parts):
+        raise OptionError("partitions: negative partition")
+    return parts
+
+
+@dataclass(slots=True)
+class SourceOptions:
+    """Parsed options of the ``bmq`` data source (plain data: pickled to Spark's workers)."""
+
+    storage: str
+    topics: list[str]
+    partitions: list[int] | None = None
+    starting: OffsetSpec = "earliest"
+    ending: OffsetSpec = "latest"
+    fail_on_data_loss: bool = True
+    include_headers: bool = True
+    verify_crc: bool = True
+    max_bytes_per_partition: int = DEFAULT_MAX_BYTES_PER_PARTITION
+    storage_options: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> SourceOptions:
+        opts = {str(k).lower(): str(v) for k, v in options.items() if v is not None}
+        storage = opts.get("storage") or opts.get("path")
+        if not storage:
+            raise OptionError("option storage is required (the partitions' root: a path, "
+                              "file:///..., hdfs://...; for `bmq serve` it is DATA_DIR/topics)")
+        topic = opts.get("topic") or opts.get("subscribe")
+        if not topic:
+            raise OptionError("option topic is required")
+        topics = [t.strip() for t in topic.split(",") if t.strip()]
+        try:
+            max_bytes = int(opts.get("maxbytesperpartition", DEFAULT_MAX_BYTES_PER_PARTITION))
+        except ValueError:
+            raise OptionError("maxBytesPerPartition must be a number of bytes") from None
+        if max_bytes <= 0:
+            raise OptionError("maxBytesPerPartition must be positive")
+        parsed = cls(
+            storage=storage,
+            topics=topics,
+            partitions=_parse_partitions(opts.get("partitions")),
+            starting=parse_offsets(opts.get("startingoffsets"), "earliest", "startingOffsets"),
+            ending=parse_offsets(opts.get("endingoffsets"), "latest", "endingOffsets"),
+            fail_on_data_loss=_bool(opts.get("failondataloss"), True, "failOnDataLoss"),
+            include_headers=_bool(opts.get("includeheaders"), True, "includeHeaders"),
+            verify_crc=_bool(opts.get("verifycrc"), True, "verifyCrc"),
+            max_bytes_per_partition=max_bytes,
+            storage_options={k[len("storage."):]: v for k, v in opts.items()
+                             if k.startswith("storage.")},
+        )
+        for spec, name in ((parsed.starting, "startingOffsets"),
+                           (parsed.ending, "endingOffsets")):
+            if isinstance(spec, dict):
+                unknown = set(spec) - set(topics)
+                if unknown:
+                    raise OptionError(f"{name} names topics not read: {sorted(unknown)}")
+        return parsed
+
+    def open_storage(self) -> Storage:
+        return open_storage(self.storage, self.storage_options or None)
+
+
+def _wanted(spec: OffsetSpec, topic: str, partition: int, default: int) -> int:
+    if isinstance(spec, str):
+        return EARLIEST if spec == "earliest" else LATEST
+    return spec.get(topic, {}).get(partition, default)
+
+
+@dataclass(slots=True, frozen=True)
+class PartitionRange:
+    view: PartitionView
+    start: int
+    end: int
+
+
+def resolve_ranges(storage: Storage, opts: SourceOptions) -> list[PartitionRange]:
+    """Every selected partition with its resolved ``[start, end)``."""
+    result: list[PartitionRange] = []
+    for topic in opts.topics:
+        existing = list_partitions(storage, topic)
+        if not existing:
+            raise OptionError(f"topic {topic!r} not found under {storage.url}")
+        chosen = existing
+        if opts.partitions is not None:
+            missing = sorted(set(opts.partitions) - set(existing))
+            if missing:
+                raise OptionError(f"topic {topic!r} has no partitions {missing}; it has "
+                                  f"{existing}")
+            chosen = opts.partitions
+        for spec in (opts.starting, opts.ending):
+            if isinstance(spec, dict):
+                missing = sorted(set(spec.get(topic, {})) - set(existing))
+                if missing:
+                    raise OptionError(f"offsets given for partitions {missing} of {topic!r}, "
+                                      f"which does not have them")
+        for partition in chosen:
+            view = open_view(storage, topic, partition)
+            start = _resolve(view, _wanted(opts.starting, topic, partition, EARLIEST),
+                             opts.fail_on_data_loss, "starting")
+            end = _resolve(view, _wanted(opts.ending, topic, partition, LATEST),
+                           opts.fail_on_data_loss, "ending")
+            if end < start:
+                raise OptionError(f"{topic}-{partition}: starting offset {start} is after the "
+                                  f"ending offset {end}")
+            result.append(PartitionRange(view, start, end))
+    return result
+
+
+def _resolve(view: PartitionView, wanted: int, fail_on_data_loss: bool, kind: str) -> int:
+    if wanted == EARLIEST:
+        return view.log_start_offset
+    if wanted == LATEST:
+        return view.high_watermark
+    if wanted < view.log_start_offset:
+        if fail_on_data_loss and kind == "starting":
+            raise OptionError(
+                f"{view.topic}-{view.partition}: {kind} offset {wanted} is before the log start "
+                f"offset {view.log_start_offset} (deleted by retention?); set failOnDataLoss to "
+                f"false to start at the earliest offset instead")
+        return view.log_start_offset
+    return min(wanted, view.high_watermark)
+
+
+def split_segment(storage: Storage, view: PartitionView, seg: SegmentInfo, start: int,
+                  end: int, max_bytes: int) -> list[ReadRange]:
+    """Ranges covering offsets ``[start, end)`` of ``seg``, each at most about ``max_bytes``
+    of the segment file, cut at batches the offset index points at."""
+    lo = max(start, seg.base)
+    hi = min(end, seg.next_offset)
+    if lo >= hi:
+        return []
+    entries: list[tuple[int, int]] = []
+    if lo > seg.base or hi < seg.next_offset or seg.size > max_bytes:
+        entries = index_entries(storage, view, seg)
+    hint_offset, start_pos = position_for(entries, lo)
+    if hint_offset < 0:
+        hint_offset, start_pos = seg.base, 0
+    end_pos = seg.size
+    for offset, pos in entries:
+        if offset >= hi:
+            end_pos = pos
+            break
+    cuts: list[tuple[int, int]] = []   # (offset, position) where a new range begins
+    last = start_pos
+    for offset, pos in entries:
+        if offset <= lo or pos >= end_pos:
+            continue
+        if pos - last >= max_bytes:
+            cuts.append((offset, pos))
+            last = pos
+    ranges: list[ReadRange] = []
+    bounds = [(lo, start_pos, hint_offset), *[(o, p, o) for o, p in cuts]]
+    for i, (offset, pos, hint) in enumerate(bounds):
+        if i + 1 < len(bounds):
+            stop_offset, stop_pos = bounds[i + 1][0], bounds[i + 1][1]
+        else:
+            stop_offset, stop_pos = hi, end_pos
+        ranges.append(ReadRange(view.topic, view.partition, seg.base, offset, stop_offset,
+                                pos, stop_pos, hint, seg.size))
+    return ranges
+
+
+def split_partition(storage: Storage, view: PartitionView, start: int, end: int,
+                    max_bytes: int) -> list[ReadRange]:
+    ranges: list[ReadRange] = []
+    for seg in view.segments_between(start, end):
+        ranges.extend(split_segment(storage, view, seg, start, end, max_bytes))
+    return ranges
+
+
+def plan(opts: SourceOptions, storage: Storage | None = None) -> list[ReadRange]:
+    """The read ranges of a query, partition by partition in offset order."""
+    own = storage is None
+    store = opts.open_storage() if storage is None else storage
+    try:
+        ranges: list[ReadRange] = []
+        for pr in resolve_ranges(store, opts):
+            ranges.extend(split_partition(store, pr.view, pr.start, pr.end,
+                                          opts.max_bytes_per_partition))
+        return ranges
+    finally:
+        if own:
+            store.close()

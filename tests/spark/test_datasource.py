@@ -1,0 +1,206 @@
+"""The `bmq` Spark data source over segments written by real clients to `bmq serve`."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bmq.protocol.record_codec import iter_records
+from bmq.spark.decode import read_range
+from bmq.spark.logview import open_view
+from bmq.spark.planning import OptionError, SourceOptions, plan
+from bmq.storage import open_storage
+from tests.conftest import BrokerProcess
+from tests.spark.conftest import Produced, storage_url
+
+
+def load(spark: Any, broker: BrokerProcess, topic: str, **options: str) -> Any:
+    reader = (spark.read.format("bmq").option("storage", storage_url(broker))
+              .option("topic", topic))
+    for name, value in options.items():
+        reader = reader.option(name, value)
+    return reader.load()
+
+
+def rows_by_offset(df: Any) -> dict[tuple[int, int], Any]:
+    rows = {}
+    for row in df.collect():
+        key = (row.partition, row.offset)
+        assert key not in rows, f"duplicate row {key}"
+        rows[key] = row
+    return rows
+
+
+def check_rows(rows: dict[tuple[int, int], Any], produced: Produced,
+               wanted: set[tuple[int, int]]) -> None:
+    assert set(rows) == wanted
+    for key in wanted:
+        row = rows[key]
+        p_key, p_value, p_headers, p_ts = produced.records[key]
+        assert row.topic == produced.topic
+        assert (row.key, row.value) == (p_key, p_value), key
+        assert [(h.key, h.value) for h in row.headers] == p_headers, key
+        assert int(row.timestamp.timestamp() * 1000) == p_ts
+        assert row.timestampType == 0
+
+
+def test_schema_is_the_kafka_source_schema(spark: Any, spark_broker: BrokerProcess,
+                                           mixed_topic: Produced) -> None:
+    df = load(spark, spark_broker, mixed_topic.topic)
+    assert df.schema.simpleString() == (
+        "struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,"
+        "timestamp:timestamp,timestampType:int,"
+        "headers:array<struct<key:string,value:binary>>>")
+    no_headers = load(spark, spark_broker, mixed_topic.topic, includeHeaders="false")
+    assert "headers" not in no_headers.columns
+    assert no_headers.count() == len(mixed_topic.records)
+
+
+def test_reads_everything_produced(spark: Any, spark_broker: BrokerProcess,
+                                   mixed_topic: Produced) -> None:
+    df = load(spark, spark_broker, mixed_topic.topic)
+    rows = rows_by_offset(df)
+    check_rows(rows, mixed_topic, set(mixed_topic.records))
+    # Several segments per partition, so several input partitions.
+    assert df.rdd.getNumPartitions() > 3
+
+
+def test_small_splits_give_the_same_rows(spark: Any, spark_broker: BrokerProcess,
+                                         mixed_topic: Produced) -> None:
+    df = load(spark, spark_broker, mixed_topic.topic, maxBytesPerPartition="8192")
+    many = df.rdd.getNumPartitions()
+    assert many > load(spark, spark_broker, mixed_topic.topic).rdd.getNumPartitions()
+    check_rows(rows_by_offset(df), mixed_topic, set(mixed_topic.records))
+
+
+def test_offset_options(spark: Any, spark_broker: BrokerProcess,
+                        mixed_topic: Produced) -> None:
+    topic = mixed_topic.topic
+    ends = mixed_topic.ends()
+    # Mid-batch offsets: batches straddling both ends are trimmed to the range.
+    starting = {topic: {"0": 101, "1": -2, "2": 1000}}
+    ending = {topic: {"0": 1203, "1": 77, "2": -1}}
+    df = load(spark, spark_broker, topic, startingOffsets=json.dumps(starting),
+              endingOffsets=json.dumps(ending))
+    wanted = ({(0, o) for o in range(101, 1203)} | {(1, o) for o in range(0, 77)}
+              | {(2, o) for o in range(1000, ends[2])})
+    check_rows(rows_by_offset(df), mixed_topic, wanted)
+
+    # Partitions left out of the JSON: earliest to latest.
+    df = load(spark, spark_broker, topic, startingOffsets=json.dumps({topic: {"1": 1400}}))
+    assert df.count() == len(mixed_topic.records) - 1400
+
+    # The plain strings.
+    assert load(spark, spark_broker, topic, startingOffsets="latest").count() == 0
+    assert load(spark, spark_broker, topic, endingOffsets="earliest").count() == 0
+    assert load(spark, spark_broker, topic, startingOffsets="earliest",
+                endingOffsets="latest").count() == len(mixed_topic.records)
+
+
+def test_partitions_option(spark: Any, spark_broker: BrokerProcess,
+                           mixed_topic: Produced) -> None:
+    df = load(spark, spark_broker, mixed_topic.topic, partitions="0,2")
+    rows = rows_by_offset(df)
+    check_rows(rows, mixed_topic, {k for k in mixed_topic.records if k[0] in (0, 2)})
+    df = load(spark, spark_broker, mixed_topic.topic, partitions="1",
+              startingOffsets=json.dumps({mixed_topic.topic: {"1": 10}}),
+              endingOffsets=json.dumps({mixed_topic.topic: {"1": 20}}))
+    assert sorted(r.offset for r in df.collect()) == list(range(10, 20))
+
+
+def test_dataframe_operations(spark: Any, spark_broker: BrokerProcess,
+                              mixed_topic: Produced) -> None:
+    from pyspark.sql import functions as F
+
+    df = load(spark, spark_broker, mixed_topic.topic)
+    counts = {r.partition: r["count"] for r in df.groupBy("partition").count().collect()}
+    assert counts == {p: n for p, n in mixed_topic.ends().items()}
+    nulls = df.where(F.col("value").isNull()).count()
+    assert nulls == sum(1 for v in mixed_topic.records.values() if v[1] is None)
+    with_headers = df.where(F.size("headers") > 0).count()
+    assert with_headers == sum(1 for v in mixed_topic.records.values() if v[2])
+
+
+@pytest.mark.parametrize("options, message", [
+    ({}, "storage is required"),
+    ({"storage": "/nowhere"}, "topic is required"),
+    ({"storage": "/nowhere", "topic": "t", "startingOffsets": "{bad"}, "startingOffsets"),
+    ({"storage": "/nowhere", "topic": "t", "endingOffsets": '{"other": {"0": 1}}'},
+     "names topics not read"),
+    ({"storage": "/nowhere", "topic": "t", "partitions": "a,b"}, "partitions"),
+    ({"storage": "/nowhere", "topic": "t", "failOnDataLoss": "maybe"}, "failOnDataLoss"),
+])
+def test_bad_options(options: dict[str, str], message: str) -> None:
+    with pytest.raises(OptionError, match=message):
+        SourceOptions.parse(options)
+
+
+def test_planning_errors(spark_broker: BrokerProcess, mixed_topic: Produced) -> None:
+    url = storage_url(spark_broker)
+    with pytest.raises(OptionError, match="not found"):
+        plan(SourceOptions.parse({"storage": url, "topic": "no-such-topic"}))
+    with pytest.raises(OptionError, match="no partitions"):
+        plan(SourceOptions.parse({"storage": url, "topic": mixed_topic.topic,
+                                  "partitions": "0,7"}))
+    with pytest.raises(OptionError, match="after the ending offset"):
+        plan(SourceOptions.parse({
+            "storage": url, "topic": mixed_topic.topic,
+            "startingOffsets": json.dumps({mixed_topic.topic: {"0": 50}}),
+            "endingOffsets": json.dumps({mixed_topic.topic: {"0": 10}})}))
+
+
+def test_error_surfaces_in_spark(spark: Any, spark_broker: BrokerProcess) -> None:
+    with pytest.raises(Exception, match="not found"):
+        load(spark, spark_broker, "no-such-topic").collect()
+
+
+def test_decoder_matches_reference_decoder(spark_broker: BrokerProcess,
+                                           mixed_topic: Produced) -> None:
+    """The columnar decoder against record_codec.iter_records, segment by segment."""
+    storage = open_storage(storage_url(spark_broker))
+    opts = SourceOptions.parse({"storage": storage_url(spark_broker),
+                                "topic": mixed_topic.topic})
+    for rng in plan(opts, storage):
+        ours = []
+        for batch in read_range(storage, rng):
+            d = batch.to_pydict()
+            ours += [(d["offset"][i], d["key"][i], d["value"][i],
+                      [(h["key"], h["value"]) for h in d["headers"][i]],
+                      int(d["timestamp"][i].timestamp() * 1000))
+                     for i in range(batch.num_rows)]
+        data = storage.read_range(rng.path, rng.start_pos, rng.end_pos - rng.start_pos)
+        ref = [(r.offset, r.key, r.value, r.headers, r.timestamp) for r in iter_records(data)
+               if rng.start_offset <= r.offset < rng.end_offset]
+        assert ours == ref
+
+
+def test_view_stops_at_torn_tail(tmp_path: Path, spark_broker: BrokerProcess,
+                                 mixed_topic: Produced) -> None:
+    """Bytes past the last complete, CRC-valid batch (a batch being written, a torn tail) are
+    not part of the view, and the view never writes to the log."""
+    src = Path(spark_broker.data_dir) / "topics" / mixed_topic.topic / "0"
+    dst = tmp_path / mixed_topic.topic / "0"
+    shutil.copytree(src, dst)
+    storage = open_storage(str(tmp_path))
+    before = open_view(storage, mixed_topic.topic, 0)
+    assert before.high_watermark == mixed_topic.ends()[0]
+    last = dst / f"{before.segments[-1].base:020d}.log"
+    whole = last.read_bytes()
+    # A copy of the last batch with a wrong offset, then a half-written batch.
+    with open(last, "ab") as fh:
+        fh.write(whole[:40])
+    listing = {p.name: p.stat().st_size for p in dst.iterdir()}
+    after = open_view(storage, mixed_topic.topic, 0)
+    assert after.high_watermark == before.high_watermark
+    assert after.segments == before.segments
+    assert {p.name: p.stat().st_size for p in dst.iterdir()} == listing
+    # Without the checkpoint the whole log is scanned, with the same result.
+    os.remove(dst / "checkpoint.json")
+    scanned = open_view(storage, mixed_topic.topic, 0)
+    assert scanned.high_watermark == before.high_watermark
+    assert [s.base for s in scanned.segments] == [s.base for s in before.segments]
