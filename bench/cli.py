@@ -24,6 +24,7 @@ examples:
   python -m bench --bootstrap 127.0.0.1:9092 --messages 1000000 --producers 2
   python -m bench --bootstrap 127.0.0.1:9092 --mode e2e --rate 20 --duration 30
   python -m bench --spawn-server --messages 200000 --json out.json
+  python -m bench --spawn-server --mode both --messages 500000 --report out/
 
 Exit status: 0 when every phase finished without errors (and, in mode both,
 consumed == produced), 1 otherwise, 2 when the run could not be done at all.
@@ -97,6 +98,11 @@ def parser() -> argparse.ArgumentParser:
                    metavar="KEY=VALUE", help="extra librdkafka consumer setting (repeatable)")
     o = p.add_argument_group("output")
     o.add_argument("--json", metavar="PATH", help="also write the results as JSON ('-': stdout)")
+    o.add_argument("--report", metavar="DIR",
+                   help="also write DIR/report.md with plots (throughput over time,\n"
+                        "latency CDF) as PNG files beside it; needs matplotlib")
+    o.add_argument("--no-progress", action="store_true",
+                   help="no progress bar on stderr while the phases run")
     return p
 
 
@@ -162,7 +168,8 @@ class _ServerWatch:
             _say(f"the spawned server exited; the end of its log:\n{server.log_tail()}")
 
 
-def run(cfg: BenchConfig, server: LocalServer | None = None) -> tuple[int, list[PhaseResult]]:
+def run(cfg: BenchConfig, server: LocalServer | None = None,
+        show_progress: bool = False) -> tuple[int, list[PhaseResult]]:
     """Do the phases of cfg.mode; returns the partition count and the results."""
     cpu = _ServerWatch(server)
     admin = admin_client(cfg)
@@ -180,7 +187,7 @@ def run(cfg: BenchConfig, server: LocalServer | None = None) -> tuple[int, list[
         _say(f"producing {amount} messages of {cfg.message_size} B with "
              f"{cfg.producers} process(es)...")
         with cpu.measure(results):
-            results.append(produce_phase(cfg))
+            results.append(produce_phase(cfg, show_progress))
     if cfg.mode in ("consume", "both"):
         marks = watermarks(cfg, partitions)
         if cfg.mode == "both":
@@ -191,7 +198,7 @@ def run(cfg: BenchConfig, server: LocalServer | None = None) -> tuple[int, list[
         _say(f"consuming {total} messages from {partitions} partitions with "
              f"{min(cfg.consumers, partitions)} process(es)...")
         with cpu.measure(results):
-            consumed = consume_phase(cfg, ranges)
+            consumed = consume_phase(cfg, ranges, show_progress)
             results.append(consumed)
         if cfg.mode == "both" and consumed.messages != results[0].messages:
             consumed.complete = False
@@ -202,7 +209,8 @@ def run(cfg: BenchConfig, server: LocalServer | None = None) -> tuple[int, list[
         _say(f"e2e: {cfg.rate_mb:g} MB/s for {cfg.duration_limit() or '-'} s"
              f"{'' if cfg.messages is None else f' or {cfg.messages} messages'}...")
         with cpu.measure(results):
-            results.extend(e2e_phase(cfg, [(p, high) for p, (_, high) in enumerate(marks)]))
+            results.extend(e2e_phase(cfg, [(p, high) for p, (_, high) in enumerate(marks)],
+                                     show_progress))
     return partitions, results
 
 
@@ -249,7 +257,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if args.profile_server:
                     stack.enter_context(_py_spy(server.pid, args.profile_server))
             cfg = config_from_args(args, bootstrap)
-            partitions, results = run(cfg, server)
+            partitions, results = run(cfg, server, show_progress=not args.no_progress)
     except BenchError as error:
         _say(f"error: {error}")
         return 2
@@ -261,5 +269,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(report.summary(cfg, partitions, results, server_desc), file=table_out, flush=True)
     if args.json:
         report.write_json(args.json, report.document(cfg, partitions, results, server_desc))
+    if args.report:
+        from bench.markdown import write_report
+
+        try:
+            path = write_report(args.report, cfg, partitions, results, server_desc)
+        except RuntimeError as error:
+            _say(f"error: {error}")
+            return 2
+        _say(f"report written to {path}")
     ok = all(r.complete and r.errors == 0 for r in results)
     return 0 if ok else 1

@@ -9,7 +9,7 @@ from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 from bench.config import BenchConfig, consumer_conf
 from bench.produce import Barrier, _error_logger
-from bench.stats import WorkerResult
+from bench.stats import Timeline, WorkerResult
 
 BATCH = 10_000  # most messages taken per Consumer.consume() call
 
@@ -38,7 +38,7 @@ def make_consumer(cfg: BenchConfig) -> Consumer:
 
 
 def run_consumer(cfg: BenchConfig, worker: int, ranges: list[Range],
-                 barrier: Barrier | None = None) -> WorkerResult:
+                 barrier: Barrier | None = None, progress: object = None) -> WorkerResult:
     """Consume every range to its end offset (or until the time limit).
 
     No consumer group is joined: the partitions are assign()ed with explicit
@@ -61,17 +61,18 @@ def run_consumer(cfg: BenchConfig, worker: int, ranges: list[Range],
                 result.complete = False
                 result.notes.append("another process failed to start")
                 return result
-        _consume_ranges(cfg, consumer, ranges, result)
+        _consume_ranges(cfg, consumer, ranges, result, Timeline(progress, worker))
     finally:
         consumer.close()
     return result
 
 
 def _consume_ranges(cfg: BenchConfig, consumer: Consumer, ranges: list[Range],
-                    result: WorkerResult) -> None:
+                    result: WorkerResult, timeline: Timeline) -> None:
     ends = {p: end for p, first, end in ranges if end > first}
     cpu_start = time.process_time()  # all threads of this process, librdkafka's included
     start = time.monotonic()
+    timeline.mark(0, 0, start)
     deadline = start + cfg.timeout_s
     consumer.assign([TopicPartition(cfg.topic, p, first)
                      for p, first, end in ranges if end > first])
@@ -112,11 +113,14 @@ def _consume_ranges(cfg: BenchConfig, consumer: Consumer, ranges: list[Range],
                     pending = []
                     break
         last_message = time.monotonic()
+        timeline.mark(count, nbytes, last_message)
         if pending:
             # position() is the offset after the last message handed to us
             positions = consumer.position(pending)
             pending = [TopicPartition(cfg.topic, tp.partition) for tp in positions
                        if tp.offset < ends[tp.partition] and tp.partition not in at_eof]
+    timeline.mark(count, nbytes, last_message, force=True)
+    result.timeline = timeline.points
     result.start = start
     result.end = last_message
     result.extra["cpu_s"] = time.process_time() - cpu_start

@@ -9,7 +9,7 @@ from confluent_kafka import KafkaError, TopicPartition
 
 from bench.config import HEADER, BenchConfig
 from bench.consume import make_consumer, next_batch
-from bench.stats import WorkerResult
+from bench.stats import Timeline, WorkerResult
 
 GRACE_S = 10.0  # how long the consumer waits for stragglers once the producer is done
 
@@ -23,7 +23,8 @@ class SharedInt(Protocol):
 
 
 def run_tail_consumer(cfg: BenchConfig, starts: list[tuple[int, int]], ready: Flag,
-                      expected: SharedInt, warmup_messages: int) -> WorkerResult:
+                      expected: SharedInt, warmup_messages: int,
+                      progress: object = None) -> WorkerResult:
     """Tail the partitions from the given offsets and time each message of this run.
 
     Latency is time.monotonic_ns() when the message is handed to us minus the
@@ -49,6 +50,7 @@ def run_tail_consumer(cfg: BenchConfig, starts: list[tuple[int, int]], ready: Fl
         first = last = 0.0
         hard_deadline = time.monotonic() + cfg.timeout_s + (cfg.duration_limit() or 0.0)
         done_at: float | None = None
+        timeline = Timeline(progress, 1)
         while True:
             now = time.monotonic()
             want = expected.value
@@ -84,7 +86,13 @@ def run_tail_consumer(cfg: BenchConfig, starts: list[tuple[int, int]], ready: Fl
                 last = got / 1e9
                 if not first:
                     first = last
+                    timeline.mark(0, 0, first, force=True)
+            if first:
+                timeline.mark(len(seen), nbytes)
         want = expected.value
+        if first:
+            timeline.mark(len(seen), nbytes, last, force=True)
+        result.timeline = timeline.points
         result.messages = len(seen)
         result.bytes = nbytes
         result.errors = errors

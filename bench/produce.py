@@ -11,7 +11,7 @@ from typing import Any, Protocol
 from confluent_kafka import KafkaError, Message, Producer
 
 from bench.config import HEADER, BenchConfig, producer_conf
-from bench.stats import WorkerResult
+from bench.stats import Timeline, WorkerResult
 
 POLL_EVERY = 64  # serve delivery reports every this many produce() calls
 CLOCK_CHECK_EVERY = 1024  # look at the clock every this many messages
@@ -69,7 +69,8 @@ def make_producer(cfg: BenchConfig, deliveries: _Deliveries) -> Producer:
 
 
 def run_producer(cfg: BenchConfig, worker: int, count: int | None,
-                 barrier: Barrier | None = None, rate_mb: float | None = None) -> WorkerResult:
+                 barrier: Barrier | None = None, rate_mb: float | None = None,
+                 progress: object = None) -> WorkerResult:
     """Produce count messages (None: until the duration is over) and report.
 
     Timing starts after the connection and topic metadata are up (and, with
@@ -96,16 +97,26 @@ def run_producer(cfg: BenchConfig, worker: int, count: int | None,
 
     limit = count if count is not None else 1 << 62
     duration = cfg.duration_limit()
+    timeline = Timeline(progress, worker)
     cpu_start = time.process_time()  # all threads of this process, librdkafka's included
     start = time.monotonic()
+    timeline.mark(0, 0, start)
     stop_at = start + (duration if duration is not None else cfg.timeout_s)
     hard_deadline = start + cfg.timeout_s
     if rate_mb is None:
-        sent = _produce_flat_out(cfg, producer, worker, body, limit, stop_at, deliveries)
+        sent = _produce_flat_out(cfg, producer, worker, body, limit, stop_at, deliveries,
+                                 timeline)
     else:
         sent = _produce_paced(cfg, producer, worker, body, limit, stop_at, deliveries,
-                              rate_mb * 1e6 / cfg.message_size)
-    remaining = producer.flush(max(0.0, hard_deadline - time.monotonic()) + 5.0)
+                              rate_mb * 1e6 / cfg.message_size, timeline)
+    # flush(), in slices so the timeline follows the last deliveries too
+    flush_until = time.monotonic() + max(0.0, hard_deadline - time.monotonic()) + 5.0
+    remaining = len(producer)
+    while remaining and time.monotonic() < flush_until:
+        remaining = producer.flush(0.1)
+        timeline.mark(deliveries.delivered, deliveries.delivered * cfg.message_size)
+    timeline.mark(deliveries.delivered, deliveries.delivered * cfg.message_size, force=True)
+    result.timeline = timeline.points
     result.start = start
     result.end = time.monotonic()
     result.extra["cpu_s"] = time.process_time() - cpu_start
@@ -125,7 +136,8 @@ def run_producer(cfg: BenchConfig, worker: int, count: int | None,
 
 
 def _produce_flat_out(cfg: BenchConfig, producer: Producer, worker: int, body: bytes,
-                      limit: int, stop_at: float, deliveries: _Deliveries) -> int:
+                      limit: int, stop_at: float, deliveries: _Deliveries,
+                      timeline: Timeline) -> int:
     produce = producer.produce
     poll = producer.poll
     pack = HEADER.pack
@@ -137,8 +149,10 @@ def _produce_flat_out(cfg: BenchConfig, producer: Producer, worker: int, body: b
     stop_ns = int(stop_at * 1e9)
     seq = 0
     while seq < limit:
-        if seq % CLOCK_CHECK_EVERY == 0 and clock_ns() >= stop_ns:
-            break
+        if seq % CLOCK_CHECK_EVERY == 0:
+            if clock_ns() >= stop_ns:
+                break
+            timeline.mark(deliveries.delivered, deliveries.delivered * cfg.message_size)
         now = clock_ns()
         value = pack(run_id, worker, seq, now) + body
         try:
@@ -159,7 +173,7 @@ def _produce_flat_out(cfg: BenchConfig, producer: Producer, worker: int, body: b
 
 def _produce_paced(cfg: BenchConfig, producer: Producer, worker: int, body: bytes,
                    limit: int, stop_at: float, deliveries: _Deliveries,
-                   msgs_per_s: float) -> int:
+                   msgs_per_s: float, timeline: Timeline) -> int:
     pack = HEADER.pack
     clock_ns = time.monotonic_ns
     sample = max(1, cfg.latency_sample)
@@ -184,4 +198,5 @@ def _produce_paced(cfg: BenchConfig, producer: Producer, worker: int, body: byte
                 break
             seq += 1
         producer.poll(0.001)
+        timeline.mark(deliveries.delivered, deliveries.delivered * cfg.message_size)
     return seq

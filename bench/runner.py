@@ -14,6 +14,7 @@ from bench.config import BenchConfig
 from bench.consume import Range, run_consumer
 from bench.e2e import run_tail_consumer
 from bench.produce import run_producer
+from bench.progress import phase_progress
 from bench.stats import PhaseResult, WorkerResult, aggregate
 from bench.topic import BenchError
 
@@ -96,19 +97,21 @@ def split_count(total: int | None, parts: int) -> list[int | None]:
     return [base + (1 if i < extra else 0) for i in range(parts)]
 
 
-def produce_phase(cfg: BenchConfig) -> PhaseResult:
+def produce_phase(cfg: BenchConfig, show_progress: bool = False) -> PhaseResult:
     """Produce with cfg.producers processes (in this process when there is one)."""
     counts = split_count(cfg.message_limit(), cfg.producers)
-    if cfg.producers == 1:
-        results = [run_producer(cfg, 0, counts[0])]
-    else:
-        pool = _Pool()
-        barrier = pool.ctx.Barrier(cfg.producers)
-        for i, count in enumerate(counts):
-            pool.start(i, run_producer, cfg, i, count, barrier)
-        got = pool.collect(list(range(cfg.producers)), _phase_timeout(cfg))
-        pool.join()
-        results = [got[i] for i in range(cfg.producers)]
+    with phase_progress(show_progress, "produce", cfg.producers, cfg.message_limit(),
+                        cfg.duration_limit()) as counters:
+        if cfg.producers == 1:
+            results = [run_producer(cfg, 0, counts[0], None, None, counters)]
+        else:
+            pool = _Pool()
+            barrier = pool.ctx.Barrier(cfg.producers)
+            for i, count in enumerate(counts):
+                pool.start(i, run_producer, cfg, i, count, barrier, None, counters)
+            got = pool.collect(list(range(cfg.producers)), _phase_timeout(cfg))
+            pool.join()
+            results = [got[i] for i in range(cfg.producers)]
     phase = aggregate("produce", results, "produce() -> delivery report")
     phase.extra["sent"] = sum(int(r.extra.get("sent", 0)) for r in results)
     return phase
@@ -119,20 +122,23 @@ def split_ranges(ranges: list[Range], parts: int) -> list[list[Range]]:
     return [ranges[i::parts] for i in range(parts)]
 
 
-def consume_phase(cfg: BenchConfig, ranges: list[Range]) -> PhaseResult:
+def consume_phase(cfg: BenchConfig, ranges: list[Range],
+                  show_progress: bool = False) -> PhaseResult:
     """Consume the ranges with cfg.consumers processes (in this process when there is one)."""
     workers = max(1, min(cfg.consumers, len(ranges)))
     shares = split_ranges(ranges, workers)
-    if workers == 1:
-        results = [run_consumer(cfg, 0, shares[0])]
-    else:
-        pool = _Pool()
-        barrier = pool.ctx.Barrier(workers)
-        for i, share in enumerate(shares):
-            pool.start(i, run_consumer, cfg, i, share, barrier)
-        got = pool.collect(list(range(workers)), _phase_timeout(cfg))
-        pool.join()
-        results = [got[i] for i in range(workers)]
+    expected = sum(end - first for _, first, end in ranges)
+    with phase_progress(show_progress, "consume", workers, expected) as counters:
+        if workers == 1:
+            results = [run_consumer(cfg, 0, shares[0], None, counters)]
+        else:
+            pool = _Pool()
+            barrier = pool.ctx.Barrier(workers)
+            for i, share in enumerate(shares):
+                pool.start(i, run_consumer, cfg, i, share, barrier, counters)
+            got = pool.collect(list(range(workers)), _phase_timeout(cfg))
+            pool.join()
+            results = [got[i] for i in range(workers)]
     phase = aggregate("consume", results)
     phase.extra["expected"] = sum(end - first for _, first, end in ranges)
     if workers != cfg.consumers:
@@ -141,25 +147,30 @@ def consume_phase(cfg: BenchConfig, ranges: list[Range]) -> PhaseResult:
     return phase
 
 
-def e2e_phase(cfg: BenchConfig, starts: list[tuple[int, int]]) -> list[PhaseResult]:
+def e2e_phase(cfg: BenchConfig, starts: list[tuple[int, int]],
+              show_progress: bool = False) -> list[PhaseResult]:
     """One paced producer process and one tailing consumer process."""
     pool = _Pool()
     ready = pool.ctx.Event()
     expected = pool.ctx.Value("q", -1)
     msgs_per_s = cfg.rate_mb * 1e6 / cfg.message_size
     warmup_messages = int(cfg.warmup_s * msgs_per_s)
-    pool.start(1, run_tail_consumer, cfg, starts, ready, expected, warmup_messages)
-    deadline = time.monotonic() + START_GRACE_S
-    while not ready.wait(0.5):
-        if time.monotonic() > deadline or pool.procs[1].exitcode is not None:
-            pool.collect([1], 5.0)  # surfaces the consumer's error, if it posted one
-            pool.stop()
-            raise BenchError("the tailing consumer did not start")
-    pool.start(0, run_producer, cfg, 0, cfg.message_limit(), None, cfg.rate_mb)
-    produced = pool.collect([0], _phase_timeout(cfg))[0]
-    expected.value = produced.messages
-    consumed = pool.collect([1], _phase_timeout(cfg))[1]
-    pool.join()
+    limit = cfg.message_limit()
+    with phase_progress(show_progress, "e2e", 2, limit, cfg.duration_limit(),
+                        count_slots=[1]) as counters:
+        pool.start(1, run_tail_consumer, cfg, starts, ready, expected, warmup_messages,
+                   counters)
+        deadline = time.monotonic() + START_GRACE_S
+        while not ready.wait(0.5):
+            if time.monotonic() > deadline or pool.procs[1].exitcode is not None:
+                pool.collect([1], 5.0)  # surfaces the consumer's error, if it posted one
+                pool.stop()
+                raise BenchError("the tailing consumer did not start")
+        pool.start(0, run_producer, cfg, 0, limit, None, cfg.rate_mb, counters)
+        produced = pool.collect([0], _phase_timeout(cfg))[0]
+        expected.value = produced.messages
+        consumed = pool.collect([1], _phase_timeout(cfg))[1]
+        pool.join()
     prod = aggregate("e2e-produce", [produced], "produce() -> delivery report")
     prod.extra["target_mb_per_s"] = cfg.rate_mb
     e2e = aggregate("e2e", [consumed], "produce() -> consumed")

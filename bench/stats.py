@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +36,37 @@ class LatencySummary:
         return cls(len(ordered), p50, p95, p99, ordered[-1])
 
 
+#: (time.monotonic(), messages so far, value bytes so far) of one worker
+Point = tuple[float, int, int]
+
+
+class Timeline:
+    """Cumulative progress of one worker, noted at most every ``every`` seconds.
+
+    ``progress`` (a shared array, one slot per worker) lets the parent process draw a progress
+    bar; ``points`` go back with the result and become the throughput-over-time plot.
+    """
+
+    __slots__ = ("_next", "every", "points", "progress", "slot")
+
+    def __init__(self, progress: object = None, slot: int = 0, every: float = 0.1) -> None:
+        self.points: list[Point] = []
+        self.progress = progress
+        self.slot = slot
+        self.every = every
+        self._next = 0.0
+
+    def mark(self, messages: int, nbytes: int, now: float | None = None,
+             force: bool = False) -> None:
+        now = time.monotonic() if now is None else now
+        if now < self._next and not force:
+            return
+        self._next = now + self.every
+        self.points.append((now, messages, nbytes))
+        if self.progress is not None:
+            self.progress[self.slot] = messages  # type: ignore[index]
+
+
 @dataclass
 class WorkerResult:
     """What one producer or consumer process reports back.
@@ -55,6 +87,7 @@ class WorkerResult:
     complete: bool = True
     notes: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
+    timeline: list[Point] = field(default_factory=list)
 
 
 @dataclass
@@ -72,6 +105,9 @@ class PhaseResult:
     latency_kind: str = ""
     notes: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
+    # For the report's plots; not part of the JSON document.
+    timelines: list[list[Point]] = field(default_factory=list, repr=False)
+    latencies: list[float] = field(default_factory=list, repr=False)
 
     @property
     def mb_per_s(self) -> float:
@@ -131,4 +167,6 @@ def aggregate(phase: str, results: list[WorkerResult], latency_kind: str = "") -
         latency_ms=LatencySummary.of(latencies),
         latency_kind=latency_kind,
         notes=notes,
+        timelines=[r.timeline for r in results if r.timeline],
+        latencies=latencies,
     )
