@@ -3,9 +3,9 @@ shared storage, with idempotent acks=all producers writing through every failure
 
 from __future__ import annotations
 
+import subprocess
 import time
 
-import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -13,7 +13,7 @@ from bmq.broker.groups.placement import partition_for
 from bmq.broker.metadata import OFFSETS_TOPIC
 from tests.cluster.conftest import SESSION_TIMEOUT_MS, Cluster, ClusterFactory
 from tests.cluster.workload import SteadyProducer, verify
-from tests.conftest import make_topic_name
+from tests.conftest import bmq_command, make_topic_name
 
 PARTITIONS = 6
 
@@ -144,13 +144,9 @@ def test_consumer_group_survives_coordinator_move(cluster_factory: ClusterFactor
         fresh.close()
 
 
-@pytest.mark.parametrize("count", [1])
-def test_admin_partitions_command(cluster_factory: ClusterFactory, count: int) -> None:
-    import subprocess
-
-    from tests.conftest import bmq_command
-
+def test_admin_command_and_controller_failover(cluster_factory: ClusterFactory) -> None:
     cluster = cluster_factory(brokers=2)
+    standby = cluster.start_controller()
     topic = make_topic_name("admin")
     create_topic(cluster, topic, 4)
     out = subprocess.run([*bmq_command(), "admin", "partitions", "--zookeeper",
@@ -159,3 +155,11 @@ def test_admin_partitions_command(cluster_factory: ClusterFactory, count: int) -
     lines = [line for line in out.splitlines() if line.startswith(topic)]
     assert len(lines) == 4 and all(line.split()[-1] == "writable" for line in lines), out
     assert "broker 1 127.0.0.1:" in out and "broker 2 127.0.0.1:" in out
+    # kill -9 the active controller: the standby is elected and keeps placing partitions.
+    active = cluster.controllers[0]
+    assert standby.poll() is None
+    active.kill()
+    active.wait(10)
+    second = make_topic_name("after-controller-failover")
+    create_topic(cluster, second, 4)
+    assert set(cluster.owners(second).values()) == {1, 2}
