@@ -22,7 +22,7 @@ from typing import Any
 
 from bmq.storage.base import AppendFile, BytesLike, ReadFile, Storage, nbytes
 
-# Filesystems without appends: object stores. They will use the (future) object-store layout.
+# Filesystems without appends: object stores. PartitionLog uses its object layout on them.
 NO_APPEND_PROTOCOLS = frozenset({
     "s3", "s3a", "gs", "gcs", "abfs", "abfss", "az", "adl", "oss", "r2", "http", "https",
 })
@@ -96,13 +96,31 @@ class FsspecReadFile(ReadFile):
             self._f.close()
 
 
+class ObjectReadFile(ReadFile):
+    """Positional reads of an immutable object: one ranged GET each (no read-ahead cache: a
+    file object's default block would fetch megabytes for a 100-byte header read)."""
+
+    def __init__(self, fs: Any, path: str) -> None:
+        self._fs = fs
+        self._path = path
+
+    def pread(self, position: int, size: int) -> bytes:
+        if size <= 0:
+            return b""
+        return bytes(self._fs.cat_file(self._path, start=position, end=position + size))
+
+    def close(self) -> None:
+        pass
+
+
 class FsspecStorage(Storage):
     def __init__(self, fs: Any, root: str = "") -> None:
         self.fs = fs
         self.root = root.rstrip("/") if root not in ("", "/") else root
         protocols = fs.protocol if isinstance(fs.protocol, (tuple, list)) else (fs.protocol,)
         self.protocol = str(protocols[0])
-        self.supports_append = not any(p in NO_APPEND_PROTOCOLS for p in protocols)
+        self.object_store = any(p in NO_APPEND_PROTOCOLS for p in protocols)
+        self.supports_append = not self.object_store
         self.durable_sync = any(p in _LOCAL_PROTOCOLS for p in protocols)
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
@@ -138,6 +156,10 @@ class FsspecStorage(Storage):
 
     def open_read(self, path: str) -> ReadFile:
         full = self._abs(path)
+        if self.object_store:
+            if not self.fs.exists(full):
+                raise FileNotFoundError(full)
+            return ObjectReadFile(self.fs, full)
         lock = self._lock(full)
         with lock:
             return FsspecReadFile(self.fs, full, lock)
@@ -159,13 +181,13 @@ class FsspecStorage(Storage):
                     pass
                 finally:
                     f.close()
-            data = self.fs.cat_file(full, 0, size)
+            data = self.fs.cat_file(full, start=0, end=size)
         self.write_atomic(path, data)
 
     def read_range(self, path: str, start: int, length: int) -> bytes:
         full = self._abs(path)
         with self._lock(full):
-            return bytes(self.fs.cat_file(full, start, start + length))
+            return bytes(self.fs.cat_file(full, start=start, end=start + length))
 
     def read_all(self, path: str) -> bytes:
         full = self._abs(path)
@@ -174,6 +196,10 @@ class FsspecStorage(Storage):
 
     def write_atomic(self, path: str, data: BytesLike) -> None:
         full = self._abs(path)
+        if self.object_store:
+            # Object stores: a PUT replaces the object all at once (and a rename is a copy).
+            self.fs.pipe_file(full, bytes(data))
+            return
         tmp = f"{full}.tmp.{os.getpid()}.{threading.get_ident()}.{next(_tmp_counter)}"
         with self.fs.open(tmp, "wb") as f:
             f.write(data)
@@ -189,22 +215,37 @@ class FsspecStorage(Storage):
                 self.fs.rm_file(full)
                 self.fs.mv(tmp, full)
 
+    def _forget(self, full: str) -> None:
+        """Drop cached listings: other processes change the namespace behind our back."""
+        with contextlib.suppress(AttributeError, NotImplementedError):
+            self.fs.invalidate_cache(full)
+
     def size(self, path: str) -> int:
         full = self._abs(path)
+        self._forget(full)
         with self._lock(full):
             return int(self.fs.size(full))
 
     def exists(self, path: str) -> bool:
-        return bool(self.fs.exists(self._abs(path)))
+        full = self._abs(path)
+        self._forget(full)
+        return bool(self.fs.exists(full))
 
     def list(self, path: str) -> list[str]:
+        full = self._abs(path)
+        self._forget(full)
         try:
-            entries = self.fs.ls(self._abs(path), detail=False)
+            entries = self.fs.ls(full, detail=False)
         except FileNotFoundError:
             return []
-        return sorted(str(e).rstrip("/").rsplit("/", 1)[-1] for e in entries)
+        own = full.rstrip("/")
+        # (Object stores may list a "directory" marker as an entry of itself.)
+        return sorted(str(e).rstrip("/").rsplit("/", 1)[-1] for e in entries
+                      if str(e).rstrip("/") != own)
 
     def makedirs(self, path: str) -> None:
+        if self.object_store:
+            return   # object stores have no directories: keys imply them
         self.fs.makedirs(self._abs(path), exist_ok=True)
 
     def delete(self, path: str) -> None:
@@ -219,6 +260,7 @@ class FsspecStorage(Storage):
 
     def delete_tree(self, path: str) -> None:
         full = self._abs(path)
+        self._forget(full)
         if self.fs.exists(full):
             with contextlib.suppress(FileNotFoundError):
                 self.fs.rm(full, recursive=True)

@@ -51,6 +51,7 @@ import threading
 import time
 from array import array
 from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -572,8 +573,10 @@ class PartitionLog:
             return None
         return idx, tidx
 
-    def _rebuild_indexes(self, seg: Segment, end: int) -> tuple[tuple[array[int], array[int]],
-                                                                tuple[array[int], array[int]]]:
+    def _rebuild_indexes(self, seg: Segment, end: int,
+                         pread: Callable[[int, int], bytes] | None = None,
+                         ) -> tuple[tuple[array[int], array[int]],
+                                    tuple[array[int], array[int]]]:
         """Indexes of a durable segment from its batch headers (no CRC: data is trusted)."""
         interval = self.config.index_interval_bytes
         rel: array[int] = array("I")
@@ -584,8 +587,9 @@ class PartitionLog:
         off_max = seg.base
         since = 0
         last_entry = -(1 << 63)
-        reader = self._reader(seg)
-        for pos, base, size, _next, batch_max in iter_headers(reader.pread, 0, end):
+        if pread is None:
+            pread = self._reader(seg).pread
+        for pos, base, size, _next, batch_max in iter_headers(pread, 0, end):
             if batch_max > max_ts:
                 max_ts, off_max = batch_max, base
             if since >= interval:
@@ -1098,6 +1102,11 @@ class PartitionLog:
     def _delete_files(self, seg: Segment) -> None:
         for name in seg.file_names():
             self.storage.delete(self._path(name))
+
+    def compact_objects(self) -> int:
+        """Merge small flush objects into larger ones (object layout); the append layout has
+        nothing to merge. Returns how many objects were merged away."""
+        return 0
 
     # ------------------------------------------------------------------------------ lifecycle
     def checkpoint(self) -> None:

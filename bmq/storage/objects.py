@@ -1,11 +1,456 @@
-"""The partition log on object stores (S3): work in progress."""
+"""The partition log on object stores (S3 and the like), which cannot append to an object.
+
+Same API as ``PartitionLog`` (``PartitionLog.open`` returns this class when the storage has
+``supports_append == False``); only the on-storage layout and the I/O differ.
+
+Layout, under ``{topic}/{partition}/``::
+
+    {base:020d}-{epoch:010d}-{seq:012d}.log        one immutable object per flush (or merge)
+    {base:020d}-{epoch:010d}-{seq:012d}.index      offset / time index of a merged object
+    {base:020d}-{epoch:010d}-{seq:012d}.timeindex  (same encoding as segment index files)
+    manifest/{epoch:010d}.json                     the manifest of the owner of that epoch
+
+``base`` is the first offset in the object, ``epoch`` the leader epoch of the writer that made
+it and ``seq`` that writer's counter (object names are never reused, so no PUT ever replaces
+data). The manifest is the checkpoint of the append layout with ``segments`` listing objects
+(each with ``epoch`` and ``seq``) and ``next_seq``; it is replaced (one PUT) by every flush,
+merge, retention and DeleteRecords. The manifest of the highest epoch is the truth: a stale
+owner's later manifest PUTs (a lower epoch) are ignored by everyone.
+
+Write path. ``flush`` PUTs the queued batches as one object, then PUTs the manifest listing it,
+then lists ``manifest/`` and fails with FENCED_LEADER_EPOCH if a higher epoch exists; only then
+is the high watermark advanced and the flush acknowledged (acks=all).
+
+Takeover (``open`` with epoch N). Read the newest manifest (epoch E <= N, else fenced); PUT a
+claim ``manifest/N.json`` with the same content (data epoch E) so that E's owner fails its
+next fence check; list the objects: those of epoch E with ``seq >= next_seq`` that continue the
+offsets are objects E stored but had not (or had, after our read) put in its manifest; they are
+complete (PUTs are atomic), each is CRC-checked and included in order. Then the epoch-N
+manifest is written and objects of lower epochs not in it, and older manifests, are deleted.
+An object E PUTs after our listing never enters an epoch-N manifest: E's fence check after that
+PUT sees the claim, so it was never acknowledged.
+
+Merging. ``compact_objects`` (called by ``checkpoint``, i.e. from the broker's maintenance
+loop) rewrites runs of adjacent objects smaller than ``segment_bytes`` into one object of at
+most ``segment_bytes`` with index objects, swaps them in the manifest, and deletes the replaced
+objects on the next call (so in-flight reads, here and in other processes, can finish).
+Retention and DeleteRecords drop whole objects.
+"""
 
 from __future__ import annotations
 
-from bmq.storage.log import PartitionLog
+import json
+import logging
+import re
+import struct
+import time
+from typing import Any
+
+from bmq.protocol.errors import ErrorCode, KafkaError
+from bmq.protocol.records import HEADER_SIZE, LOG_OVERHEAD
+from bmq.storage.log import (
+    CHECKPOINT_VERSION_EPOCHS,
+    MAX_READ_BYTES,
+    PartitionLog,
+    _Meta,
+    _now_ms,
+    _parse_files,
+)
+from bmq.storage.producer_state import ProducerStateTable
+from bmq.storage.segment import MAX_POSITION, Segment
+
+logger = logging.getLogger(__name__)
+
+MANIFEST_DIR = "manifest"
+_MANIFEST_RE = re.compile(r"^(\d{10})\.json$")
+# Objects at least this fraction of segment_bytes are not merged any further.
+_MERGED_FRACTION = 0.5
+_LENGTH = struct.Struct(">qi")
+_DELTA = struct.Struct(">i")
 
 
 class ObjectPartitionLog(PartitionLog):
+    """A partition log whose flushes are immutable objects listed by a manifest."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._next_seq = 0
+        self._trash: list[Segment] = []   # merged away: deleted on the next compaction
+
+    # ------------------------------------------------------------------------------ manifests
+    def _state_dir(self) -> str:
+        return f"{self.dir}/{MANIFEST_DIR}"
+
+    def _state_name(self, epoch: int) -> str:
+        return f"{epoch:010d}.json"
+
+    def _parse_state_name(self, name: str) -> int | None:
+        m = _MANIFEST_RE.match(name)
+        return int(m[1]) if m else None
+
+    def _state_dict(self) -> dict[str, Any]:
+        with self._lock:
+            return self._manifest(self._segments[:-1], self.high_watermark)
+
+    def _manifest(self, objects: list[Segment], high_watermark: int) -> dict[str, Any]:
+        return {
+            "version": CHECKPOINT_VERSION_EPOCHS,
+            "layout": "objects",
+            "topic": self.topic,
+            "partition": self.partition,
+            "epoch": self.leader_epoch,
+            "data_epoch": self.leader_epoch,
+            "next_seq": self._next_seq,
+            "log_start_offset": self.log_start_offset,
+            "recovery_point": high_watermark,
+            "high_watermark": high_watermark,
+            "segments": [seg.meta() for seg in objects],
+            "producers": self._durable_producers.to_json(),
+        }
+
+    def _put_manifest(self, state: dict[str, Any]) -> None:
+        data = json.dumps(state, separators=(",", ":")).encode()
+        if data != self._checkpointed:
+            self.storage.write_atomic(
+                f"{self._state_dir()}/{self._state_name(self.leader_epoch)}", data)
+            self._checkpointed = data
+        self._published_ms = time.monotonic()
+
+    def _checkpoint_locked(self) -> None:
+        self._put_manifest(self._state_dict())
+
+    # ------------------------------------------------------------------------------ opening
     def _load(self) -> None:
-        raise NotImplementedError(
-            f"{self.storage!r} cannot append; the object-store log layout is not implemented")
+        storage = self.storage
+        epoch = self.leader_epoch
+        storage.makedirs(self._state_dir())
+        top, state = self._newest_state()
+        if top > epoch:
+            raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH,
+                             f"{self}: epoch {epoch} is older than the current {top}")
+        data_epoch = int(state["data_epoch"]) if state is not None else epoch
+        if epoch > top:
+            self._claim(state, data_epoch)
+        names = storage.list(self.dir)
+        found = sorted(_parse_files(names, ".log"))
+
+        metas = state.get("segments") if state is not None else None
+        producers = ProducerStateTable()
+        log_start = recovery_point = 0
+        next_seq = 0
+        objects: list[Segment] = []
+        if state is not None and metas is not None:
+            try:
+                objects = [Segment.from_meta({k: int(v) for k, v in m.items()}) for m in metas]
+                producers = ProducerStateTable.from_json(state["producers"])
+                log_start = int(state["log_start_offset"])
+                recovery_point = int(state["recovery_point"])
+                next_seq = int(state.get("next_seq", 0))
+            except (ValueError, TypeError, KeyError) as exc:
+                logger.warning("%s: malformed manifest (%s), scanning every object", self, exc)
+                objects, metas = [], None
+                producers = ProducerStateTable()
+        if metas is not None:
+            # Objects the data epoch stored after (or without) its last manifest update.
+            listed = {seg.stem for seg in objects}
+            candidates = sorted(((seq, base, e) for base, e, seq in found
+                                 if e == data_epoch and seq >= next_seq), key=lambda t: t[0])
+            tail = [Segment(base, epoch=e, seq=seq) for seq, base, e in candidates]
+            tail = [seg for seg in tail if seg.stem not in listed]
+        else:
+            # No manifest to go by: every object, in offset order (newer writers first).
+            tail = [Segment(base, epoch=e, seq=seq)
+                    for base, e, seq in sorted(found, key=lambda t: (t[0], -t[1], -t[2]))
+                    if e <= epoch]
+        end = objects[-1].next_offset if objects else max(log_start, recovery_point)
+        now = _now_ms()
+        for seg in tail:
+            if (objects or metas is not None) and seg.base != end:
+                continue   # not the continuation (e.g. a merged object never swapped in)
+            try:
+                size = storage.size(self._path(seg.log_file))
+            except FileNotFoundError:
+                continue
+            valid_end = self._recover_segment(seg, 0, size, producers, now)
+            if valid_end == 0:
+                continue
+            if valid_end < size:
+                logger.warning("%s: object %s is valid up to %d of %d bytes", self,
+                               seg.log_file, valid_end, size)
+            if not objects:
+                log_start = max(log_start, seg.base) if metas is not None else seg.base
+            objects.append(seg)
+            end = seg.next_offset
+            if valid_end < size:
+                break
+        log_start = min(max(log_start, objects[0].base), end) if objects else end
+        while objects and objects[0].next_offset <= log_start:
+            objects.pop(0)
+        if end < recovery_point:
+            logger.warning("%s: objects end at %d, before the recovery point %d", self, end,
+                           recovery_point)
+            producers.truncate(end)
+        # Our own sequence numbers continue after any object of this epoch (a restart).
+        own = [seq for _b, e, seq in found if e == epoch]
+        self._next_seq = max([next_seq if data_epoch == epoch else 0, *(s + 1 for s in own)])
+
+        self._set_objects(objects, end)
+        self.log_start_offset = log_start
+        self._durable_producers = producers
+        self._producers = producers.copy()
+        with self._io_lock:
+            self._checkpoint_locked()
+        self._fence_check()
+        self._collect_garbage(names)
+
+    def _set_objects(self, objects: list[Segment], end: int) -> None:
+        """Install the object list plus the empty virtual tail segment at ``end``."""
+        tail = Segment(end, epoch=self.leader_epoch)
+        segments = [*objects, tail]
+        self._segments = segments
+        self._bases = [s.base for s in segments]
+        self._size_bytes = sum(s.size for s in objects)
+        self.log_end_offset = self.high_watermark = end
+
+    # ------------------------------------------------------------------------------ flushing
+    def _write(self, queue: list[tuple[memoryview, int, list[_Meta]]]) -> None:
+        interval = self.config.index_interval_bytes
+        with self._lock:
+            base = self._segments[-1].base
+            seq = self._next_seq
+            self._next_seq += 1
+        seg = Segment(base, created_ms=queue[0][1], epoch=self.leader_epoch, seq=seq)
+        assert seg.idx_rel is not None and seg.idx_pos is not None
+        assert seg.tidx_ts is not None and seg.tidx_rel is not None
+        buffers: list[memoryview] = []
+        idempotent: list[tuple[_Meta, int]] = []
+        size = 0
+        since = 0
+        for view, now_ms, metas in queue:
+            buffers.append(view)
+            for meta in metas:
+                batch_size, first, last, max_ts = meta[0], meta[1], meta[2], meta[3]
+                if max_ts > seg.max_timestamp:
+                    seg.max_timestamp = max_ts
+                    seg.offset_of_max_timestamp = first
+                if since >= interval:
+                    seg.idx_rel.append(first - base)
+                    seg.idx_pos.append(size)
+                    if seg.max_timestamp > seg.last_time_entry:
+                        seg.tidx_ts.append(seg.max_timestamp)
+                        seg.tidx_rel.append(seg.offset_of_max_timestamp - base)
+                    since = 0
+                since += batch_size
+                size += batch_size
+                seg.next_offset = last + 1
+                if meta[4] >= 0:
+                    idempotent.append((meta, now_ms))
+        if seg.max_timestamp > seg.last_time_entry:
+            seg.tidx_ts.append(seg.max_timestamp)
+            seg.tidx_rel.append(seg.offset_of_max_timestamp - base)
+        if size > MAX_POSITION:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{self}: flush of {size} bytes")
+        seg.size = size
+        self.storage.write_atomic(self._path(seg.log_file), b"".join(buffers))
+
+        with self._lock:
+            durable = self._durable_producers
+            for meta, now_ms in idempotent:
+                durable.record(meta[4], meta[5], meta[6], meta[7], meta[1], meta[2], meta[3],
+                               now_ms)
+            objects = [*self._segments[:-1], seg]
+        self._put_manifest(self._manifest(objects, seg.next_offset))
+        self._fence_check()
+        with self._lock:
+            tail = self._segments[-1]
+            tail.base = tail.next_offset = seg.next_offset
+            self._segments.insert(len(self._segments) - 1, seg)
+            self._bases = [s.base for s in self._segments]
+            self._size_bytes += size
+            self.high_watermark = seg.next_offset
+
+    # ------------------------------------------------------------------------------ reading
+    def read(self, offset: int, max_bytes: int) -> bytes | memoryview:
+        """Like ``PartitionLog.read``, but continuing into the following objects while
+        ``max_bytes`` allows: one flush is often far smaller than a fetch."""
+        first = super().read(offset, max_bytes)
+        total = len(first)
+        if not total or total >= max_bytes:
+            return first
+        parts: list[bytes | memoryview] = [first]
+        position = _next_offset(first)
+        limit = min(max_bytes, MAX_READ_BYTES)
+        while total < limit and position < self.high_watermark:
+            try:
+                more = super().read(position, limit - total)
+            except KafkaError:
+                break
+            if not more or total + len(more) > limit:
+                break
+            parts.append(more)
+            total += len(more)
+            position = _next_offset(more)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    # ------------------------------------------------------------------------------ merging
+    def checkpoint(self) -> None:
+        if self._closed or self._readonly:
+            return
+        try:
+            self.compact_objects()
+        except KafkaError:
+            raise
+        except Exception as exc:   # merging is an optimisation: the manifest still goes out
+            logger.warning("%s: merging objects failed: %s", self, exc)
+        super().checkpoint()
+
+    def compact_objects(self) -> int:
+        if self._closed or self._readonly or self._failed is not None:
+            return 0
+        self._empty_trash()
+        target = min(self.config.segment_bytes, MAX_POSITION)
+        with self._lock:
+            objects = self._segments[:-1]
+        runs: list[list[Segment]] = []
+        run: list[Segment] = []
+        total = 0
+        for seg in objects:
+            small = seg.size < target * _MERGED_FRACTION
+            if small and total + seg.size <= target and \
+                    (not run or seg.next_offset - run[0].base <= 0x7FFFFFFF):
+                run.append(seg)
+                total += seg.size
+                continue
+            if len(run) > 1:
+                runs.append(run)
+            run, total = ([seg], seg.size) if small else ([], 0)
+        if len(run) > 1:
+            runs.append(run)
+        merged = 0
+        for run in runs:
+            merged += self._merge(run)
+        return merged
+
+    def _merge(self, run: list[Segment]) -> int:
+        data = b"".join(self.storage.read_range(self._path(seg.log_file), 0, seg.size)
+                        for seg in run)
+        with self._lock:
+            seq = self._next_seq
+            self._next_seq += 1
+        first = run[0]
+        new = Segment(first.base, created_ms=first.created_ms, epoch=self.leader_epoch, seq=seq)
+        new.size = len(data)
+        new.next_offset = run[-1].next_offset
+        best = max(run, key=lambda s: s.max_timestamp)
+        new.max_timestamp = best.max_timestamp
+        new.offset_of_max_timestamp = best.offset_of_max_timestamp
+        view = memoryview(data)
+        new.set_indexes(*self._rebuild_indexes(new, len(data),
+                                               lambda p, n: bytes(view[p:p + n])))
+        if new.max_timestamp > new.last_time_entry:
+            assert new.tidx_ts is not None and new.tidx_rel is not None
+            new.tidx_ts.append(new.max_timestamp)
+            new.tidx_rel.append(new.offset_of_max_timestamp - new.base)
+        self.storage.write_atomic(self._path(new.log_file), data)
+        self._write_index_files(new)
+        with self._io_lock:
+            if self._closed or self._failed is not None:
+                return 0
+            with self._lock:
+                segments = self._segments
+                try:
+                    i = next(k for k, s in enumerate(segments) if s is first)
+                except StopIteration:
+                    i = -1
+                if i < 0 or segments[i:i + len(run)] != run or \
+                        any(a is not b for a, b in zip(segments[i:i + len(run)], run,
+                                                       strict=True)):
+                    stale = True    # retention or DeleteRecords got there first
+                else:
+                    stale = False
+                    self._segments = [*segments[:i], new, *segments[i + len(run):]]
+                    self._bases = [s.base for s in self._segments]
+                    for seg in run:
+                        seg.retired = True
+            if stale:
+                self._delete_files(new)
+                return 0
+            self._checkpoint_locked()
+            self._fence_check()
+            self._trash.extend(run)
+        return len(run)
+
+    def _empty_trash(self) -> None:
+        """Delete objects merged away by the previous compaction (readers have moved on)."""
+        if not self._trash:
+            return
+        self._fence_check()
+        trash, self._trash = self._trash, []
+        for seg in trash:
+            with self._lock:
+                unused = seg.readers == 0
+            if unused:
+                seg.close_handles()
+            self._delete_files(seg)
+
+    # ------------------------------------------------------------------------------ retention
+    def _retire(self, count: int) -> list[Segment]:
+        # Every object may go (there is no active segment), but never the virtual tail.
+        return super()._retire(min(count, len(self._segments) - 1))
+
+    def apply_retention(self, now_ms: int) -> int:
+        with self._io_lock:
+            if self._closed:
+                return 0
+            cfg = self.config
+            with self._lock:
+                candidates = self._segments[:-1]
+                # Keep the newest object, as the append layout keeps its active segment.
+                candidates = candidates[:-1]
+                by_start = 0
+                while by_start < len(candidates) and \
+                        candidates[by_start].next_offset <= self.log_start_offset:
+                    by_start += 1
+                by_time = 0
+                if cfg.retention_ms >= 0:
+                    for seg in candidates:
+                        stamp = seg.max_timestamp if seg.max_timestamp >= 0 else seg.created_ms
+                        if now_ms - stamp <= cfg.retention_ms:
+                            break
+                        by_time += 1
+                by_size = 0
+                if cfg.retention_bytes >= 0:
+                    excess = self._size_bytes - cfg.retention_bytes
+                    for seg in candidates:
+                        if excess - seg.size < 0:
+                            break
+                        excess -= seg.size
+                        by_size += 1
+                retired = self._retire(max(by_start, by_time, by_size))
+                self._producers.expire(now_ms, self.producer_expiration_ms)
+                self._durable_producers.expire(now_ms, self.producer_expiration_ms)
+            if retired:
+                self._checkpoint_locked()
+                self._delete_segments(retired)
+            return len(retired)
+
+
+def _next_offset(data: bytes | memoryview) -> int:
+    """The offset after the last whole batch of ``data``."""
+    pos = 0
+    next_offset = 0
+    n = len(data)
+    while pos + HEADER_SIZE <= n:
+        base, length = _LENGTH.unpack_from(data, pos)
+        delta = _DELTA.unpack_from(data, pos + 23)[0]
+        next_offset = base + delta + 1
+        pos += length + LOG_OVERHEAD
+    return next_offset
+
+
+def object_names(log: PartitionLog) -> list[str]:
+    """Data objects of a log (for tests and tools)."""
+    return [n for n in log.storage.list(log.dir) if n.endswith(".log")]
+
+
+__all__ = ["MANIFEST_DIR", "ObjectPartitionLog", "object_names"]
