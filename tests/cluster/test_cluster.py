@@ -163,3 +163,45 @@ def test_admin_command_and_controller_failover(cluster_factory: ClusterFactory) 
     second = make_topic_name("after-controller-failover")
     create_topic(cluster, second, 4)
     assert set(cluster.owners(second).values()) == {1, 2}
+
+
+def test_admin_apis_on_any_broker(cluster_factory: ClusterFactory) -> None:
+    from confluent_kafka.admin import (
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        NewPartitions,
+    )
+
+    cluster = cluster_factory(brokers=2)
+    one = AdminClient({"bootstrap.servers": cluster.brokers[1].bootstrap})
+    two = AdminClient({"bootstrap.servers": cluster.brokers[2].bootstrap})
+    topic = make_topic_name("admin-apis")
+    for future in one.create_topics([NewTopic(topic, 2, 1)]).values():
+        future.result(30)
+    cluster.wait_writable(topic)
+    # Partitions added through broker 2 are placed and opened.
+    for future in two.create_partitions([NewPartitions(topic, 5)]).values():
+        future.result(30)
+    cluster.wait_for(lambda: len(cluster.owners(topic)) == 5, 20, "5 partitions")
+    cluster.wait_writable(topic)
+    # A config set through broker 2 is seen through broker 1.
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
+        ConfigEntry("retention.ms", "123456",
+                    incremental_operation=AlterConfigOpType.SET)])
+    for future in two.incremental_alter_configs([resource]).values():
+        future.result(30)
+
+    def seen() -> bool:
+        described = one.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)])
+        configs = next(iter(described.values())).result(30)
+        return bool(configs["retention.ms"].value == "123456")
+    cluster.wait_for(seen, 20, "config visible on broker 1")
+    # Deleted through broker 1: gone everywhere, and its data removed from shared storage.
+    for future in one.delete_topics([topic]).values():
+        future.result(30)
+    shared = cluster.base / "shared" / "topics"
+    cluster.wait_for(lambda: not (shared / topic).exists() or not any(
+        (shared / topic).iterdir()), 20, "partition data deleted")
+    metadata = two.list_topics(timeout=10)
+    assert topic not in metadata.topics
