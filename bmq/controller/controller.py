@@ -208,30 +208,29 @@ class Controller:
                 zk.delete(self.paths.controller)
 
     # ------------------------------------------------------------------ one reconcile pass
+    def _children(self, zk: KazooClient, path: str, watch: bool) -> dict[str, tuple[Any, Any]]:
+        """Data and stat of every child of ``path``, fetched in parallel."""
+        trigger = self._trigger if watch else None
+        names = zk.get_children(path, watch=trigger)
+        pending = [(name, zk.get_async(f"{path}/{name}", watch=trigger)) for name in names]
+        found = {}
+        for name, result in pending:
+            try:
+                found[name] = result.get()
+            except NoNodeError:
+                continue
+        return found
+
     def _read(self, zk: KazooClient) -> tuple[dict[str, int], dict[str, dict[str, Assignment]],
                                               dict[str, int],
                                               dict[int, tuple[int, dict[str, Any]]]]:
-        brokers: dict[int, tuple[int, dict[str, Any]]] = {}
-        for child in zk.get_children(self.paths.brokers, watch=self._trigger):
-            try:
-                data, stat = zk.get(f"{self.paths.brokers}/{child}", watch=self._trigger)
-            except NoNodeError:
-                continue
-            brokers[int(child)] = (stat.czxid, loads(data) or {})
-        topics: dict[str, int] = {}
-        for name in zk.get_children(self.paths.topics, watch=self._trigger):
-            try:
-                data, _ = zk.get(self.paths.topic(name), watch=self._trigger)
-            except NoNodeError:
-                continue
-            topics[name] = int(loads(data)["partitions"])
+        brokers = {int(child): (stat.czxid, loads(data) or {}) for child, (data, stat)
+                   in self._children(zk, self.paths.brokers, watch=True).items()}
+        topics = {name: int(loads(data)["partitions"]) for name, (data, _)
+                  in self._children(zk, self.paths.topics, watch=True).items()}
         assignments: dict[str, dict[str, Assignment]] = {}
         versions: dict[str, int] = {}
-        for name in zk.get_children(self.paths.assignments):
-            try:
-                data, stat = zk.get(self.paths.assignment(name))
-            except NoNodeError:
-                continue
+        for name, (data, stat) in self._children(zk, self.paths.assignments, False).items():
             assignments[name] = loads(data) or {}
             versions[name] = stat.version
         return topics, assignments, versions, brokers
