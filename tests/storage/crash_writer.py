@@ -1,6 +1,9 @@
 """Child process of test_crash: appends and flushes in a loop until it is killed.
 
-Usage: python crash_writer.py ROOT PRODUCER_ID SEED
+Usage: python crash_writer.py ROOT PRODUCER_ID SEED [EPOCH]
+
+ROOT is a directory or a storage URL (``s3://bucket/prefix``: endpoint and credentials from
+the standard AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY variables).
 
 Every batch holds one record whose value starts with b"<offset>:", is written by an idempotent
 producer whose sequence numbers equal the offsets, and after every flush the high watermark is
@@ -13,7 +16,7 @@ import os
 import random
 import sys
 
-from bmq.storage import LocalStorage, LogConfig, PartitionLog
+from bmq.storage import LogConfig, PartitionLog, open_storage
 
 if __package__:
     from .batches import request, sized_batch
@@ -30,8 +33,9 @@ def batch_size(offset: int) -> int:
 
 def main() -> None:
     root, producer_id, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    epoch = int(sys.argv[4]) if len(sys.argv) > 4 else 0
     rng = random.Random(seed)
-    log = PartitionLog.open(LocalStorage(root), "t", 0, CONFIG)
+    log = PartitionLog.open(open_storage(root), "t", 0, CONFIG, epoch=epoch)
     offset = log.log_end_offset
     rounds = 0
     while True:
@@ -44,7 +48,7 @@ def main() -> None:
         print(log.flush(), flush=True)
         rounds += 1
         if rounds % 7 == 0:
-            log.checkpoint()
+            log.checkpoint()     # (object layout: merges flush objects too)
 
 
 if __name__ == "__main__":

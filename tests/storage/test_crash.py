@@ -10,7 +10,8 @@ import sys
 import time
 from pathlib import Path
 
-from bmq.storage import LocalStorage, PartitionLog
+from bmq.storage import LocalStorage, PartitionLog, open_storage
+from tests.seaweedfs import SeaweedFS
 
 from .batches import make_batch, request, split, tag_of
 from .crash_writer import CONFIG, batch_size
@@ -19,11 +20,14 @@ WRITER = Path(__file__).with_name("crash_writer.py")
 PRODUCER = 4242
 
 
-def _run_and_kill(root: str, seed: int, min_lines: int) -> int:
+def _run_and_kill(root: str, seed: int, min_lines: int, epoch: int = 0,
+                  env: dict[str, str] | None = None) -> int:
     """Start the writer, let it report ``min_lines`` flushes and then some, SIGKILL it; return
     the highest high watermark it reported."""
-    proc = subprocess.Popen([sys.executable, str(WRITER), root, str(PRODUCER), str(seed)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen([sys.executable, str(WRITER), root, str(PRODUCER), str(seed),
+                             str(epoch)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, **(env or {})})
     assert proc.stdout is not None
     reported = []
     try:
@@ -86,3 +90,43 @@ def test_kill_9_while_appending_and_flushing(tmp_path: Path) -> None:
             log._shut()
     segments = [n for n in os.listdir(os.path.join(root, "t", "0")) if n.endswith(".log")]
     assert len(segments) > 1
+
+
+def test_kill_9_while_appending_and_flushing_on_s3(seaweedfs: SeaweedFS) -> None:
+    """The same on SeaweedFS S3 (object layout), the writer finding endpoint and credentials
+    in the standard AWS_* variables; every other round a new owner with a higher epoch."""
+    env = {"AWS_ENDPOINT_URL": seaweedfs.endpoint_url,
+           "AWS_ACCESS_KEY_ID": seaweedfs.access_key,
+           "AWS_SECRET_ACCESS_KEY": seaweedfs.secret_key}
+    root = seaweedfs.url(f"crash/{os.getpid()}-{time.monotonic_ns()}")
+    storage = open_storage(root, seaweedfs.storage_options())
+    durable = 0
+    epoch = 1
+    for round_ in range(4):
+        if round_ % 2:
+            epoch += 1
+        reported = _run_and_kill(root, seed=round_, min_lines=6 + 3 * round_, epoch=epoch,
+                                 env=env)
+        assert reported >= durable
+        if round_ % 2:
+            # A complete object nobody listed whose bytes are junk (it cannot be torn: PUTs
+            # are atomic, but it can be garbage): recovery checks and skips it.
+            names = [n for n in storage.list("t/0") if n.endswith(".log")]
+            storage.write_atomic(f"t/0/{reported:020d}-{epoch:010d}-{999_999:012d}.log",
+                                 bytes(make_batch([b"junk" * 500]))[:700])
+            assert names
+        log = PartitionLog.open(storage, "t", 0, CONFIG, epoch=epoch)
+        assert log.high_watermark >= reported, (log.high_watermark, reported)
+        _verify(log)
+        durable = log.high_watermark
+        retry = make_batch([b"retry"], producer_id=PRODUCER, producer_epoch=0,
+                           base_sequence=durable - 1)
+        result = log.append(*request(retry), now_ms=0)
+        assert result.duplicate and result.base_offset == durable - 1
+        if round_ % 2:
+            log.close()
+        else:
+            log._shut()
+    reader = PartitionLog.open_reader(storage, "t", 0)
+    assert reader.high_watermark == durable
+    reader.close()
