@@ -1,9 +1,11 @@
 """Every Prometheus metric BMQ exports, in one registry, and the HTTP endpoint that serves it.
 
-Any role (``serve`` and the cluster roles) calls :func:`start_http_server` when its
-``metrics_port`` is set and then records through the helpers below. The broker's hot paths pay
-one counter increment per request, per partition of a request and per flush; never per record:
-message counts come from the ``record_count`` field of record batch headers.
+Any role (``serve`` and the cluster roles) calls :func:`serve_for_role` when its
+``metrics_port`` is set and then records through the helpers below; requests and per-topic
+traffic are recorded by ``bmq.broker.connection`` for every role that serves Kafka clients.
+The broker's hot paths pay one counter increment per request, per partition of a request and
+per flush; never per record: message counts come from the ``record_count`` field of record
+batch headers.
 
 Metric names (all prefixed ``bmq_``):
 
@@ -22,6 +24,7 @@ Metric names (all prefixed ``bmq_``):
 
 from __future__ import annotations
 
+import logging
 import struct
 import threading
 from collections.abc import Callable
@@ -40,6 +43,8 @@ from prometheus_client import start_http_server as _start_http_server
 
 # No *_created series: they double the output and nobody graphs them.
 disable_created_metrics()  # type: ignore[no-untyped-call]
+
+log = logging.getLogger(__name__)
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 ProcessCollector(registry=REGISTRY)
@@ -101,6 +106,33 @@ def start_http_server(port: int, host: str = "") -> Any:
     """Serve ``/metrics`` (Prometheus text format) from a daemon thread; returns the server."""
     server, _thread = _start_http_server(port, addr=host, registry=REGISTRY)
     return server
+
+
+def serve_for_role(port: int, host: str, partitions: Callable[[], float] | None = None,
+                   groups: Callable[[], float] | None = None) -> Any:
+    """What a role calls at start when ``metrics_port`` is set (``serve``, ``broker``, ...).
+
+    Binds ``host:port`` (the role's listen host), hooks the partition and group gauges to the
+    given callables (read at each scrape, from the HTTP thread) and returns the server for
+    :func:`stop`. A port that cannot be bound is logged and ends the process (exit 1).
+    """
+    if partitions is not None:
+        track_partitions(partitions)
+    if groups is not None:
+        track_consumer_groups(groups)
+    try:
+        server = start_http_server(port, host)
+    except OSError as error:
+        log.error("cannot serve metrics on %s:%d: %s", host, port, error)
+        raise SystemExit(1) from error
+    log.info("metrics at http://%s:%d/metrics", host or "0.0.0.0", port)
+    return server
+
+
+def stop(server: Any) -> None:
+    if server is not None:
+        server.shutdown()
+        server.server_close()
 
 
 # --------------------------------------------------------------------------- request helpers

@@ -51,16 +51,10 @@ class BrokerServer:
 
     def _start_metrics(self) -> None:
         broker = self.broker
-        metrics.track_partitions(lambda: sum(1 for _ in broker.partitions.all()))
-        metrics.track_consumer_groups(lambda: _count_groups(broker))
-        host = self.config.listen_host
-        try:
-            self._metrics_server = metrics.start_http_server(self.config.metrics_port, host)
-        except OSError as error:
-            log.error("cannot serve metrics on %s:%d: %s", host, self.config.metrics_port,
-                      error)
-            raise SystemExit(1) from error
-        log.info("metrics at http://%s:%d/metrics", host or "0.0.0.0", self.config.metrics_port)
+        self._metrics_server = metrics.serve_for_role(
+            self.config.metrics_port, self.config.listen_host,
+            partitions=lambda: sum(1 for _ in broker.partitions.all()),
+            groups=lambda: _count_groups(broker))
 
     async def stop(self) -> None:
         """Stop accepting, flush and checkpoint every partition."""
@@ -70,9 +64,7 @@ class BrokerServer:
             self._maintenance.cancel()
         await self.broker.stop()
         self._executor.shutdown(wait=True)
-        if self._metrics_server is not None:
-            self._metrics_server.shutdown()
-            self._metrics_server.server_close()
+        metrics.stop(self._metrics_server)
         log.info("BMQ broker stopped cleanly")
 
     async def run_until_signalled(self) -> None:
