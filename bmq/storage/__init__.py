@@ -4,7 +4,8 @@ from bmq.storage.base import AppendFile, BytesLike, ReadFile, Storage
 from bmq.storage.factory import open_storage
 from bmq.storage.fsspec_storage import FsspecStorage
 from bmq.storage.local import LocalStorage
-from bmq.storage.log import AppendResult, LogConfig, PartitionLog
+from bmq.storage.log import AppendResult, LogConfig, LogReader, PartitionLog
+from bmq.storage.objects import ObjectPartitionLog
 
 __all__ = [
     "AppendFile",
@@ -13,6 +14,8 @@ __all__ = [
     "FsspecStorage",
     "LocalStorage",
     "LogConfig",
+    "LogReader",
+    "ObjectPartitionLog",
     "PartitionLog",
     "ReadFile",
     "Storage",

@@ -157,9 +157,7 @@ class FsspecStorage(Storage):
     def open_read(self, path: str) -> ReadFile:
         full = self._abs(path)
         if self.object_store:
-            if not self.fs.exists(full):
-                raise FileNotFoundError(full)
-            return ObjectReadFile(self.fs, full)
+            return ObjectReadFile(self.fs, full)   # a missing object fails its first read
         lock = self._lock(full)
         with lock:
             return FsspecReadFile(self.fs, full, lock)

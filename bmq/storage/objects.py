@@ -44,6 +44,7 @@ import logging
 import re
 import struct
 import time
+from bisect import bisect_right
 from typing import Any
 
 from bmq.protocol.errors import ErrorCode, KafkaError
@@ -281,6 +282,10 @@ class ObjectPartitionLog(PartitionLog):
         position = _next_offset(first)
         limit = min(max_bytes, MAX_READ_BYTES)
         while total < limit and position < self.high_watermark:
+            with self._lock:
+                seg = self._segments[bisect_right(self._bases, position) - 1]
+                if seg.base == position and seg.size > limit - total:
+                    break   # the next object does not fit: leave it to the next read
             try:
                 more = super().read(position, limit - total)
             except KafkaError:
