@@ -94,10 +94,14 @@ class Partition:
         if error is not None:
             log.error("flush of %s-%d failed: %s", self.topic, self.index, error)
             self._failed = error
+            # Fenced by a newer owner (cluster mode): clients must go to the new leader.
+            code = (ErrorCode.NOT_LEADER_OR_FOLLOWER if isinstance(error, KafkaError)
+                    and error.code == ErrorCode.FENCED_LEADER_EPOCH
+                    else ErrorCode.KAFKA_STORAGE_ERROR)
             while self._durable_waiters:
                 _, waiter = self._durable_waiters.popleft()
                 if not waiter.done():
-                    waiter.set_exception(KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, str(error)))
+                    waiter.set_exception(KafkaError(code, str(error)))
             self._idle.set()
             return
         high_watermark = future.result()
@@ -116,6 +120,9 @@ class Partition:
 
     def check_writable(self) -> None:
         if self._failed is not None:
+            if isinstance(self._failed, KafkaError) and self._failed.code in (
+                    ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER):
+                raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "a newer leader owns it")
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"log unavailable: {self._failed}")
 
     def durable(self, last_offset: int) -> asyncio.Future[None]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import time
 from collections.abc import Iterable
 from concurrent.futures import Executor
@@ -32,6 +33,7 @@ from bmq.cluster.lease import Lease, LeaseKeeper
 from bmq.cluster.registry import ZkTopicRegistry
 from bmq.cluster.zk import (
     DRAINING,
+    FENCED,
     RECOVERING,
     RELEASED,
     WRITABLE,
@@ -44,6 +46,7 @@ from bmq.cluster.zk import (
     loads,
 )
 from bmq.config import BrokerConfig
+from bmq.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from bmq.broker.broker import Broker, BrokerNode
@@ -376,6 +379,18 @@ class ClusterNode:
                         continue
                     try:
                         await self._acquire(tp, epoch)
+                    except KafkaError as error:
+                        if error.code != ErrorCode.FENCED_LEADER_EPOCH:
+                            raise
+                        # Storage has seen a higher epoch (ZooKeeper state older than the
+                        # data): tell the controller, which assigns an epoch above it.
+                        found = re.search(r"current (\d+)", error.message or "")
+                        top = int(found[1]) if found else epoch
+                        log.warning("%s-%d: epoch %d is fenced on storage (highest %d)",
+                                    topic, index, epoch, top)
+                        self._reports[f"{topic}/{index}"] = [epoch, FENCED, top]
+                        self._publish.set()
+                        await asyncio.sleep(0.5)
                     except Exception as error:
                         log.warning("could not take %s-%d with epoch %d: %s",
                                     topic, index, epoch, error)

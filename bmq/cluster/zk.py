@@ -38,6 +38,7 @@ RECOVERING = "recovering"
 WRITABLE = "writable"
 DRAINING = "draining"
 RELEASED = "released"
+FENCED = "fenced"         # storage holds a higher epoch than the assignment (reported with it)
 UNASSIGNED = "unassigned"
 
 

@@ -32,6 +32,7 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from bmq.cluster.zk import (
+    FENCED,
     RELEASED,
     Paths,
     connect,
@@ -97,12 +98,18 @@ def next_assignments(topics: dict[str, int], assignments: dict[str, dict[str, As
                 new[key] = give(target, epoch)
                 continue
             owner = int(a["owner"])
+            report = brokers[owner][1].get("partitions", {}).get(f"{name}/{p}")
+            if (isinstance(report, list) and len(report) == 3 and report[0] == epoch
+                    and report[1] == FENCED and not a.get("draining")):
+                # The owner found a higher epoch on storage: reassign above it.
+                new[key] = {**give(owner, max(epoch, int(report[2]))),
+                            "owner": owner, "reg": a["reg"]}
+                continue
             if target == owner and not a.get("draining"):
                 continue
             if not a.get("draining"):
                 new[key] = {**a, "draining": True}
                 continue
-            report = brokers[owner][1].get("partitions", {}).get(f"{name}/{p}")
             if report == [epoch, RELEASED]:
                 new[key] = give(target, epoch)
         if new != doc:

@@ -69,3 +69,11 @@ def test_deleted_topic_loses_its_assignments() -> None:
     brokers = {1: _broker(11)}
     docs = next_assignments({"t": 1}, {}, brokers)
     assert next_assignments({}, docs, brokers) == {"t": {}}
+
+
+def test_fenced_report_moves_the_epoch_above_storage() -> None:
+    brokers = {1: _broker(11)}
+    docs = next_assignments({"t": 1}, {}, brokers)
+    brokers[1] = _broker(11, t__0=[1, "fenced", 7])
+    after = next_assignments({"t": 1}, docs, brokers)["t"]["0"]
+    assert after == {"owner": 1, "reg": 11, "epoch": 8, "draining": False}
