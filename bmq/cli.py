@@ -10,7 +10,19 @@ from bmq.logs import setup_logging
 
 @click.group()
 def main() -> None:
-    """BMQ: a Kafka-compatible message queue whose brokers keep no state of their own."""
+    """BMQ: a Kafka-compatible message queue whose brokers keep no state of their own.
+
+    Roles run the servers (serve; controller and broker in cluster mode); the client tools
+    (topic, produce, consume, group, cluster) work against any Kafka-compatible cluster.
+
+    \b
+    Examples:
+      bmq serve --data-dir ./bmq-data --metrics-port 9100
+      bmq topic create demo --partitions 3
+      printf 'k1:hello\\n' | bmq produce demo --key-separator :
+      bmq consume demo --from-beginning --exit-at-end --format '{key} {value}'
+      bmq group describe my-group
+    """
 
 
 @main.command()
