@@ -3,16 +3,18 @@
 A ``Storage`` is rooted at a directory (a local path, ``hdfs://nn/bmq``, ``memory://x`` ...) and
 every method takes a path *relative to that root*, with ``/`` as the separator. Two
 implementations exist: ``LocalStorage`` (plain paths and ``file://``: raw ``os`` calls, pwritev,
-fdatasync, pread) and ``FsspecStorage`` (any fsspec filesystem whose files can be appended to,
-e.g. HDFS). ``open_storage`` (in ``bmq.storage.factory``) picks one from a URL.
+fdatasync, pread) and ``FsspecStorage`` (any fsspec filesystem: HDFS and others that append,
+S3 and other object stores that do not). ``open_storage`` (in ``bmq.storage.factory``) picks
+one from a URL.
 
 Capabilities are flags so callers can choose a layout:
 
-* ``supports_append``: files can be reopened and appended to; the partition log (segment files
-  that grow in place) needs it. Object stores (S3, GCS, Azure Blob) cannot append; they will get
-  a different log layout later in which every flush writes one immutable object and a small
-  manifest lists the objects. That layout is not built yet; ``PartitionLog.open`` refuses a
-  storage without ``supports_append``.
+* ``supports_append``: files can be reopened and appended to; the partition log's segment
+  files grow in place there. Object stores (S3, GCS, Azure Blob) cannot append;
+  ``PartitionLog.open`` uses the object layout on them (``bmq.storage.objects``: every flush
+  writes one immutable object and a small manifest lists the objects), relying only on
+  ``write_atomic`` (one PUT), ``read_range``/``open_read`` (ranged GETs), ``list`` and
+  ``delete``.
 * ``durable_sync``: ``AppendFile.sync`` really forces the bytes to stable media (fsync) rather
   than only handing them to the filesystem (fsspec's generic ``flush``).
 """

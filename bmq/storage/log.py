@@ -40,6 +40,45 @@ Checkpoint format (``{topic}/{partition}/checkpoint.json``, replaced atomically)
 
 ``index_entries``/``time_index_entries`` count the entries known to be synced in the index
 files; sealed segments' indexes are loaded (and checked, and rebuilt if bad) on first use.
+
+Leader epochs: one writer per partition (append layout: local directories, HDFS).
+``PartitionLog.open(..., epoch=N)`` means "the controller made me the owner for leader epoch
+N". Epoch 0 is the single-node mode and keeps exactly the layout above. Files, under
+``{topic}/{partition}/``::
+
+    checkpoint.json                          epoch 0's checkpoint (version 1, as above)
+    checkpoint-{epoch:010d}.json             the checkpoint of the owner of ``epoch`` (version 2)
+    {base:020d}.log / .index / .timeindex    segments written by epoch 0
+    {base:020d}-{epoch:010d}.log / ...       segments started by the owner of ``epoch``
+    {stem}-i{epoch:010d}.index / .timeindex  indexes a later owner wrote for a segment it sealed
+
+Version 2 checkpoints add ``"epoch"`` (whose file it is), ``"data_epoch"`` (the epoch whose
+writer may have appended past the recorded sizes: the file's own epoch, except in a claim) and,
+per segment, ``"epoch"`` (its file name) and ``"index_epoch"`` (if its index files were written
+by a later owner). The checkpoint of the highest epoch is the truth; everyone ignores the
+others (a stale owner may go on rewriting its own).
+
+Takeover, ``open`` with epoch N: (1) read the newest checkpoint, epoch E; E > N raises
+FENCED_LEADER_EPOCH; (2) write ``checkpoint-N.json`` as a *claim* (E's content, data epoch
+E's); (3) list the files and recover: segments the checkpoint lists are trusted at their
+recorded sizes, the data epoch's active segment and later rolls are scanned (CRC-checked) to
+the end of their valid data, and sealed there - never truncated or appended to, the old owner
+may still hold them; (4) start a new segment ``{end:020d}-{N:010d}.log``, write the epoch-N
+checkpoint, delete files no checkpoint of N refers to and older checkpoints. Before a flush is
+acknowledged (and before retention deletes files) an owner with epoch > 0 lists the directory
+and fails with FENCED_LEADER_EPOCH if a higher epoch's checkpoint exists. So a flush the old
+owner acknowledged was synced before its check, the check before the claim, the claim before
+our scan: the scan sees it. Bytes it writes after the claim are past the size we sealed at (or
+in files no checkpoint of N lists) and never become visible. A fenced owner that nevertheless
+deleted files (retention racing the claim) is the one window left; the owner reopening in the
+same epoch (a restart) continues its own active segment as in epoch 0.
+
+Readers (``PartitionLog.open_reader``): a ``LogReader`` lists the checkpoint files, reads the
+newest and serves reads from the segments it lists, up to their recorded sizes - durable data
+only, never anything of a fenced owner. Owners with epoch > 0 republish their checkpoint after
+a flush at most every ``LogConfig.publish_interval_ms`` (and at every ``checkpoint()``), so a
+reader's ``refresh()`` is one listing and one small read. Object stores: see
+``bmq.storage.objects`` (``PartitionLog.open`` returns an ``ObjectPartitionLog`` there).
 """
 
 from __future__ import annotations
@@ -1168,6 +1207,7 @@ class PartitionLog:
 
     def delete(self) -> None:
         with self._io_lock:
+            self._fence_check()   # a fenced owner must not remove the new owner's data
             self._shut()
         self.storage.delete_tree(self.dir)
 

@@ -64,7 +64,10 @@ logger = logging.getLogger(__name__)
 
 MANIFEST_DIR = "manifest"
 _MANIFEST_RE = re.compile(r"^(\d{10})\.json$")
-# Objects at least this fraction of segment_bytes are not merged any further.
+# Merged objects are at most segment_bytes, and at most this (ranged GETs make larger objects
+# pointless, and a smaller target bounds how often the same bytes are rewritten).
+MAX_OBJECT_BYTES = 64 << 20
+# Objects at least this fraction of the target are not merged any further.
 _MERGED_FRACTION = 0.5
 _LENGTH = struct.Struct(">qi")
 _DELTA = struct.Struct(">i")
@@ -313,7 +316,7 @@ class ObjectPartitionLog(PartitionLog):
         if self._closed or self._readonly or self._failed is not None:
             return 0
         self._empty_trash()
-        target = min(self.config.segment_bytes, MAX_POSITION)
+        target = min(self.config.segment_bytes, MAX_OBJECT_BYTES)
         with self._lock:
             objects = self._segments[:-1]
         runs: list[list[Segment]] = []

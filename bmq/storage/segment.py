@@ -6,6 +6,9 @@ Files, for a segment whose first offset is ``base``::
     {base:020d}.index      offset index: (offset - base: uint32, file position: uint32), big-endian
     {base:020d}.timeindex  time index: (max timestamp so far: int64, offset - base: uint32)
 
+(``{base:020d}`` is the stem of segments written in leader epoch 0; later epochs and the
+object layout add the epoch and a sequence number to it: see ``segment_stem``.)
+
 Index entries are added while appending once ``index_interval_bytes`` have gone by since the
 previous entry; each points at the start of a batch. The time index gets an entry alongside when
 the maximum timestamp so far has grown, naming the batch that set it. Both are rebuildable from
