@@ -252,5 +252,4 @@ def test_help_has_examples(args: tuple[str, ...]) -> None:
     proc = subprocess.run([*bmq_command(), *args, "--help"], capture_output=True, text=True,
                           timeout=30, check=False)
     assert proc.returncode == 0, proc.stderr
-    if args:
-        assert "Example" in proc.stdout, proc.stdout
+    assert "Example" in proc.stdout, proc.stdout
