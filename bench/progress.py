@@ -53,6 +53,7 @@ def phase_progress(enabled: bool, label: str, slots: int, total: int | None = No
                              messages=0, rate="")
     done = threading.Event()
     started = time.monotonic()
+    first_seen: list[float] = []  # when the first message was counted (workers start slowly)
 
     def refresh() -> None:
         while not done.wait(REFRESH_S):
@@ -60,8 +61,12 @@ def phase_progress(enabled: bool, label: str, slots: int, total: int | None = No
 
     def update() -> None:
         count = sum(counters[i] for i in chosen)
-        elapsed = max(1e-9, time.monotonic() - started)
-        rate = f"{count / elapsed:,.0f} msg/s"
+        now = time.monotonic()
+        elapsed = max(1e-9, now - started)
+        if count and not first_seen:
+            first_seen.append(now)
+        running = now - first_seen[0] if first_seen else 0.0
+        rate = f"{count / running:,.0f} msg/s" if running > 0.5 else ""
         if by_count:
             progress.update(task, completed=count, messages=count, rate=rate)
         else:
