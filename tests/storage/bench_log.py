@@ -27,12 +27,14 @@ def main() -> None:
     parser.add_argument("--batch-kib", type=int, default=1024)
     parser.add_argument("--group", type=int, default=4, help="batches per flush")
     parser.add_argument("--read-max", type=int, default=MIB)
+    parser.add_argument("--epoch", type=int, default=0,
+                        help="leader epoch (> 0: cluster mode, fence check on every flush)")
     parser.add_argument("--threaded", action="store_true",
                         help="flush on a worker thread while appending (like the broker)")
     args = parser.parse_args()
     root = args.dir or tempfile.mkdtemp(prefix="bmq-bench-")
     storage = open_storage(root) if args.dir else LocalStorage(root)
-    log = PartitionLog.open(storage, "bench", 0, LogConfig(retention_ms=-1))
+    log = PartitionLog.open(storage, "bench", 0, LogConfig(retention_ms=-1), epoch=args.epoch)
     value = bytes(range(256)) * (args.batch_kib * 1024 // 256 - 1)
     template = make_batch([value])
     count = args.total_mib * MIB // len(template)
