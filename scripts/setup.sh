@@ -10,10 +10,21 @@ if [ "$with_tests" = "--tests" ]; then
   command -v kcat >/dev/null 2>&1 || need+=(kcat)
   # tests/cluster runs a real ZooKeeper (it brings Java); started by the tests, not systemd.
   ls /usr/share/java/zookeeper.jar >/dev/null 2>&1 || need+=(zookeeper)
-  if [ ${#need[@]} -gt 0 ]; then
+  # tests/spark run PySpark 4, which needs Java 17 or 21: Debian 12 and Ubuntu ship
+  # openjdk-17-jre-headless, Debian 13 only Java 21 (its default-jre-headless).
+  need_java=""
+  command -v java >/dev/null 2>&1 || need_java=yes
+  if [ ${#need[@]} -gt 0 ] || [ -n "$need_java" ]; then
     sudo=""
     [ "$(id -u)" -eq 0 ] || sudo="sudo"
     $sudo apt-get update -qq
+    if [ -n "$need_java" ]; then
+      if apt-cache show openjdk-17-jre-headless >/dev/null 2>&1; then
+        need+=(openjdk-17-jre-headless)
+      else
+        need+=(default-jre-headless)
+      fi
+    fi
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
   fi
 fi

@@ -136,6 +136,10 @@ def _walk(payload: bytes, count: int, base: int, starts: list[int], ends: list[i
         if b < 0x80:
             length = (b >> 1) ^ -(b & 1)
             p += 1
+        elif p + 1 < n and payload[p + 1] < 0x80:   # records of 64 B to 8 KiB
+            raw = (b & 0x7F) | (payload[p + 1] << 7)
+            length = (raw >> 1) ^ -(raw & 1)
+            p += 2
         else:
             length, p = _varint_at(payload, p)
         if length < 1:
@@ -199,35 +203,47 @@ def _binary(buf: pa.Buffer, u8: U8, starts: I64, lengths: I64) -> pa.Array:
 def _headers(payload: bytes, hstart: I64, hcount: I64, rend: I64) -> pa.Array:
     """The headers column; records without headers get an empty list."""
     n = len(hstart)
-    offsets = np.zeros(n + 1, np.int32)
+    counts = np.zeros(n, np.int32)
     names: list[str] = []
     values: list[bytes | None] = []
     with_headers = np.flatnonzero(hcount != 0)
-    counts = np.zeros(n, np.int32)
-    for i in with_headers.tolist():
-        p = int(hstart[i])
-        count = int(hcount[i])
+    add_name = names.append
+    add_value = values.append
+    for i, p, count, end in zip(with_headers.tolist(), hstart[with_headers].tolist(),
+                                hcount[with_headers].tolist(), rend[with_headers].tolist(),
+                                strict=True):
         if count < 0:
             raise RecordDecodeError("negative header count")
         for _ in range(count):
-            klen, p = _varint_at(payload, p)
+            b = payload[p]
+            if b < 0x80:
+                klen = (b >> 1) ^ -(b & 1)
+                p += 1
+            else:
+                klen, p = _varint_at(payload, p)
             if klen < 0:
                 raise RecordDecodeError("null header key")
-            names.append(payload[p:p + klen].decode("utf-8", "replace"))
+            add_name(payload[p:p + klen].decode("utf-8", "replace"))
             p += klen
-            vlen, p = _varint_at(payload, p)
-            if vlen < 0:
-                values.append(None)
+            b = payload[p]
+            if b < 0x80:
+                vlen = (b >> 1) ^ -(b & 1)
+                p += 1
             else:
-                values.append(payload[p:p + vlen])
+                vlen, p = _varint_at(payload, p)
+            if vlen < 0:
+                add_value(None)
+            else:
+                add_value(payload[p:p + vlen])
                 p += vlen
-        if p != int(rend[i]):
+        if p != end:
             raise RecordDecodeError("record length does not match its headers")
         counts[i] = count
+    offsets = np.zeros(n + 1, np.int32)
     np.cumsum(counts, out=offsets[1:])
     structs = pa.StructArray.from_arrays(
         [pa.array(names, pa.string()), pa.array(values, pa.binary())], names=["key", "value"])
-    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), structs, type=HEADERS_TYPE)
+    return pa.ListArray.from_arrays(pa.array(offsets), structs, type=HEADERS_TYPE)
 
 
 class ColumnBuilder:
