@@ -15,6 +15,8 @@ Capabilities are flags so callers can choose a layout:
   writes one immutable object and a small manifest lists the objects), relying only on
   ``write_atomic`` (one PUT), ``read_range``/``open_read`` (ranged GETs), ``list`` and
   ``delete``.
+* ``exact_size``: ``size`` is the readable length even of a file another client is still
+  appending to (not so on HDFS).
 * ``durable_sync``: ``AppendFile.sync`` really forces the bytes to stable media (fsync) rather
   than only handing them to the filesystem (fsspec's generic ``flush``).
 """
@@ -74,6 +76,10 @@ class Storage(ABC):
 
     supports_append: bool = True
     durable_sync: bool = True
+    # ``size`` includes everything another client's flushed appends made readable. HDFS's
+    # file status lags for a file still open for writing (the last block's length counts
+    # only once the block completes), so recovery reads past it there.
+    exact_size: bool = True
 
     @property
     @abstractmethod

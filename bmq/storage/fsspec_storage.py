@@ -27,6 +27,7 @@ NO_APPEND_PROTOCOLS = frozenset({
     "s3", "s3a", "gs", "gcs", "abfs", "abfss", "az", "adl", "oss", "r2", "http", "https",
 })
 _LOCAL_PROTOCOLS = frozenset({"file", "local"})
+_LAGGING_SIZE_PROTOCOLS = frozenset({"hdfs", "arrow_hdfs", "webhdfs", "viewfs"})
 _tmp_counter = itertools.count()
 
 
@@ -122,6 +123,7 @@ class FsspecStorage(Storage):
         self.object_store = any(p in NO_APPEND_PROTOCOLS for p in protocols)
         self.supports_append = not self.object_store
         self.durable_sync = any(p in _LOCAL_PROTOCOLS for p in protocols)
+        self.exact_size = not any(p in _LAGGING_SIZE_PROTOCOLS for p in protocols)
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
 

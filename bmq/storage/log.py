@@ -420,7 +420,7 @@ class PartitionLog:
                 break
             path = self._path(seg.log_file)
             try:
-                file_size = storage.size(path)
+                file_size = self._visible_size(path)
             except FileNotFoundError:
                 logger.warning("%s: segment file %s is missing", self, seg.log_file)
                 break
@@ -513,6 +513,17 @@ class PartitionLog:
             self._checkpoint_locked()
         self._fence_check()
         self._collect_garbage(names)
+
+    def _visible_size(self, path: str) -> int:
+        """The file's readable length (past what ``size`` says where it may lag)."""
+        size = self.storage.size(path)
+        if not self.storage.exact_size:
+            while True:
+                more = len(self.storage.read_range(path, size, SCAN_CHUNK))
+                if not more:
+                    break
+                size += more
+        return size
 
     def _collect_garbage(self, names: list[str]) -> None:
         """Remove what no longer belongs to the log: files of segments not in it (deleted,

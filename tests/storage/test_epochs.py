@@ -5,10 +5,12 @@ tests/storage_s3, which imports these tests)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from bmq.protocol.errors import ErrorCode, KafkaError
-from bmq.storage import LogConfig, PartitionLog, Storage
+from bmq.storage import LocalStorage, LogConfig, PartitionLog, Storage
 
 from .batches import make_batch, request, sized_batch, split, tag_of, with_offset
 from .helpers import append, read_batches
@@ -226,3 +228,23 @@ def test_reader_sees_exactly_the_published_durable_data(storage: Storage) -> Non
     assert reader.offset_for_timestamp(0) == (20, 1000)
     reader.close()
     w.close()
+
+
+class _LaggingSizeStorage(LocalStorage):
+    """Reports sizes the way HDFS does for a file still being written: whole blocks only."""
+
+    exact_size = False
+
+    def size(self, path: str) -> int:
+        real = super().size(path)
+        return real - real % 4096
+
+
+def test_takeover_reads_past_a_lagging_file_size(tmp_path: Path) -> None:
+    storage = _LaggingSizeStorage(str(tmp_path / "data"))
+    a = _open(storage, 1, LogConfig(segment_bytes=1 << 20, retention_ms=-1))
+    stored = _write(a, range(13), size=999)
+    b = _open(storage, 2)
+    assert _raw(b) == stored
+    b.close()
+    a._shut()
