@@ -123,6 +123,7 @@ class ClusterNode:
         return False
 
     async def stop(self) -> None:
+        self._loop = None   # closing the session reports it LOST: nothing to react to now
         for task in self._tasks:
             task.cancel()
         for task in list(self._workers.values()):
