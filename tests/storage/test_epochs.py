@@ -248,3 +248,31 @@ def test_takeover_reads_past_a_lagging_file_size(tmp_path: Path) -> None:
     assert _raw(b) == stored
     b.close()
     a._shut()
+
+
+def test_fenced_owner_cannot_destroy_the_new_owners_data(storage: Storage) -> None:
+    a = _open(storage, 1)
+    stored = _write(a, range(12))          # several segments / objects
+    b = _open(storage, 2)
+    for attempt in (lambda: a.delete_records(9), a.delete, a.compact_objects,
+                    lambda: a.apply_retention(10**15)):
+        try:
+            attempt()
+        except KafkaError as exc:
+            assert exc.code == ErrorCode.FENCED_LEADER_EPOCH
+    a.config.retention_ms = 0
+    try:
+        a.apply_retention(10**15)
+    except KafkaError as exc:
+        assert exc.code == ErrorCode.FENCED_LEADER_EPOCH
+    try:
+        a.checkpoint()
+    except KafkaError as exc:
+        assert exc.code == ErrorCode.FENCED_LEADER_EPOCH
+    assert _raw(b) == stored
+    assert _reader_raw(storage) == stored
+    b.close()
+    c = _open(storage, 3)
+    assert _raw(c) == stored and c.log_start_offset == 0
+    c.close()
+    a._shut()
