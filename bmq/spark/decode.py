@@ -107,6 +107,42 @@ def iter_file_batches(storage: Storage, rng: ReadRange, *, verify_crc: bool = Tr
         end = rng.limit_pos   # the end hint was short: read on to the segment's end
 
 
+def iter_reader_batches(storage: Storage, rng: ReadRange, *, verify_crc: bool = True,
+                        chunk: int = READ_CHUNK) -> Iterator[tuple[bytes, int, BatchHeader]]:
+    """Like ``iter_file_batches`` for a range of a partition in a layout this module does not
+    read itself (``segment`` -1): through ``PartitionLog.open_reader``."""
+    from bmq.protocol.errors import KafkaError
+    from bmq.storage.log import PartitionLog
+
+    reader = PartitionLog.open_reader(storage, rng.topic, rng.partition)
+    name = f"{rng.topic}-{rng.partition}"
+    try:
+        offset = rng.start_offset
+        while offset < rng.end_offset:
+            try:
+                data = bytes(reader.read(offset, chunk))
+            except KafkaError as exc:
+                raise DataLossError(f"{name}: offset {offset} unreadable: {exc}") from exc
+            if not data:
+                raise DataLossError(f"{name}: ends at {offset}, expected {rng.end_offset}")
+            q = 0
+            while len(data) - q >= HEADER_SIZE:
+                h = read_header(data, q)
+                _check_header(h, q, name)
+                if q + h.size > len(data) or h.base_offset >= rng.end_offset:
+                    break
+                if h.next_offset > offset and not h.attributes & CONTROL_FLAG:
+                    if verify_crc and not crc_ok(data, q, h):
+                        raise DataLossError(f"{name}: CRC-32C mismatch at offset {offset}")
+                    yield data, q, h
+                offset = max(offset, h.next_offset)
+                q += h.size
+            if q == 0:
+                break   # the next batch starts at or after the end of the range
+    finally:
+        reader.close()
+
+
 # ------------------------------------------------------------------------------ varints
 def _varint_at(data: bytes, pos: int) -> tuple[int, int]:
     shift = result = 0
@@ -362,7 +398,9 @@ def read_range(storage: Storage, rng: ReadRange, *, include_headers: bool = True
     ``include_headers``). ``on_batch`` is called with each record batch's size in bytes."""
     builder = ColumnBuilder(rng.topic, rng.partition, rng.start_offset, rng.end_offset,
                             include_headers)
-    for data, pos, h in iter_file_batches(storage, rng, verify_crc=verify_crc):
+    source = (iter_reader_batches(storage, rng, verify_crc=verify_crc) if rng.segment < 0
+              else iter_file_batches(storage, rng, verify_crc=verify_crc))
+    for data, pos, h in source:
         builder.add(data, pos, h)
         if on_batch is not None:
             on_batch(h.size)

@@ -54,6 +54,11 @@ class PartitionView:
     log_start_offset: int
     high_watermark: int
     segments: list[SegmentInfo] = field(default_factory=list)
+    # Layouts other than the plain one (cluster-mode epochs, the object-store layout) are read
+    # through ``PartitionLog.open_reader``: then ``segments`` is empty and ``size_bytes`` is
+    # the reader's estimate.
+    via_reader: bool = False
+    reader_bytes: int = 0
 
     @property
     def dir(self) -> str:
@@ -61,7 +66,7 @@ class PartitionView:
 
     @property
     def size_bytes(self) -> int:
-        return sum(s.size for s in self.segments)
+        return self.reader_bytes if self.via_reader else sum(s.size for s in self.segments)
 
     def segment_path(self, seg: SegmentInfo) -> str:
         return f"{self.dir}/{log_name(seg.base)}"
@@ -132,11 +137,38 @@ def scan_valid(storage: Storage, path: str, start: int, end: int,
     return pos, next_offset
 
 
+def _plain_layout(storage: Storage, names: list[str]) -> bool:
+    """Epoch 0 of the append layout (``bmq serve``): ``checkpoint.json`` and segments named by
+    base offset alone. Epoch checkpoints or epoch-named segments mean cluster mode."""
+    if not storage.supports_append:
+        return False
+    for name in names:
+        if name.startswith("checkpoint-") or (name.endswith(".log")
+                                               and parse_base(name, ".log") is None):
+            return False
+    return True
+
+
+def reader_view(storage: Storage, topic: str, partition: int) -> PartitionView:
+    """A view through the storage layer's own read-only reader (what its writer last
+    published: its newest checkpoint or manifest)."""
+    from bmq.storage.log import PartitionLog
+
+    reader = PartitionLog.open_reader(storage, topic, partition)
+    try:
+        return PartitionView(topic, partition, reader.log_start_offset, reader.high_watermark,
+                             via_reader=True, reader_bytes=reader.size_bytes)
+    finally:
+        reader.close()
+
+
 def open_view(storage: Storage, topic: str, partition: int) -> PartitionView:
     """The durable log of one partition as it is on storage now (see the module notes)."""
     directory = f"{topic}/{partition}"
-    ckpt = _read_checkpoint(storage, directory)
     names = storage.list(directory)
+    if not _plain_layout(storage, names):
+        return reader_view(storage, topic, partition)
+    ckpt = _read_checkpoint(storage, directory)
     bases = sorted(b for b in (parse_base(n, ".log") for n in names) if b is not None)
     ck_segs: dict[int, tuple[int, int]] = ckpt["segments"] if ckpt else {}
     last_base = ckpt["last_base"] if ckpt else None

@@ -245,8 +245,25 @@ def split_segment(storage: Storage, view: PartitionView, seg: SegmentInfo, start
     return ranges
 
 
+def split_offsets(view: PartitionView, start: int, end: int,
+                  max_bytes: int) -> list[ReadRange]:
+    """Ranges of about ``max_bytes`` each (by the partition's average bytes per offset), read
+    through ``PartitionLog.open_reader`` (``segment`` -1)."""
+    span = view.high_watermark - view.log_start_offset
+    per_offset = view.size_bytes / span if span > 0 else 1.0
+    step = max(1, int(max_bytes / max(per_offset, 1e-9)))
+    ranges = []
+    for lo in range(start, end, step):
+        hi = min(end, lo + step)
+        size = max(1, int((hi - lo) * per_offset))
+        ranges.append(ReadRange(view.topic, view.partition, -1, lo, hi, 0, size, lo, size))
+    return ranges
+
+
 def split_partition(storage: Storage, view: PartitionView, start: int, end: int,
                     max_bytes: int) -> list[ReadRange]:
+    if view.via_reader:
+        return split_offsets(view, start, end, max_bytes)
     ranges: list[ReadRange] = []
     for seg in view.segments_between(start, end):
         ranges.extend(split_segment(storage, view, seg, start, end, max_bytes))

@@ -204,3 +204,42 @@ def test_view_stops_at_torn_tail(tmp_path: Path, spark_broker: BrokerProcess,
     scanned = open_view(storage, mixed_topic.topic, 0)
     assert scanned.high_watermark == before.high_watermark
     assert [s.base for s in scanned.segments] == [s.base for s in before.segments]
+
+
+def test_cluster_mode_layout_is_read_through_the_log_reader(tmp_path: Path) -> None:
+    """Partitions written by a cluster-mode owner (leader epoch > 0: epoch-named checkpoints
+    and segments) are read through PartitionLog.open_reader, with the same rows."""
+    from bmq.spark.logview import open_view
+    from bmq.storage import LogConfig, PartitionLog
+    from tests.storage.batches import make_batch, request
+
+    storage = open_storage(str(tmp_path))
+    config = LogConfig(segment_bytes=4096)
+    log = PartitionLog.open(storage, "epochs", 0, config, epoch=3)
+    expected = []
+    offset = 0
+    for i in range(40):
+        values = [f"v{i}-{j}".encode() * 20 for j in range(5)]
+        view, headers = request(make_batch(values, key=f"k{i}".encode()))
+        log.append(view, headers, 1_700_000_000_000 + i)
+        log.flush()
+        expected += [(offset + j, f"k{i}".encode(), v) for j, v in enumerate(values)]
+        offset += len(values)
+    log.checkpoint()
+    log.close()
+    assert any(n.startswith("checkpoint-") for n in os.listdir(tmp_path / "epochs" / "0"))
+    view = open_view(storage, "epochs", 0)
+    assert view.via_reader and view.high_watermark == offset
+    for max_bytes, start, end in ((1 << 20, -2, -1), (2000, 7, 181)):
+        opts = SourceOptions.parse({
+            "storage": str(tmp_path), "topic": "epochs", "maxBytesPerPartition": str(max_bytes),
+            "startingOffsets": json.dumps({"epochs": {"0": start}}),
+            "endingOffsets": json.dumps({"epochs": {"0": end}})})
+        ranges = plan(opts, storage)
+        got = [(o, k, v) for rng in ranges for b in read_range(storage, rng)
+               for o, k, v in zip(b.column("offset").to_pylist(), b.column("key").to_pylist(),
+                                  b.column("value").to_pylist(), strict=True)]
+        lo = 0 if start == -2 else start
+        hi = offset if end == -1 else end
+        assert got == expected[lo:hi]
+        assert len(ranges) >= (1 if max_bytes > 4096 else 3)

@@ -1,0 +1,340 @@
+"""Spark integration goals: Parquet conversion MB/s, and data source vs Kafka client reads.
+
+    .venv/bin/python bench/spark_bench.py [--mb 300] [--message-size 512] [--partitions 4]
+        [--compression none] [--master local[2]] [--data-dir DIR] [--json OUT]
+
+1. Starts `bmq serve` (data in --data-dir, or a temporary directory) and produces --mb MB of
+   random (incompressible) message values with confluent-kafka (acks=all, idempotence off; keys
+   repeat every 10000 messages, every tenth message has a header), unless the topic already
+   holds data (rerun with the same --data-dir to skip producing).
+2. Converts the topic to Parquet with the compaction job (bmq.spark.compaction.run) on a
+   SparkSession with --master; MB/s = segment bytes converted / job wall time (the Spark
+   session is already up: its start is not counted).
+3. Reads the topic through the data source into Spark, and the Kafka-client way: one
+   confluent-kafka consumer in the driver reads every partition from the start to the high
+   watermark into columns, builds an Arrow table, `spark.createDataFrame(table)`. Each route is
+   timed end to end (best of --repeat runs) with two queries: `noop` writes every column of
+   every row nowhere (all materialised as Spark rows); `agg` counts rows and sums value bytes
+   per partition (a typical scan).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+TOPIC = "spark-bench"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_broker(data_dir: Path, segment_bytes: int) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    bootstrap = f"127.0.0.1:{port}"
+    env = dict(os.environ, BMQ_LOG_SEGMENT_BYTES=str(segment_bytes))
+    log = open(data_dir.parent / "broker.log", "ab")  # noqa: SIM115 - lives with the process
+    proc = subprocess.Popen([sys.executable, "-m", "bmq", "serve", "--data-dir", str(data_dir),
+                             "--listen", bootstrap], stdout=log, stderr=log, env=env,
+                            start_new_session=True)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return proc, bootstrap
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("bmq serve did not start")
+
+
+def produce(bootstrap: str, args: argparse.Namespace) -> tuple[int, float]:
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for fut in admin.create_topics([NewTopic(TOPIC, args.partitions, 1)]).values():
+        fut.result(30)
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 10,
+                         "batch.size": 1_000_000, "compression.type": args.compression,
+                         "queue.buffering.max.kbytes": 1 << 20,
+                         "queue.buffering.max.messages": 1_000_000})
+    count = int(args.mb * 1e6 / args.message_size)
+    started = time.monotonic()
+    for i in range(count):
+        value = os.urandom(args.message_size)   # incompressible, as in bench/
+        while True:
+            try:
+                producer.produce(TOPIC, key=str(i % 10_000).encode(), value=value,
+                                 partition=i % args.partitions,
+                                 headers=[("seq", str(i).encode())] if i % 10 == 0 else None)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    producer.flush(120)
+    return count, time.monotonic() - started
+
+
+def _proc_cpu(pid: int) -> tuple[float, int]:
+    """(utime+stime+cutime+cstime in seconds, parent pid) of a process."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    ticks = sum(int(x) for x in fields[11:15])
+    return ticks / os.sysconf("SC_CLK_TCK"), int(fields[1])
+
+
+def cpu_seconds(root_pids: list[int]) -> float:
+    """CPU used so far by these processes and all their descendants (live ones, plus exited
+    children their parents have reaped): the driver, the JVM, Spark's Python workers."""
+    parents: dict[int, int] = {}
+    cpu: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                cpu[int(entry)], parents[int(entry)] = _proc_cpu(int(entry))
+    total = 0.0
+    for pid in cpu:
+        p = pid
+        while p > 1:
+            if p in root_pids:
+                total += cpu[pid]
+                break
+            p = parents.get(p, 0)
+    return total
+
+
+class Meter:
+    """Wall time and CPU seconds of the driver, the Spark JVM and its workers, and the
+    broker (which serves the Kafka client route's fetches)."""
+
+    def __init__(self, spark: Any, broker_pid: int) -> None:
+        proc = getattr(spark.sparkContext._gateway, "proc", None)
+        self.roots = [os.getpid(), broker_pid] + ([proc.pid] if proc is not None else [])
+
+    def __enter__(self) -> Meter:
+        self.wall = time.monotonic()
+        self.cpu = cpu_seconds(self.roots)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.wall = time.monotonic() - self.wall
+        self.cpu = cpu_seconds(self.roots) - self.cpu
+
+
+def session(master: str) -> Any:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    from bmq.spark import BMQDataSource
+
+    spark = (SparkSession.builder.master(master).appName("bmq-spark-bench")
+             .config("spark.ui.enabled", "false")
+             .config("spark.driver.memory", "4g")
+             .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+             .config("spark.ui.showConsoleProgress", "false")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.dataSource.register(BMQDataSource)
+    return spark
+
+
+def consume_df(df: Any, query: str) -> None:
+    """``noop``: write every row of every column nowhere (all of it materialised in the JVM);
+    ``agg``: a typical scan query (count, bytes of values, max offset per partition)."""
+    if query == "noop":
+        df.write.format("noop").mode("overwrite").save()
+    else:
+        from pyspark.sql import functions as F
+
+        df.groupBy("partition").agg(F.count("*"), F.sum(F.length("value")),
+                                    F.max("offset")).collect()
+
+
+def read_datasource(spark: Any, storage: str, query: str = "noop") -> tuple[int, float]:
+    started = time.monotonic()
+    df = spark.read.format("bmq").option("storage", storage).option("topic", TOPIC).load()
+    consume_df(df, query)
+    elapsed = time.monotonic() - started
+    return df.count(), elapsed
+
+
+def read_kafka_client(spark: Any, bootstrap: str, storage: str,
+                      query: str = "noop") -> tuple[int, float]:
+    import pyarrow as pa
+    from confluent_kafka import Consumer, TopicPartition
+
+    from bmq.spark.logview import list_partitions, open_view
+    from bmq.storage import open_storage
+
+    store = open_storage(storage)
+    ends = {p: open_view(store, TOPIC, p).high_watermark for p in list_partitions(store, TOPIC)}
+    started = time.monotonic()
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "spark-bench",
+                         "enable.auto.commit": False, "fetch.max.bytes": 50 << 20,
+                         "max.partition.fetch.bytes": 8 << 20})
+    consumer.assign([TopicPartition(TOPIC, p, 0) for p in ends])
+    remaining = {p for p, e in ends.items() if e > 0}
+    cols: dict[str, list[Any]] = {k: [] for k in ("key", "value", "topic", "partition",
+                                                   "offset", "timestamp", "timestampType",
+                                                   "headers")}
+    while remaining:
+        for m in consumer.consume(10_000, 1.0):
+            if m.error():
+                continue
+            p = m.partition()
+            if p not in remaining:
+                continue
+            ts_type, ts = m.timestamp()
+            cols["key"].append(m.key())
+            cols["value"].append(m.value())
+            cols["topic"].append(m.topic())
+            cols["partition"].append(p)
+            cols["offset"].append(m.offset())
+            cols["timestamp"].append(ts * 1000)
+            cols["timestampType"].append(0 if ts_type == 1 else 1)
+            cols["headers"].append([{"key": k, "value": v} for k, v in (m.headers() or [])])
+            if m.offset() + 1 >= ends[p]:
+                remaining.discard(p)
+    consumer.close()
+    from bmq.spark.decode import ARROW_SCHEMA
+
+    table = pa.table({
+        "key": pa.array(cols["key"], pa.binary()),
+        "value": pa.array(cols["value"], pa.binary()),
+        "topic": pa.array(cols["topic"], pa.string()),
+        "partition": pa.array(cols["partition"], pa.int32()),
+        "offset": pa.array(cols["offset"], pa.int64()),
+        "timestamp": pa.array(cols["timestamp"], pa.int64()).cast(ARROW_SCHEMA.field(
+            "timestamp").type),
+        "timestampType": pa.array(cols["timestampType"], pa.int32()),
+        "headers": pa.array(cols["headers"], ARROW_SCHEMA.field("headers").type),
+    })
+    df = spark.createDataFrame(table)
+    consume_df(df, query)
+    elapsed = time.monotonic() - started
+    return table.num_rows, elapsed
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--mb", type=float, default=300.0, help="MB of values to produce")
+    parser.add_argument("--message-size", type=int, default=512)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--compression", default="none")
+    parser.add_argument("--segment-mb", type=int, default=64)
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--data-dir", default=None, help="keep/reuse the broker data here")
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--skip", default="", help="comma list of: compact,read,kafka")
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT))
+    skip = set(filter(None, args.skip.split(",")))
+
+    work = Path(args.data_dir) if args.data_dir else Path(tempfile.mkdtemp(prefix="bmq-sb-"))
+    work.mkdir(parents=True, exist_ok=True)
+    data_dir = work / "data"
+    storage = f"file://{data_dir}/topics"
+    proc, bootstrap = start_broker(data_dir, args.segment_mb << 20)
+    results: dict[str, Any] = {"args": vars(args), "cpus": os.cpu_count(),
+                               "load_before": os.getloadavg()}
+    try:
+        if not (data_dir / "topics" / TOPIC).exists():
+            count, secs = produce(bootstrap, args)
+            results["produced"] = {"messages": count, "seconds": round(secs, 2)}
+            print(f"produced {count} messages in {secs:.1f}s", flush=True)
+        from bmq.spark.compaction import JobConfig, run
+        from bmq.spark.logview import list_partitions, open_view
+        from bmq.storage import open_storage
+
+        store = open_storage(storage)
+        views = [open_view(store, TOPIC, p) for p in list_partitions(store, TOPIC)]
+        seg_bytes = sum(v.size_bytes for v in views)
+        results["segment_bytes"] = seg_bytes
+        results["records"] = sum(v.high_watermark - v.log_start_offset for v in views)
+        print(f"topic: {results['records']} records, {seg_bytes / 1e6:.1f} MB of segments in "
+              f"{sum(len(v.segments) for v in views)} segment files", flush=True)
+        spark = session(args.master)
+
+        if "compact" not in skip:
+            best = None
+            for _ in range(args.repeat):
+                out = work / "parquet"
+                shutil.rmtree(out, ignore_errors=True)
+                with Meter(spark, proc.pid) as meter:
+                    summary = run(spark, JobConfig(storage=storage, topics=[TOPIC],
+                                                   output=str(out)))
+                summary["cpu_seconds"] = round(meter.cpu, 2)
+                summary["mb_per_cpu_s"] = round(seg_bytes / 1e6 / meter.cpu, 1)
+                if best is None or summary["seconds"] < best["seconds"]:
+                    best = summary
+            assert best is not None
+            parquet_bytes = sum(f.stat().st_size for f in (work / "parquet").rglob("*.parquet"))
+            results["compact"] = dict(best, parquet_bytes=parquet_bytes)
+            print(f"parquet conversion: {best['segment_bytes'] / 1e6:.1f} MB in "
+                  f"{best['seconds']:.2f}s = {best['mb_per_s']:.1f} MB/s "
+                  f"({best['cpu_seconds']} CPU s)", flush=True)
+
+        for query in ("noop", "agg"):
+            if "read" not in skip:
+                runs = []
+                for _ in range(args.repeat):
+                    with Meter(spark, proc.pid) as meter:
+                        rows, _secs = read_datasource(spark, storage, query)
+                    runs.append((meter.wall, meter.cpu))
+                wall, cpu = min(runs)
+                results[f"datasource_{query}"] = {
+                    "rows": rows, "seconds": round(wall, 3), "cpu_seconds": round(cpu, 2),
+                    "mb_per_s": round(seg_bytes / 1e6 / wall, 1)}
+                print(f"[{query}] data source -> spark: {rows} rows in {wall:.2f}s "
+                      f"({cpu:.1f} CPU s)", flush=True)
+            if "kafka" not in skip:
+                runs = []
+                for _ in range(args.repeat):
+                    with Meter(spark, proc.pid) as meter:
+                        rows, _secs = read_kafka_client(spark, bootstrap, storage, query)
+                    runs.append((meter.wall, meter.cpu))
+                wall, cpu = min(runs)
+                results[f"kafka_client_{query}"] = {
+                    "rows": rows, "seconds": round(wall, 3), "cpu_seconds": round(cpu, 2),
+                    "mb_per_s": round(seg_bytes / 1e6 / wall, 1)}
+                print(f"[{query}] kafka client -> spark: {rows} rows in {wall:.2f}s "
+                      f"({cpu:.1f} CPU s, broker included)", flush=True)
+            ds, kc = results.get(f"datasource_{query}"), results.get(f"kafka_client_{query}")
+            if ds and kc:
+                ratio = kc["seconds"] / ds["seconds"]
+                cpu_ratio = kc["cpu_seconds"] / ds["cpu_seconds"]
+                results[f"speedup_{query}"] = round(ratio, 2)
+                results[f"cpu_ratio_{query}"] = round(cpu_ratio, 2)
+                print(f"[{query}] data source {ratio:.1f}x faster than the Kafka client route "
+                      f"(CPU seconds ratio {cpu_ratio:.1f})", flush=True)
+        spark.stop()
+    finally:
+        proc.terminate()
+        proc.wait(60)
+        if not args.data_dir:
+            shutil.rmtree(work, ignore_errors=True)
+    results["load_after"] = os.getloadavg()
+    text = json.dumps(results, indent=1)
+    print(text)
+    if args.json:
+        Path(args.json).write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
