@@ -15,7 +15,7 @@ ENV HADOOP_HOME=/opt/hadoop \
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY bmq ./bmq
-RUN pip install --no-cache-dir . pyarrow
+RUN pip install --no-cache-dir ".[hdfs,s3]"
 # libhdfs finds the Hadoop classes through CLASSPATH (wildcards expanded by `hadoop classpath`).
 ENTRYPOINT ["/bin/sh", "-c", "export CLASSPATH=$(hadoop classpath --glob); exec \"$@\"", "--"]
 CMD ["bmq", "--help"]
