@@ -1,7 +1,7 @@
 """Cluster-mode failover benchmark: kill -9, scale-out and a rolling restart under steady
 idempotent acks=all production, on a throw-away ZooKeeper + controller + brokers (file://).
 
-    .venv/bin/python -m bench.failover [--rounds 3] [--session-timeout-ms 2000] [--rate 500]
+    .venv/bin/python -m bench.failover [--rounds 3] [--session-timeout-ms 2000] [--rate 500] [--s3]
 
 Reports, per kill -9 round: when the killed broker's partitions were writable on the others
 (the controller's assignment reported ``writable``, from ZooKeeper) and when the producer got its
@@ -55,13 +55,22 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="kill -9 rounds")
     parser.add_argument("--session-timeout-ms", type=int, default=2000)
     parser.add_argument("--rate", type=float, default=500.0, help="messages per second")
+    parser.add_argument("--s3", action="store_true",
+                        help="shared storage on a throw-away SeaweedFS S3 instead of file://")
     parser.add_argument("--metadata-refresh-ms", type=int, default=1000,
                         help="the producer's topic.metadata.refresh.interval.ms")
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="bmq-failover-"))
     zk = ZooKeeper.start(base / "zk")
     (base / "c" / "shared").mkdir(parents=True)
-    cluster = Cluster(base / "c", zk, f"file://{base / 'c' / 'shared'}", {},
+    storage, options, seaweed = f"file://{base / 'c' / 'shared'}", {}, None
+    if args.s3:
+        from tests.seaweedfs import SeaweedFS
+
+        seaweed = SeaweedFS.start(base / "s3")
+        storage, options = seaweed.url("failover"), seaweed.storage_options()
+    print(f"storage: {storage}", flush=True)
+    cluster = Cluster(base / "c", zk, storage, options,
                       _env({"BMQ_ZOOKEEPER_SESSION_TIMEOUT_MS": args.session_timeout_ms}))
     try:
         cluster.start_controller()
@@ -144,6 +153,8 @@ def main() -> None:
     finally:
         cluster.cleanup()
         zk.stop()
+        if seaweed is not None:
+            seaweed.stop()
 
 
 if __name__ == "__main__":
