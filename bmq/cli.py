@@ -61,6 +61,16 @@ def serve(data_dir: str | None, listen: str | None, advertise: str | None,
     run(config)
 
 
+def _add_client_commands() -> None:
+    """bmq topic|produce|consume|group|cluster: the client-side tools (bmq/tools/)."""
+    from bmq.tools import COMMANDS
+
+    for command in COMMANDS:
+        main.add_command(command)
+
+
+_add_client_commands()
+
 
 def _add_cluster_commands() -> None:
     """bmq controller|broker|admin: cluster mode (bmq/cluster/, bmq/controller/)."""
@@ -71,14 +81,3 @@ def _add_cluster_commands() -> None:
 
 
 _add_cluster_commands()
-
-
-def _add_client_commands() -> None:
-    """bmq topic|produce|consume|group|cluster: the client-side tools (bmq/tools/)."""
-    from bmq.tools import COMMANDS
-
-    for command in COMMANDS:
-        main.add_command(command)
-
-
-_add_client_commands()
