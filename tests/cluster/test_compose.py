@@ -7,10 +7,9 @@ from typing import Any
 
 import click
 import pytest
+import yaml
 
 from bmq.cli import main
-
-yaml = pytest.importorskip("yaml")
 
 COMPOSE = Path(__file__).resolve().parents[2] / "docker-compose.yml"
 
