@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-import pytest
 import yaml
 
 from bmq.cli import main
