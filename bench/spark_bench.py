@@ -13,9 +13,9 @@
 3. Reads the topic through the data source into Spark, and the Kafka-client way: one
    confluent-kafka consumer in the driver reads every partition from the start to the high
    watermark into columns, builds an Arrow table, `spark.createDataFrame(table)`. Each route is
-   timed end to end (best of --repeat runs) with two queries: `noop` writes every column of
-   every row nowhere (all materialised as Spark rows); `agg` counts rows and sums value bytes
-   per partition (a typical scan).
+   timed end to end (best of --repeat runs after --warmup untimed ones) with two queries:
+   `noop` writes every column of every row nowhere (all materialised as Spark rows); `agg`
+   counts rows and sums value bytes per partition (a typical scan).
 """
 
 from __future__ import annotations
@@ -169,7 +169,7 @@ def read_datasource(spark: Any, storage: str, query: str = "noop") -> tuple[int,
     df = spark.read.format("bmq").option("storage", storage).option("topic", TOPIC).load()
     consume_df(df, query)
     elapsed = time.monotonic() - started
-    return df.count(), elapsed
+    return -1, elapsed
 
 
 def read_kafka_client(spark: Any, bootstrap: str, storage: str,
@@ -238,7 +238,10 @@ def main() -> int:
     parser.add_argument("--segment-mb", type=int, default=64)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--data-dir", default=None, help="keep/reuse the broker data here")
-    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=2,
+                        help="untimed runs of each read route and query first (the JVM's JIT "
+                             "and Spark's Python workers warm up over the first queries)")
     parser.add_argument("--skip", default="", help="comma list of: compact,read,kafka")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
@@ -291,18 +294,24 @@ def main() -> int:
 
         for query in ("noop", "agg"):
             if "read" not in skip:
+                for _ in range(args.warmup):
+                    read_datasource(spark, storage, query)
                 runs = []
                 for _ in range(args.repeat):
                     with Meter(spark, proc.pid) as meter:
                         rows, _secs = read_datasource(spark, storage, query)
                     runs.append((meter.wall, meter.cpu))
                 wall, cpu = min(runs)
+                rows = (spark.read.format("bmq").option("storage", storage)
+                        .option("topic", TOPIC).load().count())
                 results[f"datasource_{query}"] = {
                     "rows": rows, "seconds": round(wall, 3), "cpu_seconds": round(cpu, 2),
                     "mb_per_s": round(seg_bytes / 1e6 / wall, 1)}
                 print(f"[{query}] data source -> spark: {rows} rows in {wall:.2f}s "
                       f"({cpu:.1f} CPU s)", flush=True)
             if "kafka" not in skip:
+                for _ in range(args.warmup):
+                    read_kafka_client(spark, bootstrap, storage, query)
                 runs = []
                 for _ in range(args.repeat):
                     with Meter(spark, proc.pid) as meter:
