@@ -10,10 +10,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-
-pytest.importorskip("pyspark")
-pytest.importorskip("pyarrow")
-
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
