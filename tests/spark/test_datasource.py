@@ -243,3 +243,24 @@ def test_cluster_mode_layout_is_read_through_the_log_reader(tmp_path: Path) -> N
         hi = offset if end == -1 else end
         assert got == expected[lo:hi]
         assert len(ranges) >= (1 if max_bytes > 4096 else 3)
+
+
+def test_fail_on_data_loss(tmp_path: Path, spark_broker: BrokerProcess,
+                           mixed_topic: Produced) -> None:
+    """A starting offset below the log start (records deleted) fails unless failOnDataLoss is
+    false, which starts at the log start instead; `earliest` is the log start."""
+    topic = mixed_topic.topic
+    shutil.copytree(Path(spark_broker.data_dir) / "topics" / topic / "0", tmp_path / topic / "0")
+    ckpt_path = tmp_path / topic / "0" / "checkpoint.json"
+    ckpt = json.loads(ckpt_path.read_text())
+    ckpt["log_start_offset"] = 100
+    ckpt_path.write_text(json.dumps(ckpt))
+    options = {"storage": str(tmp_path), "topic": topic,
+               "startingOffsets": json.dumps({topic: {"0": 50}})}
+    with pytest.raises(OptionError, match="before the log start offset 100"):
+        plan(SourceOptions.parse(options))
+    ranges = plan(SourceOptions.parse({**options, "failOnDataLoss": "false"}))
+    assert ranges[0].start_offset == 100
+    earliest = plan(SourceOptions.parse({"storage": str(tmp_path), "topic": topic}))
+    assert earliest[0].start_offset == 100
+    assert earliest[-1].end_offset == mixed_topic.ends()[0]
