@@ -162,6 +162,19 @@ def reader_view(storage: Storage, topic: str, partition: int) -> PartitionView:
         reader.close()
 
 
+def _visible_size(storage: Storage, path: str) -> int:
+    """The readable length of a file, past what ``size`` says on filesystems where it lags
+    for a file another client is still writing (HDFS)."""
+    size = storage.size(path)
+    if not getattr(storage, "exact_size", True):
+        while True:
+            more = len(storage.read_range(path, size, SCAN_CHUNK))
+            if not more:
+                break
+            size += more
+    return size
+
+
 def open_view(storage: Storage, topic: str, partition: int) -> PartitionView:
     """The durable log of one partition as it is on storage now (see the module notes)."""
     directory = f"{topic}/{partition}"
@@ -181,7 +194,7 @@ def open_view(storage: Storage, topic: str, partition: int) -> PartitionView:
             break   # not a continuation: the broker would drop it
         path = f"{directory}/{log_name(base)}"
         try:
-            file_size = storage.size(path)
+            file_size = _visible_size(storage, path)
         except FileNotFoundError:
             if segments:
                 break
