@@ -1097,7 +1097,7 @@ class PartitionLog:
                 return 0
             cfg = self.config
             with self._lock:
-                candidates = self._segments[:-1]
+                candidates = self._retention_candidates()
                 by_start = 0
                 while by_start < len(candidates) and \
                         candidates[by_start].next_offset <= self.log_start_offset:
@@ -1124,6 +1124,10 @@ class PartitionLog:
                 self._checkpoint_locked()
                 self._delete_segments(retired)
             return len(retired)
+
+    def _retention_candidates(self) -> list[Segment]:
+        """Under ``_lock``: the segments retention may delete, oldest first (never the active)."""
+        return self._segments[:-1]
 
     def _retire(self, count: int) -> list[Segment]:
         """Under ``_lock``: take the first ``count`` segments out of the log."""

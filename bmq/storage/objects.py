@@ -406,41 +406,9 @@ class ObjectPartitionLog(PartitionLog):
         # Every object may go (there is no active segment), but never the virtual tail.
         return super()._retire(min(count, len(self._segments) - 1))
 
-    def apply_retention(self, now_ms: int) -> int:
-        with self._io_lock:
-            if self._closed:
-                return 0
-            cfg = self.config
-            with self._lock:
-                candidates = self._segments[:-1]
-                # Keep the newest object, as the append layout keeps its active segment.
-                candidates = candidates[:-1]
-                by_start = 0
-                while by_start < len(candidates) and \
-                        candidates[by_start].next_offset <= self.log_start_offset:
-                    by_start += 1
-                by_time = 0
-                if cfg.retention_ms >= 0:
-                    for seg in candidates:
-                        stamp = seg.max_timestamp if seg.max_timestamp >= 0 else seg.created_ms
-                        if now_ms - stamp <= cfg.retention_ms:
-                            break
-                        by_time += 1
-                by_size = 0
-                if cfg.retention_bytes >= 0:
-                    excess = self._size_bytes - cfg.retention_bytes
-                    for seg in candidates:
-                        if excess - seg.size < 0:
-                            break
-                        excess -= seg.size
-                        by_size += 1
-                retired = self._retire(max(by_start, by_time, by_size))
-                self._producers.expire(now_ms, self.producer_expiration_ms)
-                self._durable_producers.expire(now_ms, self.producer_expiration_ms)
-            if retired:
-                self._checkpoint_locked()
-                self._delete_segments(retired)
-            return len(retired)
+    def _retention_candidates(self) -> list[Segment]:
+        # Keep the newest object, as the append layout keeps its active segment.
+        return self._segments[:-2]
 
 
 def _next_offset(data: bytes | memoryview) -> int:
