@@ -144,6 +144,11 @@ class Broker:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         return partition
 
+    async def lookup_topic(self, name: str) -> TopicInfo | None:
+        """An existing topic for an admin request, from the source of truth (see lookup)."""
+        return await asyncio.get_running_loop().run_in_executor(
+            self._executor, self.topics.lookup, name)
+
     def topic_name(self, name: str, topic_id: uuid.UUID) -> str:
         """Resolve a topic named either way (newer APIs send ids instead of names)."""
         if topic_id.int:

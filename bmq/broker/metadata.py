@@ -75,6 +75,14 @@ class TopicRegistry:
     def get(self, name: str) -> TopicInfo | None:
         return self._by_name.get(name)
 
+    def lookup(self, name: str) -> TopicInfo | None:
+        """The topic as the source of truth has it (may do I/O: call off the event loop).
+
+        Admin requests use it: a topic created through another broker a moment ago must be
+        found even before this broker's cached view has caught up. Here the cache is the truth.
+        """
+        return self._by_name.get(name)
+
     def by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
         return self._by_id.get(topic_id)
 

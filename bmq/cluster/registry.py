@@ -36,6 +36,19 @@ class ZkTopicRegistry(TopicRegistry):
             topics.append(TopicInfo.from_json({"name": name, **loads(data)}))
         self.replace_all(topics)
 
+    def lookup(self, name: str) -> TopicInfo | None:
+        """The cached topic, else ZooKeeper's (the watcher may not have delivered it yet)."""
+        cached = self._by_name.get(name)
+        if cached is not None:
+            return cached
+        try:
+            data, _ = self._zk.get(self._paths.topic(name))
+        except NoNodeError:
+            return None
+        info = TopicInfo.from_json({"name": name, **loads(data)})
+        self._index(info)
+        return info
+
     def replace_all(self, topics: list[TopicInfo]) -> None:
         """Make the cache exactly ``topics``, keeping the objects of unchanged topics."""
         by_name: dict[str, TopicInfo] = {}

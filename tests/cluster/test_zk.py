@@ -49,6 +49,20 @@ def test_topic_registry_create_conflict_update_remove(zk: tuple[KazooClient, Pat
     assert second.all() == []
 
 
+def test_lookup_finds_a_topic_the_cache_has_not_seen_yet(zk: tuple[KazooClient, Paths]) -> None:
+    """Admin requests on one broker for a topic just created through another (no watch yet)."""
+    client, paths = zk
+    creator, other = ZkTopicRegistry(client, paths), ZkTopicRegistry(client, paths)
+    other.load()
+    info = TopicInfo("fresh", uuid.uuid4(), 2)
+    creator.save(info)
+    assert other.get("fresh") is None            # the cached view lags...
+    found = other.lookup("fresh")                # ...ZooKeeper does not
+    assert found is not None and (found.topic_id, found.partitions) == (info.topic_id, 2)
+    assert other.get("fresh") is found and other.by_id(info.topic_id) is found
+    assert other.lookup("never-created") is None
+
+
 def test_producer_id_blocks_never_overlap(zk: tuple[KazooClient, Paths]) -> None:
     client, paths = zk
     allocators = [ZkProducerIdAllocator(client, paths, 10) for _ in range(3)]

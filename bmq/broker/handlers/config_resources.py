@@ -50,7 +50,7 @@ def topic_entries(broker: Broker, info: TopicInfo) -> list[ConfigEntry]:
     return entries
 
 
-def find_topic(broker: Broker, resource_type: int, resource_name: str) -> TopicInfo:
+async def find_topic(broker: Broker, resource_type: int, resource_name: str) -> TopicInfo:
     """The topic an alter request targets; broker resources are static in BMQ."""
     if resource_type == ResourceType.BROKER:
         raise KafkaError(ErrorCode.INVALID_REQUEST,
@@ -58,7 +58,7 @@ def find_topic(broker: Broker, resource_type: int, resource_name: str) -> TopicI
                          "BMQ_* variables or flags and restart.")
     if resource_type != ResourceType.TOPIC:
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}")
-    info = broker.topics.get(resource_name)
+    info = await broker.lookup_topic(resource_name)
     if info is None:
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                          f"Topic {resource_name} does not exist")

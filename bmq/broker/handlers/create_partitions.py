@@ -16,7 +16,7 @@ async def handle_create_partitions(ctx: RequestContext, request: CreatePartition
         result = CreatePartitionsTopicResult(name=topic.name)
         results.append(result)
         try:
-            info = broker.topics.get(topic.name)
+            info = await broker.lookup_topic(topic.name)
             if info is None:
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             node = broker.node.node_id

@@ -22,7 +22,8 @@ async def handle_delete_topics(ctx: RequestContext, request: DeleteTopicsRequest
         result = DeletableTopicResult(name=name, topic_id=topic_id)
         results.append(result)
         try:
-            info = broker.topics.get(name) if name is not None else broker.topics.by_id(topic_id)
+            info = (await broker.lookup_topic(name) if name is not None
+                    else broker.topics.by_id(topic_id))
             if info is None:
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if name is not None
                                  else ErrorCode.UNKNOWN_TOPIC_ID)

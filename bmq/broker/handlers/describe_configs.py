@@ -18,10 +18,10 @@ from bmq.protocol.messages.describe_configs_response import (
 )
 
 
-def _entries(ctx: RequestContext, resource_type: int, name: str) -> list[ConfigEntry]:
+async def _entries(ctx: RequestContext, resource_type: int, name: str) -> list[ConfigEntry]:
     broker = ctx.broker
     if resource_type == ResourceType.TOPIC:
-        info = broker.topics.get(name)
+        info = await broker.lookup_topic(name)
         if info is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist")
         return topic_entries(broker, info)
@@ -40,7 +40,7 @@ async def handle_describe_configs(ctx: RequestContext, request: DescribeConfigsR
                                        resource_name=resource.resource_name)
         results.append(result)
         try:
-            entries = _entries(ctx, resource.resource_type, resource.resource_name)
+            entries = await _entries(ctx, resource.resource_type, resource.resource_name)
         except KafkaError as error:
             result.error_code = error.code
             result.error_message = error.message
