@@ -28,7 +28,6 @@ HEADER_SIZE = 61
 # baseOffset + batchLength: the part of the header not counted in batchLength.
 LOG_OVERHEAD = 12
 MAGIC_V2 = 2
-NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
 
 COMPRESSION_MASK = 0x07
@@ -39,7 +38,6 @@ CONTROL_FLAG = 0x20
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _BASE_OFFSET = struct.Struct(">q")
 _LEADER_EPOCH = struct.Struct(">i")
-_LENGTH = struct.Struct(">qi")
 _CRC = struct.Struct(">I")
 _ATTRIBUTES = struct.Struct(">h")
 _MAX_TIMESTAMP = struct.Struct(">q")
@@ -79,10 +77,6 @@ class BatchHeader:
         return self.attributes & COMPRESSION_MASK
 
     @property
-    def is_transactional(self) -> bool:
-        return bool(self.attributes & TRANSACTIONAL_FLAG)
-
-    @property
     def is_control(self) -> bool:
         return bool(self.attributes & CONTROL_FLAG)
 
@@ -96,11 +90,6 @@ class BatchHeader:
 def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
     """Decode the header at ``pos``; the caller guarantees HEADER_SIZE bytes are there."""
     return BatchHeader(*_HEADER.unpack_from(buf, pos))
-
-
-def batch_size_at(buf: bytes | bytearray | memoryview, pos: int) -> int:
-    """Size of the batch starting at ``pos``, from its length field alone."""
-    return int(_LENGTH.unpack_from(buf, pos)[1]) + LOG_OVERHEAD
 
 
 def crc_ok(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> bool:
