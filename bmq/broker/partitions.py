@@ -149,11 +149,7 @@ class Partition:
             _, waiter = self._durable_waiters.popleft()
             if not waiter.done():
                 waiter.set_exception(KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER))
-        abandon = getattr(self.log, "abandon", None)
-        if abandon is not None:
-            abandon()
-        else:
-            self.log._shut()  # until PartitionLog offers abandon(): shut without flushing
+        self.log.abandon()
 
     async def drain(self) -> None:
         """Wait until everything appended so far is flushed."""

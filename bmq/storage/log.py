@@ -1226,6 +1226,14 @@ class PartitionLog:
             self._shut()
         self.storage.delete_tree(self.dir)
 
+    def abandon(self) -> None:
+        """Give the log up without flushing: queued batches are dropped, nothing is written.
+
+        For an owner that lost its right to write (its ZooKeeper session, or a higher epoch on
+        storage): whatever it had not made durable must not become visible.
+        """
+        self._shut()
+
     def _shut(self) -> None:
         with self._lock:
             self._closed = True
