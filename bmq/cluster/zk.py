@@ -10,6 +10,7 @@ Everything lives under one root (``zookeeper_root``, ``/bmq`` by default)::
     /topics/<name>              {"topic_id", "partitions", "configs"}   (written by admin APIs)
     /assignments/<name>         {"<p>": {"owner", "reg", "epoch", "draining"}}  (controller only)
     /producer_ids               {"next_block_start"}: producer-id blocks, taken by CAS
+    /proxies/<id>               ephemeral registration of a live proxy: {"host", "port"}
 
 A registration's ``reg`` is the creation zxid of the broker's ephemeral node: an assignment names
 one incarnation of a broker, so a restarted broker never inherits its previous life's epoch.
@@ -52,6 +53,7 @@ class Paths:
         self.topics = f"{self.root}/topics"
         self.assignments = f"{self.root}/assignments"
         self.producer_ids = f"{self.root}/producer_ids"
+        self.proxies = f"{self.root}/proxies"
 
     def broker(self, broker_id: int) -> str:
         return f"{self.brokers}/{broker_id}"
@@ -61,6 +63,9 @@ class Paths:
 
     def assignment(self, name: str) -> str:
         return f"{self.assignments}/{name}"
+
+    def proxy(self, node_id: int | str) -> str:
+        return f"{self.proxies}/{node_id}"
 
 
 def connect(hosts: str, session_timeout_ms: int, *, start_timeout_s: float = 15.0) -> KazooClient:
@@ -73,7 +78,7 @@ def connect(hosts: str, session_timeout_ms: int, *, start_timeout_s: float = 15.
 
 
 def ensure_layout(zk: KazooClient, paths: Paths) -> None:
-    for path in (paths.brokers, paths.topics, paths.assignments):
+    for path in (paths.brokers, paths.topics, paths.assignments, paths.proxies):
         zk.ensure_path(path)
 
 
