@@ -6,7 +6,8 @@ the copies bundled in the installed ``kafka`` (kafka-python) package.  For every
 ``apiKey`` (plus the ``data`` specs ``ConsumerProtocolSubscription``/``Assignment``) we emit one
 module with a slotted dataclass per struct and straight-line ``read``/``write`` functions with
 ``if version ...`` conditionals, like Kafka's Java generator does.  ``__init__.py`` gets the
-``REQUEST_TYPES``/``RESPONSE_TYPES`` registries.
+``REQUEST_TYPES``/``RESPONSE_TYPES`` registries.  BMQ's own internal APIs (proxy <-> broker,
+api keys from 32000 up) are specs in the same format under ``bmq/protocol/specs/``.
 
 Usage::
 
@@ -31,6 +32,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 OUT_DIR = REPO / "bmq" / "protocol" / "messages"
+INTERNAL_SPEC_DIR = REPO / "bmq" / "protocol" / "specs"
 LINE = 100
 INF = 0x7FFF  # versions are int16; "N+" means N..INF
 
@@ -342,7 +344,8 @@ def load_message(path: Path) -> MessageSpec:
 
 def spec_paths() -> list[Path]:
     d = schema_dir()
-    paths = sorted(d.glob("*.json"))
+    # Kafka's specs, then BMQ's own internal APIs (api keys from 32000 up), same format.
+    paths = sorted(d.glob("*.json")) + sorted(INTERNAL_SPEC_DIR.glob("*.json"))
     out = []
     for p in paths:
         if p.stem in ("RequestHeader", "ResponseHeader"):

@@ -31,6 +31,8 @@ from bmq.protocol.messages.alter_user_scram_credentials_response import (
 )
 from bmq.protocol.messages.api_versions_request import ApiVersionsRequest
 from bmq.protocol.messages.api_versions_response import ApiVersionsResponse
+from bmq.protocol.messages.bmq_watch_partitions_request import BmqWatchPartitionsRequest
+from bmq.protocol.messages.bmq_watch_partitions_response import BmqWatchPartitionsResponse
 from bmq.protocol.messages.consumer_protocol_assignment import ConsumerProtocolAssignment
 from bmq.protocol.messages.consumer_protocol_subscription import ConsumerProtocolSubscription
 from bmq.protocol.messages.create_acls_request import CreateAclsRequest
@@ -184,6 +186,7 @@ REQUEST_TYPES: dict[int, type[Any]] = {
     66: ListTransactionsRequest,
     74: ListConfigResourcesRequest,
     75: DescribeTopicPartitionsRequest,
+    32000: BmqWatchPartitionsRequest,
 }
 
 # api key -> response class
@@ -240,6 +243,7 @@ RESPONSE_TYPES: dict[int, type[Any]] = {
     66: ListTransactionsResponse,
     74: ListConfigResourcesResponse,
     75: DescribeTopicPartitionsResponse,
+    32000: BmqWatchPartitionsResponse,
 }
 
 __all__ = [
@@ -261,6 +265,8 @@ __all__ = [
     "AlterUserScramCredentialsResponse",
     "ApiVersionsRequest",
     "ApiVersionsResponse",
+    "BmqWatchPartitionsRequest",
+    "BmqWatchPartitionsResponse",
     "ConsumerProtocolAssignment",
     "ConsumerProtocolSubscription",
     "CreateAclsRequest",
