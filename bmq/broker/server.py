@@ -11,8 +11,9 @@ from typing import Any
 
 from bmq import metrics
 from bmq.broker.broker import Broker
-from bmq.broker.connection import KafkaConnection
+from bmq.broker.service import BrokerService
 from bmq.config import BrokerConfig
+from bmq.net.connection import KafkaConnection
 from bmq.storage import open_storage
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,7 @@ class BrokerServer:
         await self.broker.start()
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: KafkaConnection(self.broker), self.config.listen_host,
+            lambda: KafkaConnection(BrokerService(self.broker)), self.config.listen_host,
             self.config.listen_port, reuse_address=True, backlog=1024)
         self._maintenance = loop.create_task(self.broker.partitions.maintain(
             self.config.log_checkpoint_interval_ms, self.config.log_retention_check_interval_ms))

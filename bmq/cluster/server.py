@@ -13,9 +13,10 @@ import signal
 from concurrent.futures import ThreadPoolExecutor
 
 from bmq.broker.broker import Broker
-from bmq.broker.connection import KafkaConnection
+from bmq.broker.service import BrokerService
 from bmq.cluster.node import ClusterNode
 from bmq.config import BrokerConfig
+from bmq.net.connection import KafkaConnection
 from bmq.storage import Storage, open_storage
 
 log = logging.getLogger(__name__)
@@ -48,7 +49,7 @@ class ClusterBrokerServer:
                                       cluster=self.node)
         await broker.start()
         self._server = await loop.create_server(
-            lambda: KafkaConnection(broker), self.config.listen_host,
+            lambda: KafkaConnection(BrokerService(broker)), self.config.listen_host,
             self.config.listen_port, reuse_address=True, backlog=1024)
         self._maintenance = loop.create_task(broker.partitions.maintain(
             self.config.log_checkpoint_interval_ms, self.config.log_retention_check_interval_ms))

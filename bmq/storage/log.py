@@ -1251,6 +1251,16 @@ class PartitionLog:
     def size_bytes(self) -> int:
         return self._size_bytes
 
+    def tail(self) -> bytes | None:
+        """What a ``LogReader`` elsewhere needs to see everything durable now, before the next
+        published checkpoint (``LogReader.advance``): the last two segments as a checkpoint
+        would list them. None where every flush publishes its state anyway (object layout)."""
+        with self._lock:
+            doc = {"epoch": self.leader_epoch, "high_watermark": self.high_watermark,
+                   "log_start_offset": self.log_start_offset,
+                   "segments": [seg.meta() for seg in self._segments[-2:]]}
+        return json.dumps(doc, separators=(",", ":")).encode()
+
     def producer_state(self) -> dict[str, Any]:
         """Producer state as of the high watermark (what the checkpoint stores)."""
         with self._lock:
@@ -1289,6 +1299,7 @@ class LogReader:
     def __init__(self, log: PartitionLog) -> None:
         self._log = log
         self._state = b""
+        self._tail: dict[str, Any] | None = None   # the newest tail applied (see advance)
         self.leader_epoch = -1
         self.refresh()
 
@@ -1335,8 +1346,61 @@ class LogReader:
             self._apply(state)
             self._state = raw
             self.leader_epoch = epoch
+            tail = self._tail
+            if tail is not None and tail["epoch"] == epoch:
+                self._extend(tail)    # a checkpoint older than the tail we saw: keep the tail
             return True
         return False
+
+    def advance(self, tail: bytes | None) -> bool:
+        """Extend the view to what the owner's ``PartitionLog.tail`` describes, without reading
+        storage; a tail that does not continue this view (a new owner, a missed roll) or no
+        tail at all (object layout) makes it ``refresh`` instead. True if the view changed."""
+        if tail is None:
+            return self.refresh()
+        doc = json.loads(tail)
+        if doc["epoch"] < self.leader_epoch:
+            return False
+        changed = self._extend(doc) if doc["epoch"] == self.leader_epoch else None
+        if changed is None:
+            changed = self.refresh()
+            if doc["epoch"] == self.leader_epoch:
+                changed = bool(self._extend(doc)) or changed
+        self._tail = doc
+        return changed
+
+    def _extend(self, doc: dict[str, Any]) -> bool | None:
+        """Apply a tail that continues this view's segments: whether anything changed, or None
+        if the tail does not continue them."""
+        log = self._log
+        with log._lock:
+            segments = log._segments
+            if not segments:
+                return None
+            known = {seg.stem: seg for seg in segments}
+            for meta in doc["segments"]:
+                seg = Segment.from_meta({k: int(v) for k, v in meta.items()})
+                last = segments[-1]
+                mine = known.get(seg.stem)
+                if mine is not None:
+                    if mine is last and seg.size > last.size:
+                        last.size, last.next_offset = seg.size, seg.next_offset
+                        if seg.max_timestamp > last.max_timestamp:
+                            last.max_timestamp = seg.max_timestamp
+                            last.offset_of_max_timestamp = seg.offset_of_max_timestamp
+                elif seg.base == last.next_offset:
+                    segments.append(seg)
+                    log._bases.append(seg.base)
+                else:
+                    return None
+            log._size_bytes = sum(s.size for s in segments)
+            before = (log.high_watermark, log.log_start_offset)
+            end = min(int(doc["high_watermark"]), segments[-1].next_offset)
+            if end > log.high_watermark:
+                log.high_watermark = log.log_end_offset = end
+            log.log_start_offset = max(log.log_start_offset,
+                                       min(int(doc["log_start_offset"]), log.high_watermark))
+            return (log.high_watermark, log.log_start_offset) != before
 
     def _apply(self, state: dict[str, Any]) -> None:
         log = self._log

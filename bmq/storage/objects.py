@@ -301,6 +301,9 @@ class ObjectPartitionLog(PartitionLog):
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
     # ------------------------------------------------------------------------------ merging
+    def tail(self) -> bytes | None:
+        return None   # every flush replaces the manifest: readers refresh from it
+
     def checkpoint(self) -> None:
         if self._closed or self._readonly:
             return

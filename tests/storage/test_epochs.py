@@ -5,6 +5,7 @@ tests/storage_s3, which imports these tests)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -226,6 +227,34 @@ def test_reader_sees_exactly_the_published_durable_data(storage: Storage) -> Non
     assert [bytes(reader.read(o, 1)) for o in range(20, 31)] == stored[20:]
     assert reader.max_timestamp() is not None
     assert reader.offset_for_timestamp(0) == (20, 1000)
+    reader.close()
+    w.close()
+
+
+def test_reader_follows_the_owners_tail_without_a_checkpoint(storage: Storage) -> None:
+    """What a proxy does: apply the tail a broker sends after each flush; reads then see every
+    durable batch at once, across rolls, and an older checkpoint never takes the view back."""
+    config = LogConfig(segment_bytes=4000, index_interval_bytes=200, retention_ms=-1,
+                       publish_interval_ms=60_000)
+    w = _open(storage, 1, config)
+    reader = PartitionLog.open_reader(storage, "t", 0, config)
+    stored: list[bytes] = []
+    for start in range(0, 30, 3):            # ten flushes, several segment rolls
+        stored += _write(w, range(start, start + 3))
+        assert reader.advance(w.tail())
+        assert reader.high_watermark == w.high_watermark == len(stored)
+        assert [bytes(reader.read(o, 1)) for o in range(len(stored))] == stored
+    assert not reader.advance(w.tail())      # nothing new
+    reader.refresh()                          # the only checkpoint is older than the tail
+    assert reader.high_watermark == len(stored)
+    stored += _write(w, range(30, 33))
+    if w.tail() is not None:   # append layout; object stores refresh from the manifest
+        gap = json.loads(w.tail())
+        gap["segments"][-1]["base_offset"] += 1000
+        reader.advance(json.dumps(gap).encode())   # does not continue the view: refreshes
+        assert reader.high_watermark <= len(stored)
+    assert reader.advance(w.tail())
+    assert [bytes(reader.read(o, 1)) for o in range(len(stored))] == stored
     reader.close()
     w.close()
 

@@ -7,8 +7,8 @@ codec cannot read or write.
 from __future__ import annotations
 
 from bmq.broker.handlers.alter_configs import handle_alter_configs
-from bmq.broker.handlers.api_versions import api_versions_error, handle_api_versions
-from bmq.broker.handlers.base import ApiSpec, Handler, RequestContext, RequestMessage
+from bmq.broker.handlers.api_versions import handle_api_versions
+from bmq.broker.handlers.base import RequestContext
 from bmq.broker.handlers.create_partitions import handle_create_partitions
 from bmq.broker.handlers.create_topics import handle_create_topics
 from bmq.broker.handlers.delete_groups import handle_delete_groups
@@ -32,14 +32,10 @@ from bmq.broker.handlers.offset_delete import handle_offset_delete
 from bmq.broker.handlers.offset_fetch import handle_offset_fetch
 from bmq.broker.handlers.produce import handle_produce
 from bmq.broker.handlers.sync_group import handle_sync_group
+from bmq.broker.handlers.watch_partitions import handle_watch_partitions
+from bmq.net.api import ApiSpec
+from bmq.net.api import spec as _spec
 from bmq.protocol import messages as m
-
-API_VERSIONS_KEY = m.ApiVersionsRequest.API_KEY
-
-
-def _spec(request_type: type[RequestMessage], handler: Handler) -> ApiSpec:
-    return ApiSpec(request_type, request_type.MIN_VERSION, request_type.MAX_VERSION, handler)
-
 
 HANDLERS: dict[int, ApiSpec] = {
     spec.request_type.API_KEY: spec
@@ -70,7 +66,9 @@ HANDLERS: dict[int, ApiSpec] = {
         _spec(m.ListGroupsRequest, handle_list_groups),
         _spec(m.DeleteGroupsRequest, handle_delete_groups),
         _spec(m.OffsetDeleteRequest, handle_offset_delete),
+        # BMQ-internal: proxies hear of new durable data
+        _spec(m.BmqWatchPartitionsRequest, handle_watch_partitions),
     )
 }
 
-__all__ = ["API_VERSIONS_KEY", "HANDLERS", "ApiSpec", "RequestContext", "api_versions_error"]
+__all__ = ["HANDLERS", "ApiSpec", "RequestContext"]

@@ -1,5 +1,8 @@
 """One client connection: size-prefixed frames in, responses out in request order.
 
+Every role that serves Kafka clients (broker, proxy) runs this same connection; what differs is
+the ``Service`` it dispatches to: its API table and the context each handler receives.
+
 Small frames are parsed out of a scratch buffer; a large frame (a Produce request) is received
 straight into a bytearray of its own, so its record batches are never copied again: handlers see
 a writable memoryview and the broker rewrites offsets in place. Requests run concurrently, yet
@@ -13,12 +16,14 @@ import logging
 import struct
 import time
 from collections import deque
-from typing import Any, cast
+from collections.abc import Mapping
+from typing import Any, Protocol, cast
 
 from bmq import metrics
-from bmq.broker.broker import Broker
-from bmq.broker.handlers import API_VERSIONS_KEY, HANDLERS, RequestContext, api_versions_error
+from bmq.net.api import ApiSpec, api_versions_error
 from bmq.protocol.headers import (
+    API_VERSIONS_KEY,
+    RequestHeader,
     read_request_header,
     response_header_version,
     write_response_header,
@@ -31,18 +36,34 @@ _SIZE = struct.Struct(">i")
 SCRATCH_BYTES = 256 * 1024
 _PRODUCE_KEY = 0
 _FETCH_KEY = 1
-# The `api` label of the request metrics: "Produce", "Fetch", "JoinGroup", ...
-_API_NAMES = {key: spec.request_type.__name__.removesuffix("Request")
-              for key, spec in HANDLERS.items()}
 
 Parts = list[bytes | bytearray | memoryview]
 
 
+class Service(Protocol):
+    """A role as its connections see it."""
+
+    @property
+    def handlers(self) -> Mapping[int, ApiSpec]: ...
+
+    @property
+    def max_frame_bytes(self) -> int:
+        """Larger frames close the connection (socket.request.max.bytes)."""
+
+    @property
+    def max_inflight(self) -> int:
+        """Requests of one connection in progress before it stops reading."""
+
+    def context(self, header: RequestHeader, client_host: str, frame: bytearray) -> Any:
+        """What the handler of this request receives as its first argument."""
+
+
 class KafkaConnection(asyncio.BufferedProtocol):
-    def __init__(self, broker: Broker) -> None:
-        self._broker = broker
-        self._max_frame = broker.config.socket_request_max_bytes
-        self._max_inflight = broker.config.max_inflight_requests_per_connection
+    def __init__(self, service: Service) -> None:
+        self._service = service
+        self._handlers = service.handlers
+        self._max_frame = service.max_frame_bytes
+        self._max_inflight = service.max_inflight
         self._scratch = bytearray(SCRATCH_BYTES)
         self._scratch_view = memoryview(self._scratch)
         self._scratch_end = 0
@@ -139,7 +160,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             log.warning("closing %s: bad request header: %s", self._peer, error)
             self._close()
             return
-        spec = HANDLERS.get(header.api_key)
+        spec = self._handlers.get(header.api_key)
         version = header.api_version
         if spec is None:
             log.warning("closing %s: unknown api key %d", self._peer, header.api_key)
@@ -149,7 +170,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if header.api_key == API_VERSIONS_KEY:
                 # Kafka answers an ApiVersions it cannot parse with a v0 body listing what it does.
                 self._enqueue_ready(self._encode(header.correlation_id, header.api_key, 0,
-                                                 api_versions_error()))
+                                                 api_versions_error(self._handlers)))
                 return
             log.warning("closing %s: %s v%d not supported", self._peer,
                         spec.request_type.__name__, version)
@@ -162,10 +183,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
                         spec.request_type.__name__, version, error)
             self._close()
             return
-        context = RequestContext(self._broker, header, self._client_host, frame)
+        context = self._service.context(header, self._client_host, frame)
         task = asyncio.get_running_loop().create_task(
             self._run(spec.handler(context, request, version), header.correlation_id,
-                      header.api_key, version, request, _API_NAMES[header.api_key]))
+                      header.api_key, version, request, spec.name))
         self._track(task)
 
     async def _run(self, handling: Any, correlation_id: int, api_key: int,

@@ -1,0 +1,20 @@
+"""The broker as its client connections see it (``bmq.net.connection.Service``)."""
+
+from __future__ import annotations
+
+from bmq.broker.broker import Broker
+from bmq.broker.handlers import HANDLERS, RequestContext
+from bmq.protocol.headers import RequestHeader
+
+
+class BrokerService:
+    handlers = HANDLERS
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.max_frame_bytes = broker.config.socket_request_max_bytes
+        self.max_inflight = broker.config.max_inflight_requests_per_connection
+
+    def context(self, header: RequestHeader, client_host: str,
+                frame: bytearray) -> RequestContext:
+        return RequestContext(self.broker, header, client_host, frame)
