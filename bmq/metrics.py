@@ -2,7 +2,7 @@
 
 Any role (``serve`` and the cluster roles) calls :func:`serve_for_role` when its
 ``metrics_port`` is set and then records through the helpers below; requests and per-topic
-traffic are recorded by ``bmq.broker.connection`` for every role that serves Kafka clients.
+traffic are recorded by ``bmq.net.connection`` for every role that serves Kafka clients.
 The broker's hot paths pay one counter increment per request, per partition of a request and
 per flush; never per record: message counts come from the ``record_count`` field of record
 batch headers.
@@ -19,7 +19,14 @@ Metric names (all prefixed ``bmq_``):
 * ``consumer_groups``: consumer groups this broker coordinates (any state but Dead).
 * ``flush_bytes`` and ``flush_duration_seconds``: size and time of each group-commit flush
   (one write + fsync of everything queued on a partition).
+* ``proxy_cache_hits_total`` / ``proxy_cache_misses_total``: fetched partitions a proxy answered
+  from its record cache / had to read from storage; ``proxy_cache_bytes``: the cache's size;
+  ``proxy_storage_reads_total``: the proxy's reads of shared storage (data, state and listings).
+* ``fetch_wait_seconds``: how long a Fetch waited for new data before it was answered.
 * ``zookeeper_connected``: 1/0, registered only once a role calls :func:`set_zookeeper_connected`.
+* ``controller_active`` (1/0), ``controller_brokers`` {draining} and ``controller_partitions``
+  {state}: the controller role's view (:func:`controller`); a standby exports active 0 and no
+  brokers or partitions.
 """
 
 from __future__ import annotations
@@ -90,6 +97,32 @@ def set_zookeeper_connected(connected: bool) -> None:
             _zk_gauge = Gauge("bmq_zookeeper_connected",
                               "1 while the ZooKeeper session is connected.", registry=REGISTRY)
     _zk_gauge.set(1 if connected else 0)
+
+
+class ControllerGauges:
+    """What the controller role exports; registered only in that role (see :func:`controller`)."""
+
+    def __init__(self) -> None:
+        self.active = Gauge("bmq_controller_active",
+                            "1 while this controller is the active one, else 0.",
+                            registry=REGISTRY)
+        self.brokers = Gauge("bmq_controller_brokers",
+                             "Registered brokers as the active controller last saw them.",
+                             ["draining"], registry=REGISTRY)
+        self.partitions = Gauge("bmq_controller_partitions",
+                                "Partitions by state as the active controller last saw them.",
+                                ["state"], registry=REGISTRY)
+
+
+_controller_gauges: ControllerGauges | None = None
+
+
+def controller() -> ControllerGauges:
+    global _controller_gauges
+    with _zk_lock:
+        if _controller_gauges is None:
+            _controller_gauges = ControllerGauges()
+    return _controller_gauges
 
 
 def track_partitions(count: Callable[[], float]) -> None:
@@ -221,3 +254,21 @@ def count_fetch(response: Any) -> None:
                 counters = _topic(topic.topic)
             counters.bytes_out.inc(len(records))
             counters.messages_out.inc(count_records(records))
+
+
+# Proxy tier (bmq/proxy/) ----------------------------------------------------------------------
+PROXY_CACHE_HITS = Counter(
+    "bmq_proxy_cache_hits", "Fetched partitions answered from the proxy's record cache.",
+    registry=REGISTRY)
+PROXY_CACHE_MISSES = Counter(
+    "bmq_proxy_cache_misses", "Fetched partitions read from storage (then cached).",
+    registry=REGISTRY)
+PROXY_CACHE_BYTES = Gauge("bmq_proxy_cache_bytes", "Bytes in the proxy's record cache.",
+                          registry=REGISTRY)
+PROXY_STORAGE_READS = Counter(
+    "bmq_proxy_storage_reads", "Reads of shared storage by the proxy (segment data and state).",
+    registry=REGISTRY)
+FETCH_WAIT_SECONDS = Histogram(
+    "bmq_fetch_wait_seconds", "Time a Fetch waited for new data (long poll) before answering.",
+    registry=REGISTRY,
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0))

@@ -51,11 +51,7 @@ class BrokerServer:
                  os.path.abspath(self.config.data_dir))
 
     def _start_metrics(self) -> None:
-        broker = self.broker
-        self._metrics_server = metrics.serve_for_role(
-            self.config.metrics_port, self.config.listen_host,
-            partitions=lambda: sum(1 for _ in broker.partitions.all()),
-            groups=lambda: _count_groups(broker))
+        self._metrics_server = serve_metrics(self.config, self.broker)
 
     async def stop(self) -> None:
         """Stop accepting, flush and checkpoint every partition."""
@@ -77,6 +73,14 @@ class BrokerServer:
         await stop.wait()
         log.info("shutting down")
         await self.stop()
+
+
+def serve_metrics(config: BrokerConfig, broker: Broker) -> Any:
+    """/metrics of a role that runs ``broker`` (`bmq serve`, `bmq broker`); see bmq.metrics."""
+    return metrics.serve_for_role(
+        config.metrics_port, config.listen_host,
+        partitions=lambda: sum(1 for _ in broker.partitions.all()),
+        groups=lambda: _count_groups(broker))
 
 
 def _count_groups(broker: Broker) -> float:

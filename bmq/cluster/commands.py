@@ -43,6 +43,8 @@ def _common(func: click.decorators.FC) -> click.decorators.FC:
                      help="ZooKeeper session timeout [6000]; failover takes about this long."),
         click.option("--config", "config_file", type=click.Path(dir_okay=False),
                      help="TOML file with settings (flags and BMQ_* variables take precedence)."),
+        click.option("--metrics-port", type=int,
+                     help="Serve Prometheus metrics on this port at /metrics [0: off]."),
         click.option("--log-level", help="DEBUG, INFO, WARNING or ERROR [INFO]."),
     ]):
         func = option(func)
@@ -53,22 +55,24 @@ def _common(func: click.decorators.FC) -> click.decorators.FC:
 @_common
 def controller(zookeeper: str | None, storage: str | None, storage_options: tuple[str, ...],
                session_timeout_ms: int | None, config_file: str | None,
-               log_level: str | None) -> None:
+               metrics_port: int | None, log_level: str | None) -> None:
     """Run a controller: places partitions on brokers and drives their states.
 
-    Several may run; one is active (elected in ZooKeeper), the others stand by.
+    Several may run; one is active (elected in ZooKeeper), the others stand by. Metrics
+    (--metrics-port) bind the host of the `listen` setting, as for the other roles.
 
     \b
     Example:
-      bmq controller --zookeeper zk:2181 --storage hdfs://namenode:8020/bmq
+      bmq controller --zookeeper zk:2181 --storage hdfs://namenode:8020/bmq --metrics-port 9100
     """
     from bmq.controller.controller import run_controller
 
     config = _config(config_file, {"zookeeper": zookeeper, "storage": storage,
                                    "zookeeper_session_timeout_ms": session_timeout_ms,
-                                   "log_level": log_level})
+                                   "metrics_port": metrics_port, "log_level": log_level})
     run_controller(config.zookeeper, config.zookeeper_root, config.zookeeper_session_timeout_ms,
-                   config.storage, _options(storage_options))
+                   config.storage, _options(storage_options), config.metrics_port,
+                   config.listen_host)
 
 
 @click.command()
@@ -77,8 +81,9 @@ def controller(zookeeper: str | None, storage: str | None, storage_options: tupl
 @click.option("--advertise", help="HOST:PORT clients are told to connect to [the listen address].")
 @click.option("--broker-id", type=int, help="This broker's id (unique in the cluster).")
 def broker(zookeeper: str | None, storage: str | None, storage_options: tuple[str, ...],
-           session_timeout_ms: int | None, config_file: str | None, log_level: str | None,
-           listen: str | None, advertise: str | None, broker_id: int | None) -> None:
+           session_timeout_ms: int | None, config_file: str | None, metrics_port: int | None,
+           log_level: str | None, listen: str | None, advertise: str | None,
+           broker_id: int | None) -> None:
     """Run a stateless broker of a cluster.
 
     \b
@@ -90,7 +95,8 @@ def broker(zookeeper: str | None, storage: str | None, storage_options: tuple[st
 
     config = _config(config_file, {"zookeeper": zookeeper, "storage": storage,
                                    "zookeeper_session_timeout_ms": session_timeout_ms,
-                                   "log_level": log_level, "listen": listen,
+                                   "metrics_port": metrics_port, "log_level": log_level,
+                                   "listen": listen,
                                    "advertise": advertise, "node_id": broker_id})
     run_broker(config, _options(storage_options))
 
@@ -106,22 +112,21 @@ def admin() -> None:
 @click.option("--topic", help="Only this topic.")
 def partitions(zookeeper: str, root: str, topic: str | None) -> None:
     """Show every partition's owner, leader epoch and state, and the brokers."""
-    from bmq.cluster.zk import Paths, connect
-    from bmq.controller.admin import broker_list, partition_states
+    from bmq.cluster.zk import Paths, session
+    from bmq.controller.admin import broker_list, drain_requests, partition_states
 
-    zk = connect(zookeeper, 10_000)
-    try:
+    with session(zookeeper) as zk:
         paths = Paths(root)
+        requested = drain_requests(zk, paths)
         for broker_id, host, port, draining in broker_list(zk, paths):
-            click.echo(f"broker {broker_id} {host}:{port}{' draining' if draining else ''}")
+            flags = (" draining" if draining else "") + \
+                (" drain-requested" if broker_id in requested else "")
+            click.echo(f"broker {broker_id} {host}:{port}{flags}")
         click.echo(f"{'TOPIC':<40} {'PARTITION':>9} {'OWNER':>5} {'EPOCH':>5}  STATE")
         for state in partition_states(zk, paths):
             if topic is None or state.topic == topic:
                 click.echo(f"{state.topic:<40} {state.partition:>9} {state.owner:>5} "
                            f"{state.epoch:>5}  {state.state}")
-    finally:
-        zk.stop()
-        zk.close()
 
 
 COMMANDS: list[click.Command] = [controller, broker, admin]

@@ -44,6 +44,7 @@ from bmq.cluster.zk import (
     ensure_cluster_id,
     ensure_layout,
     loads,
+    track_connection,
 )
 from bmq.config import BrokerConfig
 from bmq.protocol.errors import ErrorCode, KafkaError
@@ -87,6 +88,7 @@ class ClusterNode:
     def connect(self) -> None:
         """Blocking: connect to ZooKeeper, read the cluster id and the topics."""
         zk = self.zk = connect(self.config.zookeeper, self.config.zookeeper_session_timeout_ms)
+        track_connection(zk)
         ensure_layout(zk, self.paths)
         self.cluster_id = ensure_cluster_id(zk, self.paths)
         self.topics = ZkTopicRegistry(zk, self.paths)

@@ -11,8 +11,11 @@ import asyncio
 import logging
 import signal
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
+from bmq import metrics
 from bmq.broker.broker import Broker
+from bmq.broker.server import serve_metrics
 from bmq.broker.service import BrokerService
 from bmq.cluster.node import ClusterNode
 from bmq.config import BrokerConfig
@@ -39,6 +42,7 @@ class ClusterBrokerServer:
         self.broker: Broker | None = None
         self._server: asyncio.Server | None = None
         self._maintenance: asyncio.Task[None] | None = None
+        self._metrics_server: Any = None
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -47,6 +51,9 @@ class ClusterBrokerServer:
         await loop.run_in_executor(self._executor, self.node.topics.load)
         broker = self.broker = Broker(self.config, self.storage, None, self._executor,
                                       cluster=self.node)
+        # Before registering: a busy port stops us before the controller gives us anything.
+        if self.config.metrics_port:
+            self._metrics_server = serve_metrics(self.config, broker)
         await broker.start()
         self._server = await loop.create_server(
             lambda: KafkaConnection(BrokerService(broker)), self.config.listen_host,
@@ -74,6 +81,7 @@ class ClusterBrokerServer:
             await self.broker.stop()
         await self.node.stop()
         self._executor.shutdown(wait=True)
+        metrics.stop(self._metrics_server)
         log.info("BMQ broker stopped cleanly")
 
     async def run_until_signalled(self) -> None:

@@ -11,6 +11,8 @@ Everything lives under one root (``zookeeper_root``, ``/bmq`` by default)::
     /assignments/<name>         {"<p>": {"owner", "reg", "epoch", "draining"}}  (controller only)
     /producer_ids               {"next_block_start"}: producer-id blocks, taken by CAS
     /proxies/<id>               ephemeral registration of a live proxy: {"host", "port"}
+    /drain_requests/<id>        persistent: an operator asked for broker <id> to own nothing
+                                (`bmq cluster drain`); the controller treats it as draining
 
 A registration's ``reg`` is the creation zxid of the broker's ephemeral node: an assignment names
 one incarnation of a broker, so a restarted broker never inherits its previous life's epoch.
@@ -24,9 +26,10 @@ import json
 import logging
 import threading
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
-from kazoo.client import KazooClient
+from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from bmq.config import split_host_port
@@ -41,6 +44,8 @@ DRAINING = "draining"
 RELEASED = "released"
 FENCED = "fenced"         # storage holds a higher epoch than the assignment (reported with it)
 UNASSIGNED = "unassigned"
+OWNER_DOWN = "owner-down"  # the owner's registration is gone and no new owner is assigned yet
+STATES = (ASSIGNED, RECOVERING, WRITABLE, DRAINING, RELEASED, FENCED, UNASSIGNED, OWNER_DOWN)
 
 
 class Paths:
@@ -54,6 +59,7 @@ class Paths:
         self.assignments = f"{self.root}/assignments"
         self.producer_ids = f"{self.root}/producer_ids"
         self.proxies = f"{self.root}/proxies"
+        self.drain_requests = f"{self.root}/drain_requests"
 
     def broker(self, broker_id: int) -> str:
         return f"{self.brokers}/{broker_id}"
@@ -67,6 +73,9 @@ class Paths:
     def proxy(self, node_id: int | str) -> str:
         return f"{self.proxies}/{node_id}"
 
+    def drain_request(self, broker_id: int) -> str:
+        return f"{self.drain_requests}/{broker_id}"
+
 
 def connect(hosts: str, session_timeout_ms: int, *, start_timeout_s: float = 15.0) -> KazooClient:
     """A started kazoo client. ``hosts`` is ``HOST:PORT[,HOST:PORT...]``."""
@@ -77,8 +86,32 @@ def connect(hosts: str, session_timeout_ms: int, *, start_timeout_s: float = 15.
     return client
 
 
+@contextlib.contextmanager
+def session(hosts: str, timeout_ms: int = 10_000) -> Iterator[KazooClient]:
+    """A short-lived client for an operator command; closed on the way out."""
+    zk = connect(hosts, timeout_ms, start_timeout_s=timeout_ms / 1000)
+    try:
+        yield zk
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def track_connection(zk: KazooClient) -> None:
+    """Keep the ``bmq_zookeeper_connected`` gauge current from kazoo's connection states."""
+    from bmq import metrics
+
+    def on_state(state: str) -> None:
+        metrics.set_zookeeper_connected(state == KazooState.CONNECTED)
+
+    zk.add_listener(on_state)
+    # The listener only hears about changes: the state when it was added comes from here.
+    metrics.set_zookeeper_connected(zk.connected)
+
+
 def ensure_layout(zk: KazooClient, paths: Paths) -> None:
-    for path in (paths.brokers, paths.topics, paths.assignments, paths.proxies):
+    for path in (paths.brokers, paths.topics, paths.assignments, paths.proxies,
+                 paths.drain_requests):
         zk.ensure_path(path)
 
 

@@ -31,16 +31,20 @@ from typing import Any
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
+from bmq import metrics
 from bmq.cluster.zk import (
     FENCED,
     RELEASED,
+    STATES,
     Paths,
     connect,
     dumps,
     ensure_cluster_id,
     ensure_layout,
     loads,
+    track_connection,
 )
+from bmq.controller.admin import states_of
 from bmq.controller.placement import place
 
 log = logging.getLogger(__name__)
@@ -133,6 +137,8 @@ class Controller:
         self._lost = threading.Event()
         self._zk: KazooClient | None = None
         self._epoch_version = -1
+        self._gauges = metrics.controller()
+        self._gauges.active.set(0)
 
     # ------------------------------------------------------------------ lifecycle
     def stop(self) -> None:
@@ -148,6 +154,7 @@ class Controller:
             storage.makedirs("topics")   # fail early on a storage the brokers could not use
             storage.close()
         zk = self._zk = connect(self.zookeeper, self.session_timeout_ms)
+        track_connection(zk)
         zk.add_listener(self._on_state)
         ensure_layout(zk, self.paths)
         cluster_id = ensure_cluster_id(zk, self.paths)
@@ -194,6 +201,16 @@ class Controller:
         return True
 
     def _lead(self, zk: KazooClient) -> None:
+        self._gauges.active.set(1)
+        try:
+            self._lead_until_deposed(zk)
+        finally:
+            # A standby's view would go stale: it exports only that it is not active.
+            self._gauges.active.set(0)
+            self._gauges.brokers.clear()
+            self._gauges.partitions.clear()
+
+    def _lead_until_deposed(self, zk: KazooClient) -> None:
         self._changed.set()
         while not self._stop.is_set() and not self._lost.is_set():
             self._changed.wait(RESYNC_INTERVAL_S)
@@ -233,6 +250,12 @@ class Controller:
                                               dict[int, tuple[int, dict[str, Any]]]]:
         brokers = {int(child): (stat.czxid, loads(data) or {}) for child, (data, stat)
                    in self._children(zk, self.paths.brokers, watch=True).items()}
+        # An operator's drain request (`bmq cluster drain`) counts as the broker's own draining
+        # flag: placement leaves it out and its partitions move away the same way.
+        for child in zk.get_children(self.paths.drain_requests, watch=self._trigger):
+            if child.isdigit() and int(child) in brokers:
+                czxid, doc = brokers[int(child)]
+                brokers[int(child)] = (czxid, {**doc, "draining": True})
         topics = {name: int(loads(data)["partitions"]) for name, (data, _)
                   in self._children(zk, self.paths.topics, watch=True).items()}
         assignments: dict[str, dict[str, Assignment]] = {}
@@ -242,8 +265,22 @@ class Controller:
             versions[name] = stat.version
         return topics, assignments, versions, brokers
 
+    def _export(self, topics: dict[str, int], assignments: dict[str, dict[str, Assignment]],
+                brokers: dict[int, tuple[int, dict[str, Any]]]) -> None:
+        """Set the gauges from what this pass read (before it writes anything)."""
+        draining = sum(1 for _, doc in brokers.values() if doc.get("draining"))
+        self._gauges.brokers.labels("false").set(len(brokers) - draining)
+        self._gauges.brokers.labels("true").set(draining)
+        counts = dict.fromkeys(STATES, 0)
+        for partition in states_of(topics, assignments,
+                                   {b: doc for b, (_, doc) in brokers.items()}):
+            counts[partition.state] = counts.get(partition.state, 0) + 1
+        for state, count in counts.items():
+            self._gauges.partitions.labels(state).set(count)
+
     def reconcile(self, zk: KazooClient) -> None:
         topics, assignments, versions, brokers = self._read(zk)
+        self._export(topics, assignments, brokers)
         changes = next_assignments(topics, assignments, brokers)
         if not changes:
             return
@@ -266,8 +303,13 @@ class Controller:
 
 
 def run_controller(zookeeper: str, root: str, session_timeout_ms: int, storage_url: str,
-                   storage_options: dict[str, str]) -> None:
+                   storage_options: dict[str, str], metrics_port: int = 0,
+                   metrics_host: str = "") -> None:
     controller = Controller(zookeeper, root, session_timeout_ms, storage_url, storage_options)
+    server = metrics.serve_for_role(metrics_port, metrics_host) if metrics_port else None
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: controller.stop())
-    controller.run()
+    try:
+        controller.run()
+    finally:
+        metrics.stop(server)

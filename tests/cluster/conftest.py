@@ -22,7 +22,7 @@ from kazoo.client import KazooClient
 from bmq.cluster.zk import WRITABLE, Paths
 from bmq.controller.admin import PartitionState, partition_states
 from tests.cluster.zookeeper import ZooKeeper, available
-from tests.conftest import _LIVE_PROCESSES, BrokerProcess, bmq_command
+from tests.conftest import _LIVE_PROCESSES, BrokerProcess, bmq_command, free_port
 
 SESSION_TIMEOUT_MS = 2000
 
@@ -55,6 +55,7 @@ class ClusterBroker(BrokerProcess):
     def __init__(self, workdir: Path, broker_id: int, zk_hosts: str, storage: str,
                  storage_options: dict[str, str], root: str, env: dict[str, Any]) -> None:
         super().__init__(workdir, env={**env, "BMQ_ZOOKEEPER_ROOT": root})
+        self.metrics_port = 0
         self.broker_id = broker_id
         self.zk_hosts = zk_hosts
         self.storage = storage
@@ -65,7 +66,7 @@ class ClusterBroker(BrokerProcess):
                "--listen", self.bootstrap, "--broker-id", str(self.broker_id)]
         for key, value in self.storage_options.items():
             cmd += ["--storage-option", f"{key}={value}"]
-        return cmd
+        return cmd + self.extra_args
 
     def pause(self) -> None:
         assert self.proc is not None
@@ -88,6 +89,7 @@ class Cluster:
         self.env = env
         self.brokers: dict[int, ClusterBroker] = {}
         self.controllers: list[subprocess.Popen[bytes]] = []
+        self.controller_metrics_ports: list[int] = []
         self.zk = KazooClient(hosts=zk.hosts, timeout=10)
         self.zk.start(15)
 
@@ -95,7 +97,8 @@ class Cluster:
     def bootstrap(self) -> str:
         return ",".join(b.bootstrap for b in self.brokers.values() if b.is_running())
 
-    def start_controller(self) -> subprocess.Popen[bytes]:
+    def start_controller(self, metrics: bool = False) -> subprocess.Popen[bytes]:
+        """A `bmq controller`; with ``metrics`` its port is in ``controller_metrics_ports``."""
         log_path = self.base / f"controller{len(self.controllers)}.log"
         env = {k: v for k, v in os.environ.items() if not k.startswith("BMQ_")}
         env.update({k: str(v) for k, v in self.env.items()})
@@ -104,6 +107,9 @@ class Cluster:
                "--storage", self.storage]
         for key, value in self.storage_options.items():
             cmd += ["--storage-option", f"{key}={value}"]
+        if metrics:
+            self.controller_metrics_ports.append(free_port())
+            cmd += ["--metrics-port", str(self.controller_metrics_ports[-1])]
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                     env=env, start_new_session=True)
@@ -111,9 +117,13 @@ class Cluster:
         self.controllers.append(proc)
         return proc
 
-    def add_broker(self, broker_id: int, start: bool = True) -> ClusterBroker:
+    def add_broker(self, broker_id: int, start: bool = True,
+                   metrics: bool = False) -> ClusterBroker:
         broker = ClusterBroker(self.base / f"broker{broker_id}", broker_id, self.zk_server.hosts,
                                self.storage, self.storage_options, self.root, self.env)
+        if metrics:
+            broker.metrics_port = free_port()
+            broker.extra_args += ["--metrics-port", str(broker.metrics_port)]
         self.brokers[broker_id] = broker
         if start:
             broker.start()
@@ -175,7 +185,8 @@ class ClusterFactory:
 
     def __call__(self, brokers: int = 3, storage: str | None = None,
                  storage_options: dict[str, str] | None = None,
-                 env: dict[str, Any] | None = None) -> Cluster:
+                 env: dict[str, Any] | None = None, metrics: bool = False) -> Cluster:
+        """With ``metrics`` every process gets a free ``--metrics-port`` (``.metrics_port``)."""
         base = self.base / f"c{len(self.clusters)}"
         base.mkdir()
         if storage is None:
@@ -183,9 +194,9 @@ class ClusterFactory:
             storage = f"file://{base / 'shared'}"
         cluster = Cluster(base, self.zk, storage, storage_options or {}, _env(env))
         self.clusters.append(cluster)
-        cluster.start_controller()
+        cluster.start_controller(metrics)
         for broker_id in range(1, brokers + 1):
-            cluster.add_broker(broker_id)
+            cluster.add_broker(broker_id, metrics=metrics)
         return cluster
 
     def cleanup(self) -> None:

@@ -4,35 +4,17 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.request
 from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import free_port
+from tests.metrics.scrape import scrape, value
 
 MESSAGES = 2000
 VALUE = b"v" * 100
-
-
-def scrape(port: int) -> dict[str, Any]:
-    """Samples by (name, frozenset(labels)) -> value."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-        assert response.status == 200
-        assert response.headers["Content-Type"].startswith("text/plain")
-        text = response.read().decode()
-    samples: dict[Any, float] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            samples[(sample.name, frozenset(sample.labels.items()))] = sample.value
-    return samples
-
-
-def value(samples: dict[Any, float], name: str, **labels: str) -> float:
-    return samples.get((name, frozenset(labels.items())), 0.0)
 
 
 @pytest.fixture
