@@ -73,11 +73,14 @@ _add_client_commands()
 
 
 def _add_cluster_commands() -> None:
-    """bmq controller|broker|admin: cluster mode (bmq/cluster/, bmq/controller/)."""
+    """bmq controller|broker|proxy|admin: cluster mode (bmq/cluster/, bmq/controller/,
+    bmq/proxy/)."""
     from bmq.cluster.commands import COMMANDS
+    from bmq.proxy.commands import proxy
 
     for command in COMMANDS:
         main.add_command(command)
+    main.add_command(proxy)
 
 
 _add_cluster_commands()

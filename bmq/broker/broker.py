@@ -23,6 +23,7 @@ from bmq.broker.partitions import Partition, PartitionManager
 from bmq.broker.topic_config import log_config, validate_topic_configs
 from bmq.config import BrokerConfig
 from bmq.protocol.errors import ErrorCode, KafkaError
+from bmq.proxy.routing import proxy_for
 from bmq.storage import Storage
 
 if TYPE_CHECKING:
@@ -94,10 +95,23 @@ class Broker:
         """False once a cluster broker's ack lease ran out (see bmq.cluster.lease)."""
         return self.cluster is None or self.cluster.can_acknowledge()
 
+    @property
+    def metadata_nodes(self) -> list[BrokerNode]:
+        """The nodes Metadata lists: the brokers, and the proxies of a cluster that has them
+        (every node must list the same ones: librdkafka forgets nodes a response leaves out)."""
+        if self.cluster is not None and self.cluster.proxies:
+            return self.nodes + [self.cluster.proxies[i] for i in sorted(self.cluster.proxies)]
+        return self.nodes
+
     def partition_leader(self, topic: str, index: int) -> tuple[int, int] | None:
-        """(leader broker id, leader epoch) of a partition, or None if it has no leader now."""
+        """(leader node id, leader epoch) Metadata names for a partition, or None if it has no
+        leader now. In a cluster with proxies that is the proxy routing picks, as the proxies
+        themselves answer (bmq.proxy.routing): clients produce and fetch through proxies."""
         if self.cluster is not None:
-            return self.cluster.leader(topic, index)
+            owner = self.cluster.leader(topic, index)
+            if self.cluster.proxies and owner is not None:
+                return proxy_for(topic, index, self.cluster.proxies), owner[1]
+            return owner
         partition = self.partitions.get(topic, index)
         return None if partition is None else (self.node.node_id, partition.leader_epoch)
 

@@ -71,6 +71,7 @@ class ClusterNode:
         self.cluster_id = ""
         self.broker: Broker | None = None
         self.brokers: dict[int, BrokerNode] = {}
+        self.proxies: dict[int, BrokerNode] = {}   # the proxy tier, if any (bmq/proxy/)
         self.assignments: dict[str, dict[str, Assignment]] = {}
         self.reg = 0                      # creation zxid of our registration; 0 = unregistered
         self.draining = False
@@ -317,23 +318,28 @@ class ClusterNode:
         return found
 
     def _read(self) -> tuple[dict[int, dict[str, Any]], list[TopicInfo],
-                             dict[str, dict[str, Assignment]]]:
+                             dict[str, dict[str, Assignment]], dict[int, dict[str, Any]]]:
         brokers = {int(k): loads(data) or {} for k, (data, _) in
                    self._children(self.paths.brokers).items()}
+        proxies = {int(k): loads(data) or {} for k, (data, _) in
+                   self._children(self.paths.proxies).items()}
         topics = [TopicInfo.from_json({"name": name, **loads(data)})
                   for name, (data, _) in self._children(self.paths.topics).items()]
         assignments = {name: loads(data) or {} for name, (data, _) in
                        self._children(self.paths.assignments).items()}
-        return brokers, topics, assignments
+        return brokers, topics, assignments, proxies
 
     def _apply(self, brokers: dict[int, dict[str, Any]], topics: list[TopicInfo],
-               assignments: dict[str, dict[str, Assignment]]) -> None:
+               assignments: dict[str, dict[str, Assignment]],
+               proxies: dict[int, dict[str, Any]]) -> None:
         from bmq.broker.broker import BrokerNode
 
         assert self.broker is not None
         self.topics.replace_all(topics)
         self.brokers = {i: BrokerNode(i, str(doc.get("host")), int(doc.get("port", -1)))
                         for i, doc in brokers.items()}
+        self.proxies = {i: BrokerNode(i, str(doc.get("host")), int(doc.get("port", -1)))
+                        for i, doc in proxies.items()}
         self.assignments = assignments
         for partition in self.broker.partitions.all():
             info = self.topics.get(partition.topic)

@@ -115,3 +115,12 @@ class KafkaError(Exception):
         super().__init__(message or code.name)
         self.code = code
         self.message = message
+
+
+def check_leader_epoch(leader_epoch: int, current_leader_epoch: int) -> None:
+    """KIP-320 fencing: a client's view of the leader epoch must match ours."""
+    if current_leader_epoch < 0 or current_leader_epoch == leader_epoch:
+        return
+    if current_leader_epoch > leader_epoch:
+        raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH)
+    raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH)

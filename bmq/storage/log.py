@@ -1447,6 +1447,23 @@ class LogReader:
     def max_timestamp(self) -> tuple[int, int] | None:
         return self._log.max_timestamp() if self._log._segments else None
 
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: the largest leader epoch <= ``epoch`` that wrote this log, and
+        the offset where its data ends (the next epoch's first offset, or the high watermark);
+        (-1, -1) if there is none. Every owner starts a segment of its own epoch when it takes
+        over, so the segments' epochs and base offsets are the epoch history."""
+        log = self._log
+        with log._lock:
+            starts: list[tuple[int, int]] = []
+            for seg in log._segments:
+                if not starts or seg.epoch > starts[-1][0]:
+                    starts.append((seg.epoch, seg.base))
+            end = log.high_watermark
+        for i in range(len(starts) - 1, -1, -1):
+            if starts[i][0] <= epoch:
+                return starts[i][0], starts[i + 1][1] if i + 1 < len(starts) else end
+        return -1, -1
+
     def close(self) -> None:
         self._log._shut()
 

@@ -10,21 +10,11 @@ import asyncio
 
 from bmq.broker.broker import Broker
 from bmq.broker.handlers.base import RequestContext
-from bmq.broker.partitions import Partition
-from bmq.protocol.errors import ErrorCode, KafkaError
+from bmq.protocol.errors import ErrorCode, KafkaError, check_leader_epoch
 from bmq.protocol.messages import FetchRequest, FetchResponse
 from bmq.protocol.messages.fetch_response import FetchableTopicResponse, PartitionData
 
 Empty = b""
-
-
-def check_leader_epoch(partition: Partition, current_leader_epoch: int) -> None:
-    """KIP-320 fencing: a client's view of the leader epoch must match ours."""
-    if current_leader_epoch < 0 or current_leader_epoch == partition.leader_epoch:
-        return
-    if current_leader_epoch > partition.leader_epoch:
-        raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH)
-    raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH)
 
 
 def _read_all(broker: Broker, request: FetchRequest,
@@ -49,7 +39,7 @@ def _read_all(broker: Broker, request: FetchRequest,
                 if topic_error is not None:
                     raise topic_error
                 partition = broker.partition(name, asked.partition)
-                check_leader_epoch(partition, asked.current_leader_epoch)
+                check_leader_epoch(partition.leader_epoch, asked.current_leader_epoch)
                 log = partition.log
                 high_watermark = log.high_watermark
                 result.high_watermark = result.last_stable_offset = high_watermark

@@ -70,7 +70,7 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest,
                   for t in request.topics]
     return MetadataResponse(
         brokers=[MetadataResponseBroker(node_id=n.node_id, host=n.host, port=n.port, rack=n.rack)
-                 for n in broker.nodes],
+                 for n in broker.metadata_nodes],
         cluster_id=broker.cluster_id,
         controller_id=broker.controller_id,
         topics=topics,

@@ -1,0 +1,167 @@
+"""The client side of the Kafka protocol, for roles that talk to brokers (the proxy).
+
+A ``BrokerLink`` is one TCP connection with requests pipelined on it; responses come back in
+request order (Kafka guarantees it), matched by correlation id all the same. Requests are either
+message objects (encoded with the generated codec) or a client's request frame relayed as is,
+with only its correlation id replaced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import struct
+from typing import Any
+
+from bmq.protocol.headers import (
+    RequestHeader,
+    read_response_header,
+    response_header_version,
+    write_request_header,
+)
+from bmq.protocol.messages import RESPONSE_TYPES
+from bmq.protocol.primitives import Reader, Writer
+
+log = logging.getLogger(__name__)
+
+_SIZE = struct.Struct(">i")
+_CORRELATION_AT = 4   # in a request frame: api_key int16, api_version int16, correlation_id
+CONNECT_TIMEOUT_S = 5.0
+
+
+class LinkError(ConnectionError):
+    """The connection failed or closed; requests in flight on it fail with this."""
+
+
+class BrokerLink:
+    def __init__(self, host: str, port: int, client_id: str = "bmq-proxy") -> None:
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._connecting: asyncio.Task[None] | None = None
+        self._pending: dict[int, asyncio.Future[memoryview]] = {}
+        self._next_id = 0
+        self._receiver: asyncio.Task[None] | None = None
+        self.closed = False
+
+    def __repr__(self) -> str:
+        return f"BrokerLink({self.host}:{self.port})"
+
+    async def _connect(self) -> None:
+        if self._writer is not None:
+            return
+        if self._connecting is None:
+            self._connecting = asyncio.get_running_loop().create_task(self._open())
+        await asyncio.shield(self._connecting)
+
+    async def _open(self) -> None:
+        try:
+            self._reader, self._writer = await asyncio.wait_for(
+                asyncio.open_connection(self.host, self.port), CONNECT_TIMEOUT_S)
+        except (OSError, TimeoutError) as error:
+            self._connecting = None
+            raise LinkError(f"cannot connect to {self.host}:{self.port}: {error}") from error
+        self._receiver = asyncio.get_running_loop().create_task(self._receive())
+
+    async def _receive(self) -> None:
+        reader = self._reader
+        assert reader is not None
+        error: BaseException = LinkError(f"{self.host}:{self.port} closed the connection")
+        try:
+            while True:
+                size = _SIZE.unpack(await reader.readexactly(4))[0]
+                frame = memoryview(await reader.readexactly(size))
+                correlation_id = _SIZE.unpack_from(frame, 0)[0]
+                future = self._pending.pop(correlation_id, None)
+                if future is not None and not future.done():
+                    future.set_result(frame)
+        except (OSError, asyncio.IncompleteReadError) as exc:
+            error = LinkError(f"{self.host}:{self.port}: {exc}")
+        finally:
+            self._fail(error)
+
+    def _fail(self, error: BaseException) -> None:
+        self.closed = True
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(error)
+        self._pending.clear()
+        if self._writer is not None:
+            self._writer.close()
+
+    def close(self) -> None:
+        if self._receiver is not None:
+            self._receiver.cancel()
+        self._fail(LinkError("closed"))
+
+    async def _send(self, parts: list[Any], correlation_id: int,
+                    expect_response: bool) -> memoryview | None:
+        await self._connect()
+        if self.closed or self._writer is None:
+            raise LinkError(f"{self.host}:{self.port}: connection closed")
+        future: asyncio.Future[memoryview] | None = None
+        if expect_response:
+            future = asyncio.get_running_loop().create_future()
+            self._pending[correlation_id] = future
+        self._writer.writelines(parts)
+        if future is None:
+            await self._writer.drain()
+            return None
+        return await future
+
+    def _correlation_id(self) -> int:
+        self._next_id = (self._next_id + 1) & 0x7FFFFFFF
+        return self._next_id
+
+    async def request(self, message: Any, version: int, expect_response: bool = True) -> Any:
+        """Send a request message; return the decoded response (None if none is expected)."""
+        api_key = message.API_KEY
+        correlation_id = self._correlation_id()
+        w = Writer()
+        write_request_header(w, RequestHeader(api_key, version, correlation_id, self.client_id))
+        message.write(w, version)
+        frame = await self._send([_SIZE.pack(w.size), *w.parts()], correlation_id,
+                                 expect_response)
+        if frame is None:
+            return None
+        r = Reader(frame)
+        read_response_header(r, response_header_version(api_key, version))
+        return RESPONSE_TYPES[api_key].read(r, version)
+
+    async def relay(self, header: RequestHeader, frame: bytearray,
+                    expect_response: bool = True) -> memoryview | None:
+        """Send a client's request frame as it is; return the response body (after the header).
+
+        Only the correlation id is replaced (the frame is the relaying role's own buffer)."""
+        correlation_id = self._correlation_id()
+        _SIZE.pack_into(frame, _CORRELATION_AT, correlation_id)
+        response = await self._send([_SIZE.pack(len(frame)), frame], correlation_id,
+                                    expect_response)
+        if response is None:
+            return None
+        r = Reader(response)
+        read_response_header(r, response_header_version(header.api_key, header.api_version))
+        return response[r.pos:]
+
+
+class LinkPool:
+    """One link per broker address, reconnected on demand after a failure."""
+
+    def __init__(self, client_id: str = "bmq-proxy") -> None:
+        self._client_id = client_id
+        self._links: dict[tuple[str, int], BrokerLink] = {}
+
+    def get(self, host: str, port: int) -> BrokerLink:
+        link = self._links.get((host, port))
+        if link is None or link.closed:
+            link = self._links[(host, port)] = BrokerLink(host, port, self._client_id)
+        return link
+
+    def close(self) -> None:
+        for link in self._links.values():
+            with contextlib.suppress(Exception):
+                link.close()
+        self._links.clear()

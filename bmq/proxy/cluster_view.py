@@ -1,0 +1,213 @@
+"""What a proxy knows of its cluster, followed from ZooKeeper: live brokers and proxies, topics,
+and each partition's owner and leader epoch. It also registers the proxy itself.
+
+A proxy's node id must differ from every broker's (clients key connections by node id, and
+FindCoordinator names brokers), and should survive restarts (so partitions route back to it):
+it is allocated once per advertised address, from ``PROXY_ID_BASE`` up, and kept in ZooKeeper.
+
+ZooKeeper calls block (kazoo): they run on worker threads; watches only wake the event loop,
+which re-reads everything (as brokers do; fine for tens of topics, see docs/cluster.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from typing import Any
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import NodeExistsError, NoNodeError
+
+from bmq.broker.broker import BrokerNode
+from bmq.broker.metadata import TopicInfo
+from bmq.cluster.registry import ZkTopicRegistry
+from bmq.cluster.zk import (
+    Paths,
+    connect,
+    dumps,
+    ensure_cluster_id,
+    ensure_layout,
+    loads,
+    track_connection,
+)
+
+log = logging.getLogger(__name__)
+
+PROXY_ID_BASE = 100_000
+RESYNC_INTERVAL_S = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    """The broker that owns a partition now, and its leader epoch."""
+
+    node: BrokerNode
+    epoch: int
+
+
+class ClusterView:
+    def __init__(self, zookeeper: str, root: str, session_timeout_ms: int,
+                 executor: Executor) -> None:
+        self._hosts = zookeeper
+        self._timeout_ms = session_timeout_ms
+        self.paths = Paths(root)
+        self._executor = executor
+        self.zk: KazooClient | None = None
+        self.topics: ZkTopicRegistry
+        self.cluster_id = ""
+        self.brokers: dict[int, BrokerNode] = {}
+        self.proxies: dict[int, BrokerNode] = {}
+        self._assignments: dict[str, dict[str, dict[str, Any]]] = {}
+        self.me: BrokerNode | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._changed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._registered = False
+        self.listeners: list[Callable[[], None]] = []   # called on the loop after each change
+
+    # ------------------------------------------------------------------ startup / shutdown
+    def connect(self, host: str, port: int) -> None:
+        """Blocking: connect, read the cluster id and topics, find this proxy's node id."""
+        zk = self.zk = connect(self._hosts, self._timeout_ms)
+        track_connection(zk)
+        ensure_layout(zk, self.paths)
+        self.cluster_id = ensure_cluster_id(zk, self.paths)
+        self.topics = ZkTopicRegistry(zk, self.paths)
+        self.topics.load()
+        self.me = BrokerNode(self._allocate_id(f"{host}:{port}"), host, port)
+
+    def _allocate_id(self, address: str) -> int:
+        assert self.zk is not None
+        path = f"{self.paths.root}/proxy_ids/{address}"
+        with contextlib.suppress(NoNodeError):
+            return int(self.zk.get(path)[0])
+        made = self.zk.create(f"{self.paths.root}/proxy_ids/seq-", b"", sequence=True,
+                              makepath=True)
+        candidate = PROXY_ID_BASE + int(made.rsplit("-", 1)[1])
+        with contextlib.suppress(NodeExistsError):
+            self.zk.create(path, str(candidate).encode(), makepath=True)
+        return int(self.zk.get(path)[0])
+
+    async def start(self) -> None:
+        assert self.zk is not None
+        self._loop = asyncio.get_running_loop()
+        self.zk.add_listener(self._on_state)
+        await self._loop.run_in_executor(self._executor, self._register)
+        await self._loop.run_in_executor(self._executor, self._read_and_apply)
+        self._task = self._loop.create_task(self._follow())
+
+    async def stop(self) -> None:
+        self._loop = None
+        if self._task is not None:
+            self._task.cancel()
+        if self.zk is not None:
+            zk = self.zk
+            await asyncio.get_running_loop().run_in_executor(self._executor, zk.stop)
+            zk.close()
+
+    def _register(self) -> None:
+        assert self.zk is not None and self.me is not None
+        me = self.me
+        path = self.paths.proxy(me.node_id)
+        doc = dumps({"host": me.host, "port": me.port})
+        try:
+            self.zk.create(path, doc, ephemeral=True, makepath=True)
+        except NodeExistsError:
+            # Our previous session's node: replace it (the address owns the id).
+            self.zk.delete(path)
+            self.zk.create(path, doc, ephemeral=True, makepath=True)
+        self._registered = True
+        log.info("registered as proxy %d (%s:%d)", me.node_id, me.host, me.port)
+
+    # ------------------------------------------------------------------ following
+    def _on_state(self, state: str) -> None:
+        loop = self._loop
+        if loop is None:
+            return
+        if state == KazooState.LOST:
+            self._registered = False
+        loop.call_soon_threadsafe(self._changed.set)
+
+    def _watch(self, *_args: object) -> None:
+        loop = self._loop
+        if loop is not None:
+            loop.call_soon_threadsafe(self._changed.set)
+
+    async def _follow(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), RESYNC_INTERVAL_S)
+            self._changed.clear()
+            try:
+                await loop.run_in_executor(self._executor, self._read_and_apply)
+            except Exception as error:
+                log.warning("reading cluster metadata failed (retrying): %s", error)
+                await asyncio.sleep(0.2)
+                self._changed.set()
+                continue
+            for listener in self.listeners:
+                listener()
+
+    def _children(self, path: str) -> dict[str, bytes]:
+        assert self.zk is not None
+        zk = self.zk
+        pending = [(name, zk.get_async(f"{path}/{name}", watch=self._watch))
+                   for name in zk.get_children(path, watch=self._watch)]
+        found = {}
+        for name, result in pending:
+            with contextlib.suppress(NoNodeError):
+                found[name] = result.get()[0]
+        return found
+
+    def _read_and_apply(self) -> None:
+        """Worker thread: read everything, then swap it in (plain assignments, no awaits)."""
+        assert self.zk is not None
+        if not self._registered and self.zk.state == KazooState.CONNECTED:
+            self._register()
+        brokers = self._nodes(self._children(self.paths.brokers))
+        proxies = self._nodes(self._children(self.paths.proxies))
+        topics = [TopicInfo.from_json({"name": name, **loads(data)})
+                  for name, data in self._children(self.paths.topics).items()]
+        assignments = {name: loads(data) or {}
+                       for name, data in self._children(self.paths.assignments).items()}
+        loop = self._loop
+        if loop is not None:
+            loop.call_soon_threadsafe(self._apply, brokers, proxies, topics, assignments)
+
+    @staticmethod
+    def _nodes(children: dict[str, bytes]) -> dict[int, BrokerNode]:
+        nodes = {}
+        for name, data in children.items():
+            doc = loads(data) or {}
+            nodes[int(name)] = BrokerNode(int(name), str(doc.get("host")),
+                                          int(doc.get("port", -1)))
+        return nodes
+
+    def _apply(self, brokers: dict[int, BrokerNode], proxies: dict[int, BrokerNode],
+               topics: list[TopicInfo], assignments: dict[str, dict[str, dict[str, Any]]]
+               ) -> None:
+        self.brokers = brokers
+        if self.me is not None:
+            proxies.setdefault(self.me.node_id, self.me)
+        self.proxies = proxies
+        self.topics.replace_all(topics)
+        self._assignments = assignments
+
+    # ------------------------------------------------------------------ queries
+    def owner(self, topic: str, index: int) -> Owner | None:
+        """The live broker that owns a partition, if any."""
+        a = self._assignments.get(topic, {}).get(str(index))
+        if a is None:
+            return None
+        node = self.brokers.get(int(a.get("owner", -1)))
+        return None if node is None else Owner(node, int(a["epoch"]))
+
+    def epoch(self, topic: str, index: int) -> int:
+        """The partition's current leader epoch (-1 if never assigned)."""
+        a = self._assignments.get(topic, {}).get(str(index))
+        return -1 if a is None else int(a["epoch"])

@@ -1,0 +1,81 @@
+"""Fetch from a proxy: durable data from shared storage through the record cache, with a long
+poll woken by the owning broker's notice of new data (bmq.proxy.proxy.BrokerWatcher).
+
+No fetch sessions (session id 0, as KIP-227 allows), like the broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from bmq import metrics
+from bmq.protocol.errors import ErrorCode, KafkaError, check_leader_epoch
+from bmq.protocol.messages import FetchRequest, FetchResponse
+from bmq.protocol.messages.fetch_response import FetchableTopicResponse, PartitionData
+from bmq.proxy.handlers.base import ProxyContext
+from bmq.proxy.proxy import Proxy
+
+
+async def _read_all(proxy: Proxy, request: FetchRequest,
+                    waits: list[asyncio.Future[None]]) -> tuple[list[FetchableTopicResponse], int]:
+    """One pass over the asked partitions; returns the topics and the bytes of records found."""
+    budget = request.max_bytes
+    total = 0
+    topics = []
+    for fetch_topic in request.topics:
+        name = fetch_topic.topic
+        topic_error = None
+        if fetch_topic.topic_id.int:
+            info = proxy.cluster.topics.by_id(fetch_topic.topic_id)
+            if info is None:
+                topic_error = KafkaError(ErrorCode.UNKNOWN_TOPIC_ID)
+            else:
+                name = info.name
+        partitions = []
+        for asked in fetch_topic.partitions:
+            result = PartitionData(partition_index=asked.partition, high_watermark=-1,
+                                   last_stable_offset=-1, log_start_offset=-1,
+                                   aborted_transactions=None, records=b"")
+            partitions.append(result)
+            try:
+                if topic_error is not None:
+                    raise topic_error
+                view = await proxy.view(name, asked.partition)
+                check_leader_epoch(proxy.cluster.epoch(name, asked.partition),
+                                   asked.current_leader_epoch)
+                result.high_watermark = result.last_stable_offset = view.high_watermark
+                result.log_start_offset = view.log_start_offset
+                limit = min(asked.partition_max_bytes, budget)
+                if limit > 0 or total == 0:
+                    data = await view.read(asked.fetch_offset, max(limit, 1))
+                    # Only the first partition with data may exceed the limits (min one batch).
+                    if total and len(data) > limit:
+                        data = b""
+                    result.records = data
+                    total += len(data)
+                    budget -= len(data)
+                waits.append(view.new_data())
+            except KafkaError as error:
+                result.error_code = error.code
+        topics.append(FetchableTopicResponse(topic=name, topic_id=fetch_topic.topic_id,
+                                             partitions=partitions))
+    return topics, total
+
+
+async def handle_fetch(ctx: ProxyContext, request: FetchRequest, version: int) -> FetchResponse:
+    if request.session_id != 0:
+        return FetchResponse(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0)
+    if request.session_epoch > 0:
+        return FetchResponse(error_code=ErrorCode.INVALID_FETCH_SESSION_EPOCH, session_id=0)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    deadline = started + max(request.max_wait_ms, 0) / 1000
+    while True:
+        waits: list[asyncio.Future[None]] = []
+        topics, total = await _read_all(ctx.proxy, request, waits)
+        remaining = deadline - loop.time()
+        if total >= request.min_bytes or remaining <= 0 or not waits:
+            metrics.FETCH_WAIT_SECONDS.observe(loop.time() - started)
+            return FetchResponse(error_code=ErrorCode.NONE, session_id=0, responses=topics)
+        # Long poll: until a broker's notice of new durable data on one of these partitions.
+        await asyncio.wait(waits, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)

@@ -1,0 +1,29 @@
+"""APIs the proxy does not answer itself (topic administration, producer ids, consumer-group
+calls sent to it): the request frame is relayed as is to a live broker, and the broker's answer
+back to the client. So one bootstrap list of proxies serves admin clients too."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from bmq.protocol.primitives import Writer
+from bmq.proxy.handlers.base import ProxyContext
+
+
+@dataclass(frozen=True, slots=True)
+class RelayedResponse:
+    """A broker's response body, written back unchanged (same API, same version)."""
+
+    body: memoryview
+
+    def write(self, w: Writer, version: int) -> None:
+        w.write_raw(self.body)
+
+
+async def relay_to_broker(ctx: ProxyContext, request: Any, version: int) -> RelayedResponse:
+    # No broker reachable: the LinkError closes the client's connection (these APIs have no
+    # error field common to all), and the client retries, as after any broker failure.
+    body = await ctx.proxy.any_broker_link().relay(ctx.header, ctx.frame)
+    assert body is not None
+    return RelayedResponse(body)

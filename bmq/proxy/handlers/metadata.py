@@ -1,0 +1,84 @@
+"""Metadata from a proxy: each partition is led by the proxy rendezvous hashing picks
+(bmq.proxy.routing), with the owner's leader epoch, so clients fetch and produce through
+proxies. Topics a client names that do not exist are created through a broker when
+auto-creation is allowed."""
+
+from __future__ import annotations
+
+import asyncio
+
+from bmq.broker.metadata import TopicInfo, check_topic_name
+from bmq.net.client import LinkError
+from bmq.protocol.errors import ErrorCode, KafkaError
+from bmq.protocol.messages import MetadataRequest, MetadataResponse
+from bmq.protocol.messages.metadata_response import (
+    MetadataResponseBroker,
+    MetadataResponsePartition,
+    MetadataResponseTopic,
+)
+from bmq.protocol.primitives import ZERO_UUID
+from bmq.proxy.handlers.base import ProxyContext
+from bmq.proxy.proxy import Proxy
+
+
+def _topic(proxy: Proxy, info: TopicInfo) -> MetadataResponseTopic:
+    partitions = []
+    for index in range(info.partitions):
+        leader = proxy.leader(info.name, index)
+        partitions.append(MetadataResponsePartition(
+            error_code=ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
+            partition_index=index, leader_id=leader,
+            leader_epoch=proxy.cluster.epoch(info.name, index),
+            replica_nodes=[leader], isr_nodes=[leader], offline_replicas=[]))
+    return MetadataResponseTopic(error_code=ErrorCode.NONE, name=info.name,
+                                 topic_id=info.topic_id, is_internal=info.internal,
+                                 partitions=partitions)
+
+
+async def _create_through_broker(ctx: ProxyContext, proxy: Proxy, name: str) -> TopicInfo | None:
+    """Let a broker auto-create the topic (it answers Metadata so), then read it from ZooKeeper."""
+    try:
+        await proxy.any_broker_link().relay(ctx.header, ctx.frame)
+    except (LinkError, OSError):
+        return None
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(None, proxy.cluster.topics.lookup, name)
+
+
+async def handle_metadata(ctx: ProxyContext, request: MetadataRequest,
+                          version: int) -> MetadataResponse:
+    proxy = ctx.proxy
+    topics = []
+    if request.topics is None or (version == 0 and not request.topics):
+        topics = [_topic(proxy, info) for info in proxy.cluster.topics.all()]
+    else:
+        auto_create = proxy.config.auto_create_topics_enable and (
+            version < 4 or request.allow_auto_topic_creation)
+        for asked in request.topics:
+            try:
+                if asked.name is None:
+                    info = proxy.cluster.topics.by_id(asked.topic_id)
+                    if info is None:
+                        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID)
+                else:
+                    info = proxy.cluster.topics.get(asked.name)
+                    if info is None:
+                        check_topic_name(asked.name)
+                        if auto_create:
+                            info = await _create_through_broker(ctx, proxy, asked.name)
+                        if info is None:
+                            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                topics.append(_topic(proxy, info))
+            except KafkaError as error:
+                topics.append(MetadataResponseTopic(
+                    error_code=error.code, name=asked.name,
+                    topic_id=asked.topic_id if asked.name is None else ZERO_UUID))
+    # The brokers are listed too: clients reach group coordinators (named by FindCoordinator)
+    # there, and librdkafka drops connections to nodes a Metadata response does not list.
+    nodes = {**proxy.cluster.brokers, **proxy.cluster.proxies}
+    return MetadataResponse(
+        brokers=[MetadataResponseBroker(node_id=n.node_id, host=n.host, port=n.port, rack=None)
+                 for _, n in sorted(nodes.items())],
+        cluster_id=proxy.cluster.cluster_id,
+        controller_id=proxy.node.node_id,   # admin requests sent here are relayed to a broker
+        topics=topics)

@@ -1,0 +1,122 @@
+"""One partition as a proxy serves it: a read-only view of its log on shared storage, the
+shared record cache in front of it, and the fetches waiting for its next durable data.
+
+* Reads: the cache first; a miss reads ``read_ahead_bytes`` from storage (on a worker thread)
+  into the cache, so a catch-up consumer makes one large sequential read per few fetches.
+* Freshness: the owning broker's notice (``BmqWatchPartitions``) carries the new high watermark
+  and the storage tail; ``apply`` extends the view with it, reads the new bytes into the cache
+  at once if consumers read this partition lately (so tailing consumers always hit the cache),
+  then wakes the waiting fetches. Nothing here polls storage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from concurrent.futures import Executor
+
+from bmq import metrics
+from bmq.protocol.errors import ErrorCode, KafkaError
+from bmq.proxy.cache import RecordCache
+from bmq.storage.log import LogReader
+from bmq.storage.offsets import list_offset
+
+# A partition fetched within this many seconds gets its new data read into the cache eagerly.
+INTEREST_S = 30.0
+
+
+class PartitionView:
+    def __init__(self, topic: str, index: int, reader: LogReader, cache: RecordCache,
+                 executor: Executor, read_ahead_bytes: int) -> None:
+        self.topic = topic
+        self.index = index
+        self.key = (topic, index)
+        self.reader = reader
+        self._cache = cache
+        self._executor = executor
+        self._read_ahead = read_ahead_bytes
+        self._waiter: asyncio.Future[None] | None = None
+        self.last_fetch = 0.0             # monotonic time of the last fetch (interest)
+        self.closed = False
+
+    @property
+    def high_watermark(self) -> int:
+        return self.reader.high_watermark
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.reader.log_start_offset
+
+    def interested(self) -> bool:
+        return time.monotonic() - self.last_fetch < INTEREST_S
+
+    # ------------------------------------------------------------------ reads
+    async def read(self, offset: int, max_bytes: int) -> bytes | memoryview:
+        """Whole batches from ``offset`` (at least one), durable data only."""
+        self.last_fetch = time.monotonic()
+        if offset < self.log_start_offset or offset > self.high_watermark:
+            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                             f"offset {offset} not in [{self.log_start_offset}, "
+                             f"{self.high_watermark}]")
+        if offset == self.high_watermark:
+            return b""
+        data = self._cache.get(self.key, offset, max_bytes)
+        if data is not None:
+            metrics.PROXY_CACHE_HITS.inc()
+            return data
+        metrics.PROXY_CACHE_MISSES.inc()
+        loop = asyncio.get_running_loop()
+        read = await loop.run_in_executor(self._executor, self.reader.read, offset,
+                                          max(max_bytes, self._read_ahead))
+        self._cache.put(self.key, read)
+        metrics.PROXY_CACHE_BYTES.set(self._cache.size_bytes)
+        cached = self._cache.get(self.key, offset, max_bytes)
+        if cached is not None:
+            return cached
+        # Not cacheable (larger than the whole cache): read just what was asked.
+        return await loop.run_in_executor(self._executor, self.reader.read, offset, max_bytes)
+
+    async def list_offset(self, timestamp: int) -> tuple[int, int]:
+        self.last_fetch = time.monotonic()
+        return await asyncio.get_running_loop().run_in_executor(
+            self._executor, list_offset, self.reader, timestamp)
+
+    # ------------------------------------------------------------------ freshness
+    def new_data(self) -> asyncio.Future[None]:
+        """A future done at the next advance of the high watermark (shared by all fetchers)."""
+        if self._waiter is None or self._waiter.done():
+            self._waiter = asyncio.get_running_loop().create_future()
+        return self._waiter
+
+    async def apply(self, tail: bytes | None) -> None:
+        """The owner made more data durable: extend the view, fill the cache, wake fetchers."""
+        before = self.high_watermark
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._executor, self.reader.advance, tail)
+        if self.high_watermark > before and self.interested():
+            await self._fill(max(before, self._cache.end(self.key)))
+        self._cache.drop_before(self.key, self.log_start_offset)
+        self.wake()
+
+    async def _fill(self, start: int) -> None:
+        """Read [start, high watermark) into the cache: what tailing consumers fetch next."""
+        loop = asyncio.get_running_loop()
+        offset = start
+        while self.log_start_offset <= offset < self.high_watermark:
+            data = await loop.run_in_executor(self._executor, self.reader.read, offset,
+                                              self._read_ahead)
+            next_offset = self._cache.put(self.key, data)
+            if next_offset <= offset:
+                break
+            offset = next_offset
+        metrics.PROXY_CACHE_BYTES.set(self._cache.size_bytes)
+
+    def wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    def close(self) -> None:
+        self.closed = True
+        self.wake()
+        self._cache.drop(self.key)
+        self.reader.close()

@@ -1,0 +1,223 @@
+"""The proxy role's state: the cluster view, the partitions it serves, the record cache, the
+links to brokers, and one watcher per broker that hears of new durable data.
+
+A watcher keeps one ``BmqWatchPartitions`` request parked at its broker, listing the partitions
+this proxy has views of that the broker owns, with the high watermark each view knows; the broker
+answers as soon as one of them grows. When the set of watched partitions changes (a new
+partition is read, or ownership moved), the parked request is abandoned by closing its link and
+a new one is sent at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from concurrent.futures import Executor
+
+from bmq.broker.broker import BrokerNode
+from bmq.config import BrokerConfig
+from bmq.net.client import BrokerLink, LinkError, LinkPool
+from bmq.protocol.errors import ErrorCode, KafkaError
+from bmq.protocol.messages import BmqWatchPartitionsRequest
+from bmq.protocol.messages.bmq_watch_partitions_request import WatchPartition, WatchTopic
+from bmq.proxy.cache import RecordCache
+from bmq.proxy.cluster_view import ClusterView
+from bmq.proxy.partition_view import PartitionView
+from bmq.proxy.routing import proxy_for
+from bmq.storage import Storage
+from bmq.storage.log import LogReader, PartitionLog
+
+log = logging.getLogger(__name__)
+
+WATCH_MAX_WAIT_MS = 5_000
+RETRY_S = 0.2
+
+TopicPartition = tuple[str, int]
+
+
+class Proxy:
+    def __init__(self, config: BrokerConfig, storage: Storage, executor: Executor,
+                 cluster: ClusterView) -> None:
+        self.config = config
+        self.storage = storage
+        self.cluster = cluster
+        self._executor = executor
+        self.cache = RecordCache(config.proxy_cache_bytes)
+        self.links = LinkPool()
+        self._views: dict[TopicPartition, PartitionView] = {}
+        self._opening: dict[TopicPartition, asyncio.Task[PartitionView]] = {}
+        self._watchers: dict[int, BrokerWatcher] = {}
+
+    @property
+    def node(self) -> BrokerNode:
+        assert self.cluster.me is not None
+        return self.cluster.me
+
+    async def start(self) -> None:
+        self.cluster.listeners.append(self._cluster_changed)
+        await self.cluster.start()
+        self._cluster_changed()
+
+    async def stop(self) -> None:
+        for watcher in self._watchers.values():
+            watcher.stop()
+        self.links.close()
+        for view in self._views.values():
+            view.close()
+        await self.cluster.stop()
+
+    # ------------------------------------------------------------------ routing
+    def leader(self, topic: str, index: int) -> int:
+        """The proxy clients are sent to for this partition."""
+        return proxy_for(topic, index, self.cluster.proxies)
+
+    def owner_link(self, topic: str, index: int) -> BrokerLink:
+        owner = self.cluster.owner(topic, index)
+        if owner is None:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "the partition has no owner now")
+        return self.links.get(owner.node.host, owner.node.port)
+
+    def any_broker_link(self) -> BrokerLink:
+        brokers = self.cluster.brokers
+        if not brokers:
+            raise LinkError("no broker is live")
+        node = brokers[min(brokers)]
+        return self.links.get(node.host, node.port)
+
+    # ------------------------------------------------------------------ partition views
+    async def view(self, topic: str, index: int) -> PartitionView:
+        """The view of a partition, opened (one storage listing and read) on first use."""
+        key = (topic, index)
+        view = self._views.get(key)
+        if view is not None:
+            return view
+        info = self.cluster.topics.get(topic)
+        if info is None or not 0 <= index < info.partitions:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        task = self._opening.get(key)
+        if task is None:
+            task = self._opening[key] = asyncio.get_running_loop().create_task(
+                self._open(topic, index))
+        try:
+            return await asyncio.shield(task)
+        finally:
+            self._opening.pop(key, None)
+
+    async def _open(self, topic: str, index: int) -> PartitionView:
+        reader: LogReader = await asyncio.get_running_loop().run_in_executor(
+            self._executor, PartitionLog.open_reader, self.storage, topic, index)
+        view = PartitionView(topic, index, reader, self.cache, self._executor,
+                             self.config.proxy_read_ahead_bytes)
+        await self._catch_up(view)
+        self._views[(topic, index)] = view
+        self._cluster_changed()   # watch it from now on
+        return view
+
+    async def _catch_up(self, view: PartitionView) -> None:
+        """Bring a new view to the owner's high watermark (its published state may lag by up to
+        a publish interval): ask the owner once for the tail, without waiting."""
+        owner = self.cluster.owner(view.topic, view.index)
+        if owner is None:
+            return
+        request = BmqWatchPartitionsRequest(max_wait_ms=0, topics=[WatchTopic(
+            name=view.topic, partitions=[WatchPartition(partition_index=view.index)])])
+        try:
+            response = await self.links.get(owner.node.host, owner.node.port).request(request, 0)
+        except (LinkError, OSError) as error:
+            log.info("%s-%d: owner %d not reachable (%s): serving what storage shows",
+                     view.topic, view.index, owner.node.node_id, error)
+            return
+        for topic in response.topics:
+            for changed in topic.partitions:
+                if changed.error_code == ErrorCode.NONE:
+                    await view.apply(changed.tail)
+
+    def _cluster_changed(self) -> None:
+        """Follow ZooKeeper: drop views of deleted topics, point watchers at current owners."""
+        by_broker: dict[int, list[PartitionView]] = {}
+        for key, view in list(self._views.items()):
+            info = self.cluster.topics.get(view.topic)
+            if info is None or view.index >= info.partitions:
+                del self._views[key]
+                view.close()
+                continue
+            owner = self.cluster.owner(view.topic, view.index)
+            if owner is not None:
+                by_broker.setdefault(owner.node.node_id, []).append(view)
+        for broker_id, watcher in list(self._watchers.items()):
+            if broker_id not in by_broker or self.cluster.brokers.get(broker_id) != watcher.node:
+                watcher.stop()
+                del self._watchers[broker_id]
+        for broker_id, views in by_broker.items():
+            if broker_id not in self._watchers:
+                self._watchers[broker_id] = BrokerWatcher(self.cluster.brokers[broker_id])
+            self._watchers[broker_id].watch(views)
+
+
+class BrokerWatcher:
+    """Keeps a BmqWatchPartitions request parked at one broker and applies its answers."""
+
+    def __init__(self, node: BrokerNode) -> None:
+        self.node = node
+        self._views: list[PartitionView] = []
+        self._link: BrokerLink | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._changed = False
+        # The high watermark the broker last reported per partition: asking with it (not the
+        # view's, which may lag a moment) makes the broker answer only when it has news.
+        self._reported: dict[TopicPartition, int] = {}
+
+    def watch(self, views: list[PartitionView]) -> None:
+        if {v.key for v in views} != {v.key for v in self._views}:
+            self._views = views
+            self._changed = True
+            if self._link is not None:
+                self._link.close()       # abandon the parked request: re-send with the new set
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+        if self._link is not None:
+            self._link.close()
+
+    def _request(self) -> BmqWatchPartitionsRequest:
+        topics: dict[str, list[WatchPartition]] = {}
+        for view in self._views:
+            topics.setdefault(view.topic, []).append(
+                WatchPartition(partition_index=view.index, known_high_watermark=max(
+                    view.high_watermark, self._reported.get(view.key, -1))))
+        return BmqWatchPartitionsRequest(
+            max_wait_ms=WATCH_MAX_WAIT_MS,
+            topics=[WatchTopic(name=name, partitions=parts) for name, parts in topics.items()])
+
+    async def _run(self) -> None:
+        while True:
+            self._changed = False
+            views = {v.key: v for v in self._views}
+            if not views:
+                await asyncio.sleep(RETRY_S)
+                continue
+            if self._link is None or self._link.closed:
+                self._link = BrokerLink(self.node.host, self.node.port, "bmq-proxy-watch")
+            try:
+                response = await self._link.request(self._request(), 0)
+            except (LinkError, OSError) as error:
+                if not self._changed:
+                    log.info("watching broker %d: %s (retrying)", self.node.node_id, error)
+                    await asyncio.sleep(RETRY_S)
+                continue
+            for topic in response.topics:
+                for changed in topic.partitions:
+                    view = views.get((topic.name, changed.partition_index))
+                    if view is None or view.closed:
+                        continue
+                    if changed.error_code != ErrorCode.NONE:
+                        # Moved or moving: ZooKeeper tells us the new owner; until then wait.
+                        await asyncio.sleep(RETRY_S)
+                        continue
+                    self._reported[view.key] = changed.high_watermark
+                    with contextlib.suppress(KafkaError, OSError):
+                        await view.apply(changed.tail)

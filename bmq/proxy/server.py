@@ -1,0 +1,91 @@
+"""`bmq proxy`: a stateless fetch tier in front of shared storage (see bmq/proxy/__init__.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from bmq import metrics
+from bmq.cluster.server import open_log_storage
+from bmq.config import BrokerConfig
+from bmq.net.connection import KafkaConnection
+from bmq.protocol.headers import RequestHeader
+from bmq.proxy.cluster_view import ClusterView
+from bmq.proxy.handlers import HANDLERS, ProxyContext
+from bmq.proxy.proxy import Proxy
+from bmq.storage.counting import CountingStorage
+
+log = logging.getLogger(__name__)
+
+# Storage reads block (S3 GETs, preads) outside the GIL: enough threads to overlap them.
+WORKER_THREADS = 16
+
+
+class ProxyService:
+    """The proxy as its client connections see it (``bmq.net.connection.Service``)."""
+
+    handlers = HANDLERS
+
+    def __init__(self, proxy: Proxy) -> None:
+        self.proxy = proxy
+        self.max_frame_bytes = proxy.config.socket_request_max_bytes
+        self.max_inflight = proxy.config.max_inflight_requests_per_connection
+
+    def context(self, header: RequestHeader, client_host: str, frame: bytearray) -> ProxyContext:
+        return ProxyContext(self.proxy, header, client_host, frame)
+
+
+class ProxyServer:
+    def __init__(self, config: BrokerConfig, storage_options: dict[str, str] | None = None
+                 ) -> None:
+        self.config = config
+        self._executor = ThreadPoolExecutor(WORKER_THREADS, thread_name_prefix="bmq-proxy-io")
+        storage = open_log_storage(config.storage, storage_options)
+        self.cluster = ClusterView(config.zookeeper, config.zookeeper_root,
+                                   config.zookeeper_session_timeout_ms, self._executor)
+        self.proxy = Proxy(config, CountingStorage(storage, metrics.PROXY_STORAGE_READS.inc),
+                           self._executor, self.cluster)
+        self._server: asyncio.Server | None = None
+        self._metrics_server: Any = None
+
+    async def start(self) -> None:
+        if self.config.metrics_port:
+            self._metrics_server = metrics.serve_for_role(self.config.metrics_port,
+                                                          self.config.listen_host)
+        loop = asyncio.get_running_loop()
+        host, port = self.config.advertised
+        await loop.run_in_executor(self._executor, self.cluster.connect, host, port)
+        self._server = await loop.create_server(
+            lambda: KafkaConnection(ProxyService(self.proxy)), self.config.listen_host,
+            self.config.listen_port, reuse_address=True, backlog=1024)
+        await self.proxy.start()
+        log.info("BMQ proxy %d listening on %s (advertised %s:%d), ZooKeeper %s, storage %s",
+                 self.proxy.node.node_id, self.config.listen, host, port,
+                 self.config.zookeeper, self.config.storage)
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        await self.proxy.stop()
+        self._executor.shutdown(wait=True)
+        metrics.stop(self._metrics_server)
+        log.info("BMQ proxy stopped cleanly")
+
+    async def run_until_signalled(self) -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await self.start()
+        await stop.wait()
+        log.info("shutting down")
+        await self.stop()
+
+
+def run_proxy(config: BrokerConfig, storage_options: dict[str, str] | None = None) -> None:
+    import uvloop
+
+    uvloop.run(ProxyServer(config, storage_options).run_until_signalled())
