@@ -237,8 +237,11 @@ def _binary(buf: pa.Buffer, u8: U8, starts: I64, lengths: I64) -> pa.Array:
 
 
 def _headers(payload: bytes, hstart: I64, hcount: I64, rend: I64) -> pa.Array:
-    """The headers column; records without headers get an empty list."""
+    """The headers column; records without headers get null, as in Spark's Kafka source (a
+    null list is also what Spark turns into rows cheapest: nothing to copy)."""
     n = len(hstart)
+    if not hcount.any():
+        return pa.nulls(n, HEADERS_TYPE)
     counts = np.zeros(n, np.int32)
     names: list[str] = []
     values: list[bytes | None] = []
@@ -279,7 +282,9 @@ def _headers(payload: bytes, hstart: I64, hcount: I64, rend: I64) -> pa.Array:
     np.cumsum(counts, out=offsets[1:])
     structs = pa.StructArray.from_arrays(
         [pa.array(names, pa.string()), pa.array(values, pa.binary())], names=["key", "value"])
-    return pa.ListArray.from_arrays(pa.array(offsets), structs, type=HEADERS_TYPE)
+    validity = pa.py_buffer(np.packbits(hcount != 0, bitorder="little"))
+    return pa.ListArray.from_buffers(HEADERS_TYPE, n, [validity, pa.py_buffer(offsets)],
+                                     children=[structs])
 
 
 class ColumnBuilder:

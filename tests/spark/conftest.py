@@ -58,6 +58,16 @@ class Produced:
         return ends
 
 
+def header_pairs(headers: list[Any] | None) -> list[tuple[str, bytes | None]] | None:
+    """A headers cell (Spark rows or pyarrow dicts) as (key, value) pairs; None stays None."""
+    return None if headers is None else [(h["key"], h["value"]) for h in headers]
+
+
+def expected_headers(sent: list[tuple[str, bytes | None]]) -> list[tuple[str, bytes | None]] | None:
+    """What Spark's Kafka source shows for these produced headers: null when there are none."""
+    return sent or None
+
+
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for fut in admin.create_topics([NewTopic(topic, partitions, 1)]).values():

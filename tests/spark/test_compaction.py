@@ -18,7 +18,14 @@ import pytest
 from bmq.spark import compaction
 from bmq.spark.compaction import MANIFEST, JobConfig, committed_files, run
 from tests.conftest import BrokerProcess, make_topic_name
-from tests.spark.conftest import Produced, create_topic, produce, storage_url
+from tests.spark.conftest import (
+    Produced,
+    create_topic,
+    expected_headers,
+    header_pairs,
+    produce,
+    storage_url,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 UNIT_BYTES = 40_000   # several units per partition
@@ -74,7 +81,7 @@ def check_exact(rows: dict[tuple[int, int], dict[str, Any]], produced: Produced)
     for key, (k, v, headers, ts) in produced.records.items():
         row = rows[key]
         assert (row["key"], row["value"]) == (k, v)
-        assert [(h["key"], h["value"]) for h in row["headers"]] == headers
+        assert header_pairs(row["headers"]) == expected_headers(headers)
         assert int(row["timestamp"].timestamp() * 1000) == ts
         assert row["topic"] == produced.topic
 

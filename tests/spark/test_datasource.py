@@ -15,8 +15,15 @@ from bmq.spark.decode import read_range
 from bmq.spark.logview import open_view
 from bmq.spark.planning import OptionError, SourceOptions, plan
 from bmq.storage import open_storage
-from tests.conftest import BrokerProcess
-from tests.spark.conftest import Produced, storage_url
+from tests.conftest import BrokerProcess, make_topic_name
+from tests.spark.conftest import (
+    Produced,
+    create_topic,
+    expected_headers,
+    header_pairs,
+    produce,
+    storage_url,
+)
 
 
 def load(spark: Any, broker: BrokerProcess, topic: str, **options: str) -> Any:
@@ -44,7 +51,7 @@ def check_rows(rows: dict[tuple[int, int], Any], produced: Produced,
         p_key, p_value, p_headers, p_ts = produced.records[key]
         assert row.topic == produced.topic
         assert (row.key, row.value) == (p_key, p_value), key
-        assert [(h.key, h.value) for h in row.headers] == p_headers, key
+        assert header_pairs(row.headers) == expected_headers(p_headers), key
         assert int(row.timestamp.timestamp() * 1000) == p_ts
         assert row.timestampType == 0
 
@@ -124,6 +131,21 @@ def test_dataframe_operations(spark: Any, spark_broker: BrokerProcess,
     assert nulls == sum(1 for v in mixed_topic.records.values() if v[1] is None)
     with_headers = df.where(F.size("headers") > 0).count()
     assert with_headers == sum(1 for v in mixed_topic.records.values() if v[2])
+    # As in Spark's Kafka source, a record without headers has null headers, not [].
+    assert df.where(F.col("headers").isNull()).count() == len(mixed_topic.records) - with_headers
+
+
+def test_topic_without_any_headers(spark: Any, spark_broker: BrokerProcess) -> None:
+    """Bulk data often has no headers at all: every row's headers are null."""
+    produced = Produced(make_topic_name("spark-nohdr"), 2)
+    create_topic(spark_broker.bootstrap, produced.topic, 2)
+    for codec in ("none", "zstd"):
+        produce(spark_broker.bootstrap, produced,
+                [(i % 2, None if i % 5 == 0 else str(i).encode(), os.urandom(i % 100), None)
+                 for i in range(2000)], codec, **{"batch.size": 16384})   # < segment size
+    rows = rows_by_offset(load(spark, spark_broker, produced.topic))
+    check_rows(rows, produced, set(produced.records))
+    assert all(row.headers is None for row in rows.values())
 
 
 @pytest.mark.parametrize("options, message", [
@@ -170,11 +192,12 @@ def test_decoder_matches_reference_decoder(spark_broker: BrokerProcess,
         for batch in read_range(storage, rng):
             d = batch.to_pydict()
             ours += [(d["offset"][i], d["key"][i], d["value"][i],
-                      [(h["key"], h["value"]) for h in d["headers"][i]],
+                      header_pairs(d["headers"][i]),
                       int(d["timestamp"][i].timestamp() * 1000))
                      for i in range(batch.num_rows)]
         data = storage.read_range(rng.path, rng.start_pos, rng.end_pos - rng.start_pos)
-        ref = [(r.offset, r.key, r.value, r.headers, r.timestamp) for r in iter_records(data)
+        ref = [(r.offset, r.key, r.value, expected_headers(r.headers), r.timestamp)
+               for r in iter_records(data)
                if rng.start_offset <= r.offset < rng.end_offset]
         assert ours == ref
 
