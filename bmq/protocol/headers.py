@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from bmq.protocol.messages import REQUEST_TYPES
+from bmq.protocol.messages import REQUEST_FLEXIBLE_MIN_VERSIONS
 from bmq.protocol.primitives import (
     DecodeError,
     Reader,
@@ -38,9 +38,7 @@ _FIXED = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_
 _INT32 = struct.Struct(">i")
 
 # api key -> first flexible version (None: never flexible)
-_FLEXIBLE_MIN: dict[int, int | None] = {
-    key: cls.FLEXIBLE_MIN_VERSION for key, cls in REQUEST_TYPES.items()
-}
+_FLEXIBLE_MIN = REQUEST_FLEXIBLE_MIN_VERSIONS
 
 
 @dataclass(slots=True)
