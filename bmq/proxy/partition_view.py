@@ -38,10 +38,9 @@ class PartitionView:
         self._waiter: asyncio.Future[None] | None = None
         self.last_fetch = 0.0             # monotonic time of the last fetch (interest)
         self.closed = False
-
-    @property
-    def high_watermark(self) -> int:
-        return self.reader.high_watermark
+        # What fetches see: moves only once new data is in the cache (see apply), so fetches
+        # arriving meanwhile do not all miss and read the same bytes from storage.
+        self.high_watermark = reader.high_watermark
 
     @property
     def log_start_offset(self) -> int:
@@ -54,12 +53,12 @@ class PartitionView:
     async def read(self, offset: int, max_bytes: int) -> bytes | memoryview:
         """Whole batches from ``offset`` (at least one), durable data only."""
         self.last_fetch = time.monotonic()
-        if offset < self.log_start_offset or offset > self.high_watermark:
+        if offset < self.log_start_offset or offset > self.reader.high_watermark:
             raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
                              f"offset {offset} not in [{self.log_start_offset}, "
-                             f"{self.high_watermark}]")
-        if offset == self.high_watermark:
-            return b""
+                             f"{self.reader.high_watermark}]")
+        if offset >= self.high_watermark:
+            return b""      # nothing new, or new data on its way into the cache
         data = self._cache.get(self.key, offset, max_bytes)
         if data is not None:
             metrics.PROXY_CACHE_HITS.inc()
@@ -93,8 +92,9 @@ class PartitionView:
         before = self.high_watermark
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._executor, self.reader.advance, tail)
-        if self.high_watermark > before and self.interested():
+        if self.reader.high_watermark > before and self.interested():
             await self._fill(max(before, self._cache.end(self.key)))
+        self.high_watermark = max(self.high_watermark, self.reader.high_watermark)
         self._cache.drop_before(self.key, self.log_start_offset)
         self.wake()
 
@@ -102,7 +102,7 @@ class PartitionView:
         """Read [start, high watermark) into the cache: what tailing consumers fetch next."""
         loop = asyncio.get_running_loop()
         offset = start
-        while self.log_start_offset <= offset < self.high_watermark:
+        while self.log_start_offset <= offset < self.reader.high_watermark:
             data = await loop.run_in_executor(self._executor, self.reader.read, offset,
                                               self._read_ahead)
             next_offset = self._cache.put(self.key, data)

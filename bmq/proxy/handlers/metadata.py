@@ -80,5 +80,7 @@ async def handle_metadata(ctx: ProxyContext, request: MetadataRequest,
         brokers=[MetadataResponseBroker(node_id=n.node_id, host=n.host, port=n.port, rack=None)
                  for _, n in sorted(nodes.items())],
         cluster_id=proxy.cluster.cluster_id,
-        controller_id=proxy.node.node_id,   # admin requests sent here are relayed to a broker
+        # As brokers answer (every node must agree): admin clients go to that broker; admin
+        # requests sent to a proxy anyway are relayed.
+        controller_id=min(proxy.cluster.brokers, default=proxy.node.node_id),
         topics=topics)
