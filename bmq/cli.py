@@ -2,13 +2,41 @@
 
 from __future__ import annotations
 
+import importlib
+
 import click
 
 from bmq.config import ConfigError, load_config
 from bmq.logs import setup_logging
 
+# Subcommands defined elsewhere, imported only when they run (or `bmq --help` lists them): a
+# role then does not pay for the client tools' imports (rich, ...) at start-up, nor a tool for
+# the roles'.
+_ELSEWHERE: dict[str, str] = {
+    "topic": "bmq.tools.topic",
+    "produce": "bmq.tools.produce",
+    "consume": "bmq.tools.consume",
+    "group": "bmq.tools.group",
+    "cluster": "bmq.tools.cluster",
+    "controller": "bmq.cluster.commands",
+    "broker": "bmq.cluster.commands",
+    "admin": "bmq.cluster.commands",
+    "proxy": "bmq.proxy.commands",
+}
 
-@click.group()
+
+class _Commands(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *_ELSEWHERE})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in _ELSEWHERE:
+            command = getattr(importlib.import_module(_ELSEWHERE[cmd_name]), cmd_name)
+            self.add_command(command, cmd_name)
+        return self.commands.get(cmd_name)
+
+
+@click.group(cls=_Commands)
 def main() -> None:
     """BMQ: a Kafka-compatible message queue whose brokers keep no state of their own.
 
@@ -59,28 +87,3 @@ def serve(data_dir: str | None, listen: str | None, advertise: str | None,
     except ValueError as error:
         raise click.UsageError(f"log_level: {error}") from error
     run(config)
-
-
-def _add_client_commands() -> None:
-    """bmq topic|produce|consume|group|cluster: the client-side tools (bmq/tools/)."""
-    from bmq.tools import COMMANDS
-
-    for command in COMMANDS:
-        main.add_command(command)
-
-
-_add_client_commands()
-
-
-def _add_cluster_commands() -> None:
-    """bmq controller|broker|proxy|admin: cluster mode (bmq/cluster/, bmq/controller/,
-    bmq/proxy/)."""
-    from bmq.cluster.commands import COMMANDS
-    from bmq.proxy.commands import proxy
-
-    for command in COMMANDS:
-        main.add_command(command)
-    main.add_command(proxy)
-
-
-_add_cluster_commands()

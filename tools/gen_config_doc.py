@@ -111,12 +111,14 @@ def field_comments() -> dict[str, str]:
 
 def flags() -> dict[str, str]:
     """Setting -> command-line flag, from the options of the roles' click commands."""
+    import click
+
     from bmq.cli import main
 
     names = {f.name for f in dataclasses.fields(BrokerConfig)}
     result: dict[str, str] = {}
     for role in ("serve", "broker", "controller"):
-        command = main.commands.get(role)
+        command = main.get_command(click.Context(main), role)
         for param in getattr(command, "params", []):
             if param.name in names and param.opts and param.name not in result:
                 result[param.name] = param.opts[0]
