@@ -131,12 +131,13 @@ def main() -> None:
             started = time.monotonic()
             fourth.start()
             listening = time.monotonic()
+            start_cpu = fourth.cpu_seconds()    # how much of the wait was work, how much load
             _wait(share, 30)
             done = time.monotonic()
             print(f"scale-out: broker 4 served its share {done - listening:.2f}s after it "
                   f"accepted connections ({done - started:.2f}s after its process started; "
-                  f"{listening - started:.2f}s of that from exec to accepting connections)",
-                  flush=True)
+                  f"{listening - started:.2f}s of that from exec to accepting connections, "
+                  f"using {start_cpu:.2f}s of CPU)", flush=True)
             cluster.wait_writable(topic)
 
         # Rolling restart of brokers 1-3 (SIGTERM drain, start again) under load.
