@@ -80,6 +80,9 @@ class ObjectPartitionLog(PartitionLog):
         super().__init__(*args, **kwargs)
         self._next_seq = 0
         self._trash: list[Segment] = []   # merged away: deleted on the next compaction
+        # What the open listed, to collect garbage from on the first compaction: on an object
+        # store every delete (and the listing it needs) is a request the takeover would wait on.
+        self._garbage: list[str] | None = None
 
     # ------------------------------------------------------------------------------ manifests
     def _state_dir(self) -> str:
@@ -205,7 +208,7 @@ class ObjectPartitionLog(PartitionLog):
         with self._io_lock:
             self._checkpoint_locked()
         self._fence_check()
-        self._collect_garbage(names)
+        self._garbage = names
 
     def _set_objects(self, objects: list[Segment], end: int) -> None:
         """Install the object list plus the empty virtual tail segment at ``end``."""
@@ -318,6 +321,9 @@ class ObjectPartitionLog(PartitionLog):
     def compact_objects(self) -> int:
         if self._closed or self._readonly or self._failed is not None:
             return 0
+        garbage, self._garbage = self._garbage, None
+        if garbage is not None:
+            self._collect_garbage(garbage)
         self._empty_trash()
         target = min(self.config.segment_bytes, MAX_OBJECT_BYTES)
         with self._lock:
