@@ -89,6 +89,9 @@ def connect(hosts: str, session_timeout_ms: int, *, start_timeout_s: float = 15.
 @contextlib.contextmanager
 def session(hosts: str, timeout_ms: int = 10_000) -> Iterator[KazooClient]:
     """A short-lived client for an operator command; closed on the way out."""
+    # The command reports failures itself: kazoo's retry warnings would only clutter its output
+    # (with no handler configured, Python prints them to stderr).
+    logging.getLogger("kazoo").addHandler(logging.NullHandler())
     zk = connect(hosts, timeout_ms, start_timeout_s=timeout_ms / 1000)
     try:
         yield zk
