@@ -58,10 +58,12 @@ class ProxyServer:
         loop = asyncio.get_running_loop()
         host, port = self.config.advertised
         await loop.run_in_executor(self._executor, self.cluster.connect, host, port)
+        # Listen only once the cluster view is read: an empty Metadata answer would make
+        # librdkafka give up on this address for a long while.
+        await self.proxy.start()
         self._server = await loop.create_server(
             lambda: KafkaConnection(ProxyService(self.proxy)), self.config.listen_host,
             self.config.listen_port, reuse_address=True, backlog=1024)
-        await self.proxy.start()
         log.info("BMQ proxy %d listening on %s (advertised %s:%d), ZooKeeper %s, storage %s",
                  self.proxy.node.node_id, self.config.listen, host, port,
                  self.config.zookeeper, self.config.storage)

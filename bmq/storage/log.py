@@ -1004,12 +1004,31 @@ class PartitionLog:
                       max_bytes: int) -> bytes | memoryview:
         reader = self._reader(seg)
         max_bytes = min(max_bytes, MAX_READ_BYTES)
-        for pos, _base, size, next_offset, _ts in iter_headers(reader.pread, start, end):
-            if next_offset > offset:
-                data = reader.pread(pos, min(max(max_bytes, size), end - pos))
-                if len(data) < size:
-                    raise CorruptLogError(f"short read of batch at {pos}")
-                return _trim(data, 0, size, max_bytes)
+        # A read-only view's index of a segment still being written stops where the writer's
+        # last checkpoint did; scanning past it, remember entries (in memory only) so the next
+        # read there is one lookup, not another scan (the proxy reads tails this way).
+        learn = self._readonly and seg.idx_pos is not None
+        last = (seg.idx_pos[-1] if seg.idx_pos else -1) if learn else -1
+        rels: list[int] = []
+        positions: list[int] = []
+        try:
+            for pos, base, size, next_offset, _ts in iter_headers(reader.pread, start, end):
+                if learn and pos - (positions[-1] if positions else last) >= \
+                        self.config.index_interval_bytes:
+                    rels.append(base - seg.base)
+                    positions.append(pos)
+                if next_offset > offset:
+                    data = reader.pread(pos, min(max(max_bytes, size), end - pos))
+                    if len(data) < size:
+                        raise CorruptLogError(f"short read of batch at {pos}")
+                    return _trim(data, 0, size, max_bytes)
+        finally:
+            if positions:
+                with self._lock:
+                    if seg.idx_pos is not None and seg.idx_rel is not None and \
+                            (seg.idx_pos[-1] if seg.idx_pos else -1) == last:
+                        seg.idx_rel.extend(rels)
+                        seg.idx_pos.extend(positions)
         raise CorruptLogError(f"offset {offset} not found in segment {seg.base}")
 
     # ------------------------------------------------------------------------------ timestamps

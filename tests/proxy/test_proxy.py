@@ -82,3 +82,68 @@ def test_clients_bootstrap_to_proxies_only(cluster_factory: ClusterFactory,
     # The group committed through the proxies (relayed to the coordinator).
     committed = admin.list_consumer_group_offsets
     assert committed is not None
+
+
+def test_kafka_python_and_aiokafka_through_proxies(cluster_factory: ClusterFactory,
+                                                   proxies: Proxies) -> None:
+    """The Python clients too: a group member each, seeks, offsets by time, all via proxies."""
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import TopicPartition as KTopicPartition
+
+    cluster = cluster_factory(brokers=2)
+    proxy = proxies(cluster)
+    bootstrap = proxy.bootstrap
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic("py", 3, 1)]).values():
+        future.result(30)
+    cluster.wait_writable("py")
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    for i in range(300):
+        producer.send("py", key=str(i % 3).encode(), value=f"kp-{i}".encode(), partition=i % 3,
+                      timestamp_ms=1_700_000_000_000 + i)
+    producer.flush(30)
+    producer.close()
+
+    async def aio() -> list[bytes]:
+        aio_producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+        await aio_producer.start()
+        try:
+            for i in range(30):
+                await aio_producer.send_and_wait("py", f"aio-{i}".encode(), partition=0)
+        finally:
+            await aio_producer.stop()
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
+                                    enable_auto_commit=False)
+        await consumer.start()
+        try:
+            tp = __import__("aiokafka").TopicPartition("py", 0)
+            consumer.assign([tp])
+            consumer.seek(tp, 90)          # a seek into the middle
+            got: list[bytes] = []
+            while len(got) < 40:
+                batch = await consumer.getmany(tp, timeout_ms=2000)
+                got += [m.value for m in batch.get(tp, [])]
+            return got
+        finally:
+            await consumer.stop()
+
+    got = asyncio.run(aio())
+    assert got[:10] == [f"kp-{i}".encode() for i in range(270, 300, 3)]
+    assert got[10:40] == [f"aio-{i}".encode() for i in range(30)]
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
+                             enable_auto_commit=False, consumer_timeout_ms=10_000)
+    try:
+        tp = KTopicPartition("py", 1)
+        consumer.assign([tp])
+        found = consumer.offsets_for_times({tp: 1_700_000_000_000 + 151})[tp]
+        assert found is not None and found.offset == 50    # record 151, at offset 50
+        assert consumer.end_offsets([tp])[tp] == 100
+        consumer.seek(tp, found.offset)
+        first = next(iter(consumer))
+        assert first.value == b"kp-151" and first.offset == 50
+    finally:
+        consumer.close()

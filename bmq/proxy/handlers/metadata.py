@@ -75,7 +75,7 @@ async def handle_metadata(ctx: ProxyContext, request: MetadataRequest,
                     topic_id=asked.topic_id if asked.name is None else ZERO_UUID))
     # The brokers are listed too: clients reach group coordinators (named by FindCoordinator)
     # there, and librdkafka drops connections to nodes a Metadata response does not list.
-    nodes = {**proxy.cluster.brokers, **proxy.cluster.proxies}
+    nodes = {**proxy.cluster.brokers, **proxy.cluster.proxies, proxy.node.node_id: proxy.node}
     return MetadataResponse(
         brokers=[MetadataResponseBroker(node_id=n.node_id, host=n.host, port=n.port, rack=None)
                  for _, n in sorted(nodes.items())],
