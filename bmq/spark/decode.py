@@ -3,8 +3,9 @@
 Decompression is ``bmq.protocol.record_codec.decompress`` (all four codecs, raw and xerial
 snappy). Field parsing is columnar: one Python step per record finds where records start
 (their length varints), then numpy decodes every other varint of all records of a chunk at once
-and gathers keys and values through Arrow binary views. Headers, rare in bulk data, are parsed
-per record. ``record_codec.decode_batch`` remains the reference the tests compare against.
+and gathers keys and values through Arrow binary views; headers the same way, one numpy pass
+per header position. ``record_codec.decode_batch`` remains the reference the tests compare
+against.
 """
 
 from __future__ import annotations
@@ -144,7 +145,7 @@ def iter_reader_batches(storage: Storage, rng: ReadRange, *, verify_crc: bool = 
 
 
 # ------------------------------------------------------------------------------ varints
-def _varint_at(data: bytes, pos: int) -> tuple[int, int]:
+def _varint_at(data: bytes | memoryview, pos: int) -> tuple[int, int]:
     shift = result = 0
     n = len(data)
     while True:
@@ -158,7 +159,8 @@ def _varint_at(data: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-def _walk(payload: bytes, count: int, base: int, starts: list[int], ends: list[int]) -> None:
+def _walk(payload: bytes | memoryview, count: int, base: int, starts: list[int],
+          ends: list[int]) -> None:
     """Append where each of the ``count`` records of ``payload`` starts (after its length)
     and ends, shifted by ``base``; the records must fill the payload exactly."""
     p = 0
@@ -236,53 +238,57 @@ def _binary(buf: pa.Buffer, u8: U8, starts: I64, lengths: I64) -> pa.Array:
     return arr.cast(pa.binary())
 
 
-def _headers(payload: bytes, hstart: I64, hcount: I64, rend: I64) -> pa.Array:
+def _headers(buf: pa.Buffer, u8: U8, hstart: I64, hcount: I64, rend: I64) -> pa.Array:
     """The headers column; records without headers get null, as in Spark's Kafka source (a
-    null list is also what Spark turns into rows cheapest: nothing to copy)."""
+    null list is also what Spark turns into rows cheapest: nothing to copy).
+
+    Columnar like keys and values: step j decodes the j-th header of every record that has
+    more than j (as many numpy passes as the most headers a record has), and keys and values
+    become Arrow arrays through binary views, with no Python step per record."""
     n = len(hstart)
-    if not hcount.any():
+    with_headers = hcount != 0
+    if not with_headers.any():
         return pa.nulls(n, HEADERS_TYPE)
-    counts = np.zeros(n, np.int32)
-    names: list[str] = []
-    values: list[bytes | None] = []
-    with_headers = np.flatnonzero(hcount != 0)
-    add_name = names.append
-    add_value = values.append
-    for i, p, count, end in zip(with_headers.tolist(), hstart[with_headers].tolist(),
-                                hcount[with_headers].tolist(), rend[with_headers].tolist(),
-                                strict=True):
-        if count < 0:
-            raise RecordDecodeError("negative header count")
-        for _ in range(count):
-            b = payload[p]
-            if b < 0x80:
-                klen = (b >> 1) ^ -(b & 1)
-                p += 1
-            else:
-                klen, p = _varint_at(payload, p)
-            if klen < 0:
-                raise RecordDecodeError("null header key")
-            add_name(payload[p:p + klen].decode("utf-8", "replace"))
-            p += klen
-            b = payload[p]
-            if b < 0x80:
-                vlen = (b >> 1) ^ -(b & 1)
-                p += 1
-            else:
-                vlen, p = _varint_at(payload, p)
-            if vlen < 0:
-                add_value(None)
-            else:
-                add_value(payload[p:p + vlen])
-                p += vlen
-        if p != end:
-            raise RecordDecodeError("record length does not match its headers")
-        counts[i] = count
+    rows = np.flatnonzero(with_headers)
+    counts = hcount[rows]
+    # A header takes at least 2 bytes (two length varints): this bounds the loop below.
+    if (counts < 0).any() or (2 * counts > rend[rows] - hstart[rows]).any():
+        raise RecordDecodeError("bad header count")
+    total = int(counts.sum())
+    slot0 = np.cumsum(counts) - counts          # slot of each record's first header
+    key_start = np.empty(total, np.int64)
+    key_len = np.empty(total, np.int64)
+    value_start = np.empty(total, np.int64)
+    value_len = np.empty(total, np.int64)
+    pos = hstart[rows]
+    active = np.arange(len(rows))
+    for j in range(int(counts.max())):
+        active = active[counts[active] > j]
+        klen, p = _vvarint(u8, pos[active])
+        if (klen < 0).any():
+            raise RecordDecodeError("null header key")
+        slot = slot0[active] + j
+        key_start[slot] = p
+        key_len[slot] = klen
+        vlen, p = _vvarint(u8, p + klen)
+        if (vlen < -1).any():
+            raise RecordDecodeError("negative header value length")
+        value_start[slot] = p
+        value_len[slot] = vlen
+        pos[active] = p + np.maximum(vlen, 0)
+    if (pos != rend[rows]).any():
+        raise RecordDecodeError("record length does not match its headers")
+    raw_keys = _binary(buf, u8, key_start, key_len)
+    try:
+        keys = raw_keys.cast(pa.string())
+    except pa.ArrowInvalid:   # not UTF-8: replace, as the Java client's String(bytes, UTF_8)
+        keys = pa.array([k.decode("utf-8", "replace") for k in raw_keys.to_pylist()],
+                        pa.string())
+    structs = pa.StructArray.from_arrays([keys, _binary(buf, u8, value_start, value_len)],
+                                         names=["key", "value"])
     offsets = np.zeros(n + 1, np.int32)
-    np.cumsum(counts, out=offsets[1:])
-    structs = pa.StructArray.from_arrays(
-        [pa.array(names, pa.string()), pa.array(values, pa.binary())], names=["key", "value"])
-    validity = pa.py_buffer(np.packbits(hcount != 0, bitorder="little"))
+    np.cumsum(np.where(with_headers, hcount, 0), out=offsets[1:])
+    validity = pa.py_buffer(np.packbits(with_headers, bitorder="little"))
     return pa.ListArray.from_buffers(HEADERS_TYPE, n, [validity, pa.py_buffer(offsets)],
                                      children=[structs])
 
@@ -298,7 +304,7 @@ class ColumnBuilder:
         self.start_offset = start_offset
         self.end_offset = end_offset
         self.include_headers = include_headers
-        self._payloads: list[bytes] = []
+        self._payloads: list[bytes | memoryview] = []
         self._batches: list[tuple[int, int, int, int, int]] = []  # base, base ts, max ts, type, n
         self._starts: list[int] = []
         self._ends: list[int] = []
@@ -315,7 +321,8 @@ class ColumnBuilder:
         if h.record_count <= 0:
             return
         codec = h.compression
-        body = bytes(raw) if codec == NONE else decompress(codec, bytes(raw))
+        # Uncompressed bodies stay views of the read buffer: build() copies each byte once.
+        body = raw if codec == NONE else decompress(codec, bytes(raw))
         _walk(body, h.record_count, self._size, self._starts, self._ends)
         self._payloads.append(body)
         self._size += len(body)
@@ -329,7 +336,7 @@ class ColumnBuilder:
     def build(self) -> pa.RecordBatch | None:
         if not self._batches:
             return None
-        payload = b"".join(self._payloads) + _PAD
+        payload = b"".join([*self._payloads, _PAD])
         batches = self._batches
         starts = np.array(self._starts, np.int64)
         ends = np.array(self._ends, np.int64)
@@ -390,7 +397,7 @@ class ColumnBuilder:
         ]
         names = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
         if self.include_headers:
-            columns.append(_headers(payload, p, header_count, ends))
+            columns.append(_headers(buf, u8, p, header_count, ends))
             names.append("headers")
         return pa.RecordBatch.from_arrays(columns, names=names)
 

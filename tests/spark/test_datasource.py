@@ -202,6 +202,46 @@ def test_decoder_matches_reference_decoder(spark_broker: BrokerProcess,
         assert ours == ref
 
 
+def test_decoder_headers_on_every_record() -> None:
+    """Records that all carry headers (several, null values, a key that is not UTF-8, records
+    over 8 KiB), in batches encoded by kafka-python, decoded as the reference decoder does,
+    also when the asked range cuts batches."""
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    from bmq.protocol.record_codec import decode_batch
+    from bmq.protocol.records import read_header
+    from bmq.spark.decode import ColumnBuilder
+
+    batches = []
+    for b in range(6):
+        builder = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 1 << 30)
+        for i in range(50):
+            headers = [(f"h{j}-é", None if (i + j) % 7 == 0 else os.urandom(j * 3))
+                       for j in range(i % 5)] or [("only", b"x")]
+            builder.append(i, 1_700_000_000_000 + i, None if i % 9 == 0 else b"k%d" % i,
+                           os.urandom(9000 if i % 10 == 3 else i), headers)
+        data = bytearray(builder.build())
+        data[0:8] = (b * 50).to_bytes(8, "big")        # base offset
+        if b == 2:   # make one header key invalid UTF-8 (no CRC check on this path)
+            at = data.index("h1-é".encode())
+            data[at + 3:at + 5] = b"\xff\xfe"
+        batches.append(bytes(data))
+    reference = [(r.offset, r.key, r.value, expected_headers(r.headers))
+                 for d in batches for r in decode_batch(d, read_header(d))]
+    assert any(k == "h1-\ufffd\ufffd" for *_, hs in reference for k, _v in hs or [])
+    for start, end in ((0, 300), (37, 263)):
+        cols = ColumnBuilder("t", 0, start, end)
+        for d in batches:
+            cols.add(d, 0, read_header(d))
+        out = cols.build()
+        assert out is not None
+        out.validate(full=True)
+        d = out.to_pydict()
+        ours = [(d["offset"][i], d["key"][i], d["value"][i], header_pairs(d["headers"][i]))
+                for i in range(out.num_rows)]
+        assert ours == [r for r in reference if start <= r[0] < end]
+
+
 def test_view_stops_at_torn_tail(tmp_path: Path, spark_broker: BrokerProcess,
                                  mixed_topic: Produced) -> None:
     """Bytes past the last complete, CRC-valid batch (a batch being written, a torn tail) are
