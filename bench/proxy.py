@@ -5,7 +5,8 @@ catch-up figure of `bmq serve` beside it for comparison.
     .venv/bin/python -m bench.proxy [--rate 10] [--duration 20] [--messages 300000]
 
 Runs ``python -m bench`` (the same tool as everything else in bench/) against the proxy:
-``--mode e2e`` at ``--rate`` MB/s (produce acknowledged -> consumer delivery), then
+``--mode e2e`` at ``--rate`` MB/s (produce acknowledged -> consumer delivery; first against the
+brokers before the proxy starts, for comparison), then
 ``--mode both`` (produce, then consume the whole topic: the catch-up read), and the latter once
 more against a spawned `bmq serve`.
 """
@@ -46,6 +47,10 @@ def main() -> None:
             cluster.start_controller()
             for broker_id in (1, 2, 3):
                 cluster.add_broker(broker_id)
+            # First without a proxy (clients on the brokers), for comparison: once a proxy
+            # runs, Metadata from brokers too sends clients to it.
+            _bench("--bootstrap", cluster.bootstrap, "--mode", "e2e", "--rate", str(args.rate),
+                   "--duration", str(args.duration), "--topic", "direct", "--partitions", "6")
             proxy.start()
             _bench("--bootstrap", proxy.bootstrap, "--mode", "e2e", "--rate", str(args.rate),
                    "--duration", str(args.duration), "--topic", "e2e", "--partitions", "6")

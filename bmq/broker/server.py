@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import signal
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -13,6 +12,7 @@ from bmq import metrics
 from bmq.broker.broker import Broker
 from bmq.broker.service import BrokerService
 from bmq.config import BrokerConfig
+from bmq.lifecycle import run_until_signalled
 from bmq.net.connection import KafkaConnection
 from bmq.storage import open_storage
 
@@ -64,15 +64,6 @@ class BrokerServer:
         metrics.stop(self._metrics_server)
         log.info("BMQ broker stopped cleanly")
 
-    async def run_until_signalled(self) -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        await self.start()
-        await stop.wait()
-        log.info("shutting down")
-        await self.stop()
 
 
 def serve_metrics(config: BrokerConfig, broker: Broker) -> Any:
@@ -94,6 +85,4 @@ def _count_groups(broker: Broker) -> float:
 
 
 def serve(config: BrokerConfig) -> None:
-    import uvloop
-
-    uvloop.run(BrokerServer(config).run_until_signalled())
+    run_until_signalled(BrokerServer(config))

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -20,6 +19,7 @@ from bmq.broker.server import serve_metrics
 from bmq.broker.service import BrokerService
 from bmq.cluster.node import ClusterNode
 from bmq.config import BrokerConfig
+from bmq.lifecycle import run_until_signalled
 from bmq.net.connection import KafkaConnection
 from bmq.storage import Storage, open_storage
 
@@ -89,18 +89,7 @@ class ClusterBrokerServer:
         metrics.stop(self._metrics_server)
         log.info("BMQ broker stopped cleanly")
 
-    async def run_until_signalled(self) -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        await self.start()
-        await stop.wait()
-        log.info("shutting down: draining first")
-        await self.stop()
 
 
 def run_broker(config: BrokerConfig, storage_options: dict[str, str] | None = None) -> None:
-    import uvloop
-
-    uvloop.run(ClusterBrokerServer(config, storage_options).run_until_signalled())
+    run_until_signalled(ClusterBrokerServer(config, storage_options))

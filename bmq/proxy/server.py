@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from bmq import metrics
 from bmq.cluster.server import open_log_storage
 from bmq.config import BrokerConfig
+from bmq.lifecycle import run_until_signalled
 from bmq.net.connection import KafkaConnection
 from bmq.protocol.headers import RequestHeader
 from bmq.proxy.cluster_view import ClusterView
@@ -76,18 +76,7 @@ class ProxyServer:
         metrics.stop(self._metrics_server)
         log.info("BMQ proxy stopped cleanly")
 
-    async def run_until_signalled(self) -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        await self.start()
-        await stop.wait()
-        log.info("shutting down")
-        await self.stop()
 
 
 def run_proxy(config: BrokerConfig, storage_options: dict[str, str] | None = None) -> None:
-    import uvloop
-
-    uvloop.run(ProxyServer(config, storage_options).run_until_signalled())
+    run_until_signalled(ProxyServer(config, storage_options))
