@@ -52,7 +52,9 @@ def ensure_topic(admin: AdminClient, cfg: BenchConfig, create: bool) -> tuple[in
             raise BenchError(f"cannot create topic {cfg.topic}: {err}") from error
     deadline = time.monotonic() + 30.0
     while time.monotonic() < deadline:
-        count = _existing_partitions(admin, cfg.topic)
+        # Wait for a leader of every partition too: a cluster places new partitions a moment
+        # after creating the topic.
+        count = _existing_partitions(admin, cfg.topic, with_leaders=True)
         if count:
             note = None
             if count != cfg.partitions:
@@ -62,11 +64,14 @@ def ensure_topic(admin: AdminClient, cfg: BenchConfig, create: bool) -> tuple[in
     raise BenchError(f"topic {cfg.topic} was created but does not show in the metadata")
 
 
-def _existing_partitions(admin: AdminClient, topic: str) -> int:
-    """Partition count of topic, asking without auto-creating it."""
+def _existing_partitions(admin: AdminClient, topic: str, with_leaders: bool = False) -> int:
+    """Partition count of topic, asking without auto-creating it (0 if it does not exist, or
+    with ``with_leaders`` if a partition has no leader yet)."""
     md = admin.list_topics(timeout=15.0)
     info = md.topics.get(topic)
     if info is None or info.error is not None:
+        return 0
+    if with_leaders and any(p.leader < 0 for p in info.partitions.values()):
         return 0
     return len(info.partitions)
 

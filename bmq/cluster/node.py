@@ -243,8 +243,12 @@ class ClusterNode:
             await self._write_registration()
 
     def _report(self, tp: TopicPartition, epoch: int, state: str) -> None:
-        self._reports[f"{tp[0]}/{tp[1]}"] = [epoch, state]
-        self._publish.set()
+        # Only changes are written: every registration write fires every node's watch, and
+        # each node's re-read drives its partitions again (which reports again).
+        key, report = f"{tp[0]}/{tp[1]}", [epoch, state]
+        if self._reports.get(key) != report:
+            self._reports[key] = report
+            self._publish.set()
 
     def _forget(self, tp: TopicPartition) -> None:
         if self._reports.pop(f"{tp[0]}/{tp[1]}", None) is not None:
