@@ -220,16 +220,20 @@ def consume_batches(bootstrap: str, ends: dict[int, int],
                          "max.partition.fetch.bytes": 8 << 20})
     consumer.assign([TopicPartition(TOPIC, p, 0) for p in ends])
     remaining = {p for p, e in ends.items() if e > 0}
+    # consume(n) waits for n messages or its timeout: never ask for more than are left, or
+    # the last call would sit out the timeout.
+    left = sum(ends.values())
     cols, (key, value, topic, partition, offset, timestamp, timestamp_type,
            headers_col) = new_cols()   # bound appends: the per-message loop is the hot path
     try:
         while remaining:
-            for m in consumer.consume(10_000, 1.0):
+            for m in consumer.consume(min(10_000, left), 1.0):
                 if m.error():
                     continue
                 p = m.partition()
                 if p not in remaining:
                     continue
+                left -= 1
                 ts_type, ts = m.timestamp()
                 key(m.key())
                 value(m.value())
