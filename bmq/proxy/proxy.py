@@ -109,14 +109,16 @@ class Proxy:
             self._executor, PartitionLog.open_reader, self.storage, topic, index)
         view = PartitionView(topic, index, reader, self.cache, self._executor,
                              self.config.proxy_read_ahead_bytes)
-        await self._catch_up(view)
+        await self.catch_up(view)
         self._views[(topic, index)] = view
         self._cluster_changed()   # watch it from now on
         return view
 
-    async def _catch_up(self, view: PartitionView) -> None:
-        """Bring a new view to the owner's high watermark (its published state may lag by up to
-        a publish interval): ask the owner once for the tail, without waiting."""
+    async def catch_up(self, view: PartitionView) -> None:
+        """Bring a view to the owner's high watermark now: a new view (storage shows the state
+        the owner published last, up to a publish interval old), or one a ListOffsets reads
+        (a producer that was just acknowledged must find its records below the end offset, as
+        on Kafka's leader, not a notice later). Asks the owner once, without waiting."""
         owner = self.cluster.owner(view.topic, view.index)
         if owner is None:
             return

@@ -978,9 +978,11 @@ class PartitionLog:
         data = reader.pread(pos, min(max(max_bytes, HEADER_SIZE) + slack, end - pos))
         n = len(data)
         q = 0
+        learned = _LearnedIndex(self, seg)
         while True:
             if q + HEADER_SIZE > n:
                 # The containing batch starts beyond what we read: locate it by headers.
+                learned.commit()
                 return self._read_located(seg, offset, pos + q, end, max_bytes)
             h = read_header(data, q)
             if q == 0 and (h.base_offset != at or h.magic != MAGIC_V2
@@ -992,9 +994,11 @@ class PartitionLog:
                     self._rebuild_sealed_index(seg)
                 return self._read_located(seg, offset, 0, end, max_bytes)
             size = h.batch_length + LOG_OVERHEAD
+            learned.saw(h.base_offset, pos + q)
             if h.base_offset + h.last_offset_delta >= offset:
                 break
             q += size
+        learned.commit()
         if q + size > n:
             # Larger than what we read (min-one-batch, or past max_bytes after skipping).
             return reader.pread(pos + q, size)
@@ -1004,31 +1008,17 @@ class PartitionLog:
                       max_bytes: int) -> bytes | memoryview:
         reader = self._reader(seg)
         max_bytes = min(max_bytes, MAX_READ_BYTES)
-        # A read-only view's index of a segment still being written stops where the writer's
-        # last checkpoint did; scanning past it, remember entries (in memory only) so the next
-        # read there is one lookup, not another scan (the proxy reads tails this way).
-        learn = self._readonly and seg.idx_pos is not None
-        last = (seg.idx_pos[-1] if seg.idx_pos else -1) if learn else -1
-        rels: list[int] = []
-        positions: list[int] = []
+        learned = _LearnedIndex(self, seg)
         try:
             for pos, base, size, next_offset, _ts in iter_headers(reader.pread, start, end):
-                if learn and pos - (positions[-1] if positions else last) >= \
-                        self.config.index_interval_bytes:
-                    rels.append(base - seg.base)
-                    positions.append(pos)
+                learned.saw(base, pos)
                 if next_offset > offset:
                     data = reader.pread(pos, min(max(max_bytes, size), end - pos))
                     if len(data) < size:
                         raise CorruptLogError(f"short read of batch at {pos}")
                     return _trim(data, 0, size, max_bytes)
         finally:
-            if positions:
-                with self._lock:
-                    if seg.idx_pos is not None and seg.idx_rel is not None and \
-                            (seg.idx_pos[-1] if seg.idx_pos else -1) == last:
-                        seg.idx_rel.extend(rels)
-                        seg.idx_pos.extend(positions)
+            learned.commit()
         raise CorruptLogError(f"offset {offset} not found in segment {seg.base}")
 
     # ------------------------------------------------------------------------------ timestamps
@@ -1289,6 +1279,45 @@ class PartitionLog:
         return f"PartitionLog({self.storage.url}/{self.dir})"
 
     __str__ = __repr__
+
+
+class _LearnedIndex:
+    """Index entries a read-only view learns while it reads past the end of a segment's known
+    index (a segment its writer is still filling: the view knows the index only up to the
+    writer's last checkpoint). Kept in memory only, so the next read there is one lookup, not
+    another scan (the proxy reads tails this way)."""
+
+    __slots__ = ("_last", "_log", "_positions", "_rels", "_seg")
+
+    def __init__(self, log: PartitionLog, seg: Segment) -> None:
+        self._log = log
+        self._seg = seg
+        self._rels: list[int] = []
+        self._positions: list[int] = []
+        learn = log._readonly and seg.idx_pos is not None
+        self._last = (seg.idx_pos[-1] if seg.idx_pos else -1) if learn else None
+
+    def saw(self, base_offset: int, position: int) -> None:
+        last = self._last
+        if last is None:
+            return
+        if position - (self._positions[-1] if self._positions else last) >= \
+                self._log.config.index_interval_bytes:
+            self._rels.append(base_offset - self._seg.base)
+            self._positions.append(position)
+
+    def commit(self) -> None:
+        if not self._positions:
+            return
+        seg = self._seg
+        with self._log._lock:
+            if seg.idx_pos is not None and seg.idx_rel is not None and \
+                    (seg.idx_pos[-1] if seg.idx_pos else -1) == self._last:
+                seg.idx_rel.extend(self._rels)
+                seg.idx_pos.extend(self._positions)
+        self._last = self._positions[-1]
+        self._positions = []
+        self._rels = []
 
 
 def _trim(data: bytes, start: int, first_size: int, max_bytes: int) -> bytes | memoryview:

@@ -101,12 +101,12 @@ def test_tailing_consumers_hit_the_cache(cluster_factory: ClusterFactory,
     _topic(cluster, proxy.bootstrap, "tail", 2)
     results: list[dict[int, list[bytes]]] = []
     readers = [threading.Thread(target=lambda: results.append(
-        _consume(proxy.bootstrap, "tail", 3000, timeout=90))) for _ in range(3)]
+        _consume(proxy.bootstrap, "tail", 6000, timeout=90))) for _ in range(3)]
     for reader in readers:
         reader.start()
     time.sleep(3)       # the consumers are tailing the (empty) partitions
     producer = Producer(producer_config(proxy.bootstrap, **{"linger.ms": 2}))
-    for i in range(3000):
+    for i in range(6000):
         producer.produce("tail", f"t-{i}".encode(), key=str(i).encode())
         producer.poll(0)
         if i % 100 == 99:
@@ -114,7 +114,7 @@ def test_tailing_consumers_hit_the_cache(cluster_factory: ClusterFactory,
     assert producer.flush(60) == 0
     for reader in readers:
         reader.join(120)
-    assert len(results) == 3 and all(sum(map(len, r.values())) == 3000 for r in results)
+    assert len(results) == 3 and all(sum(map(len, r.values())) == 6000 for r in results)
     hits = proxy.metric("bmq_proxy_cache_hits_total")
     misses = proxy.metric("bmq_proxy_cache_misses_total")
     assert hits / (hits + misses) >= 0.95, (hits, misses)

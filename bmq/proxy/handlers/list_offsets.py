@@ -1,4 +1,6 @@
-"""ListOffsets from a proxy: answered from the partition's view of shared storage."""
+"""ListOffsets from a proxy: answered from the partition's view of shared storage, first brought
+up to the owner's high watermark (one round trip), so the end offset includes every
+acknowledged record."""
 
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ async def handle_list_offsets(ctx: ProxyContext, request: ListOffsetsRequest,
             partitions.append(result)
             try:
                 view = await proxy.view(asked_topic.name, asked.partition_index)
+                await proxy.catch_up(view)
                 epoch = proxy.cluster.epoch(asked_topic.name, asked.partition_index)
                 check_leader_epoch(epoch, asked.current_leader_epoch)
                 result.leader_epoch = epoch
