@@ -18,7 +18,7 @@ from concurrent.futures import Executor
 from bmq import metrics
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.proxy.cache import RecordCache
-from bmq.storage.log import LogReader
+from bmq.storage.log import LogReader, PartitionLog
 from bmq.storage.offsets import list_offset
 
 # A partition fetched within this many seconds gets its new data read into the cache eagerly.
@@ -26,8 +26,8 @@ INTEREST_S = 30.0
 
 
 class PartitionView:
-    def __init__(self, topic: str, index: int, reader: LogReader, cache: RecordCache,
-                 executor: Executor, read_ahead_bytes: int) -> None:
+    def __init__(self, topic: str, index: int, reader: LogReader | PartitionLog,
+                 cache: RecordCache, executor: Executor, read_ahead_bytes: int) -> None:
         self.topic = topic
         self.index = index
         self.key = (topic, index)
@@ -53,12 +53,14 @@ class PartitionView:
     async def read(self, offset: int, max_bytes: int) -> bytes | memoryview:
         """Whole batches from ``offset`` (at least one), durable data only."""
         self.last_fetch = time.monotonic()
-        if offset < self.log_start_offset or offset > self.reader.high_watermark:
+        if offset < self.log_start_offset or offset > self.reader.log_end_offset:
             raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
                              f"offset {offset} not in [{self.log_start_offset}, "
-                             f"{self.reader.high_watermark}]")
+                             f"{self.reader.log_end_offset}]")
         if offset >= self.high_watermark:
-            return b""      # nothing new, or new data on its way into the cache
+            # Nothing new; or new data on its way into the cache; or (the writer's own log,
+            # acks=1) appended but not yet durable, which Kafka answers with no data either.
+            return b""
         data = self._cache.get(self.key, offset, max_bytes)
         if data is not None:
             metrics.PROXY_CACHE_HITS.inc()
@@ -88,10 +90,13 @@ class PartitionView:
         return self._waiter
 
     async def apply(self, tail: bytes | None) -> None:
-        """The owner made more data durable: extend the view, fill the cache, wake fetchers."""
+        """The owner made more data durable: extend the view (a ``LogReader``; the writer's
+        own log, in `bmq serve`, is always current), fill the cache, wake fetchers."""
         before = self.high_watermark
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._executor, self.reader.advance, tail)
+        reader = self.reader
+        if isinstance(reader, LogReader):
+            await loop.run_in_executor(self._executor, reader.advance, tail)
         if self.reader.high_watermark > before and self.interested():
             await self._fill(max(before, self._cache.end(self.key)))
         self.high_watermark = max(self.high_watermark, self.reader.high_watermark)
@@ -119,4 +124,5 @@ class PartitionView:
         self.closed = True
         self.wake()
         self._cache.drop(self.key)
-        self.reader.close()
+        if isinstance(self.reader, LogReader):   # the writer's log belongs to the broker
+            self.reader.close()

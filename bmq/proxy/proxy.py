@@ -13,9 +13,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import uuid
 from concurrent.futures import Executor
 
 from bmq.broker.broker import BrokerNode
+from bmq.broker.metadata import TopicInfo
 from bmq.config import BrokerConfig
 from bmq.net.client import BrokerLink, LinkError, LinkPool
 from bmq.protocol.errors import ErrorCode, KafkaError
@@ -68,6 +70,12 @@ class Proxy:
         await self.cluster.stop()
 
     # ------------------------------------------------------------------ routing
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        return self.cluster.topics.by_id(topic_id)
+
+    def epoch(self, topic: str, index: int) -> int:
+        return self.cluster.epoch(topic, index)
+
     def leader(self, topic: str, index: int) -> int:
         """The proxy clients are sent to for this partition."""
         return proxy_for(topic, index, self.cluster.proxies)

@@ -1270,6 +1270,23 @@ class PartitionLog:
                    "segments": [seg.meta() for seg in self._segments[-2:]]}
         return json.dumps(doc, separators=(",", ":")).encode()
 
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: the largest leader epoch <= ``epoch`` that wrote this log, and
+        the offset where its data ends (the next epoch's first offset, or the high watermark);
+        (-1, -1) if there is none. Every owner starts a segment of its own epoch when it takes
+        over, so the segments' epochs and base offsets are the epoch history."""
+        log = self
+        with log._lock:
+            starts: list[tuple[int, int]] = []
+            for seg in log._segments:
+                if not starts or seg.epoch > starts[-1][0]:
+                    starts.append((seg.epoch, seg.base))
+            end = log.high_watermark
+        for i in range(len(starts) - 1, -1, -1):
+            if starts[i][0] <= epoch:
+                return starts[i][0], starts[i + 1][1] if i + 1 < len(starts) else end
+        return -1, -1
+
     def producer_state(self) -> dict[str, Any]:
         """Producer state as of the high watermark (what the checkpoint stores)."""
         with self._lock:
@@ -1362,6 +1379,10 @@ class LogReader:
     @property
     def high_watermark(self) -> int:
         return self._log.high_watermark
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log.log_end_offset   # a view sees durable data only: the high watermark
 
     @property
     def log_start_offset(self) -> int:
@@ -1496,21 +1517,7 @@ class LogReader:
         return self._log.max_timestamp() if self._log._segments else None
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
-        """OffsetForLeaderEpoch: the largest leader epoch <= ``epoch`` that wrote this log, and
-        the offset where its data ends (the next epoch's first offset, or the high watermark);
-        (-1, -1) if there is none. Every owner starts a segment of its own epoch when it takes
-        over, so the segments' epochs and base offsets are the epoch history."""
-        log = self._log
-        with log._lock:
-            starts: list[tuple[int, int]] = []
-            for seg in log._segments:
-                if not starts or seg.epoch > starts[-1][0]:
-                    starts.append((seg.epoch, seg.base))
-            end = log.high_watermark
-        for i in range(len(starts) - 1, -1, -1):
-            if starts[i][0] <= epoch:
-                return starts[i][0], starts[i + 1][1] if i + 1 < len(starts) else end
-        return -1, -1
+        return self._log.end_offset_for_epoch(epoch)
 
     def close(self) -> None:
         self._log._shut()

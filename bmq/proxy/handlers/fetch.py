@@ -1,5 +1,6 @@
-"""Fetch from a proxy: durable data from shared storage through the record cache, with a long
-poll woken by the owning broker's notice of new data (bmq.proxy.proxy.BrokerWatcher).
+"""Fetch through the proxy role: durable data through the record cache, with a long poll woken
+by notice of new data. Serves `bmq proxy` (views of shared storage, notices from the owning
+brokers: bmq.proxy.proxy) and `bmq serve` (views of its own logs: bmq.proxy.local).
 
 No fetch sessions (session id 0, as KIP-227 allows), like the broker.
 """
@@ -7,16 +8,34 @@ No fetch sessions (session id 0, as KIP-227 allows), like the broker.
 from __future__ import annotations
 
 import asyncio
+import uuid
+from collections.abc import Awaitable
+from typing import Protocol
 
 from bmq import metrics
+from bmq.broker.metadata import TopicInfo
 from bmq.protocol.errors import ErrorCode, KafkaError, check_leader_epoch
 from bmq.protocol.messages import FetchRequest, FetchResponse
 from bmq.protocol.messages.fetch_response import FetchableTopicResponse, PartitionData
-from bmq.proxy.handlers.base import ProxyContext
-from bmq.proxy.proxy import Proxy
+from bmq.proxy.partition_view import PartitionView
 
 
-async def _read_all(proxy: Proxy, request: FetchRequest,
+class FetchServer(Protocol):
+    """What a fetch needs of the role serving it."""
+
+    def view(self, topic: str, index: int) -> Awaitable[PartitionView]: ...
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None: ...
+
+    def epoch(self, topic: str, index: int) -> int: ...
+
+
+class FetchContext(Protocol):
+    @property
+    def proxy(self) -> FetchServer: ...
+
+
+async def _read_all(proxy: FetchServer, request: FetchRequest,
                     waits: list[asyncio.Future[None]]) -> tuple[list[FetchableTopicResponse], int]:
     """One pass over the asked partitions; returns the topics and the bytes of records found."""
     budget = request.max_bytes
@@ -26,7 +45,7 @@ async def _read_all(proxy: Proxy, request: FetchRequest,
         name = fetch_topic.topic
         topic_error = None
         if fetch_topic.topic_id.int:
-            info = proxy.cluster.topics.by_id(fetch_topic.topic_id)
+            info = proxy.topic_by_id(fetch_topic.topic_id)
             if info is None:
                 topic_error = KafkaError(ErrorCode.UNKNOWN_TOPIC_ID)
             else:
@@ -41,7 +60,7 @@ async def _read_all(proxy: Proxy, request: FetchRequest,
                 if topic_error is not None:
                     raise topic_error
                 view = await proxy.view(name, asked.partition)
-                check_leader_epoch(proxy.cluster.epoch(name, asked.partition),
+                check_leader_epoch(proxy.epoch(name, asked.partition),
                                    asked.current_leader_epoch)
                 result.high_watermark = result.last_stable_offset = view.high_watermark
                 result.log_start_offset = view.log_start_offset
@@ -62,7 +81,7 @@ async def _read_all(proxy: Proxy, request: FetchRequest,
     return topics, total
 
 
-async def handle_fetch(ctx: ProxyContext, request: FetchRequest, version: int) -> FetchResponse:
+async def handle_fetch(ctx: FetchContext, request: FetchRequest, version: int) -> FetchResponse:
     if request.session_id != 0:
         return FetchResponse(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0)
     if request.session_epoch > 0:

@@ -1,0 +1,106 @@
+"""The proxy role inside `bmq serve`: consumers' fetches go through the same partition views,
+record cache and long poll as on a `bmq proxy`, but the views read the broker's own logs (no
+second view of the files) and wake on the broker's own flushes (no network notices)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from concurrent.futures import Executor
+from typing import Any
+
+from bmq.broker.broker import Broker
+from bmq.broker.handlers import HANDLERS, RequestContext
+from bmq.broker.metadata import TopicInfo
+from bmq.broker.partitions import Partition
+from bmq.broker.service import BrokerService
+from bmq.net.api import ApiSpec
+from bmq.protocol.messages import FetchRequest
+from bmq.proxy.cache import RecordCache
+from bmq.proxy.handlers.fetch import handle_fetch
+from bmq.proxy.partition_view import PartitionView
+
+TopicPartition = tuple[str, int]
+# How often a follower checks that its partition still exists when no data comes.
+RECHECK_S = 5.0
+
+
+class LocalProxy:
+    def __init__(self, broker: Broker, executor: Executor) -> None:
+        self._broker = broker
+        self._executor = executor
+        self.cache = RecordCache(broker.config.proxy_cache_bytes)
+        self._views: dict[TopicPartition, PartitionView] = {}
+        self._followers: dict[TopicPartition, asyncio.Task[None]] = {}
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        return self._broker.topics.by_id(topic_id)
+
+    def epoch(self, topic: str, index: int) -> int:
+        partition = self._broker.partitions.get(topic, index)
+        return -1 if partition is None else partition.leader_epoch
+
+    async def view(self, topic: str, index: int) -> PartitionView:
+        partition = self._broker.partition(topic, index)  # UNKNOWN_TOPIC_OR_PARTITION if none
+        key = (topic, index)
+        view = self._views.get(key)
+        if view is not None and view.reader is partition.log:
+            return view
+        if view is not None:            # the topic was deleted and made again meanwhile
+            self._drop(key)
+        view = self._views[key] = PartitionView(topic, index, partition.log, self.cache,
+                                                self._executor,
+                                                self._broker.config.proxy_read_ahead_bytes)
+        self._followers[key] = asyncio.get_running_loop().create_task(
+            self._follow(partition, view))
+        return view
+
+    async def _follow(self, partition: Partition, view: PartitionView) -> None:
+        """Apply every flush of the partition to its view, until the partition is closed."""
+        while self._broker.partitions.get(view.topic, view.index) is partition:
+            new_data = partition.new_data()
+            await asyncio.wait([new_data], timeout=RECHECK_S)
+            if new_data.done():
+                with contextlib.suppress(Exception):
+                    await view.apply(None)
+        if self._views.get(view.key) is view:
+            del self._views[view.key]
+            self._followers.pop(view.key, None)
+        view.close()
+
+    def _drop(self, key: TopicPartition) -> None:
+        view = self._views.pop(key, None)
+        follower = self._followers.pop(key, None)
+        if follower is not None:
+            follower.cancel()
+        if view is not None:
+            view.close()
+
+    def stop(self) -> None:
+        for key in list(self._views):
+            self._drop(key)
+
+
+class _LocalFetchContext:
+    """What the proxy's Fetch handler needs (``FetchContext``), in `bmq serve`."""
+
+    __slots__ = ("proxy",)
+
+    def __init__(self, proxy: LocalProxy) -> None:
+        self.proxy = proxy
+
+
+class ServeService(BrokerService):
+    """`bmq serve`'s connections: the broker's APIs, with Fetch answered by the proxy role."""
+
+    def __init__(self, broker: Broker, proxy: LocalProxy) -> None:
+        super().__init__(broker)
+        context = _LocalFetchContext(proxy)
+
+        async def fetch(ctx: RequestContext, request: FetchRequest, version: int) -> Any:
+            return await handle_fetch(context, request, version)
+
+        broker_fetch = HANDLERS[FetchRequest.API_KEY]
+        self.handlers = {**HANDLERS, FetchRequest.API_KEY: ApiSpec(
+            FetchRequest, broker_fetch.min_version, broker_fetch.max_version, fetch)}
