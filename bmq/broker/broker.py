@@ -23,6 +23,7 @@ from bmq.broker.partitions import Partition, PartitionManager
 from bmq.broker.topic_config import log_config, validate_topic_configs
 from bmq.config import BrokerConfig
 from bmq.protocol.errors import ErrorCode, KafkaError
+from bmq.proxy.local import LocalProxy
 from bmq.proxy.routing import proxy_for
 from bmq.storage import Storage
 
@@ -78,6 +79,8 @@ class Broker:
             self.groups: GroupCoordinator = ClusterGroupCoordinator(self, executor)
         else:
             self.groups = GroupCoordinator(self, executor)
+        # The proxy role in this process: every Fetch goes through its views and record cache.
+        self.fetch_views = LocalProxy(self, executor)
 
     @property
     def nodes(self) -> list[BrokerNode]:
@@ -138,6 +141,7 @@ class Broker:
         await self.groups.start()
 
     async def stop(self) -> None:
+        self.fetch_views.stop()
         await self.groups.stop()
         await self.partitions.close_all()
 

@@ -11,10 +11,10 @@ from typing import Any
 
 from bmq import metrics
 from bmq.broker.broker import Broker
+from bmq.broker.service import BrokerService
 from bmq.config import BrokerConfig
 from bmq.lifecycle import run_until_signalled
 from bmq.net.connection import KafkaConnection
-from bmq.proxy.local import LocalProxy, ServeService
 from bmq.storage import open_storage
 
 log = logging.getLogger(__name__)
@@ -32,8 +32,6 @@ class BrokerServer:
         os.makedirs(os.path.join(data_dir, "meta"), exist_ok=True)
         self.broker = Broker(config, open_storage(os.path.join(data_dir, "topics")),
                              open_storage(os.path.join(data_dir, "meta")), self._executor)
-        # The proxy role runs here too: consumers' fetches go through its record cache.
-        self.proxy = LocalProxy(self.broker, self._executor)
         self._server: asyncio.Server | None = None
         self._maintenance: asyncio.Task[None] | None = None
         self._metrics_server: Any = None
@@ -44,7 +42,7 @@ class BrokerServer:
         await self.broker.start()
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: KafkaConnection(ServeService(self.broker, self.proxy)), self.config.listen_host,
+            lambda: KafkaConnection(BrokerService(self.broker)), self.config.listen_host,
             self.config.listen_port, reuse_address=True, backlog=1024)
         self._maintenance = loop.create_task(self.broker.partitions.maintain(
             self.config.log_checkpoint_interval_ms, self.config.log_retention_check_interval_ms))
@@ -62,7 +60,6 @@ class BrokerServer:
             self._server.close()
         if self._maintenance is not None:
             self._maintenance.cancel()
-        self.proxy.stop()
         await self.broker.stop()
         self._executor.shutdown(wait=True)
         metrics.stop(self._metrics_server)

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from bmq.broker.broker import Broker
 from bmq.broker.handlers import HANDLERS, RequestContext
-from bmq.net.api import ApiSpec
 from bmq.protocol.headers import RequestHeader
 
 
 class BrokerService:
+    handlers = HANDLERS
+
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
-        self.handlers: Mapping[int, ApiSpec] = HANDLERS
         self.max_frame_bytes = broker.config.socket_request_max_bytes
         self.max_inflight = broker.config.max_inflight_requests_per_connection
 

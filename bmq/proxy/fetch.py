@@ -1,8 +1,10 @@
-"""Fetch through the proxy role: durable data through the record cache, with a long poll woken
-by notice of new data. Serves `bmq proxy` (views of shared storage, notices from the owning
-brokers: bmq.proxy.proxy) and `bmq serve` (views of its own logs: bmq.proxy.local).
+"""Fetch, as every role answers it: durable data through the proxy role's partition views and
+record cache, with a long poll woken by notice of new data. `bmq proxy` reads views of shared
+storage woken by the owning brokers' notices (bmq.proxy.proxy); brokers (`bmq serve`,
+`bmq broker`) read their own logs, woken by their own flushes (bmq.proxy.local).
 
-No fetch sessions (session id 0, as KIP-227 allows), like the broker.
+No fetch sessions: every response carries session id 0, which KIP-227 allows a broker to answer
+with, so clients keep sending full fetch requests.
 """
 
 from __future__ import annotations
@@ -30,12 +32,7 @@ class FetchServer(Protocol):
     def epoch(self, topic: str, index: int) -> int: ...
 
 
-class FetchContext(Protocol):
-    @property
-    def proxy(self) -> FetchServer: ...
-
-
-async def _read_all(proxy: FetchServer, request: FetchRequest,
+async def _read_all(server: FetchServer, request: FetchRequest,
                     waits: list[asyncio.Future[None]]) -> tuple[list[FetchableTopicResponse], int]:
     """One pass over the asked partitions; returns the topics and the bytes of records found."""
     budget = request.max_bytes
@@ -45,7 +42,7 @@ async def _read_all(proxy: FetchServer, request: FetchRequest,
         name = fetch_topic.topic
         topic_error = None
         if fetch_topic.topic_id.int:
-            info = proxy.topic_by_id(fetch_topic.topic_id)
+            info = server.topic_by_id(fetch_topic.topic_id)
             if info is None:
                 topic_error = KafkaError(ErrorCode.UNKNOWN_TOPIC_ID)
             else:
@@ -59,8 +56,8 @@ async def _read_all(proxy: FetchServer, request: FetchRequest,
             try:
                 if topic_error is not None:
                     raise topic_error
-                view = await proxy.view(name, asked.partition)
-                check_leader_epoch(proxy.epoch(name, asked.partition),
+                view = await server.view(name, asked.partition)
+                check_leader_epoch(server.epoch(name, asked.partition),
                                    asked.current_leader_epoch)
                 result.high_watermark = result.last_stable_offset = view.high_watermark
                 result.log_start_offset = view.log_start_offset
@@ -81,7 +78,7 @@ async def _read_all(proxy: FetchServer, request: FetchRequest,
     return topics, total
 
 
-async def handle_fetch(ctx: FetchContext, request: FetchRequest, version: int) -> FetchResponse:
+async def answer_fetch(server: FetchServer, request: FetchRequest) -> FetchResponse:
     if request.session_id != 0:
         return FetchResponse(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0)
     if request.session_epoch > 0:
@@ -91,7 +88,7 @@ async def handle_fetch(ctx: FetchContext, request: FetchRequest, version: int) -
     deadline = started + max(request.max_wait_ms, 0) / 1000
     while True:
         waits: list[asyncio.Future[None]] = []
-        topics, total = await _read_all(ctx.proxy, request, waits)
+        topics, total = await _read_all(server, request, waits)
         remaining = deadline - loop.time()
         if total >= request.min_bytes or remaining <= 0 or not waits:
             metrics.FETCH_WAIT_SECONDS.observe(loop.time() - started)

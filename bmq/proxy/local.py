@@ -1,6 +1,7 @@
-"""The proxy role inside `bmq serve`: consumers' fetches go through the same partition views,
-record cache and long poll as on a `bmq proxy`, but the views read the broker's own logs (no
-second view of the files) and wake on the broker's own flushes (no network notices)."""
+"""The proxy role inside every broker process (`bmq serve`, `bmq broker`): fetches sent to the
+broker go through the same partition views, record cache and long poll as on a `bmq proxy`, but
+the views read the broker's own logs (no second view of the files) and wake on the broker's own
+flushes (no network notices)."""
 
 from __future__ import annotations
 
@@ -8,18 +9,15 @@ import asyncio
 import contextlib
 import uuid
 from concurrent.futures import Executor
-from typing import Any
+from typing import TYPE_CHECKING
 
-from bmq.broker.broker import Broker
-from bmq.broker.handlers import HANDLERS, RequestContext
 from bmq.broker.metadata import TopicInfo
 from bmq.broker.partitions import Partition
-from bmq.broker.service import BrokerService
-from bmq.net.api import ApiSpec
-from bmq.protocol.messages import FetchRequest
 from bmq.proxy.cache import RecordCache
-from bmq.proxy.handlers.fetch import handle_fetch
 from bmq.proxy.partition_view import PartitionView
+
+if TYPE_CHECKING:
+    from bmq.broker.broker import Broker
 
 TopicPartition = tuple[str, int]
 # How often a follower checks that its partition still exists when no data comes.
@@ -80,27 +78,3 @@ class LocalProxy:
     def stop(self) -> None:
         for key in list(self._views):
             self._drop(key)
-
-
-class _LocalFetchContext:
-    """What the proxy's Fetch handler needs (``FetchContext``), in `bmq serve`."""
-
-    __slots__ = ("proxy",)
-
-    def __init__(self, proxy: LocalProxy) -> None:
-        self.proxy = proxy
-
-
-class ServeService(BrokerService):
-    """`bmq serve`'s connections: the broker's APIs, with Fetch answered by the proxy role."""
-
-    def __init__(self, broker: Broker, proxy: LocalProxy) -> None:
-        super().__init__(broker)
-        context = _LocalFetchContext(proxy)
-
-        async def fetch(ctx: RequestContext, request: FetchRequest, version: int) -> Any:
-            return await handle_fetch(context, request, version)
-
-        broker_fetch = HANDLERS[FetchRequest.API_KEY]
-        self.handlers = {**HANDLERS, FetchRequest.API_KEY: ApiSpec(
-            FetchRequest, broker_fetch.min_version, broker_fetch.max_version, fetch)}

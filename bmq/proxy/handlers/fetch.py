@@ -1,0 +1,11 @@
+"""Fetch from a proxy: see bmq.proxy.fetch."""
+
+from __future__ import annotations
+
+from bmq.protocol.messages import FetchRequest, FetchResponse
+from bmq.proxy.fetch import answer_fetch
+from bmq.proxy.handlers.base import ProxyContext
+
+
+async def handle_fetch(ctx: ProxyContext, request: FetchRequest, version: int) -> FetchResponse:
+    return await answer_fetch(ctx.proxy, request)
