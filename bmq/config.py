@@ -72,7 +72,7 @@ class BrokerConfig:
     zookeeper_lease_margin_ms: int = 500
     storage: str = ""                        # file:///dir, s3://bucket/prefix, hdfs://nn:port/p
     drain_timeout_ms: int = 30_000           # SIGTERM: longest wait for partitions to move
-    # Proxy tier (`bmq proxy`); see docs/proxy.md.
+    # The proxy role: `bmq proxy`, and inside every broker, which answers Fetch through it.
     proxy_cache_bytes: int = 256 << 20       # recent record batches shared by all consumers
     proxy_read_ahead_bytes: int = 4 << 20    # a catch-up read from storage fetches this much
 
