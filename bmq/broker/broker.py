@@ -84,13 +84,14 @@ class Broker:
 
     @property
     def nodes(self) -> list[BrokerNode]:
-        if self.cluster is not None:
+        # A cluster broker answers requests a moment before it follows ZooKeeper: itself then.
+        if self.cluster is not None and self.cluster.broker is not None:
             return self.cluster.nodes()
         return [self.node]
 
     @property
     def controller_id(self) -> int:
-        if self.cluster is not None:
+        if self.cluster is not None and self.cluster.broker is not None:
             return self.cluster.controller_id
         return self.node.node_id
 

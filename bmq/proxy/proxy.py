@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 
 WATCH_MAX_WAIT_MS = 5_000
 RETRY_S = 0.2
+BROKER_WAIT_S = 10.0
 
 TopicPartition = tuple[str, int]
 
@@ -86,10 +87,15 @@ class Proxy:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "the partition has no owner now")
         return self.links.get(owner.node.host, owner.node.port)
 
-    def any_broker_link(self) -> BrokerLink:
+    async def any_broker_link(self) -> BrokerLink:
+        """A link to the lowest live broker (the one Metadata names as controller); waits a
+        moment for one to register (a proxy may start before any broker)."""
+        deadline = asyncio.get_running_loop().time() + BROKER_WAIT_S
+        while not self.cluster.brokers:
+            if asyncio.get_running_loop().time() > deadline:
+                raise LinkError("no broker is live")
+            await asyncio.sleep(RETRY_S / 4)
         brokers = self.cluster.brokers
-        if not brokers:
-            raise LinkError("no broker is live")
         node = brokers[min(brokers)]
         return self.links.get(node.host, node.port)
 

@@ -117,7 +117,9 @@ def verify(producer: SteadyProducer, bootstrap: str) -> int:
     total = 0
     for partition, records in data.items():
         seqs = [int(value.decode().split(":")[1]) for _, value in records]
-        assert len(seqs) == len(set(seqs)), f"partition {partition} has duplicates"
+        assert len(seqs) == len(set(seqs)), (
+            f"partition {partition} has duplicates: "
+            f"{[(o, v) for o, v in records if seqs.count(int(v.decode().split(':')[1])) > 1][:10]}")
         assert seqs == sorted(seqs), f"partition {partition} is out of order"
         at = {int(value.decode().split(":")[1]): offset for offset, value in records}
         for seq, offset in producer.acked[partition].items():

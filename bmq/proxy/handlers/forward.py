@@ -24,6 +24,6 @@ class RelayedResponse:
 async def relay_to_broker(ctx: ProxyContext, request: Any, version: int) -> RelayedResponse:
     # No broker reachable: the LinkError closes the client's connection (these APIs have no
     # error field common to all), and the client retries, as after any broker failure.
-    body = await ctx.proxy.any_broker_link().relay(ctx.header, ctx.frame)
+    body = await (await ctx.proxy.any_broker_link()).relay(ctx.header, ctx.frame)
     assert body is not None
     return RelayedResponse(body)

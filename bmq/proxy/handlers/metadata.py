@@ -38,7 +38,7 @@ def _topic(proxy: Proxy, info: TopicInfo) -> MetadataResponseTopic:
 async def _create_through_broker(ctx: ProxyContext, proxy: Proxy, name: str) -> TopicInfo | None:
     """Let a broker auto-create the topic (it answers Metadata so), then read it from ZooKeeper."""
     try:
-        await proxy.any_broker_link().relay(ctx.header, ctx.frame)
+        await (await proxy.any_broker_link()).relay(ctx.header, ctx.frame)
     except (LinkError, OSError):
         return None
     loop = asyncio.get_running_loop()
