@@ -82,7 +82,9 @@ class Cluster:
                  storage_options: dict[str, str], env: dict[str, Any]) -> None:
         self.base = base
         self.zk_server = zk
-        self.root = f"/bmq-{base.name}"
+        # Unique per cluster: tests of one module share a ZooKeeper server, and a cluster must
+        # not find the previous test's topics, assignments and not-yet-expired registrations.
+        self.root = f"/bmq-{base.parent.name}-{base.name}"
         self.paths = Paths(self.root)
         self.storage = storage
         self.storage_options = storage_options
