@@ -23,13 +23,16 @@ from bmq.proxy.partition_view import PartitionView
 
 
 class FetchServer(Protocol):
-    """What a fetch needs of the role serving it."""
+    """What a Fetch or ListOffsets needs of the role serving it."""
 
     def view(self, topic: str, index: int) -> Awaitable[PartitionView]: ...
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None: ...
 
     def epoch(self, topic: str, index: int) -> int: ...
+
+    async def catch_up(self, view: PartitionView) -> None:
+        """Bring ``view`` up to its owner's high watermark now."""
 
 
 async def _read_all(server: FetchServer, request: FetchRequest,

@@ -39,6 +39,9 @@ class LocalProxy:
         partition = self._broker.partitions.get(topic, index)
         return -1 if partition is None else partition.leader_epoch
 
+    async def catch_up(self, view: PartitionView) -> None:
+        """Nothing to do: the view reads the broker's own log, which is always current."""
+
     async def view(self, topic: str, index: int) -> PartitionView:
         partition = self._broker.partition(topic, index)  # UNKNOWN_TOPIC_OR_PARTITION if none
         key = (topic, index)
