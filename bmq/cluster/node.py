@@ -25,7 +25,7 @@ from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import NodeExistsError
 
 from bmq.broker.metadata import OFFSETS_TOPIC, TopicInfo
 from bmq.broker.topic_config import log_config
@@ -44,6 +44,7 @@ from bmq.cluster.zk import (
     ensure_cluster_id,
     ensure_layout,
     loads,
+    read_children,
     track_connection,
 )
 from bmq.config import BrokerConfig
@@ -308,28 +309,19 @@ class ClusterNode:
                 continue
             self._apply(*snapshot)
 
-    def _children(self, path: str) -> dict[str, tuple[bytes, Any]]:
+    def _children(self, path: str) -> dict[str, bytes]:
         assert self.zk is not None
-        zk = self.zk
-        names = zk.get_children(path, watch=self._watch)
-        pending = [(name, zk.get_async(f"{path}/{name}", watch=self._watch)) for name in names]
-        found = {}
-        for name, result in pending:
-            try:
-                found[name] = result.get()
-            except NoNodeError:
-                continue
-        return found
+        return read_children(self.zk, path, self._watch)
 
     def _read(self) -> tuple[dict[int, dict[str, Any]], list[TopicInfo],
                              dict[str, dict[str, Assignment]], dict[int, dict[str, Any]]]:
-        brokers = {int(k): loads(data) or {} for k, (data, _) in
+        brokers = {int(k): loads(data) or {} for k, data in
                    self._children(self.paths.brokers).items()}
-        proxies = {int(k): loads(data) or {} for k, (data, _) in
+        proxies = {int(k): loads(data) or {} for k, data in
                    self._children(self.paths.proxies).items()}
         topics = [TopicInfo.from_json({"name": name, **loads(data)})
-                  for name, (data, _) in self._children(self.paths.topics).items()]
-        assignments = {name: loads(data) or {} for name, (data, _) in
+                  for name, data in self._children(self.paths.topics).items()]
+        assignments = {name: loads(data) or {} for name, data in
                        self._children(self.paths.assignments).items()}
         return brokers, topics, assignments, proxies
 

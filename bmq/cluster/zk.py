@@ -26,7 +26,7 @@ import json
 import logging
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
@@ -110,6 +110,18 @@ def track_connection(zk: KazooClient) -> None:
     zk.add_listener(on_state)
     # The listener only hears about changes: the state when it was added comes from here.
     metrics.set_zookeeper_connected(zk.connected)
+
+
+def read_children(zk: KazooClient, path: str, watch: Callable[..., object]) -> dict[str, bytes]:
+    """The data of every child of ``path``, fetched in parallel, with ``watch`` set on the
+    list and on each child (children deleted meanwhile are left out)."""
+    pending = [(name, zk.get_async(f"{path}/{name}", watch=watch))
+               for name in zk.get_children(path, watch=watch)]
+    found = {}
+    for name, result in pending:
+        with contextlib.suppress(NoNodeError):
+            found[name] = result.get()[0]
+    return found
 
 
 def ensure_layout(zk: KazooClient, paths: Paths) -> None:

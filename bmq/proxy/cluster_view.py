@@ -32,6 +32,7 @@ from bmq.cluster.zk import (
     ensure_cluster_id,
     ensure_layout,
     loads,
+    read_children,
     track_connection,
 )
 
@@ -155,14 +156,7 @@ class ClusterView:
 
     def _children(self, path: str) -> dict[str, bytes]:
         assert self.zk is not None
-        zk = self.zk
-        pending = [(name, zk.get_async(f"{path}/{name}", watch=self._watch))
-                   for name in zk.get_children(path, watch=self._watch)]
-        found = {}
-        for name, result in pending:
-            with contextlib.suppress(NoNodeError):
-                found[name] = result.get()[0]
-        return found
+        return read_children(self.zk, path, self._watch)
 
     def _read_and_apply(self) -> None:
         """Worker thread: read everything, then swap it in (plain assignments, no awaits)."""
