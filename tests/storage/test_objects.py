@@ -170,7 +170,7 @@ def test_s3_url_uses_the_standard_environment(seaweedfs: object, monkeypatch:
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", seaweedfs.access_key)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", seaweedfs.secret_key)
     url = seaweedfs.url(f"env/{os.getpid()}")
-    assert storage_options(url)["endpoint_url"] == seaweedfs.endpoint_url
+    assert storage_options(url)["config"]["endpoint"] == seaweedfs.endpoint_url
     storage = open_storage(url)
     assert not storage.supports_append
     storage.write_atomic("a/b", b"hello")
