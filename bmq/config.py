@@ -49,6 +49,10 @@ class BrokerConfig:
     message_max_bytes: int = 1048588
     log_retention_check_interval_ms: int = 300_000
     log_checkpoint_interval_ms: int = 10_000
+    # Object stores (S3): the least time between two flushes of one partition. Every flush is a
+    # PUT (plus the manifest's), paid per request; batches arriving meanwhile go out together.
+    # Adds up to this much to acks=all latency. No effect on file systems (local, HDFS).
+    object_flush_interval_ms: int = 20
     # Network
     socket_request_max_bytes: int = 104_857_600
     max_inflight_requests_per_connection: int = 64

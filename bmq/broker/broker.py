@@ -60,12 +60,14 @@ class Broker:
         if cluster is not None:
             self.topics = cluster.topics
             self._producer_ids = cluster.producer_ids
-            self.partitions = PartitionManager(log_storage, executor, cluster.can_acknowledge)
+            self.partitions = PartitionManager(log_storage, executor, cluster.can_acknowledge,
+                                               config.object_flush_interval_ms)
         else:
             assert meta_storage is not None
             self.topics = TopicRegistry(meta_storage)
             self._producer_ids = ProducerIdAllocator(meta_storage, config.producer_id_block_size)
-            self.partitions = PartitionManager(log_storage, executor)
+            self.partitions = PartitionManager(log_storage, executor, None,
+                                               config.object_flush_interval_ms)
         self.cluster_id = ""
         self._meta_storage = meta_storage
         self._executor = executor

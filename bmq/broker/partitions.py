@@ -36,13 +36,18 @@ class Partition:
     """One partition this broker leads: its log plus the futures waiting on its writer."""
 
     def __init__(self, log_: PartitionLog, executor: Executor, leader_epoch: int = 0,
-                 write_allowed: Callable[[], bool] | None = None) -> None:
+                 write_allowed: Callable[[], bool] | None = None,
+                 min_flush_interval_s: float = 0.0) -> None:
         self.log = log_
         self.leader_epoch = leader_epoch
         # Cluster mode: the ack lease. No flush starts while it has run out (the partition may
         # belong to another broker by now); the flush is retried once contact is confirmed.
         self._write_allowed = write_allowed
         self._retry: asyncio.TimerHandle | None = None
+        # Object stores: each flush is a PUT (paid per request), so flushes of one partition
+        # start at least this far apart and what arrives meanwhile goes out together.
+        self._min_flush_interval = min_flush_interval_s
+        self._last_flush_start = -1e18
         self._executor = executor
         self._flushing = False
         self._failed: BaseException | None = None
@@ -62,15 +67,25 @@ class Partition:
 
     def schedule_flush(self) -> None:
         """Start a flush unless one is running; the running one restarts itself when done."""
-        if self._flushing or self.log.pending_bytes() == 0:
+        if self._flushing:
             return
+        if self.log.pending_bytes() == 0:
+            self._idle.set()
+            return
+        loop = asyncio.get_running_loop()
         if self._write_allowed is not None and not self._write_allowed():
             if self._retry is None:
-                self._retry = asyncio.get_running_loop().call_later(0.05, self._retry_flush)
+                self._retry = loop.call_later(0.05, self._retry_flush)
             return
+        wait = self._last_flush_start + self._min_flush_interval - loop.time()
+        if wait > 0:
+            self._idle.clear()      # (a drain waits for this flush too)
+            if self._retry is None:
+                self._retry = loop.call_later(wait, self._retry_flush)
+            return
+        self._last_flush_start = loop.time()
         self._flushing = True
         self._idle.clear()
-        loop = asyncio.get_running_loop()
         future = loop.run_in_executor(self._executor, self._timed_flush)
         future.add_done_callback(self._flushed)
 
@@ -161,9 +176,12 @@ class PartitionManager:
     """All partitions of this broker, keyed by (topic, index)."""
 
     def __init__(self, storage: Storage, executor: Executor,
-                 write_allowed: Callable[[], bool] | None = None) -> None:
+                 write_allowed: Callable[[], bool] | None = None,
+                 object_flush_interval_ms: int = 0) -> None:
         self._storage = storage
         self._executor = executor
+        self._min_flush_interval_s = (
+            0.0 if storage.supports_append else object_flush_interval_ms / 1000)
         self.write_allowed = write_allowed
         self._partitions: dict[tuple[str, int], Partition] = {}
 
@@ -187,7 +205,8 @@ class PartitionManager:
         if leader_epoch is not None and _OPEN_TAKES_EPOCH:
             opener = functools.partial(opener, epoch=leader_epoch)
         log_ = await loop.run_in_executor(self._executor, opener)
-        partition = Partition(log_, self._executor, leader_epoch or 0, self.write_allowed)
+        partition = Partition(log_, self._executor, leader_epoch or 0, self.write_allowed,
+                              self._min_flush_interval_s)
         self._partitions[(topic, index)] = partition
         return partition
 

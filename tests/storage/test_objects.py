@@ -207,3 +207,41 @@ def test_hdfs_url_makes_the_pyarrow_hdfs_filesystem() -> None:
     storage = FsspecStorage(Unconnected(), "/bmq")
     assert storage.supports_append and not storage.object_store
     assert storage.url == "hdfs:///bmq"
+
+
+@pytest.mark.parametrize("interval_ms", [0, 1500])
+def test_object_store_flushes_of_a_partition_are_paced(ostorage: Storage,
+                                                      interval_ms: int) -> None:
+    """``object_flush_interval_ms``: acks=all appends arriving within the interval share one
+    flush (one object), every one is still acknowledged, and a drain waits for a deferred
+    flush. With 0 every append that finds the writer idle gets its own object."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    from bmq.broker.partitions import PartitionManager
+
+    async def run() -> tuple[int, int]:
+        with ThreadPoolExecutor(4) as executor:
+            manager = PartitionManager(ostorage, executor, None, interval_ms)
+            partition = await manager.open("t", 0, CONFIG)
+            acks = []
+            for i in range(8):
+                _, last = append(partition.log, make_batch([b"v%d" % i]))
+                partition.schedule_flush()
+                acks.append(partition.durable(last))
+                await asyncio.sleep(0.1)  # the previous flush is done by then
+            await asyncio.wait_for(asyncio.gather(*acks), 10)
+            flushed = len(object_names(partition.log))
+            append(partition.log, make_batch([b"last"]))
+            partition.schedule_flush()
+            await asyncio.wait_for(partition.drain(), 10)
+            assert partition.log.high_watermark == 9 and partition.log.pending_bytes() == 0
+            partition.log.close()
+            return flushed, len(object_names(partition.log))
+
+    flushed, after_drain = asyncio.run(run())
+    if interval_ms:
+        assert flushed <= 2          # the first append at once, the other 7 together
+    else:
+        assert flushed >= 6          # (a slow flush under load may take two at once)
+    assert after_drain == flushed + 1
