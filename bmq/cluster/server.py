@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -85,7 +86,10 @@ class ClusterBrokerServer:
                     self.broker.partitions.abandon(partition.topic, partition.index)
             await self.broker.stop()
         await self.node.stop()
+        started = time.monotonic()
         self._executor.shutdown(wait=True)
+        if time.monotonic() - started > 1:
+            log.info("waited %.1f s for storage work in progress", time.monotonic() - started)
         metrics.stop(self._metrics_server)
         log.info("BMQ broker stopped cleanly")
 

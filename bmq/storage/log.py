@@ -532,6 +532,8 @@ class PartitionLog:
         for seg in self._segments:
             keep.update(seg.file_names())
         for name in names:
+            if self._closed:
+                return      # handed over or shutting down: the next owner collects the rest
             if name in keep:
                 continue
             for suffix in (".log", ".index", ".timeindex"):

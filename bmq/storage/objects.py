@@ -345,6 +345,8 @@ class ObjectPartitionLog(PartitionLog):
             runs.append(run)
         merged = 0
         for run in runs:
+            if self._closed:
+                break       # (a closing broker should not wait for merges nobody will read)
             merged += self._merge(run)
         return merged
 
@@ -404,6 +406,8 @@ class ObjectPartitionLog(PartitionLog):
         self._fence_check()
         trash, self._trash = self._trash, []
         for seg in trash:
+            if self._closed:
+                return      # unlisted objects: the next owner's garbage collection takes them
             with self._lock:
                 unused = seg.readers == 0
             if unused:
