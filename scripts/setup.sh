@@ -5,28 +5,33 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 with_tests=${1:-}
 
+need=()
+# pip compiles bmq's one C module (bmq/spark/_recdecode.c, the Spark data source's record
+# decoder): that needs a C compiler and Python's headers (python3-dev for Debian's python3).
+command -v cc >/dev/null 2>&1 || need+=(gcc libc6-dev)
+python3 -c 'import os, sysconfig; os.stat(sysconfig.get_paths()["include"] + "/Python.h")' \
+  2>/dev/null || need+=(python3-dev)
+need_java=""
 if [ "$with_tests" = "--tests" ]; then
-  need=()
   command -v kcat >/dev/null 2>&1 || need+=(kcat)
   # tests/cluster runs a real ZooKeeper (it brings Java); started by the tests, not systemd.
   ls /usr/share/java/zookeeper.jar >/dev/null 2>&1 || need+=(zookeeper)
   # tests/spark run PySpark 4, which needs Java 17 or 21: Debian 12 and Ubuntu ship
   # openjdk-17-jre-headless, Debian 13 only Java 21 (its default-jre-headless).
-  need_java=""
   command -v java >/dev/null 2>&1 || need_java=yes
-  if [ ${#need[@]} -gt 0 ] || [ -n "$need_java" ]; then
-    sudo=""
-    [ "$(id -u)" -eq 0 ] || sudo="sudo"
-    $sudo apt-get update -qq
-    if [ -n "$need_java" ]; then
-      if apt-cache show openjdk-17-jre-headless >/dev/null 2>&1; then
-        need+=(openjdk-17-jre-headless)
-      else
-        need+=(default-jre-headless)
-      fi
+fi
+if [ ${#need[@]} -gt 0 ] || [ -n "$need_java" ]; then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  if [ -n "$need_java" ]; then
+    if apt-cache show openjdk-17-jre-headless >/dev/null 2>&1; then
+      need+=(openjdk-17-jre-headless)
+    else
+      need+=(default-jre-headless)
     fi
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
   fi
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
 python3 -m venv .venv
