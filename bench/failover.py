@@ -16,8 +16,10 @@ acknowledged message is read back and checked (exactly once, in order).
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -49,6 +51,27 @@ def _wait(check: object, timeout: float = 30.0) -> float:
             pass
         time.sleep(0.01)
     raise TimeoutError("condition not reached")
+
+
+def _wait_reported_writable(cluster: Cluster, broker_id: int, topic: str, count: int,
+                            timeout: float = 30.0) -> None:
+    """Block until ``broker_id``'s registration reports ``count`` partitions of ``topic``
+    writable. A ZooKeeper watch, not a poll: polling every partition's state every few ms
+    cost this process most of a core, taken from the broker being measured."""
+    done = threading.Event()
+
+    def changed(data: bytes | None, _stat: object) -> bool | None:
+        if data:
+            reports = json.loads(data).get("partitions", {})
+            if sum(1 for name, report in reports.items()
+                   if name.rsplit("/", 1)[0] == topic and report[1] == WRITABLE) >= count:
+                done.set()
+                return False        # stop watching
+        return None
+
+    cluster.zk.DataWatch(cluster.paths.broker(broker_id), changed)
+    if not done.wait(timeout):
+        raise TimeoutError(f"broker {broker_id} did not report its share of {topic}")
 
 
 def main() -> None:
@@ -120,10 +143,6 @@ def main() -> None:
         # Scale-out: a 4th broker.
         fourth = cluster.add_broker(4, start=False)
 
-        def share() -> bool:
-            states = cluster.states(topic)
-            mine = [s for s in states if s.owner == 4]
-            return len(mine) >= PARTITIONS // 4 and all(s.state == WRITABLE for s in mine)
         for attempt in range(args.scale_outs):
             if attempt:
                 fourth.stop()       # SIGTERM: drains its share back to the others
@@ -132,7 +151,7 @@ def main() -> None:
             fourth.start()
             listening = time.monotonic()
             start_cpu = fourth.cpu_seconds()    # how much of the wait was work, how much load
-            _wait(share, 30)
+            _wait_reported_writable(cluster, 4, topic, PARTITIONS // 4)
             done = time.monotonic()
             print(f"scale-out: broker 4 served its share {done - listening:.2f}s after it "
                   f"accepted connections ({done - started:.2f}s after its process started; "
