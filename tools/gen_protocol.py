@@ -1293,8 +1293,15 @@ def gen_init(msgs: list[MessageSpec]) -> str:
         c(f"    {m.api_key}: {m.flexible_min},")
     c("}")
     c()
+    c("# request class name -> (api key, lowest version, highest version), so a server can list")
+    c("# and route the APIs it serves without importing their messages before first use")
+    c("REQUEST_APIS: dict[str, tuple[int, int, int]] = {")
+    for m in sorted(req, key=lambda m: m.name):
+        c(f'    "{m.name}": ({m.api_key}, {m.valid[0]}, {m.valid[1]}),')
+    c("}")
+    c()
     c("__all__ = [")
-    names = ["REQUEST_FLEXIBLE_MIN_VERSIONS", "REQUEST_TYPES", "RESPONSE_TYPES",
+    names = ["REQUEST_APIS", "REQUEST_FLEXIBLE_MIN_VERSIONS", "REQUEST_TYPES", "RESPONSE_TYPES",
              *sorted(m.name for m in msgs)]
     for n in names:
         c(f'    "{n}",')

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
 from bmq.protocol.errors import ErrorCode
-from bmq.protocol.messages import ApiVersionsResponse
+from bmq.protocol.messages import REQUEST_APIS, REQUEST_TYPES, ApiVersionsResponse
 from bmq.protocol.messages.api_versions_response import ApiVersion
 from bmq.protocol.primitives import Reader
 
@@ -31,24 +31,41 @@ class RequestMessage(Protocol):
 Handler = Callable[[Any, Any, int], Awaitable[Any]]
 
 
-@dataclass(frozen=True, slots=True)
 class ApiSpec:
-    """One Kafka API: the versions a role serves and the coroutine that answers it."""
+    """One Kafka API: the versions a role serves and the coroutine that answers it.
 
-    request_type: type[RequestMessage]
-    min_version: int
-    max_version: int
-    handler: Handler
+    The request class and the handler are imported when the API is first used (``handler``
+    may be a ``"package.module:function"`` reference): a broker serves some thirty APIs, and
+    importing all their message modules and handlers up front was a quarter of its start-up.
+    """
+
+    __slots__ = ("_handler", "_request", "api_key", "max_version", "min_version", "name")
+
+    def __init__(self, request_name: str, handler: Handler | str) -> None:
+        """``request_name``: the generated request class, e.g. ``"ProduceRequest"``; every
+        version our codec reads and writes is served."""
+        self.api_key, self.min_version, self.max_version = REQUEST_APIS[request_name]
+        # The API's name as metrics label it: "Produce", "Fetch", "JoinGroup", ...
+        self.name = request_name.removesuffix("Request")
+        self._request = request_name
+        self._handler = handler
 
     @property
-    def name(self) -> str:
-        """The API's name as metrics label it: "Produce", "Fetch", "JoinGroup", ..."""
-        return self.request_type.__name__.removesuffix("Request")
+    def request_type(self) -> type[RequestMessage]:
+        request_type: type[RequestMessage] = REQUEST_TYPES[self.api_key]
+        return request_type
 
+    @property
+    def handler(self) -> Handler:
+        if isinstance(self._handler, str):
+            module, _, function = self._handler.partition(":")
+            self._handler = getattr(importlib.import_module(module), function)
+        assert not isinstance(self._handler, str)
+        return self._handler
 
-def spec(request_type: type[RequestMessage], handler: Handler) -> ApiSpec:
-    """Serve every version our generated codec reads and writes."""
-    return ApiSpec(request_type, request_type.MIN_VERSION, request_type.MAX_VERSION, handler)
+    def answered_by(self, handler: Handler | str) -> ApiSpec:
+        """The same API and versions, answered by another handler."""
+        return ApiSpec(self._request, handler)
 
 
 def supported_versions(handlers: Mapping[int, ApiSpec]) -> list[ApiVersion]:

@@ -172,15 +172,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._enqueue_ready(self._encode(header.correlation_id, header.api_key, 0,
                                                  api_versions_error(self._handlers)))
                 return
-            log.warning("closing %s: %s v%d not supported", self._peer,
-                        spec.request_type.__name__, version)
+            log.warning("closing %s: %s v%d not supported", self._peer, spec.name, version)
             self._close()
             return
         try:
             request = spec.request_type.read(reader, version)
         except (DecodeError, UnsupportedVersionError) as error:
-            log.warning("closing %s: malformed %s v%d: %s", self._peer,
-                        spec.request_type.__name__, version, error)
+            log.warning("closing %s: malformed %s v%d: %s", self._peer, spec.name, version,
+                        error)
             self._close()
             return
         context = self._service.context(header, self._client_host, frame)

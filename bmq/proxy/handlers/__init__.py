@@ -8,30 +8,28 @@ to a broker unchanged, at the same versions (FindCoordinator thus names the real
 from __future__ import annotations
 
 from bmq.broker.handlers import HANDLERS as BROKER_HANDLERS
-from bmq.net.api import FIRST_INTERNAL_API_KEY, ApiSpec, spec
-from bmq.protocol import messages as m
-from bmq.proxy.handlers.api_versions import handle_api_versions
+from bmq.net.api import FIRST_INTERNAL_API_KEY, ApiSpec
 from bmq.proxy.handlers.base import ProxyContext
-from bmq.proxy.handlers.fetch import handle_fetch
-from bmq.proxy.handlers.forward import relay_to_broker
-from bmq.proxy.handlers.list_offsets import handle_list_offsets
-from bmq.proxy.handlers.metadata import handle_metadata
-from bmq.proxy.handlers.offset_for_leader_epoch import handle_offset_for_leader_epoch
-from bmq.proxy.handlers.produce import handle_produce
+
+
+def _api(request_name: str, module: str) -> ApiSpec:
+    """``request_name`` answered by ``handle_<module>`` of ``bmq.proxy.handlers.<module>``."""
+    return ApiSpec(request_name, f"bmq.proxy.handlers.{module}:handle_{module}")
+
 
 _ANSWERED = [
-    spec(m.ApiVersionsRequest, handle_api_versions),
-    spec(m.MetadataRequest, handle_metadata),
-    spec(m.FetchRequest, handle_fetch),
-    spec(m.ListOffsetsRequest, handle_list_offsets),
-    spec(m.OffsetForLeaderEpochRequest, handle_offset_for_leader_epoch),
-    spec(m.ProduceRequest, handle_produce),
+    _api("ApiVersionsRequest", "api_versions"),
+    _api("MetadataRequest", "metadata"),
+    _api("FetchRequest", "fetch"),
+    _api("ListOffsetsRequest", "list_offsets"),
+    _api("OffsetForLeaderEpochRequest", "offset_for_leader_epoch"),
+    _api("ProduceRequest", "produce"),
 ]
 
 HANDLERS: dict[int, ApiSpec] = {
-    key: ApiSpec(s.request_type, s.min_version, s.max_version, relay_to_broker)
+    key: s.answered_by("bmq.proxy.handlers.forward:relay_to_broker")
     for key, s in BROKER_HANDLERS.items() if key < FIRST_INTERNAL_API_KEY
 }
-HANDLERS.update({s.request_type.API_KEY: s for s in _ANSWERED})
+HANDLERS.update({s.api_key: s for s in _ANSWERED})
 
 __all__ = ["HANDLERS", "ProxyContext"]
