@@ -402,8 +402,8 @@ class ClusterNode:
                         await asyncio.sleep(0.5)
                     continue
                 if partition is not None:
-                    await self._release(tp, partition.leader_epoch,
-                                        delete=self.topics.get(topic) is None)
+                    deleted = a is None and await self._topic_deleted(topic)
+                    await self._release(tp, partition.leader_epoch, delete=deleted)
                     continue
                 if a is not None:   # draining: tell the controller it is ours no more
                     self._report(tp, int(a["epoch"]), RELEASED)
@@ -413,6 +413,15 @@ class ClusterNode:
         finally:
             if self._workers.get(tp) is asyncio.current_task():
                 del self._workers[tp]
+
+    async def _topic_deleted(self, topic: str) -> bool:
+        """Whether ``topic`` is gone from ZooKeeper itself. Not the cache: a watcher's re-read
+        that started before the delete can put the topic back into it for a moment, and a
+        released partition of a deleted topic must take its data with it."""
+        assert self.zk is not None
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            self._executor, self.zk.exists, self.paths.topic(topic)) is None
 
     async def _acquire(self, tp: TopicPartition, epoch: int) -> None:
         assert self.broker is not None
