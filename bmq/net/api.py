@@ -39,7 +39,8 @@ class ApiSpec:
     importing all their message modules and handlers up front was a quarter of its start-up.
     """
 
-    __slots__ = ("_handler", "_request", "api_key", "max_version", "min_version", "name")
+    __slots__ = ("_handler", "_request", "_request_type", "api_key", "max_version", "min_version",
+                 "name")
 
     def __init__(self, request_name: str, handler: Handler | str) -> None:
         """``request_name``: the generated request class, e.g. ``"ProduceRequest"``; every
@@ -48,12 +49,14 @@ class ApiSpec:
         # The API's name as metrics label it: "Produce", "Fetch", "JoinGroup", ...
         self.name = request_name.removesuffix("Request")
         self._request = request_name
+        self._request_type: type[RequestMessage] | None = None
         self._handler = handler
 
     @property
     def request_type(self) -> type[RequestMessage]:
-        request_type: type[RequestMessage] = REQUEST_TYPES[self.api_key]
-        return request_type
+        if self._request_type is None:
+            self._request_type = REQUEST_TYPES[self.api_key]
+        return self._request_type
 
     @property
     def handler(self) -> Handler:

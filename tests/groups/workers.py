@@ -99,7 +99,16 @@ def workers() -> Iterator[Callable[..., Worker]]:
     except BaseException:
         for worker in started:
             sys.stderr.write(f"--- {worker} stderr ---\n{worker.log()}\n")
-            sys.stderr.write(f"--- {worker} events ---\n{worker.snapshot()[-30:]}\n")
+            events = worker.snapshot()
+            # Every event but "processed" (assignments, revocations, failed commits), and the
+            # processed offsets as ranges per partition: enough to see what went missing.
+            others = [(round(t, 3), e) for t, e in events if e["event"] != "processed"]
+            done: dict[int, list[int]] = {}
+            for _, e in events:
+                if e["event"] == "processed":
+                    done.setdefault(e["p"], []).append(e["o"])
+            ranges = {p: f"{len(o)} of {min(o)}-{max(o)}" for p, o in sorted(done.items())}
+            sys.stderr.write(f"--- {worker} events ---\n{others}\nprocessed: {ranges}\n")
         raise
     finally:
         for worker in started:
