@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import inspect
 import logging
 import time
 from collections import deque
@@ -22,10 +21,6 @@ from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.storage import LogConfig, PartitionLog, Storage
 
 log = logging.getLogger(__name__)
-
-# The storage engineer's epoch contract (PartitionLog.open(..., epoch=N)); older storage opens
-# without epochs, and then only the ack lease and the drain handshake keep writers apart.
-_OPEN_TAKES_EPOCH = "epoch" in inspect.signature(PartitionLog.open).parameters
 
 
 def now_ms() -> int:
@@ -201,9 +196,8 @@ class PartitionManager:
         if existing is not None:
             return existing
         loop = asyncio.get_running_loop()
-        opener = functools.partial(PartitionLog.open, self._storage, topic, index, config)
-        if leader_epoch is not None and _OPEN_TAKES_EPOCH:
-            opener = functools.partial(opener, epoch=leader_epoch)
+        opener = functools.partial(PartitionLog.open, self._storage, topic, index, config,
+                                   epoch=leader_epoch or 0)
         log_ = await loop.run_in_executor(self._executor, opener)
         partition = Partition(log_, self._executor, leader_epoch or 0, self.write_allowed,
                               self._min_flush_interval_s)
