@@ -67,12 +67,12 @@ def open_storage(url: str, options: dict[str, str] | None = None) -> Storage:
             raise ValueError(f"file URL with a remote host is not supported: {url}")
         return LocalStorage(unquote(parts.path))
     if protocol in S3_PROTOCOLS:
-        from obstore.fsspec import FsspecStore  # deferred like fsspec below
+        from bmq.storage.s3 import S3FileSystem  # deferred like fsspec below
 
         parts = urlsplit(url)
         if not parts.netloc:
             raise ValueError(f"S3 URL without a bucket: {url}")
-        fs = FsspecStore("s3", **storage_options(url, options))
+        fs = S3FileSystem("s3", **storage_options(url, options))
         return FsspecStorage(fs, f"{parts.netloc}/{unquote(parts.path).strip('/')}".rstrip("/"))
     import fsspec.core  # deferred: plain local deployments never pay for fsspec's import
 

@@ -245,3 +245,27 @@ def test_object_store_flushes_of_a_partition_are_paced(ostorage: Storage,
     else:
         assert flushed >= 6          # (a slow flush under load may take two at once)
     assert after_drain == flushed + 1
+
+
+def test_s3_failures_are_os_errors(seaweedfs: object) -> None:
+    """The log treats storage failures as OSError (retry a checkpoint, fail a flush with
+    KAFKA_STORAGE_ERROR): an S3 store that cannot be reached or refuses the credentials raises
+    OSError, and a missing object is still FileNotFoundError."""
+    from tests.conftest import free_port
+    from tests.seaweedfs import SeaweedFS
+
+    assert isinstance(seaweedfs, SeaweedFS)
+    unreachable = open_storage(f"s3://{seaweedfs.bucket}/down", {
+        **seaweedfs.storage_options(), "endpoint_url": f"http://127.0.0.1:{free_port()}"})
+    with pytest.raises(OSError) as refused:
+        unreachable.write_atomic("a", b"x")
+    assert not isinstance(refused.value, FileNotFoundError)
+    wrong_secret = open_storage(seaweedfs.url("denied"), {
+        **seaweedfs.storage_options(), "secret": "not-the-secret"})
+    with pytest.raises(PermissionError):
+        wrong_secret.write_atomic("a", b"x")
+    storage = s3_storage(seaweedfs)
+    with pytest.raises(FileNotFoundError):
+        storage.read_all("missing")
+    with pytest.raises(FileNotFoundError):
+        storage.read_range("missing", 0, 10)
