@@ -6,11 +6,13 @@ it. Events go to stdout as JSON lines:
 
     {"event": "assigned", "partitions": [..]}     incremental or full, as the client reports
     {"event": "revoked", "partitions": [..]}
+    {"event": "committing", "p": P, "o": O}       processed; about to commit O+1
     {"event": "processed", "p": P, "o": O}        the commit of O+1 succeeded
     {"event": "commit_failed", "p": P, "o": O, "error": "..."}
     {"event": "closed"}
 
-SIGTERM makes it close the consumer cleanly (leaving the group) and exit; SIGKILL is a crash.
+SIGTERM makes it close the consumer cleanly (leaving the group) and exit; SIGKILL is a crash
+(one killed after "committing" may or may not have committed that message).
 A revocation only happens between messages, never between processing and committing, which is
 what makes "processed exactly once" hold across rebalances.
 """
@@ -61,6 +63,7 @@ def run_confluent(args: argparse.Namespace) -> None:
         if msg is None or msg.error():
             continue
         time.sleep(args.delay)
+        emit("committing", p=msg.partition(), o=msg.offset())
         try:
             consumer.commit(offsets=[TopicPartition(msg.topic(), msg.partition(),
                                                     msg.offset() + 1)], asynchronous=False)
@@ -96,6 +99,7 @@ def run_kafka_python(args: argparse.Namespace) -> None:
         for tp, records in batch.items():
             for record in records:
                 time.sleep(args.delay)
+                emit("committing", p=tp.partition, o=record.offset)
                 try:
                     consumer.commit({tp: OffsetAndMetadata(record.offset + 1, "", -1)})
                 except KafkaError as error:
@@ -138,6 +142,7 @@ def run_aiokafka(args: argparse.Namespace) -> None:
                             if tp not in consumer.assignment():
                                 continue  # revoked meanwhile: its next owner reads it
                             await asyncio.sleep(args.delay)
+                            emit("committing", p=tp.partition, o=record.offset)
                             try:
                                 await consumer.commit(
                                     {tp: OffsetAndMetadata(record.offset + 1, "")})

@@ -47,6 +47,15 @@ class Worker:
     def processed(self) -> list[tuple[int, int]]:
         return [(e["p"], e["o"]) for _, e in self.snapshot() if e["event"] == "processed"]
 
+    def in_flight(self) -> tuple[int, int] | None:
+        """The message whose commit was under way when the worker stopped reporting (after a
+        kill: committed or not, the kill decided), or None."""
+        events = [e for _, e in self.snapshot()
+                  if e["event"] in ("committing", "processed", "commit_failed")]
+        if events and events[-1]["event"] == "committing":
+            return events[-1]["p"], events[-1]["o"]
+        return None
+
     def assignment(self) -> set[int]:
         """Current partitions: assigned minus revoked, in order (works for eager and
         incremental callbacks alike)."""
@@ -102,7 +111,8 @@ def workers() -> Iterator[Callable[..., Worker]]:
             events = worker.snapshot()
             # Every event but "processed" (assignments, revocations, failed commits), and the
             # processed offsets as ranges per partition: enough to see what went missing.
-            others = [(round(t, 3), e) for t, e in events if e["event"] != "processed"]
+            others = [(round(t, 3), e) for t, e in events
+                      if e["event"] not in ("processed", "committing")]
             done: dict[int, list[int]] = {}
             for _, e in events:
                 if e["event"] == "processed":
