@@ -17,8 +17,9 @@ _S3FS_OPTION_NAMES = {"key": "access_key_id", "secret": "secret_access_key",
                       "token": "session_token", "endpoint_url": "endpoint",
                       "region_name": "region"}
 # A request that keeps failing surfaces as a storage error after this long rather than obstore's
-# default 3 minutes: a broker's flush (and its producers' acks) waits on it.
-S3_RETRY_TIMEOUT = timedelta(seconds=30)
+# default 3 minutes: a broker's flush (and its producers' acks) waits on it. The options
+# ``retry_timeout_s`` and ``max_retries`` change them.
+S3_RETRY_TIMEOUT_S = 30.0
 S3_MAX_RETRIES = 5
 
 
@@ -29,7 +30,8 @@ def storage_options(url: str, options: dict[str, str] | None = None) -> dict[str
     a tenth of s3fs's import time and a third of its CPU per request, measured). ``options``
     are obstore's S3 settings (``endpoint``, ``access_key_id``, ``secret_access_key``,
     ``region``, ``session_token``, ``virtual_hosted_style_request``, ...; s3fs's names
-    ``endpoint_url``, ``key``, ``secret``, ``token`` and ``region_name`` are accepted too).
+    ``endpoint_url``, ``key``, ``secret``, ``token`` and ``region_name`` are accepted too),
+    plus ``max_retries`` and ``retry_timeout_s`` for failing requests (5 and 30 s).
     Anything not given comes from the standard ``AWS_*`` variables (``AWS_ACCESS_KEY_ID``,
     ``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION`` ...), the endpoint of an S3-compatible store
     (SeaweedFS, MinIO ...) from ``AWS_ENDPOINT_URL_S3`` or ``AWS_ENDPOINT_URL``; plain-HTTP
@@ -38,6 +40,10 @@ def storage_options(url: str, options: dict[str, str] | None = None) -> dict[str
     if protocol not in S3_PROTOCOLS:
         return dict(options or {})
     config: dict[str, Any] = {_S3FS_OPTION_NAMES.get(k, k): v for k, v in (options or {}).items()}
+    retry_config = {
+        "max_retries": int(config.pop("max_retries", S3_MAX_RETRIES)),
+        "retry_timeout": timedelta(seconds=float(config.pop("retry_timeout_s",
+                                                            S3_RETRY_TIMEOUT_S)))}
     endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
     if endpoint and "endpoint" not in config:
         config["endpoint"] = endpoint
@@ -45,8 +51,7 @@ def storage_options(url: str, options: dict[str, str] | None = None) -> dict[str
             os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")):
         config["region"] = "us-east-1"   # what S3-compatible stores expect in the signature
     client_options = {"allow_http": str(config.get("endpoint", "")).startswith("http://")}
-    return {"config": config, "client_options": client_options,
-            "retry_config": {"max_retries": S3_MAX_RETRIES, "retry_timeout": S3_RETRY_TIMEOUT}}
+    return {"config": config, "client_options": client_options, "retry_config": retry_config}
 
 
 def open_storage(url: str, options: dict[str, str] | None = None) -> Storage:

@@ -260,6 +260,12 @@ def test_s3_failures_are_os_errors(seaweedfs: object) -> None:
     with pytest.raises(OSError) as refused:
         unreachable.write_atomic("a", b"x")
     assert not isinstance(refused.value, FileNotFoundError)
+    assert "max_retries: 5" in str(refused.value)
+    impatient = open_storage(f"s3://{seaweedfs.bucket}/down", {
+        **seaweedfs.storage_options(), "endpoint_url": f"http://127.0.0.1:{free_port()}",
+        "max_retries": "0"})
+    with pytest.raises(OSError, match="max_retries: 0,"):
+        impatient.write_atomic("a", b"x")
     wrong_secret = open_storage(seaweedfs.url("denied"), {
         **seaweedfs.storage_options(), "secret": "not-the-secret"})
     with pytest.raises(PermissionError):
