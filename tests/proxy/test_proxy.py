@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
 import time
 import uuid
 
@@ -51,6 +52,28 @@ def _consume(bootstrap: str, topic: str, count: int, group: str | None = None,
     finally:
         consumer.close()
     return got
+
+
+def _tail_while_producing(bootstrap: str, topic: str, count: int, consumers: int,
+                          timeout: float) -> list[dict[int, list[bytes]]]:
+    """``consumers`` consumers tail ``topic`` (still empty) while ``count`` messages arrive in
+    a steady stream; what each consumed, by partition."""
+    results: list[dict[int, list[bytes]]] = []
+    readers = [threading.Thread(target=lambda: results.append(
+        _consume(bootstrap, topic, count, timeout=timeout))) for _ in range(consumers)]
+    for reader in readers:
+        reader.start()
+    time.sleep(3)       # the consumers are tailing the (empty) partitions
+    producer = Producer(producer_config(bootstrap, **{"linger.ms": 2}))
+    for i in range(count):
+        producer.produce(topic, f"{topic}-{i}".encode(), key=str(i).encode())
+        producer.poll(0)
+        if i % 100 == 99:
+            time.sleep(0.05)        # a steady stream, not one burst
+    assert producer.flush(60) == 0
+    for reader in readers:
+        reader.join(timeout + 30)
+    return results
 
 
 def test_clients_bootstrap_to_proxies_only(cluster_factory: ClusterFactory,

@@ -8,15 +8,14 @@ import asyncio
 import threading
 import time
 
-from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bmq.net.client import BrokerLink
 from bmq.protocol.messages import FetchRequest
 from bmq.protocol.messages.fetch_request import FetchPartition, FetchTopic
 from tests.cluster.conftest import Cluster, ClusterFactory, SharedStorage
-from tests.proxy.conftest import Proxies, ProxyProcess, producer_config
-from tests.proxy.test_proxy import _consume, _produce
+from tests.proxy.conftest import Proxies, ProxyProcess
+from tests.proxy.test_proxy import _consume, _produce, _tail_while_producing
 
 
 def _topic(cluster: Cluster, bootstrap: str, name: str, partitions: int) -> None:
@@ -99,21 +98,7 @@ def test_tailing_consumers_hit_the_cache(cluster_factory: ClusterFactory,
     cluster = cluster_factory(brokers=2)
     proxy = proxies(cluster)
     _topic(cluster, proxy.bootstrap, "tail", 2)
-    results: list[dict[int, list[bytes]]] = []
-    readers = [threading.Thread(target=lambda: results.append(
-        _consume(proxy.bootstrap, "tail", 6000, timeout=90))) for _ in range(3)]
-    for reader in readers:
-        reader.start()
-    time.sleep(3)       # the consumers are tailing the (empty) partitions
-    producer = Producer(producer_config(proxy.bootstrap, **{"linger.ms": 2}))
-    for i in range(6000):
-        producer.produce("tail", f"t-{i}".encode(), key=str(i).encode())
-        producer.poll(0)
-        if i % 100 == 99:
-            time.sleep(0.05)        # a steady stream, not one burst
-    assert producer.flush(60) == 0
-    for reader in readers:
-        reader.join(120)
+    results = _tail_while_producing(proxy.bootstrap, "tail", 6000, consumers=3, timeout=90)
     assert len(results) == 3 and all(sum(map(len, r.values())) == 6000 for r in results)
     hits = proxy.metric("bmq_proxy_cache_hits_total")
     misses = proxy.metric("bmq_proxy_cache_misses_total")

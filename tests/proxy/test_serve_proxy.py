@@ -3,16 +3,13 @@ cache, woken by the broker's own flushes."""
 
 from __future__ import annotations
 
-import threading
-import time
 from typing import Any
 
-from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.conftest import free_port
 from tests.metrics import scrape
-from tests.proxy.test_proxy import _consume
+from tests.proxy.test_proxy import _tail_while_producing
 
 
 def test_serve_fetches_go_through_the_proxy_cache(broker_factory: Any) -> None:
@@ -22,21 +19,7 @@ def test_serve_fetches_go_through_the_proxy_cache(broker_factory: Any) -> None:
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     for future in admin.create_topics([NewTopic("served", 2, 1)]).values():
         future.result(30)
-    results: list[dict[int, list[bytes]]] = []
-    readers = [threading.Thread(target=lambda: results.append(
-        _consume(broker.bootstrap, "served", 4000, timeout=60))) for _ in range(2)]
-    for reader in readers:
-        reader.start()
-    time.sleep(3)                  # the consumers are tailing the (empty) partitions
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 2})
-    for i in range(4000):
-        producer.produce("served", f"s-{i}".encode(), key=str(i).encode())
-        producer.poll(0)
-        if i % 200 == 199:
-            time.sleep(0.05)
-    assert producer.flush(30) == 0
-    for reader in readers:
-        reader.join(90)
+    results = _tail_while_producing(broker.bootstrap, "served", 4000, consumers=2, timeout=60)
     assert len(results) == 2 and all(sum(map(len, r.values())) == 4000 for r in results)
     samples = scrape.scrape(port)
     hits = scrape.value(samples, "bmq_proxy_cache_hits_total")
