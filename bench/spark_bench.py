@@ -35,6 +35,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -97,49 +98,63 @@ def produce(bootstrap: str, args: argparse.Namespace) -> tuple[int, float]:
 
 
 def _proc_cpu(pid: int) -> tuple[float, int]:
-    """(utime+stime+cutime+cstime in seconds, parent pid) of a process."""
+    """(utime+stime in seconds, parent pid) of a process: its own CPU, not its children's."""
     with open(f"/proc/{pid}/stat") as fh:
         fields = fh.read().rsplit(")", 1)[1].split()
-    ticks = sum(int(x) for x in fields[11:15])
-    return ticks / os.sysconf("SC_CLK_TCK"), int(fields[1])
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), int(fields[1])
 
 
-def cpu_seconds(root_pids: list[int]) -> float:
-    """CPU used so far by these processes and all their descendants (live ones, plus exited
-    children their parents have reaped): the driver, the JVM, Spark's Python workers."""
+def _descendants_cpu(root_pids: list[int]) -> dict[int, float]:
+    """Own CPU seconds of these processes and of all their live descendants."""
     parents: dict[int, int] = {}
     cpu: dict[int, float] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             with contextlib.suppress(OSError, ValueError, IndexError):
                 cpu[int(entry)], parents[int(entry)] = _proc_cpu(int(entry))
-    total = 0.0
+    found: dict[int, float] = {}
     for pid in cpu:
         p = pid
         while p > 1:
             if p in root_pids:
-                total += cpu[pid]
+                found[pid] = cpu[pid]
                 break
             p = parents.get(p, 0)
-    return total
+    return found
 
 
 class Meter:
     """Wall time and CPU seconds of the driver, the Spark JVM and its workers, and the
-    broker (which serves the Kafka client route's fetches)."""
+    broker (which serves the Kafka client route's fetches).
+
+    A thread samples every process of the tree every 50 ms and keeps the last figure of each,
+    so a Python worker that exits during the measure still counts (its parent may not reap
+    it, so the parent's children-CPU fields would miss it)."""
 
     def __init__(self, spark: Any, broker_pid: int) -> None:
         proc = getattr(spark.sparkContext._gateway, "proc", None)
         self.roots = [os.getpid(), broker_pid] + ([proc.pid] if proc is not None else [])
+        self._seen: dict[int, float] = {}
+        self._stop = threading.Event()
+        self._sampler = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.05):
+            self._seen.update(_descendants_cpu(self.roots))
 
     def __enter__(self) -> Meter:
         self.wall = time.monotonic()
-        self.cpu = cpu_seconds(self.roots)
+        self._start = _descendants_cpu(self.roots)
+        self._seen = dict(self._start)
+        self._sampler.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.wall = time.monotonic() - self.wall
-        self.cpu = cpu_seconds(self.roots) - self.cpu
+        self._stop.set()
+        self._sampler.join()
+        self._seen.update(_descendants_cpu(self.roots))
+        self.cpu = sum(cpu - self._start.get(pid, 0.0) for pid, cpu in self._seen.items())
 
 
 def session(master: str) -> Any:

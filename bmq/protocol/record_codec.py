@@ -117,7 +117,9 @@ def decode_batch(batch: bytes | memoryview, header: BatchHeader) -> list[Record]
         value = cursor.take(cursor.varint())
         headers = []
         for _ in range(cursor.varint()):
-            name = cursor.take(cursor.varint()) or b""
+            name = cursor.take(cursor.varint())
+            if name is None:   # as the Java client's DefaultRecord: a header key is required
+                raise RecordDecodeError("null header key")
             headers.append((name.decode("utf-8", "replace"), cursor.take(cursor.varint())))
         if cursor.pos != end:
             raise RecordDecodeError("record length does not match its fields")

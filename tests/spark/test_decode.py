@@ -207,6 +207,12 @@ def test_malformed_records_raise(message: str) -> None:
         assert cols.build() is None   # the failed chunk is dropped, the builder reusable
 
 
+def test_reference_decoder_rejects_a_null_header_key_too() -> None:
+    bad = batch(MALFORMED["null header key"][0], 1)
+    with pytest.raises(RecordDecodeError, match="null header key"):
+        reference([bad])
+
+
 def test_truncated_batch_body_raises() -> None:
     whole = sample_batch(0, 5, random.Random(1))
     for cut in (1, 10, 300, len(whole) - HEADER_SIZE - 1):
