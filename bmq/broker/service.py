@@ -18,3 +18,6 @@ class BrokerService:
     def context(self, header: RequestHeader, client_host: str,
                 frame: bytearray) -> RequestContext:
         return RequestContext(self.broker, header, client_host, frame)
+
+    def close(self) -> None:
+        """A broker keeps nothing per connection."""

@@ -41,7 +41,9 @@ Parts = list[bytes | bytearray | memoryview]
 
 
 class Service(Protocol):
-    """A role as its connections see it."""
+    """A role as one connection sees it: each connection gets its own ``Service`` object, so
+    what belongs to one client connection lives there (the proxy's links to brokers) and is
+    released by ``close``."""
 
     @property
     def handlers(self) -> Mapping[int, ApiSpec]: ...
@@ -56,6 +58,9 @@ class Service(Protocol):
 
     def context(self, header: RequestHeader, client_host: str, frame: bytearray) -> Any:
         """What the handler of this request receives as its first argument."""
+
+    def close(self) -> None:
+        """The connection closed: release what it held."""
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
@@ -91,6 +96,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         for task in self._responses:
             task.cancel()
         self._responses.clear()
+        self._service.close()
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._frame is not None:

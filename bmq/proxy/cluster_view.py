@@ -89,6 +89,9 @@ class ClusterView:
         made = self.zk.create(f"{self.paths.root}/proxy_ids/seq-", b"", sequence=True,
                               makepath=True)
         candidate = PROXY_ID_BASE + int(made.rsplit("-", 1)[1])
+        # The number is all it was for: ZooKeeper never hands out a sequence number twice
+        # under one parent, even once the node is gone.
+        self.zk.delete(made)
         with contextlib.suppress(NodeExistsError):
             self.zk.create(path, str(candidate).encode(), makepath=True)
         return int(self.zk.get(path)[0])

@@ -1,5 +1,6 @@
-"""The proxy role's state: the cluster view, the partitions it serves, the record cache, the
-links to brokers, and one watcher per broker that hears of new durable data.
+"""The proxy role's state: the cluster view, the partitions it serves, the record cache, its
+own links to brokers (client connections forward their requests on links of their own), and
+one watcher per broker that hears of new durable data.
 
 A watcher keeps one ``BmqWatchPartitions`` request parked at its broker, listing the partitions
 this proxy has views of that the broker owns, with the high watermark each view knows; the broker
@@ -81,23 +82,22 @@ class Proxy:
         """The proxy clients are sent to for this partition."""
         return proxy_for(topic, index, self.cluster.proxies)
 
-    def owner_link(self, topic: str, index: int) -> BrokerLink:
+    def owner_node(self, topic: str, index: int) -> BrokerNode:
         owner = self.cluster.owner(topic, index)
         if owner is None:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "the partition has no owner now")
-        return self.links.get(owner.node.host, owner.node.port)
+        return owner.node
 
-    async def any_broker_link(self) -> BrokerLink:
-        """A link to the lowest live broker (the one Metadata names as controller); waits a
-        moment for one to register (a proxy may start before any broker)."""
+    async def any_broker(self) -> BrokerNode:
+        """The lowest live broker (the one Metadata names as controller); waits a moment for
+        one to register (a proxy may start before any broker)."""
         deadline = asyncio.get_running_loop().time() + BROKER_WAIT_S
         while not self.cluster.brokers:
             if asyncio.get_running_loop().time() > deadline:
                 raise LinkError("no broker is live")
             await asyncio.sleep(RETRY_S / 4)
         brokers = self.cluster.brokers
-        node = brokers[min(brokers)]
-        return self.links.get(node.host, node.port)
+        return brokers[min(brokers)]
 
     # ------------------------------------------------------------------ partition views
     async def view(self, topic: str, index: int) -> PartitionView:

@@ -11,6 +11,7 @@ from bmq import metrics
 from bmq.cluster.server import open_log_storage
 from bmq.config import BrokerConfig
 from bmq.lifecycle import run_until_signalled
+from bmq.net.client import LinkPool
 from bmq.net.connection import KafkaConnection
 from bmq.protocol.headers import RequestHeader
 from bmq.proxy.cluster_view import ClusterView
@@ -25,7 +26,12 @@ WORKER_THREADS = 16
 
 
 class ProxyService:
-    """The proxy as its client connections see it (``bmq.net.connection.Service``)."""
+    """The proxy as one client connection sees it (``bmq.net.connection.Service``).
+
+    Each client connection forwards its requests (Produce, relayed APIs) on links of its own:
+    a broker answers a connection's requests in order, so on a link shared by every client
+    one client's slow request (a large acks=all Produce, a CreateTopics waiting for its
+    partitions) would hold up the others' answers. A client's own requests stay in order."""
 
     handlers = HANDLERS
 
@@ -33,9 +39,13 @@ class ProxyService:
         self.proxy = proxy
         self.max_frame_bytes = proxy.config.socket_request_max_bytes
         self.max_inflight = proxy.config.max_inflight_requests_per_connection
+        self.links = LinkPool()
 
     def context(self, header: RequestHeader, client_host: str, frame: bytearray) -> ProxyContext:
-        return ProxyContext(self.proxy, header, client_host, frame)
+        return ProxyContext(self.proxy, self.links, header, client_host, frame)
+
+    def close(self) -> None:
+        self.links.close()
 
 
 class ProxyServer:

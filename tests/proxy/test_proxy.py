@@ -92,6 +92,9 @@ def test_clients_bootstrap_to_proxies_only(cluster_factory: ClusterFactory,
     leaders = {p.leader for p in meta.topics["orders"].partitions.values()}
     assert {meta.brokers[n].port for n in leaders} == proxy_ports
     assert not leaders & set(cluster.brokers)            # proxy ids never collide with brokers
+    # Each address keeps its id (a restarted proxy is the same node); nothing else is left.
+    assert sorted(cluster.zk.get_children(f"{cluster.root}/proxy_ids")) == sorted(
+        [p1.bootstrap, p2.bootstrap])
 
     acked = _produce(bootstrap, "orders", 2000)
     got = _consume(bootstrap, "orders", 2000, group="g1")
@@ -187,3 +190,47 @@ def test_kafka_python_and_aiokafka_through_proxies(cluster_factory: ClusterFacto
         assert first.value == b"kp-151" and first.offset == 50
     finally:
         consumer.close()
+
+
+def test_one_clients_slow_request_does_not_hold_up_anothers(cluster_factory: ClusterFactory,
+                                                           proxies: Proxies) -> None:
+    """A broker answers each connection's requests in order, so the proxy forwards each client
+    connection's requests on links of its own. Here one client's JoinGroup, relayed to the
+    broker, waits out the group's initial rebalance delay (3 s); another client produces
+    through the same proxy meanwhile and gets its acks at once."""
+    from tests.integration.kwire import KafkaWire, array, i16, i32, nbytes, string
+
+    cluster = cluster_factory(brokers=1, env={"BMQ_GROUP_INITIAL_REBALANCE_DELAY_MS": 3000})
+    proxy = proxies(cluster)
+    admin = AdminClient({"bootstrap.servers": proxy.bootstrap})
+    for future in admin.create_topics([NewTopic("hol", 1, 1)]).values():
+        future.result(30)
+    cluster.wait_writable("hol")
+    producer = Producer(producer_config(proxy.bootstrap, **{"linger.ms": 0}))
+    producer.produce("hol", b"warm-up")
+    assert producer.flush(30) == 0                  # connections and metadata in place
+
+    join_group = 11
+    body = (string("slow-group") + i32(10_000) + string("") + string("consumer")
+            + array([string("range") + nbytes(i16(0) + i32(0) + nbytes(None))]))
+    joined: list[float] = []
+
+    def join() -> None:
+        with KafkaWire(proxy.bootstrap, timeout=30) as wire:
+            started = time.monotonic()
+            answer = wire.request(join_group, 0, body)
+            joined.append(time.monotonic() - started)
+            assert answer[:2] == i16(0)              # joined: no error
+
+    joiner = threading.Thread(target=join)
+    joiner.start()
+    time.sleep(0.5)                                 # the JoinGroup is parked at the broker
+    latencies = []
+    for i in range(5):
+        started = time.monotonic()
+        producer.produce("hol", f"during-{i}".encode())
+        assert producer.flush(30) == 0
+        latencies.append(time.monotonic() - started)
+    joiner.join(30)
+    assert joined and joined[0] >= 2.5, joined      # the JoinGroup was slow, and outstanding
+    assert sum(latencies) < 1.5, latencies          # the produces did not wait behind it

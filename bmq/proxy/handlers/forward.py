@@ -21,9 +21,16 @@ class RelayedResponse:
         w.write_raw(self.body)
 
 
+async def relay(ctx: ProxyContext) -> memoryview | None:
+    """The request frame relayed as is to the lowest live broker, on the client connection's
+    own link: the broker's response body."""
+    node = await ctx.proxy.any_broker()
+    return await ctx.links.get(node.host, node.port).relay(ctx.header, ctx.frame)
+
+
 async def relay_to_broker(ctx: ProxyContext, request: Any, version: int) -> RelayedResponse:
     # No broker reachable: the LinkError closes the client's connection (these APIs have no
     # error field common to all), and the client retries, as after any broker failure.
-    body = await (await ctx.proxy.any_broker_link()).relay(ctx.header, ctx.frame)
+    body = await relay(ctx)
     assert body is not None
     return RelayedResponse(body)

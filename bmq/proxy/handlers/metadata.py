@@ -18,6 +18,7 @@ from bmq.protocol.messages.metadata_response import (
 )
 from bmq.protocol.primitives import ZERO_UUID
 from bmq.proxy.handlers.base import ProxyContext
+from bmq.proxy.handlers.forward import relay
 from bmq.proxy.proxy import Proxy
 
 
@@ -38,7 +39,7 @@ def _topic(proxy: Proxy, info: TopicInfo) -> MetadataResponseTopic:
 async def _create_through_broker(ctx: ProxyContext, proxy: Proxy, name: str) -> TopicInfo | None:
     """Let a broker auto-create the topic (it answers Metadata so), then read it from ZooKeeper."""
     try:
-        await (await proxy.any_broker_link()).relay(ctx.header, ctx.frame)
+        await relay(ctx)
     except (LinkError, OSError):
         return None
     loop = asyncio.get_running_loop()

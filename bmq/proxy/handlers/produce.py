@@ -1,5 +1,6 @@
 """Produce sent to a proxy: forwarded to the brokers that own the partitions (one request per
-owner, in parallel, at the client's version), their answers merged back into one response.
+owner, in parallel, at the client's version, on the client connection's own links), their
+answers merged back into one response.
 Record batches are passed on as the opaque bytes the client sent. A partition without a live
 owner, or whose owner cannot be reached, is answered NOT_LEADER_OR_FOLLOWER: the client
 refreshes its metadata and retries (idempotent producers without duplicates)."""
@@ -56,11 +57,12 @@ async def handle_produce(ctx: ProxyContext, request: ProduceRequest,
                 info = proxy.cluster.topics.get(name)
                 if info is None or not 0 <= data.index < info.partitions:
                     raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-                link = proxy.owner_link(name, data.index)
+                owner = proxy.owner_node(name, data.index)
             except KafkaError as error:
                 result.error_code = error.code
                 continue
             names[topic.name] = name
+            link = ctx.links.get(owner.host, owner.port)
             forwarded = by_owner.setdefault(link, {}).setdefault(
                 topic.name, TopicProduceData(name=topic.name, topic_id=topic.topic_id))
             forwarded.partition_data.append(PartitionProduceData(index=data.index,
