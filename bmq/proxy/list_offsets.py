@@ -5,8 +5,11 @@ record."""
 
 from __future__ import annotations
 
+import asyncio
+
 from bmq.protocol.errors import KafkaError, check_leader_epoch
 from bmq.protocol.messages import ListOffsetsRequest, ListOffsetsResponse
+from bmq.protocol.messages.list_offsets_request import ListOffsetsPartition
 from bmq.protocol.messages.list_offsets_response import (
     ListOffsetsPartitionResponse,
     ListOffsetsTopicResponse,
@@ -15,23 +18,33 @@ from bmq.proxy.fetch import FetchServer
 from bmq.storage.offsets import NO_TIMESTAMP
 
 
+async def _answer(server: FetchServer, topic: str,
+                  asked: ListOffsetsPartition) -> ListOffsetsPartitionResponse:
+    result = ListOffsetsPartitionResponse(partition_index=asked.partition_index,
+                                          timestamp=NO_TIMESTAMP, offset=-1)
+    try:
+        view = await server.view(topic, asked.partition_index)
+        await server.catch_up(view)
+        epoch = server.epoch(topic, asked.partition_index)
+        check_leader_epoch(epoch, asked.current_leader_epoch)
+        result.leader_epoch = epoch
+        result.offset, result.timestamp = await view.list_offset(asked.timestamp)
+    except KafkaError as error:
+        result.error_code = error.code
+    return result
+
+
 async def answer_list_offsets(server: FetchServer,
                               request: ListOffsetsRequest) -> ListOffsetsResponse:
+    # Partitions are answered concurrently: a proxy's catch-up round trips to the owners
+    # overlap instead of adding up over a request for many partitions.
+    answers = await asyncio.gather(*(_answer(server, topic.name, asked)
+                                     for topic in request.topics for asked in topic.partitions))
     topics = []
-    for asked_topic in request.topics:
-        partitions = []
-        for asked in asked_topic.partitions:
-            result = ListOffsetsPartitionResponse(partition_index=asked.partition_index,
-                                                  timestamp=NO_TIMESTAMP, offset=-1)
-            partitions.append(result)
-            try:
-                view = await server.view(asked_topic.name, asked.partition_index)
-                await server.catch_up(view)
-                epoch = server.epoch(asked_topic.name, asked.partition_index)
-                check_leader_epoch(epoch, asked.current_leader_epoch)
-                result.leader_epoch = epoch
-                result.offset, result.timestamp = await view.list_offset(asked.timestamp)
-            except KafkaError as error:
-                result.error_code = error.code
-        topics.append(ListOffsetsTopicResponse(name=asked_topic.name, partitions=partitions))
+    at = 0
+    for topic in request.topics:
+        count = len(topic.partitions)
+        topics.append(ListOffsetsTopicResponse(name=topic.name,
+                                               partitions=list(answers[at:at + count])))
+        at += count
     return ListOffsetsResponse(topics=topics)

@@ -9,7 +9,7 @@ import time
 import uuid
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from tests.cluster.conftest import ClusterFactory
 from tests.conftest import bmq_command
@@ -100,7 +100,7 @@ def test_clients_bootstrap_to_proxies_only(cluster_factory: ClusterFactory,
     got = _consume(bootstrap, "orders", 2000, group="g1")
     assert got == acked                                  # every acked message, once, in order
 
-    # ListOffsets from storage.
+    # ListOffsets from storage: one partition per request, and all in one request.
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "probe"})
     try:
         for partition, values in acked.items():
@@ -108,6 +108,10 @@ def test_clients_bootstrap_to_proxies_only(cluster_factory: ClusterFactory,
             assert (low, high) == (0, len(values))
     finally:
         consumer.close()
+    ends = admin.list_offsets({TopicPartition("orders", p): OffsetSpec.latest()
+                               for p in range(4)})
+    assert {tp.partition: f.result(30).offset for tp, f in ends.items()} == {
+        p: len(acked.get(p, [])) for p in range(4)}
 
     # kcat (Debian's librdkafka 2.0) reads the topic to its end through a proxy too.
     out = subprocess.run(["kcat", "-b", p2.bootstrap, "-C", "-t", "orders", "-o", "beginning",
