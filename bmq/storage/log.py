@@ -1262,15 +1262,18 @@ class PartitionLog:
     def size_bytes(self) -> int:
         return self._size_bytes
 
-    def tail(self) -> bytes | None:
-        """What a ``LogReader`` elsewhere needs to see everything durable now, before the next
-        published checkpoint (``LogReader.advance``): the last two segments as a checkpoint
-        would list them. None where every flush publishes its state anyway (object layout)."""
+    def tail(self) -> bytes:
+        """What a ``LogReader`` elsewhere needs to see everything durable now without reading
+        storage (``LogReader.advance``): the newest segments as a checkpoint would list them."""
         with self._lock:
             doc = {"epoch": self.leader_epoch, "high_watermark": self.high_watermark,
                    "log_start_offset": self.log_start_offset,
-                   "segments": [seg.meta() for seg in self._segments[-2:]]}
+                   "segments": [seg.meta() for seg in self._tail_segments()]}
         return json.dumps(doc, separators=(",", ":")).encode()
+
+    def _tail_segments(self) -> list[Segment]:
+        """The segments a tail lists: the active one, and the one before in case it rolled."""
+        return self._segments[-2:]
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """OffsetForLeaderEpoch: the largest leader epoch <= ``epoch`` that wrote this log, and
@@ -1425,8 +1428,8 @@ class LogReader:
 
     def advance(self, tail: bytes | None) -> bool:
         """Extend the view to what the owner's ``PartitionLog.tail`` describes, without reading
-        storage; a tail that does not continue this view (a new owner, a missed roll) or no
-        tail at all (object layout) makes it ``refresh`` instead. True if the view changed."""
+        storage; a tail that does not continue this view (a new owner, a missed roll, a merge of
+        objects) or no tail at all makes it ``refresh`` instead. True if the view changed."""
         if tail is None:
             return self.refresh()
         doc = json.loads(tail)

@@ -35,6 +35,12 @@ loop) rewrites runs of adjacent objects smaller than ``segment_bytes`` into one 
 most ``segment_bytes`` with index objects, swaps them in the manifest, and deletes the replaced
 objects on the next call (so in-flight reads, here and in other processes, can finish).
 Retention and DeleteRecords drop whole objects.
+
+Readers elsewhere (proxies) follow the owner's ``tail``, its newest objects, sent with each
+notice of new data: their view grows without a LIST or a manifest GET, and they re-read the
+manifest only when a tail does not continue their view (a merge, more flushes between two
+notices than a tail lists, a new owner). A read of an object merged away and since deleted
+re-reads the manifest too.
 """
 
 from __future__ import annotations
@@ -69,6 +75,8 @@ _MANIFEST_RE = re.compile(r"^(\d{10})\.json$")
 MAX_OBJECT_BYTES = 64 << 20
 # Objects at least this fraction of the target are not merged any further.
 _MERGED_FRACTION = 0.5
+# Objects a tail lists (LogReader.advance).
+TAIL_OBJECTS = 4
 _LENGTH = struct.Struct(">qi")
 _DELTA = struct.Struct(">i")
 
@@ -304,8 +312,11 @@ class ObjectPartitionLog(PartitionLog):
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
     # ------------------------------------------------------------------------------ merging
-    def tail(self) -> bytes | None:
-        return None   # every flush replaces the manifest: readers refresh from it
+    def _tail_segments(self) -> list[Segment]:
+        # The newest objects, not the virtual tail: several flushes may land between two
+        # notices, and a tail that does not continue a reader's view makes it re-read the
+        # manifest instead (a LIST and a GET on the store, which the tail is there to save).
+        return self._segments[-1 - TAIL_OBJECTS:-1]
 
     def checkpoint(self) -> None:
         if self._closed or self._readonly:

@@ -13,8 +13,9 @@ import pytest
 
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.storage import LocalStorage, LogConfig, PartitionLog, Storage, open_storage
+from bmq.storage.counting import CountingStorage
 from bmq.storage.factory import storage_options
-from bmq.storage.objects import ObjectPartitionLog, object_names
+from bmq.storage.objects import TAIL_OBJECTS, ObjectPartitionLog, object_names
 from bmq.storage.segment import segment_stem
 
 from .batches import make_batch, sized_batch, split, with_offset
@@ -99,6 +100,50 @@ def test_merging_rewrites_small_objects(ostorage: Storage) -> None:
     assert log.apply_retention(0) == 0
     log.close()
     reader.close()
+
+
+def test_a_reader_follows_tails_without_listing_or_reading_manifests(ostorage: Storage) -> None:
+    """What a proxy does after each notice: the owner's tail names its newest objects, so the
+    reader's view grows with no LIST and no manifest GET; only reading the data costs GETs.
+    A tail that skips objects, or one after a merge, makes it re-read the manifest."""
+    log = PartitionLog.open(ostorage, "t", 0, CONFIG, epoch=2)
+    requests = [0]
+
+    def count() -> None:
+        requests[0] += 1
+
+    reader = PartitionLog.open_reader(CountingStorage(ostorage, count), "t", 0, CONFIG)
+    stored: list[bytes] = []
+
+    def flush(n: int) -> None:
+        for _ in range(n):
+            b = sized_batch(300, len(stored))
+            base, _ = append(log, b)
+            stored.append(with_offset(b, base))
+            log.flush()
+
+    flush(1)
+    assert reader.advance(log.tail())              # an empty view re-reads the manifest once
+    for round_ in range(6):
+        flush(1 + round_ % 3)                      # up to three objects between two notices
+        before = requests[0]
+        assert reader.advance(log.tail())
+        assert requests[0] == before               # no storage request at all
+        assert reader.high_watermark == len(stored)
+        assert [bytes(reader.read(o, 1)) for o in range(len(stored))] == stored
+    flush(TAIL_OBJECTS + 1)                        # more than a tail lists: re-read the manifest
+    before = requests[0]
+    assert reader.advance(log.tail())
+    assert requests[0] > before
+    assert [bytes(reader.read(o, 1)) for o in range(len(stored))] == stored
+    assert log.compact_objects() > 0               # merged objects replace the newest ones
+    flush(1)
+    assert reader.advance(log.tail())
+    assert reader.high_watermark == len(stored)
+    log.compact_objects()                          # the merged-away objects are deleted
+    assert [bytes(reader.read(o, 1)) for o in range(len(stored))] == stored
+    reader.close()
+    log.close()
 
 
 def test_unlisted_objects_of_the_data_epoch_are_recovered(ostorage: Storage) -> None:
