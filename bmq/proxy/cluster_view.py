@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
@@ -68,6 +69,8 @@ class ClusterView:
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._registered = False
+        self._announced = False   # listening: may register (and re-register after a lost session)
+        self._registering = threading.Lock()
         self.listeners: list[Callable[[], None]] = []   # called on the loop after each change
 
     # ------------------------------------------------------------------ startup / shutdown
@@ -97,12 +100,28 @@ class ClusterView:
         return int(self.zk.get(path)[0])
 
     async def start(self) -> None:
+        """Read the cluster and follow it; registering waits for ``announce``."""
         assert self.zk is not None
         self._loop = asyncio.get_running_loop()
         self.zk.add_listener(self._on_state)
-        await self._loop.run_in_executor(self._executor, self._register)
         await self._loop.run_in_executor(self._executor, self._read_and_apply)
         self._task = self._loop.create_task(self._follow())
+
+    async def announce(self) -> None:
+        """Register this proxy, once it accepts connections: clients learn of it from
+        Metadata, and a connection refused would make them back off from it."""
+        assert self._loop is not None
+        self._announced = True
+        await self._loop.run_in_executor(self._executor, self._ensure_registered)
+
+    def _ensure_registered(self) -> None:
+        """Worker thread: register unless registered (the announce and a follow-up re-read of
+        the cluster may both get here)."""
+        assert self.zk is not None
+        with self._registering:
+            if self._announced and not self._registered and \
+                    self.zk.state == KazooState.CONNECTED:
+                self._register()
 
     async def stop(self) -> None:
         self._loop = None
@@ -164,8 +183,7 @@ class ClusterView:
     def _read_and_apply(self) -> None:
         """Worker thread: read everything, then swap it in (plain assignments, no awaits)."""
         assert self.zk is not None
-        if not self._registered and self.zk.state == KazooState.CONNECTED:
-            self._register()
+        self._ensure_registered()
         brokers = self._nodes(self._children(self.paths.brokers))
         proxies = self._nodes(self._children(self.paths.proxies))
         topics = [TopicInfo.from_json({"name": name, **loads(data)})

@@ -74,6 +74,7 @@ class ProxyServer:
         self._server = await loop.create_server(
             lambda: KafkaConnection(ProxyService(self.proxy)), self.config.listen_host,
             self.config.listen_port, reuse_address=True, backlog=1024)
+        await self.cluster.announce()
         log.info("BMQ proxy %d listening on %s (advertised %s:%d), ZooKeeper %s, storage %s",
                  self.proxy.node.node_id, self.config.listen, host, port,
                  self.config.zookeeper, self.config.storage)

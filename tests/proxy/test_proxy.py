@@ -238,3 +238,30 @@ def test_one_clients_slow_request_does_not_hold_up_anothers(cluster_factory: Clu
     joiner.join(30)
     assert joined and joined[0] >= 2.5, joined      # the JoinGroup was slow, and outstanding
     assert sum(latencies) < 1.5, latencies          # the produces did not wait behind it
+
+
+def test_a_proxy_registers_only_once_it_accepts_connections(cluster_factory: ClusterFactory,
+                                                             proxies: Proxies) -> None:
+    """Clients learn of a proxy from Metadata as soon as it registers; a connection refused
+    then would make them back off from it. A watcher connects the moment the node appears."""
+    import socket
+
+    cluster = cluster_factory(brokers=1)
+    cluster.zk.ensure_path(cluster.paths.proxies)
+    accepted: list[bool] = []
+
+    def on_proxies(children: list[str]) -> None:
+        for child in children:
+            doc = json.loads(cluster.zk.get(f"{cluster.paths.proxies}/{child}")[0])
+            try:
+                socket.create_connection((doc["host"], doc["port"]), timeout=2).close()
+                accepted.append(True)
+            except OSError:
+                accepted.append(False)
+
+    cluster.zk.ChildrenWatch(cluster.paths.proxies, on_proxies)
+    proxies(cluster)
+    deadline = time.monotonic() + 10
+    while not accepted and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert accepted == [True]
