@@ -23,7 +23,7 @@ import threading
 import time
 from pathlib import Path
 
-from bmq.cluster.zk import WRITABLE
+from bmq.metadata.zookeeper.layout import WRITABLE
 from tests.cluster.conftest import Cluster, _env
 from tests.cluster.workload import SteadyProducer, verify
 from tests.cluster.zookeeper import ZooKeeper

@@ -18,10 +18,10 @@ _ELSEWHERE: dict[str, str] = {
     "consume": "bmq.tools.consume",
     "group": "bmq.tools.group",
     "cluster": "bmq.tools.cluster",
-    "controller": "bmq.cluster.commands",
-    "broker": "bmq.cluster.commands",
-    "admin": "bmq.cluster.commands",
-    "proxy": "bmq.proxy.commands",
+    "controller": "bmq.controller.command",
+    "broker": "bmq.broker.command",
+    "admin": "bmq.controller.command",
+    "proxy": "bmq.proxy.command",
 }
 
 

@@ -22,8 +22,9 @@ class ConfigError(ValueError):
 
 
 @dataclass(slots=True)
-class BrokerConfig:
-    """Everything `bmq serve` needs; broker-wide log settings are the topics' defaults."""
+class Config:
+    """The settings of every role (`bmq serve`, broker, controller, proxy); broker-wide log settings
+    are the topics' defaults."""
 
     data_dir: str = "./bmq-data"
     listen: str = "127.0.0.1:9092"
@@ -132,10 +133,10 @@ def load_config(
     config_file: str | None = None,
     environ: Mapping[str, str] | None = None,
     overrides: Mapping[str, Any] | None = None,
-) -> BrokerConfig:
+) -> Config:
     """Build the config from the TOML file, then BMQ_* variables, then explicit overrides."""
-    hints = get_type_hints(BrokerConfig)
-    fields = {f.name for f in dataclasses.fields(BrokerConfig)}
+    hints = get_type_hints(Config)
+    fields = {f.name for f in dataclasses.fields(Config)}
     values: dict[str, Any] = {}
     environ = os.environ if environ is None else environ
     config_file = config_file or environ.get("BMQ_CONFIG")
@@ -158,7 +159,7 @@ def load_config(
         if value is not None:
             name = _normalise(key)
             values[name] = _coerce(name, hints[name], value)
-    config = BrokerConfig(**values)
+    config = Config(**values)
     split_host_port(config.listen)
     if config.log_format not in LOG_FORMATS:
         raise ConfigError(f"setting 'log_format': expected one of {', '.join(LOG_FORMATS)}, "

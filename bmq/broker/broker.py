@@ -7,149 +7,101 @@ import logging
 import uuid
 from collections.abc import Mapping
 from concurrent.futures import Executor
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from bmq.broker.groups import GroupCoordinator
-from bmq.broker.metadata import (
-    OFFSETS_TOPIC,
-    ProducerIdAllocator,
-    TopicInfo,
-    TopicRegistry,
-    check_topic_name,
-    load_cluster_id,
-)
-from bmq.broker.partitions import Partition, PartitionManager
+from bmq.broker.fetch_views import BrokerFetchViews
+from bmq.broker.membership import Membership
 from bmq.broker.topic_config import log_config, validate_topic_configs
-from bmq.config import BrokerConfig
+from bmq.config import Config
+from bmq.coordinators.base import InternalLogCoordinator
+from bmq.coordinators.groups import GroupCoordinator
+from bmq.coordinators.groups.cluster import ClusterGroupCoordinator
+from bmq.metadata.nodes import BrokerNode
+from bmq.metadata.topics import OFFSETS_TOPIC, TopicInfo, check_topic_name
 from bmq.protocol.errors import ErrorCode, KafkaError
-from bmq.proxy.local import LocalProxy
-from bmq.proxy.routing import proxy_for
 from bmq.storage import Storage
-
-if TYPE_CHECKING:
-    from bmq.cluster.node import ClusterNode
-    from bmq.cluster.zk import ZkProducerIdAllocator
+from bmq.writepath.partitions import Partition, PartitionManager
 
 log = logging.getLogger(__name__)
 
 MAX_PARTITIONS = 10_000
 
 
-@dataclass(frozen=True, slots=True)
-class BrokerNode:
-    node_id: int
-    host: str
-    port: int
-    rack: str | None = None
-
-
 class Broker:
-    """Everything the handlers of one `bmq serve` process need to answer requests.
+    """Everything the handlers of one broker process (`bmq serve`, `bmq broker`) need to answer
+    requests. Where its metadata comes from and which partitions it holds is its
+    ``membership``'s business (``bmq.broker.membership``)."""
 
-    In cluster mode (``cluster`` given, `bmq broker`) topics, producer ids and the cluster id
-    come from ZooKeeper, and this broker serves only the partitions the controller gave it.
-    """
-
-    def __init__(self, config: BrokerConfig, log_storage: Storage, meta_storage: Storage | None,
-                 executor: Executor, cluster: ClusterNode | None = None) -> None:
+    def __init__(self, config: Config, log_storage: Storage, executor: Executor,
+                 membership: Membership) -> None:
         self.config = config
-        self.cluster = cluster
-        self.topics: TopicRegistry
-        self._producer_ids: ProducerIdAllocator | ZkProducerIdAllocator
-        if cluster is not None:
-            self.topics = cluster.topics
-            self._producer_ids = cluster.producer_ids
-            self.partitions = PartitionManager(log_storage, executor, cluster.can_acknowledge,
-                                               config.object_flush_interval_ms)
-        else:
-            assert meta_storage is not None
-            self.topics = TopicRegistry(meta_storage)
-            self._producer_ids = ProducerIdAllocator(meta_storage, config.producer_id_block_size)
-            self.partitions = PartitionManager(log_storage, executor, None,
-                                               config.object_flush_interval_ms)
-        self.cluster_id = ""
-        self._meta_storage = meta_storage
+        self.membership = membership
+        self.node = membership.node
+        self.topics = membership.topics
+        self.partitions = PartitionManager(log_storage, executor, membership.write_guard(),
+                                           config.object_flush_interval_ms)
         self._executor = executor
-        host, port = config.advertised
-        self.node = BrokerNode(config.node_id, host, port)
         # Serialises topic create/delete/alter so concurrent admin requests cannot interleave.
         self._admin_lock = asyncio.Lock()
-        if cluster is not None:
-            from bmq.cluster.groups import ClusterGroupCoordinator
+        self.groups: GroupCoordinator = (
+            ClusterGroupCoordinator(self, executor) if self.controller_assigns_partitions
+            else GroupCoordinator(self, executor))
+        # The coordinators of internal logs, by internal topic: loaded as partitions are.
+        self.coordinators: dict[str, InternalLogCoordinator] = {OFFSETS_TOPIC: self.groups}
+        # The read path in this process: every Fetch goes through its views and record cache.
+        self.fetch_views = BrokerFetchViews(config, self.topics, self.partitions, self.partition,
+                                            executor)
 
-            self.groups: GroupCoordinator = ClusterGroupCoordinator(self, executor)
-        else:
-            self.groups = GroupCoordinator(self, executor)
-        # The proxy role in this process: every Fetch goes through its views and record cache.
-        self.fetch_views = LocalProxy(self, executor)
+    @property
+    def controller_assigns_partitions(self) -> bool:
+        return self.membership.controller_assigns_partitions
+
+    @property
+    def cluster_id(self) -> str:
+        return self.membership.cluster_id
 
     @property
     def nodes(self) -> list[BrokerNode]:
-        # A cluster broker answers requests a moment before it follows ZooKeeper: itself then.
-        if self.cluster is not None and self.cluster.broker is not None:
-            return self.cluster.nodes()
-        return [self.node]
-
-    @property
-    def controller_id(self) -> int:
-        if self.cluster is not None and self.cluster.broker is not None:
-            return self.cluster.controller_id
-        return self.node.node_id
-
-    def can_acknowledge(self) -> bool:
-        """False once a cluster broker's ack lease ran out (see bmq.cluster.lease)."""
-        return self.cluster is None or self.cluster.can_acknowledge()
+        return self.membership.nodes()
 
     @property
     def metadata_nodes(self) -> list[BrokerNode]:
-        """The nodes Metadata lists: the brokers, and the proxies of a cluster that has them
-        (every node must list the same ones: librdkafka forgets nodes a response leaves out)."""
-        if self.cluster is not None and self.cluster.proxies:
-            return self.nodes + [self.cluster.proxies[i] for i in sorted(self.cluster.proxies)]
-        return self.nodes
+        return self.membership.metadata_nodes()
+
+    @property
+    def controller_id(self) -> int:
+        return self.membership.controller_id
+
+    def can_acknowledge(self) -> bool:
+        return self.membership.can_acknowledge()
 
     def partition_leader(self, topic: str, index: int) -> tuple[int, int] | None:
-        """(leader node id, leader epoch) Metadata names for a partition, or None if it has no
-        leader now. In a cluster with proxies that is the proxy routing picks, as the proxies
-        themselves answer (bmq.proxy.routing): clients produce and fetch through proxies."""
-        if self.cluster is not None:
-            owner = self.cluster.leader(topic, index)
-            if self.cluster.proxies and owner is not None:
-                return proxy_for(topic, index, self.cluster.proxies), owner[1]
-            return owner
+        """(leader node id, leader epoch) Metadata names for a partition, or None."""
         partition = self.partitions.get(topic, index)
-        return None if partition is None else (self.node.node_id, partition.leader_epoch)
+        return self.membership.partition_leader(
+            topic, index, None if partition is None else partition.leader_epoch)
 
     def coordinator_node(self, group_id: str) -> BrokerNode | None:
         """The broker coordinating ``group_id``: the owner of its offsets partition."""
-        if self.cluster is None:
-            return self.node
-        leader = self.cluster.leader(OFFSETS_TOPIC, self.groups.partition_for(group_id))
-        return None if leader is None else self.cluster.node(leader[0])
+        return self.membership.owner_node(OFFSETS_TOPIC, self.groups.partition_for(group_id))
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        if self.cluster is not None:
-            self.cluster_id = self.cluster.cluster_id
-            await self.groups.start()
-            return
-        assert self._meta_storage is not None
-        self.cluster_id = await loop.run_in_executor(
-            self._executor, load_cluster_id, self._meta_storage)
-        await loop.run_in_executor(self._executor, self.topics.load)
-        for topic in self.topics.all():
-            await self._open_partitions(topic, range(topic.partitions))
-        log.info("loaded %d topics", len(self.topics.all()))
-        await self.groups.start()
+        await loop.run_in_executor(self._executor, self.membership.load)
+        if not self.controller_assigns_partitions:
+            for topic in self.topics.all():
+                await self._open_partitions(topic, range(topic.partitions))
+            log.info("loaded %d topics", len(self.topics.all()))
+        for coordinator in self.coordinators.values():
+            await coordinator.start()
 
     async def stop(self) -> None:
         self.fetch_views.stop()
-        await self.groups.stop()
+        for coordinator in self.coordinators.values():
+            await coordinator.stop()
         await self.partitions.close_all()
 
     async def _open_partitions(self, topic: TopicInfo, indexes: range) -> None:
-        if self.cluster is not None:
+        if self.controller_assigns_partitions:
             return  # the controller assigns partitions; their owners open them
         config = log_config(self.config, topic.configs)
         await asyncio.gather(*(self.partitions.open(topic.name, i, config) for i in indexes))
@@ -159,7 +111,8 @@ class Broker:
         partition = self.partitions.get(topic, index)
         if partition is None:
             info = self.topics.get(topic)
-            if self.cluster is not None and info is not None and 0 <= index < info.partitions:
+            if self.controller_assigns_partitions and info is not None \
+                    and 0 <= index < info.partitions:
                 # Another broker owns it (or it is moving): clients refresh their metadata.
                 raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
@@ -216,7 +169,7 @@ class Broker:
             await asyncio.get_running_loop().run_in_executor(
                 self._executor, self.topics.remove, info)
             # In cluster mode each owner deletes its partitions once the topic is gone.
-            for index in range(0 if self.cluster else info.partitions):
+            for index in range(0 if self.controller_assigns_partitions else info.partitions):
                 await self.partitions.close(info.name, index, delete=True)
             log.info("deleted topic %s", info.name)
 
@@ -261,4 +214,4 @@ class Broker:
 
     async def allocate_producer_id(self) -> int:
         return await asyncio.get_running_loop().run_in_executor(
-            self._executor, self._producer_ids.allocate)
+            self._executor, self.membership.producer_ids.allocate)

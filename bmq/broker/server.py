@@ -1,19 +1,22 @@
-"""`bmq serve`: every role in one process on a local data directory, no ZooKeeper: the broker,
-its consumer-group coordinator, and the proxy role answering fetches (bmq.proxy.local)."""
+"""`bmq serve`: a cluster of one in one process on a local data directory, no ZooKeeper: the
+broker, its consumer-group coordinator, and the read path answering fetches
+(bmq.broker.fetch_views)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import os
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any
 
 from bmq import metrics
 from bmq.broker.broker import Broker
+from bmq.broker.membership.standalone import StandaloneMembership
 from bmq.broker.service import BrokerService
-from bmq.config import BrokerConfig
+from bmq.config import Config
 from bmq.lifecycle import run_until_signalled
+from bmq.metadata.nodes import BrokerNode
 from bmq.net.connection import KafkaConnection
 from bmq.storage import open_storage
 
@@ -23,15 +26,24 @@ log = logging.getLogger(__name__)
 WORKER_THREADS = 16
 
 
+def standalone_broker(config: Config, executor: Executor) -> Broker:
+    """The broker of `bmq serve` on ``config.data_dir``: partitions in ``topics/``, metadata in
+    ``meta/`` (not started)."""
+    data_dir = os.path.abspath(config.data_dir)
+    os.makedirs(os.path.join(data_dir, "topics"), exist_ok=True)
+    os.makedirs(os.path.join(data_dir, "meta"), exist_ok=True)
+    host, port = config.advertised
+    membership = StandaloneMembership(BrokerNode(config.node_id, host, port),
+                                      open_storage(os.path.join(data_dir, "meta")),
+                                      config.producer_id_block_size)
+    return Broker(config, open_storage(os.path.join(data_dir, "topics")), executor, membership)
+
+
 class BrokerServer:
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: Config) -> None:
         self.config = config
         self._executor = ThreadPoolExecutor(WORKER_THREADS, thread_name_prefix="bmq-io")
-        data_dir = os.path.abspath(config.data_dir)
-        os.makedirs(os.path.join(data_dir, "topics"), exist_ok=True)
-        os.makedirs(os.path.join(data_dir, "meta"), exist_ok=True)
-        self.broker = Broker(config, open_storage(os.path.join(data_dir, "topics")),
-                             open_storage(os.path.join(data_dir, "meta")), self._executor)
+        self.broker = standalone_broker(config, self._executor)
         self._server: asyncio.Server | None = None
         self._maintenance: asyncio.Task[None] | None = None
         self._metrics_server: Any = None
@@ -67,7 +79,7 @@ class BrokerServer:
 
 
 
-def serve_metrics(config: BrokerConfig, broker: Broker) -> Any:
+def serve_metrics(config: Config, broker: Broker) -> Any:
     """/metrics of a role that runs ``broker`` (`bmq serve`, `bmq broker`); see bmq.metrics."""
     return metrics.serve_for_role(
         config.metrics_port, config.listen_host,
@@ -85,5 +97,5 @@ def _count_groups(broker: Broker) -> float:
     return float("nan")
 
 
-def serve(config: BrokerConfig) -> None:
+def serve(config: Config) -> None:
     run_until_signalled(BrokerServer(config))

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 
-from bmq.config import BrokerConfig
+from bmq.config import Config
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.storage import LogConfig
 
@@ -42,7 +42,7 @@ class ResourceType(IntEnum):
 class TopicConfigDef:
     name: str
     type: ConfigType
-    broker_default: Callable[[BrokerConfig], str]
+    broker_default: Callable[[Config], str]
     validate: Callable[[str], bool]
     doc: str
 
@@ -110,7 +110,7 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
     return result
 
 
-def effective_topic_configs(broker: BrokerConfig,
+def effective_topic_configs(broker: Config,
                             overrides: Mapping[str, str]) -> dict[str, tuple[str, ConfigSource]]:
     """Every topic config with its value and where the value comes from."""
     return {
@@ -120,7 +120,7 @@ def effective_topic_configs(broker: BrokerConfig,
     }
 
 
-def log_config(broker: BrokerConfig, overrides: Mapping[str, str]) -> LogConfig:
+def log_config(broker: Config, overrides: Mapping[str, str]) -> LogConfig:
     effective = effective_topic_configs(broker, overrides)
     values = {name: value for name, (value, _) in effective.items()}
     return LogConfig(

@@ -2,7 +2,7 @@
 through their states by writing ``/assignments``.
 
 The partition state machine, per partition (the owner reports the middle states in its
-registration, see ``bmq.cluster.node``)::
+registration, see ``bmq.broker.membership.cluster``)::
 
     assigned ──owner opens the log with the epoch──► recovering ──► writable
        ▲                                                               │ controller sets
@@ -32,7 +32,8 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from bmq import metrics
-from bmq.cluster.zk import (
+from bmq.controller.placement import place
+from bmq.metadata.zookeeper.layout import (
     FENCED,
     RELEASED,
     STATES,
@@ -44,8 +45,7 @@ from bmq.cluster.zk import (
     loads,
     track_connection,
 )
-from bmq.controller.admin import states_of
-from bmq.controller.placement import place
+from bmq.metadata.zookeeper.state import states_of
 
 log = logging.getLogger(__name__)
 

@@ -66,10 +66,6 @@ class ApiSpec:
         assert not isinstance(self._handler, str)
         return self._handler
 
-    def answered_by(self, handler: Handler | str) -> ApiSpec:
-        """The same API and versions, answered by another handler."""
-        return ApiSpec(self._request, handler)
-
 
 def supported_versions(handlers: Mapping[int, ApiSpec]) -> list[ApiVersion]:
     return [

@@ -23,10 +23,9 @@ from typing import Any
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
-from bmq.broker.broker import BrokerNode
-from bmq.broker.metadata import TopicInfo
-from bmq.cluster.registry import ZkTopicRegistry
-from bmq.cluster.zk import (
+from bmq.metadata.nodes import BrokerNode
+from bmq.metadata.topics import TopicInfo
+from bmq.metadata.zookeeper.layout import (
     Paths,
     connect,
     dumps,
@@ -36,6 +35,7 @@ from bmq.cluster.zk import (
     read_children,
     track_connection,
 )
+from bmq.metadata.zookeeper.topics import ZkTopicRegistry
 
 log = logging.getLogger(__name__)
 

@@ -17,17 +17,17 @@ import logging
 import uuid
 from concurrent.futures import Executor
 
-from bmq.broker.broker import BrokerNode
-from bmq.broker.metadata import TopicInfo
-from bmq.config import BrokerConfig
+from bmq.config import Config
+from bmq.metadata.nodes import BrokerNode
+from bmq.metadata.routing import proxy_for
+from bmq.metadata.topics import TopicInfo
 from bmq.net.client import BrokerLink, LinkError, LinkPool
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.messages import BmqWatchPartitionsRequest
 from bmq.protocol.messages.bmq_watch_partitions_request import WatchPartition, WatchTopic
-from bmq.proxy.cache import RecordCache
 from bmq.proxy.cluster_view import ClusterView
-from bmq.proxy.partition_view import PartitionView
-from bmq.proxy.routing import proxy_for
+from bmq.readpath.cache import RecordCache
+from bmq.readpath.partition_view import PartitionView
 from bmq.storage import Storage
 from bmq.storage.log import LogReader, PartitionLog
 
@@ -41,7 +41,7 @@ TopicPartition = tuple[str, int]
 
 
 class Proxy:
-    def __init__(self, config: BrokerConfig, storage: Storage, executor: Executor,
+    def __init__(self, config: Config, storage: Storage, executor: Executor,
                  cluster: ClusterView) -> None:
         self.config = config
         self.storage = storage

@@ -8,8 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from bmq import metrics
-from bmq.cluster.server import open_log_storage
-from bmq.config import BrokerConfig
+from bmq.config import Config
 from bmq.lifecycle import run_until_signalled
 from bmq.net.client import LinkPool
 from bmq.net.connection import KafkaConnection
@@ -18,6 +17,7 @@ from bmq.proxy.cluster_view import ClusterView
 from bmq.proxy.handlers import HANDLERS, ProxyContext
 from bmq.proxy.proxy import Proxy
 from bmq.storage.counting import CountingStorage
+from bmq.storage.factory import open_log_storage
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ class ProxyService:
 
 
 class ProxyServer:
-    def __init__(self, config: BrokerConfig, storage_options: dict[str, str] | None = None
+    def __init__(self, config: Config, storage_options: dict[str, str] | None = None
                  ) -> None:
         self.config = config
         self._executor = ThreadPoolExecutor(WORKER_THREADS, thread_name_prefix="bmq-proxy-io")
@@ -89,5 +89,5 @@ class ProxyServer:
 
 
 
-def run_proxy(config: BrokerConfig, storage_options: dict[str, str] | None = None) -> None:
+def run_proxy(config: Config, storage_options: dict[str, str] | None = None) -> None:
     run_until_signalled(ProxyServer(config, storage_options))

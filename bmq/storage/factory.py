@@ -83,3 +83,9 @@ def open_storage(url: str, options: dict[str, str] | None = None) -> Storage:
 
     fs, root = fsspec.core.url_to_fs(url, **storage_options(url, options))
     return FsspecStorage(fs, root)
+
+
+def open_log_storage(url: str, options: dict[str, str] | None = None) -> Storage:
+    """The partitions' storage of a cluster at ``url``: ``<url>/topics`` (the same layout as
+    `bmq serve`'s data directory), as brokers, proxies and controllers open it."""
+    return open_storage(url.rstrip("/") + "/topics", options)

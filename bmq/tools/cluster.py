@@ -25,7 +25,7 @@ from bmq.tools.common import (
 if TYPE_CHECKING:
     from kazoo.client import KazooClient
 
-    from bmq.cluster.zk import Paths
+    from bmq.metadata.zookeeper.layout import Paths
 
 F = TypeVar("F", bound=Callable[..., Any])
 POLL_S = 0.2
@@ -59,7 +59,7 @@ def zookeeper_options(required: bool) -> Callable[[F], F]:
 @contextlib.contextmanager
 def open_zookeeper(hosts: str, root: str, timeout_s: float = 10.0
               ) -> Iterator[tuple[KazooClient, Paths]]:
-    from bmq.cluster.zk import Paths, session
+    from bmq.metadata.zookeeper.layout import Paths, session
 
     try:
         with session(hosts, int(timeout_s * 1000)) as zk:
@@ -97,7 +97,7 @@ def cluster_info(conn: Connection) -> dict[str, Any]:
 def zookeeper_info(zk: KazooClient, paths: Paths) -> dict[str, Any]:
     """What the controller knows: its own registration, brokers as registered (draining, drain
     requests, partitions owned), proxies, and every partition's owner, epoch and state."""
-    from bmq.controller.admin import (
+    from bmq.metadata.zookeeper.state import (
         active_controller,
         broker_list,
         drain_requests,
@@ -212,7 +212,7 @@ def drain(broker: int, wait: bool, timeout: float, cancel: bool, output: str, zo
       bmq cluster drain 3 --zookeeper zk:2181 --no-wait
       bmq cluster drain 3 --zookeeper zk:2181 --cancel      # take partitions again
     """
-    from bmq.controller.admin import (
+    from bmq.metadata.zookeeper.state import (
         broker_list,
         cancel_drain,
         drain_requests,

@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
-from bmq.cluster.zk import WRITABLE, Paths
-from bmq.controller.admin import PartitionState, partition_states
+from bmq.metadata.zookeeper.layout import WRITABLE, Paths
+from bmq.metadata.zookeeper.state import PartitionState, partition_states
 from tests.cluster.zookeeper import ZooKeeper, available
 from tests.conftest import _LIVE_PROCESSES, BrokerProcess, bmq_command, free_port
 from tests.seaweedfs import SeaweedFS

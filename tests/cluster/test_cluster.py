@@ -10,8 +10,8 @@ import time
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bmq.broker.groups.placement import partition_for
-from bmq.broker.metadata import OFFSETS_TOPIC
+from bmq.coordinators.groups.placement import partition_for
+from bmq.metadata.topics import OFFSETS_TOPIC
 from tests.cluster.conftest import SESSION_TIMEOUT_MS, Cluster, ClusterFactory, SharedStorage
 from tests.cluster.workload import SteadyProducer, verify
 from tests.conftest import bmq_command, make_topic_name

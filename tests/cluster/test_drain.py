@@ -10,9 +10,9 @@ import time
 
 from confluent_kafka.admin import AdminClient
 
-from bmq.broker.metadata import OFFSETS_TOPIC
-from bmq.cluster.zk import WRITABLE
-from bmq.controller.admin import broker_list
+from bmq.metadata.topics import OFFSETS_TOPIC
+from bmq.metadata.zookeeper.layout import WRITABLE
+from bmq.metadata.zookeeper.state import broker_list
 from tests.cluster.conftest import Cluster, ClusterFactory
 from tests.cluster.test_cluster import PARTITIONS, create_topic
 from tests.cluster.workload import SteadyProducer, verify

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from bmq.cluster.zk import RELEASED
 from bmq.controller.controller import next_assignments
 from bmq.controller.placement import place
+from bmq.metadata.zookeeper.layout import RELEASED
 
 
 def test_empty_cluster_starts_at_i_mod_n() -> None:

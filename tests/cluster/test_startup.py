@@ -16,7 +16,7 @@ from bmq.broker.handlers import HANDLERS
 def modules_of_bmq_broker() -> list[str]:
     """Modules loaded once `bmq broker` has its command and its server code."""
     code = ("import json, sys, click; from bmq.cli import main; "
-            "main.get_command(click.Context(main), 'broker'); import bmq.cluster.server; "
+            "main.get_command(click.Context(main), 'broker'); import bmq.broker.cluster_server; "
             "print(json.dumps(sorted(sys.modules)))")
     return list(json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True,
                                           text=True, check=True, timeout=120).stdout))
@@ -41,17 +41,17 @@ def test_broker_imports_messages_and_handlers_on_first_use() -> None:
 def test_roles_do_not_import_the_client_tools() -> None:
     loaded = modules_of_bmq_broker()
     assert "bmq.tools" not in loaded and "rich" not in loaded
-    assert "bmq.cluster.commands" in loaded
+    assert "bmq.broker.command" in loaded
 
 
 def test_every_command_is_listed_and_found() -> None:
     from bmq.cli import main
-    from bmq.cluster.commands import COMMANDS as CLUSTER
     from bmq.tools import COMMANDS as TOOLS
 
     ctx = click.Context(main)
     names = main.list_commands(ctx)
-    assert {c.name for c in [*TOOLS, *CLUSTER]} | {"serve", "proxy"} == set(names)
+    roles = {"serve", "broker", "controller", "admin", "proxy"}
+    assert {c.name for c in TOOLS} | roles == set(names)
     for name in names:
         command = main.get_command(ctx, name)
         assert command is not None and command.name == name

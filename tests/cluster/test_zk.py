@@ -10,10 +10,11 @@ from collections.abc import Iterator
 import pytest
 from kazoo.client import KazooClient
 
-from bmq.broker.metadata import TopicInfo
-from bmq.cluster.lease import Lease, LeaseKeeper
-from bmq.cluster.registry import ZkTopicRegistry
-from bmq.cluster.zk import Paths, ZkProducerIdAllocator, connect, ensure_cluster_id, ensure_layout
+from bmq.broker.membership.lease import Lease, LeaseKeeper
+from bmq.metadata.topics import TopicInfo
+from bmq.metadata.zookeeper.layout import Paths, connect, ensure_cluster_id, ensure_layout
+from bmq.metadata.zookeeper.producer_ids import ZkProducerIdAllocator
+from bmq.metadata.zookeeper.topics import ZkTopicRegistry
 from bmq.protocol.errors import ErrorCode, KafkaError
 from tests.cluster.zookeeper import ZooKeeper
 

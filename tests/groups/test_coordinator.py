@@ -16,8 +16,10 @@ from typing import Any, TypeVar
 import pytest
 
 from bmq.broker.broker import Broker
-from bmq.broker.groups import GroupState, JoinRequest, java_string_hashcode, partition_for
-from bmq.broker.groups.records import (
+from bmq.broker.server import standalone_broker
+from bmq.config import Config
+from bmq.coordinators.groups import GroupState, JoinRequest, java_string_hashcode, partition_for
+from bmq.coordinators.groups.records import (
     GroupKey,
     GroupValue,
     MemberValue,
@@ -28,11 +30,9 @@ from bmq.broker.groups.records import (
     encode_key,
     encode_value,
 )
-from bmq.config import BrokerConfig
 from bmq.protocol.errors import ErrorCode
 from bmq.protocol.record_codec import iter_records
 from bmq.protocol.records import validate_batches
-from bmq.storage import open_storage
 
 from .helpers import subscription
 
@@ -51,11 +51,10 @@ def run(test: Callable[..., Awaitable[T]], path: Path, **settings: Any) -> T:
         brokers: list[Broker] = []
 
         async def open_broker() -> Broker:
-            config = BrokerConfig(data_dir=str(path), **{
+            config = Config(data_dir=str(path), **{
                 "group_initial_rebalance_delay_ms": 50, "group_min_session_timeout_ms": 100,
                 "offsets_topic_num_partitions": 4, **settings})
-            broker = Broker(config, open_storage(str(path / "topics")),
-                            open_storage(str(path / "meta")), executor)
+            broker = standalone_broker(config, executor)
             await broker.start()
             if broker.topics.get(TOPIC) is None:
                 await broker.create_topic(TOPIC, 4)

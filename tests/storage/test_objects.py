@@ -263,7 +263,7 @@ def test_object_store_flushes_of_a_partition_are_paced(ostorage: Storage,
     import asyncio
     from concurrent.futures import ThreadPoolExecutor
 
-    from bmq.broker.partitions import PartitionManager
+    from bmq.writepath.partitions import PartitionManager
 
     async def run() -> tuple[int, int]:
         with ThreadPoolExecutor(4) as executor:

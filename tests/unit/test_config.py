@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from bmq.config import BrokerConfig, ConfigError, load_config
+from bmq.config import Config, ConfigError, load_config
 
 
 def test_defaults_match_kafka_and_readme() -> None:
@@ -49,6 +49,6 @@ def test_bad_settings_are_reported(tmp_path: Path, text: str, message: str) -> N
 
 
 def test_advertise_overrides_listen() -> None:
-    config = BrokerConfig(listen="0.0.0.0:9092", advertise="broker1.example:19092")
+    config = Config(listen="0.0.0.0:9092", advertise="broker1.example:19092")
     assert config.advertised == ("broker1.example", 19092)
-    assert BrokerConfig(listen="0.0.0.0:9092").advertised == ("127.0.0.1", 9092)
+    assert Config(listen="0.0.0.0:9092").advertised == ("127.0.0.1", 9092)

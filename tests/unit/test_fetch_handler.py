@@ -7,12 +7,12 @@ from pathlib import Path
 from bmq.broker.broker import Broker
 from bmq.broker.handlers.base import RequestContext
 from bmq.broker.handlers.fetch import handle_fetch
-from bmq.config import BrokerConfig
+from bmq.broker.server import standalone_broker
+from bmq.config import Config
 from bmq.protocol.errors import ErrorCode
 from bmq.protocol.headers import RequestHeader
 from bmq.protocol.messages import FetchRequest
 from bmq.protocol.messages.fetch_request import FetchPartition, FetchTopic
-from bmq.storage import open_storage
 from tests.storage.batches import make_batch, request
 
 
@@ -30,8 +30,7 @@ async def _fetch(broker: Broker, topic: str, offset: int) -> tuple[int, bytes]:
 def test_offsets_between_high_watermark_and_log_end_are_empty_not_errors(tmp_path: Path) -> None:
     async def scenario() -> None:
         with ThreadPoolExecutor(2) as executor:
-            broker = Broker(BrokerConfig(), open_storage(str(tmp_path / "topics")),
-                            open_storage(str(tmp_path / "meta")), executor)
+            broker = standalone_broker(Config(data_dir=str(tmp_path)), executor)
             await broker.start()
             await broker.create_topic("t", 1)
             log = broker.partition("t", 0).log
@@ -41,8 +40,7 @@ def test_offsets_between_high_watermark_and_log_end_are_empty_not_errors(tmp_pat
             assert await _fetch(broker, "t", 1) == (ErrorCode.NONE, b"")
             assert (await _fetch(broker, "t", 3))[0] == ErrorCode.OFFSET_OUT_OF_RANGE
             await broker.stop()  # flushes: the data becomes visible after a restart
-            broker = Broker(BrokerConfig(), open_storage(str(tmp_path / "topics")),
-                            open_storage(str(tmp_path / "meta")), executor)
+            broker = standalone_broker(Config(data_dir=str(tmp_path)), executor)
             await broker.start()
             error, data = await _fetch(broker, "t", 1)
             assert error == ErrorCode.NONE and data.startswith(b"\x00" * 8)  # base offset 0

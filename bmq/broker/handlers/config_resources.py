@@ -6,8 +6,8 @@ import dataclasses
 from dataclasses import dataclass
 
 from bmq.broker.broker import Broker
-from bmq.broker.metadata import TopicInfo
 from bmq.broker.topic_config import TOPIC_CONFIGS, ConfigSource, ConfigType, ResourceType
+from bmq.metadata.topics import TopicInfo
 from bmq.protocol.errors import ErrorCode, KafkaError
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from bmq.broker.groups import JoinRequest
 from bmq.broker.handlers.base import RequestContext
+from bmq.coordinators.groups import JoinRequest
 from bmq.protocol.messages import JoinGroupRequest, JoinGroupResponse
 from bmq.protocol.messages.join_group_response import JoinGroupResponseMember
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bmq.broker.broker import Broker
 from bmq.broker.handlers.base import RequestContext
-from bmq.broker.metadata import TopicInfo, check_topic_name
+from bmq.metadata.topics import TopicInfo, check_topic_name
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.messages import MetadataRequest, MetadataResponse
 from bmq.protocol.messages.metadata_response import (

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from bmq.broker.broker import Broker
-from bmq.broker.groups.records import OffsetValue
 from bmq.broker.handlers.base import RequestContext
-from bmq.broker.partitions import now_ms
+from bmq.coordinators.groups.records import OffsetValue
 from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import OffsetCommitRequest, OffsetCommitResponse
 from bmq.protocol.messages.offset_commit_request import OffsetCommitRequestTopic
@@ -13,6 +12,7 @@ from bmq.protocol.messages.offset_commit_response import (
     OffsetCommitResponsePartition,
     OffsetCommitResponseTopic,
 )
+from bmq.writepath.partitions import now_ms
 
 TOPIC_IDS_VERSION = 10
 

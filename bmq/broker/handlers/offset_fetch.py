@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from bmq.broker.broker import Broker
-from bmq.broker.groups.coordinator import FetchedOffset
 from bmq.broker.handlers.base import RequestContext
+from bmq.coordinators.groups.coordinator import FetchedOffset
 from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import OffsetFetchRequest, OffsetFetchResponse
 from bmq.protocol.messages.offset_fetch_request import OffsetFetchRequestGroup

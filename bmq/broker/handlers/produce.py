@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 
 from bmq.broker.handlers.base import RequestContext
-from bmq.broker.metadata import INTERNAL_TOPICS
-from bmq.broker.partitions import now_ms
+from bmq.metadata.topics import INTERNAL_TOPICS
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.messages import ProduceRequest, ProduceResponse
 from bmq.protocol.messages.produce_response import PartitionProduceResponse, TopicProduceResponse
 from bmq.protocol.records import set_leader_epoch, validate_batches
+from bmq.writepath.partitions import now_ms
 
 # Produce v0-2 (message formats v0/v1) are listed for librdkafka's sake (KAFKA-18659) but, as
 # in Kafka 4, answered with UNSUPPORTED_VERSION.

@@ -11,10 +11,10 @@ from __future__ import annotations
 import asyncio
 
 from bmq.broker.handlers.base import RequestContext
-from bmq.broker.partitions import Partition
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.messages import BmqWatchPartitionsRequest, BmqWatchPartitionsResponse
 from bmq.protocol.messages.bmq_watch_partitions_response import WatchedPartition, WatchedTopic
+from bmq.writepath.partitions import Partition
 
 # A proxy re-sends its watch at once after each answer; this bounds how long one may park here.
 MAX_WAIT_MS = 30_000

@@ -7,8 +7,8 @@ to a broker unchanged, at the same versions (FindCoordinator thus names the real
 
 from __future__ import annotations
 
-from bmq.broker.handlers import HANDLERS as BROKER_HANDLERS
 from bmq.net.api import FIRST_INTERNAL_API_KEY, ApiSpec
+from bmq.net.broker_apis import BROKER_REQUESTS
 from bmq.proxy.handlers.base import ProxyContext
 
 
@@ -26,10 +26,10 @@ _ANSWERED = [
     _api("ProduceRequest", "produce"),
 ]
 
+_RELAYED = (ApiSpec(name, "bmq.proxy.handlers.forward:relay_to_broker")
+            for name in BROKER_REQUESTS)
 HANDLERS: dict[int, ApiSpec] = {
-    key: s.answered_by("bmq.proxy.handlers.forward:relay_to_broker")
-    for key, s in BROKER_HANDLERS.items() if key < FIRST_INTERNAL_API_KEY
-}
+    s.api_key: s for s in _RELAYED if s.api_key < FIRST_INTERNAL_API_KEY}
 HANDLERS.update({s.api_key: s for s in _ANSWERED})
 
 __all__ = ["HANDLERS", "ProxyContext"]

@@ -1,5 +1,5 @@
 """Metadata from a proxy: each partition is led by the proxy rendezvous hashing picks
-(bmq.proxy.routing), with the owner's leader epoch, so clients fetch and produce through
+(bmq.metadata.routing), with the owner's leader epoch, so clients fetch and produce through
 proxies. Topics a client names that do not exist are created through a broker when
 auto-creation is allowed."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
-from bmq.broker.metadata import TopicInfo, check_topic_name
+from bmq.metadata.topics import TopicInfo, check_topic_name
 from bmq.net.client import LinkError
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.messages import MetadataRequest, MetadataResponse

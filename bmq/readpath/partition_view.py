@@ -17,7 +17,7 @@ from concurrent.futures import Executor
 
 from bmq import metrics
 from bmq.protocol.errors import ErrorCode, KafkaError
-from bmq.proxy.cache import RecordCache
+from bmq.readpath.cache import RecordCache
 from bmq.storage.log import LogReader, PartitionLog
 from bmq.storage.offsets import list_offset
 

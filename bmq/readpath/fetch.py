@@ -1,7 +1,7 @@
 """Fetch, as every role answers it: durable data through the proxy role's partition views and
 record cache, with a long poll woken by notice of new data. `bmq proxy` reads views of shared
 storage woken by the owning brokers' notices (bmq.proxy.proxy); brokers (`bmq serve`,
-`bmq broker`) read their own logs, woken by their own flushes (bmq.proxy.local).
+`bmq broker`) read their own logs, woken by their own flushes (bmq.broker.fetch_views).
 
 No fetch sessions: every response carries session id 0, which KIP-227 allows a broker to answer
 with, so clients keep sending full fetch requests.
@@ -15,11 +15,11 @@ from collections.abc import Awaitable
 from typing import Protocol
 
 from bmq import metrics
-from bmq.broker.metadata import TopicInfo
+from bmq.metadata.topics import TopicInfo
 from bmq.protocol.errors import ErrorCode, KafkaError, check_leader_epoch
 from bmq.protocol.messages import FetchRequest, FetchResponse
 from bmq.protocol.messages.fetch_response import FetchableTopicResponse, PartitionData
-from bmq.proxy.partition_view import PartitionView
+from bmq.readpath.partition_view import PartitionView
 
 
 class FetchServer(Protocol):

@@ -18,9 +18,10 @@ import uuid
 from collections.abc import Coroutine, Iterable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from bmq.broker.groups.group import (
+from bmq.coordinators.base import CoordinatorHost, InternalLogCoordinator
+from bmq.coordinators.groups.group import (
     CONSUMER_PROTOCOL_TYPE,
     GROUP_TYPE_CLASSIC,
     Group,
@@ -32,20 +33,17 @@ from bmq.broker.groups.group import (
     answer_join,
     answer_sync,
 )
-from bmq.broker.groups.placement import OFFSETS_TOPIC, partition_for
-from bmq.broker.groups.records import GroupKey, OffsetValue
-from bmq.broker.groups.shard import (
+from bmq.coordinators.groups.placement import OFFSETS_TOPIC, partition_for
+from bmq.coordinators.groups.records import GroupKey, OffsetValue
+from bmq.coordinators.groups.shard import (
     Entry,
     OffsetsShard,
     coordinator_error,
     offset_entries,
     tombstones,
 )
-from bmq.broker.partitions import now_ms
 from bmq.protocol.errors import ErrorCode, KafkaError
-
-if TYPE_CHECKING:
-    from bmq.broker.broker import Broker
+from bmq.writepath.partitions import now_ms
 
 log = logging.getLogger(__name__)
 
@@ -114,10 +112,12 @@ class FetchedOffset:
     error: ErrorCode = ErrorCode.NONE
 
 
-class GroupCoordinator:
+class GroupCoordinator(InternalLogCoordinator):
     """All consumer groups of the offsets partitions this broker leads."""
 
-    def __init__(self, broker: Broker, executor: Executor) -> None:
+    topic = OFFSETS_TOPIC
+
+    def __init__(self, broker: CoordinatorHost, executor: Executor) -> None:
         self._broker = broker
         self._executor = executor
         self.config = broker.config

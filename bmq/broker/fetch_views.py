@@ -1,49 +1,56 @@
-"""The proxy role inside every broker process (`bmq serve`, `bmq broker`): fetches sent to the
-broker go through the same partition views, record cache and long poll as on a `bmq proxy`, but
-the views read the broker's own logs (no second view of the files) and wake on the broker's own
-flushes (no network notices)."""
+"""The read path inside every broker process (`bmq serve`, `bmq broker`): fetches sent to the
+broker go through the same partition views, record cache and long poll as on a `bmq proxy`
+(``bmq.readpath``), but the views read the broker's own logs (no second view of the files) and
+wake on the broker's own flushes (no network notices)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import uuid
+from collections.abc import Callable
 from concurrent.futures import Executor
-from typing import TYPE_CHECKING
 
-from bmq.broker.metadata import TopicInfo
-from bmq.broker.partitions import Partition
-from bmq.proxy.cache import RecordCache
-from bmq.proxy.partition_view import PartitionView
-
-if TYPE_CHECKING:
-    from bmq.broker.broker import Broker
+from bmq.config import Config
+from bmq.metadata.topics import TopicInfo, TopicRegistry
+from bmq.readpath.cache import RecordCache
+from bmq.readpath.partition_view import PartitionView
+from bmq.writepath.partitions import Partition, PartitionManager
 
 TopicPartition = tuple[str, int]
 # How often a follower checks that its partition still exists when no data comes.
 RECHECK_S = 5.0
 
 
-class LocalProxy:
-    def __init__(self, broker: Broker, executor: Executor) -> None:
-        self._broker = broker
+class BrokerFetchViews:
+    """The read path's source (``bmq.readpath.fetch.FetchServer``) over the broker's partitions.
+
+    ``find_partition`` is the broker's lookup of a partition a client names: it raises the Kafka
+    error to answer when this broker does not hold it."""
+
+    def __init__(self, config: Config, topics: TopicRegistry, partitions: PartitionManager,
+                 find_partition: Callable[[str, int], Partition], executor: Executor) -> None:
+        self._topics = topics
+        self._partitions = partitions
+        self._find_partition = find_partition
+        self._read_ahead_bytes = config.proxy_read_ahead_bytes
         self._executor = executor
-        self.cache = RecordCache(broker.config.proxy_cache_bytes)
+        self.cache = RecordCache(config.proxy_cache_bytes)
         self._views: dict[TopicPartition, PartitionView] = {}
         self._followers: dict[TopicPartition, asyncio.Task[None]] = {}
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
-        return self._broker.topics.by_id(topic_id)
+        return self._topics.by_id(topic_id)
 
     def epoch(self, topic: str, index: int) -> int:
-        partition = self._broker.partitions.get(topic, index)
+        partition = self._partitions.get(topic, index)
         return -1 if partition is None else partition.leader_epoch
 
     async def catch_up(self, view: PartitionView) -> None:
         """Nothing to do: the view reads the broker's own log, which is always current."""
 
     async def view(self, topic: str, index: int) -> PartitionView:
-        partition = self._broker.partition(topic, index)  # UNKNOWN_TOPIC_OR_PARTITION if none
+        partition = self._find_partition(topic, index)
         key = (topic, index)
         view = self._views.get(key)
         if view is not None and view.reader is partition.log:
@@ -51,15 +58,14 @@ class LocalProxy:
         if view is not None:            # the topic was deleted and made again meanwhile
             self._drop(key)
         view = self._views[key] = PartitionView(topic, index, partition.log, self.cache,
-                                                self._executor,
-                                                self._broker.config.proxy_read_ahead_bytes)
+                                                self._executor, self._read_ahead_bytes)
         self._followers[key] = asyncio.get_running_loop().create_task(
             self._follow(partition, view))
         return view
 
     async def _follow(self, partition: Partition, view: PartitionView) -> None:
         """Apply every flush of the partition to its view, until the partition is closed."""
-        while self._broker.partitions.get(view.topic, view.index) is partition:
+        while self._partitions.get(view.topic, view.index) is partition:
             new_data = partition.new_data()
             await asyncio.wait([new_data], timeout=RECHECK_S)
             if new_data.done():

@@ -24,13 +24,12 @@ import base64
 import contextlib
 import json
 import logging
-import threading
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from bmq.config import split_host_port
 
@@ -145,44 +144,3 @@ def ensure_cluster_id(zk: KazooClient, paths: Paths) -> str:
         zk.create(paths.cluster_id, new.encode(), makepath=True)
     data, _ = zk.get(paths.cluster_id)
     return str(data.decode())
-
-
-class ZkProducerIdAllocator:
-    """Producer ids from blocks reserved in ZooKeeper by compare-and-set: never handed out twice."""
-
-    def __init__(self, zk: KazooClient, paths: Paths, block_size: int) -> None:
-        self._zk = zk
-        self._path = paths.producer_ids
-        self._block_size = block_size
-        self._next = 0
-        self._block_end = 0
-        self._lock = threading.Lock()
-
-    def allocate(self) -> int:
-        with self._lock:
-            if self._next >= self._block_end:
-                self._reserve()
-            pid = self._next
-            self._next += 1
-            return pid
-
-    def _reserve(self) -> None:
-        while True:
-            try:
-                data, stat = self._zk.get(self._path)
-            except NoNodeError:
-                try:
-                    self._zk.create(self._path, dumps({"next_block_start": self._block_size}),
-                                    makepath=True)
-                    self._next, self._block_end = 0, self._block_size
-                    return
-                except NodeExistsError:
-                    continue
-            start = int(loads(data)["next_block_start"])
-            try:
-                self._zk.set(self._path, dumps({"next_block_start": start + self._block_size}),
-                             version=stat.version)
-            except BadVersionError:
-                continue
-            self._next, self._block_end = start, start + self._block_size
-            return

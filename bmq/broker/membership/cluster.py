@@ -1,4 +1,4 @@
-"""One broker's membership in a cluster.
+"""One broker's membership in a cluster (`bmq broker`).
 
 * registers itself (an ephemeral znode with its advertised address, its draining flag and a
   report of its partitions' states) and keeps the ack lease alive;
@@ -6,7 +6,8 @@
   ``ZkTopicRegistry``) and partition assignments (owner + leader epoch);
 * owns partitions as the controller assigns them: one small worker per partition opens the log
   with the assignment's epoch (take the write right, repair the tail), loads offsets partitions
-  into the group coordinator, and on a move flushes, closes and reports the partition released;
+  into the coordinator of its internal topic if it has one, and on a move flushes, closes and
+  reports the partition released;
 * on SIGTERM drains: marks itself draining and waits until the controller moved every partition.
 
 ZooKeeper calls are blocking (kazoo); they run on worker threads, and watches only wake the
@@ -20,25 +21,28 @@ import contextlib
 import logging
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Executor
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NodeExistsError
 
-from bmq.broker.metadata import OFFSETS_TOPIC, TopicInfo
+from bmq.broker.membership import Membership
+from bmq.broker.membership.lease import Lease, LeaseKeeper
 from bmq.broker.topic_config import log_config
-from bmq.cluster.lease import Lease, LeaseKeeper
-from bmq.cluster.registry import ZkTopicRegistry
-from bmq.cluster.zk import (
+from bmq.config import Config
+from bmq.coordinators.base import InternalLogCoordinator
+from bmq.metadata.nodes import BrokerNode
+from bmq.metadata.routing import proxy_for
+from bmq.metadata.topics import TopicInfo
+from bmq.metadata.zookeeper.layout import (
     DRAINING,
     FENCED,
     RECOVERING,
     RELEASED,
     WRITABLE,
     Paths,
-    ZkProducerIdAllocator,
     connect,
     dumps,
     ensure_cluster_id,
@@ -47,11 +51,10 @@ from bmq.cluster.zk import (
     read_children,
     track_connection,
 )
-from bmq.config import BrokerConfig
+from bmq.metadata.zookeeper.producer_ids import ZkProducerIdAllocator
+from bmq.metadata.zookeeper.topics import ZkTopicRegistry
 from bmq.protocol.errors import ErrorCode, KafkaError
-
-if TYPE_CHECKING:
-    from bmq.broker.broker import Broker, BrokerNode
+from bmq.writepath.partitions import PartitionManager
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +63,11 @@ TopicPartition = tuple[str, int]
 RESYNC_INTERVAL_S = 2.0
 
 
-class ClusterNode:
-    def __init__(self, config: BrokerConfig, executor: Executor) -> None:
+class ClusterMembership(Membership):
+    controller_assigns_partitions = True
+
+    def __init__(self, config: Config, node: BrokerNode, executor: Executor) -> None:
+        super().__init__(node)
         self.config = config
         self.paths = Paths(config.zookeeper_root)
         self._executor = executor
@@ -69,8 +75,9 @@ class ClusterNode:
         self.zk: KazooClient | None = None
         self.topics: ZkTopicRegistry
         self.producer_ids: ZkProducerIdAllocator
-        self.cluster_id = ""
-        self.broker: Broker | None = None
+        # Set by start: the broker's open partitions and its coordinators by internal topic.
+        self._partitions: PartitionManager | None = None
+        self._coordinators: Mapping[str, InternalLogCoordinator] = {}
         self.brokers: dict[int, BrokerNode] = {}
         self.proxies: dict[int, BrokerNode] = {}   # the proxy tier, if any (bmq/proxy/)
         self.assignments: dict[str, dict[str, Assignment]] = {}
@@ -100,10 +107,16 @@ class ClusterNode:
                                    self.config.zookeeper_session_timeout_ms / 6000)
         self._keeper.start()
 
-    async def start(self, broker: Broker) -> None:
-        """Register (the listener is up by now) and start following ZooKeeper."""
+    def load(self) -> None:
+        self.topics.load()
+
+    async def start(self, partitions: PartitionManager,
+                    coordinators: Mapping[str, InternalLogCoordinator]) -> None:
+        """Register (the listener is up by now) and start following ZooKeeper; from then on
+        open and close ``partitions`` as the controller assigns them."""
         assert self.zk is not None
-        self.broker = broker
+        self._partitions = partitions
+        self._coordinators = coordinators
         self._loop = asyncio.get_running_loop()
         self.zk.add_listener(self._on_state)
         await self._register()
@@ -118,8 +131,8 @@ class ClusterNode:
         await self._write_registration()
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if not self._owned_assignments() and not self._workers and self.broker is not None \
-                    and not list(self.broker.partitions.all()):
+            if not self._owned_assignments() and not self._workers and \
+                    self._partitions is not None and not list(self._partitions.all()):
                 log.info("drained: every partition was handed over")
                 return True
             await asyncio.sleep(0.05)
@@ -141,10 +154,13 @@ class ClusterNode:
 
     # ================================================================== cache used by handlers
     def nodes(self) -> list[BrokerNode]:
-        assert self.broker is not None
+        # Before it follows ZooKeeper (answering a first request), the broker knows itself only.
         nodes = dict(self.brokers)
-        nodes.setdefault(self.broker.node.node_id, self.broker.node)
+        nodes.setdefault(self.node.node_id, self.node)
         return [nodes[i] for i in sorted(nodes)]
+
+    def metadata_nodes(self) -> list[BrokerNode]:
+        return self.nodes() + [self.proxies[i] for i in sorted(self.proxies)]
 
     @property
     def controller_id(self) -> int:
@@ -157,23 +173,35 @@ class ClusterNode:
         if a is None:
             return None
         owner = int(a.get("owner", -1))
-        if owner < 0 or (owner not in self.brokers and
-                         (self.broker is None or owner != self.broker.node.node_id)):
+        if owner < 0 or (owner not in self.brokers and owner != self.node.node_id):
             return None
         return owner, int(a["epoch"])
 
-    def node(self, broker_id: int) -> BrokerNode | None:
-        if self.broker is not None and broker_id == self.broker.node.node_id:
-            return self.broker.node
-        return self.brokers.get(broker_id)
+    def partition_leader(self, topic: str, index: int, local_epoch: int | None
+                         ) -> tuple[int, int] | None:
+        """The owner, or with proxies the proxy routing picks, as the proxies themselves answer
+        (bmq.metadata.routing): clients produce and fetch through proxies."""
+        owner = self.leader(topic, index)
+        if self.proxies and owner is not None:
+            return proxy_for(topic, index, self.proxies), owner[1]
+        return owner
+
+    def owner_node(self, topic: str, index: int) -> BrokerNode | None:
+        leader = self.leader(topic, index)
+        if leader is None:
+            return None
+        return self.node if leader[0] == self.node.node_id else self.brokers.get(leader[0])
+
+    def write_guard(self) -> Callable[[], bool]:
+        return self.can_acknowledge
 
     def can_acknowledge(self) -> bool:
+        """False once the ack lease ran out (see bmq.broker.membership.lease)."""
         return self.reg != 0 and self.lease.valid()
 
     # ================================================================== registration
     def _registration(self) -> bytes:
-        assert self.broker is not None
-        node = self.broker.node
+        node = self.node
         return dumps({"host": node.host, "port": node.port, "draining": self.draining,
                       "partitions": self._reports})
 
@@ -196,9 +224,9 @@ class ClusterNode:
         self._changed.set()
 
     def _register_blocking(self) -> None:
-        assert self.zk is not None and self.broker is not None
+        assert self.zk is not None
         zk = self.zk
-        path = self.paths.broker(self.broker.node.node_id)
+        path = self.paths.broker(self.node.node_id)
         deadline = time.monotonic() + 3 * self.config.zookeeper_session_timeout_ms / 1000 + 30
         while True:
             sent = time.monotonic()
@@ -212,7 +240,7 @@ class ClusterNode:
                 if session is None or stat.ephemeralOwner != session[0]:
                     # A previous incarnation's session has not expired yet.
                     if time.monotonic() > deadline:
-                        raise RuntimeError(f"broker id {self.broker.node.node_id} is taken by "
+                        raise RuntimeError(f"broker id {self.node.node_id} is taken by "
                                            f"a live broker") from None
                     time.sleep(0.2)
                     continue
@@ -221,15 +249,15 @@ class ClusterNode:
                 continue
             self.lease.bind(session, sent)
             self.reg = stat.czxid
-            log.info("registered as broker %d (registration %d)", self.broker.node.node_id,
+            log.info("registered as broker %d (registration %d)", self.node.node_id,
                      self.reg)
             return
 
     async def _write_registration(self) -> None:
-        if self.zk is None or self.broker is None or self.reg == 0:
+        if self.zk is None or self.reg == 0:
             return
         zk = self.zk
-        path = self.paths.broker(self.broker.node.node_id)
+        path = self.paths.broker(self.node.node_id)
         data = self._registration()
         try:
             await asyncio.get_running_loop().run_in_executor(self._executor, zk.set, path, data)
@@ -282,12 +310,13 @@ class ClusterNode:
         for task in list(self._workers.values()):
             task.cancel()
         self._workers.clear()
-        broker = self.broker
-        if broker is not None:
-            for partition in list(broker.partitions.all()):
-                if partition.topic == OFFSETS_TOPIC:
-                    broker.groups.unload_partition(partition.index)
-                broker.partitions.abandon(partition.topic, partition.index)
+        partitions = self._partitions
+        if partitions is not None:
+            for partition in list(partitions.all()):
+                coordinator = self._coordinators.get(partition.topic)
+                if coordinator is not None:
+                    coordinator.unload_partition(partition.index)
+                partitions.abandon(partition.topic, partition.index)
 
     async def _follow(self) -> None:
         loop = asyncio.get_running_loop()
@@ -328,16 +357,14 @@ class ClusterNode:
     def _apply(self, brokers: dict[int, dict[str, Any]], topics: list[TopicInfo],
                assignments: dict[str, dict[str, Assignment]],
                proxies: dict[int, dict[str, Any]]) -> None:
-        from bmq.broker.broker import BrokerNode
-
-        assert self.broker is not None
+        assert self._partitions is not None
         self.topics.replace_all(topics)
         self.brokers = {i: BrokerNode(i, str(doc.get("host")), int(doc.get("port", -1)))
                         for i, doc in brokers.items()}
         self.proxies = {i: BrokerNode(i, str(doc.get("host")), int(doc.get("port", -1)))
                         for i, doc in proxies.items()}
         self.assignments = assignments
-        for partition in self.broker.partitions.all():
+        for partition in self._partitions.all():
             info = self.topics.get(partition.topic)
             if info is not None:
                 partition.log.config = log_config(self.config, info.configs)
@@ -346,9 +373,9 @@ class ClusterNode:
     # ================================================================== ownership
     def _mine(self, topic: str, index: int) -> Assignment | None:
         a = self.assignments.get(topic, {}).get(str(index))
-        if a is None or self.broker is None or self.reg == 0:
+        if a is None or self.reg == 0:
             return None
-        if int(a.get("owner", -1)) != self.broker.node.node_id or a.get("reg") != self.reg:
+        if int(a.get("owner", -1)) != self.node.node_id or a.get("reg") != self.reg:
             return None
         return a
 
@@ -357,9 +384,9 @@ class ClusterNode:
                 if self._mine(t, int(p)) is not None]
 
     def _drive_all(self) -> None:
-        assert self.broker is not None
+        assert self._partitions is not None
         wanted: set[TopicPartition] = set(self._owned_assignments())
-        opened = {(p.topic, p.index) for p in self.broker.partitions.all()}
+        opened = {(p.topic, p.index) for p in self._partitions.all()}
         reported = {(k.rsplit("/", 1)[0], int(k.rsplit("/", 1)[1])) for k in self._reports}
         for tp in wanted | opened | reported:
             if tp not in self._workers:
@@ -367,13 +394,13 @@ class ClusterNode:
 
     async def _drive(self, tp: TopicPartition) -> None:
         """Move one partition towards what its assignment says, one step at a time."""
-        assert self.broker is not None
-        broker = self.broker
+        assert self._partitions is not None
+        partitions = self._partitions
         topic, index = tp
         try:
             while True:
                 a = self._mine(topic, index)
-                partition = broker.partitions.get(topic, index)
+                partition = partitions.get(topic, index)
                 if a is not None and not a.get("draining"):
                     epoch = int(a["epoch"])
                     if partition is not None and partition.leader_epoch == epoch:
@@ -424,29 +451,31 @@ class ClusterNode:
             self._executor, self.zk.exists, self.paths.topic(topic)) is None
 
     async def _acquire(self, tp: TopicPartition, epoch: int) -> None:
-        assert self.broker is not None
+        assert self._partitions is not None
         topic, index = tp
         info = self.topics.get(topic)
         if info is None:
             raise RuntimeError("topic unknown")
         self._report(tp, epoch, RECOVERING)
         started = time.monotonic()
-        await self.broker.partitions.open(topic, index, log_config(self.config, info.configs),
-                                          leader_epoch=epoch)
-        if topic == OFFSETS_TOPIC:
-            await self.broker.groups.load_partition(index)
+        await self._partitions.open(topic, index, log_config(self.config, info.configs),
+                                    leader_epoch=epoch)
+        coordinator = self._coordinators.get(topic)
+        if coordinator is not None:
+            await coordinator.load_partition(index)
         self._report(tp, epoch, WRITABLE)
         log.info("took %s-%d with leader epoch %d in %.0f ms", topic, index, epoch,
                  (time.monotonic() - started) * 1000)
 
     async def _release(self, tp: TopicPartition, epoch: int, delete: bool) -> None:
-        assert self.broker is not None
+        assert self._partitions is not None
         topic, index = tp
         self._report(tp, epoch, DRAINING)
-        if topic == OFFSETS_TOPIC:
-            self.broker.groups.unload_partition(index)
+        coordinator = self._coordinators.get(topic)
+        if coordinator is not None:
+            coordinator.unload_partition(index)
         try:
-            await self.broker.partitions.close(topic, index, delete=delete)
+            await self._partitions.close(topic, index, delete=delete)
         except Exception as error:
             log.warning("closing %s-%d: %s", topic, index, error)
         self._report(tp, epoch, RELEASED)

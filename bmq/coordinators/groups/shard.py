@@ -22,8 +22,8 @@ import asyncio
 import logging
 from concurrent.futures import Executor
 
-from bmq.broker.groups.group import Group, TopicPartition
-from bmq.broker.groups.records import (
+from bmq.coordinators.groups.group import Group, TopicPartition
+from bmq.coordinators.groups.records import (
     GroupKey,
     GroupValue,
     Key,
@@ -35,12 +35,12 @@ from bmq.broker.groups.records import (
     encode_key,
     encode_value,
 )
-from bmq.broker.partitions import Partition, now_ms
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.primitives import DecodeError
 from bmq.protocol.record_codec import RecordDecodeError, decode_batch
 from bmq.protocol.records import iter_batches
 from bmq.storage import PartitionLog
+from bmq.writepath.partitions import Partition, now_ms
 
 log = logging.getLogger(__name__)
 

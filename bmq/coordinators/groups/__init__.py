@@ -3,9 +3,9 @@
 See docs/groups.md for the behaviour and settings.
 """
 
-from bmq.broker.groups.coordinator import GroupCoordinator, JoinRequest
-from bmq.broker.groups.group import Group, GroupState, JoinResult, SyncResult
-from bmq.broker.groups.placement import OFFSETS_TOPIC, java_string_hashcode, partition_for
+from bmq.coordinators.groups.coordinator import GroupCoordinator, JoinRequest
+from bmq.coordinators.groups.group import Group, GroupState, JoinResult, SyncResult
+from bmq.coordinators.groups.placement import OFFSETS_TOPIC, java_string_hashcode, partition_for
 
 __all__ = [
     "OFFSETS_TOPIC",

@@ -9,7 +9,7 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
-from bmq.cluster.zk import ASSIGNED, DRAINING, OWNER_DOWN, UNASSIGNED, Paths, loads
+from bmq.metadata.zookeeper.layout import ASSIGNED, DRAINING, OWNER_DOWN, UNASSIGNED, Paths, loads
 
 
 @dataclass(frozen=True, slots=True)

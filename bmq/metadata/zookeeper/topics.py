@@ -8,22 +8,20 @@ the event loop) and is also updated at once by the writer so its own next reques
 from __future__ import annotations
 
 import contextlib
-import uuid
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
-from bmq.broker.metadata import TopicInfo, TopicRegistry
-from bmq.cluster.zk import Paths, dumps, loads
+from bmq.metadata.topics import TopicInfo, TopicRegistry
+from bmq.metadata.zookeeper.layout import Paths, dumps, loads
 from bmq.protocol.errors import ErrorCode, KafkaError
 
 
 class ZkTopicRegistry(TopicRegistry):
-    def __init__(self, zk: KazooClient, paths: Paths) -> None:  # no storage: ZooKeeper instead
+    def __init__(self, zk: KazooClient, paths: Paths) -> None:
+        super().__init__()
         self._zk = zk
         self._paths = paths
-        self._by_name: dict[str, TopicInfo] = {}
-        self._by_id: dict[uuid.UUID, TopicInfo] = {}
 
     def load(self) -> None:
         self._zk.ensure_path(self._paths.topics)
@@ -86,5 +84,4 @@ class ZkTopicRegistry(TopicRegistry):
     def remove(self, info: TopicInfo) -> None:
         with contextlib.suppress(NoNodeError):
             self._zk.delete(self._paths.topic(info.name))
-        self._by_name.pop(info.name, None)
-        self._by_id.pop(info.topic_id, None)
+        self._forget(info)

@@ -44,9 +44,6 @@ class Lease:
     def valid(self) -> bool:
         return time.monotonic() < self._confirmed + self.duration_s
 
-    def remaining_s(self) -> float:
-        return self._confirmed + self.duration_s - time.monotonic()
-
 
 class LeaseKeeper:
     """A thread that keeps confirming contact with ZooKeeper several times per lease."""

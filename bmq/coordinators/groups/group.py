@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TypeVar
 
-from bmq.broker.groups.records import GroupValue, MemberValue, OffsetValue
+from bmq.coordinators.groups.records import GroupValue, MemberValue, OffsetValue
 from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import ConsumerProtocolSubscription
 from bmq.protocol.primitives import DecodeError, Reader, UnsupportedVersionError

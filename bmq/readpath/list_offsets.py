@@ -14,7 +14,7 @@ from bmq.protocol.messages.list_offsets_response import (
     ListOffsetsPartitionResponse,
     ListOffsetsTopicResponse,
 )
-from bmq.proxy.fetch import FetchServer
+from bmq.readpath.fetch import FetchServer
 from bmq.storage.offsets import NO_TIMESTAMP
 
 

@@ -8,7 +8,7 @@ Using the same function keeps a group on the same partition a Kafka cluster woul
 
 from __future__ import annotations
 
-from bmq.broker.metadata import OFFSETS_TOPIC
+from bmq.metadata.topics import OFFSETS_TOPIC
 
 __all__ = ["OFFSETS_TOPIC", "java_string_hashcode", "partition_for"]
 

@@ -15,32 +15,30 @@ from typing import Any
 
 from bmq import metrics
 from bmq.broker.broker import Broker
-from bmq.broker.metadata import OFFSETS_TOPIC
+from bmq.broker.membership.cluster import ClusterMembership
 from bmq.broker.server import serve_metrics
 from bmq.broker.service import BrokerService
-from bmq.cluster.node import ClusterNode
-from bmq.config import BrokerConfig
+from bmq.config import Config
 from bmq.lifecycle import run_until_signalled
+from bmq.metadata.nodes import BrokerNode
+from bmq.metadata.topics import OFFSETS_TOPIC
 from bmq.net.connection import KafkaConnection
-from bmq.storage import Storage, open_storage
+from bmq.storage.factory import open_log_storage
 
 log = logging.getLogger(__name__)
 
 WORKER_THREADS = 16
 
 
-def open_log_storage(url: str, options: dict[str, str] | None = None) -> Storage:
-    """The partitions' storage: ``<url>/topics`` (the same layout as `bmq serve`'s data dir)."""
-    return open_storage(url.rstrip("/") + "/topics", options)
-
-
 class ClusterBrokerServer:
-    def __init__(self, config: BrokerConfig, storage_options: dict[str, str] | None = None
+    def __init__(self, config: Config, storage_options: dict[str, str] | None = None
                  ) -> None:
         self.config = config
         self._executor = ThreadPoolExecutor(WORKER_THREADS, thread_name_prefix="bmq-io")
         self.storage = open_log_storage(config.storage, storage_options)
-        self.node = ClusterNode(config, self._executor)
+        host, port = config.advertised
+        self.membership = ClusterMembership(config, BrokerNode(config.node_id, host, port),
+                                            self._executor)
         self.broker: Broker | None = None
         self._server: asyncio.Server | None = None
         self._maintenance: asyncio.Task[None] | None = None
@@ -53,10 +51,8 @@ class ClusterBrokerServer:
         # client (session, connection pool; 0.3-0.8 s on SeaweedFS here), which would otherwise
         # delay the first partition the controller gives us.
         await loop.run_in_executor(self._executor, self.storage.exists, OFFSETS_TOPIC)
-        await loop.run_in_executor(self._executor, self.node.connect)
-        await loop.run_in_executor(self._executor, self.node.topics.load)
-        broker = self.broker = Broker(self.config, self.storage, None, self._executor,
-                                      cluster=self.node)
+        await loop.run_in_executor(self._executor, self.membership.connect)
+        broker = self.broker = Broker(self.config, self.storage, self._executor, self.membership)
         # Before registering: a busy port stops us before the controller gives us anything.
         if self.config.metrics_port:
             self._metrics_server = serve_metrics(self.config, broker)
@@ -66,7 +62,7 @@ class ClusterBrokerServer:
             self.config.listen_port, reuse_address=True, backlog=1024)
         self._maintenance = loop.create_task(broker.partitions.maintain(
             self.config.log_checkpoint_interval_ms, self.config.log_retention_check_interval_ms))
-        await self.node.start(broker)
+        await self.membership.start(broker.partitions, broker.coordinators)
         host, port = self.config.advertised
         log.info("BMQ broker %d listening on %s (advertised %s:%d), ZooKeeper %s, storage %s",
                  self.config.node_id, self.config.listen, host, port, self.config.zookeeper,
@@ -74,18 +70,18 @@ class ClusterBrokerServer:
 
     async def stop(self, drain: bool = True) -> None:
         if drain and self.broker is not None:
-            await self.node.drain(self.config.drain_timeout_ms / 1000)
+            await self.membership.drain(self.config.drain_timeout_ms / 1000)
         if self._server is not None:
             self._server.close()
         if self._maintenance is not None:
             self._maintenance.cancel()
         if self.broker is not None:
-            if not self.node.can_acknowledge():
+            if not self.membership.can_acknowledge():
                 # Our write right may be gone: drop what is left unflushed.
                 for partition in list(self.broker.partitions.all()):
                     self.broker.partitions.abandon(partition.topic, partition.index)
             await self.broker.stop()
-        await self.node.stop()
+        await self.membership.stop()
         started = time.monotonic()
         self._executor.shutdown(wait=True)
         if time.monotonic() - started > 1:
@@ -95,5 +91,5 @@ class ClusterBrokerServer:
 
 
 
-def run_broker(config: BrokerConfig, storage_options: dict[str, str] | None = None) -> None:
+def run_broker(config: Config, storage_options: dict[str, str] | None = None) -> None:
     run_until_signalled(ClusterBrokerServer(config, storage_options))

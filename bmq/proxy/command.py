@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import click
 
-from bmq.cluster.commands import _common, _config, _options
+from bmq.role_options import common_options, parse_storage_options, role_config
 
 
 @click.command()
-@_common
+@common_options
 @click.option("--listen", help="HOST:PORT to accept Kafka clients on [127.0.0.1:9092].")
 @click.option("--advertise", help="HOST:PORT clients are told to connect to [the listen address].")
 @click.option("--cache-bytes", type=int,
@@ -27,9 +27,9 @@ def proxy(zookeeper: str | None, storage: str | None, storage_options: tuple[str
     """
     from bmq.proxy.server import run_proxy
 
-    config = _config(config_file, {"zookeeper": zookeeper, "storage": storage,
+    config = role_config(config_file, {"zookeeper": zookeeper, "storage": storage,
                                    "zookeeper_session_timeout_ms": session_timeout_ms,
                                    "metrics_port": metrics_port, "log_level": log_level,
                                    "listen": listen, "advertise": advertise,
                                    "proxy_cache_bytes": cache_bytes})
-    run_proxy(config, _options(storage_options))
+    run_proxy(config, parse_storage_options(storage_options))

@@ -1,13 +1,13 @@
 """The group coordinator of a cluster broker: it coordinates the groups of the
 ``__consumer_offsets`` partitions this broker owns, loading and unloading them as ownership moves
-(``bmq.cluster.node`` calls ``load_partition``/``unload_partition``)."""
+(``bmq.broker.membership.cluster`` calls ``load_partition``/``unload_partition``)."""
 
 from __future__ import annotations
 
 import asyncio
 
-from bmq.broker.groups import GroupCoordinator
-from bmq.broker.metadata import OFFSETS_TOPIC
+from bmq.coordinators.groups import GroupCoordinator
+from bmq.metadata.topics import OFFSETS_TOPIC
 from bmq.protocol.errors import ErrorCode, KafkaError
 
 

@@ -1,0 +1,38 @@
+"""The membership of `bmq serve`: a cluster of one, its metadata in the data directory's
+``meta/`` storage (``bmq.metadata.local``)."""
+
+from __future__ import annotations
+
+from bmq.broker.membership import Membership
+from bmq.metadata.local import LocalProducerIdAllocator, LocalTopicRegistry, load_cluster_id
+from bmq.metadata.nodes import BrokerNode
+from bmq.storage import Storage
+
+
+class StandaloneMembership(Membership):
+    controller_assigns_partitions = False
+
+    def __init__(self, node: BrokerNode, meta_storage: Storage, producer_id_block_size: int
+                 ) -> None:
+        super().__init__(node)
+        self._meta_storage = meta_storage
+        self.topics = LocalTopicRegistry(meta_storage)
+        self.producer_ids = LocalProducerIdAllocator(meta_storage, producer_id_block_size)
+
+    def load(self) -> None:
+        self.cluster_id = load_cluster_id(self._meta_storage)
+        self.topics.load()
+
+    def nodes(self) -> list[BrokerNode]:
+        return [self.node]
+
+    @property
+    def controller_id(self) -> int:
+        return self.node.node_id
+
+    def partition_leader(self, topic: str, index: int, local_epoch: int | None
+                         ) -> tuple[int, int] | None:
+        return None if local_epoch is None else (self.node.node_id, local_epoch)
+
+    def owner_node(self, topic: str, index: int) -> BrokerNode | None:
+        return self.node

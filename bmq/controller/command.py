@@ -1,0 +1,60 @@
+"""The controller role's commands: `bmq controller` and `bmq admin` (reads the cluster's state
+from ZooKeeper)."""
+
+from __future__ import annotations
+
+import click
+
+from bmq.role_options import common_options, parse_storage_options, role_config
+
+
+@click.command()
+@common_options
+def controller(zookeeper: str | None, storage: str | None, storage_options: tuple[str, ...],
+               session_timeout_ms: int | None, config_file: str | None,
+               metrics_port: int | None, log_level: str | None) -> None:
+    """Run a controller: places partitions on brokers and drives their states.
+
+    Several may run; one is active (elected in ZooKeeper), the others stand by. Metrics
+    (--metrics-port) bind the host of the `listen` setting, as for the other roles.
+
+    \b
+    Example:
+      bmq controller --zookeeper zk:2181 --storage hdfs://namenode:8020/bmq --metrics-port 9100
+    """
+    from bmq.controller.controller import run_controller
+
+    config = role_config(config_file, {"zookeeper": zookeeper, "storage": storage,
+                                   "zookeeper_session_timeout_ms": session_timeout_ms,
+                                   "metrics_port": metrics_port, "log_level": log_level})
+    run_controller(config.zookeeper, config.zookeeper_root, config.zookeeper_session_timeout_ms,
+                   config.storage, parse_storage_options(storage_options), config.metrics_port,
+                   config.listen_host)
+
+
+@click.group()
+def admin() -> None:
+    """Inspect a cluster through ZooKeeper."""
+
+
+@admin.command()
+@click.option("--zookeeper", required=True, help="ZooKeeper HOST:PORT[,HOST:PORT...].")
+@click.option("--root", default="/bmq", show_default=True, help="The cluster's ZooKeeper root.")
+@click.option("--topic", help="Only this topic.")
+def partitions(zookeeper: str, root: str, topic: str | None) -> None:
+    """Show every partition's owner, leader epoch and state, and the brokers."""
+    from bmq.metadata.zookeeper.layout import Paths, session
+    from bmq.metadata.zookeeper.state import broker_list, drain_requests, partition_states
+
+    with session(zookeeper) as zk:
+        paths = Paths(root)
+        requested = drain_requests(zk, paths)
+        for broker_id, host, port, draining in broker_list(zk, paths):
+            flags = (" draining" if draining else "") + \
+                (" drain-requested" if broker_id in requested else "")
+            click.echo(f"broker {broker_id} {host}:{port}{flags}")
+        click.echo(f"{'TOPIC':<40} {'PARTITION':>9} {'OWNER':>5} {'EPOCH':>5}  STATE")
+        for state in partition_states(zk, paths):
+            if topic is None or state.topic == topic:
+                click.echo(f"{state.topic:<40} {state.partition:>9} {state.owner:>5} "
+                           f"{state.epoch:>5}  {state.state}")

@@ -1,0 +1,99 @@
+"""Topics: Kafka's naming rules, the internal topics, and the registry every role reads.
+
+A ``TopicRegistry`` is a cache of topics by name and by id; where the topics are kept (a
+`bmq serve` data directory, ZooKeeper) is up to its subclass (``bmq.metadata.local``,
+``bmq.metadata.zookeeper.topics``).
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+from bmq.protocol.errors import ErrorCode, KafkaError
+
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
+MAX_TOPIC_NAME = 249
+# Kafka's internal topics: clients may read them but never produce to or delete them.
+OFFSETS_TOPIC = "__consumer_offsets"
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state"})
+
+
+def check_topic_name(name: str | None) -> str:
+    """Kafka's topic-name rule; raises INVALID_TOPIC_EXCEPTION."""
+    if not name or name in (".", "..") or len(name) > MAX_TOPIC_NAME \
+            or not _LEGAL_TOPIC.fullmatch(name):
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Invalid topic name {name!r}")
+    return name
+
+
+@dataclass(slots=True)
+class TopicInfo:
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+    configs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def internal(self) -> bool:
+        return self.name in INTERNAL_TOPICS
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "topic_id": str(self.topic_id),
+                "partitions": self.partitions, "configs": self.configs}
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> TopicInfo:
+        return cls(doc["name"], uuid.UUID(doc["topic_id"]), int(doc["partitions"]),
+                   dict(doc.get("configs", {})))
+
+
+class TopicRegistry(ABC):
+    """Topics by name and by id, cached in memory; subclasses keep them somewhere durable.
+
+    ``load``, ``lookup``, ``save`` and ``remove`` may do I/O: call them off the event loop.
+    """
+
+    def __init__(self) -> None:
+        self._by_name: dict[str, TopicInfo] = {}
+        self._by_id: dict[uuid.UUID, TopicInfo] = {}
+
+    def _index(self, info: TopicInfo) -> None:
+        self._by_name[info.name] = info
+        self._by_id[info.topic_id] = info
+
+    def _forget(self, info: TopicInfo) -> None:
+        self._by_name.pop(info.name, None)
+        self._by_id.pop(info.topic_id, None)
+
+    def get(self, name: str) -> TopicInfo | None:
+        return self._by_name.get(name)
+
+    def by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        return self._by_id.get(topic_id)
+
+    def all(self) -> list[TopicInfo]:
+        return sorted(self._by_name.values(), key=lambda t: t.name)
+
+    @abstractmethod
+    def load(self) -> None:
+        """Fill the cache from where the topics are kept."""
+
+    @abstractmethod
+    def lookup(self, name: str) -> TopicInfo | None:
+        """The topic as the source of truth has it.
+
+        Admin requests use it: a topic created through another broker a moment ago must be
+        found even before this node's cached view has caught up.
+        """
+
+    @abstractmethod
+    def save(self, info: TopicInfo) -> None:
+        """Create or update a topic (TOPIC_ALREADY_EXISTS if another one took the name)."""
+
+    @abstractmethod
+    def remove(self, info: TopicInfo) -> None:
+        """Delete a topic."""

@@ -1,0 +1,46 @@
+"""The Kafka APIs a BMQ broker serves, by request class name.
+
+The broker's API table (``bmq.broker.handlers``) answers each with a handler of its own; a proxy
+(``bmq.proxy.handlers``) relays to a broker every one of them it does not answer itself, at the
+same versions. One list, so the two roles agree without importing each other.
+"""
+
+from __future__ import annotations
+
+BROKER_REQUESTS: tuple[str, ...] = (
+    "ProduceRequest",
+    "FetchRequest",
+    "ListOffsetsRequest",
+    "MetadataRequest",
+    "ApiVersionsRequest",
+    "CreateTopicsRequest",
+    "DeleteTopicsRequest",
+    "DeleteRecordsRequest",
+    "InitProducerIdRequest",
+    "DescribeConfigsRequest",
+    "AlterConfigsRequest",
+    "CreatePartitionsRequest",
+    "IncrementalAlterConfigsRequest",
+    "DescribeClusterRequest",
+    # Consumer groups
+    "FindCoordinatorRequest",
+    "JoinGroupRequest",
+    "SyncGroupRequest",
+    "HeartbeatRequest",
+    "LeaveGroupRequest",
+    "OffsetCommitRequest",
+    "OffsetFetchRequest",
+    "DescribeGroupsRequest",
+    "ListGroupsRequest",
+    "DeleteGroupsRequest",
+    "OffsetDeleteRequest",
+    # BMQ-internal: proxies hear of new durable data
+    "BmqWatchPartitionsRequest",
+)
+
+
+def handler_module(request_name: str) -> str:
+    """The handler module's name for a request class: ``"JoinGroupRequest"`` -> ``join_group``
+    (BMQ's own APIs drop their ``Bmq`` prefix)."""
+    name = request_name.removesuffix("Request").removeprefix("Bmq")
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in name).lstrip("_")

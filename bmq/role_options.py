@@ -1,0 +1,52 @@
+"""What the commands of the cluster roles (`bmq controller`, `bmq broker`, `bmq proxy`) share:
+their common options, storage options and loading their settings."""
+
+from __future__ import annotations
+
+import click
+
+from bmq.config import Config, ConfigError, load_config
+from bmq.logs import setup_logging
+
+_STORAGE_HELP = "Shared storage: file:///dir, s3://bucket/prefix or hdfs://namenode:port/path."
+
+
+def parse_storage_options(pairs: tuple[str, ...]) -> dict[str, str]:
+    options = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise click.UsageError(f"--storage-option expects KEY=VALUE, got {pair!r}")
+        options[key] = value
+    return options
+
+
+def role_config(config_file: str | None, overrides: dict[str, object]) -> Config:
+    try:
+        config = load_config(config_file, overrides=overrides)
+        if not config.zookeeper:
+            raise ConfigError("--zookeeper (or BMQ_ZOOKEEPER / zookeeper) is required")
+        if not config.storage:
+            raise ConfigError("--storage (or BMQ_STORAGE / storage) is required")
+        setup_logging(config.log_level, config.log_format)
+    except (ConfigError, ValueError) as error:
+        raise click.UsageError(str(error)) from error
+    return config
+
+
+def common_options(func: click.decorators.FC) -> click.decorators.FC:
+    for option in reversed([
+        click.option("--zookeeper", help="ZooKeeper HOST:PORT[,HOST:PORT...]."),
+        click.option("--storage", help=_STORAGE_HELP),
+        click.option("--storage-option", "storage_options", multiple=True, metavar="KEY=VALUE",
+                     help="Passed to the storage backend (repeatable), e.g. endpoint_url=..."),
+        click.option("--session-timeout-ms", type=int,
+                     help="ZooKeeper session timeout [6000]; failover takes about this long."),
+        click.option("--config", "config_file", type=click.Path(dir_okay=False),
+                     help="TOML file with settings (flags and BMQ_* variables take precedence)."),
+        click.option("--metrics-port", type=int,
+                     help="Serve Prometheus metrics on this port at /metrics [0: off]."),
+        click.option("--log-level", help="DEBUG, INFO, WARNING or ERROR [INFO]."),
+    ]):
+        func = option(func)
+    return func
