@@ -73,7 +73,8 @@ class Config:
     zookeeper: str = ""                      # HOST:PORT[,HOST:PORT...]
     zookeeper_root: str = "/bmq"             # every znode of the cluster lives under it
     zookeeper_session_timeout_ms: int = 6000
-    # Acks stop this long before the session could expire (the ack lease, bmq/cluster/lease.py).
+    # Acks stop this long before the session could expire (the ack lease,
+    # bmq/broker/membership/lease.py).
     zookeeper_lease_margin_ms: int = 500
     storage: str = ""                        # file:///dir, s3://bucket/prefix, hdfs://nn:port/p
     drain_timeout_ms: int = 30_000           # SIGTERM: longest wait for partitions to move
