@@ -3,6 +3,8 @@ their common options, storage options and loading their settings."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from bmq.config import Config, ConfigError, load_config
@@ -21,9 +23,16 @@ def parse_storage_options(pairs: tuple[str, ...]) -> dict[str, str]:
     return options
 
 
-def role_config(config_file: str | None, overrides: dict[str, object]) -> Config:
+def role_config(common: dict[str, Any], overrides: dict[str, object]
+                ) -> tuple[Config, dict[str, str]]:
+    """A cluster role's settings and storage options from the ``common_options`` it was given
+    (``common``) and its own flags (``overrides``, by setting name)."""
     try:
-        config = load_config(config_file, overrides=overrides)
+        config = load_config(common["config_file"], overrides={
+            "zookeeper": common["zookeeper"], "storage": common["storage"],
+            "zookeeper_session_timeout_ms": common["session_timeout_ms"],
+            "metrics_port": common["metrics_port"], "log_level": common["log_level"],
+            **overrides})
         if not config.zookeeper:
             raise ConfigError("--zookeeper (or BMQ_ZOOKEEPER / zookeeper) is required")
         if not config.storage:
@@ -31,10 +40,22 @@ def role_config(config_file: str | None, overrides: dict[str, object]) -> Config
         setup_logging(config.log_level, config.log_format)
     except (ConfigError, ValueError) as error:
         raise click.UsageError(str(error)) from error
-    return config
+    return config, parse_storage_options(common["storage_options"])
+
+
+def listener_options(func: click.decorators.FC) -> click.decorators.FC:
+    """``--listen`` and ``--advertise``, for the roles clients connect to."""
+    for option in reversed([
+        click.option("--listen", help="HOST:PORT to accept Kafka clients on [127.0.0.1:9092]."),
+        click.option("--advertise",
+                     help="HOST:PORT clients are told to connect to [the listen address]."),
+    ]):
+        func = option(func)
+    return func
 
 
 def common_options(func: click.decorators.FC) -> click.decorators.FC:
+    """The options every cluster role takes; its command receives them as ``**common``."""
     for option in reversed([
         click.option("--zookeeper", help="ZooKeeper HOST:PORT[,HOST:PORT...]."),
         click.option("--storage", help=_STORAGE_HELP),

@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
-from bmq.role_options import common_options, parse_storage_options, role_config
+from bmq.role_options import common_options, listener_options, role_config
 
 
 @click.command()
 @common_options
-@click.option("--listen", help="HOST:PORT to accept Kafka clients on [127.0.0.1:9092].")
-@click.option("--advertise", help="HOST:PORT clients are told to connect to [the listen address].")
+@listener_options
 @click.option("--broker-id", type=int, help="This broker's id (unique in the cluster).")
-def broker(zookeeper: str | None, storage: str | None, storage_options: tuple[str, ...],
-           session_timeout_ms: int | None, config_file: str | None, metrics_port: int | None,
-           log_level: str | None, listen: str | None, advertise: str | None,
-           broker_id: int | None) -> None:
+def broker(listen: str | None, advertise: str | None, broker_id: int | None, **common: Any
+           ) -> None:
     """Run a stateless broker of a cluster.
 
     \b
@@ -25,9 +24,6 @@ def broker(zookeeper: str | None, storage: str | None, storage_options: tuple[st
     """
     from bmq.broker.cluster_server import run_broker
 
-    config = role_config(config_file, {"zookeeper": zookeeper, "storage": storage,
-                                   "zookeeper_session_timeout_ms": session_timeout_ms,
-                                   "metrics_port": metrics_port, "log_level": log_level,
-                                   "listen": listen,
-                                   "advertise": advertise, "node_id": broker_id})
-    run_broker(config, parse_storage_options(storage_options))
+    config, storage_options = role_config(
+        common, {"listen": listen, "advertise": advertise, "node_id": broker_id})
+    run_broker(config, storage_options)

@@ -3,16 +3,16 @@ from ZooKeeper)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
-from bmq.role_options import common_options, parse_storage_options, role_config
+from bmq.role_options import common_options, role_config
 
 
 @click.command()
 @common_options
-def controller(zookeeper: str | None, storage: str | None, storage_options: tuple[str, ...],
-               session_timeout_ms: int | None, config_file: str | None,
-               metrics_port: int | None, log_level: str | None) -> None:
+def controller(**common: Any) -> None:
     """Run a controller: places partitions on brokers and drives their states.
 
     Several may run; one is active (elected in ZooKeeper), the others stand by. Metrics
@@ -24,11 +24,9 @@ def controller(zookeeper: str | None, storage: str | None, storage_options: tupl
     """
     from bmq.controller.controller import run_controller
 
-    config = role_config(config_file, {"zookeeper": zookeeper, "storage": storage,
-                                   "zookeeper_session_timeout_ms": session_timeout_ms,
-                                   "metrics_port": metrics_port, "log_level": log_level})
+    config, storage_options = role_config(common, {})
     run_controller(config.zookeeper, config.zookeeper_root, config.zookeeper_session_timeout_ms,
-                   config.storage, parse_storage_options(storage_options), config.metrics_port,
+                   config.storage, storage_options, config.metrics_port,
                    config.listen_host)
 
 

@@ -6,7 +6,8 @@ FindCoordinator names brokers), and should survive restarts (so partitions route
 it is allocated once per advertised address, from ``PROXY_ID_BASE`` up, and kept in ZooKeeper.
 
 ZooKeeper calls block (kazoo): they run on worker threads; watches only wake the event loop,
-which re-reads everything (as brokers do; fine for tens of topics, see docs/cluster.md).
+which re-reads everything (``bmq.metadata.zookeeper.follower``, as brokers do; fine for tens of
+topics, see docs/cluster.md).
 """
 
 from __future__ import annotations
@@ -24,23 +25,13 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from bmq.metadata.nodes import BrokerNode
-from bmq.metadata.topics import TopicInfo
-from bmq.metadata.zookeeper.layout import (
-    Paths,
-    connect,
-    dumps,
-    ensure_cluster_id,
-    ensure_layout,
-    loads,
-    read_children,
-    track_connection,
-)
+from bmq.metadata.zookeeper.follower import ClusterFollower, ClusterSnapshot
+from bmq.metadata.zookeeper.layout import Paths, dumps, join_cluster
 from bmq.metadata.zookeeper.topics import ZkTopicRegistry
 
 log = logging.getLogger(__name__)
 
 PROXY_ID_BASE = 100_000
-RESYNC_INTERVAL_S = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,9 +56,7 @@ class ClusterView:
         self.proxies: dict[int, BrokerNode] = {}
         self._assignments: dict[str, dict[str, dict[str, Any]]] = {}
         self.me: BrokerNode | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._changed = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._follower: ClusterFollower | None = None
         self._registered = False
         self._announced = False   # listening: may register (and re-register after a lost session)
         self._registering = threading.Lock()
@@ -76,10 +65,8 @@ class ClusterView:
     # ------------------------------------------------------------------ startup / shutdown
     def connect(self, host: str, port: int) -> None:
         """Blocking: connect, read the cluster id and topics, find this proxy's node id."""
-        zk = self.zk = connect(self._hosts, self._timeout_ms)
-        track_connection(zk)
-        ensure_layout(zk, self.paths)
-        self.cluster_id = ensure_cluster_id(zk, self.paths)
+        zk, self.cluster_id = join_cluster(self._hosts, self._timeout_ms, self.paths)
+        self.zk = zk
         self.topics = ZkTopicRegistry(zk, self.paths)
         self.topics.load()
         self.me = BrokerNode(self._allocate_id(f"{host}:{port}"), host, port)
@@ -102,17 +89,17 @@ class ClusterView:
     async def start(self) -> None:
         """Read the cluster and follow it; registering waits for ``announce``."""
         assert self.zk is not None
-        self._loop = asyncio.get_running_loop()
-        self.zk.add_listener(self._on_state)
-        await self._loop.run_in_executor(self._executor, self._read_and_apply)
-        self._task = self._loop.create_task(self._follow())
+        self._follower = ClusterFollower(self.zk, self.paths, self._executor, self._apply,
+                                         before_read=self._register_if_announced,
+                                         on_session_lost=self._lose_session)
+        await self._follower.read_once()
+        self._follower.start()
 
     async def announce(self) -> None:
         """Register this proxy, once it accepts connections: clients learn of it from
         Metadata, and a connection refused would make them back off from it."""
-        assert self._loop is not None
         self._announced = True
-        await self._loop.run_in_executor(self._executor, self._ensure_registered)
+        await asyncio.get_running_loop().run_in_executor(self._executor, self._ensure_registered)
 
     def _ensure_registered(self) -> None:
         """Worker thread: register unless registered (the announce and a follow-up re-read of
@@ -124,9 +111,8 @@ class ClusterView:
                 self._register()
 
     async def stop(self) -> None:
-        self._loop = None
-        if self._task is not None:
-            self._task.cancel()
+        if self._follower is not None:
+            self._follower.stop()   # before closing the session, which reports it LOST
         if self.zk is not None:
             zk = self.zk
             await asyncio.get_running_loop().run_in_executor(self._executor, zk.stop)
@@ -147,71 +133,25 @@ class ClusterView:
         log.info("registered as proxy %d (%s:%d)", me.node_id, me.host, me.port)
 
     # ------------------------------------------------------------------ following
-    def _on_state(self, state: str) -> None:
-        loop = self._loop
-        if loop is None:
-            return
-        if state == KazooState.LOST:
-            self._registered = False
-        loop.call_soon_threadsafe(self._changed.set)
+    def _lose_session(self) -> None:
+        self._registered = False
 
-    def _watch(self, *_args: object) -> None:
-        loop = self._loop
-        if loop is not None:
-            loop.call_soon_threadsafe(self._changed.set)
+    async def _register_if_announced(self) -> bool:
+        """Before each read of the cluster: register again after a lost session."""
+        await asyncio.get_running_loop().run_in_executor(self._executor,
+                                                         self._ensure_registered)
+        return True
 
-    async def _follow(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), RESYNC_INTERVAL_S)
-            self._changed.clear()
-            try:
-                await loop.run_in_executor(self._executor, self._read_and_apply)
-            except Exception as error:
-                log.warning("reading cluster metadata failed (retrying): %s", error)
-                await asyncio.sleep(0.2)
-                self._changed.set()
-                continue
-            for listener in self.listeners:
-                listener()
-
-    def _children(self, path: str) -> dict[str, bytes]:
-        assert self.zk is not None
-        return read_children(self.zk, path, self._watch)
-
-    def _read_and_apply(self) -> None:
-        """Worker thread: read everything, then swap it in (plain assignments, no awaits)."""
-        assert self.zk is not None
-        self._ensure_registered()
-        brokers = self._nodes(self._children(self.paths.brokers))
-        proxies = self._nodes(self._children(self.paths.proxies))
-        topics = [TopicInfo.from_json({"name": name, **loads(data)})
-                  for name, data in self._children(self.paths.topics).items()]
-        assignments = {name: loads(data) or {}
-                       for name, data in self._children(self.paths.assignments).items()}
-        loop = self._loop
-        if loop is not None:
-            loop.call_soon_threadsafe(self._apply, brokers, proxies, topics, assignments)
-
-    @staticmethod
-    def _nodes(children: dict[str, bytes]) -> dict[int, BrokerNode]:
-        nodes = {}
-        for name, data in children.items():
-            doc = loads(data) or {}
-            nodes[int(name)] = BrokerNode(int(name), str(doc.get("host")),
-                                          int(doc.get("port", -1)))
-        return nodes
-
-    def _apply(self, brokers: dict[int, BrokerNode], proxies: dict[int, BrokerNode],
-               topics: list[TopicInfo], assignments: dict[str, dict[str, dict[str, Any]]]
-               ) -> None:
-        self.brokers = brokers
+    def _apply(self, snapshot: ClusterSnapshot) -> None:
+        self.brokers = snapshot.brokers
+        proxies = dict(snapshot.proxies)
         if self.me is not None:
             proxies.setdefault(self.me.node_id, self.me)
         self.proxies = proxies
-        self.topics.replace_all(topics)
-        self._assignments = assignments
+        self.topics.replace_all(snapshot.topics)
+        self._assignments = snapshot.assignments
+        for listener in self.listeners:
+            listener()
 
     # ------------------------------------------------------------------ queries
     def owner(self, topic: str, index: int) -> Owner | None:

@@ -59,9 +59,8 @@ class Proxy:
         return self.cluster.me
 
     async def start(self) -> None:
-        self.cluster.listeners.append(self._cluster_changed)
+        self.cluster.listeners.append(self._cluster_changed)   # called on each read too
         await self.cluster.start()
-        self._cluster_changed()
 
     async def stop(self) -> None:
         for watcher in self._watchers.values():

@@ -5,19 +5,19 @@
 * watches ZooKeeper and keeps the metadata cache the handlers read: live brokers, topics (through
   ``ZkTopicRegistry``) and partition assignments (owner + leader epoch);
 * owns partitions as the controller assigns them: one small worker per partition opens the log
-  with the assignment's epoch (take the write right, repair the tail), loads offsets partitions
-  into the coordinator of its internal topic if it has one, and on a move flushes, closes and
-  reports the partition released;
+  with the assignment's epoch (take the write right, repair the tail), loads a partition of an
+  internal topic into that topic's coordinator, and on a move flushes, closes and reports the
+  partition released;
 * on SIGTERM drains: marks itself draining and waits until the controller moved every partition.
 
 ZooKeeper calls are blocking (kazoo); they run on worker threads, and watches only wake the
-event loop, which re-reads what it needs. Every cache change happens on the event loop.
+event loop, which re-reads the cluster (``bmq.metadata.zookeeper.follower``, as proxies do).
+Every cache change happens on the event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import re
 import time
@@ -35,7 +35,7 @@ from bmq.config import Config
 from bmq.coordinators.base import InternalLogCoordinator
 from bmq.metadata.nodes import BrokerNode
 from bmq.metadata.routing import proxy_for
-from bmq.metadata.topics import TopicInfo
+from bmq.metadata.zookeeper.follower import Assignment, ClusterFollower, ClusterSnapshot
 from bmq.metadata.zookeeper.layout import (
     DRAINING,
     FENCED,
@@ -43,13 +43,8 @@ from bmq.metadata.zookeeper.layout import (
     RELEASED,
     WRITABLE,
     Paths,
-    connect,
     dumps,
-    ensure_cluster_id,
-    ensure_layout,
-    loads,
-    read_children,
-    track_connection,
+    join_cluster,
 )
 from bmq.metadata.zookeeper.producer_ids import ZkProducerIdAllocator
 from bmq.metadata.zookeeper.topics import ZkTopicRegistry
@@ -58,9 +53,7 @@ from bmq.writepath.partitions import PartitionManager
 
 log = logging.getLogger(__name__)
 
-Assignment = dict[str, Any]
 TopicPartition = tuple[str, int]
-RESYNC_INTERVAL_S = 2.0
 
 
 class ClusterMembership(Membership):
@@ -85,10 +78,9 @@ class ClusterMembership(Membership):
         self.draining = False
         self._reports: dict[str, list[Any]] = {}
         self._workers: dict[TopicPartition, asyncio.Task[None]] = {}
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._changed = asyncio.Event()
+        self._follower: ClusterFollower | None = None
         self._publish = asyncio.Event()
-        self._tasks: list[asyncio.Task[None]] = []
+        self._publisher_task: asyncio.Task[None] | None = None
         self._keeper: LeaseKeeper | None = None
         self._registering = False
         self._session_lost = False
@@ -96,10 +88,9 @@ class ClusterMembership(Membership):
     # ================================================================== startup / shutdown
     def connect(self) -> None:
         """Blocking: connect to ZooKeeper, read the cluster id and the topics."""
-        zk = self.zk = connect(self.config.zookeeper, self.config.zookeeper_session_timeout_ms)
-        track_connection(zk)
-        ensure_layout(zk, self.paths)
-        self.cluster_id = ensure_cluster_id(zk, self.paths)
+        zk, self.cluster_id = join_cluster(self.config.zookeeper,
+                                           self.config.zookeeper_session_timeout_ms, self.paths)
+        self.zk = zk
         self.topics = ZkTopicRegistry(zk, self.paths)
         self.producer_ids = ZkProducerIdAllocator(zk, self.paths,
                                                   self.config.producer_id_block_size)
@@ -117,12 +108,12 @@ class ClusterMembership(Membership):
         assert self.zk is not None
         self._partitions = partitions
         self._coordinators = coordinators
-        self._loop = asyncio.get_running_loop()
-        self.zk.add_listener(self._on_state)
+        self._follower = ClusterFollower(self.zk, self.paths, self._executor, self._apply,
+                                         before_read=self._registered,
+                                         on_session_lost=self._lose_session)
         await self._register()
-        self._tasks = [self._loop.create_task(self._follow()),
-                       self._loop.create_task(self._publisher())]
-        self._changed.set()
+        self._publisher_task = asyncio.get_running_loop().create_task(self._publisher())
+        self._follower.start()
 
     async def drain(self, timeout_s: float) -> bool:
         """Ask for our partitions to be moved away; wait until they are. True if all moved."""
@@ -140,9 +131,10 @@ class ClusterMembership(Membership):
         return False
 
     async def stop(self) -> None:
-        self._loop = None   # closing the session reports it LOST: nothing to react to now
-        for task in self._tasks:
-            task.cancel()
+        if self._follower is not None:
+            self._follower.stop()   # before closing the session, which reports it LOST
+        if self._publisher_task is not None:
+            self._publisher_task.cancel()
         for task in list(self._workers.values()):
             task.cancel()
         if self._keeper is not None:
@@ -221,7 +213,8 @@ class ClusterMembership(Membership):
         finally:
             self._registering = False
         self._session_lost = False
-        self._changed.set()
+        if self._follower is not None:
+            self._follower.wake()
 
     def _register_blocking(self) -> None:
         assert self.zk is not None
@@ -284,20 +277,6 @@ class ClusterMembership(Membership):
             self._publish.set()
 
     # ================================================================== following ZooKeeper
-    def _on_state(self, state: str) -> None:
-        """kazoo's thread: hand connection changes to the event loop."""
-        loop = self._loop
-        if loop is None:
-            return
-        if state == KazooState.LOST:
-            loop.call_soon_threadsafe(self._lose_session)
-        loop.call_soon_threadsafe(self._changed.set)
-
-    def _watch(self, *_args: object) -> None:
-        loop = self._loop
-        if loop is not None:
-            loop.call_soon_threadsafe(self._changed.set)
-
     def _lose_session(self) -> None:
         """The session expired: every right it carried is gone. Drop all partitions unflushed."""
         if self._session_lost:
@@ -318,52 +297,20 @@ class ClusterMembership(Membership):
                     coordinator.unload_partition(partition.index)
                 partitions.abandon(partition.topic, partition.index)
 
-    async def _follow(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), RESYNC_INTERVAL_S)
-            self._changed.clear()
-            if self.reg == 0:
-                if self.zk is not None and self.zk.state == KazooState.CONNECTED:
-                    await self._register()
-                else:
-                    continue
-            try:
-                snapshot = await loop.run_in_executor(self._executor, self._read)
-            except Exception as error:
-                log.warning("reading cluster metadata failed (retrying): %s", error)
-                await asyncio.sleep(0.2)
-                self._changed.set()
-                continue
-            self._apply(*snapshot)
+    async def _registered(self) -> bool:
+        """Before each read: register again after a lost session, once connected."""
+        if self.reg == 0:
+            if self.zk is None or self.zk.state != KazooState.CONNECTED:
+                return False
+            await self._register()
+        return True
 
-    def _children(self, path: str) -> dict[str, bytes]:
-        assert self.zk is not None
-        return read_children(self.zk, path, self._watch)
-
-    def _read(self) -> tuple[dict[int, dict[str, Any]], list[TopicInfo],
-                             dict[str, dict[str, Assignment]], dict[int, dict[str, Any]]]:
-        brokers = {int(k): loads(data) or {} for k, data in
-                   self._children(self.paths.brokers).items()}
-        proxies = {int(k): loads(data) or {} for k, data in
-                   self._children(self.paths.proxies).items()}
-        topics = [TopicInfo.from_json({"name": name, **loads(data)})
-                  for name, data in self._children(self.paths.topics).items()]
-        assignments = {name: loads(data) or {} for name, data in
-                       self._children(self.paths.assignments).items()}
-        return brokers, topics, assignments, proxies
-
-    def _apply(self, brokers: dict[int, dict[str, Any]], topics: list[TopicInfo],
-               assignments: dict[str, dict[str, Assignment]],
-               proxies: dict[int, dict[str, Any]]) -> None:
+    def _apply(self, snapshot: ClusterSnapshot) -> None:
         assert self._partitions is not None
-        self.topics.replace_all(topics)
-        self.brokers = {i: BrokerNode(i, str(doc.get("host")), int(doc.get("port", -1)))
-                        for i, doc in brokers.items()}
-        self.proxies = {i: BrokerNode(i, str(doc.get("host")), int(doc.get("port", -1)))
-                        for i, doc in proxies.items()}
-        self.assignments = assignments
+        self.topics.replace_all(snapshot.topics)
+        self.brokers = snapshot.brokers
+        self.proxies = snapshot.proxies
+        self.assignments = snapshot.assignments
         for partition in self._partitions.all():
             info = self.topics.get(partition.topic)
             if info is not None:

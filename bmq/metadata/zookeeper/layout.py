@@ -137,6 +137,15 @@ def loads(data: bytes | None) -> Any:
     return json.loads(data) if data else None
 
 
+def join_cluster(hosts: str, session_timeout_ms: int, paths: Paths) -> tuple[KazooClient, str]:
+    """A started client of a cluster's node (broker or proxy): the connection gauge tracked, the
+    layout made, and the cluster id (made by whoever comes first)."""
+    zk = connect(hosts, session_timeout_ms)
+    track_connection(zk)
+    ensure_layout(zk, paths)
+    return zk, ensure_cluster_id(zk, paths)
+
+
 def ensure_cluster_id(zk: KazooClient, paths: Paths) -> str:
     """The cluster id, made by whoever comes first (Kafka's 22-character base64 form)."""
     new = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
