@@ -14,7 +14,6 @@ from bmq.broker.topic_config import log_config, validate_topic_configs
 from bmq.config import Config
 from bmq.coordinators.base import InternalLogCoordinator
 from bmq.coordinators.groups import GroupCoordinator
-from bmq.coordinators.groups.cluster import ClusterGroupCoordinator
 from bmq.metadata.nodes import BrokerNode
 from bmq.metadata.topics import OFFSETS_TOPIC, TopicInfo, check_topic_name
 from bmq.protocol.errors import ErrorCode, KafkaError
@@ -42,9 +41,7 @@ class Broker:
         self._executor = executor
         # Serialises topic create/delete/alter so concurrent admin requests cannot interleave.
         self._admin_lock = asyncio.Lock()
-        self.groups: GroupCoordinator = (
-            ClusterGroupCoordinator(self, executor) if self.controller_assigns_partitions
-            else GroupCoordinator(self, executor))
+        self.groups = GroupCoordinator(self, executor)
         # The coordinators of internal logs, by internal topic: loaded as partitions are.
         self.coordinators: dict[str, InternalLogCoordinator] = {OFFSETS_TOPIC: self.groups}
         # The read path in this process: every Fetch goes through its views and record cache.

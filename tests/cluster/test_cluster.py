@@ -10,7 +10,7 @@ import time
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bmq.coordinators.groups.placement import partition_for
+from bmq.coordinators.placement import partition_for
 from bmq.metadata.topics import OFFSETS_TOPIC
 from tests.cluster.conftest import SESSION_TIMEOUT_MS, Cluster, ClusterFactory, SharedStorage
 from tests.cluster.workload import SteadyProducer, verify

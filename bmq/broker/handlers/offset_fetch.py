@@ -10,7 +10,7 @@ from collections.abc import Iterable
 
 from bmq.broker.broker import Broker
 from bmq.broker.handlers.base import RequestContext
-from bmq.coordinators.groups.coordinator import FetchedOffset
+from bmq.coordinators.groups.offsets import FetchedOffset
 from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import OffsetFetchRequest, OffsetFetchResponse
 from bmq.protocol.messages.offset_fetch_request import OffsetFetchRequestGroup

@@ -1,0 +1,182 @@
+"""What every coordinator of an internal log does the same way, written once: make sure its
+internal topic exists, load and unload one shard per partition as ownership moves, tell clients
+when it cannot serve a key (COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS,
+NOT_COORDINATOR), and append records to a shard's partition and wait until they are durable.
+
+A coordinator subclasses ``ShardedCoordinator`` with its shard type (the state replayed from one
+partition) and its own requests; see ``groups`` for the first of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from abc import abstractmethod
+from collections.abc import Coroutine
+from concurrent.futures import Executor
+from typing import Any, Generic, Protocol, TypeVar
+
+from bmq.coordinators.base import CoordinatorHost, InternalLogCoordinator
+from bmq.coordinators.placement import partition_for
+from bmq.protocol.errors import ErrorCode, KafkaError
+from bmq.writepath.partitions import Partition
+
+log = logging.getLogger(__name__)
+
+EntryT = TypeVar("EntryT")
+
+# An append under way (its durability) or the error that stopped it.
+Appended = asyncio.Future[None] | ErrorCode
+
+
+class Shard(Protocol[EntryT]):
+    """The state a coordinator keeps for one partition of its internal topic."""
+
+    index: int
+
+    async def load(self) -> None:
+        """Replay the partition's log."""
+
+    def close(self) -> None:
+        """Stop background work (the partition is being handed over)."""
+
+    def write(self, entries: list[EntryT]) -> asyncio.Future[None]:
+        """Append records now; the future is done once they are durable. Raises KafkaError."""
+
+
+ShardT = TypeVar("ShardT", bound=Shard[Any])
+
+
+class ShardedCoordinator(InternalLogCoordinator, Generic[ShardT, EntryT]):
+    """One shard per partition of ``topic`` this broker owns."""
+
+    def __init__(self, host: CoordinatorHost, executor: Executor, num_partitions: int) -> None:
+        self._host = host
+        self._executor = executor
+        self.config = host.config
+        # The setting's count until the topic exists; then the topic's own.
+        self.num_partitions = max(1, num_partitions)
+        self.shards: dict[int, ShardT] = {}
+        self._loading: set[int] = set()
+        self._active = False
+        self._tasks: set[asyncio.Future[Any]] = set()
+
+    # ------------------------------------------------------------------ what a coordinator adds
+    @abstractmethod
+    def _topic_configs(self) -> dict[str, str]:
+        """The configs the internal topic is created with."""
+
+    @abstractmethod
+    def _open_shard(self, index: int, partition: Partition) -> ShardT:
+        """A shard over ``partition`` (not loaded yet)."""
+
+    @abstractmethod
+    def _write_error(self, code: ErrorCode) -> ErrorCode:
+        """How a failed write to the internal log is reported to this coordinator's clients."""
+
+    def _shard_loaded(self, shard: ShardT) -> None:
+        """The shard serves requests from now on (e.g. start its timers)."""
+
+    def _shard_unloaded(self, shard: ShardT) -> None:
+        """The shard serves no more: answer what waits on it."""
+
+    def _started(self) -> None:
+        """Every shard this broker owns at start is loaded (start periodic work)."""
+
+    def _stopping(self) -> None:
+        """The coordinator is stopping (stop periodic work)."""
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self) -> None:
+        info = self._host.topics.get(self.topic)
+        if info is None:
+            try:
+                info = await self._host.create_topic(self.topic, self.num_partitions,
+                                                     configs=self._topic_configs())
+            except KafkaError as error:
+                if error.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                    raise
+                info = self._host.topics.get(self.topic)   # made through another broker
+                assert info is not None
+        elif info.partitions != self.num_partitions:
+            log.warning("%s has %d partitions; the configured %d is ignored", self.topic,
+                        info.partitions, self.num_partitions)
+        self.num_partitions = info.partitions
+        if not self._host.controller_assigns_partitions:
+            await asyncio.gather(*(self.load_partition(i) for i in range(info.partitions)))
+        self._active = True
+        self._started()
+
+    async def stop(self) -> None:
+        self._active = False
+        self._stopping()
+        for index in list(self.shards):
+            self.unload_partition(index)
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=10)
+
+    async def load_partition(self, index: int) -> None:
+        partition = self._host.partitions.get(self.topic, index)
+        if partition is None:
+            raise KafkaError(ErrorCode.NOT_COORDINATOR, f"{self.topic}-{index} is not open")
+        shard = self._open_shard(index, partition)
+        self._loading.add(index)
+        try:
+            await shard.load()
+        finally:
+            self._loading.discard(index)
+        self.shards[index] = shard
+        self._shard_loaded(shard)
+
+    def unload_partition(self, index: int) -> None:
+        shard = self.shards.pop(index, None)
+        if shard is not None:
+            shard.close()
+            self._shard_unloaded(shard)
+
+    # ------------------------------------------------------------------ serving keys
+    def partition_for(self, key: str) -> int:
+        return partition_for(key, self.num_partitions)
+
+    def shard_error(self, key: str) -> ErrorCode:
+        """NONE if this broker can serve ``key`` now, else the error that sends clients on."""
+        if not self._active:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        index = self.partition_for(key)
+        if index in self._loading:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        if index not in self.shards:
+            return ErrorCode.NOT_COORDINATOR
+        return ErrorCode.NONE
+
+    def _append(self, key: str, entries: list[EntryT]) -> Appended:
+        """Append records to ``key``'s partition now (so the log keeps the order in which the
+        coordinator decided things); returns the durability future or an error."""
+        shard = self.shards.get(self.partition_for(key))
+        if shard is None:
+            return ErrorCode.NOT_COORDINATOR
+        try:
+            return shard.write(entries)
+        except KafkaError as error:
+            return self._write_error(error.code)
+
+    async def _durable(self, appended: Appended) -> ErrorCode:
+        """Wait until an append is durable (the wait may be abandoned; the write is not)."""
+        if isinstance(appended, ErrorCode):
+            return appended
+        try:
+            await asyncio.shield(appended)
+        except KafkaError as error:
+            return self._write_error(error.code)
+        return ErrorCode.NONE
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Run ``coro`` in the background; stop waits for it (briefly)."""
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Future[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("%s coordinator task failed", self.topic, exc_info=task.exception())
