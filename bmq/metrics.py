@@ -1,11 +1,11 @@
 """Every Prometheus metric BMQ exports, in one registry, and the HTTP endpoint that serves it.
 
-Any role (``serve`` and the cluster roles) calls :func:`serve_for_role` when its
-``metrics_port`` is set and then records through the helpers below; requests and per-topic
-traffic are recorded by ``bmq.net.connection`` for every role that serves Kafka clients.
-The broker's hot paths pay one counter increment per request, per partition of a request and
-per flush; never per record: message counts come from the ``record_count`` field of record
-batch headers.
+Any role (``serve`` and the cluster roles) calls :func:`serve_for_role` when its ``metrics_port`` is
+set and then records through the helpers below; requests and per-topic traffic are recorded by
+``observe_response``, which every role that serves Kafka clients gives its connections
+(``bmq.net.connection.Service.observe``). The broker's hot paths pay one counter increment per
+request, per partition of a request and per flush; never per record: message counts come from the
+``record_count`` field of record batch headers.
 
 Metric names (all prefixed ``bmq_``):
 
@@ -211,6 +211,21 @@ def _topic(name: str) -> _TopicCounters:
     if counters is None:
         counters = _topics[name] = _TopicCounters(name)
     return counters
+
+
+_PRODUCE_KEY = 0
+_FETCH_KEY = 1
+
+
+def observe_response(api_key: int, api_name: str, request: Any, response: Any,
+                     seconds: float) -> None:
+    """Every role's accounting of an answered request (``bmq.net.connection.Service.observe``):
+    one observation per request, per-topic counters from batch headers only."""
+    observe_request(api_name, seconds)
+    if api_key == _PRODUCE_KEY:
+        count_produce(request, response)
+    elif api_key == _FETCH_KEY:
+        count_fetch(response)
 
 
 def observe_request(api: str, seconds: float) -> None:

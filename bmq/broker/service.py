@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bmq import metrics
 from bmq.broker.broker import Broker
 from bmq.broker.handlers import HANDLERS, RequestContext
 from bmq.protocol.headers import RequestHeader
@@ -9,6 +10,7 @@ from bmq.protocol.headers import RequestHeader
 
 class BrokerService:
     handlers = HANDLERS
+    observe = staticmethod(metrics.observe_response)
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker

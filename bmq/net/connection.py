@@ -19,7 +19,6 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any, Protocol, cast
 
-from bmq import metrics
 from bmq.net.api import ApiSpec, api_versions_error
 from bmq.protocol.headers import (
     API_VERSIONS_KEY,
@@ -34,8 +33,6 @@ log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
 SCRATCH_BYTES = 256 * 1024
-_PRODUCE_KEY = 0
-_FETCH_KEY = 1
 
 Parts = list[bytes | bytearray | memoryview]
 
@@ -61,6 +58,10 @@ class Service(Protocol):
 
     def close(self) -> None:
         """The connection closed: release what it held."""
+
+    def observe(self, api_key: int, api_name: str, request: Any, response: Any,
+                seconds: float) -> None:
+        """A request was answered in ``seconds`` (the role counts it: metrics)."""
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
@@ -198,12 +199,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                    version: int, request: Any, api_name: str) -> Parts | None:
         started = time.perf_counter()
         response = await handling
-        # Metrics: one observation per request, per-topic counters from batch headers only.
-        metrics.observe_request(api_name, time.perf_counter() - started)
-        if api_key == _PRODUCE_KEY:
-            metrics.count_produce(request, response)
-        elif api_key == _FETCH_KEY:
-            metrics.count_fetch(response)
+        self._service.observe(api_key, api_name, request, response,
+                              time.perf_counter() - started)
         if response is None:  # acks=0 Produce: Kafka sends nothing back
             return None
         return self._encode(correlation_id, api_key, version, response)

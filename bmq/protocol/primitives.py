@@ -540,6 +540,3 @@ class Writer:
 
     def write_compact_array_length(self, n: int | None) -> None:
         self.buf += encode_uvarint(0 if n is None else n + 1)
-
-    def write_empty_tagged_fields(self) -> None:
-        self.buf.append(0)

@@ -34,6 +34,7 @@ class ProxyService:
     partitions) would hold up the others' answers. A client's own requests stay in order."""
 
     handlers = HANDLERS
+    observe = staticmethod(metrics.observe_response)
 
     def __init__(self, proxy: Proxy) -> None:
         self.proxy = proxy

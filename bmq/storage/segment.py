@@ -55,10 +55,6 @@ def index_name(base: int) -> str:
     return f"{base:020d}.index"
 
 
-def timeindex_name(base: int) -> str:
-    return f"{base:020d}.timeindex"
-
-
 def segment_stem(base: int, epoch: int = 0, seq: int = -1) -> str:
     """File name (without suffix) of a segment: ``{base:020d}`` for epoch 0 (the original
     layout), ``{base:020d}-{epoch:010d}`` for a segment started by the owner of leader epoch
