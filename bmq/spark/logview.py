@@ -16,22 +16,23 @@ The high watermark of a view is therefore the end of the valid data found, never
 restarted broker would serve. Files of segments below the checkpoint's first segment are being
 deleted by retention and are ignored; segments that disappear while a view is built are skipped
 at the front of the log (retention) and end the view elsewhere.
+
+The checkpoint parser and the scan are the storage layer's own (``bmq.storage.log.state``,
+``bmq.storage.log.scan``). Only the plain layout is walked here, file by file, so that Spark can
+split segments by byte ranges and read the files directly; every other layout (cluster-mode
+epochs, the object layout) is read through the storage layer's read view, ``LogReader``.
 """
 
 from __future__ import annotations
 
-import json
 from bisect import bisect_right
 from dataclasses import dataclass, field
-from typing import Any
 
-from bmq.protocol.records import HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2, crc_ok, read_header
 from bmq.storage.base import Storage
-from bmq.storage.segment import MAX_RELATIVE_OFFSET, index_name, log_name, parse_base
-
-CHECKPOINT_FILE = "checkpoint.json"
-SCAN_CHUNK = 8 << 20
-_MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+from bmq.storage.log import PartitionLog
+from bmq.storage.log.scan import valid_batches, visible_size
+from bmq.storage.log.state import CheckpointFiles
+from bmq.storage.segment import Segment, index_name, log_name, parse_base
 
 
 @dataclass(slots=True, frozen=True)
@@ -41,10 +42,6 @@ class SegmentInfo:
     base: int
     size: int
     next_offset: int
-
-    @property
-    def path_name(self) -> str:
-        return log_name(self.base)
 
 
 @dataclass(slots=True)
@@ -68,9 +65,6 @@ class PartitionView:
     def size_bytes(self) -> int:
         return self.reader_bytes if self.via_reader else sum(s.size for s in self.segments)
 
-    def segment_path(self, seg: SegmentInfo) -> str:
-        return f"{self.dir}/{log_name(seg.base)}"
-
     def segments_between(self, start: int, end: int) -> list[SegmentInfo]:
         """Segments holding at least one offset of ``[start, end)``."""
         return [s for s in self.segments if s.next_offset > start and s.base < end
@@ -88,53 +82,32 @@ def list_partitions(storage: Storage, topic: str) -> list[int]:
     return sorted(int(name) for name in storage.list(topic) if name.isdigit())
 
 
-def _read_checkpoint(storage: Storage, directory: str) -> dict[str, Any] | None:
-    try:
-        data = json.loads(storage.read_all(f"{directory}/{CHECKPOINT_FILE}"))
-    except (FileNotFoundError, ValueError):
+def _published_segments(storage: Storage, directory: str
+                        ) -> tuple[int, dict[int, tuple[int, int]]] | None:
+    """(log start offset, {base: (size, next offset)}) of the segments ``checkpoint.json``
+    lists, read by the storage layer's own checkpoint parser; None if there is no usable
+    checkpoint."""
+    state = CheckpointFiles(storage, directory).read(0)
+    if state is None:
         return None
-    if not isinstance(data, dict) or data.get("version") != 1:
-        return None
     try:
-        segs = {int(m["base_offset"]): (int(m["size"]), int(m["next_offset"]))
-                for m in data["segments"]}
-        return {"log_start_offset": int(data["log_start_offset"]), "segments": segs,
-                "last_base": int(data["segments"][-1]["base_offset"]) if segs else None}
-    except (KeyError, TypeError, ValueError, IndexError):
+        segments = [Segment.from_meta({k: int(v) for k, v in meta.items()})
+                    for meta in state["segments"]]
+        return int(state["log_start_offset"]), {s.base: (s.size, s.next_offset)
+                                                 for s in segments}
+    except (KeyError, TypeError, ValueError, AttributeError):
         return None
 
 
-def scan_valid(storage: Storage, path: str, start: int, end: int,
-               expected_offset: int) -> tuple[int, int]:
-    """Check batches of ``path`` from ``start`` (which must hold ``expected_offset``) up to
-    ``end`` bytes as recovery does; return (end of the valid data, offset after it)."""
-    pos = start
-    next_offset = expected_offset
-    base = parse_base(path.rsplit("/", 1)[-1], ".log")
-    buf = b""
-    buf_pos = pos
-    while end - pos >= HEADER_SIZE:
-        off = pos - buf_pos
-        if off + HEADER_SIZE > len(buf):
-            buf = storage.read_range(path, pos, min(SCAN_CHUNK, end - pos))
-            buf_pos, off = pos, 0
-            if len(buf) < HEADER_SIZE:
-                break
-        h = read_header(buf, off)
-        if (h.magic != MAGIC_V2 or h.batch_length < _MIN_BATCH_LENGTH or pos + h.size > end
-                or h.base_offset != next_offset or h.last_offset_delta < 0
-                or (base is not None and h.last_offset - base > MAX_RELATIVE_OFFSET)):
-            break
-        if off + h.size > len(buf):
-            buf = storage.read_range(path, pos, min(max(SCAN_CHUNK, h.size), end - pos))
-            buf_pos, off = pos, 0
-            if len(buf) < h.size:
-                break
-        if not crc_ok(buf, off, h):
-            break
-        pos += h.size
-        next_offset = h.next_offset
-    return pos, next_offset
+def _valid_extent(storage: Storage, path: str, base: int, start: int, end: int,
+                  expected_offset: int) -> tuple[int, int]:
+    """(end of the valid data, offset after it) of segment ``base`` from ``start`` (where the
+    batch of ``expected_offset`` begins): recovery's own scan, so both agree on what is
+    durable."""
+    valid_end, next_offset = start, expected_offset
+    for pos, header in valid_batches(storage, path, start, end, expected_offset, base):
+        valid_end, next_offset = pos + header.size, header.next_offset
+    return valid_end, next_offset
 
 
 def _plain_layout(storage: Storage, names: list[str]) -> bool:
@@ -152,8 +125,6 @@ def _plain_layout(storage: Storage, names: list[str]) -> bool:
 def reader_view(storage: Storage, topic: str, partition: int) -> PartitionView:
     """A view through the storage layer's own read-only reader (what its writer last
     published: its newest checkpoint or manifest)."""
-    from bmq.storage.log import PartitionLog
-
     reader = PartitionLog.open_reader(storage, topic, partition)
     try:
         return PartitionView(topic, partition, reader.log_start_offset, reader.high_watermark,
@@ -162,39 +133,25 @@ def reader_view(storage: Storage, topic: str, partition: int) -> PartitionView:
         reader.close()
 
 
-def _visible_size(storage: Storage, path: str) -> int:
-    """The readable length of a file, past what ``size`` says on filesystems where it lags
-    for a file another client is still writing (HDFS)."""
-    size = storage.size(path)
-    if not getattr(storage, "exact_size", True):
-        while True:
-            more = len(storage.read_range(path, size, SCAN_CHUNK))
-            if not more:
-                break
-            size += more
-    return size
-
-
 def open_view(storage: Storage, topic: str, partition: int) -> PartitionView:
     """The durable log of one partition as it is on storage now (see the module notes)."""
     directory = f"{topic}/{partition}"
     names = storage.list(directory)
     if not _plain_layout(storage, names):
         return reader_view(storage, topic, partition)
-    ckpt = _read_checkpoint(storage, directory)
+    published = _published_segments(storage, directory)
     bases = sorted(b for b in (parse_base(n, ".log") for n in names) if b is not None)
-    ck_segs: dict[int, tuple[int, int]] = ckpt["segments"] if ckpt else {}
-    last_base = ckpt["last_base"] if ckpt else None
+    ck_segs = published[1] if published else {}
+    last_base = max(ck_segs) if ck_segs else None
     if ck_segs:
-        first_kept = min(ck_segs)
-        bases = [b for b in bases if b >= first_kept]
+        bases = [b for b in bases if b >= min(ck_segs)]
     segments: list[SegmentInfo] = []
     for base in bases:
         if segments and base != segments[-1].next_offset:
             break   # not a continuation: the broker would drop it
         path = f"{directory}/{log_name(base)}"
         try:
-            file_size = _visible_size(storage, path)
+            file_size = visible_size(storage, path)
         except FileNotFoundError:
             if segments:
                 break
@@ -205,7 +162,7 @@ def open_view(storage: Storage, topic: str, partition: int) -> PartitionView:
             continue
         start, expected = (meta if meta is not None and file_size >= meta[0] else (0, base))
         try:
-            end, next_offset = scan_valid(storage, path, start, file_size, expected)
+            end, next_offset = _valid_extent(storage, path, base, start, file_size, expected)
         except FileNotFoundError:
             if segments:
                 break
@@ -215,12 +172,12 @@ def open_view(storage: Storage, topic: str, partition: int) -> PartitionView:
             break   # a batch in flight or a torn tail: nothing after it is durable yet
     if segments:
         log_start = segments[0].base
-        if ckpt is not None:
-            log_start = max(log_start, ckpt["log_start_offset"])
+        if published is not None:
+            log_start = max(log_start, published[0])
         high_watermark = segments[-1].next_offset
         log_start = min(log_start, high_watermark)
     else:
-        log_start = high_watermark = ckpt["log_start_offset"] if ckpt else 0
+        log_start = high_watermark = published[0] if published else 0
     return PartitionView(topic, partition, log_start, high_watermark, segments)
 
 

@@ -11,9 +11,9 @@ Capabilities are flags so callers can choose a layout:
 
 * ``supports_append``: files can be reopened and appended to; the partition log's segment
   files grow in place there. Object stores (S3, GCS, Azure Blob) cannot append;
-  ``PartitionLog.open`` uses the object layout on them (``bmq.storage.objects``: every flush
-  writes one immutable object and a small manifest lists the objects), relying only on
-  ``write_atomic`` (one PUT), ``read_range``/``open_read`` (ranged GETs), ``list`` and
+  ``PartitionLog.open`` uses the object layout on them (``bmq.storage.log.object_layout``:
+  every flush writes one immutable object and a small manifest lists the objects), relying
+  only on ``write_atomic`` (one PUT), ``read_range``/``open_read`` (ranged GETs), ``list`` and
   ``delete``.
 * ``exact_size``: ``size`` is the readable length even of a file another client is still
   appending to (not so on HDFS).

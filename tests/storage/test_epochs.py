@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bmq.protocol.errors import ErrorCode, KafkaError
-from bmq.storage import LocalStorage, LogConfig, PartitionLog, Storage
+from bmq.storage import FencedEpochError, LocalStorage, LogConfig, PartitionLog, Storage
 
 from .batches import make_batch, request, sized_batch, split, tag_of, with_offset
 from .helpers import append, read_batches
@@ -74,17 +74,24 @@ def test_takeover_fences_the_stale_owner(storage: Storage) -> None:
 
     # The stale owner's next flush notices the new epoch and fails; nothing is acknowledged.
     append(a, sized_batch(700, 100))
-    with pytest.raises(KafkaError) as info:
+    with pytest.raises(FencedEpochError) as fenced:
         a.flush()
-    assert info.value.code == ErrorCode.FENCED_LEADER_EPOCH
+    # A KafkaError like any other (callers catching KafkaError see it), which also says which
+    # epoch fenced it, so that a controller can assign one above.
+    assert isinstance(fenced.value, KafkaError)
+    assert fenced.value.code == ErrorCode.FENCED_LEADER_EPOCH
+    assert fenced.value.current_epoch == 2
+    assert fenced.value.message == f"{a}: epoch 1 fenced by 2"
     with pytest.raises(KafkaError):
         append(a, sized_batch(700, 101))
 
     # Opening with an older epoch again is refused.
     for old in (0, 1):
-        with pytest.raises(KafkaError) as info:
+        with pytest.raises(FencedEpochError) as fenced:
             _open(storage, old)
-        assert info.value.code == ErrorCode.FENCED_LEADER_EPOCH
+        assert fenced.value.code == ErrorCode.FENCED_LEADER_EPOCH
+        assert fenced.value.current_epoch == 2
+        assert str(fenced.value).endswith(f": epoch {old} is older than the current 2")
 
     stored += _write(b, range(10, 20))
     assert _raw(b) == stored

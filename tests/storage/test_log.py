@@ -7,7 +7,7 @@ import pytest
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.records import TIMESTAMP_TYPE_LOG_APPEND
 from bmq.storage import LogConfig, PartitionLog, Storage
-from bmq.storage.objects import ObjectPartitionLog
+from bmq.storage.log.object_layout import ObjectLayout
 
 from .batches import make_batch, request, sized_batch, split, with_offset
 from .conftest import OpenLog
@@ -301,7 +301,7 @@ def test_invalid_names_and_object_stores(storage: Storage) -> None:
     store = copy.copy(storage)
     store.supports_append = False   # e.g. S3: the object layout, behind the same API
     log = PartitionLog.open(store, "t", 0, LogConfig())
-    assert isinstance(log, ObjectPartitionLog)
+    assert isinstance(log.layout, ObjectLayout)
     append(log, make_batch([b"a"]))
     log.flush()
     assert [n.endswith("-0000000000-000000000000.log") for n in segment_files(log)] == [True]

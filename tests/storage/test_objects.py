@@ -15,7 +15,7 @@ from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.storage import LocalStorage, LogConfig, PartitionLog, Storage, open_storage
 from bmq.storage.counting import CountingStorage
 from bmq.storage.factory import storage_options
-from bmq.storage.objects import TAIL_OBJECTS, ObjectPartitionLog, object_names
+from bmq.storage.log.object_layout import TAIL_OBJECTS, ObjectLayout, object_names
 from bmq.storage.segment import segment_stem
 
 from .batches import make_batch, sized_batch, split, with_offset
@@ -44,7 +44,7 @@ def _manifest(storage: Storage, epoch: int) -> dict[str, object]:
 
 def test_every_flush_is_one_object_listed_by_the_manifest(ostorage: Storage) -> None:
     log = PartitionLog.open(ostorage, "t", 0, CONFIG, epoch=3)
-    assert isinstance(log, ObjectPartitionLog)
+    assert isinstance(log.layout, ObjectLayout)
     stored = []
     for i in range(5):
         for j in range(3):

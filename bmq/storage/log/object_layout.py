@@ -1,6 +1,5 @@
-"""The partition log on object stores (S3 and the like), which cannot append to an object.
-
-Same API as ``PartitionLog`` (``PartitionLog.open`` returns this class when the storage has
+"""The object layout of a partition log, for object stores (S3 and the like), which cannot
+append to an object (``PartitionLog.open`` uses it when the storage has
 ``supports_append == False``); only the on-storage layout and the I/O differ.
 
 Layout, under ``{topic}/{partition}/``::
@@ -45,31 +44,27 @@ re-reads the manifest too.
 
 from __future__ import annotations
 
-import json
 import logging
-import re
 import struct
-import time
 from bisect import bisect_right
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.records import HEADER_SIZE, LOG_OVERHEAD
-from bmq.storage.log import (
-    CHECKPOINT_VERSION_EPOCHS,
-    MAX_READ_BYTES,
-    PartitionLog,
-    _Meta,
-    _now_ms,
-    _parse_files,
-)
+from bmq.storage.base import Storage
+from bmq.storage.log.config import MAX_READ_BYTES, BatchMeta, Queued, clock_ms, parse_files
+from bmq.storage.log.fencing import FencedEpochError
+from bmq.storage.log.layout import Layout
+from bmq.storage.log.state import CHECKPOINT_VERSION_EPOCHS, ManifestFiles
 from bmq.storage.producer_state import ProducerStateTable
 from bmq.storage.segment import MAX_POSITION, Segment
 
+if TYPE_CHECKING:
+    from bmq.storage.log.core import LogCore
+    from bmq.storage.log.partition_log import PartitionLog
+
 logger = logging.getLogger(__name__)
 
-MANIFEST_DIR = "manifest"
-_MANIFEST_RE = re.compile(r"^(\d{10})\.json$")
 # Merged objects are at most segment_bytes, and at most this (ranged GETs make larger objects
 # pointless, and a smaller target bounds how often the same bytes are rewritten).
 MAX_OBJECT_BYTES = 64 << 20
@@ -81,73 +76,56 @@ _LENGTH = struct.Struct(">qi")
 _DELTA = struct.Struct(">i")
 
 
-class ObjectPartitionLog(PartitionLog):
-    """A partition log whose flushes are immutable objects listed by a manifest."""
+class ObjectLayout(Layout):
+    """Flushes are immutable objects listed by a manifest; the log's last segment is an empty
+    virtual tail at the high watermark (the next object's base)."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    kept_at_end = 2   # the newest object (as the append layout keeps its active segment), tail
+
+    def __init__(self) -> None:
         self._next_seq = 0
         self._trash: list[Segment] = []   # merged away: deleted on the next compaction
         # What the open listed, to collect garbage from on the first compaction: on an object
         # store every delete (and the listing it needs) is a request the takeover would wait on.
         self._garbage: list[str] | None = None
 
-    # ------------------------------------------------------------------------------ manifests
-    def _state_dir(self) -> str:
-        return f"{self.dir}/{MANIFEST_DIR}"
+    @staticmethod
+    def state_files(storage: Storage, partition_dir: str) -> ManifestFiles:
+        return ManifestFiles(storage, partition_dir)
 
-    def _state_name(self, epoch: int) -> str:
-        return f"{epoch:010d}.json"
+    def state(self, log: LogCore) -> dict[str, Any]:
+        with log._lock:
+            return self._manifest(log, log._segments[:-1], log.high_watermark)
 
-    def _parse_state_name(self, name: str) -> int | None:
-        m = _MANIFEST_RE.match(name)
-        return int(m[1]) if m else None
-
-    def _state_dict(self) -> dict[str, Any]:
-        with self._lock:
-            return self._manifest(self._segments[:-1], self.high_watermark)
-
-    def _manifest(self, objects: list[Segment], high_watermark: int) -> dict[str, Any]:
+    def _manifest(self, log: LogCore, objects: list[Segment], high_watermark: int
+                  ) -> dict[str, Any]:
         return {
             "version": CHECKPOINT_VERSION_EPOCHS,
             "layout": "objects",
-            "topic": self.topic,
-            "partition": self.partition,
-            "epoch": self.leader_epoch,
-            "data_epoch": self.leader_epoch,
+            "topic": log.topic,
+            "partition": log.partition,
+            "epoch": log.leader_epoch,
+            "data_epoch": log.leader_epoch,
             "next_seq": self._next_seq,
-            "log_start_offset": self.log_start_offset,
+            "log_start_offset": log.log_start_offset,
             "recovery_point": high_watermark,
             "high_watermark": high_watermark,
             "segments": [seg.meta() for seg in objects],
-            "producers": self._durable_producers.to_json(),
+            "producers": log._durable_producers.to_json(),
         }
 
-    def _put_manifest(self, state: dict[str, Any]) -> None:
-        data = json.dumps(state, separators=(",", ":")).encode()
-        if data != self._checkpointed:
-            self.storage.write_atomic(
-                f"{self._state_dir()}/{self._state_name(self.leader_epoch)}", data)
-            self._checkpointed = data
-        self._published_ms = time.monotonic()
-
-    def _checkpoint_locked(self) -> None:
-        self._put_manifest(self._state_dict())
-
-    # ------------------------------------------------------------------------------ opening
-    def _load(self) -> None:
-        storage = self.storage
-        epoch = self.leader_epoch
-        storage.makedirs(self._state_dir())
-        top, state = self._newest_state()
+    def load(self, log: PartitionLog) -> None:
+        storage = log.storage
+        epoch = log.leader_epoch
+        storage.makedirs(log.state_files.directory)
+        top, state = log.state_files.newest()
         if top > epoch:
-            raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH,
-                             f"{self}: epoch {epoch} is older than the current {top}")
+            raise FencedEpochError(f"{log}: epoch {epoch} is older than the current {top}", top)
         data_epoch = int(state["data_epoch"]) if state is not None else epoch
         if epoch > top:
-            self._claim(state, data_epoch)
-        names = storage.list(self.dir)
-        found = sorted(_parse_files(names, ".log"))
+            log._claim(state, data_epoch)
+        names = storage.list(log.dir)
+        found = sorted(parse_files(names, ".log"))
 
         metas = state.get("segments") if state is not None else None
         producers = ProducerStateTable()
@@ -162,7 +140,7 @@ class ObjectPartitionLog(PartitionLog):
                 recovery_point = int(state["recovery_point"])
                 next_seq = int(state.get("next_seq", 0))
             except (ValueError, TypeError, KeyError) as exc:
-                logger.warning("%s: malformed manifest (%s), scanning every object", self, exc)
+                logger.warning("%s: malformed manifest (%s), scanning every object", log, exc)
                 objects, metas = [], None
                 producers = ProducerStateTable()
         if metas is not None:
@@ -178,19 +156,19 @@ class ObjectPartitionLog(PartitionLog):
                     for base, e, seq in sorted(found, key=lambda t: (t[0], -t[1], -t[2]))
                     if e <= epoch]
         end = objects[-1].next_offset if objects else max(log_start, recovery_point)
-        now = _now_ms()
+        now = clock_ms()
         for seg in tail:
             if (objects or metas is not None) and seg.base != end:
                 continue   # not the continuation (e.g. a merged object never swapped in)
             try:
-                size = storage.size(self._path(seg.log_file))
+                size = storage.size(log._path(seg.log_file))
             except FileNotFoundError:
                 continue
-            valid_end = self._recover_segment(seg, 0, size, producers, now)
+            valid_end = log._recover_segment(seg, 0, size, producers, now)
             if valid_end == 0:
                 continue
             if valid_end < size:
-                logger.warning("%s: object %s is valid up to %d of %d bytes", self,
+                logger.warning("%s: object %s is valid up to %d of %d bytes", log,
                                seg.log_file, valid_end, size)
             if not objects:
                 log_start = max(log_start, seg.base) if metas is not None else seg.base
@@ -202,43 +180,43 @@ class ObjectPartitionLog(PartitionLog):
         while objects and objects[0].next_offset <= log_start:
             objects.pop(0)
         if end < recovery_point:
-            logger.warning("%s: objects end at %d, before the recovery point %d", self, end,
+            logger.warning("%s: objects end at %d, before the recovery point %d", log, end,
                            recovery_point)
             producers.truncate(end)
         # Our own sequence numbers continue after any object of this epoch (a restart).
         own = [seq for _b, e, seq in found if e == epoch]
         self._next_seq = max([next_seq if data_epoch == epoch else 0, *(s + 1 for s in own)])
 
-        self._set_objects(objects, end)
-        self.log_start_offset = log_start
-        self._durable_producers = producers
-        self._producers = producers.copy()
-        with self._io_lock:
-            self._checkpoint_locked()
-        self._fence_check()
+        self._set_objects(log, objects, end)
+        log.log_start_offset = log_start
+        log._durable_producers = producers
+        log._producers = producers.copy()
+        with log._io_lock:
+            log._checkpoint_locked()
+        log._fence_check()
         self._garbage = names
 
-    def _set_objects(self, objects: list[Segment], end: int) -> None:
+    @staticmethod
+    def _set_objects(log: LogCore, objects: list[Segment], end: int) -> None:
         """Install the object list plus the empty virtual tail segment at ``end``."""
-        tail = Segment(end, epoch=self.leader_epoch)
+        tail = Segment(end, epoch=log.leader_epoch)
         segments = [*objects, tail]
-        self._segments = segments
-        self._bases = [s.base for s in segments]
-        self._size_bytes = sum(s.size for s in objects)
-        self.log_end_offset = self.high_watermark = end
+        log._segments = segments
+        log._bases = [s.base for s in segments]
+        log._size_bytes = sum(s.size for s in objects)
+        log.log_end_offset = log.high_watermark = end
 
-    # ------------------------------------------------------------------------------ flushing
-    def _write(self, queue: list[tuple[memoryview, int, list[_Meta]]]) -> None:
-        interval = self.config.index_interval_bytes
-        with self._lock:
-            base = self._segments[-1].base
+    def write(self, log: PartitionLog, queue: list[Queued]) -> None:
+        interval = log.config.index_interval_bytes
+        with log._lock:
+            base = log._segments[-1].base
             seq = self._next_seq
             self._next_seq += 1
-        seg = Segment(base, created_ms=queue[0][1], epoch=self.leader_epoch, seq=seq)
+        seg = Segment(base, created_ms=queue[0][1], epoch=log.leader_epoch, seq=seq)
         assert seg.idx_rel is not None and seg.idx_pos is not None
         assert seg.tidx_ts is not None and seg.tidx_rel is not None
         buffers: list[memoryview] = []
-        idempotent: list[tuple[_Meta, int]] = []
+        idempotent: list[tuple[BatchMeta, int]] = []
         size = 0
         since = 0
         for view, now_ms, metas in queue:
@@ -264,44 +242,43 @@ class ObjectPartitionLog(PartitionLog):
             seg.tidx_ts.append(seg.max_timestamp)
             seg.tidx_rel.append(seg.offset_of_max_timestamp - base)
         if size > MAX_POSITION:
-            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{self}: flush of {size} bytes")
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{log}: flush of {size} bytes")
         seg.size = size
-        self.storage.write_atomic(self._path(seg.log_file), b"".join(buffers))
+        log.storage.write_atomic(log._path(seg.log_file), b"".join(buffers))
 
-        with self._lock:
-            durable = self._durable_producers
+        with log._lock:
+            durable = log._durable_producers
             for meta, now_ms in idempotent:
                 durable.record(meta[4], meta[5], meta[6], meta[7], meta[1], meta[2], meta[3],
                                now_ms)
-            objects = [*self._segments[:-1], seg]
-        self._put_manifest(self._manifest(objects, seg.next_offset))
-        self._fence_check()
-        with self._lock:
-            tail = self._segments[-1]
+            objects = [*log._segments[:-1], seg]
+        log._write_state(self._manifest(log, objects, seg.next_offset))
+        log._fence_check()
+        with log._lock:
+            tail = log._segments[-1]
             tail.base = tail.next_offset = seg.next_offset
-            self._segments.insert(len(self._segments) - 1, seg)
-            self._bases = [s.base for s in self._segments]
-            self._size_bytes += size
-            self.high_watermark = seg.next_offset
+            log._segments.insert(len(log._segments) - 1, seg)
+            log._bases = [s.base for s in log._segments]
+            log._size_bytes += size
+            log.high_watermark = seg.next_offset
 
-    # ------------------------------------------------------------------------------ reading
-    def read(self, offset: int, max_bytes: int) -> bytes | memoryview:
-        """Like ``PartitionLog.read``, but continuing into the following objects while
-        ``max_bytes`` allows: one flush is often far smaller than a fetch."""
-        first = super().read(offset, max_bytes)
+    def read(self, log: PartitionLog, offset: int, max_bytes: int) -> bytes | memoryview:
+        """Continues into the following objects while ``max_bytes`` allows: one flush is often
+        far smaller than a fetch."""
+        first = log.read_batches(offset, max_bytes)
         total = len(first)
         if not total or total >= max_bytes:
             return first
         parts: list[bytes | memoryview] = [first]
         position = _next_offset(first)
         limit = min(max_bytes, MAX_READ_BYTES)
-        while total < limit and position < self.high_watermark:
-            with self._lock:
-                seg = self._segments[bisect_right(self._bases, position) - 1]
+        while total < limit and position < log.high_watermark:
+            with log._lock:
+                seg = log._segments[bisect_right(log._bases, position) - 1]
                 if seg.base == position and seg.size > limit - total:
                     break   # the next object does not fit: leave it to the next read
             try:
-                more = super().read(position, limit - total)
+                more = log.read_batches(position, limit - total)
             except KafkaError:
                 break
             if not more or total + len(more) > limit:
@@ -311,34 +288,30 @@ class ObjectPartitionLog(PartitionLog):
             position = _next_offset(more)
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
-    # ------------------------------------------------------------------------------ merging
-    def _tail_segments(self) -> list[Segment]:
+    def tail_segments(self, log: PartitionLog) -> list[Segment]:
         # The newest objects, not the virtual tail: several flushes may land between two
         # notices, and a tail that does not continue a reader's view makes it re-read the
         # manifest instead (a LIST and a GET on the store, which the tail is there to save).
-        return self._segments[-1 - TAIL_OBJECTS:-1]
+        return log._segments[-1 - TAIL_OBJECTS:-1]
 
-    def checkpoint(self) -> None:
-        if self._closed or self._readonly:
-            return
+    def maintain(self, log: PartitionLog) -> None:
         try:
-            self.compact_objects()
+            self.compact(log)
         except KafkaError:
             raise
         except Exception as exc:   # merging is an optimisation: the manifest still goes out
-            logger.warning("%s: merging objects failed: %s", self, exc)
-        super().checkpoint()
+            logger.warning("%s: merging objects failed: %s", log, exc)
 
-    def compact_objects(self) -> int:
-        if self._closed or self._readonly or self._failed is not None:
+    def compact(self, log: PartitionLog) -> int:
+        if log._closed or log._readonly or log._failed is not None:
             return 0
         garbage, self._garbage = self._garbage, None
         if garbage is not None:
-            self._collect_garbage(garbage)
-        self._empty_trash()
-        target = min(self.config.segment_bytes, MAX_OBJECT_BYTES)
-        with self._lock:
-            objects = self._segments[:-1]
+            log._collect_garbage(garbage)
+        self._empty_trash(log)
+        target = min(log.config.segment_bytes, MAX_OBJECT_BYTES)
+        with log._lock:
+            objects = log._segments[:-1]
         runs: list[list[Segment]] = []
         run: list[Segment] = []
         total = 0
@@ -356,38 +329,38 @@ class ObjectPartitionLog(PartitionLog):
             runs.append(run)
         merged = 0
         for run in runs:
-            if self._closed:
+            if log._closed:
                 break       # (a closing broker should not wait for merges nobody will read)
-            merged += self._merge(run)
+            merged += self._merge(log, run)
         return merged
 
-    def _merge(self, run: list[Segment]) -> int:
-        data = b"".join(self.storage.read_range(self._path(seg.log_file), 0, seg.size)
+    def _merge(self, log: PartitionLog, run: list[Segment]) -> int:
+        data = b"".join(log.storage.read_range(log._path(seg.log_file), 0, seg.size)
                         for seg in run)
-        with self._lock:
+        with log._lock:
             seq = self._next_seq
             self._next_seq += 1
         first = run[0]
-        new = Segment(first.base, created_ms=first.created_ms, epoch=self.leader_epoch, seq=seq)
+        new = Segment(first.base, created_ms=first.created_ms, epoch=log.leader_epoch, seq=seq)
         new.size = len(data)
         new.next_offset = run[-1].next_offset
         best = max(run, key=lambda s: s.max_timestamp)
         new.max_timestamp = best.max_timestamp
         new.offset_of_max_timestamp = best.offset_of_max_timestamp
         view = memoryview(data)
-        new.set_indexes(*self._rebuild_indexes(new, len(data),
+        new.set_indexes(*log._rebuild_indexes(new, len(data),
                                                lambda p, n: bytes(view[p:p + n])))
         if new.max_timestamp > new.last_time_entry:
             assert new.tidx_ts is not None and new.tidx_rel is not None
             new.tidx_ts.append(new.max_timestamp)
             new.tidx_rel.append(new.offset_of_max_timestamp - new.base)
-        self.storage.write_atomic(self._path(new.log_file), data)
-        self._write_index_files(new)
-        with self._io_lock:
-            if self._closed or self._failed is not None:
+        log.storage.write_atomic(log._path(new.log_file), data)
+        log._write_index_files(new)
+        with log._io_lock:
+            if log._closed or log._failed is not None:
                 return 0
-            with self._lock:
-                segments = self._segments
+            with log._lock:
+                segments = log._segments
                 try:
                     i = next(k for k, s in enumerate(segments) if s is first)
                 except StopIteration:
@@ -398,41 +371,32 @@ class ObjectPartitionLog(PartitionLog):
                     stale = True    # retention or DeleteRecords got there first
                 else:
                     stale = False
-                    self._segments = [*segments[:i], new, *segments[i + len(run):]]
-                    self._bases = [s.base for s in self._segments]
+                    log._segments = [*segments[:i], new, *segments[i + len(run):]]
+                    log._bases = [s.base for s in log._segments]
                     for seg in run:
                         seg.retired = True
             if stale:
-                self._delete_files(new)
+                log._delete_files(new)
                 return 0
-            self._checkpoint_locked()
-            self._fence_check()
+            log._checkpoint_locked()
+            log._fence_check()
             self._trash.extend(run)
         return len(run)
 
-    def _empty_trash(self) -> None:
+    def _empty_trash(self, log: PartitionLog) -> None:
         """Delete objects merged away by the previous compaction (readers have moved on)."""
         if not self._trash:
             return
-        self._fence_check()
+        log._fence_check()
         trash, self._trash = self._trash, []
         for seg in trash:
-            if self._closed:
+            if log._closed:
                 return      # unlisted objects: the next owner's garbage collection takes them
-            with self._lock:
+            with log._lock:
                 unused = seg.readers == 0
             if unused:
                 seg.close_handles()
-            self._delete_files(seg)
-
-    # ------------------------------------------------------------------------------ retention
-    def _retire(self, count: int) -> list[Segment]:
-        # Every object may go (there is no active segment), but never the virtual tail.
-        return super()._retire(min(count, len(self._segments) - 1))
-
-    def _retention_candidates(self) -> list[Segment]:
-        # Keep the newest object, as the append layout keeps its active segment.
-        return self._segments[:-2]
+            log._delete_files(seg)
 
 
 def _next_offset(data: bytes | memoryview) -> int:
@@ -451,6 +415,3 @@ def _next_offset(data: bytes | memoryview) -> int:
 def object_names(log: PartitionLog) -> list[str]:
     """Data objects of a log (for tests and tools)."""
     return [n for n in log.storage.list(log.dir) if n.endswith(".log")]
-
-
-__all__ = ["MANIFEST_DIR", "ObjectPartitionLog", "object_names"]

@@ -1,0 +1,23 @@
+"""A partition's log on shared storage: Kafka's segmented log, in the append layout (files) or
+the object layout (objects and a manifest). See ``partition_log`` for the design.
+
+``config``         LogConfig, AppendResult, shared helpers
+``core``           the state every part shares; fencing; publishing the state document
+``state``          the per-epoch state documents (checkpoints, manifests)
+``fencing``        FencedEpochError
+``scan``           recovery's check of a segment's batches (also used by the Spark source)
+``recovery``       claiming a partition, scanning what earlier owners left, garbage collection
+``indexes``        offset and time indexes of segments
+``reading``        reads and timestamp lookups
+``retention``      retention and DeleteRecords
+``layout``         what differs by storage: ``append_layout``, ``object_layout``
+``partition_log``  PartitionLog, the one writer of a partition
+``view``           LogReader, a read-only view
+"""
+
+from bmq.storage.log.config import AppendResult, LogConfig
+from bmq.storage.log.fencing import FencedEpochError
+from bmq.storage.log.partition_log import PartitionLog
+from bmq.storage.log.view import LogReader
+
+__all__ = ["AppendResult", "FencedEpochError", "LogConfig", "LogReader", "PartitionLog"]

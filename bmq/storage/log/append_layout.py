@@ -1,0 +1,413 @@
+"""The append layout (local directories, HDFS): segment files that grow by appends, each with an
+offset index and a time index file, and a checkpoint per owner epoch (see ``bmq.storage.log``
+for the format, the takeover and the fence).
+
+Write path. ``write`` takes the whole queue, decides rolls and index entries from the batch
+headers it already knows, writes each segment's share with one gathered write and one sync,
+then publishes the new sizes, index entries and high watermark under ``_lock``.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from bmq.storage.base import AppendFile, BytesLike, Storage
+from bmq.storage.log.config import BatchMeta, Queued, clock_ms, parse_files
+from bmq.storage.log.fencing import FencedEpochError
+from bmq.storage.log.layout import Layout
+from bmq.storage.log.scan import visible_size
+from bmq.storage.log.state import CHECKPOINT_VERSION, CHECKPOINT_VERSION_EPOCHS, CheckpointFiles
+from bmq.storage.producer_state import ProducerStateTable
+from bmq.storage.segment import (
+    MAX_POSITION,
+    MAX_RELATIVE_OFFSET,
+    OFFSET_ENTRY,
+    TIME_ENTRY,
+    Segment,
+)
+
+if TYPE_CHECKING:
+    from bmq.storage.log.core import LogCore
+    from bmq.storage.log.partition_log import PartitionLog
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class _Group:
+    """What one flush writes into one segment."""
+
+    seg: Segment
+    new: bool
+    size: int
+    next_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    bytes_since_index: int
+    last_time_entry: int
+    created_ms: int
+    buffers: list[BytesLike] = field(default_factory=list)
+    idx_rel: list[int] = field(default_factory=list)
+    idx_pos: list[int] = field(default_factory=list)
+    tidx_ts: list[int] = field(default_factory=list)
+    tidx_rel: list[int] = field(default_factory=list)
+
+    def add_time_entry(self) -> None:
+        self.tidx_ts.append(self.max_timestamp)
+        self.tidx_rel.append(self.offset_of_max_timestamp - self.seg.base)
+        self.last_time_entry = self.max_timestamp
+
+
+
+class AppendLayout(Layout):
+    kept_at_end = 1   # the active segment
+
+    @staticmethod
+    def state_files(storage: Storage, partition_dir: str) -> CheckpointFiles:
+        return CheckpointFiles(storage, partition_dir)
+
+    def load(self, log: PartitionLog) -> None:
+        storage = log.storage
+        epoch = log.leader_epoch
+        storage.makedirs(log.dir)
+        top, ckpt = log.state_files.newest()
+        if top > epoch:
+            raise FencedEpochError(f"{log}: epoch {epoch} is older than the current {top}", top)
+        names = storage.list(log.dir)
+        files = parse_files(names, ".log")
+        if ckpt is not None:
+            data_epoch = int(ckpt["data_epoch"])
+        else:
+            data_epoch = max([e for _b, e, _s in files if e <= epoch], default=epoch)
+        if epoch > 0 and epoch > top:
+            log._claim(ckpt, data_epoch)
+            names = storage.list(log.dir)   # what the old owner wrote before our claim
+            files = parse_files(names, ".log")
+        takeover = data_epoch < epoch
+        for name in names:
+            if ".tmp." in name:
+                storage.delete(log._path(name))
+
+        ck_metas: list[dict[str, int]] | None = None
+        recovery_point = 0
+        log_start = 0
+        producers = ProducerStateTable()
+        if ckpt is not None and ckpt.get("segments") is not None:
+            try:
+                ck_metas = [{k: int(v) for k, v in m.items()} for m in ckpt["segments"]]
+                recovery_point = int(ckpt["recovery_point"])
+                log_start = int(ckpt["log_start_offset"])
+                producers = ProducerStateTable.from_json(ckpt["producers"])
+            except (ValueError, TypeError, KeyError, IndexError) as exc:
+                logger.warning("%s: malformed checkpoint (%s), scanning everything", log, exc)
+                ck_metas, recovery_point, log_start = None, 0, 0
+                producers = ProducerStateTable()
+
+        # The chain of segments to recover: what the checkpoint lists, then the files its
+        # data epoch rolled to afterwards. Without a checkpoint: every file, in offset order.
+        chain: list[tuple[Segment, dict[str, int] | None]] = []
+        if ck_metas is not None:
+            for ck_meta in ck_metas:
+                chain.append((Segment.from_meta(ck_meta), ck_meta))
+            last_base = ck_metas[-1]["base_offset"] if ck_metas else -1
+            for base, e, _seq in sorted(files):
+                if e == data_epoch and base > last_base:
+                    chain.append((Segment(base, epoch=e), None))
+        else:
+            by_base: dict[int, int] = {}
+            for base, e, _seq in files:
+                if e <= epoch:
+                    by_base[base] = max(by_base.get(base, e), e)
+            chain = [(Segment(b, epoch=e), None) for b, e in sorted(by_base.items())]
+            if chain:
+                log_start = chain[0][0].base
+        ck_last = ck_metas[-1] if ck_metas else None
+
+        now = clock_ms()
+        segments: list[Segment] = []
+        scanned: list[Segment] = []
+        scanning = False
+        for seg, meta in chain:
+            own = seg.epoch == epoch   # our own file (a restart in the same epoch)
+            if segments and seg.base != segments[-1].next_offset:
+                logger.warning("%s: segment %d does not follow offset %d; dropping it and later "
+                               "ones", log, seg.base, segments[-1].next_offset)
+                break
+            path = log._path(seg.log_file)
+            try:
+                file_size = visible_size(log.storage, path)
+            except FileNotFoundError:
+                logger.warning("%s: segment file %s is missing", log, seg.log_file)
+                break
+            if not scanning and meta is not None and meta is not ck_last \
+                    and file_size >= meta["size"]:
+                # Sealed before the checkpoint: trusted at its recorded size.
+                if file_size > meta["size"] and own:
+                    storage.truncate(path, meta["size"])
+                segments.append(seg)
+                continue
+            scanning = True
+            start = 0
+            fresh = Segment(seg.base, epoch=seg.epoch)
+            if meta is not None and file_size >= meta["size"]:
+                seg.idx_rel = seg.idx_pos = seg.tidx_ts = seg.tidx_rel = None
+                indexes = log._read_indexes(seg)
+                if indexes is not None:
+                    seg.set_indexes(*indexes)
+                    start = seg.size  # checkpointed prefix trusted, its indexes valid
+                else:
+                    seg = fresh
+            else:
+                seg = fresh
+            valid_end = log._recover_segment(seg, start, file_size, producers, now)
+            if start == 0 or valid_end > start:
+                scanned.append(seg)   # bytes the checkpoint did not vouch for
+            segments.append(seg)
+            if valid_end < file_size:
+                logger.warning("%s: %s ends at %d of its %d bytes (torn or corrupt tail, or "
+                               "written after the takeover)", log, seg.log_file, valid_end,
+                               file_size)
+                if own:
+                    storage.truncate(path, valid_end)
+                break
+
+        if takeover:
+            # Seal the previous owner's segments where we found them; write a new one.
+            if segments and segments[-1].size == 0:
+                dropped = segments.pop()
+                if dropped in scanned:
+                    scanned.remove(dropped)
+            start_at = segments[-1].next_offset if segments else max(log_start,
+                                                                      recovery_point)
+            segments.append(Segment(start_at, epoch=epoch))
+            scanned.append(segments[-1])
+        if not segments:
+            segments.append(Segment(max(log_start, recovery_point), epoch=epoch))
+            scanned.append(segments[0])
+        log_end = segments[-1].next_offset
+        if log_end < recovery_point:
+            logger.warning("%s: log ends at %d, before its recovery point %d", log, log_end,
+                           recovery_point)
+            producers.truncate(log_end)
+        log_start = min(max(log_start, segments[0].base), log_end)
+        while len(segments) > 1 and segments[0].next_offset <= log_start:
+            segments.pop(0)
+
+        # Make what the scan accepted durable, with fresh index files. (A segment covered by
+        # the checkpoint needs neither: its bytes and index entries were synced already.)
+        # Index files of another owner's segment get names of our own epoch.
+        for seg in scanned:
+            if seg not in segments:
+                continue
+            if seg.epoch != epoch:
+                seg.index_epoch = epoch
+            try:
+                appender = storage.open_append(log._path(seg.log_file))
+                try:
+                    appender.sync()
+                finally:
+                    appender.close()
+            except OSError as exc:   # e.g. HDFS while the old owner still holds the lease
+                if seg.epoch == epoch:
+                    raise
+                logger.info("%s: could not sync %s of the previous owner: %s", log,
+                            seg.log_file, exc)
+            log._write_index_files(seg)
+
+        log._segments = segments
+        log._bases = [s.base for s in segments]
+        log._size_bytes = sum(s.size for s in segments)
+        log.log_start_offset = log_start
+        log.log_end_offset = log.high_watermark = log_end
+        log._durable_producers = producers
+        log._producers = producers.copy()
+        active = segments[-1]
+        active.bytes_since_index = active.size - (active.idx_pos[-1] if active.idx_pos else 0)
+        active.appender = self._open_appender(log, active)
+        with log._io_lock:
+            log._checkpoint_locked()
+        log._fence_check()
+        log._collect_garbage(names)
+
+    def write(self, log: PartitionLog, queue: list[Queued]) -> None:
+        cfg = log.config
+        interval = cfg.index_interval_bytes
+        segment_bytes = cfg.segment_bytes
+        segment_ms = cfg.segment_ms
+        group = self._new_group(log._segments[-1], False)
+        groups = [group]
+        seg_base = group.seg.base
+        idempotent: list[tuple[BatchMeta, int]] = []
+        for view, now_ms, metas in queue:
+            run_start = pos = 0
+            for meta in metas:
+                size, base, last = meta[0], meta[1], meta[2]
+                gsize = group.size
+                if gsize and (gsize + size > segment_bytes
+                              or now_ms - group.created_ms > segment_ms
+                              or last - seg_base > MAX_RELATIVE_OFFSET
+                              or gsize + size > MAX_POSITION):
+                    if pos > run_start:
+                        group.buffers.append(view[run_start:pos])
+                    run_start = pos
+                    group = self._new_group(Segment(base, now_ms), True)
+                    groups.append(group)
+                    seg_base = base
+                if group.created_ms < 0:
+                    group.created_ms = now_ms
+                max_ts = meta[3]
+                if max_ts > group.max_timestamp:
+                    group.max_timestamp = max_ts
+                    group.offset_of_max_timestamp = base
+                if group.bytes_since_index >= interval:
+                    group.idx_rel.append(base - seg_base)
+                    group.idx_pos.append(group.size)
+                    if group.max_timestamp > group.last_time_entry:
+                        group.add_time_entry()
+                    group.bytes_since_index = 0
+                group.bytes_since_index += size
+                group.size += size
+                group.next_offset = last + 1
+                if meta[4] >= 0:
+                    idempotent.append((meta, now_ms))
+                pos += size
+            if pos > run_start:
+                group.buffers.append(view if run_start == 0 and pos == view.nbytes
+                                     else view[run_start:pos])
+
+        # I/O: one gathered write and one sync per segment touched (normally exactly one).
+        for i, g in enumerate(groups):
+            seg = g.seg
+            if g.new:
+                self._seal(log, groups[i - 1])
+                seg.appender = self._open_appender(log, seg)
+            if g.buffers:
+                assert seg.appender is not None
+                seg.appender.write(g.buffers)
+                seg.appender.sync()
+        active = groups[-1]
+        for t, r in zip(active.tidx_ts, active.tidx_rel, strict=True):
+            active.seg.tidx_pending += TIME_ENTRY.pack(t, r)
+        for r, p in zip(active.idx_rel, active.idx_pos, strict=True):
+            active.seg.idx_pending += OFFSET_ENTRY.pack(r, p)
+        for g in groups:
+            g.seg.bytes_since_index = g.bytes_since_index
+            g.seg.created_ms = g.created_ms
+
+        # Only an owner that is still the newest may acknowledge (see ``_claim``).
+        log._fence_check()
+
+        # Publish.
+        written = 0
+        with log._lock:
+            for g in groups:
+                seg = g.seg
+                written += g.size - seg.size
+                seg.size = g.size
+                seg.next_offset = g.next_offset
+                seg.max_timestamp = g.max_timestamp
+                seg.offset_of_max_timestamp = g.offset_of_max_timestamp
+                assert seg.idx_rel is not None and seg.idx_pos is not None
+                assert seg.tidx_ts is not None and seg.tidx_rel is not None
+                seg.idx_rel.extend(g.idx_rel)
+                seg.idx_pos.extend(g.idx_pos)
+                seg.tidx_ts.extend(g.tidx_ts)
+                seg.tidx_rel.extend(g.tidx_rel)
+                if g.new:
+                    log._segments.append(seg)
+                    log._bases.append(seg.base)
+            log._size_bytes += written
+            log.high_watermark = groups[-1].next_offset
+            durable = log._durable_producers
+            for meta, now_ms in idempotent:
+                durable.record(meta[4], meta[5], meta[6], meta[7], meta[1], meta[2], meta[3],
+                               now_ms)
+
+    @staticmethod
+    def _new_group(seg: Segment, new: bool) -> _Group:
+        return _Group(seg=seg, new=new, size=seg.size, next_offset=seg.next_offset,
+                      max_timestamp=seg.max_timestamp,
+                      offset_of_max_timestamp=seg.offset_of_max_timestamp,
+                      bytes_since_index=seg.bytes_since_index,
+                      last_time_entry=seg.last_time_entry, created_ms=seg.created_ms)
+
+    @staticmethod
+    def _open_appender(log: LogCore, seg: Segment) -> AppendFile:
+        """Append handle positioned at the segment's durable size (bytes past it, e.g. a stale
+        file under a reused name, are cut off first)."""
+        path = log._path(seg.log_file)
+        appender = log.storage.open_append(path)
+        if appender.position != seg.size:
+            appender.close()
+            log.storage.truncate(path, seg.size)
+            appender = log.storage.open_append(path)
+        return appender
+
+    def _seal(self, log: LogCore, g: _Group) -> None:
+        """Roll away from ``g.seg``: its data is synced already; finish and sync its indexes."""
+        seg = g.seg
+        if g.max_timestamp > g.last_time_entry:
+            g.add_time_entry()  # the segment's final maximum, as Kafka does on roll
+        idx = bytes(seg.idx_pending) + b"".join(
+            OFFSET_ENTRY.pack(r, p) for r, p in zip(g.idx_rel, g.idx_pos, strict=True))
+        tidx = bytes(seg.tidx_pending) + b"".join(
+            TIME_ENTRY.pack(t, r) for t, r in zip(g.tidx_ts, g.tidx_rel, strict=True))
+        self._append_index(log, seg, idx, tidx)
+        if seg.appender is not None:
+            seg.appender.close()
+            seg.appender = None
+
+    @staticmethod
+    def _append_index(log: LogCore, seg: Segment, idx: bytes, tidx: bytes) -> None:
+        """Append encoded entries to both index files after their persisted entries; sync."""
+        for name, data, entry, persisted in (
+                (seg.index_file, idx, 8, seg.idx_persisted),
+                (seg.timeindex_file, tidx, 12, seg.tidx_persisted)):
+            path = log._path(name)
+            appender = log.storage.open_append(path)
+            try:
+                if appender.position != persisted * entry:
+                    # Left-overs of an interrupted write: cut back to the known entries.
+                    appender.close()
+                    log.storage.truncate(path, persisted * entry)
+                    appender = log.storage.open_append(path)
+                if data:
+                    appender.write([data])
+                appender.sync()
+            finally:
+                appender.close()
+        seg.idx_persisted += len(idx) // 8
+        seg.tidx_persisted += len(tidx) // 12
+        seg.idx_pending.clear()
+        seg.tidx_pending.clear()
+
+    def before_checkpoint(self, log: LogCore) -> None:
+        active = log._segments[-1]
+        if active.idx_pending or active.tidx_pending:
+            self._append_index(log, active, bytes(active.idx_pending),
+                               bytes(active.tidx_pending))
+
+    def state(self, log: LogCore) -> dict[str, Any]:
+        epoch = log.leader_epoch
+        with log._lock:
+            segments = [seg.meta() for seg in log._segments]
+            legacy = epoch == 0 and all(len(m) == 8 for m in segments)
+            state: dict[str, Any] = {
+                "version": CHECKPOINT_VERSION if legacy else CHECKPOINT_VERSION_EPOCHS,
+                "topic": log.topic,
+                "partition": log.partition,
+                "log_start_offset": log.log_start_offset,
+                "recovery_point": log.high_watermark,
+                "high_watermark": log.high_watermark,
+                "segments": segments,
+            }
+            if not legacy:
+                state["epoch"] = state["data_epoch"] = epoch
+        state["producers"] = log._durable_producers.to_json()
+        return state
+
+    def tail_segments(self, log: PartitionLog) -> list[Segment]:
+        """The active segment, and the one before in case it rolled."""
+        return log._segments[-2:]

@@ -1,0 +1,67 @@
+"""A partition log's settings, what an append answers, and the small helpers every part of the
+log shares."""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+
+from bmq.storage.segment import parse_stem
+
+DEFAULT_PRODUCER_EXPIRATION_MS = 24 * 3600 * 1000   # Kafka's producer.id.expiration.ms
+SCAN_CHUNK = 8 << 20
+# A read returns at most this much (or one batch, if larger) whatever max_bytes asks for.
+MAX_READ_BYTES = 64 << 20
+_TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]+$")
+
+# Per batch in the queue: size, base offset, last offset, max timestamp,
+# producer id, producer epoch, first sequence, last sequence.
+BatchMeta = tuple[int, int, int, int, int, int, int, int]
+# What ``append`` queues for the next flush: the batches, when they came, their metadata.
+Queued = tuple[memoryview, int, list[BatchMeta]]
+
+
+@dataclass(slots=True)
+class LogConfig:
+    segment_bytes: int = 1 << 30
+    segment_ms: int = 7 * 24 * 3600 * 1000
+    retention_ms: int = 7 * 24 * 3600 * 1000      # -1 = unlimited
+    retention_bytes: int = -1                     # -1 = unlimited
+    index_interval_bytes: int = 4096
+    max_message_bytes: int = 1048588
+    message_timestamp_type: str = "CreateTime"    # or "LogAppendTime"
+    # Cluster mode (epoch > 0): how often flushes also publish the checkpoint, which is what
+    # readers in other processes (``PartitionLog.open_reader``) see. Object stores publish on
+    # every flush (the manifest is part of the flush).
+    publish_interval_ms: int = 1000
+
+
+@dataclass(slots=True)
+class AppendResult:
+    base_offset: int
+    last_offset: int
+    log_append_time: int
+    log_start_offset: int
+    duplicate: bool = False
+
+
+def clock_ms() -> int:
+    """Wall-clock milliseconds (record and segment timestamps)."""
+    return time.time_ns() // 1_000_000
+
+
+def check_name(topic: str, partition: int) -> None:
+    if not _TOPIC_RE.match(topic) or topic in (".", "..") or partition < 0:
+        raise ValueError(f"invalid topic partition {topic!r}-{partition}")
+
+
+def parse_files(names: list[str], suffix: str) -> list[tuple[int, int, int]]:
+    """(base, epoch, seq) of every segment file among ``names``."""
+    out = []
+    for name in names:
+        if name.endswith(suffix):
+            parsed = parse_stem(name[: -len(suffix)])
+            if parsed is not None:
+                out.append(parsed)
+    return out

@@ -1,0 +1,68 @@
+"""How a partition log is laid out on storage; the log uses one of two layouts:
+
+``append_layout``  segment files that grow by appends, with index files and checkpoints (local
+                   directories, HDFS)
+``object_layout``  immutable objects, one per flush (merged later), listed by a manifest (S3 and
+                   other object stores, which cannot append)
+
+The log does everything the same way for both (appends, reads within a segment, retention,
+indexes, fencing) and asks its layout for what differs.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any
+
+from bmq.storage.base import Storage
+from bmq.storage.log.config import Queued
+from bmq.storage.log.state import StateFiles
+from bmq.storage.segment import Segment
+
+if TYPE_CHECKING:
+    from bmq.storage.log.core import LogCore
+    from bmq.storage.log.partition_log import PartitionLog
+
+
+class Layout(ABC):
+    #: Segments at the end of the log that retention never deletes.
+    kept_at_end: int
+
+    @staticmethod
+    @abstractmethod
+    def state_files(storage: Storage, partition_dir: str) -> StateFiles:
+        """Where this layout keeps the partition's state documents."""
+
+    @abstractmethod
+    def load(self, log: PartitionLog) -> None:
+        """Open the partition as the owner of ``log.leader_epoch``: claim it, recover what
+        earlier owners made durable, publish this owner's state."""
+
+    @abstractmethod
+    def write(self, log: PartitionLog, queue: list[Queued]) -> None:
+        """Under ``_io_lock``: make the queued batches durable, check the fence, then advance
+        the high watermark."""
+
+    @abstractmethod
+    def state(self, log: LogCore) -> dict[str, Any]:
+        """This owner's state document as of now."""
+
+    def before_checkpoint(self, log: LogCore) -> None:
+        """Under ``_io_lock``, before the state document is written."""
+        return None
+
+    def read(self, log: PartitionLog, offset: int, max_bytes: int) -> bytes | memoryview:
+        """Whole batches from the one holding ``offset``."""
+        return log.read_batches(offset, max_bytes)
+
+    @abstractmethod
+    def tail_segments(self, log: PartitionLog) -> list[Segment]:
+        """The segments a tail (``PartitionLog.tail``) lists."""
+
+    def maintain(self, log: PartitionLog) -> None:
+        """Periodic storage work before a checkpoint (merging objects)."""
+        return None
+
+    def compact(self, log: PartitionLog) -> int:
+        """Merge small pieces of the log; returns how many were merged away."""
+        return 0

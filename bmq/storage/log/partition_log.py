@@ -1,0 +1,300 @@
+"""The log of one partition: Kafka's segmented log on a ``Storage``, in one of two layouts
+(``layout``), put together from its parts: ``recovery`` (opening), ``indexes``, ``reading``,
+``retention``; each layout owns the write path and the state documents of its kind of storage.
+
+
+Threads. ``append`` and ``read`` run on the broker's event loop; ``flush`` (and the other
+methods that do I/O: ``checkpoint``, ``apply_retention``, ``delete_records``, ``close``,
+``delete``) run on worker threads. Two locks:
+
+* ``_lock`` guards the in-memory state shared with the loop (queue, offsets, segment list,
+  segment sizes and indexes). It is held only for in-memory work, never across a syscall.
+* ``_io_lock`` serialises the I/O methods among themselves (one flush at a time, checkpoints
+  consistent with the flushed state, segment deletion apart from rolls).
+
+Write path. ``append`` rewrites base offsets in the caller's buffer and queues the memoryview;
+``flush`` takes the whole queue, decides rolls and index entries from the batch headers it
+already knows, writes each segment's share with one gathered write and one sync, then publishes
+the new sizes, index entries and high watermark under ``_lock``.
+
+Read path. The segment containing the offset is found by bisection, the batch by the sparse
+offset index and a few header reads; then one ``pread`` fetches the data. Readers hold a
+reference to the segment so that retention never closes a descriptor under them.
+
+Durability. Everything below the high watermark has been synced. ``checkpoint.json`` records
+the log start offset, the recovery point (= high watermark at that time), the segments with
+their sizes and index entry counts, and the producer state as of the recovery point. Recovery
+trusts the checkpointed prefix and scans everything after it, checking framing, offsets and
+CRC-32C, truncating at the first bad batch.
+
+Checkpoint format (``{topic}/{partition}/checkpoint.json``, replaced atomically)::
+
+    {"version": 1, "topic": "t", "partition": 0,
+     "log_start_offset": 120,            # DeleteRecords / retention low watermark
+     "recovery_point": 5000,             # everything below is synced and vouched for
+     "high_watermark": 5000,             # same value: durable end at checkpoint time
+     "segments": [{"base_offset": 0, "size": 1073741000, "next_offset": 3000,
+                   "max_timestamp": 1700000000123, "offset_of_max_timestamp": 2990,
+                   "created_ms": 1699990000000,
+                   "index_entries": 262000, "time_index_entries": 261000}, ...],
+     "producers": {"<producer id>": {"epoch": 3, "last_ms": 1700000000456,
+                   "batches": [[first_seq, last_seq, base_offset, last_offset, max_ts],
+                               ...]}}}   # the last 5 batches of each producer, oldest first
+
+``index_entries``/``time_index_entries`` count the entries known to be synced in the index
+files; sealed segments' indexes are loaded (and checked, and rebuilt if bad) on first use.
+
+Leader epochs: one writer per partition (append layout: local directories, HDFS).
+``PartitionLog.open(..., epoch=N)`` means "the controller made me the owner for leader epoch
+N". Epoch 0 is the single-node mode and keeps exactly the layout above. Files, under
+``{topic}/{partition}/``::
+
+    checkpoint.json                          epoch 0's checkpoint (version 1, as above)
+    checkpoint-{epoch:010d}.json             the checkpoint of the owner of ``epoch`` (version 2)
+    {base:020d}.log / .index / .timeindex    segments written by epoch 0
+    {base:020d}-{epoch:010d}.log / ...       segments started by the owner of ``epoch``
+    {stem}-i{epoch:010d}.index / .timeindex  indexes a later owner wrote for a segment it sealed
+
+Version 2 checkpoints add ``"epoch"`` (whose file it is), ``"data_epoch"`` (the epoch whose
+writer may have appended past the recorded sizes: the file's own epoch, except in a claim) and,
+per segment, ``"epoch"`` (its file name) and ``"index_epoch"`` (if its index files were written
+by a later owner). The checkpoint of the highest epoch is the truth; everyone ignores the
+others (a stale owner may go on rewriting its own).
+
+Takeover, ``open`` with epoch N: (1) read the newest checkpoint, epoch E; E > N raises
+FENCED_LEADER_EPOCH; (2) write ``checkpoint-N.json`` as a *claim* (E's content, data epoch
+E's); (3) list the files and recover: segments the checkpoint lists are trusted at their
+recorded sizes, the data epoch's active segment and later rolls are scanned (CRC-checked) to
+the end of their valid data, and sealed there - never truncated or appended to, the old owner
+may still hold them; (4) start a new segment ``{end:020d}-{N:010d}.log``, write the epoch-N
+checkpoint, delete files no checkpoint of N refers to and older checkpoints. Before a flush is
+acknowledged (and before retention deletes files) an owner with epoch > 0 lists the directory
+and fails with FENCED_LEADER_EPOCH if a higher epoch's checkpoint exists. So a flush the old
+owner acknowledged was synced before its check, the check before the claim, the claim before
+our scan: the scan sees it. Bytes it writes after the claim are past the size we sealed at (or
+in files no checkpoint of N lists) and never become visible. A fenced owner that nevertheless
+deleted files (retention racing the claim) is the one window left; the owner reopening in the
+same epoch (a restart) continues its own active segment as in epoch 0.
+
+Readers (``PartitionLog.open_reader``): a ``LogReader`` (``view``) lists the checkpoint files,
+reads the newest and serves reads from the segments it lists, up to their recorded sizes - durable
+data only, never anything of a fenced owner. Owners with epoch > 0 republish their checkpoint
+after a flush at most every ``LogConfig.publish_interval_ms`` (and at every ``checkpoint()``), so
+a reader's ``refresh()`` is one listing and one small read. Object stores: see
+``bmq.storage.log.object_layout`` (``PartitionLog.open`` picks it for storage that cannot append).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+
+from bmq.protocol.errors import ErrorCode, KafkaError
+from bmq.protocol.records import BatchHeader, set_base_offset, set_log_append_time
+from bmq.storage.base import Storage
+from bmq.storage.log.append_layout import AppendLayout
+from bmq.storage.log.config import AppendResult, BatchMeta, LogConfig, check_name
+from bmq.storage.log.layout import Layout
+from bmq.storage.log.object_layout import ObjectLayout
+from bmq.storage.log.reading import Reading
+from bmq.storage.log.recovery import Recovery
+from bmq.storage.log.retention import Retention
+from bmq.storage.log.view import LogReader
+
+logger = logging.getLogger(__name__)
+
+
+def _layout_for(storage: Storage) -> Layout:
+    return AppendLayout() if storage.supports_append else ObjectLayout()
+
+
+class PartitionLog(Recovery, Reading, Retention):
+    """The log of one partition. Create with ``PartitionLog.open`` (the one writer) or read with
+    ``PartitionLog.open_reader`` (any number of read-only views, in other processes too)."""
+
+    @classmethod
+    def open(cls, storage: Storage, topic: str, partition: int, config: LogConfig, *,
+             epoch: int = 0) -> PartitionLog:
+        """Open (and recover) the partition for writing as the owner of leader ``epoch``.
+
+        Everything a lower-epoch owner made durable before this call is recovered; nothing it
+        writes afterwards ever becomes visible. Raises ``FencedEpochError`` (a
+        ``KafkaError(FENCED_LEADER_EPOCH)``) if an owner with a higher epoch has opened the
+        partition. On storages that cannot append
+        (object stores) the log uses the object layout."""
+        check_name(topic, partition)
+        if epoch < 0:
+            raise ValueError(f"invalid leader epoch {epoch}")
+        log = cls(storage, topic, partition, config, epoch, _layout_for(storage))
+        log.layout.load(log)
+        return log
+
+    @classmethod
+    def open_reader(cls, storage: Storage, topic: str, partition: int,
+                    config: LogConfig | None = None) -> LogReader:
+        """A read-only view of the durable data as its writer last published it."""
+        check_name(topic, partition)
+        log = cls(storage, topic, partition, config or LogConfig(), 0, _layout_for(storage))
+        log._readonly = True
+        return LogReader(log)
+
+    def append(self, records: memoryview, headers: list[BatchHeader],
+               now_ms: int) -> AppendResult:
+        if not headers:
+            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "no record batches")
+        log_append_time = self.config.message_timestamp_type == "LogAppendTime"
+        with self._lock:
+            self._check_writable()
+            duplicate = self._producers.check(headers)
+            if duplicate is not None:
+                return AppendResult(
+                    duplicate.base_offset, duplicate.last_offset,
+                    duplicate.max_timestamp if log_append_time else -1,
+                    self.log_start_offset, duplicate=True)
+            first = offset = self.log_end_offset
+            pos = 0
+            metas: list[BatchMeta] = []
+            producers = self._producers
+            for h in headers:
+                set_base_offset(records, pos, offset)
+                if log_append_time:
+                    set_log_append_time(records, pos, h, now_ms)
+                    max_ts = now_ms
+                else:
+                    max_ts = h.max_timestamp
+                last = offset + h.last_offset_delta
+                pid = h.producer_id
+                if pid >= 0:
+                    last_seq = h.last_sequence
+                    producers.record(pid, h.producer_epoch, h.base_sequence, last_seq, offset,
+                                     last, max_ts, now_ms)
+                    metas.append((h.size, offset, last, max_ts, pid, h.producer_epoch,
+                                  h.base_sequence, last_seq))
+                else:
+                    metas.append((h.size, offset, last, max_ts, -1, 0, 0, 0))
+                offset = last + 1
+                pos += h.size
+            view = records if records.nbytes == pos else records[:pos]
+            self._queue.append((view, now_ms, metas))
+            self._pending += pos
+            self.log_end_offset = offset
+            log_start = self.log_start_offset
+        return AppendResult(first, offset - 1, now_ms if log_append_time else -1, log_start)
+
+    def pending_bytes(self) -> int:
+        return self._pending
+
+    def flush(self) -> int:
+        with self._io_lock:
+            with self._lock:
+                self._check_writable()
+                queue = self._queue
+                if not queue:
+                    return self.high_watermark
+                self._queue = []
+                self._pending = 0
+            try:
+                self.layout.write(self, queue)
+            except KafkaError as exc:    # fenced: a higher epoch owns the partition now
+                self._failed = exc
+                logger.error("%s: %s", self, exc)
+                raise
+            except Exception as exc:
+                self._failed = exc
+                logger.error("%s: write failed, log unavailable until reopened: %s", self, exc)
+                raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{self}: {exc}") from exc
+            if self.leader_epoch > 0 and self.config.publish_interval_ms >= 0 and \
+                    (time.monotonic() - self._published_ms) * 1000 >= \
+                    self.config.publish_interval_ms:
+                try:
+                    self._checkpoint_locked()
+                except OSError as exc:   # the data is durable; the next checkpoint retries
+                    logger.warning("%s: could not publish the checkpoint: %s", self, exc)
+            return self.high_watermark
+
+    def read(self, offset: int, max_bytes: int) -> bytes | memoryview:
+        """Whole batches from the one holding ``offset`` (the first even if larger than
+        ``max_bytes``), durable data only."""
+        return self.layout.read(self, offset, max_bytes)
+
+    def checkpoint(self) -> None:
+        if self._closed or self._readonly:
+            return
+        self.layout.maintain(self)
+        with self._io_lock:
+            if not self._closed:
+                self._checkpoint_locked()
+
+    def compact_objects(self) -> int:
+        """Merge small flush objects into larger ones (object layout); the append layout has
+        nothing to merge. Returns how many objects were merged away."""
+        return self.layout.compact(self)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        error: BaseException | None = None
+        if self._failed is None:
+            try:
+                self.flush()
+            except KafkaError as exc:
+                error = exc
+        with self._io_lock:
+            if self._closed:
+                return
+            try:
+                self._checkpoint_locked()
+            finally:
+                self._shut()
+        if error is not None:
+            raise error
+
+    def delete(self) -> None:
+        with self._io_lock:
+            self._fence_check()   # a fenced owner must not remove the new owner's data
+            self._shut()
+        self.storage.delete_tree(self.dir)
+
+    def abandon(self) -> None:
+        """Give the log up without flushing: queued batches are dropped, nothing is written.
+
+        For an owner that lost its right to write (its ZooKeeper session, or a higher epoch on
+        storage): whatever it had not made durable must not become visible.
+        """
+        self._shut()
+
+    @property
+    def size_bytes(self) -> int:
+        return self._size_bytes
+
+    def tail(self) -> bytes:
+        """What a ``LogReader`` elsewhere needs to see everything durable now without reading
+        storage (``LogReader.advance``): the newest segments as a checkpoint would list them."""
+        with self._lock:
+            doc = {"epoch": self.leader_epoch, "high_watermark": self.high_watermark,
+                   "log_start_offset": self.log_start_offset,
+                   "segments": [seg.meta() for seg in self.layout.tail_segments(self)]}
+        return json.dumps(doc, separators=(",", ":")).encode()
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: the largest leader epoch <= ``epoch`` that wrote this log, and
+        the offset where its data ends (the next epoch's first offset, or the high watermark);
+        (-1, -1) if there is none. Every owner starts a segment of its own epoch when it takes
+        over, so the segments' epochs and base offsets are the epoch history."""
+        with self._lock:
+            starts: list[tuple[int, int]] = []
+            for seg in self._segments:
+                if not starts or seg.epoch > starts[-1][0]:
+                    starts.append((seg.epoch, seg.base))
+            end = self.high_watermark
+        for i in range(len(starts) - 1, -1, -1):
+            if starts[i][0] <= epoch:
+                return starts[i][0], starts[i + 1][1] if i + 1 < len(starts) else end
+        return -1, -1
+
+    def producer_state(self) -> dict[str, Any]:
+        """Producer state as of the high watermark (what the checkpoint stores)."""
+        with self._lock:
+            return self._durable_producers.to_json()

@@ -1,0 +1,88 @@
+"""What both layouts do to open a partition as its owner: claim it before looking at the data,
+scan what earlier owners left past their last state document, and collect the files no
+state document refers to any more."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from bmq.storage.log.indexes import SegmentIndexes
+from bmq.storage.log.scan import valid_batches
+from bmq.storage.log.state import CHECKPOINT_VERSION_EPOCHS
+from bmq.storage.producer_state import ProducerStateTable
+from bmq.storage.segment import Segment, parse_stem
+
+logger = logging.getLogger(__name__)
+
+
+class Recovery(SegmentIndexes):
+    def _claim(self, state: dict[str, Any] | None, data_epoch: int) -> None:
+        """Write this epoch's state file before looking at the data: from now on the previous
+        owner's flushes fail their fence check, so whatever it acknowledged is already on
+        storage when we scan. The claim lists exactly what ``state`` listed."""
+        claim = dict(state) if state is not None else {
+            "version": CHECKPOINT_VERSION_EPOCHS, "topic": self.topic,
+            "partition": self.partition, "log_start_offset": 0, "recovery_point": 0,
+            "high_watermark": 0, "segments": None, "producers": {}}
+        claim["version"] = CHECKPOINT_VERSION_EPOCHS
+        claim["epoch"] = self.leader_epoch
+        claim["data_epoch"] = data_epoch
+        self.state_files.write(self.leader_epoch,
+                               json.dumps(claim, separators=(",", ":")).encode())
+
+    def _collect_garbage(self, names: list[str]) -> None:
+        """Remove what no longer belongs to the log: files of segments not in it (deleted,
+        dropped, or written by a fenced owner) and the state files of lower epochs."""
+        keep: set[str] = set()
+        for seg in self._segments:
+            keep.update(seg.file_names())
+        for name in names:
+            if self._closed:
+                return      # handed over or shutting down: the next owner collects the rest
+            if name in keep:
+                continue
+            for suffix in (".log", ".index", ".timeindex"):
+                if name.endswith(suffix):
+                    parsed = parse_stem(name[: -len(suffix)].split("-i", 1)[0])
+                    if parsed is not None and parsed[1] <= self.leader_epoch:
+                        self.storage.delete(self._path(name))
+                    break
+        for e in self.state_files.epochs():
+            if e < self.leader_epoch:
+                self.state_files.delete(e)
+
+    def _recover_segment(self, seg: Segment, start: int, file_size: int,
+                         producers: ProducerStateTable, now: int) -> int:
+        """Scan [start, file_size) of a segment with full checks, extending ``seg`` (sizes,
+        indexes, timestamps) and ``producers``; return the end of the valid data."""
+        path = self._path(seg.log_file)
+        interval = self.config.index_interval_bytes
+        assert seg.idx_rel is not None and seg.idx_pos is not None
+        assert seg.tidx_ts is not None and seg.tidx_rel is not None
+        since = start - (seg.idx_pos[-1] if seg.idx_pos else 0)
+        end = start
+        for pos, h in valid_batches(self.storage, path, start, file_size, seg.next_offset,
+                                    seg.base):
+            if seg.created_ms < 0:
+                seg.created_ms = h.max_timestamp if h.max_timestamp >= 0 else now
+            if h.max_timestamp > seg.max_timestamp:
+                seg.max_timestamp = h.max_timestamp
+                seg.offset_of_max_timestamp = h.base_offset
+            if since >= interval:
+                seg.idx_rel.append(h.base_offset - seg.base)
+                seg.idx_pos.append(pos)
+                if seg.max_timestamp > seg.last_time_entry:
+                    seg.tidx_ts.append(seg.max_timestamp)
+                    seg.tidx_rel.append(seg.offset_of_max_timestamp - seg.base)
+                since = 0
+            since += h.size
+            if h.producer_id >= 0:
+                producers.record(h.producer_id, h.producer_epoch, h.base_sequence,
+                                 h.last_sequence, h.base_offset, h.last_offset, h.max_timestamp,
+                                 now)
+            end = pos + h.size
+            seg.size = end
+            seg.next_offset = h.next_offset
+        return end

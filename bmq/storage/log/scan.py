@@ -1,0 +1,67 @@
+"""Recovery's scan: which batches of a segment file are valid, checked as recovery checks them
+(framing, consecutive offsets, offsets a segment can index, CRC-32C). The owner recovering a
+partition and the read-only Spark source use the same scan, so they agree on what is durable."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from bmq.protocol.records import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    BatchHeader,
+    crc_ok,
+    read_header,
+)
+from bmq.storage.base import Storage
+from bmq.storage.log.config import SCAN_CHUNK
+from bmq.storage.segment import MAX_POSITION, MAX_RELATIVE_OFFSET
+
+_MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+
+
+def valid_batches(storage: Storage, path: str, start: int, end: int, expected_offset: int,
+                  segment_base: int) -> Iterator[tuple[int, BatchHeader]]:
+    """(position, header) of each valid batch of ``path`` from ``start`` (where the batch of
+    ``expected_offset`` must begin) up to ``end`` bytes; stops at the first invalid one."""
+    pos = start
+    expected = expected_offset
+    buf = b""
+    buf_pos = pos
+    while end - pos >= HEADER_SIZE:
+        off = pos - buf_pos
+        if off + HEADER_SIZE > len(buf):
+            buf = storage.read_range(path, pos, min(SCAN_CHUNK, end - pos))
+            buf_pos, off = pos, 0
+            if len(buf) < HEADER_SIZE:
+                return
+        h = read_header(buf, off)
+        if (h.magic != MAGIC_V2 or h.batch_length < _MIN_BATCH_LENGTH
+                or pos + h.size > end or h.base_offset != expected
+                or h.last_offset_delta < 0 or pos + h.size > MAX_POSITION
+                or h.last_offset - segment_base > MAX_RELATIVE_OFFSET):
+            return
+        if off + h.size > len(buf):
+            buf = storage.read_range(path, pos, min(max(SCAN_CHUNK, h.size), end - pos))
+            buf_pos, off = pos, 0
+            if len(buf) < h.size:
+                return
+        if not crc_ok(buf, off, h):
+            return
+        yield pos, h
+        pos += h.size
+        expected = h.next_offset
+
+
+def visible_size(storage: Storage, path: str) -> int:
+    """The file's readable length, past what ``size`` says on file systems where it lags for a
+    file another client is still writing (HDFS)."""
+    size = storage.size(path)
+    if not storage.exact_size:
+        while True:
+            more = len(storage.read_range(path, size, SCAN_CHUNK))
+            if not more:
+                break
+            size += more
+    return size

@@ -1,0 +1,192 @@
+"""The read-only view of a partition log (``LogReader``), for processes that do not write it:
+proxies, brokers answering for partitions led elsewhere. It follows what the writer publishes
+(its newest state document, and the tails sent with notices of new data) and never writes."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+
+from bmq.protocol.errors import ErrorCode, KafkaError
+from bmq.storage.segment import Segment
+
+if TYPE_CHECKING:
+    from bmq.storage.log.partition_log import PartitionLog
+
+logger = logging.getLogger(__name__)
+
+
+class LogReader:
+    """A read-only view of a partition for processes that do not write it (the proxy tier,
+    brokers answering for partitions led elsewhere). It sees the durable data as the writer
+    last published it (its newest checkpoint or manifest) and never writes to storage.
+
+    ``refresh()`` costs one listing of the partition's state files and one small read (none
+    when nothing changed); reads go straight to the segment files or objects. A file deleted
+    by retention or compaction meanwhile makes a read refresh once and retry."""
+
+    def __init__(self, log: PartitionLog) -> None:
+        self._log = log
+        self._state = b""
+        self._tail: dict[str, Any] | None = None   # the newest tail applied (see advance)
+        self.leader_epoch = -1
+        self.refresh()
+
+    @property
+    def topic(self) -> str:
+        return self._log.topic
+
+    @property
+    def partition(self) -> int:
+        return self._log.partition
+
+    @property
+    def high_watermark(self) -> int:
+        return self._log.high_watermark
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log.log_end_offset   # a view sees durable data only: the high watermark
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log.log_start_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return self._log.size_bytes
+
+    def refresh(self) -> bool:
+        """Re-read the newest published state; True if it changed."""
+        log = self._log
+        epochs = log.state_files.epochs()
+        for epoch in reversed(epochs):
+            path = log.state_files.path(epoch)
+            try:
+                raw = log.storage.read_all(path)
+                state = json.loads(raw)
+            except FileNotFoundError:
+                continue              # replaced or removed meanwhile
+            except ValueError:
+                logger.warning("%s: unreadable state %s", log, path)
+                continue
+            if epoch < self.leader_epoch:
+                return False          # never go back to an older owner's view
+            if raw == self._state:
+                return False
+            if state.get("segments") is None:
+                return False          # a claim without a known state: keep the current view
+            self._apply(state)
+            self._state = raw
+            self.leader_epoch = epoch
+            tail = self._tail
+            if tail is not None and tail["epoch"] == epoch:
+                self._extend(tail)    # a checkpoint older than the tail we saw: keep the tail
+            return True
+        return False
+
+    def advance(self, tail: bytes | None) -> bool:
+        """Extend the view to what the owner's ``PartitionLog.tail`` describes, without reading
+        storage; a tail that does not continue this view (a new owner, a missed roll, a merge of
+        objects) or no tail at all makes it ``refresh`` instead. True if the view changed."""
+        if tail is None:
+            return self.refresh()
+        doc = json.loads(tail)
+        if doc["epoch"] < self.leader_epoch:
+            return False
+        changed = self._extend(doc) if doc["epoch"] == self.leader_epoch else None
+        if changed is None:
+            changed = self.refresh()
+            if doc["epoch"] == self.leader_epoch:
+                changed = bool(self._extend(doc)) or changed
+        self._tail = doc
+        return changed
+
+    def _extend(self, doc: dict[str, Any]) -> bool | None:
+        """Apply a tail that continues this view's segments: whether anything changed, or None
+        if the tail does not continue them."""
+        log = self._log
+        with log._lock:
+            segments = log._segments
+            if not segments:
+                return None
+            known = {seg.stem: seg for seg in segments}
+            for meta in doc["segments"]:
+                seg = Segment.from_meta({k: int(v) for k, v in meta.items()})
+                last = segments[-1]
+                mine = known.get(seg.stem)
+                if mine is not None:
+                    if mine is last and seg.size > last.size:
+                        last.size, last.next_offset = seg.size, seg.next_offset
+                        if seg.max_timestamp > last.max_timestamp:
+                            last.max_timestamp = seg.max_timestamp
+                            last.offset_of_max_timestamp = seg.offset_of_max_timestamp
+                elif seg.base == last.next_offset:
+                    segments.append(seg)
+                    log._bases.append(seg.base)
+                else:
+                    return None
+            log._size_bytes = sum(s.size for s in segments)
+            before = (log.high_watermark, log.log_start_offset)
+            end = min(int(doc["high_watermark"]), segments[-1].next_offset)
+            if end > log.high_watermark:
+                log.high_watermark = log.log_end_offset = end
+            log.log_start_offset = max(log.log_start_offset,
+                                       min(int(doc["log_start_offset"]), log.high_watermark))
+            return (log.high_watermark, log.log_start_offset) != before
+
+    def _apply(self, state: dict[str, Any]) -> None:
+        log = self._log
+        metas = state["segments"]
+        with log._lock:
+            old = {(s.stem, s.size): s for s in log._segments}
+            segments = []
+            for meta in metas:
+                seg = Segment.from_meta({k: int(v) for k, v in meta.items()})
+                kept = old.pop((seg.stem, seg.size), None)
+                segments.append(kept if kept is not None else seg)
+            retired = list(old.values())
+            for seg in retired:
+                seg.retired = True
+            idle = [seg for seg in retired if seg.readers == 0]
+            log._segments = segments
+            log._bases = [s.base for s in segments]
+            log._size_bytes = sum(s.size for s in segments)
+            hw = int(state.get("high_watermark", state["recovery_point"]))
+            end = segments[-1].next_offset if segments else hw
+            log.high_watermark = log.log_end_offset = min(hw, end) if segments else hw
+            log.log_start_offset = min(int(state["log_start_offset"]), log.high_watermark)
+        for seg in idle:
+            seg.close_handles()
+
+    def read(self, offset: int, max_bytes: int) -> bytes | memoryview:
+        try:
+            return self._read(offset, max_bytes)
+        except KafkaError as exc:
+            if exc.code != ErrorCode.OFFSET_OUT_OF_RANGE or not self.refresh():
+                raise
+        return self._read(offset, max_bytes)
+
+    def _read(self, offset: int, max_bytes: int) -> bytes | memoryview:
+        if not self._log._segments:
+            if offset == self.high_watermark == self.log_start_offset:
+                return b""
+            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE, f"{self._log}: nothing published")
+        return self._log.read(offset, max_bytes)
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        return self._log.offset_for_timestamp(timestamp) if self._log._segments else None
+
+    def max_timestamp(self) -> tuple[int, int] | None:
+        return self._log.max_timestamp() if self._log._segments else None
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        return self._log.end_offset_for_epoch(epoch)
+
+    def close(self) -> None:
+        self._log._shut()
+
+    def __repr__(self) -> str:
+        return f"LogReader({self._log.storage.url}/{self._log.dir})"
+
