@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 import bmq.spark._recdecode as _recdecode
+from bmq.protocol.errors import KafkaError
 from bmq.protocol.record_codec import NONE, RecordDecodeError, decompress
 from bmq.protocol.records import (
     CONTROL_FLAG,
@@ -30,6 +31,7 @@ from bmq.protocol.records import (
 )
 from bmq.spark.ranges import DataLossError, ReadRange
 from bmq.storage.base import Storage
+from bmq.storage.log import PartitionLog
 
 HEADERS_TYPE = pa.list_(pa.struct([pa.field("key", pa.string()),
                                    pa.field("value", pa.binary())]))
@@ -106,9 +108,6 @@ def iter_reader_batches(storage: Storage, rng: ReadRange, *, verify_crc: bool = 
                         chunk: int = READ_CHUNK) -> Iterator[tuple[bytes, int, BatchHeader]]:
     """Like ``iter_file_batches`` for a range of a partition in a layout this module does not
     read itself (``segment`` -1): through ``PartitionLog.open_reader``."""
-    from bmq.protocol.errors import KafkaError
-    from bmq.storage.log import PartitionLog
-
     reader = PartitionLog.open_reader(storage, rng.topic, rng.partition)
     name = f"{rng.topic}-{rng.partition}"
     try:

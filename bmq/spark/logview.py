@@ -32,7 +32,7 @@ from bmq.storage.base import Storage
 from bmq.storage.log import PartitionLog
 from bmq.storage.log.scan import valid_batches, visible_size
 from bmq.storage.log.state import CheckpointFiles
-from bmq.storage.segment import Segment, index_name, log_name, parse_base
+from bmq.storage.segment import Segment, decode_offset_index, index_name, log_name, parse_base
 
 
 @dataclass(slots=True, frozen=True)
@@ -194,9 +194,7 @@ def index_entries(storage: Storage, view: PartitionView,
         return []
     entries: list[tuple[int, int]] = []
     last_rel = last_pos = -1
-    for i in range(0, len(data) - len(data) % 8, 8):
-        rel = int.from_bytes(data[i:i + 4], "big")
-        pos = int.from_bytes(data[i + 4:i + 8], "big")
+    for rel, pos in zip(*decode_offset_index(data, len(data) // 8), strict=True):
         offset = seg.base + rel
         if rel <= last_rel or pos <= last_pos or offset >= seg.next_offset or pos >= seg.size:
             break   # past the synced entries (or garbage): stop trusting the file

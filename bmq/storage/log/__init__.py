@@ -12,7 +12,7 @@ the object layout (objects and a manifest). See ``partition_log`` for the design
 ``retention``      retention and DeleteRecords
 ``layout``         what differs by storage: ``append_layout``, ``object_layout``
 ``partition_log``  PartitionLog, the one writer of a partition
-``view``           LogReader, a read-only view
+``view``           LogReader, the read-only view, over ReadOnlyLog (reads without any writes)
 """
 
 from bmq.storage.log.config import AppendResult, LogConfig

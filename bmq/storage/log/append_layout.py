@@ -216,19 +216,10 @@ class AppendLayout(Layout):
                             seg.log_file, exc)
             log._write_index_files(seg)
 
-        log._segments = segments
-        log._bases = [s.base for s in segments]
-        log._size_bytes = sum(s.size for s in segments)
-        log.log_start_offset = log_start
-        log.log_end_offset = log.high_watermark = log_end
-        log._durable_producers = producers
-        log._producers = producers.copy()
         active = segments[-1]
         active.bytes_since_index = active.size - (active.idx_pos[-1] if active.idx_pos else 0)
         active.appender = self._open_appender(log, active)
-        with log._io_lock:
-            log._checkpoint_locked()
-        log._fence_check()
+        log._take_over(segments, log_start, producers)
         log._collect_garbage(names)
 
     def write(self, log: PartitionLog, queue: list[Queued]) -> None:

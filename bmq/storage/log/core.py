@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.storage.base import Storage
@@ -24,6 +24,10 @@ class LogCore:
     """Threads: ``_lock`` guards the in-memory state shared with the event loop (queue, offsets,
     segment list, sizes, indexes) and is held only for in-memory work, never across a syscall;
     ``_io_lock`` serialises the methods that do I/O among themselves."""
+
+    #: True for the log a ``LogReader`` reads through (``view.ReadOnlyLog``): it never writes
+    #: to storage, not even an index file it had to rebuild.
+    _readonly: ClassVar[bool] = False
 
     def __init__(self, storage: Storage, topic: str, partition: int, config: LogConfig,
                  epoch: int, layout: Layout) -> None:
@@ -50,17 +54,23 @@ class LogCore:
         self._durable_producers = ProducerStateTable()  # as of the high watermark
         self._failed: BaseException | None = None
         self._closed = False
-        self._readonly = False
         self._checkpointed = b""   # the state document last written
         self._published_ms = 0.0   # monotonic time of the last state document write
 
     def _path(self, name: str) -> str:
         return f"{self.dir}/{name}"
 
+    def _install_segments(self, segments: list[Segment]) -> None:
+        """Under ``_lock`` (or before the log is shared): make ``segments`` the segment list,
+        with the bases reads bisect and the total size."""
+        self._segments = segments
+        self._bases = [s.base for s in segments]
+        self._size_bytes = sum(s.size for s in segments)
+
     def _fence_check(self) -> None:
         """Raise FencedEpochError if an owner with a higher epoch has claimed the partition
         (one listing; only in cluster mode, i.e. epoch > 0)."""
-        if self.leader_epoch <= 0 or self._readonly:
+        if self.leader_epoch <= 0:
             return
         epochs = self.state_files.epochs()
         if epochs and epochs[-1] > self.leader_epoch:
@@ -98,6 +108,10 @@ class LogCore:
             idle = [seg for seg in segments if seg.readers == 0]
         for seg in idle:
             seg.close_handles()
+
+    @property
+    def size_bytes(self) -> int:
+        return self._size_bytes
 
     def __repr__(self) -> str:
         return f"PartitionLog({self.storage.url}/{self.dir})"

@@ -22,6 +22,7 @@ from bmq.storage.segment import Segment
 if TYPE_CHECKING:
     from bmq.storage.log.core import LogCore
     from bmq.storage.log.partition_log import PartitionLog
+    from bmq.storage.log.reading import Reading
 
 
 class Layout(ABC):
@@ -51,7 +52,7 @@ class Layout(ABC):
         """Under ``_io_lock``, before the state document is written."""
         return None
 
-    def read(self, log: PartitionLog, offset: int, max_bytes: int) -> bytes | memoryview:
+    def read(self, log: Reading, offset: int, max_bytes: int) -> bytes | memoryview:
         """Whole batches from the one holding ``offset``."""
         return log.read_batches(offset, max_bytes)
 

@@ -62,6 +62,7 @@ from bmq.storage.segment import MAX_POSITION, Segment
 if TYPE_CHECKING:
     from bmq.storage.log.core import LogCore
     from bmq.storage.log.partition_log import PartitionLog
+    from bmq.storage.log.reading import Reading
 
 logger = logging.getLogger(__name__)
 
@@ -187,24 +188,9 @@ class ObjectLayout(Layout):
         own = [seq for _b, e, seq in found if e == epoch]
         self._next_seq = max([next_seq if data_epoch == epoch else 0, *(s + 1 for s in own)])
 
-        self._set_objects(log, objects, end)
-        log.log_start_offset = log_start
-        log._durable_producers = producers
-        log._producers = producers.copy()
-        with log._io_lock:
-            log._checkpoint_locked()
-        log._fence_check()
+        # After the objects, the empty virtual tail segment at the end.
+        log._take_over([*objects, Segment(end, epoch=log.leader_epoch)], log_start, producers)
         self._garbage = names
-
-    @staticmethod
-    def _set_objects(log: LogCore, objects: list[Segment], end: int) -> None:
-        """Install the object list plus the empty virtual tail segment at ``end``."""
-        tail = Segment(end, epoch=log.leader_epoch)
-        segments = [*objects, tail]
-        log._segments = segments
-        log._bases = [s.base for s in segments]
-        log._size_bytes = sum(s.size for s in objects)
-        log.log_end_offset = log.high_watermark = end
 
     def write(self, log: PartitionLog, queue: list[Queued]) -> None:
         interval = log.config.index_interval_bytes
@@ -262,7 +248,7 @@ class ObjectLayout(Layout):
             log._size_bytes += size
             log.high_watermark = seg.next_offset
 
-    def read(self, log: PartitionLog, offset: int, max_bytes: int) -> bytes | memoryview:
+    def read(self, log: Reading, offset: int, max_bytes: int) -> bytes | memoryview:
         """Continues into the following objects while ``max_bytes`` allows: one flush is often
         far smaller than a fetch."""
         first = log.read_batches(offset, max_bytes)
@@ -303,7 +289,7 @@ class ObjectLayout(Layout):
             logger.warning("%s: merging objects failed: %s", log, exc)
 
     def compact(self, log: PartitionLog) -> int:
-        if log._closed or log._readonly or log._failed is not None:
+        if log._closed or log._failed is not None:
             return 0
         garbage, self._garbage = self._garbage, None
         if garbage is not None:
@@ -371,8 +357,7 @@ class ObjectLayout(Layout):
                     stale = True    # retention or DeleteRecords got there first
                 else:
                     stale = False
-                    log._segments = [*segments[:i], new, *segments[i + len(run):]]
-                    log._bases = [s.base for s in log._segments]
+                    log._install_segments([*segments[:i], new, *segments[i + len(run):]])
                     for seg in run:
                         seg.retired = True
             if stale:

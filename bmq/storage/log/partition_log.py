@@ -101,7 +101,7 @@ from bmq.storage.log.object_layout import ObjectLayout
 from bmq.storage.log.reading import Reading
 from bmq.storage.log.recovery import Recovery
 from bmq.storage.log.retention import Retention
-from bmq.storage.log.view import LogReader
+from bmq.storage.log.view import LogReader, ReadOnlyLog
 
 logger = logging.getLogger(__name__)
 
@@ -136,9 +136,8 @@ class PartitionLog(Recovery, Reading, Retention):
                     config: LogConfig | None = None) -> LogReader:
         """A read-only view of the durable data as its writer last published it."""
         check_name(topic, partition)
-        log = cls(storage, topic, partition, config or LogConfig(), 0, _layout_for(storage))
-        log._readonly = True
-        return LogReader(log)
+        return LogReader(ReadOnlyLog(storage, topic, partition, config or LogConfig(), 0,
+                                     _layout_for(storage)))
 
     def append(self, records: memoryview, headers: list[BatchHeader],
                now_ms: int) -> AppendResult:
@@ -214,13 +213,8 @@ class PartitionLog(Recovery, Reading, Retention):
                     logger.warning("%s: could not publish the checkpoint: %s", self, exc)
             return self.high_watermark
 
-    def read(self, offset: int, max_bytes: int) -> bytes | memoryview:
-        """Whole batches from the one holding ``offset`` (the first even if larger than
-        ``max_bytes``), durable data only."""
-        return self.layout.read(self, offset, max_bytes)
-
     def checkpoint(self) -> None:
-        if self._closed or self._readonly:
+        if self._closed:
             return
         self.layout.maintain(self)
         with self._io_lock:
@@ -265,10 +259,6 @@ class PartitionLog(Recovery, Reading, Retention):
         """
         self._shut()
 
-    @property
-    def size_bytes(self) -> int:
-        return self._size_bytes
-
     def tail(self) -> bytes:
         """What a ``LogReader`` elsewhere needs to see everything durable now without reading
         storage (``LogReader.advance``): the newest segments as a checkpoint would list them."""
@@ -277,22 +267,6 @@ class PartitionLog(Recovery, Reading, Retention):
                    "log_start_offset": self.log_start_offset,
                    "segments": [seg.meta() for seg in self.layout.tail_segments(self)]}
         return json.dumps(doc, separators=(",", ":")).encode()
-
-    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
-        """OffsetForLeaderEpoch: the largest leader epoch <= ``epoch`` that wrote this log, and
-        the offset where its data ends (the next epoch's first offset, or the high watermark);
-        (-1, -1) if there is none. Every owner starts a segment of its own epoch when it takes
-        over, so the segments' epochs and base offsets are the epoch history."""
-        with self._lock:
-            starts: list[tuple[int, int]] = []
-            for seg in self._segments:
-                if not starts or seg.epoch > starts[-1][0]:
-                    starts.append((seg.epoch, seg.base))
-            end = self.high_watermark
-        for i in range(len(starts) - 1, -1, -1):
-            if starts[i][0] <= epoch:
-                return starts[i][0], starts[i + 1][1] if i + 1 < len(starts) else end
-        return -1, -1
 
     def producer_state(self) -> dict[str, Any]:
         """Producer state as of the high watermark (what the checkpoint stores)."""

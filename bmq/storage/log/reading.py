@@ -18,6 +18,27 @@ logger = logging.getLogger(__name__)
 
 
 class Reading(SegmentIndexes):
+    def read(self, offset: int, max_bytes: int) -> bytes | memoryview:
+        """Whole batches from the one holding ``offset`` (the first even if larger than
+        ``max_bytes``), durable data only."""
+        return self.layout.read(self, offset, max_bytes)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: the largest leader epoch <= ``epoch`` that wrote this log, and
+        the offset where its data ends (the next epoch's first offset, or the high watermark);
+        (-1, -1) if there is none. Every owner starts a segment of its own epoch when it takes
+        over, so the segments' epochs and base offsets are the epoch history."""
+        with self._lock:
+            starts: list[tuple[int, int]] = []
+            for seg in self._segments:
+                if not starts or seg.epoch > starts[-1][0]:
+                    starts.append((seg.epoch, seg.base))
+            end = self.high_watermark
+        for i in range(len(starts) - 1, -1, -1):
+            if starts[i][0] <= epoch:
+                return starts[i][0], starts[i + 1][1] if i + 1 < len(starts) else end
+        return -1, -1
+
     def _release(self, seg: Segment) -> None:
         with self._lock:
             seg.readers -= 1

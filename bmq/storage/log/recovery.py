@@ -32,6 +32,20 @@ class Recovery(SegmentIndexes):
         self.state_files.write(self.leader_epoch,
                                json.dumps(claim, separators=(",", ":")).encode())
 
+    def _take_over(self, segments: list[Segment], log_start: int,
+                   producers: ProducerStateTable) -> None:
+        """Install what recovery found (the log ends where its last segment does), publish
+        this owner's state document, then check that no higher epoch claimed the partition
+        meanwhile."""
+        self._install_segments(segments)
+        self.log_start_offset = log_start
+        self.log_end_offset = self.high_watermark = segments[-1].next_offset
+        self._durable_producers = producers
+        self._producers = producers.copy()
+        with self._io_lock:
+            self._checkpoint_locked()
+        self._fence_check()
+
     def _collect_garbage(self, names: list[str]) -> None:
         """Remove what no longer belongs to the log: files of segments not in it (deleted,
         dropped, or written by a fenced owner) and the state files of lower epochs."""

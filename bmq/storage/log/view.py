@@ -6,15 +6,22 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar
 
 from bmq.protocol.errors import ErrorCode, KafkaError
+from bmq.storage.log.reading import Reading
 from bmq.storage.segment import Segment
 
-if TYPE_CHECKING:
-    from bmq.storage.log.partition_log import PartitionLog
-
 logger = logging.getLogger(__name__)
+
+
+class ReadOnlyLog(Reading):
+    """The log a ``LogReader`` reads through: the segments and the reads of a partition log,
+    without any of its writes (no append, flush, checkpoint, retention or recovery), and
+    without writing the index files it rebuilds."""
+
+    _readonly: ClassVar[bool] = True
+
 
 
 class LogReader:
@@ -26,7 +33,7 @@ class LogReader:
     when nothing changed); reads go straight to the segment files or objects. A file deleted
     by retention or compaction meanwhile makes a read refresh once and retry."""
 
-    def __init__(self, log: PartitionLog) -> None:
+    def __init__(self, log: ReadOnlyLog) -> None:
         self._log = log
         self._state = b""
         self._tail: dict[str, Any] | None = None   # the newest tail applied (see advance)
@@ -150,9 +157,7 @@ class LogReader:
             for seg in retired:
                 seg.retired = True
             idle = [seg for seg in retired if seg.readers == 0]
-            log._segments = segments
-            log._bases = [s.base for s in segments]
-            log._size_bytes = sum(s.size for s in segments)
+            log._install_segments(segments)
             hw = int(state.get("high_watermark", state["recovery_point"]))
             end = segments[-1].next_offset if segments else hw
             log.high_watermark = log.log_end_offset = min(hw, end) if segments else hw
