@@ -1,10 +1,59 @@
 """The append layout (local directories, HDFS): segment files that grow by appends, each with an
-offset index and a time index file, and a checkpoint per owner epoch (see ``bmq.storage.log``
-for the format, the takeover and the fence).
+offset index and a time index file, and a checkpoint per owner epoch.
 
-Write path. ``write`` takes the whole queue, decides rolls and index entries from the batch
-headers it already knows, writes each segment's share with one gathered write and one sync,
-then publishes the new sizes, index entries and high watermark under ``_lock``.
+Write path. ``write`` (called by ``flush``) takes the whole queue, decides rolls and index
+entries from the batch headers it already knows, writes each segment's share with one gathered
+write and one sync, then publishes the new sizes, index entries and high watermark under
+``_lock``.
+
+Checkpoint format (``{topic}/{partition}/checkpoint.json``, replaced atomically)::
+
+    {"version": 1, "topic": "t", "partition": 0,
+     "log_start_offset": 120,            # DeleteRecords / retention low watermark
+     "recovery_point": 5000,             # everything below is synced and vouched for
+     "high_watermark": 5000,             # same value: durable end at checkpoint time
+     "segments": [{"base_offset": 0, "size": 1073741000, "next_offset": 3000,
+                   "max_timestamp": 1700000000123, "offset_of_max_timestamp": 2990,
+                   "created_ms": 1699990000000,
+                   "index_entries": 262000, "time_index_entries": 261000}, ...],
+     "producers": {"<producer id>": {"epoch": 3, "last_ms": 1700000000456,
+                   "batches": [[first_seq, last_seq, base_offset, last_offset, max_ts],
+                               ...]}}}   # the last 5 batches of each producer, oldest first
+
+``index_entries``/``time_index_entries`` count the entries known to be synced in the index
+files; sealed segments' indexes are loaded (and checked, and rebuilt if bad) on first use.
+
+Leader epochs: one writer per partition (append layout: local directories, HDFS).
+``PartitionLog.open(..., epoch=N)`` means "the controller made me the owner for leader epoch
+N". Epoch 0 is the single-node mode and keeps exactly the layout above. Files, under
+``{topic}/{partition}/``::
+
+    checkpoint.json                          epoch 0's checkpoint (version 1, as above)
+    checkpoint-{epoch:010d}.json             the checkpoint of the owner of ``epoch`` (version 2)
+    {base:020d}.log / .index / .timeindex    segments written by epoch 0
+    {base:020d}-{epoch:010d}.log / ...       segments started by the owner of ``epoch``
+    {stem}-i{epoch:010d}.index / .timeindex  indexes a later owner wrote for a segment it sealed
+
+Version 2 checkpoints add ``"epoch"`` (whose file it is), ``"data_epoch"`` (the epoch whose
+writer may have appended past the recorded sizes: the file's own epoch, except in a claim) and,
+per segment, ``"epoch"`` (its file name) and ``"index_epoch"`` (if its index files were written
+by a later owner). The checkpoint of the highest epoch is the truth; everyone ignores the
+others (a stale owner may go on rewriting its own).
+
+Takeover, ``open`` with epoch N: (1) read the newest checkpoint, epoch E; E > N raises
+FENCED_LEADER_EPOCH; (2) write ``checkpoint-N.json`` as a *claim* (E's content, data epoch
+E's); (3) list the files and recover: segments the checkpoint lists are trusted at their
+recorded sizes, the data epoch's active segment and later rolls are scanned (CRC-checked) to
+the end of their valid data, and sealed there - never truncated or appended to, the old owner
+may still hold them; (4) start a new segment ``{end:020d}-{N:010d}.log``, write the epoch-N
+checkpoint, delete files no checkpoint of N refers to and older checkpoints. Before a flush is
+acknowledged (and before retention deletes files) an owner with epoch > 0 lists the directory
+and fails with FENCED_LEADER_EPOCH if a higher epoch's checkpoint exists. So a flush the old
+owner acknowledged was synced before its check, the check before the claim, the claim before
+our scan: the scan sees it. Bytes it writes after the claim are past the size we sealed at (or
+in files no checkpoint of N lists) and never become visible. A fenced owner that nevertheless
+deleted files (retention racing the claim) is the one window left; the owner reopening in the
+same epoch (a restart) continues its own active segment as in epoch 0.
 """
 
 from __future__ import annotations

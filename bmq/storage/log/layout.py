@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 
 
 class Layout(ABC):
+    """What a ``PartitionLog`` asks of its layout; the log holds one (``log.layout``), chosen
+    by ``PartitionLog.open`` from the storage's ``supports_append``."""
+
     #: Segments at the end of the log that retention never deletes.
     kept_at_end: int
 

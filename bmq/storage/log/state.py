@@ -1,7 +1,8 @@
 """A partition's state documents, one per leader epoch: the checkpoints of the append layout
 (``checkpoint.json``, ``checkpoint-{epoch:010d}.json``) and the manifests of the object layout
 (``manifest/{epoch:010d}.json``). The document of the highest epoch is the truth; an owner writes
-its own epoch's document, a new owner first writes its *claim* (see ``bmq.storage.log``).
+its own epoch's document, a new owner first writes its *claim* (see the takeover in
+``append_layout`` and ``object_layout``).
 
 Readers of every kind use this module: the owner recovering a partition, the read-only views of
 proxies and brokers (``view``), and the Spark source.
