@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Executor
@@ -48,7 +47,7 @@ from bmq.metadata.zookeeper.layout import (
 )
 from bmq.metadata.zookeeper.producer_ids import ZkProducerIdAllocator
 from bmq.metadata.zookeeper.topics import ZkTopicRegistry
-from bmq.protocol.errors import ErrorCode, KafkaError
+from bmq.storage import FencedEpochError
 from bmq.writepath.partitions import PartitionManager
 
 log = logging.getLogger(__name__)
@@ -358,13 +357,10 @@ class ClusterMembership(Membership):
                         continue
                     try:
                         await self._acquire(tp, epoch)
-                    except KafkaError as error:
-                        if error.code != ErrorCode.FENCED_LEADER_EPOCH:
-                            raise
+                    except FencedEpochError as error:
                         # Storage has seen a higher epoch (ZooKeeper state older than the
                         # data): tell the controller, which assigns an epoch above it.
-                        found = re.search(r"current (\d+)", error.message or "")
-                        top = int(found[1]) if found else epoch
+                        top = error.current_epoch
                         log.warning("%s-%d: epoch %d is fenced on storage (highest %d)",
                                     topic, index, epoch, top)
                         self._reports[f"{topic}/{index}"] = [epoch, FENCED, top]
