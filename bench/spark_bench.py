@@ -195,11 +195,11 @@ def read_datasource(spark: Any, storage: str, query: str = "noop") -> int | None
 
 def partition_ends(storage: str) -> dict[int, int]:
     """Each partition's high watermark (what a consumer would get from the watermarks)."""
-    from bmq.spark.logview import list_partitions, open_view
     from bmq.storage import open_storage
+    from bmq.storage.log.durable import list_partitions, open_durable
 
     store = open_storage(storage)
-    return {p: open_view(store, TOPIC, p).high_watermark for p in list_partitions(store, TOPIC)}
+    return {p: open_durable(store, TOPIC, p).high_watermark for p in list_partitions(store, TOPIC)}
 
 
 def consume_batches(bootstrap: str, ends: dict[int, int],
@@ -338,11 +338,11 @@ def main() -> int:
             results["produced"] = {"messages": count, "seconds": round(secs, 2)}
             print(f"produced {count} messages in {secs:.1f}s", flush=True)
         from bmq.spark.compaction import JobConfig, run
-        from bmq.spark.logview import list_partitions, open_view
         from bmq.storage import open_storage
+        from bmq.storage.log.durable import list_partitions, open_durable
 
         store = open_storage(storage)
-        views = [open_view(store, TOPIC, p) for p in list_partitions(store, TOPIC)]
+        views = [open_durable(store, TOPIC, p) for p in list_partitions(store, TOPIC)]
         seg_bytes = sum(v.size_bytes for v in views)
         results["segment_bytes"] = seg_bytes
         results["records"] = sum(v.high_watermark - v.log_start_offset for v in views)

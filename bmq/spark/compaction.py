@@ -45,10 +45,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from bmq.spark.decode import read_range
-from bmq.spark.logview import list_partitions, open_view
 from bmq.spark.planning import split_partition
 from bmq.spark.ranges import ReadRange
 from bmq.storage.factory import open_storage
+from bmq.storage.log.durable import list_partitions, open_durable
 
 MANIFEST = "_bmq_manifest.json"
 MANIFEST_VERSION = 1
@@ -432,7 +432,7 @@ def plan_units(cfg: JobConfig, manifest: Manifest,
             if missing:
                 raise ValueError(f"topic {topic!r} has no partitions {missing}")
             for partition in chosen:
-                view = open_view(storage, topic, partition)
+                view = open_durable(storage, topic, partition)
                 state = manifest.state(topic, partition)
                 converted_end = max((e for _s, e in state.ranges), default=None)
                 if converted_end is not None and converted_end < view.log_start_offset:

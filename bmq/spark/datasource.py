@@ -9,7 +9,7 @@
           .load())
 
 Planning (``partitions()``) builds a read-only view of each selected partition (the durable
-log, see ``bmq.spark.logview``) and cuts it into ranges of at most ``maxBytesPerPartition``
+log, see ``bmq.storage.log.durable``) and cuts it into ranges of at most ``maxBytesPerPartition``
 bytes of segment file, one Spark input partition each. Each task reads its byte range straight
 from storage and hands Spark Arrow record batches.
 """

@@ -13,17 +13,17 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from bmq.spark.logview import (
-    PartitionView,
-    SegmentInfo,
-    index_entries,
-    list_partitions,
-    open_view,
-    position_for,
-)
 from bmq.spark.ranges import ReadRange
 from bmq.storage.base import Storage
 from bmq.storage.factory import open_storage
+from bmq.storage.log.durable import (
+    DurableLog,
+    DurableSegment,
+    index_entries,
+    list_partitions,
+    open_durable,
+    position_for,
+)
 
 EARLIEST = -2
 LATEST = -1
@@ -153,7 +153,7 @@ def _wanted(spec: OffsetSpec, topic: str, partition: int, default: int) -> int:
 
 @dataclass(slots=True, frozen=True)
 class PartitionRange:
-    view: PartitionView
+    view: DurableLog
     start: int
     end: int
 
@@ -179,7 +179,7 @@ def resolve_ranges(storage: Storage, opts: SourceOptions) -> list[PartitionRange
                     raise OptionError(f"offsets given for partitions {missing} of {topic!r}, "
                                       f"which does not have them")
         for partition in chosen:
-            view = open_view(storage, topic, partition)
+            view = open_durable(storage, topic, partition)
             start = _resolve(view, _wanted(opts.starting, topic, partition, EARLIEST),
                              opts.fail_on_data_loss, "starting")
             end = _resolve(view, _wanted(opts.ending, topic, partition, LATEST),
@@ -191,7 +191,7 @@ def resolve_ranges(storage: Storage, opts: SourceOptions) -> list[PartitionRange
     return result
 
 
-def _resolve(view: PartitionView, wanted: int, fail_on_data_loss: bool, kind: str) -> int:
+def _resolve(view: DurableLog, wanted: int, fail_on_data_loss: bool, kind: str) -> int:
     if wanted == EARLIEST:
         return view.log_start_offset
     if wanted == LATEST:
@@ -206,7 +206,7 @@ def _resolve(view: PartitionView, wanted: int, fail_on_data_loss: bool, kind: st
     return min(wanted, view.high_watermark)
 
 
-def split_segment(storage: Storage, view: PartitionView, seg: SegmentInfo, start: int,
+def split_segment(storage: Storage, view: DurableLog, seg: DurableSegment, start: int,
                   end: int, max_bytes: int) -> list[ReadRange]:
     """Ranges covering offsets ``[start, end)`` of ``seg``, each at most about ``max_bytes``
     of the segment file, cut at batches the offset index points at."""
@@ -245,7 +245,7 @@ def split_segment(storage: Storage, view: PartitionView, seg: SegmentInfo, start
     return ranges
 
 
-def split_offsets(view: PartitionView, start: int, end: int,
+def split_offsets(view: DurableLog, start: int, end: int,
                   max_bytes: int) -> list[ReadRange]:
     """Ranges of about ``max_bytes`` each (by the partition's average bytes per offset), read
     through ``PartitionLog.open_reader`` (``segment`` -1)."""
@@ -260,7 +260,7 @@ def split_offsets(view: PartitionView, start: int, end: int,
     return ranges
 
 
-def split_partition(storage: Storage, view: PartitionView, start: int, end: int,
+def split_partition(storage: Storage, view: DurableLog, start: int, end: int,
                     max_bytes: int) -> list[ReadRange]:
     if view.via_reader:
         return split_offsets(view, start, end, max_bytes)

@@ -12,9 +12,9 @@ import pytest
 
 from bmq.protocol.record_codec import iter_records
 from bmq.spark.decode import read_range
-from bmq.spark.logview import open_view
 from bmq.spark.planning import OptionError, SourceOptions, plan
 from bmq.storage import open_storage
+from bmq.storage.log.durable import open_durable
 from tests.conftest import BrokerProcess, make_topic_name
 from tests.spark.conftest import (
     Produced,
@@ -250,7 +250,7 @@ def test_view_stops_at_torn_tail(tmp_path: Path, spark_broker: BrokerProcess,
     dst = tmp_path / mixed_topic.topic / "0"
     shutil.copytree(src, dst)
     storage = open_storage(str(tmp_path))
-    before = open_view(storage, mixed_topic.topic, 0)
+    before = open_durable(storage, mixed_topic.topic, 0)
     assert before.high_watermark == mixed_topic.ends()[0]
     last = dst / f"{before.segments[-1].base:020d}.log"
     whole = last.read_bytes()
@@ -258,13 +258,13 @@ def test_view_stops_at_torn_tail(tmp_path: Path, spark_broker: BrokerProcess,
     with open(last, "ab") as fh:
         fh.write(whole[:40])
     listing = {p.name: p.stat().st_size for p in dst.iterdir()}
-    after = open_view(storage, mixed_topic.topic, 0)
+    after = open_durable(storage, mixed_topic.topic, 0)
     assert after.high_watermark == before.high_watermark
     assert after.segments == before.segments
     assert {p.name: p.stat().st_size for p in dst.iterdir()} == listing
     # Without the checkpoint the whole log is scanned, with the same result.
     os.remove(dst / "checkpoint.json")
-    scanned = open_view(storage, mixed_topic.topic, 0)
+    scanned = open_durable(storage, mixed_topic.topic, 0)
     assert scanned.high_watermark == before.high_watermark
     assert [s.base for s in scanned.segments] == [s.base for s in before.segments]
 
@@ -272,8 +272,8 @@ def test_view_stops_at_torn_tail(tmp_path: Path, spark_broker: BrokerProcess,
 def test_cluster_mode_layout_is_read_through_the_log_reader(tmp_path: Path) -> None:
     """Partitions written by a cluster-mode owner (leader epoch > 0: epoch-named checkpoints
     and segments) are read through PartitionLog.open_reader, with the same rows."""
-    from bmq.spark.logview import open_view
     from bmq.storage import LogConfig, PartitionLog
+    from bmq.storage.log.durable import open_durable
     from tests.storage.batches import make_batch, request
 
     storage = open_storage(str(tmp_path))
@@ -291,7 +291,7 @@ def test_cluster_mode_layout_is_read_through_the_log_reader(tmp_path: Path) -> N
     log.checkpoint()
     log.close()
     assert any(n.startswith("checkpoint-") for n in os.listdir(tmp_path / "epochs" / "0"))
-    view = open_view(storage, "epochs", 0)
+    view = open_durable(storage, "epochs", 0)
     assert view.via_reader and view.high_watermark == offset
     for max_bytes, start, end in ((1 << 20, -2, -1), (2000, 7, 181)):
         opts = SourceOptions.parse({

@@ -5,7 +5,7 @@ the object layout (objects and a manifest). See ``partition_log`` for the design
 ``core``           the state every part shares; fencing; publishing the state document
 ``state``          the per-epoch state documents (checkpoints, manifests)
 ``fencing``        FencedEpochError
-``scan``           recovery's check of a segment's batches (also used by the Spark source)
+``scan``           recovery's check of a segment's batches (also what ``durable`` trusts)
 ``recovery``       claiming a partition, scanning what earlier owners left, garbage collection
 ``indexes``        offset and time indexes of segments
 ``reading``        reads and timestamp lookups
@@ -13,6 +13,8 @@ the object layout (objects and a manifest). See ``partition_log`` for the design
 ``layout``         what differs by storage: ``append_layout``, ``object_layout``
 ``partition_log``  PartitionLog, the one writer of a partition
 ``view``           LogReader, the read-only view, over ReadOnlyLog (reads without any writes)
+``durable``        the durable extent of a log as segments and byte ranges, for readers that
+                   plan their own reads (Spark); other layouts through LogReader
 """
 
 from bmq.storage.log.config import AppendResult, LogConfig

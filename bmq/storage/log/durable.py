@@ -1,26 +1,26 @@
-"""A read-only view of partition logs on shared storage, for batch readers such as Spark.
+"""The durable extent of a partition's log on storage, as segments and byte ranges, for readers
+that plan their own reads (Spark splits segments by byte range and reads the files directly).
 
-The broker owns its logs: ``PartitionLog.open`` recovers them (truncating torn tails, deleting
+The owner opens its logs (``PartitionLog.open`` recovers them: truncating torn tails, deleting
 temporary files, writing a checkpoint), which an outside reader must never do. This module only
 reads: ``checkpoint.json``, the directory listing, the ``.log`` files and the ``.index`` files.
 
-What a view covers is what the broker's recovery would accept, i.e. the durable log:
+What a ``DurableLog`` covers is what the owner's recovery would accept:
 
 * segments sealed before the last checkpoint are trusted with their checkpointed sizes;
 * the last checkpointed segment is trusted up to its checkpointed size, and everything after
-  that (its tail and any newer segment) is scanned batch by batch with the same checks recovery
-  makes (framing, consecutive offsets, CRC-32C), stopping at the first batch that fails them (a
-  batch still being written, or a torn tail the broker will cut off).
+  that (its tail and any newer segment) is scanned batch by batch with recovery's own scan
+  (framing, consecutive offsets, CRC-32C), stopping at the first batch that fails it (a batch
+  still being written, or a torn tail the owner will cut off).
 
-The high watermark of a view is therefore the end of the valid data found, never beyond what a
-restarted broker would serve. Files of segments below the checkpoint's first segment are being
-deleted by retention and are ignored; segments that disappear while a view is built are skipped
-at the front of the log (retention) and end the view elsewhere.
+Its high watermark is therefore the end of the valid data found, never beyond what a restarted
+broker would serve. Files of segments below the checkpoint's first segment are being deleted by
+retention and are ignored; segments that disappear meanwhile are skipped at the front of the log
+(retention) and end the extent elsewhere.
 
-The checkpoint parser and the scan are the storage layer's own (``bmq.storage.log.state``,
-``bmq.storage.log.scan``). Only the plain layout is walked here, file by file, so that Spark can
-split segments by byte ranges and read the files directly; every other layout (cluster-mode
-epochs, the object layout) is read through the storage layer's read view, ``LogReader``.
+Only the plain layout (``bmq serve``'s) is walked file by file here; every other layout
+(cluster-mode epochs, the object layout) is read through ``LogReader`` (``view.py``), which
+follows what its writer published, so ``segments`` is empty and reads go through the reader.
 """
 
 from __future__ import annotations
@@ -29,14 +29,14 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 
 from bmq.storage.base import Storage
-from bmq.storage.log import PartitionLog
+from bmq.storage.log.partition_log import PartitionLog
 from bmq.storage.log.scan import valid_batches, visible_size
 from bmq.storage.log.state import CheckpointFiles
 from bmq.storage.segment import Segment, decode_offset_index, index_name, log_name, parse_base
 
 
 @dataclass(slots=True, frozen=True)
-class SegmentInfo:
+class DurableSegment:
     """A segment's valid bytes ``[0, size)`` hold offsets ``[base, next_offset)``."""
 
     base: int
@@ -45,12 +45,14 @@ class SegmentInfo:
 
 
 @dataclass(slots=True)
-class PartitionView:
+class DurableLog:
+    """A partition's durable log: offsets ``[log_start_offset, high_watermark)`` in ``segments``."""
+
     topic: str
     partition: int
     log_start_offset: int
     high_watermark: int
-    segments: list[SegmentInfo] = field(default_factory=list)
+    segments: list[DurableSegment] = field(default_factory=list)
     # Layouts other than the plain one (cluster-mode epochs, the object-store layout) are read
     # through ``PartitionLog.open_reader``: then ``segments`` is empty and ``size_bytes`` is
     # the reader's estimate.
@@ -65,7 +67,7 @@ class PartitionView:
     def size_bytes(self) -> int:
         return self.reader_bytes if self.via_reader else sum(s.size for s in self.segments)
 
-    def segments_between(self, start: int, end: int) -> list[SegmentInfo]:
+    def segments_between(self, start: int, end: int) -> list[DurableSegment]:
         """Segments holding at least one offset of ``[start, end)``."""
         return [s for s in self.segments if s.next_offset > start and s.base < end
                 and s.size > 0]
@@ -122,30 +124,30 @@ def _plain_layout(storage: Storage, names: list[str]) -> bool:
     return True
 
 
-def reader_view(storage: Storage, topic: str, partition: int) -> PartitionView:
+def _through_reader(storage: Storage, topic: str, partition: int) -> DurableLog:
     """A view through the storage layer's own read-only reader (what its writer last
     published: its newest checkpoint or manifest)."""
     reader = PartitionLog.open_reader(storage, topic, partition)
     try:
-        return PartitionView(topic, partition, reader.log_start_offset, reader.high_watermark,
+        return DurableLog(topic, partition, reader.log_start_offset, reader.high_watermark,
                              via_reader=True, reader_bytes=reader.size_bytes)
     finally:
         reader.close()
 
 
-def open_view(storage: Storage, topic: str, partition: int) -> PartitionView:
+def open_durable(storage: Storage, topic: str, partition: int) -> DurableLog:
     """The durable log of one partition as it is on storage now (see the module notes)."""
     directory = f"{topic}/{partition}"
     names = storage.list(directory)
     if not _plain_layout(storage, names):
-        return reader_view(storage, topic, partition)
+        return _through_reader(storage, topic, partition)
     published = _published_segments(storage, directory)
     bases = sorted(b for b in (parse_base(n, ".log") for n in names) if b is not None)
     ck_segs = published[1] if published else {}
     last_base = max(ck_segs) if ck_segs else None
     if ck_segs:
         bases = [b for b in bases if b >= min(ck_segs)]
-    segments: list[SegmentInfo] = []
+    segments: list[DurableSegment] = []
     for base in bases:
         if segments and base != segments[-1].next_offset:
             break   # not a continuation: the broker would drop it
@@ -158,7 +160,7 @@ def open_view(storage: Storage, topic: str, partition: int) -> PartitionView:
             continue   # deleted by retention meanwhile
         meta = ck_segs.get(base)
         if meta is not None and file_size >= meta[0] and base != last_base:
-            segments.append(SegmentInfo(base, meta[0], meta[1]))
+            segments.append(DurableSegment(base, meta[0], meta[1]))
             continue
         start, expected = (meta if meta is not None and file_size >= meta[0] else (0, base))
         try:
@@ -167,7 +169,7 @@ def open_view(storage: Storage, topic: str, partition: int) -> PartitionView:
             if segments:
                 break
             continue
-        segments.append(SegmentInfo(base, end, next_offset))
+        segments.append(DurableSegment(base, end, next_offset))
         if end < file_size:
             break   # a batch in flight or a torn tail: nothing after it is durable yet
     if segments:
@@ -178,11 +180,11 @@ def open_view(storage: Storage, topic: str, partition: int) -> PartitionView:
         log_start = min(log_start, high_watermark)
     else:
         log_start = high_watermark = published[0] if published else 0
-    return PartitionView(topic, partition, log_start, high_watermark, segments)
+    return DurableLog(topic, partition, log_start, high_watermark, segments)
 
 
-def index_entries(storage: Storage, view: PartitionView,
-                  seg: SegmentInfo) -> list[tuple[int, int]]:
+def index_entries(storage: Storage, view: DurableLog,
+                  seg: DurableSegment) -> list[tuple[int, int]]:
     """(offset, position) entries of a segment's offset index that are plausible for the
     segment's valid range, in increasing order; [] when the index is missing or unusable.
 
