@@ -16,7 +16,8 @@ import pyarrow.dataset as ds
 import pytest
 
 from bmq.spark import compaction
-from bmq.spark.compaction import MANIFEST, JobConfig, committed_files, run
+from bmq.spark.compaction import JobConfig, run
+from bmq.spark.parquet_output import MANIFEST, committed_files
 from tests.conftest import BrokerProcess, make_topic_name
 from tests.spark.conftest import (
     Produced,
