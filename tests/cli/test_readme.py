@@ -140,7 +140,7 @@ CHECKS: dict[str, Callable[[list[str]], None]] = {
     "make": _make_target,
     ".venv/bin/pytest": _existing_path,
     ".venv/bin/python": _existing_path,
-    # docker-compose.yml is checked by test_compose_schema.py and test_deployment_files.py.
+    # docker-compose.yml: test_compose_schema.py and tests/cluster/test_compose.py.
     "docker compose": lambda args: None,
 }
 
