@@ -14,6 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, get_type_hints
 
+from bmq import listeners
+from bmq.listeners import Listener, ListenerError, inter_broker_listener, parse_listeners
+
 LOG_FORMATS = ("text", "json")
 
 
@@ -29,6 +32,12 @@ class Config:
     data_dir: str = "./bmq-data"
     listen: str = "127.0.0.1:9092"
     advertise: str = ""
+    # Several listeners, as Kafka names them (bmq/listeners.py): NAME://HOST:PORT,... and the
+    # address each advertises; when set, they replace listen/advertise.
+    listeners: str = ""
+    advertised_listeners: str = ""
+    listener_security_protocol_map: str = ""
+    inter_broker_listener_name: str = ""
     node_id: int = 0
     log_level: str = "INFO"
     # "text" (one line per record) or "json" (one JSON object per line) on stderr.
@@ -84,26 +93,36 @@ class Config:
 
     @property
     def listen_host(self) -> str:
-        return split_host_port(self.listen)[0]
+        """Bind address of the inter-broker listener (metrics listen there too)."""
+        return self.listener_list[0].host
 
     @property
-    def listen_port(self) -> int:
-        return split_host_port(self.listen)[1]
+    def listener_list(self) -> list[Listener]:
+        """The role's listeners, the inter-broker one first."""
+        listeners = parse_listeners(self.listeners, self.advertised_listeners,
+                                    self.listener_security_protocol_map, self.listen,
+                                    self.advertise)
+        first = inter_broker_listener(listeners, self.inter_broker_listener_name)
+        return [first, *(listener for listener in listeners if listener is not first)]
+
+    @property
+    def advertised_endpoints(self) -> tuple[tuple[str, str, int], ...]:
+        """(listener name, advertised host, port) of each listener, for the role's BrokerNode."""
+        return tuple((lst.name, lst.advertised_host, lst.advertised_port)
+                     for lst in self.listener_list)
 
     @property
     def advertised(self) -> tuple[str, int]:
-        """Address clients are told to connect to: --advertise, else the listen address."""
-        host, port = split_host_port(self.advertise or self.listen)
-        if host in ("0.0.0.0", "::", ""):
-            host = "127.0.0.1"
-        return host, port
+        """Address other nodes and clients of the inter-broker listener are told to use."""
+        first = self.listener_list[0]
+        return first.advertised_host, first.advertised_port
 
 
 def split_host_port(address: str) -> tuple[str, int]:
-    host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ConfigError(f"expected HOST:PORT, got {address!r}")
-    return host.strip("[]"), int(port)
+    try:
+        return listeners.split_host_port(address)
+    except ListenerError as error:
+        raise ConfigError(str(error)) from None
 
 
 def _normalise(key: str) -> str:
@@ -170,4 +189,8 @@ def load_config(
                           "(0 turns metrics off)")
     if config.advertise:
         split_host_port(config.advertise)
+    try:
+        config.listener_list  # noqa: B018 (parsed now, so a bad listener stops the start)
+    except ListenerError as error:
+        raise ConfigError(str(error)) from None
     return config

@@ -193,7 +193,7 @@ class ClusterMembership(Membership):
     # ================================================================== registration
     def _registration(self) -> bytes:
         node = self.node
-        return dumps({"host": node.host, "port": node.port, "draining": self.draining,
+        return dumps({**node.registration(), "draining": self.draining,
                       "partitions": self._reports})
 
     async def _register(self) -> None:
