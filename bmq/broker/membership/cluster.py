@@ -177,6 +177,13 @@ class ClusterMembership(Membership):
         owner = int(a.get("owner", -1))
         if owner < 0 or (owner not in self.brokers and owner != self.node.node_id):
             return None
+        if owner == self.node.node_id and (a.get("reg") != self.reg
+                                           or not self.can_acknowledge()):
+            # Our own partition while our right to it may be gone (a frozen broker resumed
+            # with its lease run out, its session lost, its channel suspended): our cache may
+            # be stale, and naming ourselves would send clients straight back to us. No
+            # leader (LEADER_NOT_AVAILABLE) makes them ask again, elsewhere if need be.
+            return None
         return owner, int(a["epoch"])
 
     def partition_leader(self, topic: str, index: int, local_epoch: int | None
