@@ -70,3 +70,11 @@ def test_host_clients_reach_every_node() -> None:
     services = _services()
     for name in ("broker1", "broker2", "broker3", "proxy"):
         assert set(_listeners(services, name)) == {"INTERNAL", "EXTERNAL"}
+
+
+def test_brokers_reach_the_controllers_liveness_channel() -> None:
+    # The controller listens for brokers' liveness channels on its listen host; a wildcard one
+    # is advertised as the host name, which the other containers resolve.
+    controller = _services()["controller"]
+    config = load_config(environ={k: str(v) for k, v in controller["environment"].items()})
+    assert config.listen_host == "0.0.0.0" and controller["hostname"] == "controller"
