@@ -16,14 +16,15 @@ from typing import Any
 from bmq import metrics
 from bmq.broker.broker import Broker
 from bmq.broker.membership.cluster import ClusterMembership
-from bmq.broker.server import serve_metrics
+from bmq.broker.server import serve_metrics_of
 from bmq.broker.service import BrokerService
 from bmq.config import Config
 from bmq.lifecycle import run_until_signalled
 from bmq.metadata.nodes import BrokerNode
 from bmq.metadata.topics import OFFSETS_TOPIC
 from bmq.net.connection import KafkaConnection
-from bmq.storage.factory import open_log_storage
+from bmq.net.listener import bind_listeners
+from bmq.storage.factory import check_backend, open_log_storage, unusable_storage
 
 log = logging.getLogger(__name__)
 
@@ -35,31 +36,40 @@ class ClusterBrokerServer:
                  ) -> None:
         self.config = config
         self._executor = ThreadPoolExecutor(WORKER_THREADS, thread_name_prefix="bmq-io")
-        self.storage = open_log_storage(config.storage, storage_options)
+        # Opened once ZooKeeper answers (a local directory is created when opened), but a
+        # missing package (s3, hdfs) stops us now.
+        check_backend(config.storage)
+        self._storage_options = storage_options
         host, port = config.advertised
         self.membership = ClusterMembership(config, BrokerNode(config.node_id, host, port),
                                             self._executor)
         self.broker: Broker | None = None
-        self._server: asyncio.Server | None = None
+        self._servers: list[asyncio.Server] = []
         self._maintenance: asyncio.Task[None] | None = None
         self._metrics_server: Any = None
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._executor, self.storage.makedirs, "")
-        # A real request before we register: on an object store the first one also sets up the
-        # client (session, connection pool; 0.3-0.8 s on SeaweedFS here), which would otherwise
-        # delay the first partition the controller gives us.
-        await loop.run_in_executor(self._executor, self.storage.exists, OFFSETS_TOPIC)
-        await loop.run_in_executor(self._executor, self.membership.connect)
-        broker = self.broker = Broker(self.config, self.storage, self._executor, self.membership)
-        # Before registering: a busy port stops us before the controller gives us anything.
+        # Ports first, ZooKeeper next: a port in use or an unreachable ZooKeeper stops us
+        # before we create anything on storage or the controller gives us anything.
+        sockets = bind_listeners(self.config.listen_host, self.config.listen_port)
         if self.config.metrics_port:
-            self._metrics_server = serve_metrics(self.config, broker)
+            self._metrics_server = serve_metrics_of(self.config, lambda: self.broker)
+        await loop.run_in_executor(self._executor, self.membership.connect)
+        try:
+            storage = open_log_storage(self.config.storage, self._storage_options)
+            await loop.run_in_executor(self._executor, storage.makedirs, "")
+            # A real request before we register: on an object store the first one also sets up
+            # the client (session, connection pool; 0.3-0.8 s on SeaweedFS here), which would
+            # otherwise delay the first partition the controller gives us.
+            await loop.run_in_executor(self._executor, storage.exists, OFFSETS_TOPIC)
+        except OSError as error:
+            raise unusable_storage(self.config.storage, error) from error
+        broker = self.broker = Broker(self.config, storage, self._executor, self.membership)
         await broker.start()
-        self._server = await loop.create_server(
-            lambda: KafkaConnection(BrokerService(broker)), self.config.listen_host,
-            self.config.listen_port, reuse_address=True, backlog=1024)
+        self._servers = [await loop.create_server(
+            lambda: KafkaConnection(BrokerService(broker)), sock=sock, backlog=1024)
+            for sock in sockets]
         self._maintenance = loop.create_task(broker.partitions.maintain(
             self.config.log_checkpoint_interval_ms, self.config.log_retention_check_interval_ms))
         await self.membership.start(broker.partitions, broker.coordinators)
@@ -71,8 +81,8 @@ class ClusterBrokerServer:
     async def stop(self, drain: bool = True) -> None:
         if drain and self.broker is not None:
             await self.membership.drain(self.config.drain_timeout_ms / 1000)
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         if self._maintenance is not None:
             self._maintenance.cancel()
         if self.broker is not None:
