@@ -5,7 +5,6 @@ from __future__ import annotations
 import errno
 import functools
 import importlib
-import os
 import sys
 from collections.abc import Callable
 from typing import Any, NoReturn
@@ -32,8 +31,6 @@ _ELSEWHERE: dict[str, str] = {
 }
 # The server roles: how they fail to start is one line and an exit code (bmq.startup).
 _ROLES = frozenset({"serve", "broker", "controller", "proxy"})
-# How long the cluster roles wait for a ZooKeeper session at start (layout.connect's default).
-_ZOOKEEPER_WAIT_S = 15
 
 
 def _startup_error(error: Exception) -> StartupError | None:
@@ -46,11 +43,8 @@ def _startup_error(error: Exception) -> StartupError | None:
     if "kazoo" in sys.modules:
         from kazoo.handlers.threading import KazooTimeoutError
 
-        if isinstance(error, KazooTimeoutError):
-            params = click.get_current_context().params
-            hosts = params.get("zookeeper") or os.environ.get("BMQ_ZOOKEEPER", "")
-            return StartupError(f"cannot reach ZooKeeper {hosts} within {_ZOOKEEPER_WAIT_S} s",
-                                ExitCode.ZOOKEEPER)
+        if isinstance(error, KazooTimeoutError):   # its text names the hosts and the wait
+            return StartupError(str(error), ExitCode.ZOOKEEPER)
     return None
 
 

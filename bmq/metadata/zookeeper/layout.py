@@ -30,6 +30,7 @@ from typing import Any
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
 
 from bmq.config import split_host_port
 
@@ -88,6 +89,9 @@ def connect(hosts: str, session_timeout_ms: int, *, start_timeout_s: float = 15.
     kazoo_log.setLevel(max(level, logging.ERROR))
     try:
         client.start(timeout=start_timeout_s)
+    except KazooTimeoutError as error:   # kazoo's says only "Connection time-out"
+        raise KazooTimeoutError(
+            f"cannot reach ZooKeeper {hosts} within {start_timeout_s:g} s") from error
     finally:
         kazoo_log.setLevel(level)
     return client
