@@ -34,8 +34,7 @@ def bind_listeners(host: str, port: int) -> list[socket.socket]:
                            ExitCode.USAGE) from error
     sockets: list[socket.socket] = []
     try:
-        for family, kind, proto, _, address in dict.fromkeys(
-                (info[0], info[1], info[2], None, info[4]) for info in infos):
+        for family, kind, proto, _, address in infos:
             sock = socket.socket(family, kind, proto)
             sockets.append(sock)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
