@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import errno
+import functools
 import importlib
+import sys
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 import click
 
 from bmq.config import ConfigError, load_config
 from bmq.logs import setup_logging
+from bmq.startup import ExitCode, StartupError
 
 # Subcommands defined elsewhere, imported only when they run (or `bmq --help` lists them): a
 # role then does not pay for the client tools' imports (rich, ...) at start-up, nor a tool for
@@ -23,6 +29,43 @@ _ELSEWHERE: dict[str, str] = {
     "admin": "bmq.controller.command",
     "proxy": "bmq.proxy.command",
 }
+# The server roles: how they fail to start is one line and an exit code (bmq.startup).
+_ROLES = frozenset({"serve", "broker", "controller", "proxy"})
+
+
+def _startup_error(error: Exception) -> StartupError | None:
+    """What a role's start-up failure means, for failures raised by code that does not know it
+    runs at start-up (asyncio's bind, kazoo's first connection)."""
+    if isinstance(error, StartupError):
+        return error
+    if isinstance(error, OSError) and error.errno == errno.EADDRINUSE:
+        return StartupError(f"cannot listen: {error.strerror}", ExitCode.ADDRESS_IN_USE)
+    if "kazoo" in sys.modules:
+        from kazoo.handlers.threading import KazooTimeoutError
+
+        if isinstance(error, KazooTimeoutError):   # its text names the hosts and the wait
+            return StartupError(str(error), ExitCode.ZOOKEEPER)
+    return None
+
+
+def _exit_on_startup_error(callback: Callable[..., Any]) -> Callable[..., Any]:
+    """``callback`` (a role's command) printing a start-up failure as one line on stderr and
+    exiting with its code, instead of a traceback."""
+    @functools.wraps(callback)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return callback(*args, **kwargs)
+        except Exception as error:
+            failure = _startup_error(error)
+            if failure is None:
+                raise
+            _fail(failure)
+    return run
+
+
+def _fail(error: StartupError) -> NoReturn:
+    click.echo(f"bmq: {error}", err=True)
+    sys.exit(int(error.exit_code))
 
 
 class _Commands(click.Group):
@@ -32,6 +75,8 @@ class _Commands(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.commands and cmd_name in _ELSEWHERE:
             command = getattr(importlib.import_module(_ELSEWHERE[cmd_name]), cmd_name)
+            if cmd_name in _ROLES and command.callback is not None:
+                command.callback = _exit_on_startup_error(command.callback)
             self.add_command(command, cmd_name)
         return self.commands.get(cmd_name)
 
@@ -54,6 +99,7 @@ def main() -> None:
 
 
 @main.command()
+@_exit_on_startup_error
 @click.option("--data-dir", help="Directory for segments and metadata [./bmq-data].")
 @click.option("--listen", help="HOST:PORT to accept Kafka clients on [127.0.0.1:9092].")
 @click.option("--advertise", help="HOST:PORT clients are told to connect to [the listen address].")

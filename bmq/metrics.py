@@ -48,6 +48,8 @@ from prometheus_client import (
 )
 from prometheus_client import start_http_server as _start_http_server
 
+from bmq.startup import ExitCode, StartupError
+
 # No *_created series: they double the output and nobody graphs them.
 disable_created_metrics()  # type: ignore[no-untyped-call]
 
@@ -147,7 +149,7 @@ def serve_for_role(port: int, host: str, partitions: Callable[[], float] | None 
 
     Binds ``host:port`` (the role's listen host), hooks the partition and group gauges to the
     given callables (read at each scrape, from the HTTP thread) and returns the server for
-    :func:`stop`. A port that cannot be bound is logged and ends the process (exit 1).
+    :func:`stop`. A port that cannot be bound is a ``StartupError`` (exit 3).
     """
     if partitions is not None:
         track_partitions(partitions)
@@ -156,8 +158,9 @@ def serve_for_role(port: int, host: str, partitions: Callable[[], float] | None 
     try:
         server = start_http_server(port, host)
     except OSError as error:
-        log.error("cannot serve metrics on %s:%d: %s", host, port, error)
-        raise SystemExit(1) from error
+        reason = error.strerror or str(error)
+        raise StartupError(f"cannot serve metrics on {host}:{port}: {reason}",
+                           ExitCode.ADDRESS_IN_USE) from error
     log.info("metrics at http://%s:%d/metrics", host or "0.0.0.0", port)
     return server
 

@@ -16,7 +16,7 @@ from typing import Any
 from bmq import metrics
 from bmq.broker.broker import Broker
 from bmq.broker.membership.cluster import ClusterMembership
-from bmq.broker.server import serve_metrics
+from bmq.broker.server import serve_metrics_of
 from bmq.broker.service import BrokerService
 from bmq.config import Config
 from bmq.lifecycle import run_until_signalled
@@ -24,7 +24,7 @@ from bmq.metadata.nodes import BrokerNode
 from bmq.metadata.topics import OFFSETS_TOPIC
 from bmq.net.connection import KafkaConnection
 from bmq.net.listening import Listening
-from bmq.storage.factory import open_log_storage
+from bmq.storage.factory import check_backend, open_log_storage, unusable_storage
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,10 @@ class ClusterBrokerServer:
                  ) -> None:
         self.config = config
         self._executor = ThreadPoolExecutor(WORKER_THREADS, thread_name_prefix="bmq-io")
-        self.storage = open_log_storage(config.storage, storage_options)
+        # Opened once ZooKeeper answers (a local directory is created when opened), but a
+        # missing package (s3, hdfs) stops us now.
+        check_backend(config.storage)
+        self._storage_options = storage_options
         host, port = config.advertised
         node = BrokerNode(config.node_id, host, port, endpoints=config.advertised_endpoints)
         self.membership = ClusterMembership(config, node, self._executor)
@@ -47,16 +50,22 @@ class ClusterBrokerServer:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._executor, self.storage.makedirs, "")
-        # A real request before we register: on an object store the first one also sets up the
-        # client (session, connection pool; 0.3-0.8 s on SeaweedFS here), which would otherwise
-        # delay the first partition the controller gives us.
-        await loop.run_in_executor(self._executor, self.storage.exists, OFFSETS_TOPIC)
-        await loop.run_in_executor(self._executor, self.membership.connect)
-        broker = self.broker = Broker(self.config, self.storage, self._executor, self.membership)
-        # Before registering: a busy port stops us before the controller gives us anything.
+        # Ports first, ZooKeeper next: a port in use or an unreachable ZooKeeper stops us
+        # before we create anything on storage or the controller gives us anything.
+        self._listening.bind()
         if self.config.metrics_port:
-            self._metrics_server = serve_metrics(self.config, broker)
+            self._metrics_server = serve_metrics_of(self.config, lambda: self.broker)
+        await loop.run_in_executor(self._executor, self.membership.connect)
+        try:
+            storage = open_log_storage(self.config.storage, self._storage_options)
+            await loop.run_in_executor(self._executor, storage.makedirs, "")
+            # A real request before we register: on an object store the first one also sets up
+            # the client (session, connection pool; 0.3-0.8 s on SeaweedFS here), which would
+            # otherwise delay the first partition the controller gives us.
+            await loop.run_in_executor(self._executor, storage.exists, OFFSETS_TOPIC)
+        except OSError as error:
+            raise unusable_storage(self.config.storage, error) from error
+        broker = self.broker = Broker(self.config, storage, self._executor, self.membership)
         await broker.start()
         await self._listening.start(lambda name: KafkaConnection(BrokerService(broker, name)))
         self._maintenance = loop.create_task(broker.partitions.maintain(

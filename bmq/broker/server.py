@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any
 
@@ -19,7 +20,9 @@ from bmq.lifecycle import run_until_signalled
 from bmq.metadata.nodes import BrokerNode
 from bmq.net.connection import KafkaConnection
 from bmq.net.listening import Listening
+from bmq.startup import ExitCode, StartupError
 from bmq.storage import open_storage
+from bmq.storage.data_dir import DataDirLock, check_data_dir, lock_data_dir
 
 log = logging.getLogger(__name__)
 
@@ -42,51 +45,73 @@ def standalone_broker(config: Config, executor: Executor) -> Broker:
 
 
 class BrokerServer:
+    """`bmq serve`. Start-up checks what can fail before it creates anything: the data
+    directory is usable, the Kafka port (and the metrics port) can be bound; then it takes the
+    data directory's lock (one writer per directory), and only then opens or creates its
+    contents. Each failure is a ``StartupError`` the `bmq` command prints as one line."""
+
     def __init__(self, config: Config) -> None:
         self.config = config
+        self.data_dir = os.path.abspath(config.data_dir)
         self._executor = ThreadPoolExecutor(WORKER_THREADS, thread_name_prefix="bmq-io")
-        self.broker = standalone_broker(config, self._executor)
+        self.broker: Broker | None = None
+        self._lock: DataDirLock | None = None
         self._listening = Listening(config.listener_list)
         self._maintenance: asyncio.Task[None] | None = None
         self._metrics_server: Any = None
 
     async def start(self) -> None:
-        if self.config.metrics_port:  # first, so a busy port stops us before recovery
-            self._start_metrics()
-        await self.broker.start()
+        config = self.config
+        check_data_dir(self.data_dir)
+        self._listening.bind()
+        if config.metrics_port:
+            self._metrics_server = serve_metrics_of(config, lambda: self.broker)
+        self._lock = lock_data_dir(self.data_dir)
+        try:
+            broker = self.broker = standalone_broker(config, self._executor)
+            await broker.start()
+        except OSError as error:  # a file of the data directory we cannot read or write
+            raise StartupError(f"cannot use data directory {self.data_dir}: {error}",
+                               ExitCode.STORAGE) from error
         loop = asyncio.get_running_loop()
-        broker = self.broker
         await self._listening.start(lambda name: KafkaConnection(BrokerService(broker, name)))
-        self._maintenance = loop.create_task(self.broker.partitions.maintain(
-            self.config.log_checkpoint_interval_ms, self.config.log_retention_check_interval_ms))
-        log.info("BMQ broker %d listening on %s, data in %s", self.config.node_id,
-                 self._listening.describe(), os.path.abspath(self.config.data_dir))
-
-    def _start_metrics(self) -> None:
-        self._metrics_server = serve_metrics(self.config, self.broker)
+        self._maintenance = loop.create_task(broker.partitions.maintain(
+            config.log_checkpoint_interval_ms, config.log_retention_check_interval_ms))
+        log.info("BMQ broker %d listening on %s, data in %s", config.node_id,
+                 self._listening.describe(), self.data_dir)
 
     async def stop(self) -> None:
-        """Stop accepting, flush and checkpoint every partition."""
+        """Stop accepting, flush and checkpoint every partition, then let the directory go."""
         self._listening.close()
         if self._maintenance is not None:
             self._maintenance.cancel()
-        await self.broker.stop()
+        if self.broker is not None:
+            await self.broker.stop()
         self._executor.shutdown(wait=True)
         metrics.stop(self._metrics_server)
+        if self._lock is not None:
+            self._lock.release()
         log.info("BMQ broker stopped cleanly")
 
 
-
-def serve_metrics(config: Config, broker: Broker) -> Any:
-    """/metrics of a role that runs ``broker`` (`bmq serve`, `bmq broker`); see bmq.metrics."""
+def serve_metrics_of(config: Config, broker: Callable[[], Broker | None]) -> Any:
+    """/metrics of a role that runs a broker (`bmq serve`, `bmq broker`; see bmq.metrics).
+    ``broker()`` is None until the broker exists: the port is bound before the role creates
+    anything, and the gauges read 0 until then."""
     return metrics.serve_for_role(
         config.metrics_port, config.listen_host,
-        partitions=lambda: sum(1 for _ in broker.partitions.all()),
-        groups=lambda: _count_groups(broker))
+        partitions=lambda: _count_partitions(broker()),
+        groups=lambda: _count_groups(broker()))
 
 
-def _count_groups(broker: Broker) -> float:
+def _count_partitions(broker: Broker | None) -> float:
+    return 0.0 if broker is None else float(sum(1 for _ in broker.partitions.all()))
+
+
+def _count_groups(broker: Broker | None) -> float:
     """Groups coordinated here; read from the scrape thread while the loop changes them."""
+    if broker is None:
+        return 0.0
     for _ in range(3):
         try:
             return float(len(broker.groups.list_groups()[1]))

@@ -159,10 +159,13 @@ class Controller:
     def run(self) -> None:
         """Campaign, lead while elected, campaign again; until ``stop``."""
         if self.storage_url:
-            from bmq.storage import open_storage
+            from bmq.storage.factory import open_storage, unusable_storage
 
             storage = open_storage(self.storage_url, self.storage_options)
-            storage.makedirs("topics")   # fail early on a storage the brokers could not use
+            try:
+                storage.makedirs("topics")   # fail early on a storage the brokers could not use
+            except OSError as error:
+                raise unusable_storage(self.storage_url, error) from error
             storage.close()
         zk = self._zk = connect(self.zookeeper, self.session_timeout_ms)
         self._liveness.start()

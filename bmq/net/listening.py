@@ -1,38 +1,101 @@
-"""Accepting connections on every listener of a role (see bmq/listeners.py)."""
+"""Accepting connections on every listener of a role (see bmq/listeners.py).
+
+The sockets are bound before the role creates anything (``bind``), so a port someone else uses
+stops the process before it has touched its data directory or storage; they are bound but not
+listening, so clients cannot connect (and believe the server ready) until the role serves them
+(``start``: asyncio's ``create_server(sock=...)`` calls ``listen``). Each connection is made
+knowing the name of its listener.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import errno
+import socket
 from collections.abc import Callable, Sequence
 
 from bmq.listeners import Listener
+from bmq.startup import ExitCode, StartupError
 
 
 class Listening:
-    """The servers of a role's listeners; each connection is made knowing its listener's name."""
+    """The sockets and servers of a role's listeners."""
 
     def __init__(self, listeners: Sequence[Listener]) -> None:
         self.listeners = list(listeners)
+        self._sockets: list[tuple[Listener, list[socket.socket]]] = []
         self._servers: list[asyncio.Server] = []
 
-    async def start(self, connection: Callable[[str], asyncio.BaseProtocol]) -> None:
-        loop = asyncio.get_running_loop()
+    def bind(self) -> None:
+        """Bind every listener's address, or raise a ``StartupError`` (closing what was bound)."""
         try:
             for listener in self.listeners:
-                self._servers.append(await loop.create_server(
-                    lambda name=listener.name: connection(name),   # type: ignore[misc]
-                    listener.host, listener.port, reuse_address=True, backlog=1024))
-        except BaseException:
+                self._sockets.append((listener, bind_listeners(listener.host, listener.port)))
+        except StartupError:
             self.close()
             raise
+
+    async def start(self, connection: Callable[[str], asyncio.BaseProtocol]) -> None:
+        """Serve every listener (binding first if ``bind`` was not called)."""
+        if not self._sockets:
+            self.bind()
+        loop = asyncio.get_running_loop()
+        for listener, sockets in self._sockets:
+            for sock in sockets:
+                try:
+                    self._servers.append(await loop.create_server(
+                        lambda name=listener.name: connection(name),   # type: ignore[misc]
+                        sock=sock, backlog=1024))
+                except OSError as error:   # another process bound the port too, listens first
+                    self.close()
+                    raise cannot_listen(listener.host, listener.port, error) from error
 
     def close(self) -> None:
         for server in self._servers:
             server.close()
         self._servers.clear()
+        for _, sockets in self._sockets:
+            for sock in sockets:
+                sock.close()
+        self._sockets.clear()
 
     def describe(self) -> str:
         """For the start-up log line: ``NAME HOST:PORT (advertised HOST:PORT), ...``."""
         return ", ".join(f"{lst.name} {lst.host}:{lst.port} (advertised "
                          f"{lst.advertised_host}:{lst.advertised_port})"
                          for lst in self.listeners)
+
+
+def cannot_listen(host: str, port: int, error: OSError) -> StartupError:
+    """The ``StartupError`` for a port that cannot be bound or listened on."""
+    if error.errno == errno.EADDRINUSE:
+        reason = "address already in use (another process listens there)"
+    else:
+        reason = error.strerror or str(error)
+    return StartupError(f"cannot listen on {host}:{port}: {reason}", ExitCode.ADDRESS_IN_USE)
+
+
+def bind_listeners(host: str, port: int) -> list[socket.socket]:
+    """Sockets bound to every address ``host`` resolves to (all interfaces for "" or
+    "0.0.0.0"-style wildcards, as ``create_server`` does), or a ``StartupError``."""
+    try:
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
+                                   flags=socket.AI_PASSIVE)
+    except socket.gaierror as error:
+        raise StartupError(f"cannot listen on {host}:{port}: {error.strerror}",
+                           ExitCode.USAGE) from error
+    sockets: list[socket.socket] = []
+    try:
+        for family, kind, proto, _, address in infos:
+            sock = socket.socket(family, kind, proto)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                # IPv4 gets a socket of its own, as asyncio's create_server does it
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind(address)
+    except OSError as error:
+        for sock in sockets:
+            sock.close()
+        raise cannot_listen(host, port, error) from error
+    return sockets

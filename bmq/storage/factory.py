@@ -7,11 +7,17 @@ from datetime import timedelta
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from bmq.startup import ExitCode, StartupError, missing_package
 from bmq.storage.base import Storage
 from bmq.storage.fsspec_storage import FsspecStorage
 from bmq.storage.local import LocalStorage
 
 S3_PROTOCOLS = ("s3", "s3a")
+HDFS_PROTOCOLS = ("hdfs", "arrow_hdfs")
+# The packages of the extras each backend needs (pyproject's optional dependencies): a missing
+# one is a MissingPackageError naming ``pip install 'bmq[EXTRA]'``.
+S3_PACKAGES = frozenset({"obstore"})
+HDFS_PACKAGES = frozenset({"pyarrow"})
 # s3fs's option names, which BMQ documented before it moved to obstore, and their obstore keys.
 _S3FS_OPTION_NAMES = {"key": "access_key_id", "secret": "secret_access_key",
                       "token": "session_token", "endpoint_url": "endpoint",
@@ -72,20 +78,62 @@ def open_storage(url: str, options: dict[str, str] | None = None) -> Storage:
             raise ValueError(f"file URL with a remote host is not supported: {url}")
         return LocalStorage(unquote(parts.path))
     if protocol in S3_PROTOCOLS:
-        from bmq.storage.s3 import S3FileSystem  # deferred like fsspec below
-
         parts = urlsplit(url)
         if not parts.netloc:
             raise ValueError(f"S3 URL without a bucket: {url}")
-        fs = S3FileSystem("s3", **storage_options(url, options))
+        fs = _s3_filesystem_class(protocol)("s3", **storage_options(url, options))
         return FsspecStorage(fs, f"{parts.netloc}/{unquote(parts.path).strip('/')}".rstrip("/"))
     import fsspec.core  # deferred: plain local deployments never pay for fsspec's import
 
+    _fsspec_class(protocol)
     fs, root = fsspec.core.url_to_fs(url, **storage_options(url, options))
     return FsspecStorage(fs, root)
+
+
+def check_backend(url: str) -> None:
+    """Raise the ``MissingPackageError`` that opening ``url`` would raise, without opening it
+    (a local directory is created when opened; a role checks first, opens later)."""
+    protocol = url.split("://", 1)[0].lower() if "://" in url else "file"
+    if protocol in S3_PROTOCOLS:
+        _s3_filesystem_class(protocol)
+    elif protocol not in ("file", "local"):
+        _fsspec_class(protocol)
+
+
+def _s3_filesystem_class(protocol: str) -> type[Any]:
+    try:
+        from bmq.storage.s3 import S3FileSystem  # deferred like fsspec's imports
+    except ModuleNotFoundError as error:
+        raise missing_package(error, "s3", f"{protocol}:// storage", S3_PACKAGES) or error \
+            from None
+    return S3FileSystem
+
+
+def _fsspec_class(protocol: str) -> type[Any]:
+    import fsspec
+
+    try:
+        filesystem: type[Any] = fsspec.get_filesystem_class(protocol)
+        if protocol in HDFS_PROTOCOLS:
+            import pyarrow.fs  # noqa: F401 (fsspec's HDFS imports it only once it connects)
+        return filesystem
+    except ImportError as error:
+        # fsspec names the missing package in its own words and chains the import's error
+        cause = error if isinstance(error, ModuleNotFoundError) else error.__cause__
+        if protocol in HDFS_PROTOCOLS and isinstance(cause, ModuleNotFoundError):
+            raise missing_package(cause, "hdfs", f"{protocol}:// storage",
+                                  HDFS_PACKAGES) or error from None
+        raise
 
 
 def open_log_storage(url: str, options: dict[str, str] | None = None) -> Storage:
     """The partitions' storage of a cluster at ``url``: ``<url>/topics`` (the same layout as
     `bmq serve`'s data directory), as brokers, proxies and controllers open it."""
     return open_storage(url.rstrip("/") + "/topics", options)
+
+
+def unusable_storage(url: str, error: OSError) -> StartupError:
+    """The ``StartupError`` of a role whose storage at ``url`` failed its first request
+    (unreachable endpoint, no permission, no such bucket): one line, STORAGE's exit code."""
+    reason = str(error.strerror or error).strip().splitlines()[0][:300]
+    return StartupError(f"storage {url} cannot be used: {reason}", ExitCode.STORAGE)

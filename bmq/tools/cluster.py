@@ -15,6 +15,7 @@ from bmq.tools.common import (
     EXIT_UNREACHABLE,
     Connection,
     connection_options,
+    counted,
     fail,
     output_option,
     print_json,
@@ -145,10 +146,11 @@ def info(conn: Connection, output: str, zookeeper: str | None, root: str) -> Non
     if output == "json":
         print_json(doc)
         return
-    click.echo(f"Cluster {doc['cluster_id']}: {len(doc['brokers'])} brokers, controller "
-               f"{doc['controller'] if doc['controller'] is not None else '-'}, "
-               f"{doc['topics']} topics with {doc['partitions']} partitions "
-               f"(+{doc['internal_topics']} internal with {doc['internal_partitions']})")
+    controller = doc["controller"] if doc["controller"] is not None else "-"
+    click.echo(f"Cluster {doc['cluster_id']}: {counted(len(doc['brokers']), 'broker')}, "
+               f"controller {controller}, {counted(doc['topics'], 'topic')} with "
+               f"{counted(doc['partitions'], 'partition')} (+{doc['internal_topics']} internal "
+               f"with {counted(doc['internal_partitions'], 'partition')})")
     if not zookeeper:
         print_table(None, ("ID", "HOST", "PORT", "RACK", "CONTROLLER"),
                     [(b["id"], b["host"], b["port"], b["rack"], "yes" if b["controller"] else "")
@@ -242,7 +244,7 @@ def drain(broker: int, wait: bool, timeout: float, cancel: bool, output: str, zo
                   if s.owner == broker}
         new = request_drain(zk, paths, broker)
         say(f"{'asked' if new else 'already asked'} the controller to move broker {broker}'s "
-            f"{len(before)} partition(s) away")
+            f"{counted(len(before), 'partition')} away")
         if not wait:
             return
         deadline = time.monotonic() + timeout
@@ -265,6 +267,6 @@ def drain(broker: int, wait: bool, timeout: float, cancel: bool, output: str, zo
                     [(r["topic"], r["partition"], r["from"], r["to"], r["epoch"], r["state"])
                      for r in rows], right=("PARTITION", "FROM", "TO", "EPOCH"))
     if not done:
-        fail(f"broker {broker} still owns {len(left)} partition(s) after {timeout:g} s "
+        fail(f"broker {broker} still owns {counted(len(left), 'partition')} after {timeout:g} s "
              "(the request stays; run again to keep waiting, or --cancel)")
     say(f"broker {broker} owns no partitions: {len(rows)} moved")

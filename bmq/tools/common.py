@@ -201,3 +201,8 @@ def print_table(title: str | None, columns: Sequence[str], rows: Iterable[Sequen
 def say(text: str) -> None:
     """A status line on stderr (stdout stays for data)."""
     err_console().print(text, highlight=False, markup=False)
+
+
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """``count`` and ``noun`` in agreement: "1 message", "2 messages", "0 brokers"."""
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"

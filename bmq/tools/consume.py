@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from bmq.tools.common import Connection, connection_options, fail, say
+from bmq.tools.common import Connection, connection_options, counted, fail, say
 
 #: Placeholders of --format (Python format syntax, so {offset:>8} works too).
 PLACEHOLDERS = {
@@ -166,7 +166,8 @@ def consume(conn: Connection, topic: str, group: str | None, from_beginning: boo
     finally:
         signal.signal(signal.SIGTERM, previous)
         _close(consumer, group is not None and count > 0)
-    say(f"{count} messages consumed from {topic}" + (f" as group {group}" if group else ""))
+    say(f"{counted(count, 'message')} consumed from {topic}"
+        + (f" as group {group}" if group else ""))
 
 
 def _all_at_end(consumer: Any, at_end: set[int]) -> bool:

@@ -11,6 +11,7 @@ import click
 from bmq.tools.common import (
     Connection,
     connection_options,
+    counted,
     fail,
     output_option,
     print_json,
@@ -149,7 +150,7 @@ def describe(conn: Connection, group_ids: Sequence[str], output: str) -> None:
         print_json(docs if len(docs) > 1 else docs[0])
         return
     for doc in docs:
-        click.echo(f"Group {doc['group']}: {doc['state']}, {doc['members']} members, "
+        click.echo(f"Group {doc['group']}: {doc['state']}, {counted(doc['members'], 'member')}, "
                    f"assignor {doc['assignor'] or '-'}, coordinator {doc['coordinator'] or '-'}, "
                    f"total lag {doc['total_lag']}")
         print_table(None, ("TOPIC", "PARTITION", "COMMITTED", "END", "LAG", "CONSUMER-ID",
@@ -235,8 +236,8 @@ def reset_offsets(conn: Connection, group_id: str, topics: Sequence[str], all_to
     description = _describe(conn, group_id)
     state = _state(description)
     if state not in INACTIVE or description.members:
-        fail(f"group {group_id} is not empty (state {state}, {len(description.members)} "
-             "members): stop its consumers first")
+        fail(f"group {group_id} is not empty (state {state}, "
+             f"{counted(len(description.members), 'member')}): stop its consumers first")
     committed = _committed(conn, group_id)
     if all_topics:
         partitions = sorted(committed)
@@ -285,7 +286,7 @@ def reset_offsets(conn: Connection, group_id: str, topics: Sequence[str], all_to
                     [(t, p, old, new) for (t, p), old, new in plan],
                     right=("PARTITION", "COMMITTED", "NEW-OFFSET"))
     if execute:
-        say(f"reset {len(plan)} offsets of group {group_id}")
+        say(f"reset {counted(len(plan), 'offset')} of group {group_id}")
     else:
         say("dry run: nothing changed (add --execute to apply)")
 

@@ -8,7 +8,14 @@ from typing import Any, BinaryIO
 
 import click
 
-from bmq.tools.common import Connection, connection_options, fail, parse_key_values, say
+from bmq.tools.common import (
+    Connection,
+    connection_options,
+    counted,
+    fail,
+    parse_key_values,
+    say,
+)
 
 
 class _Deliveries:
@@ -98,11 +105,11 @@ def produce(conn: Connection, topic: str, key_separator: str | None, headers: Se
         producer.poll(0)
     remaining = producer.flush(max(5.0, conn.timeout * 3))
     failed = deliveries.failed + remaining
-    say(f"{deliveries.delivered} messages produced to {topic}"
+    say(f"{counted(deliveries.delivered, 'message')} produced to {topic}"
         + (f", {failed} failed" if failed else "")
-        + (f", {rejected} lines rejected" if rejected else ""))
+        + (f", {counted(rejected, 'line')} rejected" if rejected else ""))
     if failed:
-        fail(f"{failed} messages were not delivered"
+        fail(f"{counted(failed, 'message')} not delivered"
              + (f" (first error: {deliveries.first_error})" if deliveries.first_error else ""))
     if rejected:
         sys.exit(1)

@@ -10,6 +10,7 @@ import click
 from bmq.tools.common import (
     Connection,
     connection_options,
+    counted,
     fail,
     output_option,
     parse_key_values,
@@ -154,7 +155,7 @@ def describe(conn: Connection, names: Sequence[str], all_configs: bool, output: 
         print_json(docs if len(docs) > 1 else docs[0])
         return
     for doc in docs:
-        print_table(f"Topic {doc['topic']}: {doc['partition_count']} partitions",
+        print_table(f"Topic {doc['topic']}: {counted(doc['partition_count'], 'partition')}",
                     ("PARTITION", "LEADER", "REPLICAS", "ISR", "LOW", "HIGH", "MESSAGES"),
                     [(p["partition"], p["leader"], ",".join(map(str, p["replicas"])),
                       ",".join(map(str, p["isr"])), p["low_watermark"], p["high_watermark"],
@@ -247,4 +248,4 @@ def alter_config(conn: Connection, name: str, sets: Sequence[str], deletes: Sequ
         futures = admin.create_partitions([NewPartitions(name, partitions)],
                                           request_timeout=conn.timeout)
         conn.wait(futures[name], f"cannot change the partition count of {name}")
-        say(f"{name} now has {partitions} partitions")
+        say(f"{name} now has {counted(partitions, 'partition')}")

@@ -30,6 +30,7 @@ from typing import Any
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
 
 from bmq.config import split_host_port
 
@@ -81,7 +82,18 @@ def connect(hosts: str, session_timeout_ms: int, *, start_timeout_s: float = 15.
     for host in hosts.split(","):
         split_host_port(host.split("/", 1)[0])
     client = KazooClient(hosts=hosts, timeout=session_timeout_ms / 1000)
-    client.start(timeout=start_timeout_s)
+    # Until the first session, kazoo's retry warnings say only what the caller reports anyway
+    # (a role: one line and an exit code if the wait times out).
+    kazoo_log = logging.getLogger("kazoo.client")
+    level = kazoo_log.level
+    kazoo_log.setLevel(max(level, logging.ERROR))
+    try:
+        client.start(timeout=start_timeout_s)
+    except KazooTimeoutError as error:   # kazoo's says only "Connection time-out"
+        raise KazooTimeoutError(
+            f"cannot reach ZooKeeper {hosts} within {start_timeout_s:g} s") from error
+    finally:
+        kazoo_log.setLevel(level)
     return client
 
 
