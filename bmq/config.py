@@ -1,8 +1,9 @@
 """Settings for every role, with one precedence order: defaults < TOML file < BMQ_* env < flags.
 
-TOML keys are the field names below; Kafka's dotted property names are accepted too
-(``"log.retention.ms"`` and ``log_retention_ms`` are the same key). The environment variable for a
-field is ``BMQ_`` plus its upper-cased name, e.g. ``BMQ_DATA_DIR`` or ``BMQ_LOG_RETENTION_MS``.
+TOML keys are the field names below or Kafka's name for the setting (``KAFKA_NAMES``): ``listen``
+and ``listeners`` are the same key, and so are ``"log.retention.ms"`` and ``log_retention_ms``.
+The environment variable for a key is ``BMQ_`` plus its upper-cased name with dots as
+underscores, e.g. ``BMQ_DATA_DIR`` or ``BMQ_LOG_DIRS``, ``BMQ_LOG_RETENTION_MS``.
 """
 
 from __future__ import annotations
@@ -106,8 +107,115 @@ def split_host_port(address: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+# Kafka's name for each setting Kafka has: DescribeConfigs shows these, so Kafka UIs and scripts
+# find them, and they are accepted as keys beside BMQ's own names. Settings left out are BMQ's
+# alone and are shown under their own (field) name.
+KAFKA_NAMES: dict[str, str] = {
+    "data_dir": "log.dirs",
+    "listen": "listeners",
+    "advertise": "advertised.listeners",
+    "node_id": "node.id",
+    "auto_create_topics_enable": "auto.create.topics.enable",
+    "num_partitions": "num.partitions",
+    "default_replication_factor": "default.replication.factor",
+    "delete_topic_enable": "delete.topic.enable",
+    "log_segment_bytes": "log.segment.bytes",
+    "log_roll_ms": "log.roll.ms",
+    "log_retention_ms": "log.retention.ms",
+    "log_retention_bytes": "log.retention.bytes",
+    "log_index_interval_bytes": "log.index.interval.bytes",
+    "log_message_timestamp_type": "log.message.timestamp.type",
+    "message_max_bytes": "message.max.bytes",
+    "log_retention_check_interval_ms": "log.retention.check.interval.ms",
+    # Kafka's recovery-point checkpoint, which BMQ's partition checkpoint also is.
+    "log_checkpoint_interval_ms": "log.flush.offset.checkpoint.interval.ms",
+    "socket_request_max_bytes": "socket.request.max.bytes",
+    "group_initial_rebalance_delay_ms": "group.initial.rebalance.delay.ms",
+    "group_min_session_timeout_ms": "group.min.session.timeout.ms",
+    "group_max_session_timeout_ms": "group.max.session.timeout.ms",
+    "group_max_size": "group.max.size",
+    "offsets_topic_num_partitions": "offsets.topic.num.partitions",
+    "offsets_topic_segment_bytes": "offsets.topic.segment.bytes",
+    "offsets_retention_minutes": "offsets.retention.minutes",
+    "offsets_retention_check_interval_ms": "offsets.retention.check.interval.ms",
+    "offset_metadata_max_bytes": "offset.metadata.max.bytes",
+    "zookeeper": "zookeeper.connect",
+    "zookeeper_session_timeout_ms": "zookeeper.session.timeout.ms",
+}
+# Kafka's other names for a setting: accepted as keys, and broker.id is also described (Kafka 4
+# lists both broker.id and node.id).
+KAFKA_ALIASES: dict[str, str] = {"broker.id": "node_id", "log.dir": "data_dir"}
+DESCRIBED_ALIASES = ("broker.id",)
+# Kafka's coarser units for a setting (server.properties ships log.retention.hours=168): accepted
+# and converted; as in Kafka, the finer name wins when a source sets both.
+KAFKA_SCALED: dict[str, tuple[str, int]] = {
+    "log.retention.hours": ("log_retention_ms", 3_600_000),
+    "log.retention.minutes": ("log_retention_ms", 60_000),
+    "log.roll.hours": ("log_roll_ms", 3_600_000),
+}
+_SCALED_KEYS = {name.replace(".", "_"): (name, field_name, multiplier)
+                for name, (field_name, multiplier) in KAFKA_SCALED.items()}
+# Kafka's listeners are NAME://HOST:PORT lists; BMQ serves one plaintext listener.
+_LISTENER_FIELDS = ("listen", "advertise")
+PLAINTEXT = "PLAINTEXT://"
+
+
 def _normalise(key: str) -> str:
     return key.replace(".", "_").replace("-", "_").lower()
+
+
+def _keys() -> dict[str, str]:
+    """Every accepted key (normalised) -> the field it sets (scaled names excluded)."""
+    keys = {f.name: f.name for f in dataclasses.fields(Config)}
+    for field_name, kafka in KAFKA_NAMES.items():
+        keys[_normalise(kafka)] = field_name
+    for alias, field_name in KAFKA_ALIASES.items():
+        keys[_normalise(alias)] = field_name
+    return keys
+
+
+def kafka_name(field_name: str) -> str:
+    """The name DescribeConfigs shows for a setting: Kafka's, else BMQ's own."""
+    return KAFKA_NAMES.get(field_name, field_name)
+
+
+def accepted_names(field_name: str) -> list[str]:
+    """Every key that sets a field: its own name first, then Kafka's names."""
+    names = [field_name]
+    if field_name in KAFKA_NAMES:
+        names.append(KAFKA_NAMES[field_name])
+    names += [alias for alias, target in KAFKA_ALIASES.items() if target == field_name]
+    names += [name for name, (target, _) in KAFKA_SCALED.items() if target == field_name]
+    return names
+
+
+def env_name(key: str) -> str:
+    return "BMQ_" + _normalise(key).upper()
+
+
+def described_value(config: Config, field_name: str) -> str:
+    """A setting's value as Kafka writes it (listeners as PLAINTEXT://HOST:PORT)."""
+    value = getattr(config, field_name)
+    if field_name == "listen":
+        return PLAINTEXT + str(value)
+    if field_name == "advertise":
+        host, port = config.advertised
+        return f"{PLAINTEXT}{host}:{port}"
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _listener(name: str, value: str) -> str:
+    """HOST:PORT from BMQ's form or Kafka's PLAINTEXT://HOST:PORT (one listener only)."""
+    text = value.strip()
+    if "," in text:
+        raise ConfigError(f"setting {name!r}: BMQ serves one listener, got {value!r}")
+    scheme, sep, address = text.rpartition("://")
+    if sep:
+        if scheme.upper() != "PLAINTEXT":
+            raise ConfigError(f"setting {name!r}: only PLAINTEXT listeners are served, "
+                              f"got {value!r}")
+        text = address
+    return text
 
 
 def _coerce(name: str, kind: Any, value: Any) -> Any:
@@ -125,9 +233,48 @@ def _coerce(name: str, kind: Any, value: Any) -> Any:
             if isinstance(value, bool):
                 raise ValueError(value)
             return int(value)
-        return str(value)
+        text = str(value)
     except (TypeError, ValueError):
         raise ConfigError(f"setting {name!r}: cannot use {value!r} as {kind.__name__}") from None
+    if name in _LISTENER_FIELDS:
+        return _listener(name, text)
+    if name == "data_dir" and "," in text:
+        raise ConfigError(f"setting 'data_dir' (log.dirs): BMQ keeps one data directory, "
+                          f"got {text!r}")
+    return text
+
+
+def _read_source(items: Mapping[str, Any], origin: str, keys: Mapping[str, str],
+                 hints: Mapping[str, Any], strict: bool) -> dict[str, Any]:
+    """The fields one source (the TOML file, the environment) sets; two names of one setting in
+    one source are refused rather than one silently winning."""
+    values: dict[str, Any] = {}
+    seen: dict[str, str] = {}
+    scaled: dict[str, tuple[int, str, Any]] = {}
+    for key, value in items.items():
+        normal = _normalise(key.removeprefix("BMQ_"))  # environment variables carry BMQ_
+        scale = _SCALED_KEYS.get(normal)
+        if scale is not None:
+            kafka, field_name, multiplier = scale
+            # Kafka's precedence: hours < minutes; the exact field below beats both.
+            if field_name not in scaled or multiplier < scaled[field_name][0]:
+                scaled[field_name] = (multiplier, kafka, value)
+            continue
+        target = keys.get(normal)
+        if target is None:
+            if strict:
+                raise ConfigError(f"unknown setting {key!r} in {origin}")
+            continue
+        field_name = target
+        if field_name in seen:
+            raise ConfigError(f"setting {field_name!r} is set twice in {origin}: as "
+                              f"{seen[field_name]!r} and as {key!r}")
+        seen[field_name] = key
+        values[field_name] = _coerce(field_name, hints[field_name], value)
+    for field_name, (multiplier, kafka, value) in scaled.items():
+        if field_name not in values:
+            values[field_name] = _coerce(kafka, int, value) * multiplier
+    return values
 
 
 def load_config(
@@ -137,7 +284,7 @@ def load_config(
 ) -> Config:
     """Build the config from the TOML file, then BMQ_* variables, then explicit overrides."""
     hints = get_type_hints(Config)
-    fields = {f.name for f in dataclasses.fields(Config)}
+    keys = _keys()
     values: dict[str, Any] = {}
     environ = os.environ if environ is None else environ
     config_file = config_file or environ.get("BMQ_CONFIG")
@@ -147,15 +294,10 @@ def load_config(
                 table = tomllib.load(fh)
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise ConfigError(f"cannot read config file {config_file}: {exc}") from exc
-        for key, value in table.items():
-            name = _normalise(key)
-            if name not in fields:
-                raise ConfigError(f"unknown setting {key!r} in {config_file}")
-            values[name] = _coerce(name, hints[name], value)
-    for name in fields:
-        env_value = environ.get("BMQ_" + name.upper())
-        if env_value is not None:
-            values[name] = _coerce(name, hints[name], env_value)
+        values.update(_read_source(table, config_file, keys, hints, strict=True))
+    names = [*keys, *_SCALED_KEYS]
+    env = {env_name(name): environ[env_name(name)] for name in names if env_name(name) in environ}
+    values.update(_read_source(env, "the environment", keys, hints, strict=False))
     for key, value in (overrides or {}).items():
         if value is not None:
             name = _normalise(key)
@@ -170,4 +312,19 @@ def load_config(
                           "(0 turns metrics off)")
     if config.advertise:
         split_host_port(config.advertise)
+    if config.default_replication_factor < 1:
+        raise ConfigError("setting 'default_replication_factor': must be 1 or more, got "
+                          f"{config.default_replication_factor}")
     return config
+
+
+def field_default(field_name: str) -> Any:
+    return _DEFAULTS[field_name]
+
+
+def explicitly_set(config: Config, field_name: str) -> bool:
+    """Whether a setting differs from its default: Kafka's STATIC_BROKER_CONFIG source."""
+    return bool(getattr(config, field_name) != _DEFAULTS[field_name])
+
+
+_DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(Config)}
