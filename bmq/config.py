@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from typing import Any, get_type_hints
 
 LOG_FORMATS = ("text", "json")
+# Kafka's compression.type values: keep the producer's codec, or recompress to one.
+COMPRESSION_TYPES = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
 
 
 class ConfigError(ValueError):
@@ -49,6 +51,7 @@ class Config:
     log_index_interval_bytes: int = 4096
     log_message_timestamp_type: str = "CreateTime"
     message_max_bytes: int = 1048588
+    compression_type: str = "producer"
     log_retention_check_interval_ms: int = 300_000
     log_checkpoint_interval_ms: int = 10_000
     # Object stores (S3): the least time between two flushes of one partition. Every flush is a
@@ -126,6 +129,7 @@ KAFKA_NAMES: dict[str, str] = {
     "log_index_interval_bytes": "log.index.interval.bytes",
     "log_message_timestamp_type": "log.message.timestamp.type",
     "message_max_bytes": "message.max.bytes",
+    "compression_type": "compression.type",
     "log_retention_check_interval_ms": "log.retention.check.interval.ms",
     # Kafka's recovery-point checkpoint, which BMQ's partition checkpoint also is.
     "log_checkpoint_interval_ms": "log.flush.offset.checkpoint.interval.ms",
@@ -312,6 +316,9 @@ def load_config(
                           "(0 turns metrics off)")
     if config.advertise:
         split_host_port(config.advertise)
+    if config.compression_type not in COMPRESSION_TYPES:
+        raise ConfigError(f"setting 'compression_type': expected one of "
+                          f"{', '.join(COMPRESSION_TYPES)}, got {config.compression_type!r}")
     if config.default_replication_factor < 1:
         raise ConfigError("setting 'default_replication_factor': must be 1 or more, got "
                           f"{config.default_replication_factor}")

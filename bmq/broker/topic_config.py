@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 
-from bmq.config import Config, explicitly_set, field_default, kafka_name
+from bmq.config import COMPRESSION_TYPES, Config, explicitly_set, field_default, kafka_name
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.storage import LogConfig
 
@@ -59,6 +59,8 @@ class TopicConfigDef:
     server_default: str | None = None
     # The BMQ setting that gives the default, for configs BMQ enforces with a broker default.
     broker_field: str | None = None
+    # Whether the config changes what BMQ does (else it is stored and described only).
+    enforced: bool = True
 
     def default(self, broker: Config) -> str:
         if self.broker_field is not None:
@@ -102,7 +104,6 @@ _THROTTLED = re.compile(r"^(\*|\s*|\d+:\d+(\s*,\s*\d+:\d+)*)$")
 _VERSION = re.compile(r"^\d+\.\d+(\.\d+)*(-IV\d+)?$")
 INT32_MAX = 2**31 - 1
 LONG_MAX = str(2**63 - 1)
-CODECS = ("uncompressed", "zstd", "lz4", "snappy", "gzip")
 
 
 def _broker(name: str, kind: ConfigType, broker_field: str, validate: Validator,
@@ -112,9 +113,9 @@ def _broker(name: str, kind: ConfigType, broker_field: str, validate: Validator,
 
 
 def _kafka(name: str, kind: ConfigType, default: str, validate: Validator, doc: str,
-           server_default: str | None = None) -> TopicConfigDef:
+           server_default: str | None = None, enforced: bool = False) -> TopicConfigDef:
     """A config with Kafka's fixed default (no BMQ broker setting)."""
-    return TopicConfigDef(name, kind, default, validate, doc, server_default)
+    return TopicConfigDef(name, kind, default, validate, doc, server_default, enforced=enforced)
 
 
 _DEFINITIONS = (
@@ -123,22 +124,22 @@ _DEFINITIONS = (
            "records without a key are refused (INVALID_RECORD) and nothing is deleted by age "
            "or size; the log cleaner that keeps only each key's latest value does not run yet, "
            "so a compacted topic keeps every record. Both (compact,delete): keys required, "
-           "retention applies.", "log.cleanup.policy"),
-    _kafka("compression.type", ConfigType.STRING, "producer",
-           _one_of("producer", *CODECS),
-           "producer keeps each batch as the producer compressed it; a codec (uncompressed, "
-           "gzip, snappy, lz4, zstd) makes the broker recompress every batch sent with another "
-           "codec, as Kafka does.", "compression.type"),
+           "retention applies.", "log.cleanup.policy", enforced=True),
+    _broker("compression.type", ConfigType.STRING, "compression_type",
+            _one_of(*COMPRESSION_TYPES),
+            "producer keeps each batch as the producer compressed it; a codec (uncompressed, "
+            "gzip, snappy, lz4, zstd) makes the broker recompress every batch sent with another "
+            "codec, as Kafka does."),
     _kafka("compression.gzip.level", ConfigType.INT, "-1",
            lambda v: v == "-1" or _is_int(1, 9)(v),
            "The gzip level batches are recompressed at (compression.type=gzip); -1: zlib's "
-           "default.", "compression.gzip.level"),
+           "default.", "compression.gzip.level", enforced=True),
     _kafka("compression.lz4.level", ConfigType.INT, "9", _is_int(1, 17),
            "The lz4 level batches are recompressed at (compression.type=lz4); 9 is lz4's fast "
-           "mode, others its high-compression mode.", "compression.lz4.level"),
+           "mode, others its high-compression mode.", "compression.lz4.level", enforced=True),
     _kafka("compression.zstd.level", ConfigType.INT, "3", _is_int(-131072, 22),
            "The zstd level batches are recompressed at (compression.type=zstd).",
-           "compression.zstd.level"),
+           "compression.zstd.level", enforced=True),
     _kafka("delete.retention.ms", ConfigType.LONG, "86400000", _is_int(0),
            "How long the log cleaner keeps delete tombstones of compacted topics." + STORED_ONLY
            + " until compaction runs.", "log.cleaner.delete.retention.ms"),
