@@ -1,12 +1,19 @@
-"""Cluster-mode failover benchmark: kill -9, scale-out and a rolling restart under steady
-idempotent acks=all production, on a throw-away ZooKeeper + controller + brokers (file://).
+"""Cluster-mode failover benchmark: kill -9, SIGSTOP, scale-out and a rolling restart under
+steady idempotent acks=all production, on a throw-away ZooKeeper + controller + brokers
+(file://, or SeaweedFS S3 with --s3).
 
-    .venv/bin/python -m bench.failover [--rounds 3] [--session-timeout-ms 2000] [--rate 500] [--s3]
-                                       [--scale-outs N]
+    .venv/bin/python -m bench.failover [--rounds 3] [--sigstop-rounds 1] [--freeze-s 20]
+                                       [--session-timeout-ms MS] [--rate 500] [--s3]
+                                       [--metadata-refresh-ms MS] [--scale-outs N]
+
+BMQ's settings are its defaults (the session timeout too) unless given; the producer is
+confluent-kafka with librdkafka's own defaults for metadata refresh and back-offs unless
+``--metadata-refresh-ms`` is given (the test workload's short back-offs otherwise).
 
 Reports, per kill -9 round: when the killed broker's partitions were writable on the others
 (the controller's assignment reported ``writable``, from ZooKeeper) and when the producer got its
 first acknowledgement from the new owner (client view, including librdkafka's retry backoff);
+per SIGSTOP round (the broker stays frozen ``--freeze-s``, then SIGCONT) the same two figures;
 for scale-out: from starting the 4th broker's process (and from its listener accepting
 connections) to owning its share writable; for the rolling restart: failed deliveries (the goal
 is none) and the longest pause between acknowledgements of any partition. At the end every
@@ -30,6 +37,10 @@ from tests.cluster.zookeeper import ZooKeeper
 from tests.conftest import make_topic_name
 
 PARTITIONS = 6
+# librdkafka's defaults for what the test workload shortens (tests/cluster/workload.py).
+LIBRDKAFKA_DEFAULTS = {"retry.backoff.ms": 100, "retry.backoff.max.ms": 1000,
+                       "reconnect.backoff.max.ms": 10000,
+                       "topic.metadata.refresh.interval.ms": 300000}
 
 
 def _first_ack_after(producer: SteadyProducer, partitions: list[int], t: float) -> float:
@@ -77,12 +88,17 @@ def _wait_reported_writable(cluster: Cluster, broker_id: int, topic: str, count:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3, help="kill -9 rounds")
-    parser.add_argument("--session-timeout-ms", type=int, default=2000)
+    parser.add_argument("--sigstop-rounds", type=int, default=1,
+                        help="SIGSTOP rounds (frozen for --freeze-s, then SIGCONT)")
+    parser.add_argument("--freeze-s", type=float, default=20.0)
+    parser.add_argument("--session-timeout-ms", type=int, default=None,
+                        help="zookeeper_session_timeout_ms [BMQ's default]")
     parser.add_argument("--rate", type=float, default=500.0, help="messages per second")
     parser.add_argument("--s3", action="store_true",
                         help="shared storage on a throw-away SeaweedFS S3 instead of file://")
-    parser.add_argument("--metadata-refresh-ms", type=int, default=1000,
-                        help="the producer's topic.metadata.refresh.interval.ms")
+    parser.add_argument("--metadata-refresh-ms", type=int, default=None,
+                        help="the producer's topic.metadata.refresh.interval.ms, with the test "
+                             "workload's short back-offs [librdkafka's defaults for all]")
     parser.add_argument("--scale-outs", type=int, default=1,
                         help="times a 4th broker is started and measured (it is drained away "
                              "by SIGTERM between two)")
@@ -97,8 +113,12 @@ def main() -> None:
         seaweed = SeaweedFS.start(base / "s3")
         storage, options = seaweed.url("failover"), seaweed.storage_options()
     print(f"storage: {storage}", flush=True)
-    cluster = Cluster(base / "c", zk, storage, options,
-                      _env({"BMQ_ZOOKEEPER_SESSION_TIMEOUT_MS": args.session_timeout_ms}))
+    env = _env()
+    env.pop("BMQ_ZOOKEEPER_SESSION_TIMEOUT_MS")     # the tests' 2 s: BMQ's default unless given
+    if args.session_timeout_ms is not None:
+        env["BMQ_ZOOKEEPER_SESSION_TIMEOUT_MS"] = args.session_timeout_ms
+    session = args.session_timeout_ms or "default"
+    cluster = Cluster(base / "c", zk, storage, options, env)
     try:
         cluster.start_controller()
         for broker_id in (1, 2, 3):
@@ -111,8 +131,11 @@ def main() -> None:
             future.result(30)
         cluster.wait_writable(topic)
         bootstrap = cluster.bootstrap
-        producer = SteadyProducer(bootstrap, topic, PARTITIONS, rate=args.rate, extra={
-            "topic.metadata.refresh.interval.ms": args.metadata_refresh_ms}).start()
+        client: dict[str, int] = dict(LIBRDKAFKA_DEFAULTS)
+        if args.metadata_refresh_ms is not None:
+            client = {"topic.metadata.refresh.interval.ms": args.metadata_refresh_ms}
+        producer = SteadyProducer(bootstrap, topic, PARTITIONS, rate=args.rate,
+                                  extra=client).start()
         time.sleep(2)
 
         def owned(b: int) -> list[int]:
@@ -137,8 +160,33 @@ def main() -> None:
             time.sleep(1)
         if server_s:
             print(f"kill -9: writable elsewhere median {statistics.median(server_s):.2f}s "
-                  f"max {max(server_s):.2f}s (session timeout {args.session_timeout_ms} ms)",
-                  flush=True)
+                  f"max {max(server_s):.2f}s (session timeout {session})", flush=True)
+
+        stop_server_s: list[float] = []
+        stops: list[tuple[float, list[int]]] = []
+        for round_no in range(args.sigstop_rounds):
+            victim = 1 + round_no % 3
+            moved = owned(victim)
+            paused = time.monotonic()
+            cluster.brokers[victim].pause()
+            try:
+                took = cluster.wait_writable(topic, owners={1, 2, 3} - {victim}, timeout=60)
+                stop_server_s.append(took)
+                stops.append((paused, moved))
+                print(f"SIGSTOP broker {victim} (partitions {moved}): writable elsewhere after "
+                      f"{took:.2f}s", flush=True)
+                client_took = _wait(lambda m=moved, t=paused: _first_ack_after(
+                    producer, m, t) < float("inf"), max(1.0, args.freeze_s - took))
+                print(f"SIGSTOP broker {victim}: the producer's first ack from a new owner of "
+                      f"each {took + client_took:.2f}s after SIGSTOP", flush=True)
+            except TimeoutError:
+                print(f"SIGSTOP broker {victim}: the producer got no ack for {moved} within "
+                      f"{args.freeze_s:.0f}s", flush=True)
+            time.sleep(max(0.0, paused + args.freeze_s - time.monotonic()))
+            cluster.brokers[victim].resume()
+            _wait(lambda v=victim: bool(owned(v)), 60)
+            cluster.wait_writable(topic)
+            time.sleep(1)
 
         # Scale-out: a 4th broker.
         fourth = cluster.add_broker(4, start=False)
@@ -171,12 +219,14 @@ def main() -> None:
               f"deliveries, longest ack pause on a partition {gap:.2f}s "
               f"({time.monotonic() - rolled:.1f}s in all)", flush=True)
         producer.stop()
-        client_s = [_first_ack_after(producer, moved, killed) for killed, moved in kills]
-        if client_s:
-            print("kill -9: the producer's first acknowledgement from the new owner of every "
-                  "moved partition came " + ", ".join(f"{x:.2f}s" for x in client_s) +
-                  f" after the kill (median {statistics.median(client_s):.2f}s; client "
-                  f"metadata refresh {args.metadata_refresh_ms} ms)")
+        refresh = client["topic.metadata.refresh.interval.ms"]
+        for what, events in (("kill -9", kills), ("SIGSTOP", stops)):
+            client_s = [_first_ack_after(producer, moved, at) for at, moved in events]
+            if client_s:
+                print(f"{what}: the producer's first acknowledgement from the new owner of "
+                      "every moved partition came " + ", ".join(f"{x:.2f}s" for x in client_s) +
+                      f" after it (median {statistics.median(client_s):.2f}s; client "
+                      f"metadata refresh {refresh} ms)")
         count = verify(producer, cluster.bootstrap)
         print(f"verified: {count} acknowledged messages read back exactly once, in order; "
               f"{len(producer.failed)} deliveries failed in all")

@@ -1,7 +1,8 @@
 """Settings for every role, with one precedence order: defaults < TOML file < BMQ_* env < flags.
 
-TOML keys are the field names below or Kafka's name for the setting (``KAFKA_NAMES``): ``listen``
-and ``listeners`` are the same key, and so are ``"log.retention.ms"`` and ``log_retention_ms``.
+TOML keys are the field names below or Kafka's name for the setting (``KAFKA_NAMES``):
+``"log.dirs"`` and ``data_dir`` are the same key, and so are ``"log.retention.ms"`` and
+``log_retention_ms``.
 The environment variable for a key is ``BMQ_`` plus its upper-cased name with dots as
 underscores, e.g. ``BMQ_DATA_DIR`` or ``BMQ_LOG_DIRS``, ``BMQ_LOG_RETENTION_MS``.
 """
@@ -14,6 +15,9 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, get_type_hints
+
+from bmq import listeners
+from bmq.listeners import Listener, ListenerError, inter_broker_listener, parse_listeners
 
 LOG_FORMATS = ("text", "json")
 # Kafka's compression.type values: keep the producer's codec, or recompress to one.
@@ -32,6 +36,12 @@ class Config:
     data_dir: str = "./bmq-data"
     listen: str = "127.0.0.1:9092"
     advertise: str = ""
+    # Several listeners, as Kafka names them (bmq/listeners.py): NAME://HOST:PORT,... and the
+    # address each advertises; when set, they replace listen/advertise.
+    listeners: str = ""
+    advertised_listeners: str = ""
+    listener_security_protocol_map: str = ""
+    inter_broker_listener_name: str = ""
     node_id: int = 0
     log_level: str = "INFO"
     # "text" (one line per record) or "json" (one JSON object per line) on stderr.
@@ -88,26 +98,36 @@ class Config:
 
     @property
     def listen_host(self) -> str:
-        return split_host_port(self.listen)[0]
+        """Bind address of the inter-broker listener (metrics listen there too)."""
+        return self.listener_list[0].host
 
     @property
-    def listen_port(self) -> int:
-        return split_host_port(self.listen)[1]
+    def listener_list(self) -> list[Listener]:
+        """The role's listeners, the inter-broker one first."""
+        listeners = parse_listeners(self.listeners, self.advertised_listeners,
+                                    self.listener_security_protocol_map, self.listen,
+                                    self.advertise)
+        first = inter_broker_listener(listeners, self.inter_broker_listener_name)
+        return [first, *(listener for listener in listeners if listener is not first)]
+
+    @property
+    def advertised_endpoints(self) -> tuple[tuple[str, str, int], ...]:
+        """(listener name, advertised host, port) of each listener, for the role's BrokerNode."""
+        return tuple((lst.name, lst.advertised_host, lst.advertised_port)
+                     for lst in self.listener_list)
 
     @property
     def advertised(self) -> tuple[str, int]:
-        """Address clients are told to connect to: --advertise, else the listen address."""
-        host, port = split_host_port(self.advertise or self.listen)
-        if host in ("0.0.0.0", "::", ""):
-            host = "127.0.0.1"
-        return host, port
+        """Address other nodes and clients of the inter-broker listener are told to use."""
+        first = self.listener_list[0]
+        return first.advertised_host, first.advertised_port
 
 
 def split_host_port(address: str) -> tuple[str, int]:
-    host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ConfigError(f"expected HOST:PORT, got {address!r}")
-    return host.strip("[]"), int(port)
+    try:
+        return listeners.split_host_port(address)
+    except ListenerError as error:
+        raise ConfigError(str(error)) from None
 
 
 # Kafka's name for each setting Kafka has: DescribeConfigs shows these, so Kafka UIs and scripts
@@ -115,8 +135,10 @@ def split_host_port(address: str) -> tuple[str, int]:
 # alone and are shown under their own (field) name.
 KAFKA_NAMES: dict[str, str] = {
     "data_dir": "log.dirs",
-    "listen": "listeners",
-    "advertise": "advertised.listeners",
+    "listeners": "listeners",
+    "advertised_listeners": "advertised.listeners",
+    "listener_security_protocol_map": "listener.security.protocol.map",
+    "inter_broker_listener_name": "inter.broker.listener.name",
     "node_id": "node.id",
     "auto_create_topics_enable": "auto.create.topics.enable",
     "num_partitions": "num.partitions",
@@ -159,11 +181,6 @@ KAFKA_SCALED: dict[str, tuple[str, int]] = {
 }
 _SCALED_KEYS = {name.replace(".", "_"): (name, field_name, multiplier)
                 for name, (field_name, multiplier) in KAFKA_SCALED.items()}
-# Kafka's listeners are NAME://HOST:PORT lists; BMQ serves one plaintext listener.
-_LISTENER_FIELDS = ("listen", "advertise")
-PLAINTEXT = "PLAINTEXT://"
-
-
 def _normalise(key: str) -> str:
     return key.replace(".", "_").replace("-", "_").lower()
 
@@ -198,28 +215,15 @@ def env_name(key: str) -> str:
 
 
 def described_value(config: Config, field_name: str) -> str:
-    """A setting's value as Kafka writes it (listeners as PLAINTEXT://HOST:PORT)."""
+    """A setting's value as Kafka writes it: listeners (and their advertised addresses) as the
+    NAME://HOST:PORT list in force, whether set so or through listen/advertise."""
+    if field_name == "listeners":
+        return ",".join(f"{lst.name}://{lst.host}:{lst.port}" for lst in config.listener_list)
+    if field_name == "advertised_listeners":
+        return ",".join(f"{lst.name}://{lst.advertised_host}:{lst.advertised_port}"
+                        for lst in config.listener_list)
     value = getattr(config, field_name)
-    if field_name == "listen":
-        return PLAINTEXT + str(value)
-    if field_name == "advertise":
-        host, port = config.advertised
-        return f"{PLAINTEXT}{host}:{port}"
     return str(value).lower() if isinstance(value, bool) else str(value)
-
-
-def _listener(name: str, value: str) -> str:
-    """HOST:PORT from BMQ's form or Kafka's PLAINTEXT://HOST:PORT (one listener only)."""
-    text = value.strip()
-    if "," in text:
-        raise ConfigError(f"setting {name!r}: BMQ serves one listener, got {value!r}")
-    scheme, sep, address = text.rpartition("://")
-    if sep:
-        if scheme.upper() != "PLAINTEXT":
-            raise ConfigError(f"setting {name!r}: only PLAINTEXT listeners are served, "
-                              f"got {value!r}")
-        text = address
-    return text
 
 
 def _coerce(name: str, kind: Any, value: Any) -> Any:
@@ -240,8 +244,6 @@ def _coerce(name: str, kind: Any, value: Any) -> Any:
         text = str(value)
     except (TypeError, ValueError):
         raise ConfigError(f"setting {name!r}: cannot use {value!r} as {kind.__name__}") from None
-    if name in _LISTENER_FIELDS:
-        return _listener(name, text)
     if name == "data_dir" and "," in text:
         raise ConfigError(f"setting 'data_dir' (log.dirs): BMQ keeps one data directory, "
                           f"got {text!r}")
@@ -322,6 +324,10 @@ def load_config(
     if config.default_replication_factor < 1:
         raise ConfigError("setting 'default_replication_factor': must be 1 or more, got "
                           f"{config.default_replication_factor}")
+    try:
+        config.listener_list  # noqa: B018 (parsed now, so a bad listener stops the start)
+    except ListenerError as error:
+        raise ConfigError(str(error)) from None
     return config
 
 

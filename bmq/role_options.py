@@ -62,7 +62,8 @@ def common_options(func: click.decorators.FC) -> click.decorators.FC:
         click.option("--storage-option", "storage_options", multiple=True, metavar="KEY=VALUE",
                      help="Passed to the storage backend (repeatable), e.g. endpoint_url=..."),
         click.option("--session-timeout-ms", type=int,
-                     help="ZooKeeper session timeout [6000]; failover takes about this long."),
+                     help="ZooKeeper session timeout [6000]: how long a frozen or cut-off "
+                          "broker keeps its partitions (a dead one loses them at once)."),
         click.option("--config", "config_file", type=click.Path(dir_okay=False),
                      help="TOML file with settings (flags and BMQ_* variables take precedence)."),
         click.option("--metrics-port", type=int,

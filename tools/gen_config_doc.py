@@ -38,6 +38,16 @@ DESCRIPTIONS = {
     "listen": "HOST:PORT to accept Kafka clients on.",
     "advertise": "HOST:PORT clients are told to connect to; empty: the listen address "
                  "(0.0.0.0 becomes 127.0.0.1).",
+    "listeners": "Several listeners, as Kafka names them: `NAME://HOST:PORT,...` (e.g. "
+                 "`INTERNAL://0.0.0.0:9092,EXTERNAL://0.0.0.0:19092`); when set, they replace "
+                 "`listen`. Every listener is PLAINTEXT for now.",
+    "advertised_listeners": "`NAME://HOST:PORT,...`: the address Metadata, FindCoordinator and "
+                            "DescribeCluster give for each listener, to the clients of that "
+                            "listener; a listener not named here advertises its bind address.",
+    "listener_security_protocol_map": "`NAME:PROTOCOL,...` as in Kafka; only PLAINTEXT is "
+                                      "accepted today (a listener named otherwise is PLAINTEXT).",
+    "inter_broker_listener_name": "The listener other nodes use (a proxy forwarding to a broker);"
+                                  " empty: the first of `listeners`.",
     "node_id": "Broker id shown in metadata.",
     "log_level": "DEBUG, INFO, WARNING or ERROR.",
     "log_format": "`text` (one line per record) or `json` (one JSON object per line: ts, "
@@ -170,7 +180,8 @@ def table(short: bool = False) -> str:
             continue
         flag = f"`{options[field.name]}`" if field.name in options else ""
         rows.append(f"| `{field.name}` | {kafka} | {default} | "
-                    f"{_codes([env_name(n) for n in names])} | {flag} | {meaning} |")
+                    f"{_codes(list(dict.fromkeys(env_name(n) for n in names)))} | {flag} | "
+                    f"{meaning} |")
     if missing:
         raise SystemExit(f"no description for {', '.join(missing)}: add a comment to the field "
                          f"in bmq/config.py or an entry to DESCRIPTIONS in {__file__}")

@@ -23,6 +23,7 @@ from bmq.lifecycle import run_until_signalled
 from bmq.metadata.nodes import BrokerNode
 from bmq.metadata.topics import OFFSETS_TOPIC
 from bmq.net.connection import KafkaConnection
+from bmq.net.listening import Listening
 from bmq.storage.factory import open_log_storage
 
 log = logging.getLogger(__name__)
@@ -37,10 +38,10 @@ class ClusterBrokerServer:
         self._executor = ThreadPoolExecutor(WORKER_THREADS, thread_name_prefix="bmq-io")
         self.storage = open_log_storage(config.storage, storage_options)
         host, port = config.advertised
-        self.membership = ClusterMembership(config, BrokerNode(config.node_id, host, port),
-                                            self._executor)
+        node = BrokerNode(config.node_id, host, port, endpoints=config.advertised_endpoints)
+        self.membership = ClusterMembership(config, node, self._executor)
         self.broker: Broker | None = None
-        self._server: asyncio.Server | None = None
+        self._listening = Listening(config.listener_list)
         self._maintenance: asyncio.Task[None] | None = None
         self._metrics_server: Any = None
 
@@ -57,22 +58,18 @@ class ClusterBrokerServer:
         if self.config.metrics_port:
             self._metrics_server = serve_metrics(self.config, broker)
         await broker.start()
-        self._server = await loop.create_server(
-            lambda: KafkaConnection(BrokerService(broker)), self.config.listen_host,
-            self.config.listen_port, reuse_address=True, backlog=1024)
+        await self._listening.start(lambda name: KafkaConnection(BrokerService(broker, name)))
         self._maintenance = loop.create_task(broker.partitions.maintain(
             self.config.log_checkpoint_interval_ms, self.config.log_retention_check_interval_ms))
         await self.membership.start(broker.partitions, broker.coordinators)
-        host, port = self.config.advertised
-        log.info("BMQ broker %d listening on %s (advertised %s:%d), ZooKeeper %s, storage %s",
-                 self.config.node_id, self.config.listen, host, port, self.config.zookeeper,
+        log.info("BMQ broker %d listening on %s, ZooKeeper %s, storage %s",
+                 self.config.node_id, self._listening.describe(), self.config.zookeeper,
                  self.config.storage)
 
     async def stop(self, drain: bool = True) -> None:
         if drain and self.broker is not None:
             await self.membership.drain(self.config.drain_timeout_ms / 1000)
-        if self._server is not None:
-            self._server.close()
+        self._listening.close()
         if self._maintenance is not None:
             self._maintenance.cancel()
         if self.broker is not None:

@@ -18,6 +18,7 @@ from bmq.config import Config
 from bmq.lifecycle import run_until_signalled
 from bmq.metadata.nodes import BrokerNode
 from bmq.net.connection import KafkaConnection
+from bmq.net.listening import Listening
 from bmq.storage import open_storage
 
 log = logging.getLogger(__name__)
@@ -33,7 +34,8 @@ def standalone_broker(config: Config, executor: Executor) -> Broker:
     os.makedirs(os.path.join(data_dir, "topics"), exist_ok=True)
     os.makedirs(os.path.join(data_dir, "meta"), exist_ok=True)
     host, port = config.advertised
-    membership = StandaloneMembership(BrokerNode(config.node_id, host, port),
+    node = BrokerNode(config.node_id, host, port, endpoints=config.advertised_endpoints)
+    membership = StandaloneMembership(node,
                                       open_storage(os.path.join(data_dir, "meta")),
                                       config.producer_id_block_size)
     return Broker(config, open_storage(os.path.join(data_dir, "topics")), executor, membership)
@@ -44,7 +46,7 @@ class BrokerServer:
         self.config = config
         self._executor = ThreadPoolExecutor(WORKER_THREADS, thread_name_prefix="bmq-io")
         self.broker = standalone_broker(config, self._executor)
-        self._server: asyncio.Server | None = None
+        self._listening = Listening(config.listener_list)
         self._maintenance: asyncio.Task[None] | None = None
         self._metrics_server: Any = None
 
@@ -53,23 +55,19 @@ class BrokerServer:
             self._start_metrics()
         await self.broker.start()
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: KafkaConnection(BrokerService(self.broker)), self.config.listen_host,
-            self.config.listen_port, reuse_address=True, backlog=1024)
+        broker = self.broker
+        await self._listening.start(lambda name: KafkaConnection(BrokerService(broker, name)))
         self._maintenance = loop.create_task(self.broker.partitions.maintain(
             self.config.log_checkpoint_interval_ms, self.config.log_retention_check_interval_ms))
-        host, port = self.config.advertised
-        log.info("BMQ broker %d listening on %s (advertised %s:%d), data in %s",
-                 self.config.node_id, self.config.listen, host, port,
-                 os.path.abspath(self.config.data_dir))
+        log.info("BMQ broker %d listening on %s, data in %s", self.config.node_id,
+                 self._listening.describe(), os.path.abspath(self.config.data_dir))
 
     def _start_metrics(self) -> None:
         self._metrics_server = serve_metrics(self.config, self.broker)
 
     async def stop(self) -> None:
         """Stop accepting, flush and checkpoint every partition."""
-        if self._server is not None:
-            self._server.close()
+        self._listening.close()
         if self._maintenance is not None:
             self._maintenance.cancel()
         await self.broker.stop()

@@ -12,14 +12,15 @@ class BrokerService:
     handlers = HANDLERS
     observe = staticmethod(metrics.observe_response)
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, listener: str) -> None:
         self.broker = broker
+        self.listener = listener
         self.max_frame_bytes = broker.config.socket_request_max_bytes
         self.max_inflight = broker.config.max_inflight_requests_per_connection
 
     def context(self, header: RequestHeader, client_host: str,
                 frame: bytearray) -> RequestContext:
-        return RequestContext(self.broker, header, client_host, frame)
+        return RequestContext(self.broker, header, client_host, frame, self.listener)
 
     def close(self) -> None:
         """A broker keeps nothing per connection."""

@@ -16,7 +16,9 @@ def controller(**common: Any) -> None:
     """Run a controller: places partitions on brokers and drives their states.
 
     Several may run; one is active (elected in ZooKeeper), the others stand by. Metrics
-    (--metrics-port) bind the host of the `listen` setting, as for the other roles.
+    (--metrics-port) bind the host of the `listen` setting, as for the other roles, and so
+    does the brokers' liveness channel (an ephemeral port; the host brokers connect to is
+    the `advertise` setting's, else the listen host, else this host's name).
 
     \b
     Example:
@@ -27,7 +29,7 @@ def controller(**common: Any) -> None:
     config, storage_options = role_config(common, {})
     run_controller(config.zookeeper, config.zookeeper_root, config.zookeeper_session_timeout_ms,
                    config.storage, storage_options, config.metrics_port,
-                   config.listen_host)
+                   config.listen_host, config.advertised[0] if config.advertise else "")
 
 
 @click.group()

@@ -9,9 +9,12 @@ registration, see ``bmq.broker.membership.cluster``)::
        │  controller: new owner, epoch + 1                             ▼ "draining"
     released ◄──owner flushed its last batch and closed the log── draining
 
-A partition whose owner's registration is gone (session expired: the ack lease ran out before
-it) skips draining: the controller gives it to a live broker with epoch + 1 at once, and the
-storage epoch fence keeps anything the old owner might still write invisible.
+A partition whose owner's registration is gone skips draining: the controller gives it to a live
+broker with epoch + 1 at once, and the storage epoch fence keeps anything the old owner might
+still write invisible. A registration goes when the broker's ZooKeeper session expires (a frozen
+or cut-off broker: its ack lease ran out before that), or at once when the broker's liveness
+channel to this controller closes (its process died, ``bmq.controller.liveness``): the controller
+deletes the registration itself.
 
 Every write the controller makes is one ZooKeeper transaction that also checks
 ``/controller_epoch`` has not moved on, so a deposed controller cannot write anything.
@@ -29,9 +32,10 @@ import zlib
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from bmq import metrics
+from bmq.controller.liveness import LivenessServer
 from bmq.controller.placement import place
 from bmq.metadata.zookeeper.layout import (
     FENCED,
@@ -126,7 +130,8 @@ def next_assignments(topics: dict[str, int], assignments: dict[str, dict[str, As
 
 class Controller:
     def __init__(self, zookeeper: str, root: str, session_timeout_ms: int,
-                 storage_url: str = "", storage_options: dict[str, str] | None = None) -> None:
+                 storage_url: str = "", storage_options: dict[str, str] | None = None,
+                 listen_host: str = "127.0.0.1", advertise_host: str = "") -> None:
         self.zookeeper = zookeeper
         self.paths = Paths(root)
         self.session_timeout_ms = session_timeout_ms
@@ -137,6 +142,12 @@ class Controller:
         self._lost = threading.Event()
         self._zk: KazooClient | None = None
         self._epoch_version = -1
+        self._active = False
+        # Brokers' liveness channels, on an ephemeral port of the listen host; brokers find
+        # it in /controller. A wildcard listen address is advertised as the host name.
+        self._liveness = LivenessServer(listen_host, self._on_hello, self._on_channel_closed)
+        self._channel_host = advertise_host or (
+            listen_host if listen_host not in ("", "0.0.0.0", "::") else socket.gethostname())
         self._gauges = metrics.controller()
         self._gauges.active.set(0)
 
@@ -154,6 +165,7 @@ class Controller:
             storage.makedirs("topics")   # fail early on a storage the brokers could not use
             storage.close()
         zk = self._zk = connect(self.zookeeper, self.session_timeout_ms)
+        self._liveness.start()
         track_connection(zk)
         zk.add_listener(self._on_state)
         ensure_layout(zk, self.paths)
@@ -167,6 +179,7 @@ class Controller:
                     self._changed.wait(RESYNC_INTERVAL_S)
                     self._changed.clear()
         finally:
+            self._liveness.stop()
             zk.stop()
             zk.close()
             log.info("controller stopped")
@@ -181,7 +194,8 @@ class Controller:
 
     def _campaign(self, zk: KazooClient) -> bool:
         self._lost.clear()
-        me = dumps({"host": socket.gethostname(), "pid": os.getpid()})
+        me = dumps({"host": socket.gethostname(), "pid": os.getpid(),
+                    "channel": f"{self._channel_host}:{self._liveness.port}"})
         try:
             zk.create(self.paths.controller, me, ephemeral=True, makepath=True)
         except NodeExistsError:
@@ -202,9 +216,12 @@ class Controller:
 
     def _lead(self, zk: KazooClient) -> None:
         self._gauges.active.set(1)
+        self._active = True
         try:
             self._lead_until_deposed(zk)
         finally:
+            self._active = False
+            self._liveness.close_all()   # brokers find the next active controller
             # A standby's view would go stale: it exports only that it is not active.
             self._gauges.active.set(0)
             self._gauges.brokers.clear()
@@ -230,6 +247,46 @@ class Controller:
         else:
             with contextlib.suppress(Exception):
                 zk.delete(self.paths.controller)
+
+    # ------------------------------------------------------------------ liveness channels
+    def _leading(self) -> bool:
+        return self._active and not self._lost.is_set() and not self._stop.is_set()
+
+    def _on_hello(self, broker: int, reg: int) -> bool | None:
+        """A broker opens its channel: accept it if ``reg`` is its current registration."""
+        zk = self._zk
+        if zk is None or not self._leading():
+            return None
+        stat = zk.exists(self.paths.broker(broker))
+        return stat is not None and stat.czxid == reg
+
+    def _on_channel_closed(self, broker: int, reg: int) -> None:
+        """A broker's channel ended: its process is gone. Remove that incarnation's
+        registration now (as its session's expiry would, later) and move its partitions."""
+        zk = self._zk
+        path = self.paths.broker(broker)
+        for _ in range(5):
+            if zk is None or not self._leading():
+                return
+            try:
+                stat = zk.exists(path)
+                if stat is None or stat.czxid != reg:
+                    return      # already gone, or a new incarnation registered
+                txn = zk.transaction()
+                txn.check(self.paths.controller_epoch, self._epoch_version)
+                txn.delete(path, version=stat.version)
+                results = txn.commit()
+            except Exception as error:
+                log.warning("broker %d: could not remove its registration: %s", broker, error)
+                return
+            if not any(isinstance(r, Exception) for r in results):
+                log.warning("broker %d's liveness channel closed: registration %d removed, "
+                            "its partitions move now", broker, reg)
+                self._changed.set()
+                return
+            if not any(isinstance(r, BadVersionError) for r in results[1:]):
+                return      # the controller epoch moved on: not ours to do
+            # The broker updated its registration meanwhile: read it again.
 
     # ------------------------------------------------------------------ one reconcile pass
     def _children(self, zk: KazooClient, path: str, watch: bool) -> dict[str, tuple[Any, Any]]:
@@ -304,8 +361,11 @@ class Controller:
 
 def run_controller(zookeeper: str, root: str, session_timeout_ms: int, storage_url: str,
                    storage_options: dict[str, str], metrics_port: int = 0,
-                   metrics_host: str = "") -> None:
-    controller = Controller(zookeeper, root, session_timeout_ms, storage_url, storage_options)
+                   metrics_host: str = "", advertise_host: str = "") -> None:
+    """``metrics_host`` is the listen host: the metrics and the brokers' liveness channels
+    (an ephemeral port, published in /controller as ``advertise_host``) bind it."""
+    controller = Controller(zookeeper, root, session_timeout_ms, storage_url, storage_options,
+                            metrics_host or "127.0.0.1", advertise_host)
     server = metrics.serve_for_role(metrics_port, metrics_host) if metrics_port else None
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: controller.stop())

@@ -63,13 +63,14 @@ class ClusterView:
         self.listeners: list[Callable[[], None]] = []   # called on the loop after each change
 
     # ------------------------------------------------------------------ startup / shutdown
-    def connect(self, host: str, port: int) -> None:
+    def connect(self, host: str, port: int, endpoints: tuple[tuple[str, str, int], ...]) -> None:
         """Blocking: connect, read the cluster id and topics, find this proxy's node id."""
         zk, self.cluster_id = join_cluster(self._hosts, self._timeout_ms, self.paths)
         self.zk = zk
         self.topics = ZkTopicRegistry(zk, self.paths)
         self.topics.load()
-        self.me = BrokerNode(self._allocate_id(f"{host}:{port}"), host, port)
+        self.me = BrokerNode(self._allocate_id(f"{host}:{port}"), host, port,
+                             endpoints=endpoints)
 
     def _allocate_id(self, address: str) -> int:
         assert self.zk is not None
@@ -122,7 +123,7 @@ class ClusterView:
         assert self.zk is not None and self.me is not None
         me = self.me
         path = self.paths.proxy(me.node_id)
-        doc = dumps({"host": me.host, "port": me.port})
+        doc = dumps(me.registration())
         try:
             self.zk.create(path, doc, ephemeral=True, makepath=True)
         except NodeExistsError:

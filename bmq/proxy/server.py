@@ -12,6 +12,7 @@ from bmq.config import Config
 from bmq.lifecycle import run_until_signalled
 from bmq.net.client import LinkPool
 from bmq.net.connection import KafkaConnection
+from bmq.net.listening import Listening
 from bmq.protocol.headers import RequestHeader
 from bmq.proxy.cluster_view import ClusterView
 from bmq.proxy.handlers import HANDLERS, ProxyContext
@@ -36,14 +37,15 @@ class ProxyService:
     handlers = HANDLERS
     observe = staticmethod(metrics.observe_response)
 
-    def __init__(self, proxy: Proxy) -> None:
+    def __init__(self, proxy: Proxy, listener: str) -> None:
         self.proxy = proxy
+        self.listener = listener
         self.max_frame_bytes = proxy.config.socket_request_max_bytes
         self.max_inflight = proxy.config.max_inflight_requests_per_connection
         self.links = LinkPool()
 
     def context(self, header: RequestHeader, client_host: str, frame: bytearray) -> ProxyContext:
-        return ProxyContext(self.proxy, self.links, header, client_host, frame)
+        return ProxyContext(self.proxy, self.links, header, client_host, frame, self.listener)
 
     def close(self) -> None:
         self.links.close()
@@ -59,7 +61,7 @@ class ProxyServer:
                                    config.zookeeper_session_timeout_ms, self._executor)
         self.proxy = Proxy(config, CountingStorage(storage, metrics.PROXY_STORAGE_READS.inc),
                            self._executor, self.cluster)
-        self._server: asyncio.Server | None = None
+        self._listening = Listening(config.listener_list)
         self._metrics_server: Any = None
 
     async def start(self) -> None:
@@ -68,21 +70,20 @@ class ProxyServer:
                                                           self.config.listen_host)
         loop = asyncio.get_running_loop()
         host, port = self.config.advertised
-        await loop.run_in_executor(self._executor, self.cluster.connect, host, port)
+        await loop.run_in_executor(self._executor, self.cluster.connect, host, port,
+                                   self.config.advertised_endpoints)
         # Listen only once the cluster view is read: an empty Metadata answer would make
         # librdkafka give up on this address for a long while.
         await self.proxy.start()
-        self._server = await loop.create_server(
-            lambda: KafkaConnection(ProxyService(self.proxy)), self.config.listen_host,
-            self.config.listen_port, reuse_address=True, backlog=1024)
+        proxy = self.proxy
+        await self._listening.start(lambda name: KafkaConnection(ProxyService(proxy, name)))
         await self.cluster.announce()
-        log.info("BMQ proxy %d listening on %s (advertised %s:%d), ZooKeeper %s, storage %s",
-                 self.proxy.node.node_id, self.config.listen, host, port,
-                 self.config.zookeeper, self.config.storage)
+        log.info("BMQ proxy %d listening on %s, ZooKeeper %s, storage %s",
+                 self.proxy.node.node_id, self._listening.describe(), self.config.zookeeper,
+                 self.config.storage)
 
     async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
+        self._listening.close()
         await self.proxy.stop()
         self._executor.shutdown(wait=True)
         metrics.stop(self._metrics_server)

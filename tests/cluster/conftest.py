@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,7 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
-from bmq.metadata.zookeeper.layout import WRITABLE, Paths
+from bmq.metadata.zookeeper.layout import WRITABLE, Paths, connect, ensure_layout
 from bmq.metadata.zookeeper.state import PartitionState, partition_states
 from tests.cluster.zookeeper import ZooKeeper, available
 from tests.conftest import _LIVE_PROCESSES, BrokerProcess, bmq_command, free_port
@@ -44,6 +45,19 @@ def shared_storage(request: pytest.FixtureRequest) -> SharedStorage:
         return SharedStorage(None, {})
     server: SeaweedFS = request.getfixturevalue("seaweedfs")
     return SharedStorage(server.url(f"c-{time.time_ns()}"), server.storage_options())
+
+
+@pytest.fixture
+def zk(zookeeper: ZooKeeper) -> Iterator[tuple[KazooClient, Paths]]:
+    """A client of the module's ZooKeeper and a fresh root laid out for a cluster."""
+    client = connect(zookeeper.hosts, 5000)
+    paths = Paths(f"/unit-{uuid.uuid4().hex[:8]}")
+    ensure_layout(client, paths)
+    try:
+        yield client, paths
+    finally:
+        client.stop()
+        client.close()
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ import click
 import yaml
 
 from bmq.cli import main
+from bmq.config import load_config
 
 COMPOSE = Path(__file__).resolve().parents[2] / "docker-compose.yml"
 
@@ -43,9 +44,37 @@ def test_bmq_commands_parse_and_agree() -> None:
         storages.add(ctx.params["storage"])
         if args[1] == "broker":
             ids.add(ctx.params["broker_id"])
-            host = ctx.params["advertise"].split(":")[0]
-            assert services[name]["hostname"] == host
-            advertised.add(ctx.params["advertise"])
+            advertised.add(_listeners(services, name)["INTERNAL"])
     assert ids == {1, 2, 3} and len(advertised) == 3
     assert storages == {"hdfs://namenode:8020/bmq"}
     assert services["proxy"]["command"][:2] == ["bmq", "proxy"]
+
+
+def _listeners(services: dict[str, Any], name: str) -> dict[str, str]:
+    """A node's advertised address per listener, checked against its service: INTERNAL is its
+    service name, EXTERNAL localhost on a published port that reaches the EXTERNAL listener."""
+    service = services[name]
+    config = load_config(environ={k: str(v) for k, v in service["environment"].items()})
+    listeners = {lst.name: lst for lst in config.listener_list}
+    assert config.listener_list[0].name == "INTERNAL"   # what the nodes use between them
+    internal, external = listeners["INTERNAL"], listeners["EXTERNAL"]
+    assert internal.advertised_host == service.get("hostname", name) == name
+    assert external.advertised_host == "localhost"
+    published = {int(host): int(inside) for host, inside in
+                 (str(mapping).split(":") for mapping in service["ports"])}
+    assert published[external.advertised_port] == external.port
+    return {lst.name: f"{lst.advertised_host}:{lst.advertised_port}" for lst in listeners.values()}
+
+
+def test_host_clients_reach_every_node() -> None:
+    services = _services()
+    for name in ("broker1", "broker2", "broker3", "proxy"):
+        assert set(_listeners(services, name)) == {"INTERNAL", "EXTERNAL"}
+
+
+def test_brokers_reach_the_controllers_liveness_channel() -> None:
+    # The controller listens for brokers' liveness channels on its listen host; a wildcard one
+    # is advertised as the host name, which the other containers resolve.
+    controller = _services()["controller"]
+    config = load_config(environ={k: str(v) for k, v in controller["environment"].items()})
+    assert config.listen_host == "0.0.0.0" and controller["hostname"] == "controller"

@@ -5,30 +5,16 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 
 import pytest
 from kazoo.client import KazooClient
 
 from bmq.broker.membership.lease import Lease, LeaseKeeper
 from bmq.metadata.topics import TopicInfo
-from bmq.metadata.zookeeper.layout import Paths, connect, ensure_cluster_id, ensure_layout
+from bmq.metadata.zookeeper.layout import Paths, ensure_cluster_id
 from bmq.metadata.zookeeper.producer_ids import ZkProducerIdAllocator
 from bmq.metadata.zookeeper.topics import ZkTopicRegistry
 from bmq.protocol.errors import ErrorCode, KafkaError
-from tests.cluster.zookeeper import ZooKeeper
-
-
-@pytest.fixture
-def zk(zookeeper: ZooKeeper) -> Iterator[tuple[KazooClient, Paths]]:
-    client = connect(zookeeper.hosts, 5000)
-    paths = Paths(f"/unit-{uuid.uuid4().hex[:8]}")
-    ensure_layout(client, paths)
-    try:
-        yield client, paths
-    finally:
-        client.stop()
-        client.close()
 
 
 def test_topic_registry_create_conflict_update_remove(zk: tuple[KazooClient, Paths]) -> None:

@@ -93,7 +93,7 @@ def test_broker_settings_under_kafka_names(tmp_path, unique_topic):
             assert kafka in configs, kafka
         # BMQ's own settings keep their names; BMQ's names for Kafka's settings are not shown.
         assert "metrics_port" in configs and "storage" in configs
-        assert not {"listen", "advertise", "data_dir", "data.dir", "node_id"} & set(configs)
+        assert not {"data_dir", "data.dir", "node_id", "num_partitions"} & set(configs)
 
         # The settings took effect: topics live under log.dirs, auto-created with 3 partitions.
         topic = unique_topic("auto")
@@ -120,9 +120,11 @@ def test_env_with_kafka_names_and_conflicts(broker_factory, unique_topic):
     assert segment.synonyms["log.segment.bytes"].value in ("65536", "1073741824")
 
     # One setting under two names in one source is refused before anything starts.
-    clash = broker_factory(env={"BMQ_LISTENERS": "PLAINTEXT://127.0.0.1:1",
-                                "BMQ_LISTEN": "127.0.0.1:2"},
-                           config={"num_partitions": 2, '"num.partitions"': 3}, start=False)
+    clash = broker_factory(env={"BMQ_NODE_ID": "1", "BMQ_BROKER_ID": "2"}, start=False)
+    with pytest.raises(RuntimeError):
+        clash.start(timeout=15)
+    assert "node_id" in clash.log_text() and "set twice" in clash.log_text()
+    clash = broker_factory(config={"num_partitions": 2, '"num.partitions"': 3}, start=False)
     with pytest.raises(RuntimeError):
         clash.start(timeout=15)
     assert "num_partitions" in clash.log_text() and "set twice" in clash.log_text()

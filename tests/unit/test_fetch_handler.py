@@ -21,7 +21,7 @@ async def _fetch(broker: Broker, topic: str, offset: int) -> tuple[int, bytes]:
         topic=topic, partitions=[FetchPartition(partition=0, fetch_offset=offset,
                                                 partition_max_bytes=1 << 20)])])
     context = RequestContext(broker, RequestHeader(1, 11, 0, "test"), "/127.0.0.1",
-                             bytearray())
+                             bytearray(), "PLAINTEXT")
     response = await handle_fetch(context, fetch, 11)
     [partition] = response.responses[0].partitions
     return partition.error_code, bytes(partition.records or b"")  # type: ignore[arg-type]

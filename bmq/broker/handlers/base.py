@@ -16,3 +16,5 @@ class RequestContext:
     client_host: str
     # The request frame; record memoryviews in the decoded request point into it.
     frame: bytearray
+    # The listener the client connected on: nodes are named by their address on it.
+    listener: str

@@ -20,8 +20,6 @@ from bmq.config import (
     accepted_names,
     described_value,
     env_name,
-    explicitly_set,
-    field_default,
     kafka_name,
 )
 from bmq.metadata.topics import TopicInfo
@@ -43,13 +41,13 @@ class ConfigEntry:
 def _broker_entry(config: Config, defaults: Config, field_name: str, shown: str) -> ConfigEntry:
     value = getattr(config, field_name)
     kind = {bool: ConfigType.BOOLEAN, int: ConfigType.LONG}.get(type(value), ConfigType.STRING)
-    text = described_value(config, field_name)
+    text, default = described_value(config, field_name), described_value(defaults, field_name)
     synonyms = []
-    if explicitly_set(config, field_name):
+    # By value, so listeners set through BMQ's listen shorthand count as set too.
+    if text != default:
         synonyms.append((shown, text, ConfigSource.STATIC_BROKER_CONFIG))
-    if field_default(field_name) != "":  # Kafka lists no default synonym for an unset config
-        synonyms.append((shown, described_value(defaults, field_name),
-                         ConfigSource.DEFAULT_CONFIG))
+    if default != "":  # Kafka lists no default synonym for a config without a default
+        synonyms.append((shown, default, ConfigSource.DEFAULT_CONFIG))
     source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
     names = ", ".join(f"{n} ({env_name(n)})" for n in accepted_names(field_name))
     return ConfigEntry(shown, text, source, kind, True,

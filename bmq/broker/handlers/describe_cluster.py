@@ -25,6 +25,6 @@ async def handle_describe_cluster(ctx: RequestContext, request: DescribeClusterR
         endpoint_type=request.endpoint_type,
         cluster_id=broker.cluster_id,
         controller_id=broker.controller_id,
-        brokers=[DescribeClusterBroker(broker_id=n.node_id, host=n.host, port=n.port, rack=n.rack)
-                 for n in broker.nodes],
+        brokers=[DescribeClusterBroker(broker_id=n.node_id, host=host, port=port, rack=n.rack)
+                 for n in broker.nodes for host, port in [n.address(ctx.listener)]],
     )

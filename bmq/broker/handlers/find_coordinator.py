@@ -17,14 +17,15 @@ KEY_TYPE_TRANSACTION = 1
 KEY_TYPE_SHARE = 2
 
 
-def _find(broker: Broker, key: str, key_type: int) -> Coordinator:
+def _find(broker: Broker, key: str, key_type: int, listener: str) -> Coordinator:
     if key_type == KEY_TYPE_GROUP:
         error = broker.groups.coordinator_error(key, allow_empty=True)
         node = broker.coordinator_node(key)   # in cluster mode: the offsets partition's owner
         if node is not None and node is not broker.node and error != ErrorCode.INVALID_GROUP_ID:
             error = ErrorCode.NONE
         if node is not None and error in (ErrorCode.NONE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS):
-            return Coordinator(key=key, node_id=node.node_id, host=node.host, port=node.port,
+            host, port = node.address(listener)
+            return Coordinator(key=key, node_id=node.node_id, host=host, port=port,
                                error_code=ErrorCode.NONE, error_message=None)
         code = ErrorCode.COORDINATOR_NOT_AVAILABLE
         message = "The coordinator is not available."
@@ -43,7 +44,8 @@ async def handle_find_coordinator(ctx: RequestContext, request: FindCoordinatorR
     key_type = request.key_type if version >= 1 else KEY_TYPE_GROUP
     if version >= 4:
         return FindCoordinatorResponse(
-            coordinators=[_find(ctx.broker, key, key_type) for key in request.coordinator_keys])
-    found = _find(ctx.broker, request.key, key_type)
+            coordinators=[_find(ctx.broker, key, key_type, ctx.listener)
+                          for key in request.coordinator_keys])
+    found = _find(ctx.broker, request.key, key_type, ctx.listener)
     return FindCoordinatorResponse(error_code=found.error_code, error_message=found.error_message,
                                    node_id=found.node_id, host=found.host, port=found.port)

@@ -69,8 +69,8 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest,
         topics = [await _requested_topic(broker, t.name, t.topic_id, auto_create)
                   for t in request.topics]
     return MetadataResponse(
-        brokers=[MetadataResponseBroker(node_id=n.node_id, host=n.host, port=n.port, rack=n.rack)
-                 for n in broker.metadata_nodes],
+        brokers=[MetadataResponseBroker(node_id=n.node_id, host=host, port=port, rack=n.rack)
+                 for n in broker.metadata_nodes for host, port in [n.address(ctx.listener)]],
         cluster_id=broker.cluster_id,
         controller_id=broker.controller_id,
         topics=topics,

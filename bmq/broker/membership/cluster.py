@@ -1,7 +1,8 @@
 """One broker's membership in a cluster (`bmq broker`).
 
 * registers itself (an ephemeral znode with its advertised address, its draining flag and a
-  report of its partitions' states) and keeps the ack lease alive;
+  report of its partitions' states), keeps the ack lease alive and holds a liveness channel to
+  the active controller (``channel``: its close tells the controller this process died);
 * watches ZooKeeper and keeps the metadata cache the handlers read: live brokers, topics (through
   ``ZkTopicRegistry``) and partition assignments (owner + leader epoch);
 * owns partitions as the controller assigns them: one small worker per partition opens the log
@@ -28,6 +29,7 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NodeExistsError
 
 from bmq.broker.membership import Membership
+from bmq.broker.membership.channel import ControllerChannel
 from bmq.broker.membership.lease import Lease, LeaseKeeper
 from bmq.broker.topic_config import log_config
 from bmq.config import Config
@@ -81,6 +83,7 @@ class ClusterMembership(Membership):
         self._publish = asyncio.Event()
         self._publisher_task: asyncio.Task[None] | None = None
         self._keeper: LeaseKeeper | None = None
+        self._channel: ControllerChannel | None = None
         self._registering = False
         self._session_lost = False
 
@@ -111,8 +114,14 @@ class ClusterMembership(Membership):
                                          before_read=self._registered,
                                          on_session_lost=self._lose_session)
         await self._register()
-        self._publisher_task = asyncio.get_running_loop().create_task(self._publisher())
+        loop = asyncio.get_running_loop()
+        self._publisher_task = loop.create_task(self._publisher())
         self._follower.start()
+        self._channel = ControllerChannel(
+            self.zk, self.paths, self.node.node_id, lambda: self.reg,
+            lambda: loop.call_soon_threadsafe(self._lose_session, "the controller removed "
+                                              "this broker's registration"))
+        self._channel.start()
 
     async def drain(self, timeout_s: float) -> bool:
         """Ask for our partitions to be moved away; wait until they are. True if all moved."""
@@ -138,6 +147,8 @@ class ClusterMembership(Membership):
             task.cancel()
         if self._keeper is not None:
             self._keeper.stop()
+        if self._channel is not None:   # after the partitions closed: nothing left to move
+            await asyncio.get_running_loop().run_in_executor(self._executor, self._channel.stop)
         if self.zk is not None:
             zk = self.zk
             await asyncio.get_running_loop().run_in_executor(self._executor, zk.stop)
@@ -166,6 +177,13 @@ class ClusterMembership(Membership):
         owner = int(a.get("owner", -1))
         if owner < 0 or (owner not in self.brokers and owner != self.node.node_id):
             return None
+        if owner == self.node.node_id and (a.get("reg") != self.reg
+                                           or not self.can_acknowledge()):
+            # Our own partition while our right to it may be gone (a frozen broker resumed
+            # with its lease run out, its session lost, its channel suspended): our cache may
+            # be stale, and naming ourselves would send clients straight back to us. No
+            # leader (LEADER_NOT_AVAILABLE) makes them ask again, elsewhere if need be.
+            return None
         return owner, int(a["epoch"])
 
     def partition_leader(self, topic: str, index: int, local_epoch: int | None
@@ -187,13 +205,16 @@ class ClusterMembership(Membership):
         return self.can_acknowledge
 
     def can_acknowledge(self) -> bool:
-        """False once the ack lease ran out (see bmq.broker.membership.lease)."""
-        return self.reg != 0 and self.lease.valid()
+        """False once the ack lease ran out (see bmq.broker.membership.lease), and while the
+        liveness channel is suspended (see bmq.broker.membership.channel)."""
+        channel = self._channel
+        return (self.reg != 0 and self.lease.valid()
+                and not (channel is not None and channel.suspended))
 
     # ================================================================== registration
     def _registration(self) -> bytes:
         node = self.node
-        return dumps({"host": node.host, "port": node.port, "draining": self.draining,
+        return dumps({**node.registration(), "draining": self.draining,
                       "partitions": self._reports})
 
     async def _register(self) -> None:
@@ -214,6 +235,8 @@ class ClusterMembership(Membership):
         self._session_lost = False
         if self._follower is not None:
             self._follower.wake()
+        if self._channel is not None:
+            self._channel.wake()
 
     def _register_blocking(self) -> None:
         assert self.zk is not None
@@ -276,11 +299,13 @@ class ClusterMembership(Membership):
             self._publish.set()
 
     # ================================================================== following ZooKeeper
-    def _lose_session(self) -> None:
-        """The session expired: every right it carried is gone. Drop all partitions unflushed."""
+    def _lose_session(self, why: str = "ZooKeeper session lost") -> None:
+        """The session expired, or the controller removed our registration (it saw our liveness
+        channel close): every right the registration carried is gone. Drop all partitions
+        unflushed (what was acknowledged is durable already) and register again."""
         if self._session_lost:
             return
-        log.error("ZooKeeper session lost: giving up every partition and registering again")
+        log.error("%s: giving up every partition and registering again", why)
         self._session_lost = True
         self.lease.revoke()
         self.reg = 0
@@ -288,6 +313,10 @@ class ClusterMembership(Membership):
         for task in list(self._workers.values()):
             task.cancel()
         self._workers.clear()
+        if self._channel is not None:
+            self._channel.wake()
+        if self._follower is not None:
+            self._follower.wake()       # registers again once connected
         partitions = self._partitions
         if partitions is not None:
             for partition in list(partitions.all()):
@@ -306,6 +335,11 @@ class ClusterMembership(Membership):
 
     def _apply(self, snapshot: ClusterSnapshot) -> None:
         assert self._partitions is not None
+        if self.reg != 0 and self.node.node_id not in snapshot.brokers:
+            # Read after we registered, in our session: only a delete removes it, and only
+            # the controller deletes another's registration (our channel closed).
+            self._lose_session("this broker's registration was removed")
+            return
         self.topics.replace_all(snapshot.topics)
         self.brokers = snapshot.brokers
         self.proxies = snapshot.proxies

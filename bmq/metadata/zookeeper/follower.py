@@ -44,7 +44,7 @@ def _nodes(children: dict[str, bytes]) -> dict[int, BrokerNode]:
     nodes = {}
     for name, data in children.items():
         doc = loads(data) or {}
-        nodes[int(name)] = BrokerNode(int(name), str(doc.get("host")), int(doc.get("port", -1)))
+        nodes[int(name)] = BrokerNode.registered(int(name), doc)
     return nodes
 
 

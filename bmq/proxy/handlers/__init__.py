@@ -1,8 +1,9 @@
 """The Kafka APIs a proxy serves: api key -> versions and handler.
 
 Answered here: Metadata (proxies as leaders), Fetch, ListOffsets and OffsetForLeaderEpoch
-(from storage), Produce (forwarded to the owners). Every other API the broker serves is relayed
-to a broker unchanged, at the same versions (FindCoordinator thus names the real coordinator).
+(from storage), Produce (forwarded to the owners), FindCoordinator and DescribeCluster (relayed,
+with addresses for the client's listener). Every other API the broker serves is relayed to a
+broker unchanged, at the same versions.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ _ANSWERED = [
     _api("ListOffsetsRequest", "list_offsets"),
     _api("OffsetForLeaderEpochRequest", "offset_for_leader_epoch"),
     _api("ProduceRequest", "produce"),
+    _api("FindCoordinatorRequest", "find_coordinator"),
+    _api("DescribeClusterRequest", "describe_cluster"),
 ]
 
 _RELAYED = (ApiSpec(name, "bmq.proxy.handlers.forward:relay_to_broker")

@@ -18,3 +18,11 @@ class ProxyContext:
     client_host: str
     # The request frame: relayed as is to a broker for the APIs the proxy does not answer.
     frame: bytearray
+    # The listener the client connected on: nodes are named by their address on it.
+    listener: str
+
+    def address_of(self, node_id: int, host: str, port: int) -> tuple[str, int]:
+        """Where this client reaches node ``node_id``, named ``host:port`` by a broker."""
+        cluster = self.proxy.cluster
+        node = cluster.brokers.get(node_id) or cluster.proxies.get(node_id)
+        return node.address(self.listener) if node is not None else (host, port)

@@ -78,8 +78,8 @@ async def handle_metadata(ctx: ProxyContext, request: MetadataRequest,
     # there, and librdkafka drops connections to nodes a Metadata response does not list.
     nodes = {**proxy.cluster.brokers, **proxy.cluster.proxies, proxy.node.node_id: proxy.node}
     return MetadataResponse(
-        brokers=[MetadataResponseBroker(node_id=n.node_id, host=n.host, port=n.port, rack=None)
-                 for _, n in sorted(nodes.items())],
+        brokers=[MetadataResponseBroker(node_id=n.node_id, host=host, port=port, rack=None)
+                 for _, n in sorted(nodes.items()) for host, port in [n.address(ctx.listener)]],
         cluster_id=proxy.cluster.cluster_id,
         # As brokers answer (every node must agree): admin clients go to that broker; admin
         # requests sent to a proxy anyway are relayed.

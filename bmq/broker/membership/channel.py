@@ -1,0 +1,178 @@
+"""The broker's end of the liveness channel (``bmq.controller.liveness``): one TCP connection to
+the active controller, held open for the life of a registration. When this process dies the
+kernel closes it, and the controller moves our partitions at once instead of waiting for the
+ZooKeeper session to expire.
+
+While the channel is open the controller only moves our partitions by draining them (we hand
+them over after their last flush). Once it closes without our doing, the controller may already
+have removed our registration and given our partitions to others: the channel is *suspended*
+and the broker acknowledges nothing (the ack lease's other half) until one of these settles it:
+
+* a controller accepts our registration again on a new channel (nothing was moved, or the
+  moves are in ZooKeeper and our follower applies them);
+* it rejects it: the registration is gone, we give up every partition and register again;
+* the controller we were connected to can act no more (its port refuses connections, i.e. the
+  process is gone, or another controller or none is active now) and our registration is still
+  there after a ``sync``: nobody removed it, so nothing moved.
+
+A channel that cannot be re-established otherwise (the controller alive but unreachable) keeps
+the broker suspended: it must not acknowledge writes the controller may have handed elsewhere.
+Storage epochs keep every acknowledged acks=all write safe regardless (an owner checks the fence
+after each flush, before acknowledging it); the suspension is what keeps a cut-off broker from
+answering acks=1 writes, or acks=all ones with errors that are not Kafka's, for partitions it no
+longer owns.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+from collections.abc import Callable
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+
+from bmq.config import split_host_port
+from bmq.metadata.zookeeper.layout import Paths, loads
+from bmq.metadata.zookeeper.liveness import read_line, send_line, set_keepalive
+
+log = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT_S = 1.0
+RETRY_S = 0.2
+POLL_S = 0.2           # how often an open channel checks whether it should be closed
+
+
+class ControllerChannel:
+    """A thread holding the channel. ``registration()`` is the czxid of our current registration
+    (0: none); ``on_gone()`` is called when the controller says that registration is gone."""
+
+    def __init__(self, zk: KazooClient, paths: Paths, broker_id: int,
+                 registration: Callable[[], int], on_gone: Callable[[], object]) -> None:
+        self._zk = zk
+        self._paths = paths
+        self._broker_id = broker_id
+        self._registration = registration
+        self._on_gone = on_gone
+        self._suspended = False
+        # The registration and the controller (czxid of /controller) of the last accepted
+        # channel: a suspension is about them only.
+        self._held = (0, 0)
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bmq-channel", daemon=True)
+
+    @property
+    def suspended(self) -> bool:
+        return self._suspended
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(timeout=2 * POLL_S + CONNECT_TIMEOUT_S)
+
+    def wake(self) -> None:
+        """Our registration changed: hold the channel for the new one."""
+        self._wake.set()
+
+    # ------------------------------------------------------------------ the thread
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.clear()
+            pause = RETRY_S
+            try:
+                reg = self._registration()
+                if self._suspended and reg != self._held[0]:
+                    # Registered anew: no controller has held a channel of this registration,
+                    # so none moves its partitions but by draining or the session's expiry.
+                    self._suspended = False
+                controller = self._controller() if reg else None
+                if self._suspended and (controller is None or controller[0] != self._held[1]):
+                    self._settle(reg)       # the controller we lost is deposed or gone
+                pause = self._hold(reg, *controller) if reg and controller else 1.0
+            except Exception as error:   # ZooKeeper unreachable and the like: try again
+                log.debug("liveness channel: %s", error)
+            self._wake.wait(pause)
+
+    def _controller(self) -> tuple[int, str, int] | None:
+        """(czxid, host, port) of the active controller's channel; a watch wakes us on change."""
+        watch = self._watch
+        try:
+            data, stat = self._zk.get(self._paths.controller, watch=watch)
+        except NoNodeError:
+            if self._zk.exists(self._paths.controller, watch=watch) is not None:
+                self._wake.set()    # created meanwhile
+            return None
+        channel = (loads(data) or {}).get("channel")
+        if not channel:
+            return None             # a controller of a version without channels
+        host, port = split_host_port(str(channel))
+        return stat.czxid, host, port
+
+    def _watch(self, *_args: object) -> None:
+        self._wake.set()
+
+    def _settle(self, reg: int) -> None:
+        """The controller whose channel ended can no longer act: if our registration survived
+        it, nothing was moved and we may acknowledge again."""
+        self._zk.sync(self._paths.brokers)
+        stat = self._zk.exists(self._paths.broker(self._broker_id))
+        if reg and stat is not None and stat.czxid == reg:
+            log.info("the controller that lost our channel is gone; registration %d stands: "
+                     "acknowledging again", reg)
+            self._suspended = False
+        else:
+            self._on_gone()
+
+    def _hold(self, reg: int, czxid: int, host: str, port: int) -> float:
+        """Connect, say hello, hold the channel until it ends; the pause before the next try."""
+        try:
+            sock = socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S)
+        except ConnectionRefusedError:
+            if self._suspended and czxid == self._held[1]:
+                self._settle(reg)       # nothing listens: that controller process is gone
+            return 0.5
+        except OSError as error:
+            log.debug("liveness channel: cannot reach the controller at %s:%d: %s",
+                      host, port, error)
+            return RETRY_S
+        with sock:
+            try:
+                send_line(sock, {"broker": self._broker_id, "reg": reg})
+                answer = read_line(sock)
+            except (OSError, ValueError):
+                return RETRY_S
+            if not isinstance(answer, dict):
+                return RETRY_S          # not the active controller: look again
+            if not answer.get("ok"):
+                log.warning("the controller says registration %d is gone", reg)
+                self._on_gone()
+                return 1.0
+            if self._suspended:
+                log.info("liveness channel to the controller open again: acknowledging again")
+            self._suspended = False
+            self._held = (reg, czxid)
+            return self._wait_closed(sock, reg)
+
+    def _wait_closed(self, sock: socket.socket, reg: int) -> float:
+        """Hold an accepted channel; when it ends without our doing, suspend acknowledging."""
+        set_keepalive(sock)
+        sock.settimeout(POLL_S)
+        while not self._stop.is_set() and self._registration() == reg:
+            try:
+                if not sock.recv(64):
+                    break
+            except TimeoutError:
+                continue
+            except OSError:
+                break
+        else:
+            return 0.0      # we are stopping or registered anew: a deliberate close
+        self._suspended = True
+        log.warning("liveness channel to the controller closed: acknowledging nothing until "
+                    "it is open again or the controller is known to be gone")
+        return 0.0

@@ -1,0 +1,47 @@
+"""The liveness channel's wire format, shared by the controller (``bmq.controller.liveness``)
+and the brokers (``bmq.broker.membership.channel``).
+
+The active controller publishes its channel's ``HOST:PORT`` as ``channel`` in ``/controller``.
+A broker connects and sends one line, the controller answers one line, then nothing is sent
+until one side closes::
+
+    broker -> controller   {"broker": <id>, "reg": <czxid of its registration>}
+    controller -> broker   {"ok": true}     the registration is current: the channel is open
+                           {"ok": false}    that registration is gone: register again
+                           (closed)         not the active controller (any more)
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from typing import Any
+
+# A machine that vanishes (power loss, a cut cable) sends no FIN: TCP keepalive finds out
+# in about idle + interval * count seconds. A frozen process's kernel still answers probes.
+KEEPALIVE = {"TCP_KEEPIDLE": 2, "TCP_KEEPINTVL": 1, "TCP_KEEPCNT": 3}
+
+
+def set_keepalive(sock: socket.socket) -> None:
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for name, value in KEEPALIVE.items():
+        if hasattr(socket, name):
+            sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, name), value)
+
+
+def send_line(sock: socket.socket, doc: dict[str, Any]) -> None:
+    sock.sendall(json.dumps(doc).encode() + b"\n")
+
+
+def read_line(sock: socket.socket, limit: int = 1024) -> Any:
+    """One JSON line, read byte-wise (nothing may be left in a buffer: the socket is then
+    only watched for its end); None if the peer closed first."""
+    line = bytearray()
+    while len(line) < limit:
+        byte = sock.recv(1)
+        if not byte:
+            return None
+        if byte == b"\n":
+            return json.loads(line)
+        line += byte
+    raise ValueError("liveness channel line too long")

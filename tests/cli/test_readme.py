@@ -1,0 +1,223 @@
+"""Every command the README shows is run here or parsed by the program it names.
+
+The quick start and the `bmq` client commands run against a real `bmq serve`; the commands that
+need a cluster, a lake or minutes of benchmarking are parsed by their real command lines (an
+option renamed in the code fails here, not in a reader's terminal); the configuration example is
+loaded. A command of a kind this module does not know fails the test, so a new README example
+gets a check when it is written.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+import pytest
+
+from bmq.cli import main as bmq_main
+from bmq.config import load_config
+from tests.conftest import BrokerFactory, BrokerProcess
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+VENV_BIN = Path(sys.executable).parent
+
+
+@dataclass(frozen=True)
+class Block:
+    lang: str
+    line: int
+    text: str
+
+
+def _blocks() -> list[Block]:
+    blocks: list[Block] = []
+    lang, start, body = None, 0, []
+    for number, line in enumerate(README.read_text().splitlines(), 1):
+        if line.startswith("```"):
+            if lang is None:
+                lang, start, body = line[3:].strip(), number, []
+            else:
+                blocks.append(Block(lang, start, "\n".join(body) + "\n"))
+                lang = None
+        elif lang is not None:
+            body.append(line)
+    return blocks
+
+
+def _commands(block: Block) -> list[str]:
+    """The block's shell commands, continuation lines joined, comments dropped."""
+    joined = block.text.replace("\\\n", " ")
+    commands = []
+    for line in joined.splitlines():
+        words = shlex.split(line, comments=True)
+        if words:
+            stages: list[list[str]] = [[]]
+            for word in words:
+                if word == "|":
+                    stages.append([])
+                else:
+                    stages[-1].append(word)
+            commands.append(" | ".join(shlex.join(stage) for stage in stages))
+    return commands
+
+
+def _shell_blocks() -> list[Block]:
+    return [b for b in _blocks() if b.lang == "sh"]
+
+
+def _is_run_against_a_broker(command: str) -> bool:
+    """Client commands that need nothing but a broker (the others need a cluster)."""
+    words = shlex.split(command)
+    if "|" in words:
+        words = words[words.index("|") + 1:]
+    return words[0] in ("bmq", "kcat") and "--zookeeper" not in words and words[1] not in (
+        "controller", "broker", "proxy", "admin", "serve")
+
+
+# ----------------------------------------------------------------------------- parsers
+def _parse_bmq(args: list[str]) -> None:
+    group = click.Context(bmq_main, info_name="bmq")
+    command = bmq_main.get_command(group, args[0])
+    assert command is not None, f"no command bmq {args[0]}"
+    context = command.make_context(args[0], list(args[1:]), parent=group)
+    while isinstance(command, click.Group):
+        # click 8.2 deprecates protected_args (9.0 folds it into args).
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            remaining = [*context.protected_args, *context.args]
+        if not remaining:
+            break
+        name, *rest = remaining
+        sub = command.get_command(context, name)
+        assert sub is not None, f"no command {name} under {args[0]}"
+        command, context = sub, sub.make_context(name, rest, parent=context)
+
+
+def _parse_bench(args: list[str]) -> None:
+    from bench.cli import _check, parser
+
+    p = parser()
+    _check(p, p.parse_args(args))
+
+
+def _parse_run_local(args: list[str]) -> None:
+    # bench/run_local.sh runs python -m bench with these before the given options.
+    _parse_bench(["--spawn-server", "--message-size", "1024", "--acks", "all",
+                  "--partitions", "8", "--mode", "both", *args])
+
+
+def _parse_compact_job(args: list[str]) -> None:
+    sys.path.insert(0, str(ROOT / "spark_jobs"))
+    try:
+        from compact_to_parquet import parse_args
+    finally:
+        sys.path.pop(0)
+    parse_args([a.strip("[]") for a in args])
+
+
+def _make_target(args: list[str]) -> None:
+    assert re.search(rf"^{re.escape(args[0])}:", (ROOT / "Makefile").read_text(), re.M)
+
+
+def _existing_path(args: list[str]) -> None:
+    assert (ROOT / args[0]).exists(), args[0]
+
+
+CHECKS: dict[str, Callable[[list[str]], None]] = {
+    "bmq": _parse_bmq,
+    ".venv/bin/python -m bench": _parse_bench,
+    "bench/run_local.sh": _parse_run_local,
+    "python spark_jobs/compact_to_parquet.py": _parse_compact_job,
+    "make": _make_target,
+    ".venv/bin/pytest": _existing_path,
+    ".venv/bin/python": _existing_path,
+    # docker-compose.yml: test_compose_schema.py and tests/cluster/test_compose.py.
+    "docker compose": lambda args: None,
+}
+
+
+def _check_command(command: str) -> None:
+    words = shlex.split(command)
+    if "|" in words:
+        words = words[words.index("|") + 1:]
+    line = " ".join(words)
+    for prefix, check in sorted(CHECKS.items(), key=lambda item: -len(item[0])):
+        if line == prefix or line.startswith(prefix + " "):
+            check(line[len(prefix):].split() if prefix != "bmq" else words[1:])
+            return
+    if words[0] == "kcat":
+        return   # run by test_quick_start_runs
+    pytest.fail(f"README command with no check in {__name__}: {command}")
+
+
+@pytest.mark.parametrize("block", _shell_blocks(), ids=lambda b: f"line{b.line}")
+def test_every_shell_command_parses(block: Block) -> None:
+    for command in _commands(block):
+        try:
+            _check_command(command)
+        except (click.UsageError, SystemExit) as error:
+            pytest.fail(f"README line {block.line}: {command}: {error}")
+
+
+def test_an_unknown_option_is_caught() -> None:
+    with pytest.raises(click.UsageError):
+        _check_command("bmq topic create orders --partitons 6")
+    with pytest.raises(SystemExit):
+        _check_command("bench/run_local.sh --mesages 10")
+
+
+# ----------------------------------------------------------------------------- runs
+def _run(command: str, broker: BrokerProcess) -> str:
+    env = {**os.environ, "BMQ_BOOTSTRAP": broker.bootstrap,
+           "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    proc = subprocess.run(["bash", "-c", command.replace("localhost:9092", broker.bootstrap)],
+                          capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert proc.returncode == 0, f"{command}\n{proc.stdout}\n{proc.stderr}"
+    return proc.stdout
+
+
+@pytest.fixture
+def readme_broker(broker_factory: BrokerFactory) -> BrokerProcess:
+    return broker_factory(env={"BMQ_GROUP_INITIAL_REBALANCE_DELAY_MS": "0"})
+
+
+def test_quick_start_runs(readme_broker: BrokerProcess) -> None:
+    kcat_block = next(b for b in _shell_blocks() if "kcat -P" in b.text)
+    python_block = next(b for b in _blocks() if b.lang == "python" and "Producer(" in b.text)
+    produce, consume = _commands(kcat_block)
+    _run(produce, readme_broker)
+    exec(python_block.text.replace("localhost:9092", readme_broker.bootstrap), {})
+    out = _run(consume, readme_broker)
+    assert "k1=hello (partition" in out and "k2=world" in out and "k3=from python" in out, out
+
+
+def test_client_commands_run(readme_broker: BrokerProcess) -> None:
+    block = next(b for b in _shell_blocks() if "bmq topic create" in b.text)
+    outputs = [_run(c, readme_broker) for c in _commands(block) if _is_run_against_a_broker(c)]
+    assert len(outputs) >= 7
+    consumed = next(o for o in outputs if "hello" in o)
+    assert "k1=hello @0" in consumed and "k2=world @0" in consumed, consumed   # two partitions
+
+
+def test_configuration_example_loads(tmp_path: Path) -> None:
+    block = next(b for b in _blocks() if b.lang == "toml")
+    path = tmp_path / "bmq.toml"
+    path.write_text(block.text)
+    config = load_config(str(path), environ={})
+    assert config.num_partitions == 8 and config.log_retention_ms == 86400000
+
+
+def test_python_examples_compile() -> None:
+    # The Spark example runs in tests/spark (with a session); here it must at least be Python.
+    for block in _blocks():
+        if block.lang == "python":
+            compile(block.text, f"README.md:{block.line}", "exec")
