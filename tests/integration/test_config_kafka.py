@@ -15,7 +15,10 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
+from bmq.protocol.messages import DescribeConfigsRequest
+from bmq.protocol.messages.describe_configs_request import DescribeConfigsResource
 from tests.conftest import BrokerProcess, bmq_command, free_port
+from tests.groups.wire import RawClient
 
 from . import kwire
 from .helpers import DeliveryLog, admin, consume, produce_all, producer, wait_until
@@ -213,3 +216,26 @@ def test_compacted_topic_refuses_keyless_records(module_broker, unique_topic):
     assert len(log.errors) == 1 and log.errors[0][1].code() == KafkaError.INVALID_RECORD
     got = consume(module_broker.bootstrap, name, [0], expected=1)[0]
     assert [(m.key, m.value) for m in got] == [(b"k", b"kept")]
+
+
+def test_documentation_and_types_in_describe_configs_v4(module_broker, unique_topic):
+    """What librdkafka's and the Java client's newest DescribeConfigs carry beyond values."""
+    name = unique_topic("doc")
+    produce_all(module_broker.bootstrap, name, [{"value": b"x"}])  # auto-created
+    request = DescribeConfigsRequest(
+        resources=[DescribeConfigsResource(resource_type=2, resource_name=name,
+                                           configuration_keys=["flush.ms", "compression.type"]),
+                   DescribeConfigsResource(resource_type=4, resource_name="0",
+                                           configuration_keys=["log.dirs"])],
+        include_synonyms=True, include_documentation=True)
+    with RawClient(module_broker.bootstrap) as client:
+        response = client.call(request, 4)
+    topic, broker = response.results
+    entries = {c.name: c for c in topic.configs}
+    assert set(entries) == {"flush.ms", "compression.type"}
+    assert entries["flush.ms"].config_type == 5  # LONG
+    assert entries["flush.ms"].config_source == 5  # DEFAULT_CONFIG (is_default is v0 only)
+    assert "no effect here" in (entries["flush.ms"].documentation or "")
+    assert "recompress" in (entries["compression.type"].documentation or "")
+    assert [c.name for c in broker.configs] == ["log.dirs"]
+    assert "BMQ_LOG_DIRS" in (broker.configs[0].documentation or "")
