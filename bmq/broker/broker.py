@@ -7,6 +7,7 @@ import logging
 import uuid
 from collections.abc import Mapping
 from concurrent.futures import Executor
+from dataclasses import replace
 
 from bmq.broker.fetch_views import BrokerFetchViews
 from bmq.broker.membership import Membership
@@ -181,16 +182,16 @@ class Broker:
             if count > MAX_PARTITIONS:
                 raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"At most {MAX_PARTITIONS}.")
             await self._open_partitions(info, range(info.partitions, count))
-            info.partitions = count
+            # A copy is saved: the registry's cached object may be refreshed from a ZooKeeper
+            # read (made before this save) while the save waits for a worker thread.
             await asyncio.get_running_loop().run_in_executor(
-                self._executor, self.topics.save, info)
+                self._executor, self.topics.save, replace(info, partitions=count))
 
     async def set_topic_configs(self, info: TopicInfo, configs: dict[str, str]) -> None:
         """Replace a topic's config overrides and apply them to its open logs."""
         async with self._admin_lock:
-            info.configs = configs
             await asyncio.get_running_loop().run_in_executor(
-                self._executor, self.topics.save, info)
+                self._executor, self.topics.save, replace(info, configs=configs))
             new_config = log_config(self.config, configs)
             for index in range(info.partitions):
                 partition = self.partitions.get(info.name, index)

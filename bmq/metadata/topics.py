@@ -62,6 +62,11 @@ class TopicRegistry(ABC):
         self._by_id: dict[uuid.UUID, TopicInfo] = {}
 
     def _index(self, info: TopicInfo) -> None:
+        current = self._by_name.get(info.name)
+        if current is not None and current is not info and current.topic_id == info.topic_id:
+            # Those who hold the cached object see the update.
+            current.partitions, current.configs = info.partitions, info.configs
+            return
         self._by_name[info.name] = info
         self._by_id[info.topic_id] = info
 
