@@ -1,8 +1,10 @@
 """Settings for every role, with one precedence order: defaults < TOML file < BMQ_* env < flags.
 
-TOML keys are the field names below; Kafka's dotted property names are accepted too
-(``"log.retention.ms"`` and ``log_retention_ms`` are the same key). The environment variable for a
-field is ``BMQ_`` plus its upper-cased name, e.g. ``BMQ_DATA_DIR`` or ``BMQ_LOG_RETENTION_MS``.
+TOML keys are the field names below or Kafka's name for the setting (``KAFKA_NAMES``):
+``"log.dirs"`` and ``data_dir`` are the same key, and so are ``"log.retention.ms"`` and
+``log_retention_ms``.
+The environment variable for a key is ``BMQ_`` plus its upper-cased name with dots as
+underscores, e.g. ``BMQ_DATA_DIR`` or ``BMQ_LOG_DIRS``, ``BMQ_LOG_RETENTION_MS``.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from bmq import listeners
 from bmq.listeners import Listener, ListenerError, inter_broker_listener, parse_listeners
 
 LOG_FORMATS = ("text", "json")
+# Kafka's compression.type values: keep the producer's codec, or recompress to one.
+COMPRESSION_TYPES = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
 
 
 class ConfigError(ValueError):
@@ -57,6 +61,7 @@ class Config:
     log_index_interval_bytes: int = 4096
     log_message_timestamp_type: str = "CreateTime"
     message_max_bytes: int = 1048588
+    compression_type: str = "producer"
     log_retention_check_interval_ms: int = 300_000
     log_checkpoint_interval_ms: int = 10_000
     # Object stores (S3): the least time between two flushes of one partition. Every flush is a
@@ -125,8 +130,100 @@ def split_host_port(address: str) -> tuple[str, int]:
         raise ConfigError(str(error)) from None
 
 
+# Kafka's name for each setting Kafka has: DescribeConfigs shows these, so Kafka UIs and scripts
+# find them, and they are accepted as keys beside BMQ's own names. Settings left out are BMQ's
+# alone and are shown under their own (field) name.
+KAFKA_NAMES: dict[str, str] = {
+    "data_dir": "log.dirs",
+    "listeners": "listeners",
+    "advertised_listeners": "advertised.listeners",
+    "listener_security_protocol_map": "listener.security.protocol.map",
+    "inter_broker_listener_name": "inter.broker.listener.name",
+    "node_id": "node.id",
+    "auto_create_topics_enable": "auto.create.topics.enable",
+    "num_partitions": "num.partitions",
+    "default_replication_factor": "default.replication.factor",
+    "delete_topic_enable": "delete.topic.enable",
+    "log_segment_bytes": "log.segment.bytes",
+    "log_roll_ms": "log.roll.ms",
+    "log_retention_ms": "log.retention.ms",
+    "log_retention_bytes": "log.retention.bytes",
+    "log_index_interval_bytes": "log.index.interval.bytes",
+    "log_message_timestamp_type": "log.message.timestamp.type",
+    "message_max_bytes": "message.max.bytes",
+    "compression_type": "compression.type",
+    "log_retention_check_interval_ms": "log.retention.check.interval.ms",
+    # Kafka's recovery-point checkpoint, which BMQ's partition checkpoint also is.
+    "log_checkpoint_interval_ms": "log.flush.offset.checkpoint.interval.ms",
+    "socket_request_max_bytes": "socket.request.max.bytes",
+    "group_initial_rebalance_delay_ms": "group.initial.rebalance.delay.ms",
+    "group_min_session_timeout_ms": "group.min.session.timeout.ms",
+    "group_max_session_timeout_ms": "group.max.session.timeout.ms",
+    "group_max_size": "group.max.size",
+    "offsets_topic_num_partitions": "offsets.topic.num.partitions",
+    "offsets_topic_segment_bytes": "offsets.topic.segment.bytes",
+    "offsets_retention_minutes": "offsets.retention.minutes",
+    "offsets_retention_check_interval_ms": "offsets.retention.check.interval.ms",
+    "offset_metadata_max_bytes": "offset.metadata.max.bytes",
+    "zookeeper": "zookeeper.connect",
+    "zookeeper_session_timeout_ms": "zookeeper.session.timeout.ms",
+}
+# Kafka's other names for a setting: accepted as keys, and broker.id is also described (Kafka 4
+# lists both broker.id and node.id).
+KAFKA_ALIASES: dict[str, str] = {"broker.id": "node_id", "log.dir": "data_dir"}
+DESCRIBED_ALIASES = ("broker.id",)
+# Kafka's coarser units for a setting (server.properties ships log.retention.hours=168): accepted
+# and converted; as in Kafka, the finer name wins when a source sets both.
+KAFKA_SCALED: dict[str, tuple[str, int]] = {
+    "log.retention.hours": ("log_retention_ms", 3_600_000),
+    "log.retention.minutes": ("log_retention_ms", 60_000),
+    "log.roll.hours": ("log_roll_ms", 3_600_000),
+}
+_SCALED_KEYS = {name.replace(".", "_"): (name, field_name, multiplier)
+                for name, (field_name, multiplier) in KAFKA_SCALED.items()}
 def _normalise(key: str) -> str:
     return key.replace(".", "_").replace("-", "_").lower()
+
+
+def _keys() -> dict[str, str]:
+    """Every accepted key (normalised) -> the field it sets (scaled names excluded)."""
+    keys = {f.name: f.name for f in dataclasses.fields(Config)}
+    for field_name, kafka in KAFKA_NAMES.items():
+        keys[_normalise(kafka)] = field_name
+    for alias, field_name in KAFKA_ALIASES.items():
+        keys[_normalise(alias)] = field_name
+    return keys
+
+
+def kafka_name(field_name: str) -> str:
+    """The name DescribeConfigs shows for a setting: Kafka's, else BMQ's own."""
+    return KAFKA_NAMES.get(field_name, field_name)
+
+
+def accepted_names(field_name: str) -> list[str]:
+    """Every key that sets a field: its own name first, then Kafka's names."""
+    names = [field_name]
+    if field_name in KAFKA_NAMES:
+        names.append(KAFKA_NAMES[field_name])
+    names += [alias for alias, target in KAFKA_ALIASES.items() if target == field_name]
+    names += [name for name, (target, _) in KAFKA_SCALED.items() if target == field_name]
+    return names
+
+
+def env_name(key: str) -> str:
+    return "BMQ_" + _normalise(key).upper()
+
+
+def described_value(config: Config, field_name: str) -> str:
+    """A setting's value as Kafka writes it: listeners (and their advertised addresses) as the
+    NAME://HOST:PORT list in force, whether set so or through listen/advertise."""
+    if field_name == "listeners":
+        return ",".join(f"{lst.name}://{lst.host}:{lst.port}" for lst in config.listener_list)
+    if field_name == "advertised_listeners":
+        return ",".join(f"{lst.name}://{lst.advertised_host}:{lst.advertised_port}"
+                        for lst in config.listener_list)
+    value = getattr(config, field_name)
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def _coerce(name: str, kind: Any, value: Any) -> Any:
@@ -144,9 +241,46 @@ def _coerce(name: str, kind: Any, value: Any) -> Any:
             if isinstance(value, bool):
                 raise ValueError(value)
             return int(value)
-        return str(value)
+        text = str(value)
     except (TypeError, ValueError):
         raise ConfigError(f"setting {name!r}: cannot use {value!r} as {kind.__name__}") from None
+    if name == "data_dir" and "," in text:
+        raise ConfigError(f"setting 'data_dir' (log.dirs): BMQ keeps one data directory, "
+                          f"got {text!r}")
+    return text
+
+
+def _read_source(items: Mapping[str, Any], origin: str, keys: Mapping[str, str],
+                 hints: Mapping[str, Any], strict: bool) -> dict[str, Any]:
+    """The fields one source (the TOML file, the environment) sets; two names of one setting in
+    one source are refused rather than one silently winning."""
+    values: dict[str, Any] = {}
+    seen: dict[str, str] = {}
+    scaled: dict[str, tuple[int, str, Any]] = {}
+    for key, value in items.items():
+        normal = _normalise(key.removeprefix("BMQ_"))  # environment variables carry BMQ_
+        scale = _SCALED_KEYS.get(normal)
+        if scale is not None:
+            kafka, field_name, multiplier = scale
+            # Kafka's precedence: hours < minutes; the exact field below beats both.
+            if field_name not in scaled or multiplier < scaled[field_name][0]:
+                scaled[field_name] = (multiplier, kafka, value)
+            continue
+        target = keys.get(normal)
+        if target is None:
+            if strict:
+                raise ConfigError(f"unknown setting {key!r} in {origin}")
+            continue
+        field_name = target
+        if field_name in seen:
+            raise ConfigError(f"setting {field_name!r} is set twice in {origin}: as "
+                              f"{seen[field_name]!r} and as {key!r}")
+        seen[field_name] = key
+        values[field_name] = _coerce(field_name, hints[field_name], value)
+    for field_name, (multiplier, kafka, value) in scaled.items():
+        if field_name not in values:
+            values[field_name] = _coerce(kafka, int, value) * multiplier
+    return values
 
 
 def load_config(
@@ -156,7 +290,7 @@ def load_config(
 ) -> Config:
     """Build the config from the TOML file, then BMQ_* variables, then explicit overrides."""
     hints = get_type_hints(Config)
-    fields = {f.name for f in dataclasses.fields(Config)}
+    keys = _keys()
     values: dict[str, Any] = {}
     environ = os.environ if environ is None else environ
     config_file = config_file or environ.get("BMQ_CONFIG")
@@ -166,15 +300,10 @@ def load_config(
                 table = tomllib.load(fh)
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise ConfigError(f"cannot read config file {config_file}: {exc}") from exc
-        for key, value in table.items():
-            name = _normalise(key)
-            if name not in fields:
-                raise ConfigError(f"unknown setting {key!r} in {config_file}")
-            values[name] = _coerce(name, hints[name], value)
-    for name in fields:
-        env_value = environ.get("BMQ_" + name.upper())
-        if env_value is not None:
-            values[name] = _coerce(name, hints[name], env_value)
+        values.update(_read_source(table, config_file, keys, hints, strict=True))
+    names = [*keys, *_SCALED_KEYS]
+    env = {env_name(name): environ[env_name(name)] for name in names if env_name(name) in environ}
+    values.update(_read_source(env, "the environment", keys, hints, strict=False))
     for key, value in (overrides or {}).items():
         if value is not None:
             name = _normalise(key)
@@ -189,8 +318,26 @@ def load_config(
                           "(0 turns metrics off)")
     if config.advertise:
         split_host_port(config.advertise)
+    if config.compression_type not in COMPRESSION_TYPES:
+        raise ConfigError(f"setting 'compression_type': expected one of "
+                          f"{', '.join(COMPRESSION_TYPES)}, got {config.compression_type!r}")
+    if config.default_replication_factor < 1:
+        raise ConfigError("setting 'default_replication_factor': must be 1 or more, got "
+                          f"{config.default_replication_factor}")
     try:
         config.listener_list  # noqa: B018 (parsed now, so a bad listener stops the start)
     except ListenerError as error:
         raise ConfigError(str(error)) from None
     return config
+
+
+def field_default(field_name: str) -> Any:
+    return _DEFAULTS[field_name]
+
+
+def explicitly_set(config: Config, field_name: str) -> bool:
+    """Whether a setting differs from its default: Kafka's STATIC_BROKER_CONFIG source."""
+    return bool(getattr(config, field_name) != _DEFAULTS[field_name])
+
+
+_DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(Config)}

@@ -143,10 +143,12 @@ class Broker:
         if not 0 < num_partitions <= MAX_PARTITIONS:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS,
                              f"Number of partitions must be in 1..{MAX_PARTITIONS}.")
-        if replication_factor not in (-1, 1):
-            # Storage replicates the data; each partition has exactly one logical replica.
+        if replication_factor == 0 or replication_factor < -1:
+            # Any factor is met: the shared storage holds the durable copies and one broker
+            # serves each partition (Metadata lists it as the only replica, in sync).
             raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                             "Replication factor must be 1 (or -1): storage replicates data.")
+                             "Replication factor must be larger than 0, or -1 to use the "
+                             "default.")
         return num_partitions, validate_topic_configs(configs)
 
     async def create_topic(self, name: str, num_partitions: int = -1,

@@ -1,16 +1,20 @@
-"""Topic-level configs: names, types, broker-wide defaults, validation, and the LogConfig they make.
+"""Topic-level configs: every config Kafka 4 defines, with its type, default, validation and
+documentation, and the LogConfig a topic's configs make.
 
-Only configs BMQ honours are accepted; anything else is INVALID_CONFIG, so a user never believes a
-setting took effect when it did not.
+Configs that mean something here are enforced (retention, segments, sizes, timestamps,
+compression, the compaction policy's refusal of keyless records); the rest are accepted, stored
+and described with Kafka's defaults, so tools written for Kafka can set them (their
+documentation says that BMQ stores them only). A name Kafka does not define is INVALID_CONFIG.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 
-from bmq.config import Config
+from bmq.config import COMPRESSION_TYPES, Config, explicitly_set, field_default, kafka_name
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.storage import LogConfig
 
@@ -22,6 +26,7 @@ class ConfigType(IntEnum):
     STRING = 2
     INT = 3
     LONG = 5
+    DOUBLE = 6
     LIST = 7
 
 
@@ -38,16 +43,34 @@ class ResourceType(IntEnum):
     BROKER = 4
 
 
+Validator = Callable[[str], bool]
+STORED_ONLY = " BMQ stores this config and shows it; it has no effect here"
+
+
 @dataclass(frozen=True, slots=True)
 class TopicConfigDef:
     name: str
     type: ConfigType
-    broker_default: Callable[[Config], str]
-    validate: Callable[[str], bool]
+    # The default as Kafka 4 ships it, or None when a BMQ setting gives it (broker_field).
+    kafka_default: str | None
+    validate: Validator
     doc: str
+    # The broker property Kafka takes the default from (DescribeConfigs' synonym), if any.
+    server_default: str | None = None
+    # The BMQ setting that gives the default, for configs BMQ enforces with a broker default.
+    broker_field: str | None = None
+    # Whether the config changes what BMQ does (else it is stored and described only).
+    enforced: bool = True
+
+    def default(self, broker: Config) -> str:
+        if self.broker_field is not None:
+            value = getattr(broker, self.broker_field)
+            return str(value)
+        assert self.kafka_default is not None
+        return self.kafka_default
 
 
-def _is_int(low: int, high: int = 2**63 - 1) -> Callable[[str], bool]:
+def _is_int(low: int, high: int = 2**63 - 1) -> Validator:
     def check(value: str) -> bool:
         try:
             return low <= int(value) <= high
@@ -57,42 +80,159 @@ def _is_int(low: int, high: int = 2**63 - 1) -> Callable[[str], bool]:
     return check
 
 
-def _one_of(*choices: str) -> Callable[[str], bool]:
+def _is_ratio(value: str) -> bool:
+    try:
+        return 0.0 <= float(value) <= 1.0
+    except ValueError:
+        return False
+
+
+def _is_bool(value: str) -> bool:
+    return value.lower() in ("true", "false")
+
+
+def _one_of(*choices: str) -> Validator:
     return lambda value: value in choices
 
 
-INT32_MAX = 2**31 - 1
+def _list_of(*choices: str) -> Validator:
+    return lambda value: bool(value) and all(item.strip() in choices
+                                             for item in value.split(","))
 
-TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
-    d.name: d
-    for d in (
-        TopicConfigDef("cleanup.policy", ConfigType.LIST, lambda c: "delete", _one_of("delete"),
-                       "Only 'delete' (retention by time and size) is supported."),
-        TopicConfigDef("compression.type", ConfigType.STRING, lambda c: "producer",
-                       _one_of("producer"),
-                       "Batches are stored as the producer compressed them."),
-        TopicConfigDef("max.message.bytes", ConfigType.INT,
-                       lambda c: str(c.message_max_bytes), _is_int(0, INT32_MAX),
-                       "Largest record batch accepted, in bytes."),
-        TopicConfigDef("message.timestamp.type", ConfigType.STRING,
-                       lambda c: c.log_message_timestamp_type,
-                       _one_of("CreateTime", "LogAppendTime"),
-                       "CreateTime keeps producers' timestamps; LogAppendTime stamps the broker."),
-        TopicConfigDef("retention.ms", ConfigType.LONG, lambda c: str(c.log_retention_ms),
-                       _is_int(-1), "Age after which whole segments are deleted; -1 keeps all."),
-        TopicConfigDef("retention.bytes", ConfigType.LONG, lambda c: str(c.log_retention_bytes),
-                       _is_int(-1), "Size per partition above which old segments are deleted."),
-        TopicConfigDef("segment.bytes", ConfigType.INT, lambda c: str(c.log_segment_bytes),
-                       _is_int(4096, INT32_MAX), "Segment file size that triggers a roll."),
-        TopicConfigDef("segment.ms", ConfigType.LONG, lambda c: str(c.log_roll_ms),
-                       _is_int(1), "Segment age that triggers a roll."),
-        TopicConfigDef("index.interval.bytes", ConfigType.INT,
-                       lambda c: str(c.log_index_interval_bytes), _is_int(0, INT32_MAX),
-                       "Bytes between offset index entries."),
-        TopicConfigDef("min.insync.replicas", ConfigType.INT, lambda c: "1", _is_int(1, 1),
-                       "Storage provides durability; BMQ keeps one logical replica."),
-    )
-}
+
+_THROTTLED = re.compile(r"^(\*|\s*|\d+:\d+(\s*,\s*\d+:\d+)*)$")
+_VERSION = re.compile(r"^\d+\.\d+(\.\d+)*(-IV\d+)?$")
+INT32_MAX = 2**31 - 1
+LONG_MAX = str(2**63 - 1)
+
+
+def _broker(name: str, kind: ConfigType, broker_field: str, validate: Validator,
+            doc: str) -> TopicConfigDef:
+    """A config BMQ enforces, whose default is a BMQ broker setting (Kafka's log.* property)."""
+    return TopicConfigDef(name, kind, None, validate, doc, kafka_name(broker_field), broker_field)
+
+
+def _kafka(name: str, kind: ConfigType, default: str, validate: Validator, doc: str,
+           server_default: str | None = None, enforced: bool = False) -> TopicConfigDef:
+    """A config with Kafka's fixed default (no BMQ broker setting)."""
+    return TopicConfigDef(name, kind, default, validate, doc, server_default, enforced=enforced)
+
+
+_DEFINITIONS = (
+    _kafka("cleanup.policy", ConfigType.LIST, "delete", _list_of("delete", "compact"),
+           "delete: whole segments past retention.ms or retention.bytes are deleted. compact: "
+           "records without a key are refused (INVALID_RECORD) and nothing is deleted by age "
+           "or size; the log cleaner that keeps only each key's latest value does not run yet, "
+           "so a compacted topic keeps every record. Both (compact,delete): keys required, "
+           "retention applies.", "log.cleanup.policy", enforced=True),
+    _broker("compression.type", ConfigType.STRING, "compression_type",
+            _one_of(*COMPRESSION_TYPES),
+            "producer keeps each batch as the producer compressed it; a codec (uncompressed, "
+            "gzip, snappy, lz4, zstd) makes the broker recompress every batch sent with another "
+            "codec, as Kafka does."),
+    _kafka("compression.gzip.level", ConfigType.INT, "-1",
+           lambda v: v == "-1" or _is_int(1, 9)(v),
+           "The gzip level batches are recompressed at (compression.type=gzip); -1: zlib's "
+           "default.", "compression.gzip.level", enforced=True),
+    _kafka("compression.lz4.level", ConfigType.INT, "9", _is_int(1, 17),
+           "The lz4 level batches are recompressed at (compression.type=lz4); 9 is lz4's fast "
+           "mode, others its high-compression mode.", "compression.lz4.level", enforced=True),
+    _kafka("compression.zstd.level", ConfigType.INT, "3", _is_int(-131072, 22),
+           "The zstd level batches are recompressed at (compression.type=zstd).",
+           "compression.zstd.level", enforced=True),
+    _kafka("delete.retention.ms", ConfigType.LONG, "86400000", _is_int(0),
+           "How long the log cleaner keeps delete tombstones of compacted topics." + STORED_ONLY
+           + " until compaction runs.", "log.cleaner.delete.retention.ms"),
+    _kafka("file.delete.delay.ms", ConfigType.LONG, "60000", _is_int(0),
+           "Wait before a deleted segment's files are removed." + STORED_ONLY + ".",
+           "log.segment.delete.delay.ms"),
+    _kafka("flush.messages", ConfigType.LONG, LONG_MAX, _is_int(1),
+           "Records between forced fsyncs." + STORED_ONLY + ": every group commit is fsynced "
+           "before acks=all is answered.", "log.flush.interval.messages"),
+    _kafka("flush.ms", ConfigType.LONG, LONG_MAX, _is_int(0),
+           "Time between forced fsyncs." + STORED_ONLY + ": every group commit is fsynced "
+           "before acks=all is answered.", "log.flush.interval.ms"),
+    _kafka("follower.replication.throttled.replicas", ConfigType.LIST, "",
+           lambda v: bool(_THROTTLED.match(v)),
+           "Replicas whose follower replication is throttled." + STORED_ONLY
+           + ": storage replicates."),
+    _broker("index.interval.bytes", ConfigType.INT, "log_index_interval_bytes",
+            _is_int(0, INT32_MAX), "Bytes between offset index entries."),
+    _kafka("leader.replication.throttled.replicas", ConfigType.LIST, "",
+           lambda v: bool(_THROTTLED.match(v)),
+           "Replicas whose leader-side replication is throttled." + STORED_ONLY
+           + ": storage replicates."),
+    _kafka("local.retention.bytes", ConfigType.LONG, "-2", _is_int(-2),
+           "Tiered storage: bytes kept locally." + STORED_ONLY + ": all segments live on the "
+           "shared storage.", "log.local.retention.bytes"),
+    _kafka("local.retention.ms", ConfigType.LONG, "-2", _is_int(-2),
+           "Tiered storage: time kept locally." + STORED_ONLY + ": all segments live on the "
+           "shared storage.", "log.local.retention.ms"),
+    _kafka("max.compaction.lag.ms", ConfigType.LONG, LONG_MAX, _is_int(1),
+           "Longest time a record stays uncompacted." + STORED_ONLY + " until compaction runs.",
+           "log.cleaner.max.compaction.lag.ms"),
+    _broker("max.message.bytes", ConfigType.INT, "message_max_bytes", _is_int(0, INT32_MAX),
+            "Largest record batch accepted, in bytes (after the broker's recompression, if "
+            "any): larger ones get MESSAGE_TOO_LARGE."),
+    _kafka("message.downconversion.enable", ConfigType.BOOLEAN, "true", _is_bool,
+           "Deprecated in Kafka 4, where down-conversion no longer exists; a no-op here too.",
+           "log.message.downconversion.enable"),
+    _kafka("message.format.version", ConfigType.STRING, "3.0-IV1", lambda v: bool(
+           _VERSION.match(v)),
+           "Deprecated (removed in Kafka 4): BMQ always writes message format v2." + STORED_ONLY
+           + ".", "log.message.format.version"),
+    _kafka("message.timestamp.after.max.ms", ConfigType.LONG, LONG_MAX, _is_int(0),
+           "How far in the future a CreateTime timestamp may be." + STORED_ONLY + ".",
+           "log.message.timestamp.after.max.ms"),
+    _kafka("message.timestamp.before.max.ms", ConfigType.LONG, LONG_MAX, _is_int(0),
+           "How far in the past a CreateTime timestamp may be." + STORED_ONLY + ".",
+           "log.message.timestamp.before.max.ms"),
+    _kafka("message.timestamp.difference.max.ms", ConfigType.LONG, LONG_MAX, _is_int(0),
+           "Deprecated (removed in Kafka 4) for the two above." + STORED_ONLY + ".",
+           "log.message.timestamp.difference.max.ms"),
+    _broker("message.timestamp.type", ConfigType.STRING, "log_message_timestamp_type",
+            _one_of("CreateTime", "LogAppendTime"),
+            "CreateTime keeps producers' timestamps; LogAppendTime stamps the broker's time."),
+    _kafka("min.cleanable.dirty.ratio", ConfigType.DOUBLE, "0.5", _is_ratio,
+           "Dirty share of a log that makes the cleaner compact it." + STORED_ONLY
+           + " until compaction runs.", "log.cleaner.min.cleanable.ratio"),
+    _kafka("min.compaction.lag.ms", ConfigType.LONG, "0", _is_int(0),
+           "Shortest time a record stays uncompacted." + STORED_ONLY + " until compaction runs.",
+           "log.cleaner.min.compaction.lag.ms"),
+    _kafka("min.insync.replicas", ConfigType.INT, "1", _is_int(1, INT32_MAX),
+           "Replicas that must have a write before acks=all is answered. In BMQ acks=all is "
+           "answered once the write is durable on the shared storage, which stands for every "
+           "replica, so any value is met.", "min.insync.replicas"),
+    _kafka("preallocate", ConfigType.BOOLEAN, "false", _is_bool,
+           "Preallocate segment files." + STORED_ONLY + ".", "log.preallocate"),
+    _kafka("remote.log.copy.disable", ConfigType.BOOLEAN, "false", _is_bool,
+           "Tiered storage: stop copying segments to remote storage." + STORED_ONLY + "."),
+    _kafka("remote.log.delete.on.disable", ConfigType.BOOLEAN, "false", _is_bool,
+           "Tiered storage: delete remote segments when tiering is turned off." + STORED_ONLY
+           + "."),
+    _kafka("remote.storage.enable", ConfigType.BOOLEAN, "false", _is_bool,
+           "Tiered storage." + STORED_ONLY + ": every segment is on the shared storage "
+           "already."),
+    _broker("retention.bytes", ConfigType.LONG, "log_retention_bytes", _is_int(-1),
+            "Size per partition above which the oldest whole segments are deleted; -1: no "
+            "limit."),
+    _broker("retention.ms", ConfigType.LONG, "log_retention_ms", _is_int(-1),
+            "Age after which whole segments are deleted; -1 keeps everything."),
+    _broker("segment.bytes", ConfigType.INT, "log_segment_bytes", _is_int(4096, INT32_MAX),
+            "Segment size that makes the log roll to a new segment."),
+    _kafka("segment.index.bytes", ConfigType.INT, "10485760", _is_int(4, INT32_MAX),
+           "Largest offset index file." + STORED_ONLY + ": BMQ's indexes grow with the "
+           "segment.", "log.index.size.max.bytes"),
+    _kafka("segment.jitter.ms", ConfigType.LONG, "0", _is_int(0),
+           "Random jitter subtracted from segment.ms." + STORED_ONLY + ".",
+           "log.roll.jitter.ms"),
+    _broker("segment.ms", ConfigType.LONG, "log_roll_ms", _is_int(1),
+            "Segment age that makes the log roll to a new segment."),
+    _kafka("unclean.leader.election.enable", ConfigType.BOOLEAN, "false", _is_bool,
+           "Let an out-of-sync replica lead." + STORED_ONLY + ": a partition's new owner "
+           "always opens the whole durable log.", "unclean.leader.election.enable"),
+)
+TOPIC_CONFIGS: dict[str, TopicConfigDef] = {d.name: d for d in _DEFINITIONS}
 
 
 def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
@@ -101,7 +241,7 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
     for name, value in configs.items():
         definition = TOPIC_CONFIGS.get(name)
         if definition is None:
-            raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown or unsupported config {name}")
+            raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}")
         if value is None:
             continue
         if not definition.validate(value):
@@ -110,25 +250,66 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
     return result
 
 
+@dataclass(frozen=True, slots=True)
+class Described:
+    """One topic config as DescribeConfigs shows it: value, source and synonyms (Kafka's order:
+    the one in force first)."""
+
+    value: str
+    source: ConfigSource
+    synonyms: list[tuple[str, str, ConfigSource]]
+
+
+def describe_topic_config(broker: Config, definition: TopicConfigDef,
+                          overrides: Mapping[str, str]) -> Described:
+    """As Kafka: the topic's override, else the broker's static setting, else the default."""
+    synonyms = []
+    if definition.name in overrides:
+        synonyms.append((definition.name, overrides[definition.name], ConfigSource.TOPIC_CONFIG))
+    server = definition.server_default
+    if server is not None:
+        if definition.broker_field is not None:
+            if explicitly_set(broker, definition.broker_field):
+                synonyms.append((server, definition.default(broker),
+                                 ConfigSource.STATIC_BROKER_CONFIG))
+            default = str(field_default(definition.broker_field))
+        else:
+            assert definition.kafka_default is not None
+            default = definition.kafka_default
+        synonyms.append((server, default, ConfigSource.DEFAULT_CONFIG))
+    if definition.name in overrides:
+        return Described(overrides[definition.name], ConfigSource.TOPIC_CONFIG, synonyms)
+    source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
+    return Described(definition.default(broker), source, synonyms)
+
+
 def effective_topic_configs(broker: Config,
                             overrides: Mapping[str, str]) -> dict[str, tuple[str, ConfigSource]]:
     """Every topic config with its value and where the value comes from."""
-    return {
-        name: (overrides[name], ConfigSource.TOPIC_CONFIG) if name in overrides
-        else (d.broker_default(broker), ConfigSource.DEFAULT_CONFIG)
-        for name, d in TOPIC_CONFIGS.items()
-    }
+    result = {}
+    for name, definition in TOPIC_CONFIGS.items():
+        described = describe_topic_config(broker, definition, overrides)
+        result[name] = (described.value, described.source)
+    return result
 
 
 def log_config(broker: Config, overrides: Mapping[str, str]) -> LogConfig:
-    effective = effective_topic_configs(broker, overrides)
-    values = {name: value for name, (value, _) in effective.items()}
+    def value(name: str) -> str:
+        return overrides.get(name) or TOPIC_CONFIGS[name].default(broker)
+
+    policies = {p.strip() for p in value("cleanup.policy").split(",")}
+    deletes = "delete" in policies  # compact alone: Kafka deletes nothing by age or size
+    compression = value("compression.type")
+    level = overrides.get(f"compression.{compression}.level")
     return LogConfig(
-        segment_bytes=int(values["segment.bytes"]),
-        segment_ms=int(values["segment.ms"]),
-        retention_ms=int(values["retention.ms"]),
-        retention_bytes=int(values["retention.bytes"]),
-        index_interval_bytes=int(values["index.interval.bytes"]),
-        max_message_bytes=int(values["max.message.bytes"]),
-        message_timestamp_type=values["message.timestamp.type"],
+        segment_bytes=int(value("segment.bytes")),
+        segment_ms=int(value("segment.ms")),
+        retention_ms=int(value("retention.ms")) if deletes else -1,
+        retention_bytes=int(value("retention.bytes")) if deletes else -1,
+        index_interval_bytes=int(value("index.interval.bytes")),
+        max_message_bytes=int(value("max.message.bytes")),
+        message_timestamp_type=value("message.timestamp.type"),
+        compression_type=compression,
+        compression_level=None if level is None else int(level),
+        compact="compact" in policies,
     )

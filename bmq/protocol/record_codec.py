@@ -1,9 +1,12 @@
-"""Decoding the records inside RecordBatch v2, for the few places that need them.
+"""Decoding (and recompressing) the records inside RecordBatch v2, for the few places that
+need them.
 
-The produce and fetch paths never call this: they move batches as opaque bytes. It serves
-ListOffsets by timestamp (which must answer with a record's exact offset) and batch readers such
-as the Spark data source. All four Kafka codecs are handled; snappy comes either raw (librdkafka)
-or in xerial framing (the Java client).
+The produce and fetch paths move batches as opaque bytes; this serves ListOffsets by timestamp
+(which must answer with a record's exact offset), batch readers such as the Spark data source,
+and the produce path only for topics whose configs ask the broker to look inside
+(compression.type other than producer, cleanup.policy=compact). All four Kafka codecs are
+handled; snappy comes either raw (librdkafka) or in xerial framing (the Java client), and is
+written in xerial framing as Kafka's broker writes it.
 """
 
 from __future__ import annotations
@@ -14,17 +17,36 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import cramjam
+import crc32c
 
 from bmq.protocol.records import (
+    COMPRESSION_MASK,
     HEADER_SIZE,
+    LOG_OVERHEAD,
     TIMESTAMP_TYPE_LOG_APPEND,
     BatchHeader,
     iter_batches,
 )
 
 NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
+# compression.type's names of the codecs.
+CODEC_IDS = {"uncompressed": NONE, "gzip": GZIP, "snappy": SNAPPY, "lz4": LZ4, "zstd": ZSTD}
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
 _INT32 = struct.Struct(">i")
+# xerial framing as snappy-java writes it: magic, version 1, compatible version 1, then
+# 32 KiB input blocks each as (int32 length, raw snappy block).
+_XERIAL_HEADER = _XERIAL_MAGIC + struct.pack(">ii", 1, 1)
+_XERIAL_BLOCK = 32 << 10
+# An LZ4 frame as Kafka's producer and broker write it: independent 64 KiB blocks, no content
+# size or checksum. Magic, FLG 0x60, BD 0x40 and the descriptor's xxhash byte 0x82 are constant.
+_LZ4_FRAME_HEADER = bytes.fromhex("04224d18604082")
+_LZ4_BLOCK = 64 << 10
+_LZ4_UNCOMPRESSED = 0x80000000
+_LZ4_DEFAULT_LEVEL = 9  # Kafka's default, its fast mode; other levels use high compression
+_UINT32_LE = struct.Struct("<I")
+_CRC = struct.Struct(">I")
+_ATTRIBUTES = struct.Struct(">h")
+_BATCH_LENGTH = struct.Struct(">i")
 
 
 class RecordDecodeError(ValueError):
@@ -68,6 +90,65 @@ def decompress(codec: int, data: bytes) -> bytes:
     except (zlib.error, cramjam.DecompressionError, struct.error) as error:
         raise RecordDecodeError(f"cannot decompress codec {codec}: {error}") from error
     raise RecordDecodeError(f"unknown compression codec {codec}")
+
+
+def _snappy_xerial(data: bytes) -> bytes:
+    out = [_XERIAL_HEADER]
+    for start in range(0, len(data), _XERIAL_BLOCK):
+        block = bytes(cramjam.snappy.compress_raw(data[start : start + _XERIAL_BLOCK]))
+        out += [_INT32.pack(len(block)), block]
+    return b"".join(out)
+
+
+def _lz4_frame(data: bytes, level: int | None) -> bytes:
+    out = [_LZ4_FRAME_HEADER]
+    fast = level is None or level == _LZ4_DEFAULT_LEVEL
+    for start in range(0, len(data), _LZ4_BLOCK):
+        chunk = data[start : start + _LZ4_BLOCK]
+        block = bytes(cramjam.lz4.compress_block(chunk, store_size=False) if fast else
+                      cramjam.lz4.compress_block(chunk, mode="high_compression",
+                                                 compression=level, store_size=False))
+        if len(block) >= len(chunk):  # incompressible: stored as is, flagged
+            out += [_UINT32_LE.pack(len(chunk) | _LZ4_UNCOMPRESSED), chunk]
+        else:
+            out += [_UINT32_LE.pack(len(block)), block]
+    out.append(b"\x00\x00\x00\x00")  # end mark
+    return b"".join(out)
+
+
+def compress(codec: int, data: bytes, level: int | None = None) -> bytes:
+    """``data`` compressed as a batch's records section with ``codec`` (None or -1: the
+    codec's default level)."""
+    if level == -1:
+        level = None
+    if codec == NONE:
+        return data
+    if codec == GZIP:
+        packer = zlib.compressobj(-1 if level is None else level, zlib.DEFLATED, 31)
+        return packer.compress(data) + packer.flush()
+    if codec == SNAPPY:
+        return _snappy_xerial(data)
+    if codec == LZ4:
+        return _lz4_frame(data, level)
+    if codec == ZSTD:
+        return bytes(cramjam.zstd.compress(data, level=3 if level is None else level))
+    raise ValueError(f"unknown compression codec {codec}")
+
+
+def recompress_batch(batch: bytes | memoryview, header: BatchHeader, codec: int,
+                     level: int | None = None) -> bytes:
+    """The batch with its records section recompressed with ``codec``: every header field but
+    the length, the codec bits and the CRC is kept, and the records themselves are unchanged
+    (only the compressed bytes around them are)."""
+    records = decompress(header.compression, bytes(batch[HEADER_SIZE : header.size]))
+    payload = compress(codec, records, level)
+    out = bytearray(HEADER_SIZE + len(payload))
+    out[:HEADER_SIZE] = batch[:HEADER_SIZE]
+    out[HEADER_SIZE:] = payload
+    _BATCH_LENGTH.pack_into(out, 8, len(out) - LOG_OVERHEAD)
+    _ATTRIBUTES.pack_into(out, 21, (header.attributes & ~COMPRESSION_MASK) | codec)
+    _CRC.pack_into(out, 17, crc32c.crc32c(memoryview(out)[21:]))
+    return bytes(out)
 
 
 class _Cursor:

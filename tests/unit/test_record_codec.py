@@ -1,8 +1,9 @@
 """Record decoding against batches built by an independent encoder (kafka-python's)."""
 
+import lz4.frame
 import pytest
 from kafka.codec import snappy_encode
-from kafka.record.default_records import DefaultRecordBatchBuilder
+from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from bmq.protocol.record_codec import (
     GZIP,
@@ -11,10 +12,12 @@ from bmq.protocol.record_codec import (
     SNAPPY,
     ZSTD,
     RecordDecodeError,
+    compress,
     decompress,
     iter_records,
+    recompress_batch,
 )
-from bmq.protocol.records import read_header, set_base_offset
+from bmq.protocol.records import crc_ok, read_header, set_base_offset
 
 RECORDS = [
     (1_700_000_000_000 + i, None if i % 5 == 0 else f"k{i}".encode(),
@@ -62,3 +65,33 @@ def test_corrupt_compressed_payload_is_a_decode_error() -> None:
     batch[80:90] = b"\x00" * 10
     with pytest.raises(RecordDecodeError):
         list(iter_records(bytes(batch)))
+
+
+@pytest.mark.parametrize("source", [NONE, GZIP, LZ4])
+@pytest.mark.parametrize(("target", "level"), [(NONE, None), (GZIP, 9), (SNAPPY, None),
+                                               (LZ4, None), (LZ4, 12), (ZSTD, None), (ZSTD, 1)])
+def test_recompressed_batches_read_back_by_an_independent_decoder(
+        source: int, target: int, level: int | None) -> None:
+    original = build(source, base_offset=500)
+    header = read_header(original)
+    batch = recompress_batch(original, header, target, level)
+    new = read_header(batch)
+    assert new.compression == target and crc_ok(batch, 0, new)
+    # Everything but the length, the codec bits and the CRC is the producer's.
+    assert (new.base_offset, new.base_timestamp, new.max_timestamp, new.producer_id,
+            new.base_sequence, new.record_count, new.last_offset_delta) == (
+        header.base_offset, header.base_timestamp, header.max_timestamp, header.producer_id,
+        header.base_sequence, header.record_count, header.last_offset_delta)
+    # kafka-python decodes with its own codecs (python-snappy's xerial reader, lz4.frame).
+    reader = DefaultRecordBatch(bytearray(batch))
+    assert reader.validate_crc() and reader.compression_type == target
+    got = [(r.timestamp, r.key, r.value, list(r.headers)) for r in reader]
+    assert got == [(ts, k, v, list(h)) for ts, k, v, h in RECORDS]
+
+
+def test_lz4_frames_use_independent_blocks_as_kafka_writes_them() -> None:
+    payload = b"kafka lz4 " * 30_000  # several 64 KiB blocks
+    framed = compress(LZ4, payload)
+    assert framed[4] == 0x60  # FLG: version 1, independent blocks, no checksums or size
+    assert lz4.frame.decompress(framed) == payload
+    assert decompress(LZ4, framed) == payload

@@ -6,7 +6,22 @@ import dataclasses
 from dataclasses import dataclass
 
 from bmq.broker.broker import Broker
-from bmq.broker.topic_config import TOPIC_CONFIGS, ConfigSource, ConfigType, ResourceType
+from bmq.broker.topic_config import (
+    TOPIC_CONFIGS,
+    ConfigSource,
+    ConfigType,
+    ResourceType,
+    describe_topic_config,
+)
+from bmq.config import (
+    DESCRIBED_ALIASES,
+    KAFKA_ALIASES,
+    Config,
+    accepted_names,
+    described_value,
+    env_name,
+    kafka_name,
+)
 from bmq.metadata.topics import TopicInfo
 from bmq.protocol.errors import ErrorCode, KafkaError
 
@@ -19,34 +34,43 @@ class ConfigEntry:
     type: ConfigType
     read_only: bool
     documentation: str
+    # (name, value, source), the one in force first: what DescribeConfigs v1+ lists as synonyms.
+    synonyms: list[tuple[str, str, ConfigSource]]
 
 
-def _kafka_name(field_name: str) -> str:
-    return field_name.replace("_", ".")
+def _broker_entry(config: Config, defaults: Config, field_name: str, shown: str) -> ConfigEntry:
+    value = getattr(config, field_name)
+    kind = {bool: ConfigType.BOOLEAN, int: ConfigType.LONG}.get(type(value), ConfigType.STRING)
+    text, default = described_value(config, field_name), described_value(defaults, field_name)
+    synonyms = []
+    # By value, so listeners set through BMQ's listen shorthand count as set too.
+    if text != default:
+        synonyms.append((shown, text, ConfigSource.STATIC_BROKER_CONFIG))
+    if default != "":  # Kafka lists no default synonym for a config without a default
+        synonyms.append((shown, default, ConfigSource.DEFAULT_CONFIG))
+    source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
+    names = ", ".join(f"{n} ({env_name(n)})" for n in accepted_names(field_name))
+    return ConfigEntry(shown, text, source, kind, True,
+                       f"BMQ broker setting, read-only here; set as {names} or a flag.", synonyms)
 
 
 def broker_entries(broker: Broker) -> list[ConfigEntry]:
-    """The broker's own settings, read-only: they come from flags, env and the TOML file."""
-    entries = []
-    for f in dataclasses.fields(broker.config):
-        value = getattr(broker.config, f.name)
-        kind = {bool: ConfigType.BOOLEAN, int: ConfigType.LONG}.get(type(value), ConfigType.STRING)
-        text = str(value).lower() if isinstance(value, bool) else str(value)
-        source = (ConfigSource.DEFAULT_CONFIG if f.default == value
-                  else ConfigSource.STATIC_BROKER_CONFIG)
-        entries.append(ConfigEntry(_kafka_name(f.name), text, source, kind, True,
-                                   f"BMQ setting {f.name} (BMQ_{f.name.upper()})"))
+    """The broker's settings under Kafka's names where Kafka has one (BMQ's own names for the
+    rest), read-only: they come from flags, the environment and the TOML file."""
+    config, defaults = broker.config, Config()
+    entries = [_broker_entry(config, defaults, f.name, kafka_name(f.name))
+               for f in dataclasses.fields(config)]
+    entries += [_broker_entry(config, defaults, KAFKA_ALIASES[alias], alias)
+                for alias in DESCRIBED_ALIASES]
     return entries
 
 
 def topic_entries(broker: Broker, info: TopicInfo) -> list[ConfigEntry]:
     entries = []
     for name, definition in TOPIC_CONFIGS.items():
-        if name in info.configs:
-            value, source = info.configs[name], ConfigSource.TOPIC_CONFIG
-        else:
-            value, source = definition.broker_default(broker.config), ConfigSource.DEFAULT_CONFIG
-        entries.append(ConfigEntry(name, value, source, definition.type, False, definition.doc))
+        described = describe_topic_config(broker.config, definition, info.configs)
+        entries.append(ConfigEntry(name, described.value, described.source, definition.type,
+                                   False, definition.doc, described.synonyms))
     return entries
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bmq.broker.handlers.base import RequestContext
+from bmq.broker.handlers.create_topics import check_replica_assignment
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.messages import CreatePartitionsRequest, CreatePartitionsResponse
 from bmq.protocol.messages.create_partitions_response import CreatePartitionsTopicResult
@@ -19,12 +20,11 @@ async def handle_create_partitions(ctx: RequestContext, request: CreatePartition
             info = await broker.lookup_topic(topic.name)
             if info is None:
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-            node = broker.node.node_id
-            if topic.assignments is not None and (
-                    len(topic.assignments) != topic.count - info.partitions
-                    or any(a.broker_ids != [node] for a in topic.assignments)):
-                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                 f"Each new partition must be assigned to broker {node} alone.")
+            if topic.assignments is not None:
+                if len(topic.assignments) != topic.count - info.partitions:
+                    raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                     "Give one assignment per new partition.")
+                check_replica_assignment(ctx, [a.broker_ids for a in topic.assignments])
             if request.validate_only:
                 if topic.count <= info.partitions:
                     raise KafkaError(ErrorCode.INVALID_PARTITIONS,

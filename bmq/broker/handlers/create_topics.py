@@ -15,6 +15,21 @@ from bmq.protocol.messages.create_topics_response import (
 )
 
 
+def check_replica_assignment(ctx: RequestContext, broker_ids: list[list[int]]) -> None:
+    """Explicit assignments name live brokers, each once per partition, as in Kafka; one broker
+    serves each partition whatever the list (the storage holds the replicas)."""
+    known = {node.node_id for node in ctx.broker.metadata_nodes}
+    sizes = {len(ids) for ids in broker_ids}
+    for ids in broker_ids:
+        if not ids or len(set(ids)) != len(ids) or not set(ids) <= known:
+            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"Replica assignment {ids} must name distinct brokers among "
+                             f"{sorted(known)}.")
+    if len(sizes) > 1:
+        raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                         "All partitions must have the same number of replicas.")
+
+
 def _partition_count(ctx: RequestContext, topic: CreatableTopic) -> tuple[int, int]:
     """Partition count and replication factor, from the assignment when one is given."""
     if not topic.assignments:
@@ -23,13 +38,12 @@ def _partition_count(ctx: RequestContext, topic: CreatableTopic) -> tuple[int, i
         raise KafkaError(ErrorCode.INVALID_REQUEST,
                          "Both numPartitions or replicationFactor and replicasAssignments "
                          "were set.")
-    node = ctx.broker.node.node_id
     indexes = sorted(a.partition_index for a in topic.assignments)
-    if indexes != list(range(len(indexes))) or any(a.broker_ids != [node]
-                                                  for a in topic.assignments):
+    if indexes != list(range(len(indexes))):
         raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                         f"Each partition must be assigned to broker {node} alone.")
-    return len(indexes), 1
+                         "Partitions must be numbered 0 to the partition count - 1.")
+    check_replica_assignment(ctx, [a.broker_ids for a in topic.assignments])
+    return len(indexes), len(topic.assignments[0].broker_ids)
 
 
 async def handle_create_topics(ctx: RequestContext, request: CreateTopicsRequest,
@@ -54,6 +68,7 @@ async def handle_create_topics(ctx: RequestContext, request: CreateTopicsRequest
                 result.topic_id = info.topic_id
                 count, valid = info.partitions, info.configs
             result.num_partitions = count
+            # The replicas Metadata reports: the one broker serving each partition.
             result.replication_factor = 1
             result.configs = [
                 CreatableTopicConfigs(name=name, value=value, read_only=False,

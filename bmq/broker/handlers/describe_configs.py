@@ -49,10 +49,9 @@ async def handle_describe_configs(ctx: RequestContext, request: DescribeConfigsR
         for entry in entries:
             if keys is not None and entry.name not in keys:
                 continue
-            synonyms = []
-            if request.include_synonyms:
-                synonyms.append(DescribeConfigsSynonym(name=entry.name, value=entry.value,
-                                                       source=entry.source))
+            synonyms = [DescribeConfigsSynonym(name=name, value=value, source=source)
+                        for name, value, source in entry.synonyms] \
+                if request.include_synonyms and version >= 1 else []
             result.configs.append(DescribeConfigsResourceResult(
                 name=entry.name, value=entry.value, read_only=entry.read_only,
                 config_source=entry.source, is_default=entry.source == ConfigSource.DEFAULT_CONFIG,

@@ -16,7 +16,7 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 def _apply(current: dict[str, str], change: AlterableConfig, default: str) -> None:
     definition = TOPIC_CONFIGS.get(change.name)
     if definition is None:
-        raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown or unsupported config {change.name}")
+        raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {change.name}")
     if change.config_operation == SET:
         if change.value is None:
             raise KafkaError(ErrorCode.INVALID_REQUEST, f"Null value for {change.name}")
@@ -52,7 +52,7 @@ async def handle_incremental_alter_configs(ctx: RequestContext,
             info = await find_topic(broker, resource.resource_type, resource.resource_name)
             configs = dict(info.configs)
             for change in resource.configs:
-                default = TOPIC_CONFIGS[change.name].broker_default(broker.config) \
+                default = TOPIC_CONFIGS[change.name].default(broker.config) \
                     if change.name in TOPIC_CONFIGS else ""
                 _apply(configs, change, default)
             configs = validate_topic_configs(configs)

@@ -10,6 +10,7 @@ from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.messages import ProduceRequest, ProduceResponse
 from bmq.protocol.messages.produce_response import PartitionProduceResponse, TopicProduceResponse
 from bmq.protocol.records import set_leader_epoch, validate_batches
+from bmq.writepath.conversion import convert_batches, needs_conversion
 from bmq.writepath.partitions import now_ms
 
 # Produce v0-2 (message formats v0/v1) are listed for librdkafka's sake (KAFKA-18659) but, as
@@ -60,6 +61,9 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest,
                     raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "no record batches")
                 config = partition.log.config
                 headers = validate_batches(records, config.max_message_bytes)
+                if needs_conversion(config):  # compression.type or compact set on the topic
+                    records, headers = convert_batches(records, headers, config,
+                                                       f"{name}-{data.index}")
                 if len(records) > config.segment_bytes:
                     raise KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE,
                                      "record set is larger than segment.bytes")

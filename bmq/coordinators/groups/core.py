@@ -49,6 +49,10 @@ class GroupCoordinatorCore(ShardedCoordinator[OffsetsShard, Entry]):
             "retention.bytes": "-1",
             "segment.bytes": str(self.config.offsets_topic_segment_bytes),
             "max.message.bytes": str(2**31 - 1),
+            # As Kafka's: the coordinator compacts it (see docs/groups.md), and its records are
+            # written as the coordinator encodes them, whatever the brokers' compression.type.
+            "cleanup.policy": "compact",
+            "compression.type": "producer",
         }
 
     def _open_shard(self, index: int, partition: Partition) -> OffsetsShard:

@@ -31,6 +31,12 @@ class LogConfig:
     index_interval_bytes: int = 4096
     max_message_bytes: int = 1048588
     message_timestamp_type: str = "CreateTime"    # or "LogAppendTime"
+    # What the produce path does to a topic's batches before they reach the log: "producer"
+    # keeps them as sent; a codec name (or "uncompressed") recompresses them at this level
+    # (None: the codec's default). A compacted topic refuses records without a key.
+    compression_type: str = "producer"
+    compression_level: int | None = None
+    compact: bool = False
     # Cluster mode (epoch > 0): how often flushes also publish the checkpoint, which is what
     # readers in other processes (``PartitionLog.open_reader``) see. Object stores publish on
     # every flush (the manifest is part of the flush).
