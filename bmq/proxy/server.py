@@ -18,7 +18,7 @@ from bmq.proxy.cluster_view import ClusterView
 from bmq.proxy.handlers import HANDLERS, ProxyContext
 from bmq.proxy.proxy import Proxy
 from bmq.storage.counting import CountingStorage
-from bmq.storage.factory import open_log_storage
+from bmq.storage.factory import check_backend, open_log_storage
 
 log = logging.getLogger(__name__)
 
@@ -56,15 +56,19 @@ class ProxyServer:
                  ) -> None:
         self.config = config
         self._executor = ThreadPoolExecutor(WORKER_THREADS, thread_name_prefix="bmq-proxy-io")
-        storage = open_log_storage(config.storage, storage_options)
+        # Opened once the ports are bound and ZooKeeper answers (a local directory is created
+        # when opened), but a missing package (s3, hdfs) stops us now.
+        check_backend(config.storage)
+        self._storage_options = storage_options
         self.cluster = ClusterView(config.zookeeper, config.zookeeper_root,
                                    config.zookeeper_session_timeout_ms, self._executor)
-        self.proxy = Proxy(config, CountingStorage(storage, metrics.PROXY_STORAGE_READS.inc),
-                           self._executor, self.cluster)
+        self.proxy: Proxy | None = None
         self._listening = Listening(config.listener_list)
         self._metrics_server: Any = None
 
     async def start(self) -> None:
+        # Ports first: a port in use stops us before we touch ZooKeeper or storage.
+        self._listening.bind()
         if self.config.metrics_port:
             self._metrics_server = metrics.serve_for_role(self.config.metrics_port,
                                                           self.config.listen_host)
@@ -72,19 +76,23 @@ class ProxyServer:
         host, port = self.config.advertised
         await loop.run_in_executor(self._executor, self.cluster.connect, host, port,
                                    self.config.advertised_endpoints)
+        storage = open_log_storage(self.config.storage, self._storage_options)
+        proxy = self.proxy = Proxy(
+            self.config, CountingStorage(storage, metrics.PROXY_STORAGE_READS.inc),
+            self._executor, self.cluster)
         # Listen only once the cluster view is read: an empty Metadata answer would make
         # librdkafka give up on this address for a long while.
-        await self.proxy.start()
-        proxy = self.proxy
+        await proxy.start()
         await self._listening.start(lambda name: KafkaConnection(ProxyService(proxy, name)))
         await self.cluster.announce()
         log.info("BMQ proxy %d listening on %s, ZooKeeper %s, storage %s",
-                 self.proxy.node.node_id, self._listening.describe(), self.config.zookeeper,
+                 proxy.node.node_id, self._listening.describe(), self.config.zookeeper,
                  self.config.storage)
 
     async def stop(self) -> None:
         self._listening.close()
-        await self.proxy.stop()
+        if self.proxy is not None:
+            await self.proxy.stop()
         self._executor.shutdown(wait=True)
         metrics.stop(self._metrics_server)
         log.info("BMQ proxy stopped cleanly")

@@ -241,3 +241,14 @@ def test_unreachable_zookeeper_exits_7_before_creating_storage(tmp_path: Path) -
                  "--listen", f"127.0.0.1:{free_port()}", "--broker-id", "1", cwd=tmp_path)
     assert_refused(result, ExitCode.ZOOKEEPER, f"cannot reach ZooKeeper {zookeeper} within 15 s")
     assert not shared.exists()
+
+
+def test_a_proxy_on_a_port_in_use_exits_3_before_touching_zookeeper_or_storage(
+        listening_port: int, tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    result = bmq("proxy", "--zookeeper", f"127.0.0.1:{free_port()}", "--storage",
+                 f"file://{shared}", "--listen", f"127.0.0.1:{listening_port}", cwd=tmp_path)
+    assert_refused(result, ExitCode.ADDRESS_IN_USE,
+                   f"cannot listen on 127.0.0.1:{listening_port}: address already in use "
+                   "(another process listens there)")
+    assert not shared.exists()
