@@ -191,3 +191,29 @@ def wait_until(predicate: Any, timeout: float, interval: float = 0.1, message: s
             return last
         time.sleep(interval)
     raise AssertionError(f"condition not met within {timeout}s: {message} (last={last!r})")
+
+
+def round_trip_in_a_group(bootstrap: str, count: int, timeout: float = 60) -> str:
+    """Produce ``count`` values (acks=all) to a new topic, read them all back as a new consumer
+    group (subscribe) and commit; returns the group. Asserts every value came back."""
+    topic, group = f"rt-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    sent = {f"m{i}".encode() for i in range(count)}
+    out = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for value in sorted(sent):
+        out.produce(topic, value=value)
+    assert out.flush(timeout) == 0
+    member = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                       "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    member.subscribe([topic])
+    received: set[bytes] = set()
+    deadline = time.monotonic() + timeout
+    try:
+        while received != sent and time.monotonic() < deadline:
+            message = member.poll(0.5)
+            if message is not None and message.error() is None:
+                received.add(message.value())
+        member.commit(asynchronous=False)   # through the coordinator FindCoordinator named
+    finally:
+        member.close()
+    assert received == sent
+    return group

@@ -5,12 +5,11 @@ network, and a listener BMQ cannot serve stops the start with one clear line."""
 from __future__ import annotations
 
 import subprocess
-import uuid
 
-from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
 from tests.conftest import BrokerFactory, bmq_command, free_port
+from tests.integration.helpers import round_trip_in_a_group
 
 
 def _two_listeners(broker_factory: BrokerFactory) -> tuple[int, int]:
@@ -37,26 +36,7 @@ def test_clients_of_the_second_listener_produce_and_consume_in_a_group(
         broker_factory: BrokerFactory) -> None:
     _, external = _two_listeners(broker_factory)
     bootstrap = f"127.0.0.1:{external}"
-    topic, group = f"listeners-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
-    for i in range(10):
-        producer.produce(topic, value=f"m{i}".encode())
-    assert producer.flush(15) == 0
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    consumer.subscribe([topic])
-    values: list[bytes] = []
-    try:
-        for _ in range(100):
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                values.append(message.value())
-            if len(values) == 10:
-                break
-        consumer.commit(asynchronous=False)   # through the coordinator FindCoordinator named
-    finally:
-        consumer.close()
-    assert values == [f"m{i}".encode() for i in range(10)]
+    group = round_trip_in_a_group(bootstrap, 10)
     admin = AdminClient({"bootstrap.servers": bootstrap})   # kept: its futures need it alive
     coordinator = admin.describe_consumer_groups([group])[group].result(10).coordinator
     assert (coordinator.host, coordinator.port) == ("127.0.0.1", external)

@@ -7,15 +7,14 @@ listener)."""
 from __future__ import annotations
 
 import asyncio
-import uuid
 
-from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
 from bmq.net.client import BrokerLink
 from bmq.protocol.messages import FindCoordinatorRequest
 from tests.cluster.conftest import ClusterFactory
 from tests.conftest import BrokerProcess, free_port
+from tests.integration.helpers import round_trip_in_a_group
 from tests.proxy.conftest import Proxies, ProxyProcess
 
 
@@ -53,26 +52,7 @@ def test_clients_are_told_the_addresses_of_their_listener(cluster_factory: Clust
     assert {(n.host, n.port) for n in inside.list_topics(timeout=20).brokers.values()} == {
         ("localhost", port) for port in [*internal.values(), proxy.port]}
 
-    topic, group = f"lst-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
-    producer = Producer({"bootstrap.servers": via_proxy, "acks": "all"})
-    for i in range(20):
-        producer.produce(topic, value=f"m{i}".encode())
-    assert producer.flush(30) == 0
-    consumer = Consumer({"bootstrap.servers": via_proxy, "group.id": group,
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    consumer.subscribe([topic])
-    values = set()
-    try:
-        for _ in range(200):
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                values.add(message.value())
-            if len(values) == 20:
-                break
-        consumer.commit(asynchronous=False)
-    finally:
-        consumer.close()
-    assert values == {f"m{i}".encode() for i in range(20)}
+    group = round_trip_in_a_group(via_proxy, 20)
     # librdkafka names coordinators by node id from Metadata: ask the wire what the proxy says.
     for port, expected in ((proxy_external, {("127.0.0.1", p) for p in external.values()}),
                            (proxy.port, {("localhost", p) for p in internal.values()})):
