@@ -24,6 +24,7 @@ _ELSEWHERE: dict[str, str] = {
     "consume": "bmq.tools.consume",
     "group": "bmq.tools.group",
     "cluster": "bmq.tools.cluster",
+    "user": "bmq.tools.user",
     "controller": "bmq.controller.command",
     "broker": "bmq.broker.command",
     "admin": "bmq.controller.command",

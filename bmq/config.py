@@ -95,6 +95,26 @@ class Config:
     # The proxy role: `bmq proxy`, and inside every broker, which answers Fetch through it.
     proxy_cache_bytes: int = 256 << 20       # recent record batches shared by all consumers
     proxy_read_ahead_bytes: int = 4 << 20    # a catch-up read from storage fetches this much
+    # Security of SSL / SASL_* listeners (bmq/security/), Kafka's names; each may be set for one
+    # listener as listener.name.NAME.<setting> (``listener_overrides``).
+    ssl_keystore_type: str = "PEM"
+    ssl_keystore_location: str = ""          # PEM file: private key and certificate chain
+    ssl_keystore_key: str = ""               # or the PEM key inline ...
+    ssl_keystore_certificate_chain: str = ""  # ... with its PEM chain inline
+    ssl_key_password: str = ""               # if the PEM key is encrypted
+    ssl_truststore_type: str = "PEM"
+    ssl_truststore_location: str = ""        # PEM CA certificates to check client certificates
+    ssl_truststore_certificates: str = ""    # or those CA certificates inline
+    ssl_client_auth: str = "none"            # none, requested or required
+    sasl_enabled_mechanisms: str = "SCRAM-SHA-256,SCRAM-SHA-512"
+    # listener.name.NAME.<setting> keys: listener (upper case) -> field -> value.
+    listener_overrides: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
+
+    def listener_setting(self, listener: str, field_name: str) -> str:
+        """A security setting for one listener: its listener.name.NAME. override, else the
+        broker-wide value."""
+        override = self.listener_overrides.get(listener.upper(), {})
+        return override.get(field_name, str(getattr(self, field_name)))
 
     @property
     def listen_host(self) -> str:
@@ -167,6 +187,11 @@ KAFKA_NAMES: dict[str, str] = {
     "offset_metadata_max_bytes": "offset.metadata.max.bytes",
     "zookeeper": "zookeeper.connect",
     "zookeeper_session_timeout_ms": "zookeeper.session.timeout.ms",
+    **{name: name.replace("_", ".") for name in (
+        "ssl_keystore_type", "ssl_keystore_location", "ssl_keystore_key",
+        "ssl_keystore_certificate_chain", "ssl_key_password", "ssl_truststore_type",
+        "ssl_truststore_location", "ssl_truststore_certificates", "ssl_client_auth",
+        "sasl_enabled_mechanisms")},
 }
 # Kafka's other names for a setting: accepted as keys, and broker.id is also described (Kafka 4
 # lists both broker.id and node.id).
@@ -181,6 +206,42 @@ KAFKA_SCALED: dict[str, tuple[str, int]] = {
 }
 _SCALED_KEYS = {name.replace(".", "_"): (name, field_name, multiplier)
                 for name, (field_name, multiplier) in KAFKA_SCALED.items()}
+# Security settings a listener may override (listener.name.NAME.<setting>), and those whose
+# values DescribeConfigs must not show (a private key, its password).
+LISTENER_SETTINGS = ("ssl_keystore_type", "ssl_keystore_location", "ssl_keystore_key",
+                     "ssl_keystore_certificate_chain", "ssl_key_password", "ssl_truststore_type",
+                     "ssl_truststore_location", "ssl_truststore_certificates", "ssl_client_auth",
+                     "sasl_enabled_mechanisms")
+SENSITIVE = ("ssl_keystore_key", "ssl_key_password", "listener_overrides")
+SSL_CLIENT_AUTH = ("none", "requested", "required")
+_LISTENER_PREFIX = "listener_name_"
+
+
+def _listener_override(normal: str) -> tuple[str, str] | None:
+    """``listener_name_<listener>_<setting>`` (normalised) -> (LISTENER, field), else None;
+    listener names may hold underscores, so the setting is matched from the end."""
+    if not normal.startswith(_LISTENER_PREFIX):
+        return None
+    rest = normal[len(_LISTENER_PREFIX):]
+    for field_name in LISTENER_SETTINGS:
+        listener = rest.removesuffix("_" + field_name)
+        if listener != rest and listener:
+            return listener.upper(), field_name
+    return None
+
+
+def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """TOML's dotted keys written bare (``listener.name.ssl.ssl.client.auth = ...``) are nested
+    tables: back to one dotted key each, as Kafka writes them."""
+    flat: dict[str, Any] = {}
+    for key, value in table.items():
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
 def _normalise(key: str) -> str:
     return key.replace(".", "_").replace("-", "_").lower()
 
@@ -223,6 +284,8 @@ def described_value(config: Config, field_name: str) -> str:
         return ",".join(f"{lst.name}://{lst.advertised_host}:{lst.advertised_port}"
                         for lst in config.listener_list)
     value = getattr(config, field_name)
+    if field_name in SENSITIVE:   # never a private key or password; say only that it is set
+        return "(set, hidden)" if value else ""
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
@@ -266,6 +329,12 @@ def _read_source(items: Mapping[str, Any], origin: str, keys: Mapping[str, str],
             if field_name not in scaled or multiplier < scaled[field_name][0]:
                 scaled[field_name] = (multiplier, kafka, value)
             continue
+        override = _listener_override(normal)
+        if override is not None:
+            listener, field_name = override
+            values.setdefault("listener_overrides", {}).setdefault(listener, {})[field_name] = \
+                _coerce(field_name, str, value)
+            continue
         target = keys.get(normal)
         if target is None:
             if strict:
@@ -300,10 +369,15 @@ def load_config(
                 table = tomllib.load(fh)
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise ConfigError(f"cannot read config file {config_file}: {exc}") from exc
-        values.update(_read_source(table, config_file, keys, hints, strict=True))
+        values.update(_read_source(_flatten(table), config_file, keys, hints, strict=True))
     names = [*keys, *_SCALED_KEYS]
     env = {env_name(name): environ[env_name(name)] for name in names if env_name(name) in environ}
-    values.update(_read_source(env, "the environment", keys, hints, strict=False))
+    env.update({name: value for name, value in environ.items()
+                if name.startswith("BMQ_LISTENER_NAME_")})
+    from_env = _read_source(env, "the environment", keys, hints, strict=False)
+    for listener, settings in from_env.pop("listener_overrides", {}).items():
+        values.setdefault("listener_overrides", {}).setdefault(listener, {}).update(settings)
+    values.update(from_env)
     for key, value in (overrides or {}).items():
         if value is not None:
             name = _normalise(key)
@@ -324,11 +398,23 @@ def load_config(
     if config.default_replication_factor < 1:
         raise ConfigError("setting 'default_replication_factor': must be 1 or more, got "
                           f"{config.default_replication_factor}")
+    _check_security(config)
     try:
         config.listener_list  # noqa: B018 (parsed now, so a bad listener stops the start)
     except ListenerError as error:
         raise ConfigError(str(error)) from None
     return config
+
+
+def _check_security(config: Config) -> None:
+    for listener in ["", *config.listener_overrides]:
+        where = f" (listener {listener})" if listener else ""
+        for kind in ("ssl_keystore_type", "ssl_truststore_type"):
+            if config.listener_setting(listener, kind).upper() != "PEM":
+                raise ConfigError(f"setting {kafka_name(kind)!r}{where}: only PEM is supported")
+        if config.listener_setting(listener, "ssl_client_auth").lower() not in SSL_CLIENT_AUTH:
+            raise ConfigError(f"setting 'ssl.client.auth'{where}: expected one of "
+                              f"{', '.join(SSL_CLIENT_AUTH)}")
 
 
 def field_default(field_name: str) -> Any:
@@ -340,4 +426,4 @@ def explicitly_set(config: Config, field_name: str) -> bool:
     return bool(getattr(config, field_name) != _DEFAULTS[field_name])
 
 
-_DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(Config)}
+_DEFAULTS: dict[str, Any] = {f.name: getattr(Config(), f.name) for f in dataclasses.fields(Config)}

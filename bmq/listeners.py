@@ -8,7 +8,8 @@ client on the host reaches the published ports. Nodes reach each other (a proxy 
 broker) through ``inter.broker.listener.name``, by default the first listener.
 
 ``listen`` and ``advertise`` remain the one-listener shorthand (a listener named PLAINTEXT).
-Every listener speaks PLAINTEXT until TLS and SASL exist.
+Each listener speaks the security protocol ``listener.security.protocol.map`` gives it (a listener
+named after a protocol uses it): PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (bmq/security/).
 """
 
 from __future__ import annotations
@@ -17,8 +18,12 @@ from dataclasses import dataclass
 
 PLAINTEXT = "PLAINTEXT"
 # Kafka's security protocols (a listener named after one uses it), and those BMQ serves.
-KAFKA_PROTOCOLS = (PLAINTEXT, "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SECURITY_PROTOCOLS = (PLAINTEXT,)
+SSL = "SSL"
+SASL_PLAINTEXT = "SASL_PLAINTEXT"
+SASL_SSL = "SASL_SSL"
+KAFKA_PROTOCOLS = (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)
+TLS_PROTOCOLS = (SSL, SASL_SSL)
+SASL_PROTOCOLS = (SASL_PLAINTEXT, SASL_SSL)
 WILDCARD_HOSTS = ("0.0.0.0", "::", "")
 
 
@@ -33,6 +38,15 @@ class Listener:
     port: int
     advertised_host: str    # what Metadata says for this listener
     advertised_port: int
+    protocol: str = PLAINTEXT   # Kafka's security protocol of the listener
+
+    @property
+    def tls(self) -> bool:
+        return self.protocol in TLS_PROTOCOLS
+
+    @property
+    def sasl(self) -> bool:
+        return self.protocol in SASL_PROTOCOLS
 
 
 def split_host_port(address: str) -> tuple[str, int]:
@@ -91,13 +105,13 @@ def parse_listeners(listeners: str, advertised_listeners: str, protocol_map: str
     result = []
     for name, (host, port) in bound.items():
         protocol = protocols.get(name, name if name in KAFKA_PROTOCOLS else PLAINTEXT)
-        if protocol not in SECURITY_PROTOCOLS:
-            raise ListenerError(f"listener {name}: security protocol {protocol} is not "
-                                f"supported yet (only {', '.join(SECURITY_PROTOCOLS)})")
+        if protocol not in KAFKA_PROTOCOLS:
+            raise ListenerError(f"listener {name}: unknown security protocol {protocol} "
+                                f"(expected one of {', '.join(KAFKA_PROTOCOLS)})")
         adv_host, adv_port = advertised.get(name, (host, port))
         if adv_host in WILDCARD_HOSTS:
             adv_host = "127.0.0.1"
-        result.append(Listener(name, host, port, adv_host, adv_port))
+        result.append(Listener(name, host, port, adv_host, adv_port, protocol))
     return result
 
 

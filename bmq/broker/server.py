@@ -17,9 +17,12 @@ from bmq.broker.membership.standalone import StandaloneMembership
 from bmq.broker.service import BrokerService
 from bmq.config import Config
 from bmq.lifecycle import run_until_signalled
+from bmq.metadata.credentials import CredentialStore
 from bmq.metadata.nodes import BrokerNode
 from bmq.net.connection import KafkaConnection
 from bmq.net.listening import Listening
+from bmq.security.session import Security, SecurityConfigError
+from bmq.security.tls import TlsConfigError
 from bmq.startup import ExitCode, StartupError
 from bmq.storage import open_storage
 from bmq.storage.data_dir import DataDirLock, check_data_dir, lock_data_dir
@@ -56,7 +59,11 @@ class BrokerServer:
         self._executor = ThreadPoolExecutor(WORKER_THREADS, thread_name_prefix="bmq-io")
         self.broker: Broker | None = None
         self._lock: DataDirLock | None = None
-        self._listening = Listening(config.listener_list)
+        try:
+            self.security = Security(config, config.listener_list, keeps_credentials=True)
+        except (SecurityConfigError, TlsConfigError) as error:
+            raise StartupError(str(error), ExitCode.USAGE) from error
+        self._listening = Listening(config.listener_list, self.security.tls_contexts, sasl=True)
         self._maintenance: asyncio.Task[None] | None = None
         self._metrics_server: Any = None
 
@@ -70,15 +77,23 @@ class BrokerServer:
         try:
             broker = self.broker = standalone_broker(config, self._executor)
             await broker.start()
+            self.security.credentials = CredentialStore(
+                open_storage(os.path.join(self.data_dir, "meta"))).load()
         except OSError as error:  # a file of the data directory we cannot read or write
             raise StartupError(f"cannot use data directory {self.data_dir}: {error}",
                                ExitCode.STORAGE) from error
         loop = asyncio.get_running_loop()
-        await self._listening.start(lambda name: KafkaConnection(BrokerService(broker, name)))
+        await self._listening.start(self._connection)
         self._maintenance = loop.create_task(broker.partitions.maintain(
             config.log_checkpoint_interval_ms, config.log_retention_check_interval_ms))
         log.info("BMQ broker %d listening on %s, data in %s", config.node_id,
                  self._listening.describe(), self.data_dir)
+
+    def _connection(self, name: str) -> KafkaConnection:
+        assert self.broker is not None
+        [listener] = [lst for lst in self._listening.listeners if lst.name == name]
+        session = self.security.session(listener)
+        return KafkaConnection(BrokerService(self.broker, name, session), session)
 
     async def stop(self) -> None:
         """Stop accepting, flush and checkpoint every partition, then let the directory go."""

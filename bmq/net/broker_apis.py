@@ -34,6 +34,11 @@ BROKER_REQUESTS: tuple[str, ...] = (
     "ListGroupsRequest",
     "DeleteGroupsRequest",
     "OffsetDeleteRequest",
+    # Security: SASL authentication, SCRAM credentials
+    "SaslHandshakeRequest",
+    "SaslAuthenticateRequest",
+    "DescribeUserScramCredentialsRequest",
+    "AlterUserScramCredentialsRequest",
     # BMQ-internal: proxies hear of new durable data
     "BmqWatchPartitionsRequest",
 )

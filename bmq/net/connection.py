@@ -16,7 +16,7 @@ import logging
 import struct
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol, cast
 
 from bmq.net.api import ApiSpec, api_versions_error
@@ -64,9 +64,24 @@ class Service(Protocol):
         """A request was answered in ``seconds`` (the role counts it: metrics)."""
 
 
+class Guard(Protocol):
+    """What a connection asks of its role's security (bmq/security/ implements it): told of the
+    new connection (its TLS session, to read a client certificate), asked whether each request
+    may be served yet (before SASL authentication, only the handshake's), and whether the
+    connection is to close once its last response is out (a failed authentication)."""
+
+    def accepted(self, extra_info: Callable[[str], Any]) -> None: ...
+
+    def admits(self, api_key: int) -> bool: ...
+
+    @property
+    def closing(self) -> bool: ...
+
+
 class KafkaConnection(asyncio.BufferedProtocol):
-    def __init__(self, service: Service) -> None:
+    def __init__(self, service: Service, guard: Guard | None = None) -> None:
         self._service = service
+        self._guard = guard
         self._handlers = service.handlers
         self._max_frame = service.max_frame_bytes
         self._max_inflight = service.max_inflight
@@ -91,6 +106,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._transport = cast(asyncio.Transport, transport)
         self._peer = transport.get_extra_info("peername")
         self._client_host = f"/{self._peer[0]}" if self._peer else ""
+        if self._guard is not None:
+            self._guard.accepted(transport.get_extra_info)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
@@ -169,6 +186,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         spec = self._handlers.get(header.api_key)
         version = header.api_version
+        if self._guard is not None and not self._guard.admits(header.api_key):
+            # Kafka's answer to a request before authentication: close the connection.
+            log.warning("closing %s: api key %d before authentication", self._peer,
+                        header.api_key)
+            self._close()
+            return
         if spec is None:
             log.warning("closing %s: unknown api key %d", self._peer, header.api_key)
             self._close()
@@ -236,6 +259,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             parts = task.result()
             if parts is not None:
                 transport.writelines(parts)
+            if self._guard is not None and self._guard.closing:
+                self._close()   # after the answer (a failed authentication's) is written
+                return
         self._update_reading()
 
     def _update_reading(self) -> None:

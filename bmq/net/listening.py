@@ -5,6 +5,9 @@ stops the process before it has touched its data directory or storage; they are 
 listening, so clients cannot connect (and believe the server ready) until the role serves them
 (``start``: asyncio's ``create_server(sock=...)`` calls ``listen``). Each connection is made
 knowing the name of its listener.
+
+SSL and SASL_SSL listeners speak TLS with the server context the role gives for them; a role
+that cannot serve a listener's security protocol (no context, or no SASL) refuses to start.
 """
 
 from __future__ import annotations
@@ -12,22 +15,36 @@ from __future__ import annotations
 import asyncio
 import errno
 import socket
-from collections.abc import Callable, Sequence
+import ssl
+from collections.abc import Callable, Mapping, Sequence
 
 from bmq.listeners import Listener
 from bmq.startup import ExitCode, StartupError
+
+# A client that connects to a TLS port and never completes the handshake is dropped after this.
+TLS_HANDSHAKE_TIMEOUT_S = 10.0
 
 
 class Listening:
     """The sockets and servers of a role's listeners."""
 
-    def __init__(self, listeners: Sequence[Listener]) -> None:
+    def __init__(self, listeners: Sequence[Listener],
+                 tls: Mapping[str, ssl.SSLContext] | None = None, sasl: bool = False) -> None:
+        """``tls``: the server context of each TLS listener; ``sasl``: the role authenticates
+        SASL clients."""
         self.listeners = list(listeners)
+        self._tls = dict(tls or {})
+        self._sasl = sasl
         self._sockets: list[tuple[Listener, list[socket.socket]]] = []
         self._servers: list[asyncio.Server] = []
 
     def bind(self) -> None:
         """Bind every listener's address, or raise a ``StartupError`` (closing what was bound)."""
+        for listener in self.listeners:
+            if (listener.tls and listener.name not in self._tls) or (
+                    listener.sasl and not self._sasl):
+                raise StartupError(f"listener {listener.name}: this role does not serve "
+                                   f"{listener.protocol} listeners yet", ExitCode.USAGE)
         try:
             for listener in self.listeners:
                 self._sockets.append((listener, bind_listeners(listener.host, listener.port)))
@@ -44,8 +61,10 @@ class Listening:
             for sock in sockets:
                 try:
                     self._servers.append(await loop.create_server(
-                        lambda name=listener.name: connection(name),   # type: ignore[misc]
-                        sock=sock, backlog=1024))
+                        lambda name=listener.name: connection(name),
+                        sock=sock, backlog=1024, ssl=self._tls.get(listener.name),
+                        ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S
+                        if listener.name in self._tls else None))
                 except OSError as error:   # another process bound the port too, listens first
                     self.close()
                     raise cannot_listen(listener.host, listener.port, error) from error
@@ -61,7 +80,7 @@ class Listening:
 
     def describe(self) -> str:
         """For the start-up log line: ``NAME HOST:PORT (advertised HOST:PORT), ...``."""
-        return ", ".join(f"{lst.name} {lst.host}:{lst.port} (advertised "
+        return ", ".join(f"{lst.name} {lst.protocol} {lst.host}:{lst.port} (advertised "
                          f"{lst.advertised_host}:{lst.advertised_port})"
                          for lst in self.listeners)
 

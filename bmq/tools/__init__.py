@@ -14,7 +14,8 @@ from bmq.tools.consume import consume
 from bmq.tools.group import group
 from bmq.tools.produce import produce
 from bmq.tools.topic import topic
+from bmq.tools.user import user
 
-COMMANDS: list[click.Command] = [topic, produce, consume, group, cluster]
+COMMANDS: list[click.Command] = [topic, produce, consume, group, cluster, user]
 
 __all__ = ["COMMANDS"]

@@ -193,17 +193,20 @@ def wait_until(predicate: Any, timeout: float, interval: float = 0.1, message: s
     raise AssertionError(f"condition not met within {timeout}s: {message} (last={last!r})")
 
 
-def round_trip_in_a_group(bootstrap: str, count: int, timeout: float = 60) -> str:
+def round_trip_in_a_group(bootstrap: str, count: int, timeout: float = 60,
+                          settings: Mapping[str, Any] | None = None) -> str:
     """Produce ``count`` values (acks=all) to a new topic, read them all back as a new consumer
-    group (subscribe) and commit; returns the group. Asserts every value came back."""
+    group (subscribe) and commit; returns the group. Asserts every value came back.
+    ``settings``: more client settings (security) for the producer and the consumer."""
     topic, group = f"rt-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
     sent = {f"m{i}".encode() for i in range(count)}
-    out = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    extra = dict(settings or {})
+    out = Producer({"bootstrap.servers": bootstrap, "acks": "all", **extra})
     for value in sorted(sent):
         out.produce(topic, value=value)
     assert out.flush(timeout) == 0
     member = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
-                       "auto.offset.reset": "earliest", "enable.auto.commit": False})
+                       "auto.offset.reset": "earliest", "enable.auto.commit": False, **extra})
     member.subscribe([topic])
     received: set[bytes] = set()
     deadline = time.monotonic() + timeout

@@ -1,0 +1,22 @@
+"""SaslHandshake (v1; v0 only as far as the handshake): choose the SASL mechanism of the
+connection. Off a SASL listener, or once authenticated, Kafka answers ILLEGAL_SASL_STATE."""
+
+from __future__ import annotations
+
+from bmq.broker.handlers.base import RequestContext
+from bmq.protocol.errors import ErrorCode
+from bmq.protocol.messages import SaslHandshakeRequest, SaslHandshakeResponse
+
+
+async def handle_sasl_handshake(ctx: RequestContext, request: SaslHandshakeRequest,
+                                version: int) -> SaslHandshakeResponse:
+    session = ctx.session
+    if session is None or not session.sasl:
+        return SaslHandshakeResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE)
+    error, mechanisms = session.handshake(request.mechanism)
+    if version == 0 and error == ErrorCode.NONE:
+        # v0 is followed by raw SASL tokens outside Kafka's framing, which BMQ does not read:
+        # refuse, so the client is told rather than left waiting.
+        session.handshake_refused("SaslHandshake v0 (raw SASL tokens) is not supported")
+        error = ErrorCode.ILLEGAL_SASL_STATE
+    return SaslHandshakeResponse(error_code=error, mechanisms=mechanisms)

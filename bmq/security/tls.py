@@ -1,0 +1,95 @@
+"""TLS for SSL and SASL_SSL listeners with Python's ``ssl``, configured with Kafka's settings.
+
+The keystore is PEM: ``ssl.keystore.location`` (one file, private key and certificate chain), or
+``ssl.keystore.key`` and ``ssl.keystore.certificate.chain`` inline. Client certificates are
+checked against ``ssl.truststore.location`` (or ``ssl.truststore.certificates`` inline) as
+``ssl.client.auth`` says; TLS 1.2 is the least version served. A verified client certificate
+is the principal ``User:<subject DN>`` (Kafka's default principal builder: RFC 2253, the most
+specific name first, e.g. ``User:CN=alice,OU=ops,O=example``).
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+import tempfile
+from typing import Any
+
+from bmq.config import Config
+
+# OpenSSL's long attribute names -> the short keywords of RFC 2253 (as Java's X500Principal).
+_DN_KEYWORDS = {"commonName": "CN", "countryName": "C", "localityName": "L",
+                "stateOrProvinceName": "ST", "organizationName": "O",
+                "organizationalUnitName": "OU", "streetAddress": "STREET",
+                "domainComponent": "DC", "userId": "UID"}
+_CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL,
+                "required": ssl.CERT_REQUIRED}
+
+
+class TlsConfigError(ValueError):
+    """A listener's TLS settings cannot make a server context."""
+
+
+def server_context(config: Config, listener: str) -> ssl.SSLContext:
+    """The TLS server context of ``listener`` (its listener.name.NAME. overrides applied)."""
+    def setting(name: str) -> str:
+        return config.listener_setting(listener, name)
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    password = setting("ssl_key_password") or None
+    try:
+        if setting("ssl_keystore_location"):
+            context.load_cert_chain(setting("ssl_keystore_location"), password=password)
+        elif setting("ssl_keystore_key") and setting("ssl_keystore_certificate_chain"):
+            _load_inline_chain(context, setting("ssl_keystore_key"),
+                               setting("ssl_keystore_certificate_chain"), password)
+        else:
+            raise TlsConfigError(f"listener {listener}: TLS needs ssl.keystore.location, or "
+                                 f"ssl.keystore.key with ssl.keystore.certificate.chain")
+        if setting("ssl_truststore_location"):
+            context.load_verify_locations(cafile=setting("ssl_truststore_location"))
+        elif setting("ssl_truststore_certificates"):
+            context.load_verify_locations(cadata=setting("ssl_truststore_certificates"))
+    except (OSError, ssl.SSLError) as error:
+        raise TlsConfigError(f"listener {listener}: cannot load its TLS key, certificates or "
+                             f"truststore: {error}") from error
+    context.verify_mode = _CLIENT_AUTH[setting("ssl_client_auth").lower()]
+    if context.verify_mode != ssl.CERT_NONE and not context.get_ca_certs():
+        raise TlsConfigError(f"listener {listener}: ssl.client.auth="
+                             f"{setting('ssl_client_auth')} needs ssl.truststore.location")
+    return context
+
+
+def _load_inline_chain(context: ssl.SSLContext, key: str, chain: str,
+                       password: str | None) -> None:
+    """``ssl`` loads keys from files only: through a private temporary file, removed at once."""
+    with tempfile.TemporaryDirectory(prefix="bmq-tls-") as directory:
+        path = os.path.join(directory, "keystore.pem")
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as file:
+            file.write(f"{key.strip()}\n{chain.strip()}\n")
+        context.load_cert_chain(path, password=password)
+
+
+def certificate_principal(ssl_object: Any) -> str | None:
+    """``User:<subject DN>`` of a verified client certificate, None without one."""
+    if ssl_object is None:
+        return None
+    certificate = ssl_object.getpeercert()
+    if not certificate:
+        return None
+    parts = []
+    for rdn in reversed(certificate.get("subject", ())):
+        parts.append("+".join(f"{_DN_KEYWORDS.get(name, name)}={_escape(value)}"
+                              for name, value in rdn))
+    return "User:" + ",".join(parts)
+
+
+def _escape(value: str) -> str:
+    escaped = "".join(f"\\{c}" if c in ',+"\\<>;' else c for c in value)
+    if escaped.startswith((" ", "#")):
+        escaped = "\\" + escaped
+    if escaped.endswith(" ") and not escaped.endswith("\\ "):
+        escaped = escaped[:-1] + "\\ "
+    return escaped

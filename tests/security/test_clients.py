@@ -1,0 +1,67 @@
+"""Real clients over SSL (with and without a client certificate), SASL_SSL with SCRAM and
+SASL_PLAINTEXT with PLAIN on one `bmq serve`: produce, consume in a group, commit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.integration.helpers import round_trip_in_a_group
+from tests.security.conftest import PASSWORD, USER, Certificates, SecureBroker
+
+
+def tls_settings(certificates: Certificates, client_cert: bool = False) -> dict[str, Any]:
+    settings: dict[str, Any] = {"security.protocol": "SSL",
+                                "ssl.ca.location": str(certificates.ca)}
+    if client_cert:
+        settings["ssl.certificate.location"] = str(certificates.client_cert)
+        settings["ssl.key.location"] = str(certificates.client_key)
+    return settings
+
+
+def sasl_settings(protocol: str, mechanism: str, certificates: Certificates,
+                  password: str = PASSWORD, user: str = USER) -> dict[str, Any]:
+    settings = {"security.protocol": protocol, "sasl.mechanism": mechanism,
+                "sasl.username": user, "sasl.password": password}
+    if protocol == "SASL_SSL":
+        settings["ssl.ca.location"] = str(certificates.ca)
+    return settings
+
+
+def test_confluent_over_ssl_without_and_with_a_client_certificate(
+        secured: SecureBroker, certificates: Certificates) -> None:
+    bootstrap = secured.bootstrap("SSL")
+    round_trip_in_a_group(bootstrap, 20, settings=tls_settings(certificates))
+    round_trip_in_a_group(bootstrap, 20, settings=tls_settings(certificates, client_cert=True))
+
+
+def test_confluent_over_sasl_ssl_with_scram_sha_512(secured: SecureBroker,
+                                                    certificates: Certificates) -> None:
+    round_trip_in_a_group(secured.bootstrap("SASL_SSL"), 20,
+                          settings=sasl_settings("SASL_SSL", "SCRAM-SHA-512", certificates))
+    assert "authenticated User:alice" in secured.broker.log_text()
+
+
+def test_confluent_over_sasl_plaintext_with_plain(secured: SecureBroker,
+                                                  certificates: Certificates) -> None:
+    round_trip_in_a_group(secured.bootstrap("SASL_PLAINTEXT"), 20,
+                          settings=sasl_settings("SASL_PLAINTEXT", "PLAIN", certificates))
+
+
+def test_kafka_python_over_sasl_ssl_with_scram(secured: SecureBroker,
+                                               certificates: Certificates) -> None:
+    from kafka import KafkaConsumer, KafkaProducer
+
+    settings = {"bootstrap_servers": secured.bootstrap("SASL_SSL"),
+                "security_protocol": "SASL_SSL", "ssl_cafile": str(certificates.ca),
+                "sasl_mechanism": "SCRAM-SHA-512", "sasl_plain_username": USER,
+                "sasl_plain_password": PASSWORD}
+    producer = KafkaProducer(acks="all", **settings)
+    for i in range(10):
+        producer.send("kp-sasl", f"v{i}".encode())
+    producer.flush(30)
+    producer.close()
+    consumer = KafkaConsumer("kp-sasl", group_id="kp-sasl-group", auto_offset_reset="earliest",
+                             consumer_timeout_ms=15000, **settings)
+    values = {record.value for record in consumer}
+    consumer.close()
+    assert values == {f"v{i}".encode() for i in range(10)}
