@@ -80,7 +80,8 @@ class Listening:
 
     def describe(self) -> str:
         """For the start-up log line: ``NAME HOST:PORT (advertised HOST:PORT), ...``."""
-        return ", ".join(f"{lst.name} {lst.protocol} {lst.host}:{lst.port} (advertised "
+        return ", ".join(f"{lst.name}{'' if lst.name == lst.protocol else ' ' + lst.protocol} "
+                         f"{lst.host}:{lst.port} (advertised "
                          f"{lst.advertised_host}:{lst.advertised_port})"
                          for lst in self.listeners)
 

@@ -134,7 +134,8 @@ class Session:
                 return ErrorCode.NONE, None, self._plain(auth_bytes)
             return ErrorCode.NONE, None, self._scram_step(auth_bytes)
         except (scram.ScramError, UnicodeDecodeError) as error:
-            self._fail(str(error))
+            user = self._scram.user if self._scram is not None else ""
+            self._fail(f"user {user!r}: {error}" if user else str(error))
             return (ErrorCode.SASL_AUTHENTICATION_FAILED,
                     FAILED_MESSAGE.format(self._mechanism), b"")
 
