@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import random
 import shutil
 import signal
@@ -11,10 +12,12 @@ import subprocess
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from bench import report
 from bench.config import MIN_MESSAGE_SIZE, MODES, BenchConfig
 from bench.runner import consume_phase, e2e_phase, produce_phase
+from bench.security import PROTOCOLS, compare
 from bench.server import LocalServer
 from bench.stats import PhaseResult
 from bench.topic import BenchError, admin_client, check_reachable, ensure_topic, watermarks
@@ -56,6 +59,13 @@ def parser() -> argparse.ArgumentParser:
     target.add_argument("--profile-server", metavar="OUT.svg",
                         help="with --spawn-server: record the server with py-spy into OUT.svg\n"
                              "(flame graph; OUT.txt: collapsed stacks, OUT.json: speedscope)")
+    target.add_argument("--security", choices=PROTOCOLS,
+                        help="with --spawn-server: also serve an SSL or SASL_SSL (SCRAM-SHA-512)\n"
+                             "listener, certificates and user made for the run, and run the\n"
+                             "workload over it")
+    target.add_argument("--compare-plaintext", action="store_true",
+                        help="with --security: run the workload over PLAINTEXT first, then over\n"
+                             "the secured listener, and give its MB/s as a share of plaintext's")
     w = p.add_argument_group("workload")
     w.add_argument("--mode", choices=MODES, default="both",
                    help="produce, consume (the whole topic), both (produce, then consume\n"
@@ -96,6 +106,9 @@ def parser() -> argparse.ArgumentParser:
                    metavar="KEY=VALUE", help="extra librdkafka producer setting (repeatable)")
     c.add_argument("--consumer-config", type=_key_value, action="append", default=[],
                    metavar="KEY=VALUE", help="extra librdkafka consumer setting (repeatable)")
+    c.add_argument("--client-config", type=_key_value, action="append", default=[],
+                   metavar="KEY=VALUE", help="librdkafka setting of every client (producer,\n"
+                   "consumer, admin), e.g. security.protocol=SSL (repeatable)")
     o = p.add_argument_group("output")
     o.add_argument("--json", metavar="PATH", help="also write the results as JSON ('-': stdout)")
     o.add_argument("--report", metavar="DIR",
@@ -106,7 +119,8 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def config_from_args(args: argparse.Namespace, bootstrap: str) -> BenchConfig:
+def config_from_args(args: argparse.Namespace, bootstrap: str,
+                     client: dict[str, Any] | None = None) -> BenchConfig:
     return BenchConfig(
         bootstrap=bootstrap, topic=args.topic, partitions=args.partitions,
         message_size=args.message_size, messages=args.messages, duration=args.duration,
@@ -115,7 +129,8 @@ def config_from_args(args: argparse.Namespace, bootstrap: str) -> BenchConfig:
         batch_size=args.batch_size, latency_sample=args.latency_sample, warmup_s=args.warmup,
         timeout_s=args.timeout, idle_timeout_s=args.idle_timeout, run_id=random.getrandbits(32),
         producer_overrides=dict(args.producer_config),
-        consumer_overrides=dict(args.consumer_config))
+        consumer_overrides=dict(args.consumer_config),
+        client_overrides={**(client or {}), **dict(args.client_config)})
 
 
 def _check(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -136,6 +151,10 @@ def _check(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         p.error("e2e uses one producer and one consumer")
     if args.profile_server and not args.spawn_server:
         p.error("--profile-server needs --spawn-server")
+    if args.security and not args.spawn_server:
+        p.error("--security needs --spawn-server (else give --client-config settings)")
+    if args.compare_plaintext and not args.security:
+        p.error("--compare-plaintext needs --security")
 
 
 def _say(text: str) -> None:
@@ -239,6 +258,25 @@ def _py_spy(pid: int, out: str) -> Iterator[None]:
             _say(f"server profile written to {out}")
 
 
+def _run_secured(args: argparse.Namespace, plain: BenchConfig,
+                 server: LocalServer) -> tuple[BenchConfig, int, list[PhaseResult]]:
+    """The workload over the spawned server's secured listener, after the same over PLAINTEXT
+    (to a topic of its own) with --compare-plaintext."""
+    secure = server.secure
+    assert secure is not None
+    cfg = config_from_args(args, f"{server.host}:{secure.port}", secure.client)
+    _say(f"over {secure.protocol} on {cfg.bootstrap}")
+    baseline: list[PhaseResult] = []
+    if args.compare_plaintext:
+        _say(f"first over PLAINTEXT on {plain.bootstrap}")
+        _, baseline = run(dataclasses.replace(plain, topic=f"{plain.topic}-plaintext"), server,
+                          show_progress=not args.no_progress)
+    partitions, results = run(cfg, server, show_progress=not args.no_progress)
+    if baseline:
+        compare(baseline, results, secure.protocol)
+    return cfg, partitions, baseline + results
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = parser()
     args = p.parse_args(argv)
@@ -249,7 +287,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         with contextlib.ExitStack() as stack:
             bootstrap = args.bootstrap
             if args.spawn_server:
-                server = LocalServer(args.server_command, keep_data=args.keep_data)
+                server = LocalServer(args.server_command, keep_data=args.keep_data,
+                                     security=args.security)
                 stack.enter_context(server)
                 bootstrap = server.bootstrap
                 server_desc = server.describe()
@@ -257,7 +296,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if args.profile_server:
                     stack.enter_context(_py_spy(server.pid, args.profile_server))
             cfg = config_from_args(args, bootstrap)
-            partitions, results = run(cfg, server, show_progress=not args.no_progress)
+            if server is not None and server.secure is not None:
+                cfg, partitions, results = _run_secured(args, cfg, server)
+            else:
+                partitions, results = run(cfg, server, show_progress=not args.no_progress)
     except BenchError as error:
         _say(f"error: {error}")
         return 2

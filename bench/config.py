@@ -43,6 +43,8 @@ class BenchConfig:
     run_id: int = 0
     producer_overrides: dict[str, str] = field(default_factory=dict)
     consumer_overrides: dict[str, str] = field(default_factory=dict)
+    # Settings of every client (producer, consumer, admin): security.protocol, ssl.*, sasl.*.
+    client_overrides: dict[str, str] = field(default_factory=dict)
 
     def message_limit(self) -> int | None:
         """The message count to produce, or None when only --duration bounds it."""
@@ -76,6 +78,7 @@ def producer_conf(cfg: BenchConfig) -> dict[str, Any]:
         "enable.idempotence": False,
         "log.connection.close": False,
     }
+    conf.update(cfg.client_overrides)
     conf.update(cfg.producer_overrides)
     return conf
 
@@ -100,5 +103,6 @@ def consumer_conf(cfg: BenchConfig) -> dict[str, Any]:
         "queued.min.messages": 1_000_000,
         "log.connection.close": False,
     }
+    conf.update(cfg.client_overrides)
     conf.update(cfg.consumer_overrides)
     return conf

@@ -17,6 +17,7 @@ from types import TracebackType
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from bench.security import SecureSetup, SecuritySetupError, prepare
 from bench.topic import BenchError
 
 
@@ -58,8 +59,13 @@ class LocalServer:
     """Start with ``with LocalServer() as server:``; server.bootstrap is the address."""
 
     def __init__(self, command: str | None = None, keep_data: bool = False,
-                 startup_timeout: float = 60.0, host: str = "127.0.0.1") -> None:
+                 startup_timeout: float = 60.0, host: str = "127.0.0.1",
+                 security: str | None = None) -> None:
+        """``security`` ("ssl", "sasl_ssl"): a secured listener beside the PLAINTEXT one
+        (bench/security.py), described by ``self.secure`` once started."""
         self.command = shlex.split(command) if command else default_command()
+        self.security = security
+        self.secure: SecureSetup | None = None
         self.keep_data = keep_data
         self.startup_timeout = startup_timeout
         self.host = host
@@ -85,6 +91,14 @@ class LocalServer:
         self.port = free_port(self.host)
         argv = [*self.command, "--data-dir", os.path.join(self.data_dir, "data"),
                 "--listen", self.bootstrap]
+        if self.security:
+            try:
+                self.secure = prepare(self.data_dir, self.security, self.port,
+                                      free_port(self.host), os.path.join(self.data_dir, "data"),
+                                      self.command[:-1])   # the command without "serve"
+            except SecuritySetupError as error:
+                raise BenchError(str(error)) from error
+            argv += ["--config", self.secure.config_path]
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, start_new_session=True)

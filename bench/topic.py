@@ -15,7 +15,8 @@ class BenchError(Exception):
 
 
 def admin_client(cfg: BenchConfig) -> AdminClient:
-    return AdminClient({"bootstrap.servers": cfg.bootstrap, "log.connection.close": False})
+    return AdminClient({"bootstrap.servers": cfg.bootstrap, "log.connection.close": False,
+                        **cfg.client_overrides})
 
 
 def check_reachable(admin: AdminClient, bootstrap: str, timeout: float = 15.0) -> int:
