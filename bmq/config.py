@@ -248,7 +248,8 @@ def _normalise(key: str) -> str:
 
 def _keys() -> dict[str, str]:
     """Every accepted key (normalised) -> the field it sets (scaled names excluded)."""
-    keys = {f.name: f.name for f in dataclasses.fields(Config)}
+    # listener_overrides is set through its listener.name.NAME.<setting> keys only.
+    keys = {f.name: f.name for f in dataclasses.fields(Config) if f.name != "listener_overrides"}
     for field_name, kafka in KAFKA_NAMES.items():
         keys[_normalise(kafka)] = field_name
     for alias, field_name in KAFKA_ALIASES.items():

@@ -40,12 +40,25 @@ DESCRIPTIONS = {
                  "(0.0.0.0 becomes 127.0.0.1).",
     "listeners": "Several listeners, as Kafka names them: `NAME://HOST:PORT,...` (e.g. "
                  "`INTERNAL://0.0.0.0:9092,EXTERNAL://0.0.0.0:19092`); when set, they replace "
-                 "`listen`. Every listener is PLAINTEXT for now.",
+                 "`listen`. SSL and SASL listeners: the README's Security section.",
     "advertised_listeners": "`NAME://HOST:PORT,...`: the address Metadata, FindCoordinator and "
                             "DescribeCluster give for each listener, to the clients of that "
                             "listener; a listener not named here advertises its bind address.",
-    "listener_security_protocol_map": "`NAME:PROTOCOL,...` as in Kafka; only PLAINTEXT is "
-                                      "accepted today (a listener named otherwise is PLAINTEXT).",
+    "listener_security_protocol_map": "`NAME:PROTOCOL,...` as in Kafka: PLAINTEXT, SSL, "
+                                      "SASL_PLAINTEXT or SASL_SSL (a listener not named here "
+                                      "uses the protocol it is named after, else PLAINTEXT).",
+    "ssl_keystore_type": "Keystore format: PEM only.",
+    "ssl_keystore_key": "The PEM private key inline, with `ssl.keystore.certificate.chain`, "
+                        "instead of `ssl.keystore.location`; DescribeConfigs hides it.",
+    "ssl_keystore_certificate_chain": "The PEM certificate chain inline, with "
+                                      "`ssl.keystore.key`.",
+    "ssl_truststore_type": "Truststore format: PEM only.",
+    "sasl_enabled_mechanisms": "SASL mechanisms of SASL listeners: PLAIN, SCRAM-SHA-256, "
+                               "SCRAM-SHA-512 (Kafka's default, GSSAPI, is not served).",
+    "listener_overrides": "Not a key itself: `listener.name.NAME.<setting>` (e.g. "
+                          "`listener.name.sasl_ssl.ssl.keystore.location`, env "
+                          "`BMQ_LISTENER_NAME_SASL_SSL_SSL_KEYSTORE_LOCATION`) sets an `ssl.*` or "
+                          "`sasl.enabled.mechanisms` setting for one listener.",
     "inter_broker_listener_name": "The listener other nodes use (a proxy forwarding to a broker);"
                                   " empty: the first of `listeners`.",
     "node_id": "Broker id shown in metadata.",
@@ -174,13 +187,14 @@ def table(short: bool = False) -> str:
         meaning = _meaning(field.name, comments, missing)
         names = accepted_names(field.name)
         kafka = _codes(names[1:])
-        default = f"`{_toml(field.default)}`"
+        default = f"`{_toml(getattr(Config(), field.name))}`"
         if short:
             rows.append(f"| `{field.name}` | {kafka} | {default} | {meaning} |")
             continue
         flag = f"`{options[field.name]}`" if field.name in options else ""
+        envs = [] if field.name == "listener_overrides" else names   # only through its keys
         rows.append(f"| `{field.name}` | {kafka} | {default} | "
-                    f"{_codes(list(dict.fromkeys(env_name(n) for n in names)))} | {flag} | "
+                    f"{_codes(list(dict.fromkeys(env_name(n) for n in envs)))} | {flag} | "
                     f"{meaning} |")
     if missing:
         raise SystemExit(f"no description for {', '.join(missing)}: add a comment to the field "
