@@ -80,7 +80,10 @@ def document(cfg: BenchConfig, partitions: int, results: list[PhaseResult],
         "tool": "bmq-bench",
         "version": __version__,
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "config": {**asdict(cfg), "partitions_used": partitions},
+        "config": {**asdict(cfg), "partitions_used": partitions,
+                   # a password given with --client-config is not written out
+                   "client_overrides": {key: "(hidden)" if "password" in key else value
+                                        for key, value in cfg.client_overrides.items()}},
         "server": server,
         "environment": {
             "host": socket.gethostname(),

@@ -105,9 +105,10 @@ class ScramExchange:
         self._nonce = attributes["r"]
         return self.user
 
-    def server_first(self, credential: ScramCredential) -> bytes:
+    def server_first(self, credential: ScramCredential, server_nonce: str = "") -> bytes:
+        """``server_nonce``: random unless given (RFC 7677's worked example gives it)."""
         self._credential = credential
-        self._nonce += _b64(os.urandom(24))
+        self._nonce += server_nonce or _b64(os.urandom(24))
         self._server_first = (f"r={self._nonce},s={_b64(credential.salt)},"
                               f"i={credential.iterations}")
         return self._server_first.encode()

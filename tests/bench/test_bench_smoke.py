@@ -70,3 +70,17 @@ def test_e2e_short_run(tmp_path: Path) -> None:
     assert latency["samples"] > 0
     assert 0 < latency["p50"] <= latency["p99"] <= latency["max"]
     assert code == 0
+
+
+@pytest.mark.timeout(120)
+def test_sasl_ssl_compared_with_plaintext_in_one_run(tmp_path: Path) -> None:
+    code, doc = run_bench(tmp_path, "--messages", "5000", "--security", "sasl_ssl",
+                          "--compare-plaintext")
+    for listener in ("PLAINTEXT", "SASL_SSL"):
+        produced = phase(doc, f"produce ({listener})")
+        consumed = phase(doc, f"consume ({listener})")
+        assert produced["messages"] == consumed["messages"] == 5000
+    share = phase(doc, "consume (SASL_SSL)")["share_of_plaintext"]
+    assert share > 0
+    assert doc["config"]["client_overrides"]["sasl.password"] == "(hidden)"
+    assert code == 0

@@ -3,6 +3,7 @@ SASL_PLAINTEXT with PLAIN on one `bmq serve`: produce, consume in a group, commi
 
 from __future__ import annotations
 
+import subprocess
 from typing import Any
 
 from tests.integration.helpers import round_trip_in_a_group
@@ -65,3 +66,15 @@ def test_kafka_python_over_sasl_ssl_with_scram(secured: SecureBroker,
     values = {record.value for record in consumer}
     consumer.close()
     assert values == {f"v{i}".encode() for i in range(10)}
+
+
+def test_kcat_over_sasl_plaintext_with_plain(secured: SecureBroker) -> None:
+    sasl = ["-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanisms=PLAIN",
+            "-X", f"sasl.username={USER}", "-X", f"sasl.password={PASSWORD}"]
+    bootstrap = ["-b", secured.bootstrap("SASL_PLAINTEXT")]
+    subprocess.run(["kcat", *bootstrap, *sasl, "-P", "-t", "kcat-sasl", "-K", ":"],
+                   input="k1:one\nk2:two\n", text=True, check=True, timeout=60)
+    consumed = subprocess.run(["kcat", *bootstrap, *sasl, "-C", "-t", "kcat-sasl", "-e",
+                               "-f", "%k=%s\n"], capture_output=True, text=True, check=True,
+                              timeout=60)
+    assert sorted(consumed.stdout.split()) == ["k1=one", "k2=two"]
