@@ -64,7 +64,7 @@ class Security:
         Built before the role creates anything; the credentials come once they are loaded."""
         self.credentials: CredentialStore | None = None
         self.tls_contexts: dict[str, ssl.SSLContext] = {
-            listener.name: server_context(config, listener.name)
+            listener.name: server_context(config, listener.name, listener.sasl)
             for listener in listeners if listener.tls}
         self.mechanisms: dict[str, list[str]] = {}
         for listener in listeners:

@@ -30,8 +30,9 @@ class TlsConfigError(ValueError):
     """A listener's TLS settings cannot make a server context."""
 
 
-def server_context(config: Config, listener: str) -> ssl.SSLContext:
-    """The TLS server context of ``listener`` (its listener.name.NAME. overrides applied)."""
+def server_context(config: Config, listener: str, sasl: bool = False) -> ssl.SSLContext:
+    """The TLS server context of ``listener`` (its listener.name.NAME. overrides applied);
+    ``sasl``: the listener is SASL_SSL."""
     def setting(name: str) -> str:
         return config.listener_setting(listener, name)
 
@@ -54,10 +55,14 @@ def server_context(config: Config, listener: str) -> ssl.SSLContext:
     except (OSError, ssl.SSLError) as error:
         raise TlsConfigError(f"listener {listener}: cannot load its TLS key, certificates or "
                              f"truststore: {error}") from error
-    context.verify_mode = _CLIENT_AUTH[setting("ssl_client_auth").lower()]
+    # As Kafka: on a SASL_SSL listener SASL says who the client is, and only the listener's own
+    # listener.name.NAME.ssl.client.auth asks for a certificate, never the broker-wide one.
+    client_auth = config.listener_overrides.get(listener.upper(), {}).get(
+        "ssl_client_auth", "none") if sasl else setting("ssl_client_auth")
+    context.verify_mode = _CLIENT_AUTH[client_auth.lower()]
     if context.verify_mode != ssl.CERT_NONE and not context.get_ca_certs():
-        raise TlsConfigError(f"listener {listener}: ssl.client.auth="
-                             f"{setting('ssl_client_auth')} needs ssl.truststore.location")
+        raise TlsConfigError(f"listener {listener}: ssl.client.auth={client_auth} needs "
+                             f"ssl.truststore.location")
     return context
 
 

@@ -28,18 +28,19 @@ class _Recorder(asyncio.Protocol):
         transport.write(b"ok")
 
 
-async def _principal(certificates: Certificates, client_auth: str, client_cert: bool) -> str:
+async def _principal(certificates: Certificates, client_auth: str, client_cert: bool,
+                     protocol: str = "SSL") -> str:
     port = free_port()
     config = load_config(environ={
-        "BMQ_LISTENERS": f"SSL://127.0.0.1:{port}",
+        "BMQ_LISTENERS": f"{protocol}://127.0.0.1:{port}",
         # The per-listener spelling for the keystore, the broker-wide one for the rest.
-        "BMQ_LISTENER_NAME_SSL_SSL_KEYSTORE_LOCATION": str(certificates.server),
+        f"BMQ_LISTENER_NAME_{protocol}_SSL_KEYSTORE_LOCATION": str(certificates.server),
         "BMQ_SSL_TRUSTSTORE_LOCATION": str(certificates.ca),
         "BMQ_SSL_CLIENT_AUTH": client_auth})
     [listener] = config.listener_list
-    security = Security(config, [listener], keeps_credentials=False)
+    security = Security(config, [listener], keeps_credentials=True)
     sessions: list[Session] = []
-    listening = Listening([listener], security.tls_contexts)
+    listening = Listening([listener], security.tls_contexts, sasl=True)
     await listening.start(lambda name: _Recorder(security.session(listener), sessions))
     try:
         context = ssl.create_default_context(cafile=str(certificates.ca))
@@ -70,3 +71,11 @@ def test_a_required_client_certificate_refuses_a_client_without_one(
         certificates: Certificates) -> None:
     with pytest.raises((ssl.SSLError, ConnectionError, AssertionError)):
         asyncio.run(_principal(certificates, "required", False))
+
+
+def test_a_sasl_ssl_listener_ignores_the_broker_wide_client_auth(
+        certificates: Certificates) -> None:
+    # As Kafka: SASL says who the client is; only listener.name.NAME.ssl.client.auth would ask
+    # a SASL_SSL client for a certificate. The principal stays anonymous until SASL.
+    principal = asyncio.run(_principal(certificates, "required", False, protocol="SASL_SSL"))
+    assert principal == "User:ANONYMOUS"
