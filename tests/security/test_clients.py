@@ -3,6 +3,7 @@ SASL_PLAINTEXT with PLAIN on one `bmq serve`: produce, consume in a group, commi
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 from typing import Any
 
@@ -78,3 +79,39 @@ def test_kcat_over_sasl_plaintext_with_plain(secured: SecureBroker) -> None:
                                "-f", "%k=%s\n"], capture_output=True, text=True, check=True,
                               timeout=60)
     assert sorted(consumed.stdout.split()) == ["k1=one", "k2=two"]
+
+
+def test_aiokafka_group_over_sasl_ssl_with_scram(secured: SecureBroker,
+                                                 certificates: Certificates) -> None:
+    import ssl
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    settings = {"bootstrap_servers": secured.bootstrap("SASL_SSL"),
+                "security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512",
+                "sasl_plain_username": USER, "sasl_plain_password": PASSWORD,
+                "ssl_context": ssl.create_default_context(cafile=str(certificates.ca))}
+    sent = {f"a{i}".encode() for i in range(10)}
+
+    async def round_trip() -> set[bytes]:
+        producer = AIOKafkaProducer(acks="all", **settings)
+        await producer.start()
+        try:
+            for value in sorted(sent):
+                await producer.send_and_wait("aio-sasl", value)
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer("aio-sasl", group_id="aio-sasl-group",
+                                    auto_offset_reset="earliest", **settings)
+        await consumer.start()
+        received: set[bytes] = set()
+        try:
+            while received != sent:
+                batch = await asyncio.wait_for(consumer.getmany(timeout_ms=1000), 30)
+                received |= {record.value for records in batch.values() for record in records}
+            await consumer.commit()
+        finally:
+            await consumer.stop()
+        return received
+
+    assert asyncio.run(round_trip()) == sent
