@@ -13,7 +13,16 @@ from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient
 
 from tests.integration.helpers import round_trip_in_a_group
-from tests.integration.kwire import API_VERSIONS, METADATA, KafkaWire, Reader, nbytes, string
+from tests.integration.kwire import (
+    API_VERSIONS,
+    METADATA,
+    KafkaWire,
+    Reader,
+    metadata_body,
+    nbytes,
+    request_frame,
+    string,
+)
 from tests.security.conftest import Certificates, SecureBroker
 from tests.security.test_clients import sasl_settings, tls_settings
 
@@ -80,9 +89,10 @@ def test_an_unknown_scram_user_fails_on_its_first_message(secured: SecureBroker,
 def test_requests_before_authentication_close_the_connection(secured: SecureBroker) -> None:
     with KafkaWire(secured.bootstrap("SASL_PLAINTEXT")) as wire:
         assert API_VERSIONS in wire.api_versions()     # served before authentication
-        wire.send_raw(struct.pack(">ihhih", 10, METADATA, 1, 7, -1) + struct.pack(">i", -1))
-        wire.wait_disconnect()
-    assert "_nothing_" not in _topics(secured)
+        # Served, this Metadata request would create the topic (auto-creation is on).
+        wire.send_raw(request_frame(METADATA, 1, 7, metadata_body(1, ["sneaky"])))
+        assert wire.wait_disconnect() == b""
+    assert "sneaky" not in _topics(secured)
 
 
 def test_a_plaintext_client_on_a_tls_port_is_disconnected_and_others_keep_working(
