@@ -130,6 +130,9 @@ import os, re, subprocess, sys
 tests_dir, log_path, run_args, only = sys.argv[1:5]
 row = re.compile(r"\|\s*(\d{4}\S*)\s*\|\s*(PASSED|FAILED|SKIPPED|RUNNING|DNS)\s*\|[^|]*\|\s*(.*)")
 results: dict[str, tuple[str, str]] = {}
+# Manual tests (8000_idle runs forever) never start without TESTS: never restart them either.
+table = open(os.path.join(tests_dir, "test.c"), errors="replace").read()
+manual = set(re.findall(r"_TEST\((\d{4})\w*,\s*[^,)]*TEST_F_MANUAL", table))
 todo = only
 while True:
     env = dict(os.environ, TESTS=todo) if todo else dict(os.environ)
@@ -144,11 +147,12 @@ while True:
     text = run.stdout.decode(errors="replace")
     for line in re.sub(r"\x1b\[[0-9;]*m", "", text).splitlines():
         m = row.match(line)
-        if m and (m.group(2) != "DNS" or m.group(1) not in results):
+        if m and m.group(1)[:4] not in manual and (m.group(2) != "DNS"
+                                                   or m.group(1) not in results):
             results[m.group(1)] = (m.group(2), m.group(3).strip())
     left = sorted({name[:4] for name, (state, _) in results.items() if state == "DNS"})
-    if run.returncode == 0 or not left:
-        break
+    if run.returncode == 0 or not left or ",".join(left) == todo:
+        break  # done, or a round that started nothing new (the runner itself is broken)
     todo = ",".join(left)
     print(f"(the runner stopped early; starting it again for {len(left)} tests)", flush=True)
 # The tests -L (local, broker-less) and -E (socket emulation) leave out are no broker tests.
