@@ -2,7 +2,7 @@
 # Runs librdkafka's own integration test suite (its tests/ directory, quick mode, broker tests
 # only) against a throw-away `bmq serve`, and prints what passed, failed and was skipped.
 #
-#   scripts/librdkafka_suite.sh                 # every quick broker test (about 20 min; the
+#   scripts/librdkafka_suite.sh                 # every quick broker test (about 15 min; the
 #                                               # first run builds librdkafka: 10 more)
 #   TESTS=0011,0081 scripts/librdkafka_suite.sh # only these tests
 #
