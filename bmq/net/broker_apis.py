@@ -22,6 +22,7 @@ BROKER_REQUESTS: tuple[str, ...] = (
     "CreatePartitionsRequest",
     "IncrementalAlterConfigsRequest",
     "DescribeClusterRequest",
+    "DescribeTopicPartitionsRequest",
     # Consumer groups
     "FindCoordinatorRequest",
     "JoinGroupRequest",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bmq.broker.handlers.base import RequestContext
+from bmq.protocol.acl_operations import CLUSTER_OPERATIONS, authorized
 from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import DescribeClusterRequest, DescribeClusterResponse
 from bmq.protocol.messages.describe_cluster_response import DescribeClusterBroker
@@ -27,4 +28,6 @@ async def handle_describe_cluster(ctx: RequestContext, request: DescribeClusterR
         controller_id=broker.controller_id,
         brokers=[DescribeClusterBroker(broker_id=n.node_id, host=host, port=port, rack=n.rack)
                  for n in broker.nodes for host, port in [n.address(ctx.listener)]],
+        cluster_authorized_operations=authorized(
+            CLUSTER_OPERATIONS, request.include_cluster_authorized_operations),
     )

@@ -3,22 +3,18 @@
 from __future__ import annotations
 
 from bmq.broker.handlers.base import RequestContext
+from bmq.protocol.acl_operations import GROUP_OPERATIONS, authorized
 from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import DescribeGroupsRequest, DescribeGroupsResponse
 from bmq.protocol.messages.describe_groups_response import DescribedGroup, DescribedGroupMember
 
-# Without ACLs every operation a group supports is allowed: READ(3), DELETE(6), DESCRIBE(8).
-GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
-OPERATIONS_NOT_REQUESTED = -(2**31)
 # v6 reports an unknown group as GROUP_ID_NOT_FOUND (KIP-1043); before, as a Dead group.
 NOT_FOUND_VERSION = 6
 
 
 async def handle_describe_groups(ctx: RequestContext, request: DescribeGroupsRequest,
                                  version: int) -> DescribeGroupsResponse:
-    operations = (GROUP_AUTHORIZED_OPERATIONS
-                  if version >= 3 and request.include_authorized_operations
-                  else OPERATIONS_NOT_REQUESTED)
+    operations = authorized(GROUP_OPERATIONS, request.include_authorized_operations)
     described = []
     for group_id in request.groups:
         error, summary = ctx.broker.groups.describe_group(group_id)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from bmq.broker.broker import Broker
 from bmq.broker.handlers.base import RequestContext
 from bmq.metadata.topics import TopicInfo, check_topic_name
+from bmq.protocol.acl_operations import fill_metadata_operations
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.messages import MetadataRequest, MetadataResponse
 from bmq.protocol.messages.metadata_response import (
@@ -68,10 +69,12 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest,
             version < 4 or request.allow_auto_topic_creation)
         topics = [await _requested_topic(broker, t.name, t.topic_id, auto_create)
                   for t in request.topics]
-    return MetadataResponse(
+    response = MetadataResponse(
         brokers=[MetadataResponseBroker(node_id=n.node_id, host=host, port=port, rack=n.rack)
                  for n in broker.metadata_nodes for host, port in [n.address(ctx.listener)]],
         cluster_id=broker.cluster_id,
         controller_id=broker.controller_id,
         topics=topics,
     )
+    fill_metadata_operations(request, response)
+    return response

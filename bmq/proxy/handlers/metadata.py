@@ -9,6 +9,7 @@ import asyncio
 
 from bmq.metadata.topics import TopicInfo, check_topic_name
 from bmq.net.client import LinkError
+from bmq.protocol.acl_operations import fill_metadata_operations
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.messages import MetadataRequest, MetadataResponse
 from bmq.protocol.messages.metadata_response import (
@@ -77,7 +78,7 @@ async def handle_metadata(ctx: ProxyContext, request: MetadataRequest,
     # The brokers are listed too: clients reach group coordinators (named by FindCoordinator)
     # there, and librdkafka drops connections to nodes a Metadata response does not list.
     nodes = {**proxy.cluster.brokers, **proxy.cluster.proxies, proxy.node.node_id: proxy.node}
-    return MetadataResponse(
+    response = MetadataResponse(
         brokers=[MetadataResponseBroker(node_id=n.node_id, host=host, port=port, rack=None)
                  for _, n in sorted(nodes.items()) for host, port in [n.address(ctx.listener)]],
         cluster_id=proxy.cluster.cluster_id,
@@ -85,3 +86,5 @@ async def handle_metadata(ctx: ProxyContext, request: MetadataRequest,
         # requests sent to a proxy anyway are relayed.
         controller_id=min(proxy.cluster.brokers, default=proxy.node.node_id),
         topics=topics)
+    fill_metadata_operations(request, response)
+    return response

@@ -1,0 +1,66 @@
+"""Kafka's ACL operations and the "authorized operations" bit fields of Metadata, DescribeCluster
+and DescribeGroups (KIP-430), shared by every role that answers them.
+
+BMQ has no authorizer yet, and Kafka without one reports every operation a resource type
+supports whenever a client asks for them: admin tools (confluent-kafka's
+``describe_topics(include_authorized_operations=True)``, Kafka UIs) read an unset field as
+"nothing allowed".
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+from bmq.protocol.errors import ErrorCode
+from bmq.protocol.messages import MetadataRequest, MetadataResponse
+
+
+class AclOperation(IntEnum):
+    """Kafka's AclOperation codes: bit ``1 << code`` of an authorized-operations field."""
+
+    READ = 3
+    WRITE = 4
+    CREATE = 5
+    DELETE = 6
+    ALTER = 7
+    DESCRIBE = 8
+    CLUSTER_ACTION = 9
+    DESCRIBE_CONFIGS = 10
+    ALTER_CONFIGS = 11
+    IDEMPOTENT_WRITE = 12
+
+
+# The field's value when the client did not ask for it (Kafka's Integer.MIN_VALUE).
+NOT_REQUESTED = -(2**31)
+
+
+def _bits(*operations: AclOperation) -> int:
+    field = 0
+    for operation in operations:
+        field |= 1 << operation
+    return field
+
+
+_A = AclOperation
+# What each resource type supports, as Kafka 4 lists them (AclEntry.supportedOperations).
+TOPIC_OPERATIONS = _bits(_A.READ, _A.WRITE, _A.CREATE, _A.DESCRIBE, _A.DELETE, _A.ALTER,
+                         _A.DESCRIBE_CONFIGS, _A.ALTER_CONFIGS)
+GROUP_OPERATIONS = _bits(_A.READ, _A.DESCRIBE, _A.DELETE, _A.DESCRIBE_CONFIGS, _A.ALTER_CONFIGS)
+CLUSTER_OPERATIONS = _bits(_A.CREATE, _A.CLUSTER_ACTION, _A.DESCRIBE_CONFIGS, _A.ALTER_CONFIGS,
+                           _A.IDEMPOTENT_WRITE, _A.ALTER, _A.DESCRIBE)
+
+
+def authorized(operations: int, requested: bool) -> int:
+    """The field for a response: every supported operation if asked for, else "not requested"."""
+    return operations if requested else NOT_REQUESTED
+
+
+def fill_metadata_operations(request: MetadataRequest, response: MetadataResponse) -> None:
+    """Set the authorized operations a Metadata request asked for (v8+: the topics'; v8-10: the
+    cluster's) on its response, as every role that answers Metadata must."""
+    for topic in response.topics:
+        if topic.error_code == ErrorCode.NONE:
+            topic.topic_authorized_operations = authorized(
+                TOPIC_OPERATIONS, request.include_topic_authorized_operations)
+    response.cluster_authorized_operations = authorized(
+        CLUSTER_OPERATIONS, request.include_cluster_authorized_operations)
