@@ -34,6 +34,14 @@ BROKER_REQUESTS: tuple[str, ...] = (
     "ListGroupsRequest",
     "DeleteGroupsRequest",
     "OffsetDeleteRequest",
+    # Transactions (bmq serve)
+    "AddPartitionsToTxnRequest",
+    "AddOffsetsToTxnRequest",
+    "EndTxnRequest",
+    "TxnOffsetCommitRequest",
+    "DescribeTransactionsRequest",
+    "ListTransactionsRequest",
+    "DescribeProducersRequest",
     # BMQ-internal: proxies hear of new durable data
     "BmqWatchPartitionsRequest",
 )

@@ -110,8 +110,10 @@ class ProducerStateTable:
         after: dict[int, tuple[int, int]] = {}  # producer -> (epoch, last seq) within this append
         for header in headers:
             pid = header.producer_id
-            if pid < 0 or header.is_control:
-                continue   # markers carry no sequence; the coordinator checked their epoch
+            if pid < 0 or header.is_control or header.base_sequence == NO_SEQUENCE:
+                # Markers, and a coordinator's transactional batches (TxnOffsetCommit), carry
+                # no sequence: the coordinator checked their epoch.
+                continue
             epoch = header.producer_epoch
             first_seq = header.base_sequence
             if pid in after:
@@ -155,6 +157,10 @@ class ProducerStateTable:
             return  # a fenced epoch's batch seen during recovery: nothing to remember
         elif entry.batches and base_offset <= entry.batches[-1].last_offset:
             return  # already known (recovery replaying past a checkpoint)
+        if first_seq == NO_SEQUENCE:
+            if kind == TXN_DATA and entry.txn_first < 0:
+                entry.txn_first = base_offset
+            return
         entry.batches.append(BatchMetadata(first_seq, last_seq, base_offset, last_offset,
                                            max_timestamp))
         if kind == TXN_DATA and entry.txn_first < 0:

@@ -1,7 +1,8 @@
 """FindCoordinator: which broker coordinates a group (v4+ answers a batch of keys, KIP-699).
 
-The embedded broker leads every ``__consumer_offsets`` partition, so it coordinates every group.
-Transaction (and share-group) coordinators do not exist yet: COORDINATOR_NOT_AVAILABLE.
+The embedded broker leads every ``__consumer_offsets`` and ``__transaction_state`` partition, so
+it coordinates every group and every transactional id. Share-group coordinators do not exist
+yet, nor transactions in cluster mode (``bmq broker``): COORDINATOR_NOT_AVAILABLE.
 """
 
 from __future__ import annotations
@@ -29,9 +30,18 @@ def _find(broker: Broker, key: str, key_type: int, listener: str) -> Coordinator
                                error_code=ErrorCode.NONE, error_message=None)
         code = ErrorCode.COORDINATOR_NOT_AVAILABLE
         message = "The coordinator is not available."
+    elif key_type == KEY_TYPE_TRANSACTION and broker.transactions is not None:
+        error = broker.transactions.shard_error(key)
+        if error in (ErrorCode.NONE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS):
+            host, port = broker.node.address(listener)
+            return Coordinator(key=key, node_id=broker.node.node_id, host=host, port=port,
+                               error_code=ErrorCode.NONE, error_message=None)
+        code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        message = "The coordinator is not available."
     elif key_type in (KEY_TYPE_TRANSACTION, KEY_TYPE_SHARE):
         code = ErrorCode.COORDINATOR_NOT_AVAILABLE
-        message = "BMQ has no transaction or share-group coordinator yet."
+        message = ("BMQ has no share-group coordinator, nor transactions in cluster mode, "
+                   "yet.")
     else:
         code = ErrorCode.INVALID_REQUEST
         message = f"Unknown coordinator type {key_type}."

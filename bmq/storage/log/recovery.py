@@ -8,10 +8,10 @@ import json
 import logging
 from typing import Any
 
+from bmq.protocol.records import HEADER_SIZE
 from bmq.storage.log.indexes import SegmentIndexes
 from bmq.storage.log.scan import valid_batches
 from bmq.storage.log.state import CHECKPOINT_VERSION_EPOCHS
-from bmq.protocol.records import HEADER_SIZE
 from bmq.storage.producer_state import ProducerStateTable, txn_kind
 from bmq.storage.segment import Segment, parse_stem
 
