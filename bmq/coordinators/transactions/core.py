@@ -125,7 +125,7 @@ class TxnCoordinatorCore(ShardedCoordinator[TxnShard, TxnMetadata]):
         code = await self._persist(meta, state=state, **changes)
         if code != ErrorCode.NONE:
             return code
-        crash_point("after_prepare")
+        crash_point(f"after_{state.name.lower()}")   # after_prepare_commit / _abort
         return await self._complete(meta)
 
     async def _finish(self, meta: TxnMetadata) -> None:

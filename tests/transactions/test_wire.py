@@ -1,0 +1,98 @@
+"""Transaction requests byte-exact (BMQ's codec as the client): Kafka's error codes for bad
+input, and nothing written when a request is refused."""
+
+from __future__ import annotations
+
+from bmq.protocol.errors import ErrorCode
+from bmq.protocol.messages import (
+    AddPartitionsToTxnRequest,
+    DescribeTransactionsRequest,
+    EndTxnRequest,
+    FindCoordinatorRequest,
+    InitProducerIdRequest,
+    ListTransactionsRequest,
+    ProduceRequest,
+)
+from bmq.protocol.messages.add_partitions_to_txn_request import (
+    AddPartitionsToTxnTopic,
+    AddPartitionsToTxnTransaction,
+)
+from bmq.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
+from tests.groups.wire import RawClient
+from tests.integration.helpers import create_topic, watermarks
+from tests.integration.kwire import Record, build_record_batch
+
+TXN_ID = "wire-txn"
+
+
+def _init(client: RawClient, version: int = 4) -> tuple[int, int]:
+    answer = client.call(InitProducerIdRequest(transactional_id=TXN_ID,
+                                               transaction_timeout_ms=60000), version)
+    assert answer.error_code == ErrorCode.NONE
+    return answer.producer_id, answer.producer_epoch
+
+
+def _produce(client: RawClient, topic: str, partition: int, pid: int, epoch: int,
+             sequence: int, attributes: int = 0x10) -> int:
+    batch = build_record_batch([Record(b"k", b"v")], attributes=attributes, producer_id=pid,
+                               producer_epoch=epoch, base_sequence=sequence)
+    answer = client.call(ProduceRequest(
+        transactional_id=TXN_ID, acks=-1, timeout_ms=10000,
+        topic_data=[TopicProduceData(name=topic, partition_data=[
+            PartitionProduceData(index=partition, records=batch)])]), 9)
+    return int(answer.responses[0].partition_responses[0].error_code)
+
+
+def _add(client: RawClient, topic: str, partitions: list[int], pid: int, epoch: int,
+         verify_only: bool = False) -> list[int]:
+    answer = client.call(AddPartitionsToTxnRequest(transactions=[AddPartitionsToTxnTransaction(
+        transactional_id=TXN_ID, producer_id=pid, producer_epoch=epoch,
+        verify_only=verify_only,
+        topics=[AddPartitionsToTxnTopic(name=topic, partitions=partitions)])]), 4)
+    return [r.partition_error_code
+            for r in answer.results_by_transaction[0].topic_results[0].results_by_partition]
+
+
+def test_bad_transactional_input_gets_kafkas_errors_and_writes_nothing(txn_broker):
+    bootstrap = txn_broker.bootstrap
+    create_topic(bootstrap, "txn-wire", partitions=2)
+    with RawClient(bootstrap) as client:
+        found = client.call(FindCoordinatorRequest(key_type=1, coordinator_keys=[TXN_ID]), 4)
+        assert found.coordinators[0].error_code == ErrorCode.NONE
+        too_long = client.call(InitProducerIdRequest(
+            transactional_id=TXN_ID, transaction_timeout_ms=900_001), 4)
+        assert too_long.error_code == ErrorCode.INVALID_TRANSACTION_TIMEOUT
+        pid, epoch = _init(client)
+        assert _add(client, "txn-wire", [0], pid, epoch) == [ErrorCode.NONE]
+        # KIP-890 part 1: a partition not added to the transaction is refused, also when the
+        # verify-only form asks.
+        assert _produce(client, "txn-wire", 1, pid, epoch, 0) == ErrorCode.INVALID_TXN_STATE
+        assert _add(client, "txn-wire", [0, 1], pid, epoch, verify_only=True) == [
+            ErrorCode.NONE, ErrorCode.INVALID_TXN_STATE]
+        assert watermarks(bootstrap, "txn-wire", 1) == (0, 0), "the refused batch was written"
+        # A client's control batch: INVALID_RECORD, nothing written.
+        assert _produce(client, "txn-wire", 0, pid, epoch, 0, attributes=0x30) == \
+            ErrorCode.INVALID_RECORD
+        assert watermarks(bootstrap, "txn-wire", 0) == (0, 0)
+        assert _produce(client, "txn-wire", 0, pid, epoch, 0) == ErrorCode.NONE
+        # A new instance (InitProducerId again) fences this one: its EndTxn has a stale epoch.
+        # (As in Kafka: one bump aborts the open transaction, one is the new instance's.)
+        new_pid, new_epoch = _init(client)
+        assert (new_pid, new_epoch) == (pid, epoch + 2)
+        stale = client.call(EndTxnRequest(transactional_id=TXN_ID, producer_id=pid,
+                                          producer_epoch=epoch, committed=True), 3)
+        assert stale.error_code == ErrorCode.PRODUCER_FENCED
+        stale_v1 = client.call(EndTxnRequest(transactional_id=TXN_ID, producer_id=pid,
+                                             producer_epoch=epoch, committed=True), 1)
+        assert stale_v1.error_code == ErrorCode.INVALID_PRODUCER_EPOCH
+        assert _produce(client, "txn-wire", 0, pid, epoch, 1) == \
+            ErrorCode.INVALID_PRODUCER_EPOCH
+        # The new instance's InitProducerId aborted the open transaction: one record and one
+        # ABORT marker, nothing of the refused requests.
+        assert watermarks(bootstrap, "txn-wire", 0) == (0, 2)
+        described = client.call(DescribeTransactionsRequest(transactional_ids=[TXN_ID]), 0)
+        state = described.transaction_states[0]
+        assert (state.error_code, state.transaction_state, state.producer_epoch) == (
+            ErrorCode.NONE, "Empty", new_epoch)
+        listed = client.call(ListTransactionsRequest(state_filters=["Empty"]), 0)
+        assert TXN_ID in [s.transactional_id for s in listed.transaction_states]
