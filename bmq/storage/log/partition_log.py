@@ -122,7 +122,8 @@ class PartitionLog(Recovery, Reading, Retention):
                 pid = h.producer_id
                 if pid >= 0:
                     last_seq = h.last_sequence
-                    kind = txn_kind(h, records[pos + HEADER_SIZE:pos + h.size])
+                    kind = txn_kind(h, records[pos + HEADER_SIZE:pos + h.size]
+                                    if h.is_control else b"")
                     producers.record(pid, h.producer_epoch, h.base_sequence, last_seq, offset,
                                      last, max_ts, now_ms, kind)
                     metas.append((h.size, offset, last, max_ts, pid, h.producer_epoch,
