@@ -192,12 +192,9 @@ class OffsetsShard:
         batch, header = build_batch([(encode_key(k), encode_value(v)) for k, v in entries], now,
                                     partition.leader_epoch, producer)
         try:
-            partition.check_writable()
-            appended = partition.log.append(memoryview(batch), [header], now)
+            return partition.append_batch(batch, header, now), len(batch)
         except KafkaError as error:
             raise KafkaError(coordinator_error(error.code), error.message) from error
-        partition.schedule_flush()
-        return partition.durable(appended.last_offset), len(batch)
 
     def close(self) -> None:
         if self._compaction is not None:

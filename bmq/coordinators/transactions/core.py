@@ -22,7 +22,7 @@ from concurrent.futures import Executor
 from typing import Any
 
 from bmq.coordinators.base import CoordinatorHost
-from bmq.coordinators.sharded import ShardedCoordinator
+from bmq.coordinators.sharded import ShardedCoordinator, internal_topic_configs
 from bmq.coordinators.transactions.records import (
     PREPARING,
     TxnMetadata,
@@ -61,13 +61,7 @@ class TxnCoordinatorCore(ShardedCoordinator[TxnShard, TxnMetadata]):
         self._timer: asyncio.Task[None] | None = None
 
     def _topic_configs(self) -> dict[str, str]:
-        return {
-            "retention.ms": "-1",
-            "retention.bytes": "-1",
-            "segment.bytes": str(self.config.transaction_state_log_segment_bytes),
-            "max.message.bytes": str(2**31 - 1),
-            "compression.type": "producer",
-        }
+        return internal_topic_configs(self.config.transaction_state_log_segment_bytes)
 
     def _open_shard(self, index: int, partition: Partition) -> TxnShard:
         return TxnShard(index, partition, self._executor)
@@ -163,12 +157,9 @@ class TxnCoordinatorCore(ShardedCoordinator[TxnShard, TxnMetadata]):
             batch, header = marker_batch(meta.producer_id, meta.producer_epoch, commit,
                                          coordinator_epoch, now, partition.leader_epoch)
             try:
-                partition.check_writable()
-                appended = partition.log.append(memoryview(batch), [header], now)
+                waits.append((topic, index, partition.append_batch(batch, header, now)))
             except KafkaError as error:
                 return error.code
-            partition.schedule_flush()
-            waits.append((topic, index, partition.durable(appended.last_offset)))
         for topic, index, wait in waits:
             try:
                 await asyncio.shield(wait)

@@ -77,12 +77,9 @@ class TxnShard:
             [(encode_key(m.transactional_id), encode_value(m)) for m in entries], now,
             partition.leader_epoch)
         try:
-            partition.check_writable()
-            appended = partition.log.append(memoryview(batch), [header], now)
+            return partition.append_batch(batch, header, now)
         except KafkaError as error:
             raise KafkaError(coordinator_error(error.code), error.message) from error
-        partition.schedule_flush()
-        return partition.durable(appended.last_offset)
 
 
 def coordinator_error(code: ErrorCode) -> ErrorCode:
