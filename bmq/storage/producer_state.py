@@ -98,6 +98,9 @@ class ProducerStateTable:
     def __init__(self) -> None:
         self.producers: dict[int, ProducerEntry] = {}
         self.aborted: list[AbortedTxn] = []
+        # producer id -> first offset of its open transaction: the LSO is asked on every fetch,
+        # so it is found among the open transactions, not among all producers.
+        self.open_txns: dict[int, int] = {}
 
     def __len__(self) -> int:
         return len(self.producers)
@@ -151,20 +154,18 @@ class ProducerStateTable:
             self._end_txn(entry, pid, epoch, last_offset, kind)
             return
         if entry is None or epoch > entry.epoch:
-            entry = self.producers[pid] = ProducerEntry(
-                epoch, txn_first=-1 if entry is None else entry.txn_first)
+            entry = self.producers[pid] = ProducerEntry(epoch,
+                                                        txn_first=self.open_txns.get(pid, -1))
         elif epoch < entry.epoch:
             return  # a fenced epoch's batch seen during recovery: nothing to remember
         elif entry.batches and base_offset <= entry.batches[-1].last_offset:
             return  # already known (recovery replaying past a checkpoint)
+        if kind == TXN_DATA and entry.txn_first < 0:
+            entry.txn_first = self.open_txns[pid] = base_offset
         if first_seq == NO_SEQUENCE:
-            if kind == TXN_DATA and entry.txn_first < 0:
-                entry.txn_first = base_offset
             return
         entry.batches.append(BatchMetadata(first_seq, last_seq, base_offset, last_offset,
                                            max_timestamp))
-        if kind == TXN_DATA and entry.txn_first < 0:
-            entry.txn_first = base_offset
         if now_ms > entry.last_ms:
             entry.last_ms = now_ms
 
@@ -182,18 +183,18 @@ class ProducerStateTable:
         if kind == TXN_ABORT and entry.txn_first >= 0:
             self.aborted.append(AbortedTxn(pid, entry.txn_first, offset))
         entry.txn_first = -1
+        self.open_txns.pop(pid, None)
         if epoch > entry.epoch:
             entry.epoch = epoch
             entry.batches.clear()
 
     def first_unstable_offset(self) -> int | None:
         """The first offset of the oldest open transaction, None if none is open."""
-        firsts = [e.txn_first for e in self.producers.values() if e.txn_first >= 0]
-        return min(firsts) if firsts else None
+        return min(self.open_txns.values()) if self.open_txns else None
 
     def open_transactions(self) -> dict[int, int]:
         """producer id -> first offset of its open transaction."""
-        return {pid: e.txn_first for pid, e in self.producers.items() if e.txn_first >= 0}
+        return dict(self.open_txns)
 
     def aborted_between(self, start: int, end: int) -> list[AbortedTxn]:
         """Aborted transactions with data in [start, end): a fetch of that range needs them."""
@@ -219,6 +220,7 @@ class ProducerStateTable:
             kept = [m for m in entry.batches if m.last_offset < end_offset]
             if entry.txn_first >= end_offset:
                 entry.txn_first = -1
+                self.open_txns.pop(pid, None)
             if not kept and entry.txn_first < 0:
                 del self.producers[pid]
             elif len(kept) != len(entry.batches):
@@ -230,6 +232,7 @@ class ProducerStateTable:
         other = ProducerStateTable()
         other.producers = {pid: e.copy() for pid, e in self.producers.items()}
         other.aborted = list(self.aborted)
+        other.open_txns = dict(self.open_txns)
         return other
 
     def to_json(self) -> dict[str, Any]:
@@ -258,4 +261,6 @@ class ProducerStateTable:
             for m in item["batches"]:
                 entry.batches.append(BatchMetadata(*(int(x) for x in m)))
             table.producers[int(pid)] = entry
+            if entry.txn_first >= 0:
+                table.open_txns[int(pid)] = entry.txn_first
         return table

@@ -6,6 +6,7 @@ from __future__ import annotations
 from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import (
     AddPartitionsToTxnRequest,
+    DescribeProducersRequest,
     DescribeTransactionsRequest,
     EndTxnRequest,
     FindCoordinatorRequest,
@@ -17,6 +18,7 @@ from bmq.protocol.messages.add_partitions_to_txn_request import (
     AddPartitionsToTxnTopic,
     AddPartitionsToTxnTransaction,
 )
+from bmq.protocol.messages.describe_producers_request import TopicRequest
 from bmq.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
 from tests.groups.wire import RawClient
 from tests.integration.helpers import create_topic, watermarks
@@ -53,6 +55,16 @@ def _add(client: RawClient, topic: str, partitions: list[int], pid: int, epoch: 
             for r in answer.results_by_transaction[0].topic_results[0].results_by_partition]
 
 
+def _txn_start(client: RawClient, pid: int) -> int:
+    """DescribeProducers: where ``pid``'s open transaction on txn-wire-0 starts (-1: none)."""
+    answer = client.call(DescribeProducersRequest(topics=[
+        TopicRequest(name="txn-wire", partition_indexes=[0])]), 0)
+    (partition,) = answer.topics[0].partitions
+    assert partition.error_code == ErrorCode.NONE
+    (producer,) = [p for p in partition.active_producers if p.producer_id == pid]
+    return int(producer.current_txn_start_offset)
+
+
 def test_bad_transactional_input_gets_kafkas_errors_and_writes_nothing(txn_broker):
     bootstrap = txn_broker.bootstrap
     create_topic(bootstrap, "txn-wire", partitions=2)
@@ -75,6 +87,7 @@ def test_bad_transactional_input_gets_kafkas_errors_and_writes_nothing(txn_broke
             ErrorCode.INVALID_RECORD
         assert watermarks(bootstrap, "txn-wire", 0) == (0, 0)
         assert _produce(client, "txn-wire", 0, pid, epoch, 0) == ErrorCode.NONE
+        assert _txn_start(client, pid) == 0     # DescribeProducers: the open transaction
         # A new instance (InitProducerId again) fences this one: its EndTxn has a stale epoch.
         # (As in Kafka: one bump aborts the open transaction, one is the new instance's.)
         new_pid, new_epoch = _init(client)
@@ -90,6 +103,7 @@ def test_bad_transactional_input_gets_kafkas_errors_and_writes_nothing(txn_broke
         # The new instance's InitProducerId aborted the open transaction: one record and one
         # ABORT marker, nothing of the refused requests.
         assert watermarks(bootstrap, "txn-wire", 0) == (0, 2)
+        assert _txn_start(client, pid) == -1
         described = client.call(DescribeTransactionsRequest(transactional_ids=[TXN_ID]), 0)
         state = described.transaction_states[0]
         assert (state.error_code, state.transaction_state, state.producer_epoch) == (
