@@ -11,6 +11,7 @@ from bmq.protocol.messages import (
     EndTxnRequest,
     FindCoordinatorRequest,
     InitProducerIdRequest,
+    ListOffsetsRequest,
     ListTransactionsRequest,
     ProduceRequest,
 )
@@ -19,6 +20,7 @@ from bmq.protocol.messages.add_partitions_to_txn_request import (
     AddPartitionsToTxnTransaction,
 )
 from bmq.protocol.messages.describe_producers_request import TopicRequest
+from bmq.protocol.messages.list_offsets_request import ListOffsetsPartition, ListOffsetsTopic
 from bmq.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
 from tests.groups.wire import RawClient
 from tests.integration.helpers import create_topic, watermarks
@@ -55,6 +57,14 @@ def _add(client: RawClient, topic: str, partitions: list[int], pid: int, epoch: 
             for r in answer.results_by_transaction[0].topic_results[0].results_by_partition]
 
 
+def _latest(client: RawClient, isolation_level: int) -> int:
+    answer = client.call(ListOffsetsRequest(replica_id=-1, isolation_level=isolation_level,
+                                            topics=[ListOffsetsTopic(name="txn-wire", partitions=[
+                                                ListOffsetsPartition(partition_index=0,
+                                                                     timestamp=-1)])]), 7)
+    return int(answer.topics[0].partitions[0].offset)
+
+
 def _txn_start(client: RawClient, pid: int) -> int:
     """DescribeProducers: where ``pid``'s open transaction on txn-wire-0 starts (-1: none)."""
     answer = client.call(DescribeProducersRequest(topics=[
@@ -88,6 +98,8 @@ def test_bad_transactional_input_gets_kafkas_errors_and_writes_nothing(txn_broke
         assert watermarks(bootstrap, "txn-wire", 0) == (0, 0)
         assert _produce(client, "txn-wire", 0, pid, epoch, 0) == ErrorCode.NONE
         assert _txn_start(client, pid) == 0     # DescribeProducers: the open transaction
+        # ListOffsets latest: the LSO (before the open transaction) for read_committed.
+        assert (_latest(client, 1), _latest(client, 0)) == (0, 1)
         # A new instance (InitProducerId again) fences this one: its EndTxn has a stale epoch.
         # (As in Kafka: one bump aborts the open transaction, one is the new instance's.)
         new_pid, new_epoch = _init(client)
