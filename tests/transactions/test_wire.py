@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import (
+    AddOffsetsToTxnRequest,
     AddPartitionsToTxnRequest,
     DescribeProducersRequest,
     DescribeTransactionsRequest,
@@ -14,6 +15,7 @@ from bmq.protocol.messages import (
     ListOffsetsRequest,
     ListTransactionsRequest,
     ProduceRequest,
+    TxnOffsetCommitRequest,
 )
 from bmq.protocol.messages.add_partitions_to_txn_request import (
     AddPartitionsToTxnTopic,
@@ -22,6 +24,10 @@ from bmq.protocol.messages.add_partitions_to_txn_request import (
 from bmq.protocol.messages.describe_producers_request import TopicRequest
 from bmq.protocol.messages.list_offsets_request import ListOffsetsPartition, ListOffsetsTopic
 from bmq.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
+from bmq.protocol.messages.txn_offset_commit_request import (
+    TxnOffsetCommitRequestPartition,
+    TxnOffsetCommitRequestTopic,
+)
 from tests.groups.wire import RawClient
 from tests.integration.helpers import create_topic, watermarks
 from tests.integration.kwire import Record, build_record_batch
@@ -122,3 +128,49 @@ def test_bad_transactional_input_gets_kafkas_errors_and_writes_nothing(txn_broke
             ErrorCode.NONE, "Empty", new_epoch)
         listed = client.call(ListTransactionsRequest(state_filters=["Empty"]), 0)
         assert TXN_ID in [s.transactional_id for s in listed.transaction_states]
+
+
+def test_kip_360_init_producer_id_with_the_current_epoch(txn_broker):
+    with RawClient(txn_broker.bootstrap) as client:
+        def init(pid: int, epoch: int) -> tuple[int, int, int]:
+            answer = client.call(InitProducerIdRequest(
+                transactional_id="kip-360", transaction_timeout_ms=60000, producer_id=pid,
+                producer_epoch=epoch), 4)
+            return answer.error_code, answer.producer_id, answer.producer_epoch
+
+        error, pid, epoch = init(-1, -1)
+        assert error == ErrorCode.NONE
+        # A producer recovering from an abortable error sends its id and epoch: next epoch.
+        assert init(pid, epoch) == (ErrorCode.NONE, pid, epoch + 1)
+        # The same request retried (its answer lost) gets the same answer, not another bump.
+        assert init(pid, epoch) == (ErrorCode.NONE, pid, epoch + 1)
+        # Any other epoch belongs to a fenced instance.
+        assert init(pid, epoch + 5)[0] == ErrorCode.PRODUCER_FENCED
+
+
+def test_txn_offset_commit_checks_the_producer_and_the_generation(txn_broker):
+    bootstrap = txn_broker.bootstrap
+    create_topic(bootstrap, "txn-offsets", partitions=1)
+    with RawClient(bootstrap) as client:
+        answer = client.call(InitProducerIdRequest(transactional_id="offsets-txn",
+                                                   transaction_timeout_ms=60000), 4)
+        pid, epoch = answer.producer_id, answer.producer_epoch
+
+        def commit(generation: int, member: str, producer_epoch: int = epoch) -> int:
+            answer = client.call(TxnOffsetCommitRequest(
+                transactional_id="offsets-txn", group_id="txn-wire-group", producer_id=pid,
+                producer_epoch=producer_epoch, generation_id=generation, member_id=member,
+                topics=[TxnOffsetCommitRequestTopic(name="txn-offsets", partitions=[
+                    TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=5)])]),
+                3)
+            return int(answer.topics[0].partitions[0].error_code)
+
+        # Before AddOffsetsToTxn the group's offsets partition is not in the transaction.
+        assert commit(-1, "") == ErrorCode.INVALID_TXN_STATE
+        added = client.call(AddOffsetsToTxnRequest(
+            transactional_id="offsets-txn", producer_id=pid, producer_epoch=epoch,
+            group_id="txn-wire-group"), 3)
+        assert added.error_code == ErrorCode.NONE
+        assert commit(7, "ghost") == ErrorCode.ILLEGAL_GENERATION     # no such generation
+        assert commit(-1, "", producer_epoch=epoch + 1) == ErrorCode.PRODUCER_FENCED
+        assert commit(-1, "") == ErrorCode.NONE
