@@ -1,8 +1,11 @@
-"""kafka-python's transactional producer: a committed transaction is read by read_committed
-consumers, an aborted one only by read_uncommitted ones."""
+"""kafka-python's and aiokafka's transactional producers: a committed transaction is read by
+read_committed consumers, an aborted one only by read_uncommitted ones."""
 
 from __future__ import annotations
 
+import asyncio
+
+from aiokafka import AIOKafkaProducer
 from kafka import KafkaProducer
 
 from tests.integration.helpers import create_topic
@@ -30,3 +33,26 @@ def test_kafka_python_commit_and_abort(txn_broker):
     assert sorted(read_values(bootstrap, "txn-kp", 2, "read_committed")) == sorted(committed)
     assert sorted(read_values(bootstrap, "txn-kp", 2, "read_uncommitted")) == sorted(
         committed + [f"kp-aborted-{i}" for i in range(4)])
+
+
+def test_aiokafka_commit_and_abort(txn_broker):
+    bootstrap = txn_broker.bootstrap
+    create_topic(bootstrap, "txn-aio", partitions=1)
+
+    async def run() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id="aiokafka")
+        await producer.start()
+        try:
+            async with producer.transaction():
+                for i in range(3):
+                    await producer.send_and_wait("txn-aio", f"aio-committed-{i}".encode())
+            await producer.begin_transaction()
+            await producer.send_and_wait("txn-aio", b"aio-aborted")
+            await producer.abort_transaction()
+        finally:
+            await producer.stop()
+
+    asyncio.run(run())
+    committed = [f"aio-committed-{i}" for i in range(3)]
+    assert read_values(bootstrap, "txn-aio", 1, "read_committed") == committed
+    assert read_values(bootstrap, "txn-aio", 1, "read_uncommitted") == [*committed, "aio-aborted"]
