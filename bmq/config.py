@@ -83,10 +83,14 @@ class Config:
     offsets_retention_minutes: int = 10080
     offsets_retention_check_interval_ms: int = 600_000
     offset_metadata_max_bytes: int = 4096
-    # Transactions (Kafka's transaction.* names and defaults); see README "Transactions".
+    # Transactions (README "Transactions"): partitions of __transaction_state, which keeps
+    # each transactional id's state.
     transaction_state_log_num_partitions: int = 50
+    # Segment size of __transaction_state.
     transaction_state_log_segment_bytes: int = 104_857_600
+    # The longest transaction.timeout.ms a producer may ask for (INVALID_TRANSACTION_TIMEOUT).
     transaction_max_timeout_ms: int = 900_000
+    # How often the coordinator aborts transactions open longer than their timeout.
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
     # Cluster mode (`bmq broker` / `bmq controller`); see docs/cluster.md.
     zookeeper: str = ""                      # HOST:PORT[,HOST:PORT...]
