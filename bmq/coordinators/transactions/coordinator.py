@@ -53,6 +53,7 @@ class TransactionCoordinator(TxnCoordinatorCore):
                                producer_epoch: int) -> ProducerIdAndEpoch:
         if not 0 < timeout_ms <= self.config.transaction_max_timeout_ms:
             return ProducerIdAndEpoch(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
+        await self.ensure_started()
         error = self.shard_error(transactional_id)
         if error != ErrorCode.NONE:
             return ProducerIdAndEpoch(error)

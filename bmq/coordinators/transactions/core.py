@@ -59,9 +59,31 @@ class TxnCoordinatorCore(ShardedCoordinator[TxnShard, TxnMetadata]):
         super().__init__(host, executor, host.config.transaction_state_log_num_partitions)
         self._on_marker = on_marker
         self._timer: asyncio.Task[None] | None = None
+        self._starting: asyncio.Task[None] | None = None
 
     def _topic_configs(self) -> dict[str, str]:
         return internal_topic_configs(self.config.transaction_state_log_segment_bytes)
+
+    async def start(self) -> None:
+        """Load the shards if ``__transaction_state`` exists; else it is created on first use
+        (``ensure_started``), as Kafka creates it: a broker whose clients never use
+        transactions keeps no 50 partitions for them."""
+        if self._host.topics.get(self.topic) is not None:
+            await super().start()
+
+    async def ensure_started(self) -> None:
+        """Create and load ``__transaction_state`` now if it does not exist yet (the first
+        FindCoordinator or InitProducerId of a transactional producer); concurrent callers
+        share one start."""
+        if self._active:
+            return
+        if self._starting is None:
+            self._starting = asyncio.get_running_loop().create_task(super().start())
+        try:
+            await asyncio.shield(self._starting)
+        except Exception:
+            log.exception("could not create %s", self.topic)
+            self._starting = None
 
     def _open_shard(self, index: int, partition: Partition) -> TxnShard:
         return TxnShard(index, partition, self._executor)
