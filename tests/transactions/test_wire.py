@@ -14,6 +14,7 @@ from bmq.protocol.messages import (
     InitProducerIdRequest,
     ListOffsetsRequest,
     ListTransactionsRequest,
+    OffsetFetchRequest,
     ProduceRequest,
     TxnOffsetCommitRequest,
 )
@@ -23,6 +24,7 @@ from bmq.protocol.messages.add_partitions_to_txn_request import (
 )
 from bmq.protocol.messages.describe_producers_request import TopicRequest
 from bmq.protocol.messages.list_offsets_request import ListOffsetsPartition, ListOffsetsTopic
+from bmq.protocol.messages.offset_fetch_request import OffsetFetchRequestTopic
 from bmq.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
 from bmq.protocol.messages.txn_offset_commit_request import (
     TxnOffsetCommitRequestPartition,
@@ -174,3 +176,17 @@ def test_txn_offset_commit_checks_the_producer_and_the_generation(txn_broker):
         assert commit(7, "ghost") == ErrorCode.ILLEGAL_GENERATION     # no such generation
         assert commit(-1, "", producer_epoch=epoch + 1) == ErrorCode.PRODUCER_FENCED
         assert commit(-1, "") == ErrorCode.NONE
+
+        def fetched() -> tuple[int, int]:
+            answer = client.call(OffsetFetchRequest(
+                group_id="txn-wire-group", require_stable=True, topics=[
+                    OffsetFetchRequestTopic(name="txn-offsets", partition_indexes=[0])]), 7)
+            partition = answer.topics[0].partitions[0]
+            return int(partition.error_code), int(partition.committed_offset)
+
+        # Pending until the transaction commits; then the group's committed offset.
+        assert fetched()[0] == ErrorCode.UNSTABLE_OFFSET_COMMIT
+        ended = client.call(EndTxnRequest(transactional_id="offsets-txn", producer_id=pid,
+                                          producer_epoch=epoch, committed=True), 3)
+        assert ended.error_code == ErrorCode.NONE
+        assert fetched() == (ErrorCode.NONE, 5)
