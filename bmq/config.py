@@ -83,6 +83,15 @@ class Config:
     offsets_retention_minutes: int = 10080
     offsets_retention_check_interval_ms: int = 600_000
     offset_metadata_max_bytes: int = 4096
+    # Transactions (README "Transactions"): partitions of __transaction_state, which keeps
+    # each transactional id's state.
+    transaction_state_log_num_partitions: int = 50
+    # Segment size of __transaction_state.
+    transaction_state_log_segment_bytes: int = 104_857_600
+    # The longest transaction.timeout.ms a producer may ask for (INVALID_TRANSACTION_TIMEOUT).
+    transaction_max_timeout_ms: int = 900_000
+    # How often the coordinator aborts transactions open longer than their timeout.
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
     # Cluster mode (`bmq broker` / `bmq controller`); see docs/cluster.md.
     zookeeper: str = ""                      # HOST:PORT[,HOST:PORT...]
     zookeeper_root: str = "/bmq"             # every znode of the cluster lives under it
@@ -185,6 +194,11 @@ KAFKA_NAMES: dict[str, str] = {
     "offsets_retention_minutes": "offsets.retention.minutes",
     "offsets_retention_check_interval_ms": "offsets.retention.check.interval.ms",
     "offset_metadata_max_bytes": "offset.metadata.max.bytes",
+    "transaction_state_log_num_partitions": "transaction.state.log.num.partitions",
+    "transaction_state_log_segment_bytes": "transaction.state.log.segment.bytes",
+    "transaction_max_timeout_ms": "transaction.max.timeout.ms",
+    "transaction_abort_timed_out_transaction_cleanup_interval_ms":
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
     "zookeeper": "zookeeper.connect",
     "zookeeper_session_timeout_ms": "zookeeper.session.timeout.ms",
     **{name: name.replace("_", ".") for name in (

@@ -15,6 +15,7 @@ from bmq.broker.topic_config import log_config, validate_topic_configs
 from bmq.config import Config
 from bmq.coordinators.base import InternalLogCoordinator
 from bmq.coordinators.groups import GroupCoordinator
+from bmq.coordinators.transactions import TRANSACTION_TOPIC, TransactionCoordinator
 from bmq.metadata.nodes import BrokerNode
 from bmq.metadata.topics import OFFSETS_TOPIC, TopicInfo, check_topic_name
 from bmq.protocol.errors import ErrorCode, KafkaError
@@ -45,9 +46,21 @@ class Broker:
         self.groups = GroupCoordinator(self, executor)
         # The coordinators of internal logs, by internal topic: loaded as partitions are.
         self.coordinators: dict[str, InternalLogCoordinator] = {OFFSETS_TOPIC: self.groups}
+        # Transactions: `bmq serve` only in this slice (its markers go to partitions it owns);
+        # cluster mode answers COORDINATOR_NOT_AVAILABLE (see README "Transactions").
+        self.transactions: TransactionCoordinator | None = None
+        if not membership.controller_assigns_partitions:
+            self.transactions = TransactionCoordinator(self, executor, self.allocate_producer_id,
+                                                       self._marker_written)
+            self.coordinators[TRANSACTION_TOPIC] = self.transactions
         # The read path in this process: every Fetch goes through its views and record cache.
         self.fetch_views = BrokerFetchViews(config, self.topics, self.partitions, self.partition,
                                             executor)
+
+    def _marker_written(self, topic: str, index: int, producer_id: int, commit: bool) -> None:
+        """A transaction marker is durable: offsets committed in it take effect (or not)."""
+        if topic == OFFSETS_TOPIC:
+            self.groups.complete_txn(index, producer_id, commit)
 
     @property
     def controller_assigns_partitions(self) -> bool:

@@ -29,6 +29,14 @@ EntryT = TypeVar("EntryT")
 Appended = asyncio.Future[None] | ErrorCode
 
 
+def internal_topic_configs(segment_bytes: int) -> dict[str, str]:
+    """What every internal log is created with: kept forever (the coordinator decides what to
+    drop), any record size, and its records stored as the coordinator encodes them, whatever
+    the brokers' compression.type."""
+    return {"retention.ms": "-1", "retention.bytes": "-1", "segment.bytes": str(segment_bytes),
+            "max.message.bytes": str(2**31 - 1), "compression.type": "producer"}
+
+
 class Shard(Protocol[EntryT]):
     """The state a coordinator keeps for one partition of its internal topic."""
 

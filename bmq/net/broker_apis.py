@@ -40,6 +40,14 @@ BROKER_REQUESTS: tuple[str, ...] = (
     "SaslAuthenticateRequest",
     "DescribeUserScramCredentialsRequest",
     "AlterUserScramCredentialsRequest",
+    # Transactions (bmq serve)
+    "AddPartitionsToTxnRequest",
+    "AddOffsetsToTxnRequest",
+    "EndTxnRequest",
+    "TxnOffsetCommitRequest",
+    "DescribeTransactionsRequest",
+    "ListTransactionsRequest",
+    "DescribeProducersRequest",
     # BMQ-internal: proxies hear of new durable data
     "BmqWatchPartitionsRequest",
 )

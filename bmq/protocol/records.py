@@ -145,13 +145,40 @@ def validate_batches(buf: memoryview, max_batch_bytes: int) -> list[BatchHeader]
             raise KafkaError(ErrorCode.INVALID_RECORD, "record count does not match offsets")
         if not crc_ok(buf, pos, header):
             raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "CRC-32C mismatch")
-        if header.attributes & (CONTROL_FLAG | TRANSACTIONAL_FLAG):
-            # Control records are the broker's to write; transactions are not served yet.
+        if header.attributes & CONTROL_FLAG:
+            # Markers are the transaction coordinator's to write (Kafka's LogValidator).
             raise KafkaError(ErrorCode.INVALID_RECORD,
-                             "clients may not write control or transactional batches")
+                             "Clients are not allowed to write control records")
         headers.append(header)
         pos += header.size
     return headers
+
+
+CONTROL_ABORT = 0
+CONTROL_COMMIT = 1
+
+
+def control_type(records: bytes | bytearray | memoryview) -> int:
+    """The type of a control batch (CONTROL_ABORT, CONTROL_COMMIT, ...) from the bytes after
+    its header: the first record's key is ``version int16, type int16``."""
+    _, pos = _read_varint(records, 0)           # record length
+    _, pos = _read_varint(records, pos + 1)     # (attributes) timestamp delta
+    _, pos = _read_varint(records, pos)         # offset delta
+    key_length, pos = _read_varint(records, pos)
+    if key_length < 4:
+        return -1
+    return int(struct.unpack_from(">h", records, pos + 2)[0])
+
+
+def _read_varint(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
+    shift = value = 0
+    while True:
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return (value >> 1) ^ -(value & 1), pos
+        shift += 7
 
 
 def iter_batches(buf: bytes | bytearray | memoryview,

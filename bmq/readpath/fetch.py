@@ -18,8 +18,14 @@ from bmq import metrics
 from bmq.metadata.topics import TopicInfo
 from bmq.protocol.errors import ErrorCode, KafkaError, check_leader_epoch
 from bmq.protocol.messages import FetchRequest, FetchResponse
-from bmq.protocol.messages.fetch_response import FetchableTopicResponse, PartitionData
-from bmq.readpath.partition_view import PartitionView
+from bmq.protocol.messages.fetch_response import (
+    AbortedTransaction,
+    FetchableTopicResponse,
+    PartitionData,
+)
+from bmq.readpath.partition_view import PartitionView, next_offset_of
+
+READ_COMMITTED = 1
 
 
 class FetchServer(Protocol):
@@ -35,11 +41,21 @@ class FetchServer(Protocol):
         """Bring ``view`` up to its owner's high watermark now."""
 
 
+def _aborted(view: PartitionView, start: int,
+             data: bytes | memoryview) -> list[AbortedTransaction]:
+    """read_committed: the aborted transactions whose records ``data`` may hold, for the client
+    to skip (its batches are passed on as they are)."""
+    end = next_offset_of(data)
+    return [AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
+            for a in view.aborted_transactions(start, end)] if end > start else []
+
+
 async def _read_all(server: FetchServer, request: FetchRequest,
                     waits: list[asyncio.Future[None]]) -> tuple[list[FetchableTopicResponse], int]:
     """One pass over the asked partitions; returns the topics and the bytes of records found."""
     budget = request.max_bytes
     total = 0
+    committed = request.isolation_level == READ_COMMITTED
     topics = []
     for fetch_topic in request.topics:
         name = fetch_topic.topic
@@ -62,15 +78,19 @@ async def _read_all(server: FetchServer, request: FetchRequest,
                 view = await server.view(name, asked.partition)
                 check_leader_epoch(server.epoch(name, asked.partition),
                                    asked.current_leader_epoch)
-                result.high_watermark = result.last_stable_offset = view.high_watermark
+                result.high_watermark = view.high_watermark
+                result.last_stable_offset = stable = view.last_stable_offset()
                 result.log_start_offset = view.log_start_offset
                 limit = min(asked.partition_max_bytes, budget)
                 if limit > 0 or total == 0:
-                    data = await view.read(asked.fetch_offset, max(limit, 1))
+                    data = await view.read(asked.fetch_offset, max(limit, 1),
+                                           stable if committed else None)
                     # Only the first partition with data may exceed the limits (min one batch).
                     if total and len(data) > limit:
                         data = b""
                     result.records = data
+                    if committed:
+                        result.aborted_transactions = _aborted(view, asked.fetch_offset, data)
                     total += len(data)
                     budget -= len(data)
                 waits.append(view.new_data())

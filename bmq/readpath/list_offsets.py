@@ -14,12 +14,12 @@ from bmq.protocol.messages.list_offsets_response import (
     ListOffsetsPartitionResponse,
     ListOffsetsTopicResponse,
 )
-from bmq.readpath.fetch import FetchServer
-from bmq.storage.offsets import NO_TIMESTAMP
+from bmq.readpath.fetch import READ_COMMITTED, FetchServer
+from bmq.storage.offsets import LATEST, NO_TIMESTAMP
 
 
-async def _answer(server: FetchServer, topic: str,
-                  asked: ListOffsetsPartition) -> ListOffsetsPartitionResponse:
+async def _answer(server: FetchServer, topic: str, asked: ListOffsetsPartition,
+                  committed: bool) -> ListOffsetsPartitionResponse:
     result = ListOffsetsPartitionResponse(partition_index=asked.partition_index,
                                           timestamp=NO_TIMESTAMP, offset=-1)
     try:
@@ -28,7 +28,11 @@ async def _answer(server: FetchServer, topic: str,
         epoch = server.epoch(topic, asked.partition_index)
         check_leader_epoch(epoch, asked.current_leader_epoch)
         result.leader_epoch = epoch
-        result.offset, result.timestamp = await view.list_offset(asked.timestamp)
+        if committed and asked.timestamp == LATEST:
+            # read_committed consumers start (and measure lag) at the last stable offset.
+            result.offset = view.last_stable_offset()
+        else:
+            result.offset, result.timestamp = await view.list_offset(asked.timestamp)
     except KafkaError as error:
         result.error_code = error.code
     return result
@@ -38,7 +42,8 @@ async def answer_list_offsets(server: FetchServer,
                               request: ListOffsetsRequest) -> ListOffsetsResponse:
     # Partitions are answered concurrently: a proxy's catch-up round trips to the owners
     # overlap instead of adding up over a request for many partitions.
-    answers = await asyncio.gather(*(_answer(server, topic.name, asked)
+    committed = request.isolation_level == READ_COMMITTED
+    answers = await asyncio.gather(*(_answer(server, topic.name, asked, committed)
                                      for topic in request.topics for asked in topic.partitions))
     topics = []
     at = 0

@@ -17,12 +17,30 @@ from concurrent.futures import Executor
 
 from bmq import metrics
 from bmq.protocol.errors import ErrorCode, KafkaError
+from bmq.protocol.records import iter_batches
 from bmq.readpath.cache import RecordCache
 from bmq.storage.log import LogReader, PartitionLog
 from bmq.storage.offsets import list_offset
+from bmq.storage.producer_state import AbortedTxn
 
 # A partition fetched within this many seconds gets its new data read into the cache eagerly.
 INTEREST_S = 30.0
+
+
+def batches_before(data: bytes | memoryview, end: int) -> bytes | memoryview:
+    """The whole batches of ``data`` that begin before offset ``end``."""
+    for pos, header in iter_batches(data):
+        if header.base_offset >= end:
+            return data[:pos]
+    return data
+
+
+def next_offset_of(data: bytes | memoryview) -> int:
+    """The offset after the last whole batch of ``data`` (-1 if none)."""
+    last = -1
+    for _, header in iter_batches(data):
+        last = header.next_offset
+    return last
 
 
 class PartitionView:
@@ -50,13 +68,26 @@ class PartitionView:
         return time.monotonic() - self.last_fetch < INTEREST_S
 
     # ------------------------------------------------------------------ reads
-    async def read(self, offset: int, max_bytes: int) -> bytes | memoryview:
-        """Whole batches from ``offset`` (at least one), durable data only."""
+    def last_stable_offset(self) -> int:
+        """The LSO as fetches see it (never past what the view serves)."""
+        return min(self.reader.last_stable_offset(), self.high_watermark)
+
+    def aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:
+        return self.reader.aborted_transactions(start, end)
+
+    async def read(self, offset: int, max_bytes: int,
+                   end: int | None = None) -> bytes | memoryview:
+        """Whole batches from ``offset`` (at least one), durable data only; with ``end`` (the
+        LSO, for read_committed) none at or past ``end``."""
         self.last_fetch = time.monotonic()
         if offset < self.log_start_offset or offset > self.reader.log_end_offset:
             raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
                              f"offset {offset} not in [{self.log_start_offset}, "
                              f"{self.reader.log_end_offset}]")
+        if end is not None:
+            if offset >= end:
+                return b""
+            return batches_before(await self.read(offset, max_bytes), end)
         if offset >= self.high_watermark:
             # Nothing new; or new data on its way into the cache; or (the writer's own log,
             # acks=1) appended but not yet durable, which Kafka answers with no data either.

@@ -5,6 +5,13 @@ the cached batches is a duplicate; a lower epoch is fenced (INVALID_PRODUCER_EPO
 epoch starts over at sequence 0; within an epoch each batch must start right after the previous
 one's last sequence (wrapping from 2**31-1 to 0); an unknown producer may start anywhere.
 Batches without a producer id (-1) are not checked.
+
+Transactions: a transactional batch opens its producer's transaction at its base offset unless
+one is open (``txn_first``); a control batch (marker, written by the transaction coordinator)
+closes it, and an ABORT marker records (producer id, first offset, marker offset) in
+``aborted``: the aborted-transaction index read_committed fetches answer with. Both are part of
+the checkpoint (and rebuilt by recovery's scan past it), so they survive restarts and kill -9.
+The last stable offset is the smallest ``txn_first`` (see ``first_unstable_offset``).
 """
 
 from __future__ import annotations
@@ -14,10 +21,41 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from bmq.protocol.errors import ErrorCode, KafkaError
-from bmq.protocol.records import NO_SEQUENCE, BatchHeader
+from bmq.protocol.records import (
+    CONTROL_ABORT,
+    CONTROL_COMMIT,
+    NO_SEQUENCE,
+    TRANSACTIONAL_FLAG,
+    BatchHeader,
+    control_type,
+)
 
 BATCHES_KEPT = 5
 SEQUENCE_MASK = 0x7FFFFFFF
+
+# What a batch is to a transaction (``record``'s ``kind``).
+TXN_NONE = 0
+TXN_DATA = 1
+TXN_COMMIT = 2
+TXN_ABORT = 3
+# The checkpoint's key for the aborted-transaction index (beside the producer ids).
+ABORTED_KEY = "txn_aborted"
+
+
+def txn_kind(header: BatchHeader, body: bytes | bytearray | memoryview) -> int:
+    """What ``header``'s batch is to a transaction; ``body`` is the batch after its header
+    (read only for control batches, to tell a COMMIT from an ABORT)."""
+    if header.is_control:
+        kind = control_type(body)
+        return TXN_ABORT if kind == CONTROL_ABORT else TXN_COMMIT if kind == CONTROL_COMMIT \
+            else TXN_NONE
+    return TXN_DATA if header.attributes & TRANSACTIONAL_FLAG else TXN_NONE
+
+
+class AbortedTxn(NamedTuple):
+    producer_id: int
+    first_offset: int
+    last_offset: int   # the ABORT marker's offset
 
 
 class BatchMetadata(NamedTuple):
@@ -29,12 +67,14 @@ class BatchMetadata(NamedTuple):
 
 
 class ProducerEntry:
-    __slots__ = ("batches", "epoch", "last_ms")
+    __slots__ = ("batches", "epoch", "last_ms", "txn_first")
 
-    def __init__(self, epoch: int, last_ms: int = -1) -> None:
+    def __init__(self, epoch: int, last_ms: int = -1, txn_first: int = -1) -> None:
         self.epoch = epoch
         self.batches: deque[BatchMetadata] = deque(maxlen=BATCHES_KEPT)
         self.last_ms = last_ms
+        # The first offset of this producer's open transaction, -1 if none.
+        self.txn_first = txn_first
 
     @property
     def last_seq(self) -> int:
@@ -49,7 +89,7 @@ class ProducerEntry:
         return None
 
     def copy(self) -> ProducerEntry:
-        other = ProducerEntry(self.epoch, self.last_ms)
+        other = ProducerEntry(self.epoch, self.last_ms, self.txn_first)
         other.batches.extend(self.batches)
         return other
 
@@ -57,6 +97,10 @@ class ProducerEntry:
 class ProducerStateTable:
     def __init__(self) -> None:
         self.producers: dict[int, ProducerEntry] = {}
+        self.aborted: list[AbortedTxn] = []
+        # producer id -> first offset of its open transaction: the LSO is asked on every fetch,
+        # so it is found among the open transactions, not among all producers.
+        self.open_txns: dict[int, int] = {}
 
     def __len__(self) -> int:
         return len(self.producers)
@@ -69,7 +113,9 @@ class ProducerStateTable:
         after: dict[int, tuple[int, int]] = {}  # producer -> (epoch, last seq) within this append
         for header in headers:
             pid = header.producer_id
-            if pid < 0:
+            if pid < 0 or header.is_control or header.base_sequence == NO_SEQUENCE:
+                # Markers, and a coordinator's transactional batches (TxnOffsetCommit), carry
+                # no sequence: the coordinator checked their epoch.
                 continue
             epoch = header.producer_epoch
             first_seq = header.base_sequence
@@ -101,23 +147,68 @@ class ProducerStateTable:
         return None
 
     def record(self, pid: int, epoch: int, first_seq: int, last_seq: int, base_offset: int,
-               last_offset: int, max_timestamp: int, now_ms: int) -> None:
+               last_offset: int, max_timestamp: int, now_ms: int, kind: int = TXN_NONE) -> None:
         """Remember a batch that was appended (or found in the log during recovery)."""
         entry = self.producers.get(pid)
+        if kind >= TXN_COMMIT:
+            self._end_txn(entry, pid, epoch, last_offset, kind)
+            return
         if entry is None or epoch > entry.epoch:
-            entry = self.producers[pid] = ProducerEntry(epoch)
+            entry = self.producers[pid] = ProducerEntry(epoch,
+                                                        txn_first=self.open_txns.get(pid, -1))
         elif epoch < entry.epoch:
             return  # a fenced epoch's batch seen during recovery: nothing to remember
         elif entry.batches and base_offset <= entry.batches[-1].last_offset:
             return  # already known (recovery replaying past a checkpoint)
+        if kind == TXN_DATA and entry.txn_first < 0:
+            entry.txn_first = self.open_txns[pid] = base_offset
+        if first_seq == NO_SEQUENCE:
+            return
         entry.batches.append(BatchMetadata(first_seq, last_seq, base_offset, last_offset,
                                            max_timestamp))
         if now_ms > entry.last_ms:
             entry.last_ms = now_ms
 
+    def _end_txn(self, entry: ProducerEntry | None, pid: int, epoch: int, offset: int,
+                 kind: int) -> None:
+        """A marker: the producer's open transaction (if any) ends. A marker of a higher epoch
+        (the coordinator aborting a timed-out transaction fences the producer) moves the
+        epoch on; a marker written again after a crash finds nothing open and changes nothing.
+        """
+        if entry is None:
+            self.producers[pid] = ProducerEntry(epoch)
+            return
+        if epoch < entry.epoch:
+            return
+        if kind == TXN_ABORT and entry.txn_first >= 0:
+            self.aborted.append(AbortedTxn(pid, entry.txn_first, offset))
+        entry.txn_first = -1
+        self.open_txns.pop(pid, None)
+        if epoch > entry.epoch:
+            entry.epoch = epoch
+            entry.batches.clear()
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest open transaction, None if none is open."""
+        return min(self.open_txns.values()) if self.open_txns else None
+
+    def open_transactions(self) -> dict[int, int]:
+        """producer id -> first offset of its open transaction."""
+        return dict(self.open_txns)
+
+    def aborted_between(self, start: int, end: int) -> list[AbortedTxn]:
+        """Aborted transactions with data in [start, end): a fetch of that range needs them."""
+        return [a for a in self.aborted if a.last_offset >= start and a.first_offset < end]
+
+    def drop_aborted_before(self, log_start: int) -> None:
+        """Forget aborted transactions wholly before the log start (retention removed them)."""
+        if self.aborted and self.aborted[0].last_offset < log_start:
+            self.aborted = [a for a in self.aborted if a.last_offset >= log_start]
+
     def expire(self, now_ms: int, expiration_ms: int) -> int:
         """Forget producers idle for ``expiration_ms`` (by append time); return how many."""
-        stale = [pid for pid, e in self.producers.items() if now_ms - e.last_ms >= expiration_ms]
+        stale = [pid for pid, e in self.producers.items()
+                 if now_ms - e.last_ms >= expiration_ms and e.txn_first < 0]
         for pid in stale:
             del self.producers[pid]
         return len(stale)
@@ -127,33 +218,49 @@ class ProducerStateTable:
         for pid in list(self.producers):
             entry = self.producers[pid]
             kept = [m for m in entry.batches if m.last_offset < end_offset]
-            if not kept:
+            if entry.txn_first >= end_offset:
+                entry.txn_first = -1
+                self.open_txns.pop(pid, None)
+            if not kept and entry.txn_first < 0:
                 del self.producers[pid]
             elif len(kept) != len(entry.batches):
                 entry.batches.clear()
                 entry.batches.extend(kept)
+        self.aborted = [a for a in self.aborted if a.last_offset < end_offset]
 
     def copy(self) -> ProducerStateTable:
         other = ProducerStateTable()
         other.producers = {pid: e.copy() for pid, e in self.producers.items()}
+        other.aborted = list(self.aborted)
+        other.open_txns = dict(self.open_txns)
         return other
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             str(pid): {
                 "epoch": e.epoch,
                 "last_ms": e.last_ms,
                 "batches": [list(m) for m in e.batches],
+                **({"txn_first": e.txn_first} if e.txn_first >= 0 else {}),
             }
             for pid, e in self.producers.items()
         }
+        if self.aborted:
+            data[ABORTED_KEY] = [list(a) for a in self.aborted]
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ProducerStateTable:
         table = cls()
         for pid, item in data.items():
-            entry = ProducerEntry(int(item["epoch"]), int(item.get("last_ms", -1)))
+            if pid == ABORTED_KEY:
+                table.aborted = [AbortedTxn(*(int(x) for x in a)) for a in item]
+                continue
+            entry = ProducerEntry(int(item["epoch"]), int(item.get("last_ms", -1)),
+                                  int(item.get("txn_first", -1)))
             for m in item["batches"]:
                 entry.batches.append(BatchMetadata(*(int(x) for x in m)))
             table.producers[int(pid)] = entry
+            if entry.txn_first >= 0:
+                table.open_txns[int(pid)] = entry.txn_first
         return table

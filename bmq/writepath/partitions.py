@@ -18,6 +18,7 @@ from concurrent.futures import Executor
 
 from bmq import metrics
 from bmq.protocol.errors import ErrorCode, KafkaError
+from bmq.protocol.records import BatchHeader
 from bmq.storage import LogConfig, PartitionLog, Storage
 
 log = logging.getLogger(__name__)
@@ -134,6 +135,15 @@ class Partition:
                     ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER):
                 raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "a newer leader owns it")
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"log unavailable: {self._failed}")
+
+    def append_batch(self, batch: bytearray, header: BatchHeader,
+                     now: int) -> asyncio.Future[None]:
+        """Append one batch a coordinator built (its records, a marker) and start a flush; the
+        future is done once it is durable. Raises KafkaError if the log cannot take it."""
+        self.check_writable()
+        appended = self.log.append(memoryview(batch), [header], now)
+        self.schedule_flush()
+        return self.durable(appended.last_offset)
 
     def durable(self, last_offset: int) -> asyncio.Future[None]:
         """A future done once every offset up to ``last_offset`` is durable."""

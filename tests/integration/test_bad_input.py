@@ -102,15 +102,19 @@ def test_corrupt_batch_is_rejected_and_not_written(server, canary, unique_topic,
     assert_healthy(server, canary)
 
 
-@pytest.mark.parametrize(("kind", "attributes"), [("control", 0x20), ("transactional", 0x10)])
+# Kafka: clients never write control batches (INVALID_RECORD); a transactional batch without a
+# transactional id fails the transactional-id authorization (TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
+@pytest.mark.parametrize(("kind", "attributes", "error"), [
+    ("control", 0x20, ErrorCode.INVALID_RECORD),
+    ("transactional", 0x10, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)])
 def test_control_and_transactional_batches_from_clients_are_refused(server, canary, unique_topic,
-                                                                     kind, attributes):
+                                                                     kind, attributes, error):
     topic = unique_topic(kind)
     create_topic(server.bootstrap, topic, partitions=1)
     with KafkaWire(server.bootstrap) as wire:
         forged = build_record_batch([Record(b"k", b"v")], attributes=attributes,
                                     producer_id=7, producer_epoch=0, base_sequence=0)
-        assert wire.produce(topic, 0, forged).error_code == ErrorCode.INVALID_RECORD
+        assert wire.produce(topic, 0, forged).error_code == error
         assert wire.list_offset(topic, 0, -1) == (0, 0), "end offset moved"
     assert_healthy(server, canary)
 

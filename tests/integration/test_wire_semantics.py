@@ -104,15 +104,17 @@ def test_fetch_min_bytes_and_max_wait(module_broker, topic):
         assert fetched.error_code == 0 and not fetched.records
 
 
-def test_init_producer_id_and_transactional_id_refused(module_broker):
+def test_init_producer_id_idempotent_and_transactional(module_broker):
     with KafkaWire(module_broker.bootstrap) as wire:
         first = wire.init_producer_id()
         second = wire.init_producer_id()
         assert first[0] == 0 and second[0] == 0
         assert first[1] >= 0 and second[1] >= 0
         assert first[1] != second[1], "two idempotent producers were given the same id"
-        error, _, _ = wire.init_producer_id("my-transactional-id")
-        assert error != 0, "transactional ids are not supported and must be refused"
+        # A transactional id keeps its producer id; each InitProducerId bumps the epoch.
+        error, pid, epoch = wire.init_producer_id("my-transactional-id")
+        assert (error, epoch) == (0, 0) and pid >= 0
+        assert wire.init_producer_id("my-transactional-id") == (0, pid, 1)
 
 
 def _idem_batch(pid, epoch, seq, n, tag):

@@ -1,7 +1,8 @@
 """FindCoordinator: which broker coordinates a group (v4+ answers a batch of keys, KIP-699).
 
-The embedded broker leads every ``__consumer_offsets`` partition, so it coordinates every group.
-Transaction (and share-group) coordinators do not exist yet: COORDINATOR_NOT_AVAILABLE.
+The embedded broker leads every ``__consumer_offsets`` and ``__transaction_state`` partition, so
+it coordinates every group and every transactional id. Share-group coordinators do not exist
+yet, nor transactions in cluster mode (``bmq broker``): COORDINATOR_NOT_AVAILABLE.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ KEY_TYPE_TRANSACTION = 1
 KEY_TYPE_SHARE = 2
 
 
-def _find(broker: Broker, key: str, key_type: int, listener: str) -> Coordinator:
+async def _find(broker: Broker, key: str, key_type: int, listener: str) -> Coordinator:
     if key_type == KEY_TYPE_GROUP:
         error = broker.groups.coordinator_error(key, allow_empty=True)
         node = broker.coordinator_node(key)   # in cluster mode: the offsets partition's owner
@@ -29,9 +30,19 @@ def _find(broker: Broker, key: str, key_type: int, listener: str) -> Coordinator
                                error_code=ErrorCode.NONE, error_message=None)
         code = ErrorCode.COORDINATOR_NOT_AVAILABLE
         message = "The coordinator is not available."
+    elif key_type == KEY_TYPE_TRANSACTION and broker.transactions is not None:
+        await broker.transactions.ensure_started()   # __transaction_state on first use
+        error = broker.transactions.shard_error(key)
+        if error in (ErrorCode.NONE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS):
+            host, port = broker.node.address(listener)
+            return Coordinator(key=key, node_id=broker.node.node_id, host=host, port=port,
+                               error_code=ErrorCode.NONE, error_message=None)
+        code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        message = "The coordinator is not available."
     elif key_type in (KEY_TYPE_TRANSACTION, KEY_TYPE_SHARE):
         code = ErrorCode.COORDINATOR_NOT_AVAILABLE
-        message = "BMQ has no transaction or share-group coordinator yet."
+        message = ("BMQ has no share-group coordinator, nor transactions in cluster mode, "
+                   "yet.")
     else:
         code = ErrorCode.INVALID_REQUEST
         message = f"Unknown coordinator type {key_type}."
@@ -44,8 +55,8 @@ async def handle_find_coordinator(ctx: RequestContext, request: FindCoordinatorR
     key_type = request.key_type if version >= 1 else KEY_TYPE_GROUP
     if version >= 4:
         return FindCoordinatorResponse(
-            coordinators=[_find(ctx.broker, key, key_type, ctx.listener)
+            coordinators=[await _find(ctx.broker, key, key_type, ctx.listener)
                           for key in request.coordinator_keys])
-    found = _find(ctx.broker, request.key, key_type, ctx.listener)
+    found = await _find(ctx.broker, request.key, key_type, ctx.listener)
     return FindCoordinatorResponse(error_code=found.error_code, error_message=found.error_message,
                                    node_id=found.node_id, host=found.host, port=found.port)

@@ -1,4 +1,5 @@
-"""InitProducerId for idempotent producers: a fresh producer id with epoch 0."""
+"""InitProducerId: a producer id for an idempotent producer, or the id and next epoch of a
+transactional id from its transaction coordinator (bmq.coordinators.transactions)."""
 
 from __future__ import annotations
 
@@ -6,14 +7,26 @@ from bmq.broker.handlers.base import RequestContext
 from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import InitProducerIdRequest, InitProducerIdResponse
 
+# PRODUCER_FENCED (KIP-588) is answered from InitProducerId v4; older clients know it as
+# INVALID_PRODUCER_EPOCH.
+PRODUCER_FENCED_VERSION = 4
+
 
 async def handle_init_producer_id(ctx: RequestContext, request: InitProducerIdRequest,
                                   version: int) -> InitProducerIdResponse:
     if request.transactional_id is not None:
-        # Transactions arrive with their own issue; refuse clearly rather than half-work.
-        return InitProducerIdResponse(
-            error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, producer_id=-1,
-            producer_epoch=-1)
+        coordinator = ctx.broker.transactions
+        if coordinator is None:
+            return InitProducerIdResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                                          producer_id=-1, producer_epoch=-1)
+        answer = await coordinator.init_producer_id(
+            request.transactional_id, request.transaction_timeout_ms, request.producer_id,
+            request.producer_epoch)
+        error = answer.error
+        if error == ErrorCode.PRODUCER_FENCED and version < PRODUCER_FENCED_VERSION:
+            error = ErrorCode.INVALID_PRODUCER_EPOCH
+        return InitProducerIdResponse(error_code=error, producer_id=answer.producer_id,
+                                      producer_epoch=answer.producer_epoch)
     # As Kafka does for non-transactional producers: always a new id, so an epoch bump
     # (KIP-360) is simply a new producer with fresh sequence numbers.
     producer_id = await ctx.broker.allocate_producer_id()

@@ -4,18 +4,48 @@ from __future__ import annotations
 
 import asyncio
 
+from bmq.broker.broker import Broker
 from bmq.broker.handlers.base import RequestContext
 from bmq.metadata.topics import INTERNAL_TOPICS
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.messages import ProduceRequest, ProduceResponse
 from bmq.protocol.messages.produce_response import PartitionProduceResponse, TopicProduceResponse
-from bmq.protocol.records import set_leader_epoch, validate_batches
+from bmq.protocol.records import (
+    TRANSACTIONAL_FLAG,
+    BatchHeader,
+    set_leader_epoch,
+    validate_batches,
+)
 from bmq.writepath.conversion import convert_batches, needs_conversion
 from bmq.writepath.partitions import now_ms
 
 # Produce v0-2 (message formats v0/v1) are listed for librdkafka's sake (KAFKA-18659) but, as
 # in Kafka 4, answered with UNSUPPORTED_VERSION.
 MIN_SERVED_VERSION = 3
+
+
+def check_transactional(broker: Broker, transactional_id: str | None,
+                        headers: list[BatchHeader], tp: tuple[str, int]) -> None:
+    """Transactional batches only from a transactional producer, and only to a partition added
+    to its ongoing transaction (KIP-890 part 1: a late retry cannot open a hanging transaction
+    that would hold the last stable offset back). Raises the Kafka error; nothing is written."""
+    transactional = [h for h in headers if h.attributes & TRANSACTIONAL_FLAG]
+    if transactional_id is None:
+        if transactional:
+            raise KafkaError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                             "transactional batches need a transactional.id")
+        return
+    if len(transactional) != len(headers) or len({h.producer_id for h in headers}) != 1:
+        raise KafkaError(ErrorCode.INVALID_RECORD,
+                         "a transactional produce carries transactional batches of one producer")
+    if broker.transactions is None:
+        raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "no transaction coordinator")
+    first = headers[0]
+    error = broker.transactions.verify(transactional_id, first.producer_id,
+                                       first.producer_epoch, tp)
+    if error != ErrorCode.NONE:
+        raise KafkaError(error, f"{tp[0]}-{tp[1]} is not part of the producer's transaction"
+                         if error == ErrorCode.INVALID_TXN_STATE else None)
 
 
 async def handle_produce(ctx: RequestContext, request: ProduceRequest,
@@ -45,9 +75,6 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest,
                                      "Produce v0-2 (message format v0/v1) are not supported")
                 if acks not in (-1, 0, 1):
                     raise KafkaError(ErrorCode.INVALID_REQUIRED_ACKS)
-                if request.transactional_id is not None:
-                    raise KafkaError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                                     "transactions are not supported yet")
                 if name in INTERNAL_TOPICS:
                     raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
                                      f"Producing to internal topic {name} is not allowed")
@@ -61,6 +88,8 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest,
                     raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "no record batches")
                 config = partition.log.config
                 headers = validate_batches(records, config.max_message_bytes)
+                check_transactional(broker, request.transactional_id, headers,
+                                    (name, data.index))
                 if needs_conversion(config):  # compression.type or compact set on the topic
                     records, headers = convert_batches(records, headers, config,
                                                        f"{name}-{data.index}")

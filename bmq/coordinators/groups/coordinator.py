@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from bmq.coordinators.groups.core import DEAD, EMPTY, STABLE
 from bmq.coordinators.groups.group import GROUP_TYPE_CLASSIC
 from bmq.coordinators.groups.join import JoinGroupProtocol
-from bmq.coordinators.groups.offsets import OffsetStore
 from bmq.coordinators.groups.shard import tombstones
+from bmq.coordinators.groups.txn_offsets import TxnOffsetStore
 from bmq.coordinators.sharded import Appended
 from bmq.protocol.errors import ErrorCode
 from bmq.writepath.partitions import now_ms
@@ -55,7 +55,7 @@ class ListedGroup:
 
 
 
-class GroupCoordinator(JoinGroupProtocol, OffsetStore):
+class GroupCoordinator(JoinGroupProtocol, TxnOffsetStore):
     """Every consumer group of the offsets partitions this broker owns."""
 
     async def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:

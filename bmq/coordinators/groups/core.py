@@ -23,7 +23,7 @@ from bmq.coordinators.groups.group import (
     answer_sync,
 )
 from bmq.coordinators.groups.shard import Entry, OffsetsShard, coordinator_error
-from bmq.coordinators.sharded import ShardedCoordinator
+from bmq.coordinators.sharded import ShardedCoordinator, internal_topic_configs
 from bmq.metadata.topics import OFFSETS_TOPIC
 from bmq.protocol.errors import ErrorCode
 from bmq.writepath.partitions import Partition, now_ms
@@ -44,16 +44,9 @@ class GroupCoordinatorCore(ShardedCoordinator[OffsetsShard, Entry]):
         super().__init__(host, executor, host.config.offsets_topic_num_partitions)
 
     def _topic_configs(self) -> dict[str, str]:
-        return {
-            "retention.ms": "-1",
-            "retention.bytes": "-1",
-            "segment.bytes": str(self.config.offsets_topic_segment_bytes),
-            "max.message.bytes": str(2**31 - 1),
-            # As Kafka's: the coordinator compacts it (see docs/groups.md), and its records are
-            # written as the coordinator encodes them, whatever the brokers' compression.type.
-            "cleanup.policy": "compact",
-            "compression.type": "producer",
-        }
+        # As Kafka's: the coordinator compacts it (see docs/groups.md).
+        return {**internal_topic_configs(self.config.offsets_topic_segment_bytes),
+                "cleanup.policy": "compact"}
 
     def _open_shard(self, index: int, partition: Partition) -> OffsetsShard:
         return OffsetsShard(index, partition, self._executor)

@@ -35,19 +35,20 @@ from bmq.coordinators.groups.records import (
     encode_key,
     encode_value,
 )
+from bmq.coordinators.replay import batch_records, log_batches
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.primitives import DecodeError
-from bmq.protocol.record_codec import RecordDecodeError, decode_batch
-from bmq.protocol.records import iter_batches
+from bmq.protocol.records import CONTROL_COMMIT, HEADER_SIZE, TRANSACTIONAL_FLAG, control_type
 from bmq.storage import PartitionLog
 from bmq.writepath.partitions import Partition, now_ms
 
 log = logging.getLogger(__name__)
 
-READ_CHUNK = 4 << 20
 SNAPSHOT_BATCH_RECORDS = 2000
 
 Entry = tuple[Key, Value | None]
+# A transactional producer's pending offset commits: group id -> partition -> offset.
+TxnOffsets = dict[str, dict[TopicPartition, OffsetValue]]
 
 
 class LoadedState:
@@ -58,6 +59,8 @@ class LoadedState:
         self.groups: dict[str, GroupValue | None] = {}
         self.records = 0
         self.skipped = 0
+        # Producer id -> its open transaction's offset records (no marker yet).
+        self.pending_txn: dict[int, list[tuple[Key, Value | None]]] = {}
 
     def apply(self, key: Key, value: Value | None) -> None:
         self.records += 1
@@ -89,43 +92,33 @@ class LoadedState:
 
 
 def replay(log_: PartitionLog) -> LoadedState:
-    """Read a whole offsets partition (on a worker thread) and keep the last value per key."""
+    """Read a whole offsets partition (on a worker thread) and keep the last value per key.
+
+    Transactional offset commits (TxnOffsetCommit) count once their producer's COMMIT marker
+    follows; an ABORT marker drops them; those still open at the end stay pending."""
     state = LoadedState()
-    position = log_.log_start_offset
-    end = log_.high_watermark
-    while position < end:
-        data = log_.read(position, READ_CHUNK)
-        advanced = False
-        view = memoryview(data)
-        for pos, header in iter_batches(data):
-            if header.next_offset <= position:
+    for header, batch, start in log_batches(log_):
+        pid = header.producer_id
+        if header.is_control:
+            pending = state.pending_txn.pop(pid, [])
+            if control_type(batch[HEADER_SIZE:]) == CONTROL_COMMIT:
+                for key, value in pending:
+                    state.apply(key, value)
+            continue
+        transactional = bool(header.attributes & TRANSACTIONAL_FLAG)
+        for record in batch_records(log_, header, batch, start):
+            try:
+                decoded = decode_record(record.key, record.value)
+            except DecodeError as error:
+                log.error("%s: record at offset %d skipped: %s", log_, record.offset, error)
+                state.skipped += 1
                 continue
-            advanced = True
-            if not header.is_control:
-                try:
-                    records = decode_batch(view[pos : pos + header.size], header)
-                except RecordDecodeError as error:
-                    log.error("%s: undecodable batch at offset %d skipped: %s",
-                              log_, header.base_offset, error)
-                    records = []
-                for record in records:
-                    if record.offset < position:
-                        continue
-                    try:
-                        decoded = decode_record(record.key, record.value)
-                    except DecodeError as error:
-                        log.error("%s: record at offset %d skipped: %s", log_, record.offset,
-                                  error)
-                        state.skipped += 1
-                        continue
-                    if decoded is None:
-                        state.skipped += 1
-                        continue
-                    state.apply(*decoded)
-            position = header.next_offset
-        if not advanced:
-            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
-                             f"{log_}: no complete batch at offset {position}")
+            if decoded is None:
+                state.skipped += 1
+            elif transactional:
+                state.pending_txn.setdefault(pid, []).append(decoded)
+            else:
+                state.apply(*decoded)
     return state
 
 
@@ -141,6 +134,8 @@ class OffsetsShard:
         self.latest: dict[Key, Value] = {}
         self._appended = 0  # bytes since the last snapshot
         self._compaction: asyncio.Task[None] | None = None
+        # Producer id -> offsets committed in its open transaction (visible once it commits).
+        self.txn_offsets: dict[int, TxnOffsets] = {}
 
     def __repr__(self) -> str:
         return f"<OffsetsShard {self.index} groups={len(self.groups)}>"
@@ -149,20 +144,37 @@ class OffsetsShard:
         loop = asyncio.get_running_loop()
         state = await loop.run_in_executor(self._executor, replay, self.partition.log)
         self.latest = state.latest()
+        for pid, entries in state.pending_txn.items():
+            for key, value in entries:
+                if isinstance(key, OffsetKey) and isinstance(value, OffsetValue):
+                    self.txn_offsets.setdefault(pid, {}).setdefault(key.group_id, {})[
+                        (key.topic, key.partition)] = value
         now = now_ms()
         for group_id in state.group_ids():
             self.groups[group_id] = Group.from_value(
                 group_id, state.groups.get(group_id), state.offsets.get(group_id, {}), now)
+        # Offsets of transactions still open are pending in their groups (require_stable).
+        for by_group in self.txn_offsets.values():
+            for group_id, offsets in by_group.items():
+                pending_in = self.groups.get(group_id)
+                if pending_in is not None:
+                    pending_in.pending_commits.update(offsets.keys())
         if state.records:
             log.info("loaded %d groups from %d records of offsets partition %d (%d skipped)",
                      len(self.groups), state.records, self.index, state.skipped)
 
-    def write(self, entries: list[Entry]) -> asyncio.Future[None]:
-        """Append these records; the returned future is done once they are durable.
+    def write(self, entries: list[Entry],
+              producer: tuple[int, int] | None = None) -> asyncio.Future[None]:
+        """Append these records; the returned future is done once they are durable. With
+        ``producer`` (id, epoch) they form a transactional batch of that producer, which
+        ``latest`` takes in only when the transaction commits.
 
         Raises KafkaError (already mapped to a coordinator error) if the log cannot take them.
         """
-        durable, size = self._append(entries)
+        durable, size = self._append(entries, producer)
+        if producer is not None:
+            self._appended += size
+            return durable
         for key, value in entries:
             if value is None:
                 self.latest.pop(key, None)
@@ -173,18 +185,16 @@ class OffsetsShard:
             self._compaction = asyncio.get_running_loop().create_task(self.compact())
         return durable
 
-    def _append(self, entries: list[Entry]) -> tuple[asyncio.Future[None], int]:
+    def _append(self, entries: list[Entry],
+                producer: tuple[int, int] | None = None) -> tuple[asyncio.Future[None], int]:
         partition = self.partition
         now = now_ms()
         batch, header = build_batch([(encode_key(k), encode_value(v)) for k, v in entries], now,
-                                    partition.leader_epoch)
+                                    partition.leader_epoch, producer)
         try:
-            partition.check_writable()
-            appended = partition.log.append(memoryview(batch), [header], now)
+            return partition.append_batch(batch, header, now), len(batch)
         except KafkaError as error:
             raise KafkaError(coordinator_error(error.code), error.message) from error
-        partition.schedule_flush()
-        return partition.durable(appended.last_offset), len(batch)
 
     def close(self) -> None:
         if self._compaction is not None:

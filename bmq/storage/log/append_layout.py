@@ -363,7 +363,7 @@ class AppendLayout(Layout):
             durable = log._durable_producers
             for meta, now_ms in idempotent:
                 durable.record(meta[4], meta[5], meta[6], meta[7], meta[1], meta[2], meta[3],
-                               now_ms)
+                               now_ms, meta[8])
 
     @staticmethod
     def _new_group(seg: Segment, new: bool) -> _Group:

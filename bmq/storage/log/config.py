@@ -16,8 +16,8 @@ MAX_READ_BYTES = 64 << 20
 _TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]+$")
 
 # Per batch in the queue: size, base offset, last offset, max timestamp,
-# producer id, producer epoch, first sequence, last sequence.
-BatchMeta = tuple[int, int, int, int, int, int, int, int]
+# producer id, producer epoch, first sequence, last sequence, transaction kind (TXN_*).
+BatchMeta = tuple[int, int, int, int, int, int, int, int, int]
 # What ``append`` queues for the next flush: the batches, when they came, their metadata.
 Queued = tuple[memoryview, int, list[BatchMeta]]
 

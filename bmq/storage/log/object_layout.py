@@ -236,7 +236,7 @@ class ObjectLayout(Layout):
             durable = log._durable_producers
             for meta, now_ms in idempotent:
                 durable.record(meta[4], meta[5], meta[6], meta[7], meta[1], meta[2], meta[3],
-                               now_ms)
+                               now_ms, meta[8])
             objects = [*log._segments[:-1], seg]
         log._write_state(self._manifest(log, objects, seg.next_offset))
         log._fence_check()

@@ -41,7 +41,12 @@ import time
 from typing import Any
 
 from bmq.protocol.errors import ErrorCode, KafkaError
-from bmq.protocol.records import BatchHeader, set_base_offset, set_log_append_time
+from bmq.protocol.records import (
+    HEADER_SIZE,
+    BatchHeader,
+    set_base_offset,
+    set_log_append_time,
+)
 from bmq.storage.base import Storage
 from bmq.storage.log.append_layout import AppendLayout
 from bmq.storage.log.config import AppendResult, BatchMeta, LogConfig, check_name
@@ -51,6 +56,7 @@ from bmq.storage.log.reading import Reading
 from bmq.storage.log.recovery import Recovery
 from bmq.storage.log.retention import Retention
 from bmq.storage.log.view import LogReader, ReadOnlyLog
+from bmq.storage.producer_state import TXN_NONE, AbortedTxn, txn_kind
 
 logger = logging.getLogger(__name__)
 
@@ -116,12 +122,14 @@ class PartitionLog(Recovery, Reading, Retention):
                 pid = h.producer_id
                 if pid >= 0:
                     last_seq = h.last_sequence
+                    kind = txn_kind(h, records[pos + HEADER_SIZE:pos + h.size]
+                                    if h.is_control else b"")
                     producers.record(pid, h.producer_epoch, h.base_sequence, last_seq, offset,
-                                     last, max_ts, now_ms)
+                                     last, max_ts, now_ms, kind)
                     metas.append((h.size, offset, last, max_ts, pid, h.producer_epoch,
-                                  h.base_sequence, last_seq))
+                                  h.base_sequence, last_seq, kind))
                 else:
-                    metas.append((h.size, offset, last, max_ts, -1, 0, 0, 0))
+                    metas.append((h.size, offset, last, max_ts, -1, 0, 0, 0, TXN_NONE))
                 offset = last + 1
                 pos += h.size
             view = records if records.nbytes == pos else records[:pos]
@@ -216,6 +224,23 @@ class PartitionLog(Recovery, Reading, Retention):
                    "log_start_offset": self.log_start_offset,
                    "segments": [seg.meta() for seg in self.layout.tail_segments(self)]}
         return json.dumps(doc, separators=(",", ":")).encode()
+
+    def last_stable_offset(self) -> int:
+        """Kafka's LSO: the first offset of the oldest open transaction among the durable data,
+        else the high watermark (what read_committed consumers may read up to)."""
+        with self._lock:
+            first = self._durable_producers.first_unstable_offset()
+            return self.high_watermark if first is None else min(first, self.high_watermark)
+
+    def aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:
+        """Aborted transactions with data in [start, end) (Fetch's aborted_transactions)."""
+        with self._lock:
+            return self._durable_producers.aborted_between(start, end)
+
+    def open_transactions(self) -> dict[int, int]:
+        """producer id -> first offset of its open transaction (durable data)."""
+        with self._lock:
+            return self._durable_producers.open_transactions()
 
     def producer_state(self) -> dict[str, Any]:
         """Producer state as of the high watermark (what the checkpoint stores)."""

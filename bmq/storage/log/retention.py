@@ -60,6 +60,8 @@ class Retention(LogCore):
                 retired = self._retire(max(by_start, by_time, by_size))
                 self._producers.expire(now_ms, self.producer_expiration_ms)
                 self._durable_producers.expire(now_ms, self.producer_expiration_ms)
+                for table in (self._producers, self._durable_producers):
+                    table.drop_aborted_before(self.log_start_offset)
             if retired:
                 self._checkpoint_locked()
                 self._delete_segments(retired)

@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.storage.log.reading import Reading
+from bmq.storage.producer_state import AbortedTxn
 from bmq.storage.segment import Segment
 
 logger = logging.getLogger(__name__)
@@ -51,6 +52,14 @@ class LogReader:
     @property
     def high_watermark(self) -> int:
         return self._log.high_watermark
+
+    def last_stable_offset(self) -> int:
+        """A reader of another process's log (proxies, in cluster mode, where transactions are
+        not served yet: no transactional data exists) treats all durable data as stable."""
+        return self._log.high_watermark
+
+    def aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:
+        return []
 
     @property
     def log_end_offset(self) -> int:

@@ -1,0 +1,224 @@
+"""The transaction coordinator's machinery: shards of ``__transaction_state``, durable state
+changes, ending a transaction (PrepareX, the markers, CompleteX), and the timer that aborts
+transactions past their timeout and finishes those a crash left in PrepareX.
+
+Ending a transaction, as Kafka does: the decision (PrepareCommit/PrepareAbort) is made durable
+in the transaction log first; then a COMMIT or ABORT control batch is appended to every
+partition of the transaction through that partition's log and group-commit writer; once all
+are durable the transaction is CompleteCommit/CompleteAbort. A coordinator that loads a
+PrepareX state (after a restart or kill -9) writes the markers again and completes it; a marker
+written twice changes nothing (the producer has no open transaction the second time).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import os
+import signal
+from collections.abc import Callable
+from concurrent.futures import Executor
+from typing import Any
+
+from bmq.coordinators.base import CoordinatorHost
+from bmq.coordinators.sharded import ShardedCoordinator, internal_topic_configs
+from bmq.coordinators.transactions.records import (
+    PREPARING,
+    TxnMetadata,
+    TxnState,
+    marker_batch,
+)
+from bmq.coordinators.transactions.shard import TxnShard, coordinator_error
+from bmq.protocol.errors import ErrorCode, KafkaError
+from bmq.writepath.partitions import Partition, now_ms
+
+log = logging.getLogger(__name__)
+
+TRANSACTION_TOPIC = "__transaction_state"
+# Test hook (as the Spark compaction's): SIGKILL this process at a named step of EndTxn.
+CRASH_ENV = "BMQ_TXN_CRASH_AT"
+MAX_EPOCH = 32767
+MARKER_RETRY_S = 0.5
+
+# Called once a marker is durable in a partition: (topic, partition, producer id, commit).
+MarkerListener = Callable[[str, int, int, bool], None]
+
+
+def crash_point(name: str) -> None:
+    if os.environ.get(CRASH_ENV) == name:
+        log.warning("%s=%s: killing this process", CRASH_ENV, name)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+class TxnCoordinatorCore(ShardedCoordinator[TxnShard, TxnMetadata]):
+    topic = TRANSACTION_TOPIC
+
+    def __init__(self, host: CoordinatorHost, executor: Executor,
+                 on_marker: MarkerListener | None = None) -> None:
+        super().__init__(host, executor, host.config.transaction_state_log_num_partitions)
+        self._on_marker = on_marker
+        self._timer: asyncio.Task[None] | None = None
+        self._starting: asyncio.Task[None] | None = None
+
+    def _topic_configs(self) -> dict[str, str]:
+        return internal_topic_configs(self.config.transaction_state_log_segment_bytes)
+
+    async def start(self) -> None:
+        """Load the shards if ``__transaction_state`` exists; else it is created on first use
+        (``ensure_started``), as Kafka creates it: a broker whose clients never use
+        transactions keeps no 50 partitions for them."""
+        if self._host.topics.get(self.topic) is not None:
+            await super().start()
+
+    async def ensure_started(self) -> None:
+        """Create and load ``__transaction_state`` now if it does not exist yet (the first
+        FindCoordinator or InitProducerId of a transactional producer); concurrent callers
+        share one start."""
+        if self._active:
+            return
+        if self._starting is None:
+            self._starting = asyncio.get_running_loop().create_task(super().start())
+        try:
+            await asyncio.shield(self._starting)
+        except Exception:
+            log.exception("could not create %s", self.topic)
+            self._starting = None
+
+    def _open_shard(self, index: int, partition: Partition) -> TxnShard:
+        return TxnShard(index, partition, self._executor)
+
+    def _write_error(self, code: ErrorCode) -> ErrorCode:
+        return coordinator_error(code)
+
+    def _shard_loaded(self, shard: TxnShard) -> None:
+        for meta in shard.txns.values():
+            if meta.state in PREPARING:
+                log.info("transaction %s was left in %s: completing it",
+                         meta.transactional_id, meta.state.kafka_name)
+                self._spawn(self._finish(meta))
+
+    def _started(self) -> None:
+        interval = self.config.transaction_abort_timed_out_transaction_cleanup_interval_ms
+        if interval > 0:
+            self._timer = asyncio.get_running_loop().create_task(self._expire_forever(interval))
+
+    def _stopping(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    # ------------------------------------------------------------------ state
+    def txn(self, transactional_id: str) -> TxnMetadata | None:
+        shard = self.shards.get(self.partition_for(transactional_id))
+        return None if shard is None else shard.txns.get(transactional_id)
+
+    def all_txns(self) -> list[TxnMetadata]:
+        return [m for shard in self.shards.values() for m in shard.txns.values()]
+
+    async def _persist(self, meta: TxnMetadata, **changes: Any) -> ErrorCode:
+        """Make ``changes`` durable in the transaction log, then apply them to ``meta``."""
+        changes.setdefault("update_ms", now_ms())
+        new = dataclasses.replace(meta, **changes)
+        code = await self._durable(self._append(meta.transactional_id, [new]))
+        if code == ErrorCode.NONE:
+            for name, value in changes.items():
+                setattr(meta, name, value)
+        return code
+
+    def _bumped(self, meta: TxnMetadata) -> dict[str, Any]:
+        """The next epoch (a new producer id once the epoch is exhausted): fences the current
+        producer instance."""
+        if meta.producer_epoch >= MAX_EPOCH - 1:
+            raise KafkaError(ErrorCode.CONCURRENT_TRANSACTIONS, "epoch exhausted")
+        return {"producer_epoch": meta.producer_epoch + 1, "last_epoch": meta.producer_epoch}
+
+    # ------------------------------------------------------------------ ending
+    async def _end(self, meta: TxnMetadata, commit: bool, bump: bool = False) -> ErrorCode:
+        """Under ``meta.lock``: decide (PrepareX), write the markers, complete."""
+        changes = self._bumped(meta) if bump else {}
+        state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+        code = await self._persist(meta, state=state, **changes)
+        if code != ErrorCode.NONE:
+            return code
+        crash_point(f"after_{state.name.lower()}")   # after_prepare_commit / _abort
+        return await self._complete(meta)
+
+    async def _finish(self, meta: TxnMetadata) -> None:
+        """A PrepareX found on load (or left by a failed marker write): complete it."""
+        async with meta.lock:
+            if meta.state in PREPARING:
+                while await self._complete(meta) != ErrorCode.NONE and self._active_shard(meta):
+                    await asyncio.sleep(MARKER_RETRY_S)
+
+    def _active_shard(self, meta: TxnMetadata) -> bool:
+        return self.txn(meta.transactional_id) is meta
+
+    async def _complete(self, meta: TxnMetadata) -> ErrorCode:
+        commit = meta.state == TxnState.PREPARE_COMMIT
+        code = await self._write_markers(meta, commit)
+        if code != ErrorCode.NONE:
+            log.warning("markers of %s not written (%s); retried later", meta.transactional_id,
+                        code.name)
+            return code
+        crash_point("after_markers")
+        done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+        return await self._persist(meta, state=done, partitions=set(), start_ms=-1)
+
+    async def _write_markers(self, meta: TxnMetadata, commit: bool) -> ErrorCode:
+        shard = self.shards.get(self.partition_for(meta.transactional_id))
+        coordinator_epoch = shard.partition.leader_epoch if shard is not None else 0
+        now = now_ms()
+        waits: list[tuple[str, int, asyncio.Future[None]]] = []
+        for topic, index in sorted(meta.partitions):
+            partition = self._host.partitions.get(topic, index)
+            if partition is None:
+                if self._host.topics.get(topic) is None:
+                    continue    # the topic was deleted: nothing left to mark
+                return ErrorCode.NOT_LEADER_OR_FOLLOWER
+            batch, header = marker_batch(meta.producer_id, meta.producer_epoch, commit,
+                                         coordinator_epoch, now, partition.leader_epoch)
+            try:
+                waits.append((topic, index, partition.append_batch(batch, header, now)))
+            except KafkaError as error:
+                return error.code
+        for topic, index, wait in waits:
+            try:
+                await asyncio.shield(wait)
+            except KafkaError as error:
+                return error.code
+            if self._on_marker is not None:
+                self._on_marker(topic, index, meta.producer_id, commit)
+        return ErrorCode.NONE
+
+    # ------------------------------------------------------------------ timeouts
+    async def _expire_forever(self, interval_ms: int) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                self.abort_timed_out()
+            except Exception:
+                log.exception("transaction timeout check failed")
+
+    def abort_timed_out(self, now: int | None = None) -> int:
+        """Abort (with an epoch bump, fencing the producer) every transaction open longer
+        than its timeout; finish those stuck in PrepareX. Returns how many were started."""
+        now = now_ms() if now is None else now
+        started = 0
+        for meta in self.all_txns():
+            if meta.lock.locked():
+                continue
+            if meta.state == TxnState.ONGOING and now - meta.start_ms > meta.timeout_ms:
+                log.info("transaction %s (producer %d) timed out after %d ms: aborting",
+                         meta.transactional_id, meta.producer_id, now - meta.start_ms)
+                self._spawn(self._abort_expired(meta))
+                started += 1
+            elif meta.state in PREPARING:
+                self._spawn(self._finish(meta))
+                started += 1
+        return started
+
+    async def _abort_expired(self, meta: TxnMetadata) -> None:
+        async with meta.lock:
+            if meta.state == TxnState.ONGOING:
+                await self._end(meta, commit=False, bump=True)
