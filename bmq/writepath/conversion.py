@@ -18,19 +18,29 @@ def needs_conversion(config: LogConfig) -> bool:
     return config.compact or config.compression_type != "producer"
 
 
+class InvalidRecordsError(KafkaError):
+    """INVALID_RECORD naming the records at fault (their index in the batch): the Produce
+    response's record_errors (KIP-467), from which clients fail exactly those records and the
+    rest of the batch with a retriable "different record" error."""
+
+    def __init__(self, message: str, record_errors: list[tuple[int, str]]) -> None:
+        super().__init__(ErrorCode.INVALID_RECORD, message)
+        self.record_errors = record_errors
+
+
 def _require_keys(records: memoryview, headers: list[BatchHeader], where: str) -> None:
     position = 0
     for header in headers:
         batch = records[position : position + header.size]
         position += header.size
         try:
-            keyless = any(r.key is None for r in decode_batch(batch, header))
+            keyless = [i for i, r in enumerate(decode_batch(batch, header)) if r.key is None]
         except RecordDecodeError as error:
             raise KafkaError(ErrorCode.CORRUPT_MESSAGE, str(error)) from None
         if keyless:
-            raise KafkaError(ErrorCode.INVALID_RECORD,
-                             f"Compacted topic cannot accept message without key in topic "
-                             f"partition {where}.")
+            message = (f"Compacted topic cannot accept message without key in topic "
+                       f"partition {where}.")
+            raise InvalidRecordsError(message, [(index, message) for index in keyless])
 
 
 def convert_batches(records: memoryview, headers: list[BatchHeader], config: LogConfig,

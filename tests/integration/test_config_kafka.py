@@ -218,6 +218,26 @@ def test_compacted_topic_refuses_keyless_records(module_broker, unique_topic):
     assert [(m.key, m.value) for m in got] == [(b"k", b"kept")]
 
 
+def test_a_mixed_batch_fails_only_its_keyless_records(module_broker, unique_topic):
+    """KIP-467: the Produce response names the records at fault (record_errors), so librdkafka
+    fails those with INVALID_RECORD and the others of the batch with _INVALID_DIFFERENT_RECORD
+    (librdkafka's test 0011 counts exactly that); nothing of the batch is written."""
+    name = unique_topic("compact-mixed")
+    client = admin(module_broker.bootstrap)
+    client.create_topics([NewTopic(name, num_partitions=1, replication_factor=1,
+                                   config={"cleanup.policy": "compact"})])[name].result(15)
+    log = DeliveryLog()
+    p = producer(module_broker.bootstrap, linger_ms=100, retries=0)
+    for i in range(20):
+        p.produce(name, key=None if i % 10 == 0 else b"k%d" % i, value=b"v%d" % i,
+                  on_delivery=log)
+    p.flush(15)
+    codes = sorted(error.code() for _, error in log.errors)
+    assert codes.count(KafkaError.INVALID_RECORD) == 2
+    assert codes.count(KafkaError._INVALID_DIFFERENT_RECORD) == 18
+    assert not log.ok
+
+
 def test_documentation_and_types_in_describe_configs_v4(module_broker, unique_topic):
     """What librdkafka's and the Java client's newest DescribeConfigs carry beyond values."""
     name = unique_topic("doc")

@@ -9,14 +9,18 @@ from bmq.broker.handlers.base import RequestContext
 from bmq.metadata.topics import INTERNAL_TOPICS
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.messages import ProduceRequest, ProduceResponse
-from bmq.protocol.messages.produce_response import PartitionProduceResponse, TopicProduceResponse
+from bmq.protocol.messages.produce_response import (
+    BatchIndexAndErrorMessage,
+    PartitionProduceResponse,
+    TopicProduceResponse,
+)
 from bmq.protocol.records import (
     TRANSACTIONAL_FLAG,
     BatchHeader,
     set_leader_epoch,
     validate_batches,
 )
-from bmq.writepath.conversion import convert_batches, needs_conversion
+from bmq.writepath.conversion import InvalidRecordsError, convert_batches, needs_conversion
 from bmq.writepath.partitions import now_ms
 
 # Produce v0-2 (message formats v0/v1) are listed for librdkafka's sake (KAFKA-18659) but, as
@@ -110,6 +114,11 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest,
             except KafkaError as error:
                 result.error_code = error.code
                 result.error_message = error.message
+                if isinstance(error, InvalidRecordsError):
+                    result.record_errors = [
+                        BatchIndexAndErrorMessage(batch_index=index,
+                                                  batch_index_error_message=message)
+                        for index, message in error.record_errors]
         topics.append(TopicProduceResponse(name=name, topic_id=topic_data.topic_id,
                                            partition_responses=results))
     if acks == 0:
