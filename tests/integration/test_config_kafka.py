@@ -201,11 +201,15 @@ def test_compression_type_recompresses(module_broker, unique_topic, target):
     assert [(r.key, r.value) for r in records] == [(i["key"], i["value"]) for i in items]
 
 
+def _compacted_topic(bootstrap, name):
+    topic = NewTopic(name, num_partitions=1, replication_factor=1,
+                     config={"cleanup.policy": "compact"})
+    admin(bootstrap).create_topics([topic])[name].result(15)
+    return name
+
+
 def test_compacted_topic_refuses_keyless_records(module_broker, unique_topic):
-    name = unique_topic("compact")
-    client = admin(module_broker.bootstrap)
-    client.create_topics([NewTopic(name, num_partitions=1, replication_factor=1,
-                                   config={"cleanup.policy": "compact"})])[name].result(15)
+    name = _compacted_topic(module_broker.bootstrap, unique_topic("compact"))
     log = DeliveryLog()
     p = producer(module_broker.bootstrap, linger_ms=0, retries=0)
     p.produce(name, key=b"k", value=b"kept", on_delivery=log)
@@ -222,10 +226,7 @@ def test_a_mixed_batch_fails_only_its_keyless_records(module_broker, unique_topi
     """KIP-467: the Produce response names the records at fault (record_errors), so librdkafka
     fails those with INVALID_RECORD and the others of the batch with _INVALID_DIFFERENT_RECORD
     (librdkafka's test 0011 counts exactly that); nothing of the batch is written."""
-    name = unique_topic("compact-mixed")
-    client = admin(module_broker.bootstrap)
-    client.create_topics([NewTopic(name, num_partitions=1, replication_factor=1,
-                                   config={"cleanup.policy": "compact"})])[name].result(15)
+    name = _compacted_topic(module_broker.bootstrap, unique_topic("compact-mixed"))
     log = DeliveryLog()
     p = producer(module_broker.bootstrap, linger_ms=100, retries=0)
     for i in range(20):
