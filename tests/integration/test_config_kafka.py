@@ -204,7 +204,8 @@ def test_compression_type_recompresses(module_broker, unique_topic, target):
 def _compacted_topic(bootstrap, name):
     topic = NewTopic(name, num_partitions=1, replication_factor=1,
                      config={"cleanup.policy": "compact"})
-    admin(bootstrap).create_topics([topic])[name].result(15)
+    client = admin(bootstrap)   # kept alive until its future resolves
+    client.create_topics([topic])[name].result(15)
     return name
 
 
