@@ -61,12 +61,17 @@ class TopicRegistry(ABC):
         self._by_name: dict[str, TopicInfo] = {}
         self._by_id: dict[uuid.UUID, TopicInfo] = {}
 
-    def _index(self, info: TopicInfo) -> None:
+    def _cached(self, info: TopicInfo) -> TopicInfo:
+        """``info`` as the cache keeps it: the cached object of the same topic, updated in
+        place (those who hold it see the change), else ``info`` itself."""
         current = self._by_name.get(info.name)
-        if current is not None and current is not info and current.topic_id == info.topic_id:
-            # Those who hold the cached object see the update.
-            current.partitions, current.configs = info.partitions, info.configs
-            return
+        if current is None or current.topic_id != info.topic_id:
+            return info
+        current.partitions, current.configs = info.partitions, info.configs
+        return current
+
+    def _index(self, info: TopicInfo) -> None:
+        info = self._cached(info)
         self._by_name[info.name] = info
         self._by_id[info.topic_id] = info
 

@@ -53,9 +53,7 @@ class Listening:
             raise
 
     async def start(self, connection: Callable[[str], asyncio.BaseProtocol]) -> None:
-        """Serve every listener (binding first if ``bind`` was not called)."""
-        if not self._sockets:
-            self.bind()
+        """Serve every listener ``bind`` bound."""
         loop = asyncio.get_running_loop()
         for listener, sockets in self._sockets:
             for sock in sockets:

@@ -41,6 +41,7 @@ async def _principal(certificates: Certificates, client_auth: str, client_cert: 
     security = Security(config, [listener], keeps_credentials=True)
     sessions: list[Session] = []
     listening = Listening([listener], security.tls_contexts, sasl=True)
+    listening.bind()
     await listening.start(lambda name: _Recorder(security.session(listener), sessions))
     try:
         context = ssl.create_default_context(cafile=str(certificates.ca))

@@ -49,14 +49,7 @@ class ZkTopicRegistry(TopicRegistry):
 
     def replace_all(self, topics: list[TopicInfo]) -> None:
         """Make the cache exactly ``topics``, keeping the objects of unchanged topics."""
-        by_name: dict[str, TopicInfo] = {}
-        for info in topics:
-            old = self._by_name.get(info.name)
-            if old is not None and old.topic_id == info.topic_id:
-                old.partitions = info.partitions
-                old.configs = info.configs
-                info = old
-            by_name[info.name] = info
+        by_name = {info.name: self._cached(info) for info in topics}
         self._by_name = by_name
         self._by_id = {info.topic_id: info for info in by_name.values()}
 
