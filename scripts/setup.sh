@@ -14,6 +14,8 @@ python3 -c 'import os, sysconfig; os.stat(sysconfig.get_paths()["include"] + "/P
 need_java=""
 if [ "$with_tests" = "--tests" ]; then
   command -v kcat >/dev/null 2>&1 || need+=(kcat)
+  # tests/security make their TLS certificates with the openssl command.
+  command -v openssl >/dev/null 2>&1 || need+=(openssl)
   # tests/cluster runs a real ZooKeeper (it brings Java); started by the tests, not systemd.
   ls /usr/share/java/zookeeper.jar >/dev/null 2>&1 || need+=(zookeeper)
   # tests/spark run PySpark 4, which needs Java 17 or 21: Debian 12 and Ubuntu ship
