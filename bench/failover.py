@@ -5,6 +5,7 @@ steady idempotent acks=all production, on a throw-away ZooKeeper + controller + 
     .venv/bin/python -m bench.failover [--rounds 3] [--sigstop-rounds 1] [--freeze-s 20]
                                        [--session-timeout-ms MS] [--rate 500] [--s3]
                                        [--metadata-refresh-ms MS] [--scale-outs N]
+                                       [--proxy]
 
 BMQ's settings are its defaults (the session timeout too) unless given; the producer is
 confluent-kafka with librdkafka's own defaults for metadata refresh and back-offs unless
@@ -17,7 +18,8 @@ per SIGSTOP round (the broker stays frozen ``--freeze-s``, then SIGCONT) the sam
 for scale-out: from starting the 4th broker's process (and from its listener accepting
 connections) to owning its share writable; for the rolling restart: failed deliveries (the goal
 is none) and the longest pause between acknowledgements of any partition. At the end every
-acknowledged message is read back and checked (exactly once, in order).
+acknowledged message is read back and checked (exactly once, in order). With ``--proxy`` the
+producer and the read-back go through a `bmq proxy` instead of straight to the brokers.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from tests.cluster.conftest import Cluster, _env
 from tests.cluster.workload import SteadyProducer, verify
 from tests.cluster.zookeeper import ZooKeeper
 from tests.conftest import make_topic_name
+from tests.proxy.conftest import ProxyProcess
 
 PARTITIONS = 6
 # librdkafka's defaults for what the test workload shortens (tests/cluster/workload.py).
@@ -102,6 +105,8 @@ def main() -> None:
     parser.add_argument("--scale-outs", type=int, default=1,
                         help="times a 4th broker is started and measured (it is drained away "
                              "by SIGTERM between two)")
+    parser.add_argument("--proxy", action="store_true",
+                        help="the producer connects to a bmq proxy, not to the brokers")
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="bmq-failover-"))
     zk = ZooKeeper.start(base / "zk")
@@ -119,6 +124,7 @@ def main() -> None:
         env["BMQ_ZOOKEEPER_SESSION_TIMEOUT_MS"] = args.session_timeout_ms
     session = args.session_timeout_ms or "default"
     cluster = Cluster(base / "c", zk, storage, options, env)
+    proxy: ProxyProcess | None = None
     try:
         cluster.start_controller()
         for broker_id in (1, 2, 3):
@@ -131,6 +137,11 @@ def main() -> None:
             future.result(30)
         cluster.wait_writable(topic)
         bootstrap = cluster.bootstrap
+        if args.proxy:
+            proxy = ProxyProcess(base / "proxy", cluster)
+            proxy.start()
+            bootstrap = proxy.bootstrap
+            print(f"producing through the proxy at {bootstrap}", flush=True)
         client: dict[str, int] = dict(LIBRDKAFKA_DEFAULTS)
         if args.metadata_refresh_ms is not None:
             client = {"topic.metadata.refresh.interval.ms": args.metadata_refresh_ms}
@@ -227,10 +238,12 @@ def main() -> None:
                       "every moved partition came " + ", ".join(f"{x:.2f}s" for x in client_s) +
                       f" after it (median {statistics.median(client_s):.2f}s; client "
                       f"metadata refresh {refresh} ms)")
-        count = verify(producer, cluster.bootstrap)
+        count = verify(producer, bootstrap)
         print(f"verified: {count} acknowledged messages read back exactly once, in order; "
               f"{len(producer.failed)} deliveries failed in all")
     finally:
+        if proxy is not None:
+            proxy.cleanup()
         cluster.cleanup()
         zk.stop()
         if seaweed is not None:

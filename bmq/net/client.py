@@ -160,6 +160,15 @@ class LinkPool:
             link = self._links[(host, port)] = BrokerLink(host, port, self._client_id)
         return link
 
+    def close_except(self, live: set[tuple[str, int]]) -> None:
+        """Close the links to addresses not in ``live``: requests in flight on them fail with
+        LinkError now. A broker that left the cluster while frozen (SIGSTOP) never answers
+        them; failing them lets the client be told to look for the partitions' new owners."""
+        for address, link in list(self._links.items()):
+            if address not in live:
+                del self._links[address]
+                link.close()
+
     def close(self) -> None:
         for link in self._links.values():
             with contextlib.suppress(Exception):

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
+import weakref
 from concurrent.futures import Executor
 
 from bmq.config import Config
@@ -49,6 +50,9 @@ class Proxy:
         self._executor = executor
         self.cache = RecordCache(config.proxy_cache_bytes)
         self.links = LinkPool()
+        # Every client connection's own links (ProxyService), to fail what waits on a broker
+        # that left the cluster (see _cluster_changed).
+        self.client_links: weakref.WeakSet[LinkPool] = weakref.WeakSet()
         self._views: dict[TopicPartition, PartitionView] = {}
         self._opening: dict[TopicPartition, asyncio.Task[PartitionView]] = {}
         self._watchers: dict[int, BrokerWatcher] = {}
@@ -149,7 +153,17 @@ class Proxy:
                     await view.apply(changed.tail)
 
     def _cluster_changed(self) -> None:
-        """Follow ZooKeeper: drop views of deleted topics, point watchers at current owners."""
+        """Follow ZooKeeper: fail requests waiting on brokers that left the cluster, drop views
+        of deleted topics, point watchers at current owners.
+
+        A broker that left while frozen (SIGSTOP past its session timeout) never answers what
+        was forwarded to it; closing the links to it answers those produces
+        NOT_LEADER_OR_FOLLOWER at once, so the client asks for metadata and retries on the
+        partitions' new owners (an idempotent producer's retry of a batch the frozen broker
+        had made durable is recognised as a duplicate by the new owner)."""
+        live = {(node.host, node.port) for node in self.cluster.brokers.values()}
+        for pool in (self.links, *self.client_links):
+            pool.close_except(live)
         by_broker: dict[int, list[PartitionView]] = {}
         for key, view in list(self._views.items()):
             info = self.cluster.topics.get(view.topic)

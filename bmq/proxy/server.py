@@ -43,6 +43,7 @@ class ProxyService:
         self.max_frame_bytes = proxy.config.socket_request_max_bytes
         self.max_inflight = proxy.config.max_inflight_requests_per_connection
         self.links = LinkPool()
+        proxy.client_links.add(self.links)
 
     def context(self, header: RequestHeader, client_host: str, frame: bytearray) -> ProxyContext:
         return ProxyContext(self.proxy, self.links, header, client_host, frame, self.listener)

@@ -1,0 +1,54 @@
+"""A broker frozen (SIGSTOP) behind a proxy: once its partitions move, the proxy answers what it
+had forwarded to the frozen broker NOT_LEADER_OR_FOLLOWER, so a producer connected to the proxy
+carries on with the new owners while the broker is still frozen (a client connected straight
+to the frozen broker waits for its own request timeout, as with Kafka)."""
+
+from __future__ import annotations
+
+import time
+
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.cluster.conftest import ClusterFactory
+from tests.cluster.workload import SteadyProducer, verify
+from tests.proxy.conftest import Proxies
+
+PARTITIONS = 6
+FROZEN_S = 15.0
+
+
+def test_frozen_broker_behind_a_proxy_does_not_hold_up_its_producers(
+        cluster_factory: ClusterFactory, proxies: Proxies) -> None:
+    cluster = cluster_factory(brokers=3)
+    proxy = proxies(cluster)
+    admin = AdminClient({"bootstrap.servers": proxy.bootstrap})
+    for future in admin.create_topics([NewTopic("frozen", PARTITIONS, 1)]).values():
+        future.result(30)
+    cluster.wait_writable("frozen")
+    # librdkafka's own request timeout (30 s) is longer than the freeze: only the proxy's
+    # answer can move the producer on before SIGCONT.
+    producer = SteadyProducer(proxy.bootstrap, "frozen", PARTITIONS, rate=300).start()
+    try:
+        time.sleep(1.5)
+        moved = [p for p, owner in cluster.owners("frozen").items() if owner == 2]
+        assert moved
+        frozen = cluster.brokers[2]
+        paused = time.monotonic()
+        frozen.pause()
+        try:
+            cluster.wait_writable("frozen", owners={1, 3}, timeout=20)
+            cluster.wait_for(
+                lambda: all(any(t > paused for t in producer.ack_times[p]) for p in moved),
+                FROZEN_S - (time.monotonic() - paused), "acks from the new owners while frozen")
+            took = time.monotonic() - paused
+            print(f"SIGSTOP behind a proxy: every moved partition acknowledged again within "
+                  f"{took:.2f}s")
+        finally:
+            frozen.resume()
+        cluster.wait_for(lambda: bool([p for p, o in cluster.owners("frozen").items()
+                                       if o == 2]), 30, "broker 2 back")
+        time.sleep(1)
+    finally:
+        producer.stop()
+    assert not producer.failed, producer.failed[:5]
+    assert verify(producer, proxy.bootstrap) == producer.sent
