@@ -58,6 +58,19 @@ class AbortedTxn(NamedTuple):
     last_offset: int   # the ABORT marker's offset
 
 
+def aborted_between(aborted: list[AbortedTxn], start: int, end: int) -> list[AbortedTxn]:
+    """Aborted transactions with data in [start, end): a fetch of that range needs them."""
+    return [a for a in aborted if a.last_offset >= start and a.first_offset < end]
+
+
+def aborted_from(aborted: list[AbortedTxn], log_start: int) -> list[AbortedTxn]:
+    """``aborted`` (by marker offset) without the transactions wholly before the log start
+    (retention removed them)."""
+    if aborted and aborted[0].last_offset < log_start:
+        return [a for a in aborted if a.last_offset >= log_start]
+    return aborted
+
+
 class BatchMetadata(NamedTuple):
     first_seq: int
     last_seq: int
@@ -197,13 +210,10 @@ class ProducerStateTable:
         return dict(self.open_txns)
 
     def aborted_between(self, start: int, end: int) -> list[AbortedTxn]:
-        """Aborted transactions with data in [start, end): a fetch of that range needs them."""
-        return [a for a in self.aborted if a.last_offset >= start and a.first_offset < end]
+        return aborted_between(self.aborted, start, end)
 
     def drop_aborted_before(self, log_start: int) -> None:
-        """Forget aborted transactions wholly before the log start (retention removed them)."""
-        if self.aborted and self.aborted[0].last_offset < log_start:
-            self.aborted = [a for a in self.aborted if a.last_offset >= log_start]
+        self.aborted = aborted_from(self.aborted, log_start)
 
     def expire(self, now_ms: int, expiration_ms: int) -> int:
         """Forget producers idle for ``expiration_ms`` (by append time); return how many."""

@@ -445,7 +445,8 @@ class AppendLayout(Layout):
             }
             if not legacy:
                 state["epoch"] = state["data_epoch"] = epoch
-        state["producers"] = log._durable_producers.to_json()
+            # As of the same high watermark (read_committed readers elsewhere use both).
+            state["producers"] = log._durable_producers.to_json()
         return state
 
     def tail_segments(self, log: PartitionLog) -> list[Segment]:

@@ -56,6 +56,7 @@ class LogCore:
         self._closed = False
         self._checkpointed = b""   # the state document last written
         self._published_ms = 0.0   # monotonic time of the last state document write
+        self._published_hw = 0     # the high watermark the last state document names
 
     def _path(self, name: str) -> str:
         return f"{self.dir}/{name}"
@@ -96,6 +97,7 @@ class LogCore:
             self.state_files.write(self.leader_epoch, data)
             self._checkpointed = data
         self._published_ms = time.monotonic()
+        self._published_hw = int(state.get("high_watermark", 0))
 
     def _shut(self) -> None:
         with self._lock:

@@ -52,6 +52,7 @@ from bmq.storage.log.append_layout import AppendLayout
 from bmq.storage.log.config import AppendResult, BatchMeta, LogConfig, check_name
 from bmq.storage.log.layout import Layout
 from bmq.storage.log.object_layout import ObjectLayout
+from bmq.storage.log.published_txns import TAIL_KEY, tail_txn_state
 from bmq.storage.log.reading import Reading
 from bmq.storage.log.recovery import Recovery
 from bmq.storage.log.retention import Retention
@@ -223,6 +224,10 @@ class PartitionLog(Recovery, Reading, Retention):
             doc = {"epoch": self.leader_epoch, "high_watermark": self.high_watermark,
                    "log_start_offset": self.log_start_offset,
                    "segments": [seg.meta() for seg in self.layout.tail_segments(self)]}
+            txn = tail_txn_state(self._durable_producers, self.high_watermark,
+                                 self._published_hw)
+        if txn is not None:
+            doc[TAIL_KEY] = txn
         return json.dumps(doc, separators=(",", ":")).encode()
 
     def last_stable_offset(self) -> int:

@@ -9,6 +9,7 @@ import logging
 from typing import Any, ClassVar
 
 from bmq.protocol.errors import ErrorCode, KafkaError
+from bmq.storage.log.published_txns import PublishedTxns
 from bmq.storage.log.reading import Reading
 from bmq.storage.producer_state import AbortedTxn
 from bmq.storage.segment import Segment
@@ -38,6 +39,7 @@ class LogReader:
         self._log = log
         self._state = b""
         self._tail: dict[str, Any] | None = None   # the newest tail applied (see advance)
+        self._txns = PublishedTxns()
         self.leader_epoch = -1
         self.refresh()
 
@@ -54,12 +56,12 @@ class LogReader:
         return self._log.high_watermark
 
     def last_stable_offset(self) -> int:
-        """A reader of another process's log (proxies, in cluster mode, where transactions are
-        not served yet: no transactional data exists) treats all durable data as stable."""
-        return self._log.high_watermark
+        """The owner's LSO as it last published it (never past this view's high watermark)."""
+        return self._txns.last_stable_offset(self._log.high_watermark)
 
     def aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:
-        return []
+        """Aborted transactions with data in [start, end), as the owner published them."""
+        return self._txns.aborted_between(start, end)
 
     @property
     def log_end_offset(self) -> int:
@@ -94,11 +96,15 @@ class LogReader:
             if state.get("segments") is None:
                 return False          # a claim without a known state: keep the current view
             self._apply(state)
+            self._txns.apply_state(state)
             self._state = raw
             self.leader_epoch = epoch
             tail = self._tail
             if tail is not None and tail["epoch"] == epoch:
                 self._extend(tail)    # a checkpoint older than the tail we saw: keep the tail
+                if int(tail["high_watermark"]) >= self._txns.state_hw:
+                    self._txns.apply_tail(tail)
+            self._txns.drop_before(self._log.log_start_offset)
             return True
         return False
 
@@ -112,10 +118,14 @@ class LogReader:
         if doc["epoch"] < self.leader_epoch:
             return False
         changed = self._extend(doc) if doc["epoch"] == self.leader_epoch else None
-        if changed is None:
-            changed = self.refresh()
+        if changed is None or self._txns.needs_state(doc):
+            # A tail that does not continue the view, or whose aborted transactions start
+            # past what our state document covers: read the owner's newest state document.
+            changed = self.refresh() or bool(changed)
             if doc["epoch"] == self.leader_epoch:
                 changed = bool(self._extend(doc)) or changed
+        if doc["epoch"] == self.leader_epoch:
+            self._txns.apply_tail(doc)
         self._tail = doc
         return changed
 

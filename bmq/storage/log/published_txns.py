@@ -1,0 +1,94 @@
+"""What a partition's owner publishes of its transactions, and how a reader elsewhere follows it.
+
+A read_committed fetch served by a process that does not write the partition (a proxy, a
+broker answering for a partition led elsewhere, Spark) needs the last stable offset and the
+aborted transactions, without scanning data. The owner publishes them in two places:
+
+* its state document (checkpoint or manifest): the producer state as of its high watermark,
+  with each open transaction's first offset and the aborted-transaction index;
+* every tail it sends with a notice of new data (``PartitionLog.tail``), when the partition
+  has transactional state: the LSO now, and the aborted transactions whose ABORT marker is at
+  or past the high watermark of its last published state document (``since``), which a reader
+  holding that document (or a newer one) lacks. A reader holding an older one re-reads it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from bmq.storage.producer_state import (
+    ABORTED_KEY,
+    AbortedTxn,
+    ProducerStateTable,
+    aborted_between,
+    aborted_from,
+)
+
+# The tail's key for the transactional state (absent: no open or aborted transaction).
+TAIL_KEY = "txn"
+
+
+def tail_txn_state(producers: ProducerStateTable, high_watermark: int,
+                   published_hw: int) -> dict[str, Any] | None:
+    """The tail's transactional part, from the owner's durable producer state."""
+    if not producers.aborted and not producers.open_txns:
+        return None
+    first = producers.first_unstable_offset()
+    return {"lso": high_watermark if first is None else min(first, high_watermark),
+            "since": published_hw,
+            "aborted": [list(a) for a in producers.aborted if a.last_offset >= published_hw]}
+
+
+class PublishedTxns:
+    """A reader's view of the owner's transactions: LSO and aborted-transaction index."""
+
+    def __init__(self) -> None:
+        self.aborted: list[AbortedTxn] = []     # by marker offset
+        self._first_open: int | None = None     # from the state document
+        self._tail_lso: int | None = None       # from the newest tail, if newer than the state
+        self.state_hw = 0                       # high watermark of the state document applied
+
+    def apply_state(self, state: dict[str, Any]) -> None:
+        """A state document (checkpoint or manifest) was applied."""
+        producers = state.get("producers") or {}
+        firsts = [int(p["txn_first"]) for key, p in producers.items()
+                  if key != ABORTED_KEY and "txn_first" in p]
+        self._first_open = min(firsts) if firsts else None
+        self.state_hw = int(state.get("high_watermark", state.get("recovery_point", 0)))
+        self._tail_lso = None
+        self._merge(AbortedTxn(*(int(x) for x in a)) for a in producers.get(ABORTED_KEY, ()))
+
+    def needs_state(self, tail: dict[str, Any]) -> bool:
+        """True if the tail's aborted list starts after what this reader's state document
+        covers: the reader must re-read the state document first."""
+        txn = tail.get(TAIL_KEY)
+        return txn is not None and int(txn["since"]) > self.state_hw
+
+    def apply_tail(self, tail: dict[str, Any]) -> None:
+        txn = tail.get(TAIL_KEY)
+        if txn is None:
+            # Nothing open, nothing aborted on the owner (an index emptied by retention
+            # leaves ours with entries below the log start only: harmless).
+            self._first_open = None
+            self._tail_lso = int(tail["high_watermark"])
+            return
+        self._tail_lso = int(txn["lso"])
+        self._merge(AbortedTxn(*(int(x) for x in a)) for a in txn["aborted"])
+
+    def _merge(self, found: Iterable[AbortedTxn]) -> None:
+        new = set(found).difference(self.aborted)
+        if new:
+            self.aborted = sorted({*self.aborted, *new}, key=lambda a: (a.last_offset, a[0]))
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        if self._tail_lso is not None:
+            return min(self._tail_lso, high_watermark)
+        return high_watermark if self._first_open is None \
+            else min(self._first_open, high_watermark)
+
+    def aborted_between(self, start: int, end: int) -> list[AbortedTxn]:
+        return aborted_between(self.aborted, start, end)
+
+    def drop_before(self, log_start: int) -> None:
+        self.aborted = aborted_from(self.aborted, log_start)

@@ -1,0 +1,86 @@
+"""A reader elsewhere (a proxy, a broker answering for a partition it does not own) serves
+read_committed from what the owner publishes: its LSO and aborted transactions equal the
+owner's, whether it follows the owner's tails or only reads its state documents, and it never
+reports an LSO past the first offset of a transaction still open."""
+
+from __future__ import annotations
+
+from bmq.coordinators.transactions.records import marker_batch
+from bmq.protocol.records import TRANSACTIONAL_FLAG
+from bmq.storage import LogConfig, PartitionLog, Storage
+from bmq.storage.producer_state import AbortedTxn
+
+from .batches import make_batch
+from .helpers import append
+
+# Checkpoints only when asked (the append layout); the object layout publishes every flush.
+CONFIG = LogConfig(segment_bytes=4000, index_interval_bytes=200, retention_ms=-1,
+                   publish_interval_ms=60_000)
+
+
+def _txn_data(log: PartitionLog, pid: int, seq: int) -> int:
+    base, _ = append(log, make_batch([b"t%d" % seq], producer_id=pid, producer_epoch=0,
+                                     base_sequence=seq, attributes=TRANSACTIONAL_FLAG))
+    log.flush()
+    return base
+
+
+def _plain(log: PartitionLog) -> None:
+    append(log, make_batch([b"plain"]))
+    log.flush()
+
+
+def _marker(log: PartitionLog, pid: int, commit: bool) -> int:
+    batch, header = marker_batch(pid, 0, commit, 0, 1_000, log.leader_epoch)
+    base = log.append(memoryview(batch), [header], now_ms=1_000).base_offset
+    log.flush()
+    return base
+
+
+def _same(reader: PartitionLog, owner: PartitionLog) -> None:
+    assert reader.high_watermark == owner.high_watermark
+    assert reader.last_stable_offset() == owner.last_stable_offset()
+    assert reader.aborted_transactions(0, owner.high_watermark) == \
+        owner.aborted_transactions(0, owner.high_watermark)
+
+
+def test_a_reader_serves_the_owners_lso_and_aborted_transactions(storage: Storage) -> None:
+    owner = PartitionLog.open(storage, "t", 0, CONFIG, epoch=1)
+    tailing = PartitionLog.open_reader(storage, "t", 0, CONFIG)   # follows every tail
+    late = PartitionLog.open_reader(storage, "t", 0, CONFIG)      # sees tails only later
+
+    first = _txn_data(owner, 7, 0)             # producer 7 opens a transaction at 0
+    _plain(owner)
+    assert tailing.advance(owner.tail())
+    _same(tailing, owner)
+    assert tailing.last_stable_offset() == first == 0 < tailing.high_watermark
+
+    second = _txn_data(owner, 8, 0)            # producer 8 opens one too
+    aborted_at = _marker(owner, 7, commit=False)
+    tailing.advance(owner.tail())
+    _same(tailing, owner)
+    assert tailing.last_stable_offset() == second     # 8's transaction is still open
+    assert tailing.aborted_transactions(0, owner.high_watermark) == [
+        AbortedTxn(7, first, aborted_at)]
+
+    _marker(owner, 8, commit=True)
+    owner.checkpoint()                          # the state document now holds the abort
+    _txn_data(owner, 7, 1)
+    _marker(owner, 7, commit=False)             # a second abort, after the checkpoint
+    tailing.advance(owner.tail())
+    _same(tailing, owner)
+    assert len(tailing.aborted_transactions(0, owner.high_watermark)) == 2
+
+    # A reader whose state document predates the tail's: it re-reads the state document for
+    # the abort the tail no longer carries.
+    late.advance(owner.tail())
+    _same(late, owner)
+    assert late.last_stable_offset() == owner.high_watermark
+
+    # A reader that reads only state documents (no tails).
+    owner.checkpoint()
+    fresh = PartitionLog.open_reader(storage, "t", 0, CONFIG)
+    _same(fresh, owner)
+    for log in (tailing, late, fresh):
+        log.close()
+    owner.close()
