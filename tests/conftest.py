@@ -235,6 +235,19 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "broker(env=None, config=None): settings for the function-scoped `broker` "
                    "fixture (BMQ_* environment variables and/or TOML config keys)")
+    config.addinivalue_line(
+        "markers", "slow: a further slow scenario of something the default set covers once; "
+                   "run with BMQ_SLOW_TESTS=1 (`make test-slow`), not in CI")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The slow set is deselected unless asked for (BMQ_SLOW_TESTS=1, or ``-m slow``)."""
+    if os.environ.get("BMQ_SLOW_TESTS") == "1" or config.getoption("markexpr"):
+        return
+    slow = [item for item in items if item.get_closest_marker("slow") is not None]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if item.get_closest_marker("slow") is None]
 
 
 def _brokers_of(item: pytest.Item) -> list[BrokerProcess]:

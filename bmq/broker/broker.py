@@ -12,6 +12,7 @@ from dataclasses import replace
 from bmq.broker.fetch_views import BrokerFetchViews
 from bmq.broker.membership import Membership
 from bmq.broker.topic_config import log_config, validate_topic_configs
+from bmq.broker.txn_peers import TxnPeers
 from bmq.config import Config
 from bmq.coordinators.base import InternalLogCoordinator
 from bmq.coordinators.groups import GroupCoordinator
@@ -46,18 +47,22 @@ class Broker:
         self.groups = GroupCoordinator(self, executor)
         # The coordinators of internal logs, by internal topic: loaded as partitions are.
         self.coordinators: dict[str, InternalLogCoordinator] = {OFFSETS_TOPIC: self.groups}
-        # Transactions: `bmq serve` only in this slice (its markers go to partitions it owns);
-        # cluster mode answers COORDINATOR_NOT_AVAILABLE (see README "Transactions").
-        self.transactions: TransactionCoordinator | None = None
-        if not membership.controller_assigns_partitions:
-            self.transactions = TransactionCoordinator(self, executor, self.allocate_producer_id,
-                                                       self._marker_written)
-            self.coordinators[TRANSACTION_TOPIC] = self.transactions
+        # Transactions: in cluster mode markers for partitions other brokers own, and the
+        # verification of transactional produces, go to those brokers (``txn_peers``).
+        self.txn_peers = TxnPeers(membership, self._txn_partition_for) \
+            if membership.controller_assigns_partitions else None
+        self.transactions = TransactionCoordinator(
+            self, executor, self.allocate_producer_id, self.marker_written,
+            None if self.txn_peers is None else self.txn_peers.write_markers)
+        self.coordinators[TRANSACTION_TOPIC] = self.transactions
         # The read path in this process: every Fetch goes through its views and record cache.
         self.fetch_views = BrokerFetchViews(config, self.topics, self.partitions, self.partition,
                                             executor)
 
-    def _marker_written(self, topic: str, index: int, producer_id: int, commit: bool) -> None:
+    def _txn_partition_for(self, transactional_id: str) -> int:
+        return self.transactions.partition_for(transactional_id)
+
+    def marker_written(self, topic: str, index: int, producer_id: int, commit: bool) -> None:
         """A transaction marker is durable: offsets committed in it take effect (or not)."""
         if topic == OFFSETS_TOPIC:
             self.groups.complete_txn(index, producer_id, commit)
@@ -109,6 +114,8 @@ class Broker:
         self.fetch_views.stop()
         for coordinator in self.coordinators.values():
             await coordinator.stop()
+        if self.txn_peers is not None:
+            self.txn_peers.close()
         await self.partitions.close_all()
 
     async def _open_partitions(self, topic: TopicInfo, indexes: range) -> None:

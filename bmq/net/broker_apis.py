@@ -40,7 +40,7 @@ BROKER_REQUESTS: tuple[str, ...] = (
     "SaslAuthenticateRequest",
     "DescribeUserScramCredentialsRequest",
     "AlterUserScramCredentialsRequest",
-    # Transactions (bmq serve)
+    # Transactions
     "AddPartitionsToTxnRequest",
     "AddOffsetsToTxnRequest",
     "EndTxnRequest",
@@ -48,6 +48,8 @@ BROKER_REQUESTS: tuple[str, ...] = (
     "DescribeTransactionsRequest",
     "ListTransactionsRequest",
     "DescribeProducersRequest",
+    # Inter-broker: transaction markers for partitions another broker owns (cluster mode)
+    "WriteTxnMarkersRequest",
     # BMQ-internal: proxies hear of new durable data
     "BmqWatchPartitionsRequest",
 )

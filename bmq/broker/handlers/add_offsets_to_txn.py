@@ -6,15 +6,12 @@ from __future__ import annotations
 from bmq.broker.handlers.add_partitions_to_txn import fenced_code
 from bmq.broker.handlers.base import RequestContext
 from bmq.metadata.topics import OFFSETS_TOPIC
-from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
 
 
 async def handle_add_offsets_to_txn(ctx: RequestContext, request: AddOffsetsToTxnRequest,
                                     version: int) -> AddOffsetsToTxnResponse:
     coordinator = ctx.broker.transactions
-    if coordinator is None:
-        return AddOffsetsToTxnResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
     tp = (OFFSETS_TOPIC, ctx.broker.groups.partition_for(request.group_id))
     errors = await coordinator.add_partitions(request.transactional_id, request.producer_id,
                                               request.producer_epoch, [tp])

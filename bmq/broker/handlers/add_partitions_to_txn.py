@@ -26,15 +26,12 @@ def fenced_code(error: ErrorCode, version: int) -> ErrorCode:
     return error
 
 
-async def _add(coordinator: TransactionCoordinator | None, transactional_id: str,
+async def _add(coordinator: TransactionCoordinator, transactional_id: str,
                producer_id: int, producer_epoch: int, topics: list[AddPartitionsToTxnTopic],
                verify_only: bool, version: int) -> list[AddPartitionsToTxnTopicResult]:
     asked = [(t.name, p) for t in topics for p in t.partitions]
-    if coordinator is None:
-        errors = dict.fromkeys(asked, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    else:
-        errors = await coordinator.add_partitions(transactional_id, producer_id,
-                                                  producer_epoch, asked, verify_only)
+    errors = await coordinator.add_partitions(transactional_id, producer_id, producer_epoch,
+                                              asked, verify_only)
     return [AddPartitionsToTxnTopicResult(name=t.name, results_by_partition=[
         AddPartitionsToTxnPartitionResult(
             partition_index=p, partition_error_code=fenced_code(errors[(t.name, p)], version))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from bmq.broker.handlers.base import RequestContext
-from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import DescribeTransactionsRequest, DescribeTransactionsResponse
 from bmq.protocol.messages.describe_transactions_response import TopicData, TransactionState
 
@@ -14,10 +13,6 @@ async def handle_describe_transactions(ctx: RequestContext,
     coordinator = ctx.broker.transactions
     states = []
     for transactional_id in request.transactional_ids:
-        if coordinator is None:
-            states.append(TransactionState(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                                           transactional_id=transactional_id))
-            continue
         error, meta = coordinator.describe(transactional_id)
         if meta is None:
             states.append(TransactionState(error_code=error, transactional_id=transactional_id))

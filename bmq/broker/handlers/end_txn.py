@@ -5,15 +5,12 @@ from __future__ import annotations
 
 from bmq.broker.handlers.add_partitions_to_txn import fenced_code
 from bmq.broker.handlers.base import RequestContext
-from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import EndTxnRequest, EndTxnResponse
 
 
 async def handle_end_txn(ctx: RequestContext, request: EndTxnRequest,
                          version: int) -> EndTxnResponse:
     coordinator = ctx.broker.transactions
-    if coordinator is None:
-        return EndTxnResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
     error = await coordinator.end_txn(request.transactional_id, request.producer_id,
                                       request.producer_epoch, request.committed)
     return EndTxnResponse(error_code=fenced_code(error, version),

@@ -1,14 +1,16 @@
-"""FindCoordinator: which broker coordinates a group (v4+ answers a batch of keys, KIP-699).
-
-The embedded broker leads every ``__consumer_offsets`` and ``__transaction_state`` partition, so
-it coordinates every group and every transactional id. Share-group coordinators do not exist
-yet, nor transactions in cluster mode (``bmq broker``): COORDINATOR_NOT_AVAILABLE.
+"""FindCoordinator: which broker coordinates a group or a transactional id (v4+ answers a batch
+of keys, KIP-699): the owner of the key's ``__consumer_offsets`` or ``__transaction_state``
+partition (every partition's, on the embedded broker). ``__transaction_state`` is created on the
+first transactional producer's request, as Kafka does. Share-group coordinators do not exist
+yet: COORDINATOR_NOT_AVAILABLE.
 """
 
 from __future__ import annotations
 
 from bmq.broker.broker import Broker
 from bmq.broker.handlers.base import RequestContext
+from bmq.coordinators.transactions import TRANSACTION_TOPIC
+from bmq.metadata.nodes import BrokerNode
 from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import FindCoordinatorRequest, FindCoordinatorResponse
 from bmq.protocol.messages.find_coordinator_response import Coordinator
@@ -18,34 +20,35 @@ KEY_TYPE_TRANSACTION = 1
 KEY_TYPE_SHARE = 2
 
 
+def _located(broker: Broker, key: str, node: BrokerNode | None, error: ErrorCode,
+             listener: str) -> Coordinator:
+    """The owner of ``key``'s partition as the coordinator, if it can serve: another broker is
+    trusted to (the client hears from it otherwise); this one if its shard is (being) loaded."""
+    if node is not None and node is not broker.node and error != ErrorCode.INVALID_GROUP_ID:
+        error = ErrorCode.NONE
+    if node is not None and error in (ErrorCode.NONE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS):
+        host, port = node.address(listener)
+        return Coordinator(key=key, node_id=node.node_id, host=host, port=port,
+                           error_code=ErrorCode.NONE, error_message=None)
+    return Coordinator(key=key, node_id=-1, host="", port=-1,
+                       error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                       error_message="The coordinator is not available.")
+
+
 async def _find(broker: Broker, key: str, key_type: int, listener: str) -> Coordinator:
     if key_type == KEY_TYPE_GROUP:
-        error = broker.groups.coordinator_error(key, allow_empty=True)
-        node = broker.coordinator_node(key)   # in cluster mode: the offsets partition's owner
-        if node is not None and node is not broker.node and error != ErrorCode.INVALID_GROUP_ID:
-            error = ErrorCode.NONE
-        if node is not None and error in (ErrorCode.NONE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS):
-            host, port = node.address(listener)
-            return Coordinator(key=key, node_id=node.node_id, host=host, port=port,
-                               error_code=ErrorCode.NONE, error_message=None)
-        code = ErrorCode.COORDINATOR_NOT_AVAILABLE
-        message = "The coordinator is not available."
-    elif key_type == KEY_TYPE_TRANSACTION and broker.transactions is not None:
-        await broker.transactions.ensure_started()   # __transaction_state on first use
-        error = broker.transactions.shard_error(key)
-        if error in (ErrorCode.NONE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS):
-            host, port = broker.node.address(listener)
-            return Coordinator(key=key, node_id=broker.node.node_id, host=host, port=port,
-                               error_code=ErrorCode.NONE, error_message=None)
-        code = ErrorCode.COORDINATOR_NOT_AVAILABLE
-        message = "The coordinator is not available."
-    elif key_type in (KEY_TYPE_TRANSACTION, KEY_TYPE_SHARE):
-        code = ErrorCode.COORDINATOR_NOT_AVAILABLE
-        message = ("BMQ has no share-group coordinator, nor transactions in cluster mode, "
-                   "yet.")
+        return _located(broker, key, broker.coordinator_node(key),
+                        broker.groups.coordinator_error(key, allow_empty=True), listener)
+    if key_type == KEY_TYPE_TRANSACTION:
+        transactions = broker.transactions
+        await transactions.ensure_started()   # __transaction_state on first use
+        node = broker.membership.owner_node(TRANSACTION_TOPIC, transactions.partition_for(key))
+        return _located(broker, key, node, transactions.shard_error(key), listener)
+    if key_type == KEY_TYPE_SHARE:
+        code, message = (ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                         "BMQ has no share-group coordinator yet.")
     else:
-        code = ErrorCode.INVALID_REQUEST
-        message = f"Unknown coordinator type {key_type}."
+        code, message = ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type}."
     return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=code,
                        error_message=message)
 

@@ -16,9 +16,6 @@ async def handle_init_producer_id(ctx: RequestContext, request: InitProducerIdRe
                                   version: int) -> InitProducerIdResponse:
     if request.transactional_id is not None:
         coordinator = ctx.broker.transactions
-        if coordinator is None:
-            return InitProducerIdResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                                          producer_id=-1, producer_epoch=-1)
         answer = await coordinator.init_producer_id(
             request.transactional_id, request.transaction_timeout_ms, request.producer_id,
             request.producer_epoch)

@@ -18,8 +18,6 @@ STATES = {state.kafka_name: state for state in TxnState}
 async def handle_list_transactions(ctx: RequestContext, request: ListTransactionsRequest,
                                    version: int) -> ListTransactionsResponse:
     coordinator = ctx.broker.transactions
-    if coordinator is None:
-        return ListTransactionsResponse()
     unknown = [s for s in request.state_filters if s not in STATES]
     states = {STATES[s] for s in request.state_filters if s in STATES}
     pids = set(request.producer_id_filters)

@@ -15,8 +15,10 @@ from bmq.protocol.messages.produce_response import (
     TopicProduceResponse,
 )
 from bmq.protocol.records import (
+    HEADER_SIZE,
     TRANSACTIONAL_FLAG,
     BatchHeader,
+    read_header,
     set_leader_epoch,
     validate_batches,
 )
@@ -29,10 +31,13 @@ MIN_SERVED_VERSION = 3
 
 
 def check_transactional(broker: Broker, transactional_id: str | None,
-                        headers: list[BatchHeader], tp: tuple[str, int]) -> None:
+                        headers: list[BatchHeader], tp: tuple[str, int],
+                        verified: dict[tuple[str, int], ErrorCode]) -> None:
     """Transactional batches only from a transactional producer, and only to a partition added
     to its ongoing transaction (KIP-890 part 1: a late retry cannot open a hanging transaction
-    that would hold the last stable offset back). Raises the Kafka error; nothing is written."""
+    that would hold the last stable offset back). ``verified``: what the transaction's
+    coordinator on another broker answered (``verify_elsewhere``). Raises the Kafka error;
+    nothing is written."""
     transactional = [h for h in headers if h.attributes & TRANSACTIONAL_FLAG]
     if transactional_id is None:
         if transactional:
@@ -42,25 +47,61 @@ def check_transactional(broker: Broker, transactional_id: str | None,
     if len(transactional) != len(headers) or len({h.producer_id for h in headers}) != 1:
         raise KafkaError(ErrorCode.INVALID_RECORD,
                          "a transactional produce carries transactional batches of one producer")
-    if broker.transactions is None:
-        raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "no transaction coordinator")
     first = headers[0]
-    error = broker.transactions.verify(transactional_id, first.producer_id,
-                                       first.producer_epoch, tp)
+    error = verified.get(tp)
+    if error is None:
+        if broker.partition(*tp).log.in_transaction(first.producer_id, first.producer_epoch):
+            error = ErrorCode.NONE      # a batch of a transaction already verified here
+        else:
+            error = broker.transactions.verify(transactional_id, first.producer_id,
+                                               first.producer_epoch, tp)
     if error != ErrorCode.NONE:
         raise KafkaError(error, f"{tp[0]}-{tp[1]} is not part of the producer's transaction"
                          if error == ErrorCode.INVALID_TXN_STATE else None)
+
+
+async def verify_elsewhere(broker: Broker, request: ProduceRequest
+                           ) -> dict[tuple[str, int], ErrorCode]:
+    """Cluster mode: ask the transaction's coordinator, on another broker, about each
+    partition this produce opens the producer's transaction on (its first batch there).
+    Nothing is awaited unless such a partition exists, so produces stay in request order."""
+    txn_id = request.transactional_id
+    peers = broker.txn_peers
+    if txn_id is None or peers is None or \
+            broker.transactions.shard_error(txn_id) != ErrorCode.NOT_COORDINATOR:
+        return {}
+    asked: dict[tuple[str, int], asyncio.Future[ErrorCode]] = {}
+    for topic_data in request.topic_data:
+        for data in topic_data.partition_data:
+            records = data.records
+            if not isinstance(records, memoryview) or len(records) < HEADER_SIZE:
+                continue
+            try:
+                name = broker.topic_name(topic_data.name, topic_data.topic_id)
+                partition = broker.partition(name, data.index)
+            except KafkaError:
+                continue        # answered with its error by the produce itself
+            header = read_header(records)
+            if not partition.log.in_transaction(header.producer_id, header.producer_epoch):
+                asked[(name, data.index)] = peers.verification(
+                    txn_id, header.producer_id, header.producer_epoch, (name, data.index))
+    if not asked:
+        return {}
+    await asyncio.wait(list(asked.values()))
+    return {tp: future.result() for tp, future in asked.items()}
 
 
 async def handle_produce(ctx: RequestContext, request: ProduceRequest,
                          version: int) -> ProduceResponse | None:
     broker = ctx.broker
     acks = request.acks
+    verified = await verify_elsewhere(broker, request)
     durable_waits: list[tuple[PartitionProduceResponse, asyncio.Future[None]]] = []
     topics: list[TopicProduceResponse] = []
     timestamp = now_ms()
-    # Everything up to the first await runs in request order (tasks start FIFO), so batches
-    # from one connection are appended in the order the client sent them.
+    # Everything from here to the first await runs in request order (tasks start FIFO, and
+    # the verifications above are shared per producer and partition and resume in order),
+    # so batches from one connection are appended in the order the client sent them.
     for topic_data in request.topic_data:
         results = []
         try:
@@ -93,7 +134,7 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest,
                 config = partition.log.config
                 headers = validate_batches(records, config.max_message_bytes)
                 check_transactional(broker, request.transactional_id, headers,
-                                    (name, data.index))
+                                    (name, data.index), verified)
                 if needs_conversion(config):  # compression.type or compact set on the topic
                     records, headers = convert_batches(records, headers, config,
                                                        f"{name}-{data.index}")

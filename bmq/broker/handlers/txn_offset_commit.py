@@ -17,15 +17,19 @@ from bmq.writepath.partitions import now_ms
 GROUP_METADATA_VERSION = 3   # generation, member id and instance id from v3 (KIP-447)
 
 
-def _producer_error(ctx: RequestContext, request: TxnOffsetCommitRequest) -> ErrorCode:
+async def _producer_error(ctx: RequestContext, request: TxnOffsetCommitRequest) -> ErrorCode:
     """The producer must own the transaction, which must hold the group's offsets partition
-    (AddOffsetsToTxn first)."""
-    coordinator = ctx.broker.transactions
-    if coordinator is None:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE
-    tp = (OFFSETS_TOPIC, ctx.broker.groups.partition_for(request.group_id))
-    error = coordinator.verify(request.transactional_id, request.producer_id,
-                               request.producer_epoch, tp)
+    (AddOffsetsToTxn first); asked of the transaction's coordinator, on this broker or (in
+    cluster mode) another."""
+    broker = ctx.broker
+    tp = (OFFSETS_TOPIC, broker.groups.partition_for(request.group_id))
+    error = broker.transactions.verify(request.transactional_id, request.producer_id,
+                                       request.producer_epoch, tp)
+    if error == ErrorCode.NOT_COORDINATOR and broker.txn_peers is not None:
+        error = await broker.txn_peers.verification(
+            request.transactional_id, request.producer_id, request.producer_epoch, tp)
+        if error == ErrorCode.NOT_ENOUGH_REPLICAS:    # the coordinator is not available now
+            error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS   # (retriable for this API)
     if error == ErrorCode.INVALID_PRODUCER_EPOCH:
         return ErrorCode.PRODUCER_FENCED
     return error
@@ -38,7 +42,7 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: TxnOffsetCommit
         offset=p.committed_offset, leader_epoch=p.committed_leader_epoch,
         metadata=p.committed_metadata or "", commit_timestamp=now)
         for t in request.topics for p in t.partitions}
-    error = _producer_error(ctx, request)
+    error = await _producer_error(ctx, request)
     errors: dict[tuple[str, int], ErrorCode]
     if error != ErrorCode.NONE:
         errors = dict.fromkeys(offsets, error)

@@ -18,7 +18,11 @@ from concurrent.futures import Executor
 from typing import NamedTuple
 
 from bmq.coordinators.base import CoordinatorHost
-from bmq.coordinators.transactions.core import MarkerListener, TxnCoordinatorCore
+from bmq.coordinators.transactions.core import (
+    MarkerListener,
+    RemoteMarkerWriter,
+    TxnCoordinatorCore,
+)
 from bmq.coordinators.transactions.records import (
     PREPARING,
     TopicPartition,
@@ -44,8 +48,9 @@ class TransactionCoordinator(TxnCoordinatorCore):
 
     def __init__(self, host: CoordinatorHost, executor: Executor,
                  allocate_producer_id: Callable[[], Awaitable[int]],
-                 on_marker: MarkerListener | None = None) -> None:
-        super().__init__(host, executor, on_marker)
+                 on_marker: MarkerListener | None = None,
+                 write_elsewhere: RemoteMarkerWriter | None = None) -> None:
+        super().__init__(host, executor, on_marker, write_elsewhere)
         self._allocate = allocate_producer_id
 
     # ------------------------------------------------------------------ InitProducerId
@@ -79,6 +84,8 @@ class TransactionCoordinator(TxnCoordinatorCore):
                 code = await self._end(meta, commit=False, bump=True)
                 if code != ErrorCode.NONE:
                     return ProducerIdAndEpoch(code)
+                if meta.state in PREPARING:     # its markers are still being written
+                    return ProducerIdAndEpoch(ErrorCode.CONCURRENT_TRANSACTIONS)
             changes: dict[str, object]
             if meta.producer_epoch >= 32766:
                 changes = {"producer_id": await self._allocate(),

@@ -17,7 +17,7 @@ import dataclasses
 import logging
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from typing import Any
 
@@ -25,6 +25,7 @@ from bmq.coordinators.base import CoordinatorHost
 from bmq.coordinators.sharded import ShardedCoordinator, internal_topic_configs
 from bmq.coordinators.transactions.records import (
     PREPARING,
+    TopicPartition,
     TxnMetadata,
     TxnState,
     marker_batch,
@@ -43,6 +44,10 @@ MARKER_RETRY_S = 0.5
 
 # Called once a marker is durable in a partition: (topic, partition, producer id, commit).
 MarkerListener = Callable[[str, int, int, bool], None]
+# Writes markers into partitions other brokers own (cluster mode): (producer id, epoch,
+# commit, coordinator epoch, partitions) -> each partition's outcome.
+RemoteMarkerWriter = Callable[[int, int, bool, int, list[TopicPartition]],
+                              Awaitable[dict[TopicPartition, ErrorCode]]]
 
 
 def crash_point(name: str) -> None:
@@ -51,13 +56,24 @@ def crash_point(name: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+def append_marker(partition: Partition, producer_id: int, producer_epoch: int, commit: bool,
+                  coordinator_epoch: int, now: int) -> asyncio.Future[None]:
+    """Append a COMMIT or ABORT marker of the producer to ``partition`` (a partition this
+    broker owns): the future is done once it is durable. Raises KafkaError."""
+    batch, header = marker_batch(producer_id, producer_epoch, commit, coordinator_epoch, now,
+                                 partition.leader_epoch)
+    return partition.append_batch(batch, header, now)
+
+
 class TxnCoordinatorCore(ShardedCoordinator[TxnShard, TxnMetadata]):
     topic = TRANSACTION_TOPIC
 
     def __init__(self, host: CoordinatorHost, executor: Executor,
-                 on_marker: MarkerListener | None = None) -> None:
+                 on_marker: MarkerListener | None = None,
+                 write_elsewhere: RemoteMarkerWriter | None = None) -> None:
         super().__init__(host, executor, host.config.transaction_state_log_num_partitions)
         self._on_marker = on_marker
+        self._write_elsewhere = write_elsewhere
         self._timer: asyncio.Task[None] | None = None
         self._starting: asyncio.Task[None] | None = None
 
@@ -70,6 +86,13 @@ class TxnCoordinatorCore(ShardedCoordinator[TxnShard, TxnMetadata]):
         transactions keeps no 50 partitions for them."""
         if self._host.topics.get(self.topic) is not None:
             await super().start()
+
+    async def load_partition(self, index: int) -> None:
+        """Cluster mode: a broker that did not see ``__transaction_state`` at start (another
+        broker created it) starts serving once the controller gives it a partition."""
+        if not self._active and self._host.controller_assigns_partitions:
+            await self.ensure_started()
+        await super().load_partition(index)
 
     async def ensure_started(self) -> None:
         """Create and load ``__transaction_state`` now if it does not exist yet (the first
@@ -135,14 +158,21 @@ class TxnCoordinatorCore(ShardedCoordinator[TxnShard, TxnMetadata]):
 
     # ------------------------------------------------------------------ ending
     async def _end(self, meta: TxnMetadata, commit: bool, bump: bool = False) -> ErrorCode:
-        """Under ``meta.lock``: decide (PrepareX), write the markers, complete."""
+        """Under ``meta.lock``: decide (PrepareX), write the markers, complete.
+
+        Once the decision is durable the transaction ends as decided, as in Kafka: if a
+        marker cannot be written now (its partition is moving), the answer is still NONE and
+        the markers are retried in the background; until they are written the producer's next
+        transaction waits (CONCURRENT_TRANSACTIONS)."""
         changes = self._bumped(meta) if bump else {}
         state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
         code = await self._persist(meta, state=state, **changes)
         if code != ErrorCode.NONE:
             return code
         crash_point(f"after_{state.name.lower()}")   # after_prepare_commit / _abort
-        return await self._complete(meta)
+        if await self._complete(meta) != ErrorCode.NONE:
+            self._spawn(self._finish(meta))     # waits for meta.lock, which the caller holds
+        return ErrorCode.NONE
 
     async def _finish(self, meta: TxnMetadata) -> None:
         """A PrepareX found on load (or left by a failed marker write): complete it."""
@@ -170,16 +200,20 @@ class TxnCoordinatorCore(ShardedCoordinator[TxnShard, TxnMetadata]):
         coordinator_epoch = shard.partition.leader_epoch if shard is not None else 0
         now = now_ms()
         waits: list[tuple[str, int, asyncio.Future[None]]] = []
+        elsewhere: list[TopicPartition] = []
         for topic, index in sorted(meta.partitions):
             partition = self._host.partitions.get(topic, index)
             if partition is None:
                 if self._host.topics.get(topic) is None:
                     continue    # the topic was deleted: nothing left to mark
-                return ErrorCode.NOT_LEADER_OR_FOLLOWER
-            batch, header = marker_batch(meta.producer_id, meta.producer_epoch, commit,
-                                         coordinator_epoch, now, partition.leader_epoch)
+                if self._write_elsewhere is None:
+                    return ErrorCode.NOT_LEADER_OR_FOLLOWER
+                elsewhere.append((topic, index))
+                continue
             try:
-                waits.append((topic, index, partition.append_batch(batch, header, now)))
+                waits.append((topic, index, append_marker(
+                    partition, meta.producer_id, meta.producer_epoch, commit,
+                    coordinator_epoch, now)))
             except KafkaError as error:
                 return error.code
         for topic, index, wait in waits:
@@ -189,6 +223,13 @@ class TxnCoordinatorCore(ShardedCoordinator[TxnShard, TxnMetadata]):
                 return error.code
             if self._on_marker is not None:
                 self._on_marker(topic, index, meta.producer_id, commit)
+        if elsewhere:
+            assert self._write_elsewhere is not None
+            outcomes = await self._write_elsewhere(meta.producer_id, meta.producer_epoch,
+                                                   commit, coordinator_epoch, elsewhere)
+            for code in outcomes.values():
+                if code not in (ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
+                    return code     # retried; UNKNOWN: the topic was deleted meanwhile
         return ErrorCode.NONE
 
     # ------------------------------------------------------------------ timeouts

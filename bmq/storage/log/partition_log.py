@@ -242,6 +242,14 @@ class PartitionLog(Recovery, Reading, Retention):
         with self._lock:
             return self._durable_producers.aborted_between(start, end)
 
+    def in_transaction(self, producer_id: int, producer_epoch: int) -> bool:
+        """Whether the producer has a transaction open here at ``producer_epoch`` (appended,
+        perhaps not durable yet): its next batches need no verification with the
+        coordinator."""
+        with self._lock:
+            entry = self._producers.producers.get(producer_id)
+            return entry is not None and entry.epoch == producer_epoch and entry.txn_first >= 0
+
     def open_transactions(self) -> dict[int, int]:
         """producer id -> first offset of its open transaction (durable data)."""
         with self._lock:
