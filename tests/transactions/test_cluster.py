@@ -28,10 +28,11 @@ from tests.cluster.conftest import (
 )
 from tests.groups.wire import RawClient
 from tests.integration.helpers import watermarks
+from tests.proxy.conftest import Proxies, proxies
 from tests.transactions.helpers import read_values, txn_producer
 from tests.transactions.test_wire import TXN_ID, _add, _init, _produce
 
-__all__ = ["cluster_factory", "shared_storage", "zookeeper"]
+__all__ = ["cluster_factory", "proxies", "shared_storage", "zookeeper"]
 
 PARTITIONS = 6
 TXN_ENV: dict[str, Any] = {
@@ -187,3 +188,19 @@ def test_a_produce_to_a_partition_not_added_is_refused_on_any_broker(
     assert watermarks(cluster.bootstrap, "txn-wire", added) == (0, 3)   # 2 records + marker
     assert read_values(cluster.bootstrap, "txn-wire", PARTITIONS, "read_committed") == \
         ["v", "v"]
+
+
+def test_transactions_through_a_proxy(cluster_factory: ClusterFactory, proxies: Proxies) -> None:
+    """A transactional producer and read_committed consumers that know only a proxy: the
+    proxy relays the transaction APIs, forwards the produces, and serves read_committed
+    fetches from storage with the owners' LSO and aborted transactions."""
+    cluster = cluster_factory(brokers=3, env=TXN_ENV)
+    proxy = proxies(cluster)
+    _topic(proxy.bootstrap, "txp")
+    cluster.wait_writable("txp")
+    _transactions(proxy.bootstrap, "txp", "txp-" + uuid.uuid4().hex[:6])
+    committed = sorted(f"commit-{p}" for p in range(PARTITIONS))
+    assert sorted(read_values(proxy.bootstrap, "txp", PARTITIONS, "read_committed")) == \
+        committed
+    assert sorted(read_values(proxy.bootstrap, "txp", PARTITIONS, "read_uncommitted")) == \
+        sorted(committed + [f"abort-{p}" for p in range(PARTITIONS)])
