@@ -42,6 +42,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--summary-json", default=None, help="also write the summary here")
     parser.add_argument("--no-verify-crc", action="store_true",
                         help="skip the CRC-32C check of each batch")
+    parser.add_argument("--isolation-level", choices=("read_committed", "read_uncommitted"),
+                        default="read_committed",
+                        help="read_committed (default): only committed transactions, up to the "
+                             "last stable offset; read_uncommitted: everything durable")
     parser.add_argument("--pause-after-commit", type=float, default=0.0,
                         help=argparse.SUPPRESS)   # tests: a window to kill the job in
     return parser.parse_args(argv)
@@ -73,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
                     max_unit_bytes=max(1, int(args.max_unit_mb * 1e6)),
                     compression=args.compression, storage_options=options,
                     verify_crc=not args.no_verify_crc,
-                    pause_after_commit=args.pause_after_commit)
+                    pause_after_commit=args.pause_after_commit,
+                    read_committed=args.isolation_level == "read_committed")
     spark = session(args.master)
     spark.sparkContext.setLogLevel("WARN")
     try:

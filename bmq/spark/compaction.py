@@ -222,6 +222,9 @@ class JobConfig:
     storage_options: dict[str, str] = field(default_factory=dict)
     verify_crc: bool = True
     pause_after_commit: float = 0.0   # test hook: widen the window between commits
+    # As the data source's: only committed transactions (up to the last stable offset),
+    # unless read_uncommitted.
+    read_committed: bool = True
 
 
 def _subtract(start: int, end: int, done: list[list[int]]) -> list[tuple[int, int]]:
@@ -261,18 +264,21 @@ def plan_units(cfg: JobConfig, manifest: Manifest,
                     log(f"warning: {topic}-{partition} offsets {converted_end}-"
                         f"{view.log_start_offset} were deleted from the log before they were "
                         f"converted")
-                todo = _subtract(view.log_start_offset, view.high_watermark, state.ranges)
+                todo = _subtract(view.log_start_offset, view.end(cfg.read_committed),
+                                 state.ranges)
                 if cfg.compact_keys:
                     if not todo:
                         continue
                     ranges = tuple(r for s, e in todo for r in
-                                   split_partition(storage, view, s, e, cfg.max_unit_bytes))
+                                   split_partition(storage, view, s, e, cfg.max_unit_bytes,
+                                                   cfg.read_committed))
                     units.append(Unit(topic, partition, ranges, tuple(todo), True,
                                       tuple(f.path for f in state.files)))
                     continue
                 for s, e in todo:
                     group: list[ReadRange] = []
-                    for rng in split_partition(storage, view, s, e, cfg.max_unit_bytes):
+                    for rng in split_partition(storage, view, s, e, cfg.max_unit_bytes,
+                                                   cfg.read_committed):
                         if group and sum(r.size for r in group) + rng.size > cfg.max_unit_bytes:
                             units.append(_append_unit(topic, partition, group))
                             group = []

@@ -25,6 +25,7 @@ from bmq.protocol.records import (
     LOG_OVERHEAD,
     MAGIC_V2,
     TIMESTAMP_TYPE_LOG_APPEND,
+    TRANSACTIONAL_FLAG,
     BatchHeader,
     crc_ok,
     read_header,
@@ -233,6 +234,13 @@ class ColumnBuilder:
         return pa.RecordBatch.from_arrays(columns, names=names)
 
 
+def _aborted_by_producer(rng: ReadRange) -> dict[int, list[tuple[int, int]]]:
+    by_producer: dict[int, list[tuple[int, int]]] = {}
+    for producer_id, first, last in rng.aborted:
+        by_producer.setdefault(producer_id, []).append((first, last))
+    return by_producer
+
+
 def read_range(storage: Storage, rng: ReadRange, *, include_headers: bool = True,
                verify_crc: bool = True, chunk_bytes: int = ARROW_CHUNK_BYTES,
                chunk_records: int = ARROW_CHUNK_RECORDS,
@@ -243,7 +251,11 @@ def read_range(storage: Storage, rng: ReadRange, *, include_headers: bool = True
                             include_headers)
     source = (iter_reader_batches(storage, rng, verify_crc=verify_crc) if rng.segment < 0
               else iter_file_batches(storage, rng, verify_crc=verify_crc))
+    aborted = _aborted_by_producer(rng)
     for data, pos, h in source:
+        if aborted and h.attributes & TRANSACTIONAL_FLAG and any(
+                first <= h.base_offset <= last for first, last in aborted.get(h.producer_id, ())):
+            continue    # a batch of an aborted transaction (read_committed)
         builder.add(data, pos, h)
         if on_batch is not None:
             on_batch(h.size)

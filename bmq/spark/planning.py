@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from bmq.spark.ranges import ReadRange
 from bmq.storage.base import Storage
@@ -28,6 +28,7 @@ from bmq.storage.log.durable import (
 EARLIEST = -2
 LATEST = -1
 DEFAULT_MAX_BYTES_PER_PARTITION = 64 << 20
+ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
 
 OffsetSpec = str | dict[str, dict[int, int]]
 
@@ -102,6 +103,11 @@ class SourceOptions:
     verify_crc: bool = True
     max_bytes_per_partition: int = DEFAULT_MAX_BYTES_PER_PARTITION
     storage_options: dict[str, str] = field(default_factory=dict)
+    # Kafka's isolation levels (option ``isolationLevel``, or ``kafka.isolation.level`` as
+    # Spark's Kafka source spells it): read_committed, BMQ's default (Spark's Kafka source
+    # defaults to read_uncommitted), stops at the last stable offset and skips aborted
+    # transactions; read_uncommitted reads everything durable.
+    read_committed: bool = True
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
@@ -120,6 +126,11 @@ class SourceOptions:
             raise OptionError("maxBytesPerPartition must be a number of bytes") from None
         if max_bytes <= 0:
             raise OptionError("maxBytesPerPartition must be positive")
+        isolation = opts.get("isolationlevel") or opts.get("kafka.isolation.level") \
+            or "read_committed"
+        if isolation not in ISOLATION_LEVELS:
+            raise OptionError(f"isolationLevel must be one of {', '.join(ISOLATION_LEVELS)}, "
+                              f"not {isolation!r}")
         parsed = cls(
             storage=storage,
             topics=topics,
@@ -132,6 +143,7 @@ class SourceOptions:
             max_bytes_per_partition=max_bytes,
             storage_options={k[len("storage."):]: v for k, v in opts.items()
                              if k.startswith("storage.")},
+            read_committed=isolation == "read_committed",
         )
         for spec, name in ((parsed.starting, "startingOffsets"),
                            (parsed.ending, "endingOffsets")):
@@ -181,9 +193,9 @@ def resolve_ranges(storage: Storage, opts: SourceOptions) -> list[PartitionRange
         for partition in chosen:
             view = open_durable(storage, topic, partition)
             start = _resolve(view, _wanted(opts.starting, topic, partition, EARLIEST),
-                             opts.fail_on_data_loss, "starting")
+                             opts.fail_on_data_loss, "starting", opts.read_committed)
             end = _resolve(view, _wanted(opts.ending, topic, partition, LATEST),
-                           opts.fail_on_data_loss, "ending")
+                           opts.fail_on_data_loss, "ending", opts.read_committed)
             if end < start:
                 raise OptionError(f"{topic}-{partition}: starting offset {start} is after the "
                                   f"ending offset {end}")
@@ -191,11 +203,13 @@ def resolve_ranges(storage: Storage, opts: SourceOptions) -> list[PartitionRange
     return result
 
 
-def _resolve(view: DurableLog, wanted: int, fail_on_data_loss: bool, kind: str) -> int:
+def _resolve(view: DurableLog, wanted: int, fail_on_data_loss: bool, kind: str,
+             read_committed: bool) -> int:
+    end = view.end(read_committed)
     if wanted == EARLIEST:
-        return view.log_start_offset
+        return min(view.log_start_offset, end)
     if wanted == LATEST:
-        return view.high_watermark
+        return end
     if wanted < view.log_start_offset:
         if fail_on_data_loss and kind == "starting":
             raise OptionError(
@@ -203,7 +217,7 @@ def _resolve(view: DurableLog, wanted: int, fail_on_data_loss: bool, kind: str) 
                 f"offset {view.log_start_offset} (deleted by retention?); set failOnDataLoss to "
                 f"false to start at the earliest offset instead")
         return view.log_start_offset
-    return min(wanted, view.high_watermark)
+    return min(wanted, end)
 
 
 def split_segment(storage: Storage, view: DurableLog, seg: DurableSegment, start: int,
@@ -261,12 +275,17 @@ def split_offsets(view: DurableLog, start: int, end: int,
 
 
 def split_partition(storage: Storage, view: DurableLog, start: int, end: int,
-                    max_bytes: int) -> list[ReadRange]:
+                    max_bytes: int, read_committed: bool = True) -> list[ReadRange]:
     if view.via_reader:
-        return split_offsets(view, start, end, max_bytes)
-    ranges: list[ReadRange] = []
-    for seg in view.segments_between(start, end):
-        ranges.extend(split_segment(storage, view, seg, start, end, max_bytes))
+        ranges = split_offsets(view, start, end, max_bytes)
+    else:
+        ranges = [r for seg in view.segments_between(start, end)
+                  for r in split_segment(storage, view, seg, start, end, max_bytes)]
+    if read_committed and view.aborted:
+        ranges = [replace(r, aborted=tuple(
+            (a.producer_id, a.first_offset, a.last_offset) for a in view.aborted
+            if a.last_offset >= r.start_offset and a.first_offset < r.end_offset))
+            for r in ranges]
     return ranges
 
 
@@ -278,7 +297,7 @@ def plan(opts: SourceOptions, storage: Storage | None = None) -> list[ReadRange]
         ranges: list[ReadRange] = []
         for pr in resolve_ranges(store, opts):
             ranges.extend(split_partition(store, pr.view, pr.start, pr.end,
-                                          opts.max_bytes_per_partition))
+                                          opts.max_bytes_per_partition, opts.read_committed))
         return ranges
     finally:
         if own:

@@ -27,6 +27,9 @@ class ReadRange:
     end_pos: int
     hint_offset: int
     limit_pos: int
+    # read_committed: (producer id, first offset, ABORT marker offset) of each aborted
+    # transaction with data in the range; its batches are skipped.
+    aborted: tuple[tuple[int, int, int], ...] = ()
 
     @property
     def path(self) -> str:

@@ -156,6 +156,7 @@ def test_topic_without_any_headers(spark: Any, spark_broker: BrokerProcess) -> N
      "names topics not read"),
     ({"storage": "/nowhere", "topic": "t", "partitions": "a,b"}, "partitions"),
     ({"storage": "/nowhere", "topic": "t", "failOnDataLoss": "maybe"}, "failOnDataLoss"),
+    ({"storage": "/nowhere", "topic": "t", "isolationLevel": "dirty"}, "isolationLevel"),
 ])
 def test_bad_options(options: dict[str, str], message: str) -> None:
     with pytest.raises(OptionError, match=message):

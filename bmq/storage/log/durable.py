@@ -30,8 +30,9 @@ from dataclasses import dataclass, field
 
 from bmq.storage.base import Storage
 from bmq.storage.log.partition_log import PartitionLog
-from bmq.storage.log.scan import valid_batches, visible_size
+from bmq.storage.log.scan import record_producer_batch, valid_batches, visible_size
 from bmq.storage.log.state import CheckpointFiles
+from bmq.storage.producer_state import AbortedTxn, ProducerStateTable
 from bmq.storage.segment import Segment, decode_offset_index, index_name, log_name, parse_base
 
 
@@ -58,6 +59,16 @@ class DurableLog:
     # the reader's estimate.
     via_reader: bool = False
     reader_bytes: int = 0
+    # Transactions (read_committed readers): the last stable offset (the first offset of the
+    # oldest open transaction, else the high watermark) and the aborted transactions.
+    last_stable_offset: int = -1
+    aborted: list[AbortedTxn] = field(default_factory=list)
+
+    def end(self, read_committed: bool) -> int:
+        """Where a reader of that isolation level stops."""
+        if read_committed and 0 <= self.last_stable_offset < self.high_watermark:
+            return self.last_stable_offset
+        return self.high_watermark
 
     @property
     def dir(self) -> str:
@@ -85,29 +96,31 @@ def list_partitions(storage: Storage, topic: str) -> list[int]:
 
 
 def _published_segments(storage: Storage, directory: str
-                        ) -> tuple[int, dict[int, tuple[int, int]]] | None:
-    """(log start offset, {base: (size, next offset)}) of the segments ``checkpoint.json``
-    lists, read by the storage layer's own checkpoint parser; None if there is no usable
-    checkpoint."""
+                        ) -> tuple[int, dict[int, tuple[int, int]], ProducerStateTable] | None:
+    """(log start offset, {base: (size, next offset)}, producer state) of what
+    ``checkpoint.json`` lists, read by the storage layer's own checkpoint parser; None if
+    there is no usable checkpoint."""
     state = CheckpointFiles(storage, directory).read(0)
     if state is None:
         return None
     try:
         segments = [Segment.from_meta({k: int(v) for k, v in meta.items()})
                     for meta in state["segments"]]
+        producers = ProducerStateTable.from_json(state.get("producers") or {})
         return int(state["log_start_offset"]), {s.base: (s.size, s.next_offset)
-                                                 for s in segments}
+                                                 for s in segments}, producers
     except (KeyError, TypeError, ValueError, AttributeError):
         return None
 
 
 def _valid_extent(storage: Storage, path: str, base: int, start: int, end: int,
-                  expected_offset: int) -> tuple[int, int]:
+                  expected_offset: int, producers: ProducerStateTable) -> tuple[int, int]:
     """(end of the valid data, offset after it) of segment ``base`` from ``start`` (where the
     batch of ``expected_offset`` begins): recovery's own scan, so both agree on what is
-    durable."""
+    durable; ``producers`` learns the transactions opened, committed and aborted there."""
     valid_end, next_offset = start, expected_offset
     for pos, header in valid_batches(storage, path, start, end, expected_offset, base):
+        record_producer_batch(storage, path, pos, header, producers, 0)
         valid_end, next_offset = pos + header.size, header.next_offset
     return valid_end, next_offset
 
@@ -129,8 +142,11 @@ def _through_reader(storage: Storage, topic: str, partition: int) -> DurableLog:
     published: its newest checkpoint or manifest)."""
     reader = PartitionLog.open_reader(storage, topic, partition)
     try:
-        return DurableLog(topic, partition, reader.log_start_offset, reader.high_watermark,
-                             via_reader=True, reader_bytes=reader.size_bytes)
+        start, end = reader.log_start_offset, reader.high_watermark
+        return DurableLog(topic, partition, start, end, via_reader=True,
+                          reader_bytes=reader.size_bytes,
+                          last_stable_offset=reader.last_stable_offset(),
+                          aborted=reader.aborted_transactions(start, end))
     finally:
         reader.close()
 
@@ -144,6 +160,7 @@ def open_durable(storage: Storage, topic: str, partition: int) -> DurableLog:
     published = _published_segments(storage, directory)
     bases = sorted(b for b in (parse_base(n, ".log") for n in names) if b is not None)
     ck_segs = published[1] if published else {}
+    producers = published[2] if published else ProducerStateTable()
     last_base = max(ck_segs) if ck_segs else None
     if ck_segs:
         bases = [b for b in bases if b >= min(ck_segs)]
@@ -164,7 +181,8 @@ def open_durable(storage: Storage, topic: str, partition: int) -> DurableLog:
             continue
         start, expected = (meta if meta is not None and file_size >= meta[0] else (0, base))
         try:
-            end, next_offset = _valid_extent(storage, path, base, start, file_size, expected)
+            end, next_offset = _valid_extent(storage, path, base, start, file_size, expected,
+                                             producers)
         except FileNotFoundError:
             if segments:
                 break
@@ -180,7 +198,12 @@ def open_durable(storage: Storage, topic: str, partition: int) -> DurableLog:
         log_start = min(log_start, high_watermark)
     else:
         log_start = high_watermark = published[0] if published else 0
-    return DurableLog(topic, partition, log_start, high_watermark, segments)
+    producers.truncate(high_watermark)
+    first_open = producers.first_unstable_offset()
+    return DurableLog(topic, partition, log_start, high_watermark, segments,
+                      last_stable_offset=high_watermark if first_open is None
+                      else min(first_open, high_watermark),
+                      aborted=producers.aborted_between(log_start, high_watermark))
 
 
 def index_entries(storage: Storage, view: DurableLog,

@@ -8,18 +8,13 @@ import json
 import logging
 from typing import Any
 
-from bmq.protocol.records import HEADER_SIZE
 from bmq.storage.log.indexes import SegmentIndexes
-from bmq.storage.log.scan import valid_batches
+from bmq.storage.log.scan import record_producer_batch, valid_batches
 from bmq.storage.log.state import CHECKPOINT_VERSION_EPOCHS
-from bmq.storage.producer_state import ProducerStateTable, txn_kind
+from bmq.storage.producer_state import ProducerStateTable
 from bmq.storage.segment import Segment, parse_stem
 
 logger = logging.getLogger(__name__)
-
-# Enough of a control batch's first record to read its key (length, deltas, key of 4 bytes).
-CONTROL_PREFIX = 32
-
 
 class Recovery(SegmentIndexes):
     def _claim(self, state: dict[str, Any] | None, data_epoch: int) -> None:
@@ -96,13 +91,7 @@ class Recovery(SegmentIndexes):
                     seg.tidx_rel.append(seg.offset_of_max_timestamp - seg.base)
                 since = 0
             since += h.size
-            if h.producer_id >= 0:
-                # A marker's type is in its record: one small read, for control batches only.
-                body = (self.storage.read_range(path, pos + HEADER_SIZE, CONTROL_PREFIX)
-                        if h.is_control else b"")
-                producers.record(h.producer_id, h.producer_epoch, h.base_sequence,
-                                 h.last_sequence, h.base_offset, h.last_offset, h.max_timestamp,
-                                 now, txn_kind(h, body))
+            record_producer_batch(self.storage, path, pos, h, producers, now)
             end = pos + h.size
             seg.size = end
             seg.next_offset = h.next_offset

@@ -16,9 +16,23 @@ from bmq.protocol.records import (
 )
 from bmq.storage.base import Storage
 from bmq.storage.log.config import SCAN_CHUNK
+from bmq.storage.producer_state import ProducerStateTable, txn_kind
 from bmq.storage.segment import MAX_POSITION, MAX_RELATIVE_OFFSET
 
 _MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+# Enough of a control batch's first record to read its key (length, deltas, key of 4 bytes).
+CONTROL_PREFIX = 32
+
+
+def record_producer_batch(storage: Storage, path: str, pos: int, h: BatchHeader,
+                          producers: ProducerStateTable, now: int) -> None:
+    """Add a scanned batch to ``producers`` (idempotence, open and aborted transactions)."""
+    if h.producer_id < 0:
+        return
+    # A marker's type is in its record: one small read, for control batches only.
+    body = storage.read_range(path, pos + HEADER_SIZE, CONTROL_PREFIX) if h.is_control else b""
+    producers.record(h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence,
+                     h.base_offset, h.last_offset, h.max_timestamp, now, txn_kind(h, body))
 
 
 def valid_batches(storage: Storage, path: str, start: int, end: int, expected_offset: int,
