@@ -87,12 +87,16 @@ FORMAT_HELP = ("Output line for each message, with placeholders "
               help="Only these partitions (repeatable) [all].")
 @click.option("-F", "--format", "fmt", default=DEFAULT_FORMAT, help=FORMAT_HELP)
 @click.option("-n", "--max-messages", type=int, help="Exit after this many messages.")
+@click.option("--isolation-level", type=click.Choice(["read_committed", "read_uncommitted"]),
+              default="read_committed", show_default=True,
+              help="read_committed: committed transactions only (the client library's "
+                   "default); read_uncommitted: aborted and open transactions too.")
 @click.option("-e", "--exit-at-end", is_flag=True,
               help="Exit once every assigned partition has been read to its end.")
 @connection_options
 def consume(conn: Connection, topic: str, group: str | None, from_beginning: bool,
             partitions: Sequence[int], fmt: str, max_messages: int | None,
-            exit_at_end: bool) -> None:
+            isolation_level: str, exit_at_end: bool) -> None:
     """Print the messages of TOPIC, one line each, until -n, --exit-at-end or Ctrl-C.
 
     \b
@@ -117,6 +121,7 @@ def consume(conn: Connection, topic: str, group: str | None, from_beginning: boo
         "auto.offset.reset": "earliest" if from_beginning else "latest",
         "enable.partition.eof": True,
         "allow.auto.create.topics": False,
+        "isolation.level": isolation_level,
     }))
     stopping = []
     previous = signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))

@@ -244,7 +244,7 @@ def test_reset_refused_while_the_group_has_members(bmq: Bmq, topic: str) -> None
 
 @pytest.mark.parametrize("args", [
     (), ("topic",), ("topic", "create"), ("produce",), ("consume",), ("group",),
-    ("group", "reset-offsets"), ("cluster", "info"), ("serve",),
+    ("group", "reset-offsets"), ("cluster", "info"), ("serve",), ("txn",),
 ])
 def test_help_has_examples(args: tuple[str, ...]) -> None:
     import subprocess
