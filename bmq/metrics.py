@@ -34,8 +34,8 @@ from __future__ import annotations
 import logging
 import struct
 import threading
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple
 
 from prometheus_client import (
     CollectorRegistry,
@@ -47,6 +47,8 @@ from prometheus_client import (
     disable_created_metrics,
 )
 from prometheus_client import start_http_server as _start_http_server
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from bmq.startup import ExitCode, StartupError
 
@@ -86,6 +88,45 @@ FLUSH_SECONDS = Histogram(
     "bmq_flush_duration_seconds", "Duration of one group-commit flush (write + fsync).",
     registry=REGISTRY,
     buckets=(0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0))
+
+TRANSACTIONS_ENDED = Counter(
+    "bmq_transactions_ended", "Transactions this broker's coordinator completed, by result "
+    "(commit, abort; aborts include timed-out transactions).", ["result"], registry=REGISTRY)
+
+
+class TransactionStats(NamedTuple):
+    """What a broker reports of transactions at a scrape."""
+
+    open: int                       # transactions its coordinator has open
+    oldest_age_s: float             # age of the oldest of them (0 if none)
+    lso_lag: list[tuple[str, int, int]]   # (topic, partition, high watermark - LSO) if > 0
+
+
+class _TransactionCollector(Collector):
+    def __init__(self, stats: Callable[[], TransactionStats | None]) -> None:
+        self._stats = stats
+
+    def collect(self) -> Iterator[Metric]:
+        stats = self._stats() or TransactionStats(0, 0.0, [])
+        yield GaugeMetricFamily("bmq_transactions_open",
+                                "Transactions open on this broker's coordinator.", stats.open)
+        yield GaugeMetricFamily("bmq_transaction_oldest_age_seconds",
+                                "Age of the oldest open transaction this broker coordinates.",
+                                stats.oldest_age_s)
+        lag = GaugeMetricFamily("bmq_partition_lso_lag",
+                                "Offsets between a partition's high watermark and its last "
+                                "stable offset (read_committed consumers wait behind them); "
+                                "partitions with no open transaction are not listed.",
+                                labels=["topic", "partition"])
+        for topic, partition, offsets in stats.lso_lag:
+            lag.add_metric([topic, str(partition)], offsets)
+        yield lag
+
+
+def track_transactions(stats: Callable[[], TransactionStats | None]) -> None:
+    """Report ``stats()`` (read at each scrape) as the transaction gauges."""
+    REGISTRY.register(_TransactionCollector(stats))
+
 
 _zk_lock = threading.Lock()
 _zk_gauge: Gauge | None = None
@@ -144,7 +185,8 @@ def start_http_server(port: int, host: str = "") -> Any:
 
 
 def serve_for_role(port: int, host: str, partitions: Callable[[], float] | None = None,
-                   groups: Callable[[], float] | None = None) -> Any:
+                   groups: Callable[[], float] | None = None,
+                   transactions: Callable[[], TransactionStats | None] | None = None) -> Any:
     """What a role calls at start when ``metrics_port`` is set (``serve``, ``broker``, ...).
 
     Binds ``host:port`` (the role's listen host), hooks the partition and group gauges to the
@@ -155,6 +197,8 @@ def serve_for_role(port: int, host: str, partitions: Callable[[], float] | None 
         track_partitions(partitions)
     if groups is not None:
         track_consumer_groups(groups)
+    if transactions is not None:
+        track_transactions(transactions)
     try:
         server = start_http_server(port, host)
     except OSError as error:

@@ -9,13 +9,14 @@ import logging
 import os
 from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 from bmq import metrics
 from bmq.broker.broker import Broker
 from bmq.broker.membership.standalone import StandaloneMembership
 from bmq.broker.service import BrokerService
 from bmq.config import Config
+from bmq.coordinators.transactions import TxnState
 from bmq.lifecycle import run_until_signalled
 from bmq.metadata.credentials import CredentialStore
 from bmq.metadata.nodes import BrokerNode
@@ -26,8 +27,10 @@ from bmq.security.tls import TlsConfigError
 from bmq.startup import ExitCode, StartupError
 from bmq.storage import open_storage
 from bmq.storage.data_dir import DataDirLock, check_data_dir, lock_data_dir
+from bmq.writepath.partitions import now_ms
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # Flushes block in fsync and recovery in reads, outside the GIL: enough threads to overlap them.
 WORKER_THREADS = 16
@@ -116,7 +119,8 @@ def serve_metrics_of(config: Config, broker: Callable[[], Broker | None]) -> Any
     return metrics.serve_for_role(
         config.metrics_port, config.listen_host,
         partitions=lambda: _count_partitions(broker()),
-        groups=lambda: _count_groups(broker()))
+        groups=lambda: _count_groups(broker()),
+        transactions=lambda: _transaction_stats(broker()))
 
 
 def _count_partitions(broker: Broker | None) -> float:
@@ -124,15 +128,37 @@ def _count_partitions(broker: Broker | None) -> float:
 
 
 def _count_groups(broker: Broker | None) -> float:
-    """Groups coordinated here; read from the scrape thread while the loop changes them."""
     if broker is None:
         return 0.0
+    count = _while_changing(lambda: float(len(broker.groups.list_groups()[1])))
+    return float("nan") if count is None else count
+
+
+def _transaction_stats(broker: Broker | None) -> metrics.TransactionStats | None:
+    """Open transactions (ONGOING on this broker's coordinator) and partitions' LSO lags."""
+    if broker is None:
+        return None
+
+    def stats() -> metrics.TransactionStats:
+        starts = [m.start_ms for m in broker.transactions.all_txns()
+                  if m.state == TxnState.ONGOING and m.start_ms >= 0]
+        lags = [(p.topic, p.index, p.log.high_watermark - p.log.last_stable_offset())
+                for p in broker.partitions.all() if p.log.open_transactions()]
+        oldest = (now_ms() - min(starts)) / 1000 if starts else 0.0
+        return metrics.TransactionStats(len(starts), oldest, lags)
+
+    return _while_changing(stats)
+
+
+def _while_changing(read: Callable[[], T]) -> T | None:
+    """``read()`` of state the event loop changes, from the scrape thread: a dict that changed
+    size under an iteration makes it try again (three times)."""
     for _ in range(3):
         try:
-            return float(len(broker.groups.list_groups()[1]))
-        except RuntimeError:  # a dict changed size under the iteration: try again
+            return read()
+        except RuntimeError:
             continue
-    return float("nan")
+    return None
 
 
 def serve(config: Config) -> None:

@@ -149,3 +149,37 @@ def test_bad_log_format_and_metrics_port_are_refused(broker_factory: Any) -> Non
         server = broker_factory(start=False, config=config)
         with pytest.raises(RuntimeError, match="exited with code 2"):
             server.start(timeout=15)
+
+
+def test_transaction_metrics(metrics_broker: Any, topic: str) -> None:
+    """Commits and aborts counted, the open transaction and its age, and the LSO lag of the
+    partition it holds back (confluent-kafka's transactional producer)."""
+    from tests.transactions.helpers import txn_producer
+
+    bootstrap = metrics_broker.bootstrap
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+        future.result(30)
+    producer = txn_producer(bootstrap, "metrics-" + topic)
+    producer.init_transactions(30)
+    for end in ("commit", "abort", "open"):
+        producer.begin_transaction()
+        for _ in range(3):
+            producer.produce(topic, b"x", partition=0)
+        producer.flush(30)
+        if end == "commit":
+            producer.commit_transaction(30)
+        elif end == "abort":
+            producer.abort_transaction(30)
+    time.sleep(0.3)
+    samples = scrape(metrics_broker.metrics_port)
+    assert value(samples, "bmq_transactions_ended_total", result="commit") == 1
+    assert value(samples, "bmq_transactions_ended_total", result="abort") == 1
+    assert value(samples, "bmq_transactions_open") == 1
+    assert value(samples, "bmq_transaction_oldest_age_seconds") > 0.2
+    # 3 committed + marker, 3 aborted + marker: the open transaction starts at 8, 3 records on.
+    assert value(samples, "bmq_partition_lso_lag", topic=topic, partition="0") == 3
+    producer.abort_transaction(30)
+    samples = scrape(metrics_broker.metrics_port)
+    assert value(samples, "bmq_transactions_open") == 0
+    assert value(samples, "bmq_partition_lso_lag", topic=topic, partition="0") == 0

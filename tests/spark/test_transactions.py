@@ -48,8 +48,8 @@ def test_read_committed_by_default_and_read_uncommitted_on_request(
     assert sorted(r.value.decode() for r in everything) == \
         sorted(f"{t}-{i}" for t in "abcd" for i in range(20))
 
-    summary, _ = run_job(spark, JobConfig(storage=storage_url(spark_broker), topics=[topic],
-                                          output=str(tmp_path / "out")))
+    run_job(spark, JobConfig(storage=storage_url(spark_broker), topics=[topic],
+                             output=str(tmp_path / "out")))
     rows = output_rows(tmp_path / "out")
     assert sorted(row["value"].decode() for row in rows.values()) == committed
     producer.abort_transaction(30)

@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from typing import Any
 
+from bmq import metrics
 from bmq.coordinators.base import CoordinatorHost
 from bmq.coordinators.sharded import ShardedCoordinator, internal_topic_configs
 from bmq.coordinators.transactions.records import (
@@ -193,7 +194,10 @@ class TxnCoordinatorCore(ShardedCoordinator[TxnShard, TxnMetadata]):
             return code
         crash_point("after_markers")
         done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
-        return await self._persist(meta, state=done, partitions=set(), start_ms=-1)
+        code = await self._persist(meta, state=done, partitions=set(), start_ms=-1)
+        if code == ErrorCode.NONE:
+            metrics.TRANSACTIONS_ENDED.labels("commit" if commit else "abort").inc()
+        return code
 
     async def _write_markers(self, meta: TxnMetadata, commit: bool) -> ErrorCode:
         shard = self.shards.get(self.partition_for(meta.transactional_id))
