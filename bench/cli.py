@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench import report
+from bench import report, transactions
 from bench.config import MIN_MESSAGE_SIZE, MODES, BenchConfig
 from bench.runner import consume_phase, e2e_phase, produce_phase
 from bench.security import PROTOCOLS, compare
@@ -100,6 +100,15 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--linger-ms", type=float, default=5.0, help="[5]")
     c.add_argument("--batch-size", type=int, default=1_000_000, metavar="BYTES",
                    help="[1000000]")
+    c.add_argument("--transaction-ms", type=float, default=None, metavar="MS",
+                   help="transactional producers, committing every MS ms [not transactional]")
+    c.add_argument("--isolation-level", choices=("read_committed", "read_uncommitted"),
+                   default="read_committed", help="the consumers' isolation.level "
+                                                  "[read_committed, librdkafka's default]")
+    c.add_argument("--compare-transactions", action="store_true",
+                   help="with --transaction-ms: produce with the idempotent producer, then "
+                        "transactionally, then consume read_uncommitted and read_committed; "
+                        "note the shares")
     c.add_argument("--latency-sample", type=int, default=32, metavar="N",
                    help="time every Nth produced message's delivery [32]")
     c.add_argument("-X", "--producer-config", type=_key_value, action="append", default=[],
@@ -130,7 +139,8 @@ def config_from_args(args: argparse.Namespace, bootstrap: str,
         timeout_s=args.timeout, idle_timeout_s=args.idle_timeout, run_id=random.getrandbits(32),
         producer_overrides=dict(args.producer_config),
         consumer_overrides=dict(args.consumer_config),
-        client_overrides={**(client or {}), **dict(args.client_config)})
+        client_overrides={**(client or {}), **dict(args.client_config)},
+        transaction_ms=args.transaction_ms, isolation_level=args.isolation_level)
 
 
 def _check(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -155,6 +165,10 @@ def _check(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         p.error("--security needs --spawn-server (else give --client-config settings)")
     if args.compare_plaintext and not args.security:
         p.error("--compare-plaintext needs --security")
+    if args.transaction_ms is not None and args.transaction_ms <= 0:
+        p.error("--transaction-ms must be positive")
+    if args.compare_transactions and (args.transaction_ms is None or args.mode != "both"):
+        p.error("--compare-transactions needs --transaction-ms and --mode both")
 
 
 def _say(text: str) -> None:
@@ -298,6 +312,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             cfg = config_from_args(args, bootstrap)
             if server is not None and server.secure is not None:
                 cfg, partitions, results = _run_secured(args, cfg, server)
+            elif args.compare_transactions:
+                partitions = cfg.partitions
+                results = transactions.compare(
+                    cfg, lambda c: run(c, server, show_progress=not args.no_progress)[1])
             else:
                 partitions, results = run(cfg, server, show_progress=not args.no_progress)
     except BenchError as error:

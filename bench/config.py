@@ -45,6 +45,10 @@ class BenchConfig:
     consumer_overrides: dict[str, str] = field(default_factory=dict)
     # Settings of every client (producer, consumer, admin): security.protocol, ssl.*, sasl.*.
     client_overrides: dict[str, str] = field(default_factory=dict)
+    # Transactions: each producer commits a transaction every this many ms (None: not
+    # transactional); what consumers read (Kafka's isolation.level).
+    transaction_ms: float | None = None
+    isolation_level: str = "read_committed"
 
     def message_limit(self) -> int | None:
         """The message count to produce, or None when only --duration bounds it."""
@@ -75,7 +79,7 @@ def producer_conf(cfg: BenchConfig) -> dict[str, Any]:
         "queue.buffering.max.kbytes": 1_048_576,
         "queue.buffering.max.messages": 1_000_000,
         "message.timeout.ms": max(1000, int(cfg.timeout_s * 1000)),
-        "enable.idempotence": False,
+        "enable.idempotence": cfg.transaction_ms is not None,
         "log.connection.close": False,
     }
     conf.update(cfg.client_overrides)
@@ -102,6 +106,7 @@ def consumer_conf(cfg: BenchConfig) -> dict[str, Any]:
         "queued.max.messages.kbytes": 524_288,
         "queued.min.messages": 1_000_000,
         "log.connection.close": False,
+        "isolation.level": cfg.isolation_level,
     }
     conf.update(cfg.client_overrides)
     conf.update(cfg.consumer_overrides)

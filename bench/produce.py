@@ -61,11 +61,40 @@ def _error_logger(role: str) -> Any:
     return on_error
 
 
-def make_producer(cfg: BenchConfig, deliveries: _Deliveries) -> Producer:
+def make_producer(cfg: BenchConfig, deliveries: _Deliveries, worker: int = 0) -> Producer:
     conf = producer_conf(cfg)
     conf["on_delivery"] = deliveries.on_delivery
     conf["error_cb"] = _error_logger("producer")
+    if cfg.transaction_ms is not None:
+        conf.setdefault("transactional.id", f"bmq-bench-{cfg.run_id}-{worker}")
+        # librdkafka wants message.timeout.ms <= transaction.timeout.ms (60 s by default).
+        conf["message.timeout.ms"] = min(int(conf["message.timeout.ms"]),
+                                         int(conf.get("transaction.timeout.ms", 60_000)))
     return Producer(conf)
+
+
+class _Transactions:
+    """A transactional producer's commits: one every ``interval_ms`` while producing (commit
+    waits for the transaction's deliveries), the last one at the end."""
+
+    def __init__(self, producer: Producer, interval_ms: float) -> None:
+        self._producer = producer
+        self._interval_ns = int(interval_ms * 1e6)
+        self._due_ns = 0
+        self.commits = 0
+
+    def begin(self) -> None:
+        self._producer.begin_transaction()
+        self._due_ns = time.monotonic_ns() + self._interval_ns
+
+    def tick(self, now_ns: int) -> None:
+        if now_ns >= self._due_ns:
+            self.finish()
+            self.begin()
+
+    def finish(self) -> None:
+        self._producer.commit_transaction()
+        self.commits += 1
 
 
 def run_producer(cfg: BenchConfig, worker: int, count: int | None,
@@ -79,9 +108,12 @@ def run_producer(cfg: BenchConfig, worker: int, count: int | None,
     """
     result = WorkerResult(role="producer", worker=worker)
     deliveries = _Deliveries()
-    producer = make_producer(cfg, deliveries)
+    producer = make_producer(cfg, deliveries, worker)
+    txns = None if cfg.transaction_ms is None else _Transactions(producer, cfg.transaction_ms)
     try:
         producer.list_topics(cfg.topic, timeout=30.0)  # warm-up: connect, learn the leaders
+        if txns is not None:
+            producer.init_transactions(30.0)
     except Exception:
         if barrier is not None:
             barrier.abort()
@@ -103,12 +135,17 @@ def run_producer(cfg: BenchConfig, worker: int, count: int | None,
     timeline.mark(0, 0, start)
     stop_at = start + (duration if duration is not None else cfg.timeout_s)
     hard_deadline = start + cfg.timeout_s
+    if txns is not None:
+        txns.begin()
     if rate_mb is None:
         sent = _produce_flat_out(cfg, producer, worker, body, limit, stop_at, deliveries,
-                                 timeline)
+                                 timeline, txns)
     else:
         sent = _produce_paced(cfg, producer, worker, body, limit, stop_at, deliveries,
-                              rate_mb * 1e6 / cfg.message_size, timeline)
+                              rate_mb * 1e6 / cfg.message_size, timeline, txns)
+    if txns is not None:
+        txns.finish()   # flushes: the deliveries of the last transaction are in
+        result.extra["transactions"] = txns.commits
     # flush(), in slices so the timeline follows the last deliveries too
     flush_until = time.monotonic() + max(0.0, hard_deadline - time.monotonic()) + 5.0
     remaining = len(producer)
@@ -137,7 +174,7 @@ def run_producer(cfg: BenchConfig, worker: int, count: int | None,
 
 def _produce_flat_out(cfg: BenchConfig, producer: Producer, worker: int, body: bytes,
                       limit: int, stop_at: float, deliveries: _Deliveries,
-                      timeline: Timeline) -> int:
+                      timeline: Timeline, txns: _Transactions | None = None) -> int:
     produce = producer.produce
     poll = producer.poll
     pack = HEADER.pack
@@ -153,6 +190,8 @@ def _produce_flat_out(cfg: BenchConfig, producer: Producer, worker: int, body: b
             if clock_ns() >= stop_ns:
                 break
             timeline.mark(deliveries.delivered, deliveries.delivered * cfg.message_size)
+            if txns is not None:
+                txns.tick(clock_ns())
         now = clock_ns()
         value = pack(run_id, worker, seq, now) + body
         try:
@@ -173,7 +212,8 @@ def _produce_flat_out(cfg: BenchConfig, producer: Producer, worker: int, body: b
 
 def _produce_paced(cfg: BenchConfig, producer: Producer, worker: int, body: bytes,
                    limit: int, stop_at: float, deliveries: _Deliveries,
-                   msgs_per_s: float, timeline: Timeline) -> int:
+                   msgs_per_s: float, timeline: Timeline,
+                   txns: _Transactions | None = None) -> int:
     pack = HEADER.pack
     clock_ns = time.monotonic_ns
     sample = max(1, cfg.latency_sample)
@@ -199,4 +239,6 @@ def _produce_paced(cfg: BenchConfig, producer: Producer, worker: int, body: byte
             seq += 1
         producer.poll(0.001)
         timeline.mark(deliveries.delivered, deliveries.delivered * cfg.message_size)
+        if txns is not None:
+            txns.tick(clock_ns())
     return seq

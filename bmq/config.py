@@ -92,6 +92,11 @@ class Config:
     transaction_max_timeout_ms: int = 900_000
     # How often the coordinator aborts transactions open longer than their timeout.
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
+    # A transactional id with no transaction for this long is forgotten (its next
+    # InitProducerId starts afresh, with a new producer id).
+    transactional_id_expiration_ms: int = 604_800_000
+    # How often the coordinator looks for such ids.
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = 3_600_000
     # Cluster mode (`bmq broker` / `bmq controller`); see docs/cluster.md.
     zookeeper: str = ""                      # HOST:PORT[,HOST:PORT...]
     zookeeper_root: str = "/bmq"             # every znode of the cluster lives under it
@@ -199,6 +204,9 @@ KAFKA_NAMES: dict[str, str] = {
     "transaction_max_timeout_ms": "transaction.max.timeout.ms",
     "transaction_abort_timed_out_transaction_cleanup_interval_ms":
         "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+    "transactional_id_expiration_ms": "transactional.id.expiration.ms",
+    "transaction_remove_expired_transaction_cleanup_interval_ms":
+        "transaction.remove.expired.transaction.cleanup.interval.ms",
     "zookeeper": "zookeeper.connect",
     "zookeeper_session_timeout_ms": "zookeeper.session.timeout.ms",
     **{name: name.replace("_", ".") for name in (

@@ -70,6 +70,8 @@ class TransactionCoordinator(TxnCoordinatorCore):
                 meta = TxnMetadata(transactional_id, new_id, -1, timeout_ms)
                 self.shards[self.partition_for(transactional_id)].txns[transactional_id] = meta
         async with meta.lock:
+            if not self._active_shard(meta):     # expired or unloaded while we waited
+                return ProducerIdAndEpoch(ErrorCode.CONCURRENT_TRANSACTIONS)
             if producer_id >= 0:
                 if producer_id == meta.producer_id and producer_epoch == meta.last_epoch:
                     # A retry of the InitProducerId that bumped the epoch: the same answer.
@@ -141,6 +143,8 @@ class TransactionCoordinator(TxnCoordinatorCore):
             return {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown
                     else ErrorCode.OPERATION_NOT_ATTEMPTED for tp in asked}
         async with meta.lock:
+            if not self._active_shard(meta):     # expired or unloaded while we waited
+                return dict.fromkeys(asked, ErrorCode.CONCURRENT_TRANSACTIONS)
             if meta.producer_epoch != producer_epoch:   # fenced while waiting for the lock
                 return dict.fromkeys(asked, ErrorCode.PRODUCER_FENCED)
             if meta.state in PREPARING:
@@ -165,6 +169,8 @@ class TransactionCoordinator(TxnCoordinatorCore):
         if meta is None:
             return error
         async with meta.lock:
+            if not self._active_shard(meta):     # expired or unloaded while we waited
+                return ErrorCode.CONCURRENT_TRANSACTIONS
             if meta.producer_epoch != producer_epoch:
                 return ErrorCode.PRODUCER_FENCED
             if meta.state == TxnState.ONGOING:

@@ -66,7 +66,7 @@ def append_marker(partition: Partition, producer_id: int, producer_epoch: int, c
     return partition.append_batch(batch, header, now)
 
 
-class TxnCoordinatorCore(ShardedCoordinator[TxnShard, TxnMetadata]):
+class TxnCoordinatorCore(ShardedCoordinator[TxnShard, TxnMetadata | str]):
     topic = TRANSACTION_TOPIC
 
     def __init__(self, host: CoordinatorHost, executor: Executor,
@@ -75,7 +75,7 @@ class TxnCoordinatorCore(ShardedCoordinator[TxnShard, TxnMetadata]):
         super().__init__(host, executor, host.config.transaction_state_log_num_partitions)
         self._on_marker = on_marker
         self._write_elsewhere = write_elsewhere
-        self._timer: asyncio.Task[None] | None = None
+        self._timers: list[asyncio.Task[None]] = []
         self._starting: asyncio.Task[None] | None = None
 
     def _topic_configs(self) -> dict[str, str]:
@@ -123,14 +123,20 @@ class TxnCoordinatorCore(ShardedCoordinator[TxnShard, TxnMetadata]):
                 self._spawn(self._finish(meta))
 
     def _started(self) -> None:
-        interval = self.config.transaction_abort_timed_out_transaction_cleanup_interval_ms
-        if interval > 0:
-            self._timer = asyncio.get_running_loop().create_task(self._expire_forever(interval))
+        loop = asyncio.get_running_loop()
+        config = self.config
+        for interval, check in (
+                (config.transaction_abort_timed_out_transaction_cleanup_interval_ms,
+                 self.abort_timed_out),
+                (config.transaction_remove_expired_transaction_cleanup_interval_ms,
+                 self.remove_expired)):
+            if interval > 0:
+                self._timers.append(loop.create_task(self._every(interval, check)))
 
     def _stopping(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        for timer in self._timers:
+            timer.cancel()
+        self._timers.clear()
 
     # ------------------------------------------------------------------ state
     def txn(self, transactional_id: str) -> TxnMetadata | None:
@@ -237,13 +243,13 @@ class TxnCoordinatorCore(ShardedCoordinator[TxnShard, TxnMetadata]):
         return ErrorCode.NONE
 
     # ------------------------------------------------------------------ timeouts
-    async def _expire_forever(self, interval_ms: int) -> None:
+    async def _every(self, interval_ms: int, check: Callable[[], int]) -> None:
         while True:
             await asyncio.sleep(interval_ms / 1000)
             try:
-                self.abort_timed_out()
+                check()
             except Exception:
-                log.exception("transaction timeout check failed")
+                log.exception("transaction check %s failed", check.__name__)
 
     def abort_timed_out(self, now: int | None = None) -> int:
         """Abort (with an epoch bump, fencing the producer) every transaction open longer
@@ -262,6 +268,35 @@ class TxnCoordinatorCore(ShardedCoordinator[TxnShard, TxnMetadata]):
                 self._spawn(self._finish(meta))
                 started += 1
         return started
+
+    def remove_expired(self, now: int | None = None) -> int:
+        """Forget transactional ids whose last transaction ended (or that never began one)
+        longer than ``transactional.id.expiration.ms`` ago, as Kafka does: a tombstone in
+        their partition. Returns how many removals were started."""
+        now = now_ms() if now is None else now
+        expiration = self.config.transactional_id_expiration_ms
+        expired = [m for m in self.all_txns()
+                   if not m.lock.locked() and m.update_ms >= 0
+                   and m.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT,
+                                   TxnState.COMPLETE_ABORT)
+                   and now - m.update_ms > expiration]
+        for meta in expired:
+            self._spawn(self._remove(meta))
+        return len(expired)
+
+    async def _remove(self, meta: TxnMetadata) -> None:
+        async with meta.lock:
+            shard = self.shards.get(self.partition_for(meta.transactional_id))
+            if shard is None or shard.txns.get(meta.transactional_id) is not meta or \
+                    meta.state not in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT,
+                                       TxnState.COMPLETE_ABORT):
+                return
+            if await self._durable(self._append(meta.transactional_id,
+                                                [meta.transactional_id])) == ErrorCode.NONE:
+                if shard.txns.get(meta.transactional_id) is meta:
+                    del shard.txns[meta.transactional_id]
+                log.info("transactional id %s expired (producer %d)", meta.transactional_id,
+                         meta.producer_id)
 
     async def _abort_expired(self, meta: TxnMetadata) -> None:
         async with meta.lock:

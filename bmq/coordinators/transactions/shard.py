@@ -70,11 +70,14 @@ class TxnShard:
     def close(self) -> None:
         """Nothing runs per shard (the coordinator's timer walks every shard)."""
 
-    def write(self, entries: list[TxnMetadata]) -> asyncio.Future[None]:
+    def write(self, entries: list[TxnMetadata | str]) -> asyncio.Future[None]:
+        """Append the states of ``entries``; a bare transactional id is a tombstone (the id
+        is forgotten, as ``replay`` reads it)."""
         partition = self.partition
         now = now_ms()
         batch, header = build_batch(
-            [(encode_key(m.transactional_id), encode_value(m)) for m in entries], now,
+            [(encode_key(m), None) if isinstance(m, str)
+             else (encode_key(m.transactional_id), encode_value(m)) for m in entries], now,
             partition.leader_epoch)
         try:
             return partition.append_batch(batch, header, now)
