@@ -38,8 +38,11 @@ TXN_NONE = 0
 TXN_DATA = 1
 TXN_COMMIT = 2
 TXN_ABORT = 3
-# The checkpoint's key for the aborted-transaction index (beside the producer ids).
+# The checkpoint's key for the aborted-transaction index (beside the producer ids): the
+# entries not sealed yet; the sealed ones are in chunk files the checkpoint names (CHUNKS_KEY,
+# bmq/storage/log/aborted_index.py), so a checkpoint stays small however many aborts there are.
 ABORTED_KEY = "txn_aborted"
+CHUNKS_KEY = "txn_aborted_chunks"
 
 
 def txn_kind(header: BatchHeader, body: bytes | bytearray | memoryview) -> int:
@@ -111,6 +114,10 @@ class ProducerStateTable:
     def __init__(self) -> None:
         self.producers: dict[int, ProducerEntry] = {}
         self.aborted: list[AbortedTxn] = []
+        # The first ``sealed_count`` entries of ``aborted`` are in the chunk files ``sealed``
+        # names (each with the marker offset of its last entry).
+        self.sealed: list[tuple[str, int]] = []
+        self.sealed_count = 0
         # producer id -> first offset of its open transaction: the LSO is asked on every fetch,
         # so it is found among the open transactions, not among all producers.
         self.open_txns: dict[int, int] = {}
@@ -212,8 +219,29 @@ class ProducerStateTable:
     def aborted_between(self, start: int, end: int) -> list[AbortedTxn]:
         return aborted_between(self.aborted, start, end)
 
-    def drop_aborted_before(self, log_start: int) -> None:
-        self.aborted = aborted_from(self.aborted, log_start)
+    def drop_aborted_before(self, log_start: int) -> list[str]:
+        """Forget the aborted transactions wholly before the log start; returns the chunk
+        files that hold only such entries (to delete once a checkpoint no longer names them)."""
+        kept = aborted_from(self.aborted, log_start)
+        self.sealed_count = max(0, self.sealed_count - (len(self.aborted) - len(kept)))
+        self.aborted = kept
+        dropped = [name for name, end in self.sealed if end < log_start]
+        if dropped:
+            self.sealed = [(name, end) for name, end in self.sealed if end >= log_start]
+        return dropped
+
+    def unsealed(self) -> list[AbortedTxn]:
+        return self.aborted[self.sealed_count:]
+
+    def seal(self, name: str, count: int) -> None:
+        """The first ``count`` entries of ``aborted`` are now (also) in chunk file ``name``."""
+        self.sealed.append((name, self.aborted[count - 1].last_offset))
+        self.sealed_count = count
+
+    def add_sealed(self, entries: list[AbortedTxn]) -> None:
+        """Entries read back from the chunk files (at load): they precede the unsealed ones."""
+        self.aborted = entries + self.aborted
+        self.sealed_count = len(entries)
 
     def expire(self, now_ms: int, expiration_ms: int) -> int:
         """Forget producers idle for ``expiration_ms`` (by append time); return how many."""
@@ -237,11 +265,14 @@ class ProducerStateTable:
                 entry.batches.clear()
                 entry.batches.extend(kept)
         self.aborted = [a for a in self.aborted if a.last_offset < end_offset]
+        self.sealed_count = min(self.sealed_count, len(self.aborted))
 
     def copy(self) -> ProducerStateTable:
         other = ProducerStateTable()
         other.producers = {pid: e.copy() for pid, e in self.producers.items()}
         other.aborted = list(self.aborted)
+        other.sealed = list(self.sealed)
+        other.sealed_count = self.sealed_count
         other.open_txns = dict(self.open_txns)
         return other
 
@@ -255,8 +286,10 @@ class ProducerStateTable:
             }
             for pid, e in self.producers.items()
         }
-        if self.aborted:
-            data[ABORTED_KEY] = [list(a) for a in self.aborted]
+        if len(self.aborted) > self.sealed_count:
+            data[ABORTED_KEY] = [list(a) for a in self.unsealed()]
+        if self.sealed:
+            data[CHUNKS_KEY] = [list(chunk) for chunk in self.sealed]
         return data
 
     @classmethod
@@ -265,6 +298,9 @@ class ProducerStateTable:
         for pid, item in data.items():
             if pid == ABORTED_KEY:
                 table.aborted = [AbortedTxn(*(int(x) for x in a)) for a in item]
+                continue
+            if pid == CHUNKS_KEY:   # read back by the log (aborted_index.load_sealed)
+                table.sealed = [(str(name), int(end)) for name, end in item]
                 continue
             entry = ProducerEntry(int(item["epoch"]), int(item.get("last_ms", -1)),
                                   int(item.get("txn_first", -1)))

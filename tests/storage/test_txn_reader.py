@@ -5,10 +5,13 @@ reports an LSO past the first offset of a transaction still open."""
 
 from __future__ import annotations
 
+import json
+
 from bmq.coordinators.transactions.records import marker_batch
 from bmq.protocol.records import TRANSACTIONAL_FLAG
 from bmq.storage import LogConfig, PartitionLog, Storage
-from bmq.storage.producer_state import AbortedTxn
+from bmq.storage.log.aborted_index import CHUNK_ENTRIES, SUFFIX
+from bmq.storage.producer_state import ABORTED_KEY, CHUNKS_KEY, AbortedTxn
 
 from .batches import make_batch
 from .helpers import append
@@ -18,10 +21,11 @@ CONFIG = LogConfig(segment_bytes=4000, index_interval_bytes=200, retention_ms=-1
                    publish_interval_ms=60_000)
 
 
-def _txn_data(log: PartitionLog, pid: int, seq: int) -> int:
+def _txn_data(log: PartitionLog, pid: int, seq: int, flush: bool = True) -> int:
     base, _ = append(log, make_batch([b"t%d" % seq], producer_id=pid, producer_epoch=0,
                                      base_sequence=seq, attributes=TRANSACTIONAL_FLAG))
-    log.flush()
+    if flush:
+        log.flush()
     return base
 
 
@@ -30,10 +34,11 @@ def _plain(log: PartitionLog) -> None:
     log.flush()
 
 
-def _marker(log: PartitionLog, pid: int, commit: bool) -> int:
+def _marker(log: PartitionLog, pid: int, commit: bool, flush: bool = True) -> int:
     batch, header = marker_batch(pid, 0, commit, 0, 1_000, log.leader_epoch)
     base = log.append(memoryview(batch), [header], now_ms=1_000).base_offset
-    log.flush()
+    if flush:
+        log.flush()
     return base
 
 
@@ -84,3 +89,41 @@ def test_a_reader_serves_the_owners_lso_and_aborted_transactions(storage: Storag
     for log in (tailing, late, fresh):
         log.close()
     owner.close()
+
+
+def test_the_aborted_index_is_sealed_into_chunks_and_read_back(storage: Storage) -> None:
+    """Many aborted transactions: the state document keeps only the newest entries and names
+    chunk files for the rest; a reader, a new owner and retention all handle the chunks."""
+    owner = PartitionLog.open(storage, "t", 0, CONFIG, epoch=1)
+    aborts = 2500
+    for i in range(aborts):
+        _txn_data(owner, 1000 + i, 0, flush=False)
+        _marker(owner, 1000 + i, commit=False, flush=False)
+        if i % 100 == 99:
+            owner.flush()
+        if i % 600 == 599:
+            owner.checkpoint()
+    owner.checkpoint()
+    everything = owner.aborted_transactions(0, owner.high_watermark)
+    assert len(everything) == aborts
+    state = json.loads(storage.read_all(owner.state_files.path(1)))
+    chunks = state["producers"][CHUNKS_KEY]
+    assert len(chunks) >= 2
+    assert len(state["producers"].get(ABORTED_KEY, [])) < CHUNK_ENTRIES
+    assert all(name.endswith(SUFFIX) and storage.exists(f"t/0/{name}") for name, _ in chunks)
+
+    reader = PartitionLog.open_reader(storage, "t", 0, CONFIG)
+    _same(reader, owner)
+    owner.close()
+    successor = PartitionLog.open(storage, "t", 0, CONFIG, epoch=2)
+    assert successor.aborted_transactions(0, successor.high_watermark) == everything
+
+    # Retention past the first chunk's entries deletes its file.
+    first_name, first_end = chunks[0]
+    successor.delete_records(first_end + 1)
+    successor.apply_retention(0)
+    assert not storage.exists(f"t/0/{first_name}")
+    assert successor.aborted_transactions(0, successor.high_watermark) == \
+        [a for a in everything if a.last_offset > first_end]
+    reader.close()
+    successor.close()

@@ -63,6 +63,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from bmq.storage.base import AppendFile, BytesLike, Storage
+from bmq.storage.log.aborted_index import load_sealed
 from bmq.storage.log.config import BatchMeta, Queued, clock_ms, parse_files
 from bmq.storage.log.fencing import FencedEpochError
 from bmq.storage.log.layout import Layout
@@ -149,6 +150,7 @@ class AppendLayout(Layout):
                 recovery_point = int(ckpt["recovery_point"])
                 log_start = int(ckpt["log_start_offset"])
                 producers = ProducerStateTable.from_json(ckpt["producers"])
+                load_sealed(producers, storage, log.dir)
             except (ValueError, TypeError, KeyError, IndexError) as exc:
                 logger.warning("%s: malformed checkpoint (%s), scanning everything", log, exc)
                 ck_metas, recovery_point, log_start = None, 0, 0

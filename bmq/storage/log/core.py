@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.storage.base import Storage
+from bmq.storage.log.aborted_index import CHUNK_ENTRIES, chunk_name, encode
 from bmq.storage.log.config import DEFAULT_PRODUCER_EXPIRATION_MS, LogConfig, Queued
 from bmq.storage.log.fencing import FencedEpochError
 from bmq.storage.producer_state import ProducerStateTable
@@ -89,7 +90,22 @@ class LogCore:
     def _checkpoint_locked(self) -> None:
         """Under ``_io_lock``: publish this owner's state document."""
         self.layout.before_checkpoint(self)
+        self._seal_aborted()
         self._write_state(self.layout.state(self))
+
+    def _seal_aborted(self) -> None:
+        """Under ``_io_lock``, before a state document is built: move the aborted-transaction
+        index's newest entries to a chunk file once there are enough (aborted_index.py)."""
+        table = self._durable_producers
+        with self._lock:
+            fresh = table.unsealed()
+            start = table.sealed_count
+        if len(fresh) < CHUNK_ENTRIES:
+            return
+        name = chunk_name(fresh)
+        self.storage.write_atomic(self._path(name), encode(fresh))
+        with self._lock:
+            table.seal(name, start + len(fresh))
 
     def _write_state(self, state: dict[str, Any]) -> None:
         data = json.dumps(state, separators=(",", ":")).encode()

@@ -29,6 +29,7 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 
 from bmq.storage.base import Storage
+from bmq.storage.log.aborted_index import load_sealed
 from bmq.storage.log.partition_log import PartitionLog
 from bmq.storage.log.scan import record_producer_batch, valid_batches, visible_size
 from bmq.storage.log.state import CheckpointFiles
@@ -107,6 +108,7 @@ def _published_segments(storage: Storage, directory: str
         segments = [Segment.from_meta({k: int(v) for k, v in meta.items()})
                     for meta in state["segments"]]
         producers = ProducerStateTable.from_json(state.get("producers") or {})
+        load_sealed(producers, storage, directory)
         return int(state["log_start_offset"]), {s.base: (s.size, s.next_offset)
                                                  for s in segments}, producers
     except (KeyError, TypeError, ValueError, AttributeError):

@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.records import HEADER_SIZE, LOG_OVERHEAD
 from bmq.storage.base import Storage
+from bmq.storage.log.aborted_index import load_sealed
 from bmq.storage.log.config import MAX_READ_BYTES, BatchMeta, Queued, clock_ms, parse_files
 from bmq.storage.log.fencing import FencedEpochError
 from bmq.storage.log.layout import Layout
@@ -137,6 +138,7 @@ class ObjectLayout(Layout):
             try:
                 objects = [Segment.from_meta({k: int(v) for k, v in m.items()}) for m in metas]
                 producers = ProducerStateTable.from_json(state["producers"])
+                load_sealed(producers, log.storage, log.dir)
                 log_start = int(state["log_start_offset"])
                 recovery_point = int(state["recovery_point"])
                 next_seq = int(state.get("next_seq", 0))
@@ -238,6 +240,7 @@ class ObjectLayout(Layout):
                 durable.record(meta[4], meta[5], meta[6], meta[7], meta[1], meta[2], meta[3],
                                now_ms, meta[8])
             objects = [*log._segments[:-1], seg]
+        log._seal_aborted()
         log._write_state(self._manifest(log, objects, seg.next_offset))
         log._fence_check()
         with log._lock:

@@ -14,11 +14,12 @@ aborted transactions, without scanning data. The owner publishes them in two pla
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from bmq.storage.producer_state import (
     ABORTED_KEY,
+    CHUNKS_KEY,
     AbortedTxn,
     ProducerStateTable,
     aborted_between,
@@ -48,12 +49,20 @@ class PublishedTxns:
         self._first_open: int | None = None     # from the state document
         self._tail_lso: int | None = None       # from the newest tail, if newer than the state
         self.state_hw = 0                       # high watermark of the state document applied
+        self._chunks: set[str] = set()          # chunk files of the index already merged
 
-    def apply_state(self, state: dict[str, Any]) -> None:
-        """A state document (checkpoint or manifest) was applied."""
+    def apply_state(self, state: dict[str, Any],
+                    read_chunk: Callable[[str], list[AbortedTxn]]) -> None:
+        """A state document (checkpoint or manifest) was applied; ``read_chunk`` reads a chunk
+        file of the aborted-transaction index it names (each is read once: chunks never
+        change)."""
         producers = state.get("producers") or {}
+        for name, _end in producers.get(CHUNKS_KEY, ()):
+            if name not in self._chunks:
+                self._merge(read_chunk(name))
+                self._chunks.add(name)
         firsts = [int(p["txn_first"]) for key, p in producers.items()
-                  if key != ABORTED_KEY and "txn_first" in p]
+                  if key not in (ABORTED_KEY, CHUNKS_KEY) and "txn_first" in p]
         self._first_open = min(firsts) if firsts else None
         self.state_hw = int(state.get("high_watermark", state.get("recovery_point", 0)))
         self._tail_lso = None

@@ -3,6 +3,8 @@ or a new log start offset); their files are deleted once no read uses them."""
 
 from __future__ import annotations
 
+import contextlib
+
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.storage.log.core import LogCore
 from bmq.storage.segment import Segment
@@ -60,11 +62,14 @@ class Retention(LogCore):
                 retired = self._retire(max(by_start, by_time, by_size))
                 self._producers.expire(now_ms, self.producer_expiration_ms)
                 self._durable_producers.expire(now_ms, self.producer_expiration_ms)
-                for table in (self._producers, self._durable_producers):
-                    table.drop_aborted_before(self.log_start_offset)
-            if retired:
+                self._producers.drop_aborted_before(self.log_start_offset)
+                chunks = self._durable_producers.drop_aborted_before(self.log_start_offset)
+            if retired or chunks:
                 self._checkpoint_locked()
                 self._delete_segments(retired)
+            for name in chunks:     # no checkpoint names them any more
+                with contextlib.suppress(FileNotFoundError):
+                    self.storage.delete(self._path(name))
             return len(retired)
 
     def _retention_candidates(self) -> list[Segment]:

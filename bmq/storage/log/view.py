@@ -9,6 +9,7 @@ import logging
 from typing import Any, ClassVar
 
 from bmq.protocol.errors import ErrorCode, KafkaError
+from bmq.storage.log.aborted_index import read_chunk
 from bmq.storage.log.published_txns import PublishedTxns
 from bmq.storage.log.reading import Reading
 from bmq.storage.producer_state import AbortedTxn
@@ -96,7 +97,7 @@ class LogReader:
             if state.get("segments") is None:
                 return False          # a claim without a known state: keep the current view
             self._apply(state)
-            self._txns.apply_state(state)
+            self._txns.apply_state(state, lambda name: read_chunk(log.storage, log.dir, name))
             self._state = raw
             self.leader_epoch = epoch
             tail = self._tail
