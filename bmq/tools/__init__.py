@@ -14,8 +14,9 @@ from bmq.tools.consume import consume
 from bmq.tools.group import group
 from bmq.tools.produce import produce
 from bmq.tools.topic import topic
+from bmq.tools.txn import txn
 from bmq.tools.user import user
 
-COMMANDS: list[click.Command] = [topic, produce, consume, group, cluster, user]
+COMMANDS: list[click.Command] = [topic, produce, consume, group, cluster, user, txn]
 
 __all__ = ["COMMANDS"]
