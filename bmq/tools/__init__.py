@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import click
 
+from bmq.tools.acl import acl
 from bmq.tools.cluster import cluster
 from bmq.tools.consume import consume
 from bmq.tools.group import group
@@ -16,6 +17,6 @@ from bmq.tools.produce import produce
 from bmq.tools.topic import topic
 from bmq.tools.user import user
 
-COMMANDS: list[click.Command] = [topic, produce, consume, group, cluster, user]
+COMMANDS: list[click.Command] = [topic, produce, consume, group, cluster, user, acl]
 
 __all__ = ["COMMANDS"]
