@@ -8,9 +8,9 @@ ALL, or (ALLOW only) one that implies it: READ, WRITE, DELETE and ALTER imply DE
 ALTER_CONFIGS implies DESCRIBE_CONFIGS. Super users (``super.users``) are always allowed; a
 resource no binding covers is allowed to everyone only with ``allow.everyone.if.no.acl.found``.
 
-Decisions are cached per (principal, host, operation, resource) until the ACLs change, and the
-bindings are indexed by resource type and literal name, so a decision costs a dict lookup, and a
-miss a scan of the type's prefixed and wildcard bindings only.
+Decisions are cached per (principal, host, operation, resource) until the ACLs change; the
+bindings are indexed by resource type and name (literal, and prefixed by prefix), so a miss costs
+one dict lookup per distinct prefix length, whatever the number of bindings.
 """
 
 from __future__ import annotations
@@ -86,7 +86,8 @@ class Authorizer:
         self.allow_if_no_acl = config.allow_everyone_if_no_acl_found
         self._store = store
         self._literal: dict[tuple[ResourceType, str], list[AclBinding]] = {}
-        self._patterns: dict[ResourceType, list[AclBinding]] = {}   # PREFIXED and ``*``
+        self._prefixed: dict[tuple[ResourceType, str], list[AclBinding]] = {}
+        self._prefix_lengths: dict[ResourceType, list[int]] = {}
         self._cache: dict[tuple[str, str, Operation, ResourceType, str], bool] = {}
         self._index(store.bindings)
 
@@ -98,9 +99,13 @@ class Authorizer:
         key = (principal, host, operation, resource_type, name)
         decision = self._cache.get(key)
         if decision is None:
-            covering = [*self._literal.get((resource_type, name), ()),
-                        *(acl for acl in self._patterns.get(resource_type, ())
-                          if acl.covers(resource_type, name))]
+            literal, prefixed = self._literal, self._prefixed
+            covering = [*literal.get((resource_type, name), ()),
+                        *literal.get((resource_type, WILDCARD), ())]
+            for length in self._prefix_lengths.get(resource_type, ()):
+                if length > len(name):
+                    break
+                covering += prefixed.get((resource_type, name[:length]), ())
             found = decide(covering, principal, host, operation)
             decision = self.allow_if_no_acl if found is None else found
             if len(self._cache) >= CACHE_LIMIT:
@@ -142,11 +147,15 @@ class Authorizer:
 
     def _index(self, bindings: list[AclBinding]) -> None:
         literal: dict[tuple[ResourceType, str], list[AclBinding]] = {}
-        patterns: dict[ResourceType, list[AclBinding]] = {}
+        prefixed: dict[tuple[ResourceType, str], list[AclBinding]] = {}
+        lengths: dict[ResourceType, set[int]] = {}
         for acl in bindings:
-            if acl.pattern_type == PatternType.LITERAL and acl.resource_name != WILDCARD:
-                literal.setdefault((acl.resource_type, acl.resource_name), []).append(acl)
+            key = (acl.resource_type, acl.resource_name)
+            if acl.pattern_type == PatternType.LITERAL:
+                literal.setdefault(key, []).append(acl)
             else:
-                patterns.setdefault(acl.resource_type, []).append(acl)
-        self._literal, self._patterns = literal, patterns
+                prefixed.setdefault(key, []).append(acl)
+                lengths.setdefault(acl.resource_type, set()).add(len(acl.resource_name))
+        self._literal, self._prefixed = literal, prefixed
+        self._prefix_lengths = {t: sorted(found) for t, found in lengths.items()}
         self._cache = {}
