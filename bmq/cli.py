@@ -25,6 +25,7 @@ _ELSEWHERE: dict[str, str] = {
     "group": "bmq.tools.group",
     "cluster": "bmq.tools.cluster",
     "user": "bmq.tools.user",
+    "acl": "bmq.tools.acl",
     "txn": "bmq.tools.txn",
     "controller": "bmq.controller.command",
     "broker": "bmq.broker.command",

@@ -121,6 +121,12 @@ class Config:
     ssl_truststore_certificates: str = ""    # or those CA certificates inline
     ssl_client_auth: str = "none"            # none, requested or required
     sasl_enabled_mechanisms: str = "SCRAM-SHA-256,SCRAM-SHA-512"
+    # ACLs (bmq/security/authorizer.py): any non-empty value turns the authorizer on (Kafka names
+    # its class here; BMQ has one authorizer, with Kafka's semantics).
+    authorizer_class_name: str = ""
+    super_users: str = ""                    # principals allowed everything: User:a;User:b
+    # With the authorizer on, a resource no ACL covers is open to everyone only if true.
+    allow_everyone_if_no_acl_found: bool = False
     # listener.name.NAME.<setting> keys: listener (upper case) -> field -> value.
     listener_overrides: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
 
@@ -213,7 +219,8 @@ KAFKA_NAMES: dict[str, str] = {
         "ssl_keystore_type", "ssl_keystore_location", "ssl_keystore_key",
         "ssl_keystore_certificate_chain", "ssl_key_password", "ssl_truststore_type",
         "ssl_truststore_location", "ssl_truststore_certificates", "ssl_client_auth",
-        "sasl_enabled_mechanisms")},
+        "sasl_enabled_mechanisms", "authorizer_class_name", "super_users",
+        "allow_everyone_if_no_acl_found")},
 }
 # Kafka's other names for a setting: accepted as keys, and broker.id is also described (Kafka 4
 # lists both broker.id and node.id).

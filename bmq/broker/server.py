@@ -18,10 +18,12 @@ from bmq.broker.service import BrokerService
 from bmq.config import Config
 from bmq.coordinators.transactions import TxnState
 from bmq.lifecycle import run_until_signalled
+from bmq.metadata.acls import AclStore
 from bmq.metadata.credentials import CredentialStore
 from bmq.metadata.nodes import BrokerNode
 from bmq.net.connection import KafkaConnection
 from bmq.net.listening import Listening
+from bmq.security.authorizer import Authorizer
 from bmq.security.session import Security, SecurityConfigError
 from bmq.security.tls import TlsConfigError
 from bmq.startup import ExitCode, StartupError
@@ -80,8 +82,9 @@ class BrokerServer:
         try:
             broker = self.broker = standalone_broker(config, self._executor)
             await broker.start()
-            self.security.credentials = CredentialStore(
-                open_storage(os.path.join(self.data_dir, "meta"))).load()
+            meta = open_storage(os.path.join(self.data_dir, "meta"))
+            self.security.credentials = CredentialStore(meta).load()
+            self.security.authorizer = Authorizer(config, AclStore(meta).load())
         except OSError as error:  # a file of the data directory we cannot read or write
             raise StartupError(f"cannot use data directory {self.data_dir}: {error}",
                                ExitCode.STORAGE) from error

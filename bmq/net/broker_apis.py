@@ -35,11 +35,14 @@ BROKER_REQUESTS: tuple[str, ...] = (
     "ListGroupsRequest",
     "DeleteGroupsRequest",
     "OffsetDeleteRequest",
-    # Security: SASL authentication, SCRAM credentials
+    # Security: SASL authentication, SCRAM credentials, ACLs
     "SaslHandshakeRequest",
     "SaslAuthenticateRequest",
     "DescribeUserScramCredentialsRequest",
     "AlterUserScramCredentialsRequest",
+    "CreateAclsRequest",
+    "DescribeAclsRequest",
+    "DeleteAclsRequest",
     # Transactions
     "AddPartitionsToTxnRequest",
     "AddOffsetsToTxnRequest",

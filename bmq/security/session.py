@@ -21,9 +21,11 @@ from bmq.metadata.credentials import CredentialStore
 from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import REQUEST_APIS
 from bmq.security import scram
+from bmq.security.authorizer import Authorizer
 from bmq.security.tls import certificate_principal, server_context
 
 log = logging.getLogger(__name__)
+audit = logging.getLogger("bmq.audit")
 
 ANONYMOUS = "User:ANONYMOUS"
 PLAIN = "PLAIN"
@@ -63,6 +65,7 @@ class Security:
         serve; a role that keeps no credentials (``keeps_credentials`` false) cannot serve SASL.
         Built before the role creates anything; the credentials come once they are loaded."""
         self.credentials: CredentialStore | None = None
+        self.authorizer: Authorizer | None = None     # set with the ACLs, once loaded
         self.tls_contexts: dict[str, ssl.SSLContext] = {
             listener.name: server_context(config, listener.name, listener.sasl)
             for listener in listeners if listener.tls}
@@ -177,6 +180,6 @@ class Session:
 
     def _fail(self, reason: str) -> None:
         # Kafka's audit of a failed authentication: who, from where, how, and why.
-        log.warning("authentication failed from %s on listener %s (%s): %s", self.client,
-                    self.listener.name, self._mechanism or "no mechanism", reason)
+        audit.warning("authentication-failed client=%s listener=%s mechanism=%s reason=%r",
+                      self.client, self.listener.name, self._mechanism or "-", reason)
         self._state, self.closing = _FAILED, True

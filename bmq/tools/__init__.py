@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import click
 
+from bmq.tools.acl import acl
 from bmq.tools.cluster import cluster
 from bmq.tools.consume import consume
 from bmq.tools.group import group
@@ -17,6 +18,6 @@ from bmq.tools.topic import topic
 from bmq.tools.txn import txn
 from bmq.tools.user import user
 
-COMMANDS: list[click.Command] = [topic, produce, consume, group, cluster, user, txn]
+COMMANDS: list[click.Command] = [topic, produce, consume, group, cluster, user, txn, acl]
 
 __all__ = ["COMMANDS"]

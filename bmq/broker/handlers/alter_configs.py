@@ -18,7 +18,7 @@ async def handle_alter_configs(ctx: RequestContext, request: AlterConfigsRequest
                                               resource_name=resource.resource_name)
         results.append(result)
         try:
-            info = await find_topic(ctx.broker, resource.resource_type, resource.resource_name)
+            info = await find_topic(ctx, resource.resource_type, resource.resource_name)
             configs = validate_topic_configs({c.name: c.value for c in resource.configs})
             if not request.validate_only:
                 await ctx.broker.set_topic_configs(info, configs)

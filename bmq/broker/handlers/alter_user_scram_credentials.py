@@ -8,6 +8,7 @@ from collections import Counter
 
 from bmq.broker.handlers.base import RequestContext
 from bmq.broker.handlers.scram_credentials import NO_STORE, credential_store
+from bmq.metadata.acls import Operation
 from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import (
     AlterUserScramCredentialsRequest,
@@ -41,6 +42,11 @@ async def handle_alter_user_scram_credentials(
         version: int) -> AlterUserScramCredentialsResponse:
     store = credential_store(ctx)
     users = [d.name for d in request.deletions] + [u.name for u in request.upsertions]
+    if not ctx.authorize_cluster(Operation.ALTER):
+        return AlterUserScramCredentialsResponse(results=[
+            AlterUserScramCredentialsResult(
+                user=name, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=None)
+            for name in dict.fromkeys(users)])
     if store is None:
         return AlterUserScramCredentialsResponse(results=[
             AlterUserScramCredentialsResult(user=name, error_code=ErrorCode.UNSUPPORTED_VERSION,

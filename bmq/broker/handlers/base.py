@@ -5,8 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bmq.broker.broker import Broker
+from bmq.metadata.acls import CLUSTER_NAME, Operation, ResourceType
+from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.headers import RequestHeader
+from bmq.security.authorizer import audit_denied
 from bmq.security.session import ANONYMOUS, Session
+
+# What a request refused on a resource of each type is answered.
+DENIED = {ResourceType.TOPIC: ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+          ResourceType.GROUP: ErrorCode.GROUP_AUTHORIZATION_FAILED,
+          ResourceType.CLUSTER: ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+          ResourceType.TRANSACTIONAL_ID: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +30,38 @@ class RequestContext:
     listener: str
     # The connection's security: its principal and SASL state (None: a role without security).
     session: Session | None = None
+
+    @property
+    def authorizing(self) -> bool:
+        """Whether an authorizer decides (else every request is allowed)."""
+        authorizer = None if self.session is None else self.session.security.authorizer
+        return authorizer is not None and authorizer.enabled
+
+    def authorize(self, operation: Operation, resource_type: ResourceType, name: str,
+                  audit: bool = True) -> bool:
+        """Whether the principal may do ``operation`` on the resource (always, without an
+        authorizer); a refusal is audited unless ``audit`` is false (a listing that leaves out
+        what the principal may not see)."""
+        session = self.session
+        authorizer = None if session is None else session.security.authorizer
+        if authorizer is None or not authorizer.enabled:
+            return True
+        assert session is not None
+        if authorizer.authorize(session.principal, self.client_host.lstrip("/"), operation,
+                                resource_type, name):
+            return True
+        if audit:
+            audit_denied(session.principal, session.client, self.listener,
+                         self.header.api_key, resource_type, name, operation)
+        return False
+
+    def authorize_cluster(self, operation: Operation) -> bool:
+        return self.authorize(operation, ResourceType.CLUSTER, CLUSTER_NAME)
+
+    def require(self, operation: Operation, resource_type: ResourceType, name: str) -> None:
+        """Raise Kafka's authorization error for the resource type unless allowed."""
+        if not self.authorize(operation, resource_type, name):
+            raise KafkaError(DENIED[resource_type])
 
     @property
     def principal(self) -> str:

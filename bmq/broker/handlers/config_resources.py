@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from bmq.broker.broker import Broker
+from bmq.broker.handlers.base import RequestContext
 from bmq.broker.topic_config import (
     TOPIC_CONFIGS,
     ConfigSource,
@@ -22,6 +23,8 @@ from bmq.config import (
     env_name,
     kafka_name,
 )
+from bmq.metadata.acls import CLUSTER_NAME, Operation
+from bmq.metadata.acls import ResourceType as AclResource
 from bmq.metadata.topics import TopicInfo
 from bmq.protocol.errors import ErrorCode, KafkaError
 
@@ -74,14 +77,19 @@ def topic_entries(broker: Broker, info: TopicInfo) -> list[ConfigEntry]:
     return entries
 
 
-async def find_topic(broker: Broker, resource_type: int, resource_name: str) -> TopicInfo:
-    """The topic an alter request targets; broker resources are static in BMQ."""
+async def find_topic(ctx: RequestContext, resource_type: int,
+                     resource_name: str) -> TopicInfo:
+    """The topic an alter request targets (ALTER_CONFIGS on it, or on the cluster for a
+    broker); broker resources are static in BMQ."""
+    broker = ctx.broker
     if resource_type == ResourceType.BROKER:
+        ctx.require(Operation.ALTER_CONFIGS, AclResource.CLUSTER, CLUSTER_NAME)
         raise KafkaError(ErrorCode.INVALID_REQUEST,
                          "Broker configs are static in BMQ: set them in the TOML file, "
                          "BMQ_* variables or flags and restart.")
     if resource_type != ResourceType.TOPIC:
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}")
+    ctx.require(Operation.ALTER_CONFIGS, AclResource.TOPIC, resource_name)
     info = await broker.lookup_topic(resource_name)
     if info is None:
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,

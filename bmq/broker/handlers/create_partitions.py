@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from bmq.broker.handlers.base import RequestContext
 from bmq.broker.handlers.create_topics import check_replica_assignment
+from bmq.metadata.acls import Operation, ResourceType
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.messages import CreatePartitionsRequest, CreatePartitionsResponse
 from bmq.protocol.messages.create_partitions_response import CreatePartitionsTopicResult
@@ -17,6 +18,7 @@ async def handle_create_partitions(ctx: RequestContext, request: CreatePartition
         result = CreatePartitionsTopicResult(name=topic.name)
         results.append(result)
         try:
+            ctx.require(Operation.ALTER, ResourceType.TOPIC, topic.name)
             info = await broker.lookup_topic(topic.name)
             if info is None:
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)

@@ -6,6 +6,7 @@ from collections import Counter
 
 from bmq.broker.handlers.base import RequestContext
 from bmq.broker.topic_config import TOPIC_CONFIGS, effective_topic_configs
+from bmq.metadata.acls import CLUSTER_NAME, Operation, ResourceType
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.messages import CreateTopicsRequest, CreateTopicsResponse
 from bmq.protocol.messages.create_topics_request import CreatableTopic
@@ -59,6 +60,9 @@ async def handle_create_topics(ctx: RequestContext, request: CreateTopicsRequest
                 raise KafkaError(ErrorCode.INVALID_REQUEST,
                                  f"Create topics request from client contains a duplicate topic "
                                  f"{topic.name}.")
+            if not ctx.authorize(Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME,
+                                 audit=False):
+                ctx.require(Operation.CREATE, ResourceType.TOPIC, topic.name)
             count, replication = _partition_count(ctx, topic)
             configs = {c.name: c.value for c in topic.configs}
             if request.validate_only:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from bmq.broker.handlers.base import RequestContext
+from bmq.metadata.acls import Operation, ResourceType
 from bmq.protocol.errors import KafkaError
 from bmq.protocol.messages import DeleteRecordsRequest, DeleteRecordsResponse
 from bmq.protocol.messages.delete_records_response import (
@@ -27,6 +28,7 @@ async def handle_delete_records(ctx: RequestContext, request: DeleteRecordsReque
                                                   low_watermark=-1)
             partitions.append(result)
             try:
+                ctx.require(Operation.DELETE, ResourceType.TOPIC, topic.name)
                 log = broker.partition(topic.name, asked.partition_index).log
                 offset = log.high_watermark if asked.offset == HIGH_WATERMARK else asked.offset
                 result.low_watermark = await loop.run_in_executor(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 
 from bmq.broker.handlers.base import RequestContext
+from bmq.metadata.acls import Operation, ResourceType
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.messages import DeleteTopicsRequest, DeleteTopicsResponse
 from bmq.protocol.messages.delete_topics_response import DeletableTopicResult
@@ -28,6 +29,7 @@ async def handle_delete_topics(ctx: RequestContext, request: DeleteTopicsRequest
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if name is not None
                                  else ErrorCode.UNKNOWN_TOPIC_ID)
             result.name, result.topic_id = info.name, info.topic_id
+            ctx.require(Operation.DELETE, ResourceType.TOPIC, info.name)
             if info.internal:
                 raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
                                  f"Internal topic {info.name} cannot be deleted")

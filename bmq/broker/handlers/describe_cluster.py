@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bmq.broker.handlers.base import RequestContext
+from bmq.metadata.acls import Operation
 from bmq.protocol.acl_operations import CLUSTER_OPERATIONS, authorized
 from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import DescribeClusterRequest, DescribeClusterResponse
@@ -15,6 +16,10 @@ ENDPOINT_CONTROLLERS = 2
 async def handle_describe_cluster(ctx: RequestContext, request: DescribeClusterRequest,
                                   version: int) -> DescribeClusterResponse:
     broker = ctx.broker
+    if not ctx.authorize_cluster(Operation.DESCRIBE):
+        return DescribeClusterResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                       error_message=None, endpoint_type=request.endpoint_type,
+                                       cluster_id=broker.cluster_id)
     if request.endpoint_type not in (ENDPOINT_BROKERS, ENDPOINT_CONTROLLERS):
         return DescribeClusterResponse(error_code=ErrorCode.INVALID_REQUEST,
                                        error_message="unknown endpoint type",

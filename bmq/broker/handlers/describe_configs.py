@@ -9,6 +9,8 @@ from bmq.broker.handlers.config_resources import (
     topic_entries,
 )
 from bmq.broker.topic_config import ConfigSource, ResourceType
+from bmq.metadata.acls import CLUSTER_NAME, Operation
+from bmq.metadata.acls import ResourceType as AclResource
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.messages import DescribeConfigsRequest, DescribeConfigsResponse
 from bmq.protocol.messages.describe_configs_response import (
@@ -21,11 +23,13 @@ from bmq.protocol.messages.describe_configs_response import (
 async def _entries(ctx: RequestContext, resource_type: int, name: str) -> list[ConfigEntry]:
     broker = ctx.broker
     if resource_type == ResourceType.TOPIC:
+        ctx.require(Operation.DESCRIBE_CONFIGS, AclResource.TOPIC, name)
         info = await broker.lookup_topic(name)
         if info is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist")
         return topic_entries(broker, info)
     if resource_type == ResourceType.BROKER:
+        ctx.require(Operation.DESCRIBE_CONFIGS, AclResource.CLUSTER, CLUSTER_NAME)
         if name not in ("", str(broker.node.node_id)):
             raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown broker {name}")
         return broker_entries(broker)

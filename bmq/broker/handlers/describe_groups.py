@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bmq.broker.handlers.base import RequestContext
+from bmq.metadata.acls import Operation, ResourceType
 from bmq.protocol.acl_operations import GROUP_OPERATIONS, authorized
 from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import DescribeGroupsRequest, DescribeGroupsResponse
@@ -17,9 +18,12 @@ async def handle_describe_groups(ctx: RequestContext, request: DescribeGroupsReq
     operations = authorized(GROUP_OPERATIONS, request.include_authorized_operations)
     described = []
     for group_id in request.groups:
-        error, summary = ctx.broker.groups.describe_group(group_id)
         result = DescribedGroup(group_id=group_id, authorized_operations=operations)
         described.append(result)
+        if not ctx.authorize(Operation.DESCRIBE, ResourceType.GROUP, group_id):
+            result.error_code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+            continue
+        error, summary = ctx.broker.groups.describe_group(group_id)
         if summary is not None:
             result.group_state = summary.state
             result.protocol_type = summary.protocol_type

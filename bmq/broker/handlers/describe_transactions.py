@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from bmq.broker.handlers.base import RequestContext
+from bmq.metadata.acls import Operation, ResourceType
+from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import DescribeTransactionsRequest, DescribeTransactionsResponse
 from bmq.protocol.messages.describe_transactions_response import TopicData, TransactionState
 
@@ -13,6 +15,12 @@ async def handle_describe_transactions(ctx: RequestContext,
     coordinator = ctx.broker.transactions
     states = []
     for transactional_id in request.transactional_ids:
+        if not ctx.authorize(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
+                             transactional_id):
+            states.append(TransactionState(
+                error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                transactional_id=transactional_id))
+            continue
         error, meta = coordinator.describe(transactional_id)
         if meta is None:
             states.append(TransactionState(error_code=error, transactional_id=transactional_id))

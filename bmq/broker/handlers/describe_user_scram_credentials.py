@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from bmq.broker.handlers.base import RequestContext
 from bmq.broker.handlers.scram_credentials import NO_STORE, credential_store
+from bmq.metadata.acls import Operation
 from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import (
     DescribeUserScramCredentialsRequest,
@@ -21,6 +22,9 @@ async def handle_describe_user_scram_credentials(
         ctx: RequestContext, request: DescribeUserScramCredentialsRequest,
         version: int) -> DescribeUserScramCredentialsResponse:
     store = credential_store(ctx)
+    if not ctx.authorize_cluster(Operation.DESCRIBE):
+        return DescribeUserScramCredentialsResponse(
+            error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=None)
     if store is None:
         return DescribeUserScramCredentialsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION,
                                                     error_message=NO_STORE)

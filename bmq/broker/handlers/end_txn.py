@@ -5,11 +5,16 @@ from __future__ import annotations
 
 from bmq.broker.handlers.add_partitions_to_txn import fenced_code
 from bmq.broker.handlers.base import RequestContext
+from bmq.metadata.acls import Operation, ResourceType
+from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import EndTxnRequest, EndTxnResponse
 
 
 async def handle_end_txn(ctx: RequestContext, request: EndTxnRequest,
                          version: int) -> EndTxnResponse:
+    if not ctx.authorize(Operation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                         request.transactional_id):
+        return EndTxnResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     coordinator = ctx.broker.transactions
     error = await coordinator.end_txn(request.transactional_id, request.producer_id,
                                       request.producer_epoch, request.committed)

@@ -8,8 +8,9 @@ yet: COORDINATOR_NOT_AVAILABLE.
 from __future__ import annotations
 
 from bmq.broker.broker import Broker
-from bmq.broker.handlers.base import RequestContext
+from bmq.broker.handlers.base import DENIED, RequestContext
 from bmq.coordinators.transactions import TRANSACTION_TOPIC
+from bmq.metadata.acls import Operation, ResourceType
 from bmq.metadata.nodes import BrokerNode
 from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import FindCoordinatorRequest, FindCoordinatorResponse
@@ -35,7 +36,13 @@ def _located(broker: Broker, key: str, node: BrokerNode | None, error: ErrorCode
                        error_message="The coordinator is not available.")
 
 
-async def _find(broker: Broker, key: str, key_type: int, listener: str) -> Coordinator:
+async def _find(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
+    broker, listener = ctx.broker, ctx.listener
+    resource = {KEY_TYPE_GROUP: ResourceType.GROUP,
+                KEY_TYPE_TRANSACTION: ResourceType.TRANSACTIONAL_ID}.get(key_type)
+    if resource is not None and not ctx.authorize(Operation.DESCRIBE, resource, key):
+        return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=DENIED[resource],
+                           error_message=None)
     if key_type == KEY_TYPE_GROUP:
         return _located(broker, key, broker.coordinator_node(key),
                         broker.groups.coordinator_error(key, allow_empty=True), listener)
@@ -58,8 +65,8 @@ async def handle_find_coordinator(ctx: RequestContext, request: FindCoordinatorR
     key_type = request.key_type if version >= 1 else KEY_TYPE_GROUP
     if version >= 4:
         return FindCoordinatorResponse(
-            coordinators=[await _find(ctx.broker, key, key_type, ctx.listener)
+            coordinators=[await _find(ctx, key, key_type)
                           for key in request.coordinator_keys])
-    found = await _find(ctx.broker, request.key, key_type, ctx.listener)
+    found = await _find(ctx, request.key, key_type)
     return FindCoordinatorResponse(error_code=found.error_code, error_message=found.error_message,
                                    node_id=found.node_id, host=found.host, port=found.port)

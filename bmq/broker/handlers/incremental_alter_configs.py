@@ -49,7 +49,7 @@ async def handle_incremental_alter_configs(ctx: RequestContext,
                                               resource_name=resource.resource_name)
         results.append(result)
         try:
-            info = await find_topic(broker, resource.resource_type, resource.resource_name)
+            info = await find_topic(ctx, resource.resource_type, resource.resource_name)
             configs = dict(info.configs)
             for change in resource.configs:
                 default = TOPIC_CONFIGS[change.name].default(broker.config) \

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 from bmq.broker.handlers.base import RequestContext
 from bmq.coordinators.groups import JoinRequest
+from bmq.metadata.acls import Operation, ResourceType
+from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import JoinGroupRequest, JoinGroupResponse
 from bmq.protocol.messages.join_group_response import JoinGroupResponseMember
 
 
 async def handle_join_group(ctx: RequestContext, request: JoinGroupRequest,
                             version: int) -> JoinGroupResponse:
+    if not ctx.authorize(Operation.READ, ResourceType.GROUP, request.group_id):
+        return JoinGroupResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                                 generation_id=-1, protocol_name=None if version >= 7 else "",
+                                 leader="", member_id=request.member_id)
     instance_id = request.group_instance_id if version >= 5 else None
     result = await ctx.broker.groups.join_group(JoinRequest(
         group_id=request.group_id,

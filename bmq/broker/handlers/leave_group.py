@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bmq.broker.handlers.base import RequestContext
+from bmq.metadata.acls import Operation, ResourceType
 from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import LeaveGroupRequest, LeaveGroupResponse
 from bmq.protocol.messages.leave_group_response import MemberResponse
@@ -10,6 +11,8 @@ from bmq.protocol.messages.leave_group_response import MemberResponse
 
 async def handle_leave_group(ctx: RequestContext, request: LeaveGroupRequest,
                              version: int) -> LeaveGroupResponse:
+    if not ctx.authorize(Operation.READ, ResourceType.GROUP, request.group_id):
+        return LeaveGroupResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     leaving: list[tuple[str, str | None, str | None]]
     if version >= 3:
         leaving = [(m.member_id, m.group_instance_id, m.reason if version >= 5 else None)

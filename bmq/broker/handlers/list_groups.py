@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bmq.broker.handlers.base import RequestContext
+from bmq.metadata.acls import Operation, ResourceType
 from bmq.protocol.messages import ListGroupsRequest, ListGroupsResponse
 from bmq.protocol.messages.list_groups_response import ListedGroup
 
@@ -15,4 +16,5 @@ async def handle_list_groups(ctx: RequestContext, request: ListGroupsRequest,
     return ListGroupsResponse(error_code=error, groups=[
         ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state,
                     group_type=g.group_type)
-        for g in groups])
+        for g in groups
+        if ctx.authorize(Operation.DESCRIBE, ResourceType.GROUP, g.group_id, audit=False)])

@@ -7,6 +7,7 @@ import re
 
 from bmq.broker.handlers.base import RequestContext
 from bmq.coordinators.transactions import TxnState
+from bmq.metadata.acls import Operation, ResourceType
 from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import ListTransactionsRequest, ListTransactionsResponse
 from bmq.protocol.messages.list_transactions_response import TransactionState
@@ -36,5 +37,7 @@ async def handle_list_transactions(ctx: RequestContext, request: ListTransaction
         and (not pids or m.producer_id in pids)
         and (version < 1 or request.duration_filter < 0
              or (m.start_ms >= 0 and now - m.start_ms >= request.duration_filter))
-        and (pattern is None or pattern.fullmatch(m.transactional_id))]
+        and (pattern is None or pattern.fullmatch(m.transactional_id))
+        and ctx.authorize(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, m.transactional_id,
+                          audit=False)]
     return ListTransactionsResponse(unknown_state_filters=unknown, transaction_states=listed)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from bmq.broker.broker import Broker
 from bmq.broker.handlers.base import RequestContext
+from bmq.metadata.acls import CLUSTER_NAME, Operation, ResourceType
 from bmq.metadata.topics import TopicInfo, check_topic_name
 from bmq.protocol.acl_operations import fill_metadata_operations
 from bmq.protocol.errors import ErrorCode, KafkaError
@@ -36,20 +37,28 @@ def topic_metadata(broker: Broker, info: TopicInfo) -> MetadataResponseTopic:
                                  partitions=partitions)
 
 
-async def _requested_topic(broker: Broker, name: str | None, topic_id: object,
+async def _requested_topic(ctx: RequestContext, name: str | None, topic_id: object,
                            auto_create: bool) -> MetadataResponseTopic:
+    broker = ctx.broker
     try:
         if name is None:
             info = broker.topics.by_id(topic_id)  # type: ignore[arg-type]
             if info is None:
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID)
+            ctx.require(Operation.DESCRIBE, ResourceType.TOPIC, info.name)
             return topic_metadata(broker, info)
         info = broker.topics.get(name)
         if info is None:
             check_topic_name(name)
-            if not auto_create:
+            # Creating it takes CREATE on the cluster or on the topic (Kafka's rule).
+            if not auto_create or not (
+                    ctx.authorize(Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME,
+                                  audit=False)
+                    or ctx.authorize(Operation.CREATE, ResourceType.TOPIC, name)):
+                ctx.require(Operation.DESCRIBE, ResourceType.TOPIC, name)
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             info = await broker.auto_create(name)
+        ctx.require(Operation.DESCRIBE, ResourceType.TOPIC, name)
         return topic_metadata(broker, info)
     except KafkaError as error:
         return MetadataResponseTopic(error_code=error.code, name=name,
@@ -63,11 +72,14 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest,
     if request.topics is None or (version == 0 and not request.topics):
         # Internal topics (__consumer_offsets) are only described when asked for by name.
         # Kafka lists internal topics too, flagged is_internal; clients filter them.
-        topics = [topic_metadata(broker, info) for info in broker.topics.all()]
+        # Topics the principal may not describe are left out, as Kafka does.
+        topics = [topic_metadata(broker, info) for info in broker.topics.all()
+                  if ctx.authorize(Operation.DESCRIBE, ResourceType.TOPIC, info.name,
+                                   audit=False)]
     else:
         auto_create = broker.config.auto_create_topics_enable and (
             version < 4 or request.allow_auto_topic_creation)
-        topics = [await _requested_topic(broker, t.name, t.topic_id, auto_create)
+        topics = [await _requested_topic(ctx, t.name, t.topic_id, auto_create)
                   for t in request.topics]
     response = MetadataResponse(
         brokers=[MetadataResponseBroker(node_id=n.node_id, host=host, port=port, rack=n.rack)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from bmq.broker.broker import Broker
 from bmq.broker.handlers.base import RequestContext
 from bmq.coordinators.groups.records import OffsetValue
+from bmq.metadata.acls import Operation, ResourceType
 from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import OffsetCommitRequest, OffsetCommitResponse
 from bmq.protocol.messages.offset_commit_request import OffsetCommitRequestTopic
@@ -35,6 +36,7 @@ async def handle_offset_commit(ctx: RequestContext, request: OffsetCommitRequest
                                version: int) -> OffsetCommitResponse:
     broker = ctx.broker
     now = now_ms()
+    group_allowed = ctx.authorize(Operation.READ, ResourceType.GROUP, request.group_id)
     # Retention per request existed in v2-4 only; -1 means the broker's rules.
     retention = request.retention_time_ms if 2 <= version <= 4 else -1
     expire = now + retention if retention >= 0 else -1
@@ -43,6 +45,11 @@ async def handle_offset_commit(ctx: RequestContext, request: OffsetCommitRequest
     topics = []
     for topic in request.topics:
         name, count, topic_error = _topic(broker, topic, version)
+        if not group_allowed:
+            topic_error = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        elif topic_error == ErrorCode.NONE and not ctx.authorize(Operation.READ,
+                                                                 ResourceType.TOPIC, name):
+            topic_error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         partitions = []
         for p in topic.partitions:
             result = OffsetCommitResponsePartition(partition_index=p.partition_index)

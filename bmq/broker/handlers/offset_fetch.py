@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from bmq.broker.broker import Broker
 from bmq.broker.handlers.base import RequestContext
 from bmq.coordinators.groups.offsets import FetchedOffset
+from bmq.metadata.acls import Operation, ResourceType
 from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import OffsetFetchRequest, OffsetFetchResponse
 from bmq.protocol.messages.offset_fetch_request import OffsetFetchRequestGroup
@@ -98,7 +99,13 @@ def _group(broker: Broker, group: OffsetFetchRequestGroup, require_stable: bool,
 async def handle_offset_fetch(ctx: RequestContext, request: OffsetFetchRequest,
                               version: int) -> OffsetFetchResponse:
     if version < MULTI_GROUP_VERSION:
+        if not ctx.authorize(Operation.DESCRIBE, ResourceType.GROUP, request.group_id):
+            return OffsetFetchResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
         return _single_group(ctx.broker, request, version)
     return OffsetFetchResponse(groups=[
-        _group(ctx.broker, group, request.require_stable, version) for group in request.groups])
+        _group(ctx.broker, group, request.require_stable, version)
+        if ctx.authorize(Operation.DESCRIBE, ResourceType.GROUP, group.group_id)
+        else OffsetFetchResponseGroup(group_id=group.group_id,
+                                      error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        for group in request.groups])
 

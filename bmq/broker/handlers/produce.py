@@ -6,6 +6,7 @@ import asyncio
 
 from bmq.broker.broker import Broker
 from bmq.broker.handlers.base import RequestContext
+from bmq.metadata.acls import Operation, ResourceType
 from bmq.metadata.topics import INTERNAL_TOPICS
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.messages import ProduceRequest, ProduceResponse
@@ -95,7 +96,9 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest,
                          version: int) -> ProduceResponse | None:
     broker = ctx.broker
     acks = request.acks
-    verified = await verify_elsewhere(broker, request)
+    txn_denied = request.transactional_id is not None and not ctx.authorize(
+        Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)
+    verified = {} if txn_denied else await verify_elsewhere(broker, request)
     durable_waits: list[tuple[PartitionProduceResponse, asyncio.Future[None]]] = []
     topics: list[TopicProduceResponse] = []
     timestamp = now_ms()
@@ -115,6 +118,9 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest,
             try:
                 if topic_error is not None:
                     raise topic_error
+                if txn_denied:
+                    raise KafkaError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+                ctx.require(Operation.WRITE, ResourceType.TOPIC, name)
                 if version < MIN_SERVED_VERSION:
                     raise KafkaError(ErrorCode.UNSUPPORTED_VERSION,
                                      "Produce v0-2 (message format v0/v1) are not supported")

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from bmq.broker.handlers.base import RequestContext
+from bmq.metadata.acls import Operation, ResourceType
+from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import SyncGroupRequest, SyncGroupResponse
 
 
 async def handle_sync_group(ctx: RequestContext, request: SyncGroupRequest,
                             version: int) -> SyncGroupResponse:
+    if not ctx.authorize(Operation.READ, ResourceType.GROUP, request.group_id):
+        return SyncGroupResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     result = await ctx.broker.groups.sync_group(
         request.group_id,
         request.generation_id,

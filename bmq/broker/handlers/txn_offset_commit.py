@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from bmq.broker.handlers.base import RequestContext
 from bmq.coordinators.groups.records import OffsetValue
+from bmq.metadata.acls import Operation, ResourceType
 from bmq.metadata.topics import OFFSETS_TOPIC
 from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import TxnOffsetCommitRequest, TxnOffsetCommitResponse
@@ -22,6 +23,11 @@ async def _producer_error(ctx: RequestContext, request: TxnOffsetCommitRequest) 
     (AddOffsetsToTxn first); asked of the transaction's coordinator, on this broker or (in
     cluster mode) another."""
     broker = ctx.broker
+    if not ctx.authorize(Operation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                         request.transactional_id):
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    if not ctx.authorize(Operation.READ, ResourceType.GROUP, request.group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED
     tp = (OFFSETS_TOPIC, broker.groups.partition_for(request.group_id))
     error = broker.transactions.verify(request.transactional_id, request.producer_id,
                                        request.producer_epoch, tp)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 
 from bmq.broker.handlers.base import RequestContext
+from bmq.metadata.acls import Operation
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.messages import BmqWatchPartitionsRequest, BmqWatchPartitionsResponse
 from bmq.protocol.messages.bmq_watch_partitions_response import WatchedPartition, WatchedTopic
@@ -49,6 +50,8 @@ def _changes(ctx: RequestContext, request: BmqWatchPartitionsRequest,
 
 async def handle_watch_partitions(ctx: RequestContext, request: BmqWatchPartitionsRequest,
                                   version: int) -> BmqWatchPartitionsResponse:
+    if not ctx.authorize_cluster(Operation.CLUSTER_ACTION):    # BMQ's own brokers and proxies
+        return BmqWatchPartitionsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     waits: list[asyncio.Future[None]] = []
     topics = _changes(ctx, request, waits)
     if not topics and waits:

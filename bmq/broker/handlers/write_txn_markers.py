@@ -10,6 +10,7 @@ import asyncio
 
 from bmq.broker.handlers.base import RequestContext
 from bmq.coordinators.transactions import append_marker
+from bmq.metadata.acls import Operation
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 from bmq.protocol.messages.write_txn_markers_request import WritableTxnMarker
@@ -45,7 +46,15 @@ async def handle_write_txn_markers(ctx: RequestContext, request: WriteTxnMarkers
                                    version: int) -> WriteTxnMarkersResponse:
     now = now_ms()
     answers = []
+    allowed = ctx.authorize_cluster(Operation.CLUSTER_ACTION)   # brokers only, as in Kafka
     for marker in request.markers:
+        if not allowed:
+            answers.append(WritableTxnMarkerResult(producer_id=marker.producer_id, topics=[
+                WritableTxnMarkerTopicResult(name=t.name, partitions=[
+                    WritableTxnMarkerPartitionResult(
+                        partition_index=i, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+                    for i in t.partition_indexes]) for t in marker.topics]))
+            continue
         topics = []
         for topic in marker.topics:
             # Appended in request order (no await before each append), then waited together.

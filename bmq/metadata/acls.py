@@ -1,0 +1,174 @@
+"""ACLs as cluster metadata: Kafka's model (bindings: a resource pattern and an access entry;
+the filters DescribeAcls and DeleteAcls match them with) and where `bmq serve` keeps them
+(``acls.json`` in the data directory's ``meta/`` storage, written atomically, beside the SCRAM
+credentials). The decision is bmq.security.authorizer's.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from enum import IntEnum
+
+from bmq.storage import Storage
+
+
+class ResourceType(IntEnum):
+    UNKNOWN = 0
+    ANY = 1
+    TOPIC = 2
+    GROUP = 3
+    CLUSTER = 4
+    TRANSACTIONAL_ID = 5
+    DELEGATION_TOKEN = 6
+    USER = 7
+
+
+class PatternType(IntEnum):
+    UNKNOWN = 0
+    ANY = 1
+    MATCH = 2
+    LITERAL = 3
+    PREFIXED = 4
+
+
+class Operation(IntEnum):
+    UNKNOWN = 0
+    ANY = 1
+    ALL = 2
+    READ = 3
+    WRITE = 4
+    CREATE = 5
+    DELETE = 6
+    ALTER = 7
+    DESCRIBE = 8
+    CLUSTER_ACTION = 9
+    DESCRIBE_CONFIGS = 10
+    ALTER_CONFIGS = 11
+    IDEMPOTENT_WRITE = 12
+    CREATE_TOKENS = 13
+    DESCRIBE_TOKENS = 14
+    TWO_PHASE_COMMIT = 15
+
+
+class Permission(IntEnum):
+    UNKNOWN = 0
+    ANY = 1
+    DENY = 2
+    ALLOW = 3
+
+
+CLUSTER_NAME = "kafka-cluster"
+WILDCARD = "*"
+WILDCARD_PRINCIPAL = "User:*"
+
+
+class AclError(ValueError):
+    """A binding or filter Kafka refuses (INVALID_REQUEST with this message)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AclBinding:
+    resource_type: ResourceType
+    resource_name: str
+    pattern_type: PatternType
+    principal: str
+    host: str
+    operation: Operation
+    permission: Permission
+
+    def check(self) -> None:
+        """Raise AclError unless this binding may be created."""
+        if self.resource_type in (ResourceType.UNKNOWN, ResourceType.ANY):
+            raise AclError("a binding needs a resource type")
+        if self.pattern_type not in (PatternType.LITERAL, PatternType.PREFIXED):
+            raise AclError("a binding's pattern type is LITERAL or PREFIXED")
+        if self.operation in (Operation.UNKNOWN, Operation.ANY):
+            raise AclError("a binding needs an operation")
+        if self.permission not in (Permission.ALLOW, Permission.DENY):
+            raise AclError("a binding's permission is ALLOW or DENY")
+        if not self.resource_name:
+            raise AclError("a binding needs a resource name")
+        if self.resource_type == ResourceType.CLUSTER and self.resource_name != CLUSTER_NAME:
+            raise AclError(f"the cluster resource is named {CLUSTER_NAME}")
+        if ":" not in self.principal:
+            raise AclError(f"principal {self.principal!r} is not TYPE:NAME")
+
+    def covers(self, resource_type: ResourceType, name: str) -> bool:
+        """Whether this binding's pattern applies to the resource."""
+        if self.resource_type != resource_type:
+            return False
+        if self.pattern_type == PatternType.LITERAL:
+            return self.resource_name in (name, WILDCARD)
+        return name.startswith(self.resource_name)
+
+    def to_json(self) -> list[object]:
+        return [int(self.resource_type), self.resource_name, int(self.pattern_type),
+                self.principal, self.host, int(self.operation), int(self.permission)]
+
+    @classmethod
+    def from_json(cls, item: list[object]) -> AclBinding:
+        rtype, name, pattern, principal, host, operation, permission = item
+        return cls(ResourceType(int(str(rtype))), str(name), PatternType(int(str(pattern))),
+                   str(principal), str(host), Operation(int(str(operation))),
+                   Permission(int(str(permission))))
+
+
+@dataclass(frozen=True, slots=True)
+class AclFilter:
+    """DescribeAcls' and DeleteAcls' filter: ANY / None match everything of that field; MATCH
+    matches the bindings that would apply to the named resource (LITERAL name or ``*``, and
+    PREFIXED prefixes of it)."""
+
+    resource_type: ResourceType
+    resource_name: str | None
+    pattern_type: PatternType
+    principal: str | None
+    host: str | None
+    operation: Operation
+    permission: Permission
+
+    def check(self) -> None:
+        for value in (self.resource_type, self.pattern_type, self.operation, self.permission):
+            if int(value) == 0:
+                raise AclError("a filter field is UNKNOWN")
+
+    def matches(self, acl: AclBinding) -> bool:
+        if self.resource_type != ResourceType.ANY and acl.resource_type != self.resource_type:
+            return False
+        if self.operation != Operation.ANY and acl.operation != self.operation:
+            return False
+        if self.permission != Permission.ANY and acl.permission != self.permission:
+            return False
+        if self.principal is not None and acl.principal != self.principal:
+            return False
+        if self.host is not None and acl.host != self.host:
+            return False
+        name = self.resource_name
+        if self.pattern_type == PatternType.MATCH:
+            return name is None or acl.covers(acl.resource_type, name)
+        if self.pattern_type != PatternType.ANY and acl.pattern_type != self.pattern_type:
+            return False
+        return name is None or acl.resource_name == name
+
+
+class AclStore:
+    """Every binding of the cluster, in memory, saved on every change (`bmq serve`)."""
+
+    PATH = "acls.json"
+
+    def __init__(self, storage: Storage) -> None:
+        self._storage = storage
+        self.bindings: list[AclBinding] = []
+
+    def load(self) -> AclStore:
+        self.bindings = []
+        if self._storage.exists(self.PATH):
+            doc = json.loads(self._storage.read_all(self.PATH))
+            self.bindings = [AclBinding.from_json(item) for item in doc.get("acls", [])]
+        return self
+
+    def save(self, bindings: list[AclBinding]) -> None:
+        doc = {"acls": [b.to_json() for b in bindings]}
+        self._storage.write_atomic(self.PATH, json.dumps(doc, indent=1).encode())
+        self.bindings = list(bindings)
