@@ -4,7 +4,8 @@ offset of each one's open transaction (kafka-transactions.sh describe-producers)
 from __future__ import annotations
 
 from bmq.broker.handlers.base import RequestContext
-from bmq.protocol.errors import KafkaError
+from bmq.metadata.acls import Operation, ResourceType
+from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.messages import DescribeProducersRequest, DescribeProducersResponse
 from bmq.protocol.messages.describe_producers_response import (
     PartitionResponse,
@@ -37,4 +38,9 @@ async def handle_describe_producers(ctx: RequestContext, request: DescribeProduc
     return DescribeProducersResponse(topics=[
         TopicResponse(name=t.name, partitions=[_partition(ctx, t.name, i)
                                                for i in t.partition_indexes])
+        if ctx.authorize(Operation.READ, ResourceType.TOPIC, t.name)
+        else TopicResponse(name=t.name, partitions=[
+            PartitionResponse(partition_index=i,
+                              error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            for i in t.partition_indexes])
         for t in request.topics])

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from bmq.broker.handlers.base import RequestContext
 from bmq.broker.handlers.metadata import topic_metadata
+from bmq.metadata.acls import Operation, ResourceType
 from bmq.metadata.topics import TopicInfo
 from bmq.protocol.acl_operations import TOPIC_OPERATIONS
 from bmq.protocol.errors import ErrorCode
@@ -53,7 +54,9 @@ async def handle_describe_topic_partitions(ctx: RequestContext,
                                            version: int) -> DescribeTopicPartitionsResponse:
     registry = ctx.broker.topics
     every_topic = not request.topics
-    names = sorted({info.name for info in registry.all()} if every_topic
+    names = sorted({info.name for info in registry.all()
+                    if ctx.authorize(Operation.DESCRIBE, ResourceType.TOPIC, info.name,
+                                     audit=False)} if every_topic
                    else {t.name for t in request.topics})
     cursor = request.cursor
     if cursor is not None and (cursor.partition_index < 0
@@ -72,6 +75,9 @@ async def handle_describe_topic_partitions(ctx: RequestContext,
             next_cursor = Cursor(topic_name=name, partition_index=0)
             break
         info = registry.get(name)
+        if not every_topic and not ctx.authorize(Operation.DESCRIBE, ResourceType.TOPIC, name):
+            topics.append(_unknown(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+            continue
         if info is None:
             if not every_topic:
                 topics.append(_unknown(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))

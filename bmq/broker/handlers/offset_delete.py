@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bmq.broker.handlers.base import RequestContext
+from bmq.metadata.acls import Operation, ResourceType
 from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import OffsetDeleteRequest, OffsetDeleteResponse
 from bmq.protocol.messages.offset_delete_response import (
@@ -14,13 +15,18 @@ from bmq.protocol.messages.offset_delete_response import (
 async def handle_offset_delete(ctx: RequestContext, request: OffsetDeleteRequest,
                                version: int) -> OffsetDeleteResponse:
     broker = ctx.broker
+    if not ctx.authorize(Operation.DELETE, ResourceType.GROUP, request.group_id):
+        return OffsetDeleteResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     errors: dict[tuple[str, int], ErrorCode] = {}
     asked: list[tuple[str, int]] = []
     for topic in request.topics:
         info = broker.topics.get(topic.name)
+        readable = ctx.authorize(Operation.READ, ResourceType.TOPIC, topic.name)
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
-            if info is None or not 0 <= p.partition_index < info.partitions:
+            if not readable:
+                errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif info is None or not 0 <= p.partition_index < info.partitions:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 asked.append(tp)
