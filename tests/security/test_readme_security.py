@@ -23,7 +23,7 @@ def _security_blocks() -> dict[str, str]:
     blocks: dict[str, str] = {}
     for chunk in text.split("```")[1::2]:
         lang, _, body = chunk.partition("\n")
-        blocks[lang.strip()] = body
+        blocks.setdefault(lang.strip(), body)   # the example: the first block of each kind
     return blocks
 
 

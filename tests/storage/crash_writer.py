@@ -19,16 +19,21 @@ import sys
 from bmq.storage import LogConfig, PartitionLog, open_storage
 
 if __package__:
-    from .batches import request, sized_batch
+    from .batches import request, sized_batch, split
 else:  # run as a script: make this directory importable as the package it is
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from storage.batches import request, sized_batch
+    from storage.batches import request, sized_batch, split
 
 CONFIG = LogConfig(segment_bytes=1 << 20, index_interval_bytes=1024, retention_ms=-1)
 
 
 def batch_size(offset: int) -> int:
-    return 100 + (offset * 7919) % 30_000
+    """The size of the batch at ``offset``: varied, and one that a single record fills (a few
+    sizes need a second record, which would take a second offset and sequence number)."""
+    size = 100 + (offset * 7919) % 30_000
+    while split(sized_batch(size, offset))[0].record_count != 1:
+        size += 1
+    return size
 
 
 def main() -> None:
