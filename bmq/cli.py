@@ -26,6 +26,7 @@ _ELSEWHERE: dict[str, str] = {
     "cluster": "bmq.tools.cluster",
     "user": "bmq.tools.user",
     "acl": "bmq.tools.acl",
+    "quota": "bmq.tools.quota",
     "txn": "bmq.tools.txn",
     "controller": "bmq.controller.command",
     "broker": "bmq.broker.command",

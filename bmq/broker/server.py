@@ -21,9 +21,11 @@ from bmq.lifecycle import run_until_signalled
 from bmq.metadata.acls import AclStore
 from bmq.metadata.credentials import CredentialStore
 from bmq.metadata.nodes import BrokerNode
+from bmq.metadata.quotas import QuotaStore
 from bmq.net.connection import KafkaConnection
 from bmq.net.listening import Listening
 from bmq.security.authorizer import Authorizer
+from bmq.security.quotas import QuotaManager
 from bmq.security.session import Security, SecurityConfigError
 from bmq.security.tls import TlsConfigError
 from bmq.startup import ExitCode, StartupError
@@ -85,6 +87,7 @@ class BrokerServer:
             meta = open_storage(os.path.join(self.data_dir, "meta"))
             self.security.credentials = CredentialStore(meta).load()
             self.security.authorizer = Authorizer(config, AclStore(meta).load())
+            self.security.quotas = QuotaManager(QuotaStore(meta).load())
         except OSError as error:  # a file of the data directory we cannot read or write
             raise StartupError(f"cannot use data directory {self.data_dir}: {error}",
                                ExitCode.STORAGE) from error

@@ -35,7 +35,7 @@ BROKER_REQUESTS: tuple[str, ...] = (
     "ListGroupsRequest",
     "DeleteGroupsRequest",
     "OffsetDeleteRequest",
-    # Security: SASL authentication, SCRAM credentials, ACLs
+    # Security: SASL authentication, SCRAM credentials, ACLs, quotas
     "SaslHandshakeRequest",
     "SaslAuthenticateRequest",
     "DescribeUserScramCredentialsRequest",
@@ -43,6 +43,8 @@ BROKER_REQUESTS: tuple[str, ...] = (
     "CreateAclsRequest",
     "DescribeAclsRequest",
     "DeleteAclsRequest",
+    "DescribeClientQuotasRequest",
+    "AlterClientQuotasRequest",
     # Transactions
     "AddPartitionsToTxnRequest",
     "AddOffsetsToTxnRequest",

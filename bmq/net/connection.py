@@ -74,6 +74,11 @@ class Guard(Protocol):
 
     def admits(self, api_key: int) -> bool: ...
 
+    def throttle(self, api_key: int, client_id: str, request: Any, response: Any,
+                 seconds: float) -> int:
+        """The quota's throttle time (ms) for an answered request: the response carries it
+        and the connection is not read for that long (KIP-219). 0: not throttled."""
+
     @property
     def closing(self) -> bool: ...
 
@@ -95,6 +100,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._transport: asyncio.Transport | None = None
         self._peer: Any = None
         self._client_host = ""
+        self._muted_until = 0.0   # loop time until which a quota mutes this connection
         self._reading_paused = False
         self._writing_paused = False
         self._closed = False
@@ -215,15 +221,21 @@ class KafkaConnection(asyncio.BufferedProtocol):
         context = self._service.context(header, self._client_host, frame)
         task = asyncio.get_running_loop().create_task(
             self._run(spec.handler(context, request, version), header.correlation_id,
-                      header.api_key, version, request, spec.name))
+                      header.api_key, version, request, spec.name, header.client_id or ""))
         self._track(task)
 
     async def _run(self, handling: Any, correlation_id: int, api_key: int,
-                   version: int, request: Any, api_name: str) -> Parts | None:
+                   version: int, request: Any, api_name: str, client_id: str) -> Parts | None:
         started = time.perf_counter()
         response = await handling
-        self._service.observe(api_key, api_name, request, response,
-                              time.perf_counter() - started)
+        seconds = time.perf_counter() - started
+        self._service.observe(api_key, api_name, request, response, seconds)
+        if self._guard is not None:
+            throttle_ms = self._guard.throttle(api_key, client_id, request, response, seconds)
+            if throttle_ms > 0:
+                if response is not None and hasattr(response, "throttle_time_ms"):
+                    response.throttle_time_ms = max(response.throttle_time_ms, throttle_ms)
+                self._mute(throttle_ms)
         if response is None:  # acks=0 Produce: Kafka sends nothing back
             return None
         return self._encode(correlation_id, api_key, version, response)
@@ -264,11 +276,19 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 return
         self._update_reading()
 
+    def _mute(self, throttle_ms: int) -> None:
+        """Read nothing more from this client for ``throttle_ms`` (a quota's throttle)."""
+        loop = asyncio.get_running_loop()
+        self._muted_until = max(self._muted_until, loop.time() + throttle_ms / 1000)
+        self._update_reading()
+        loop.call_at(self._muted_until, self._update_reading)
+
     def _update_reading(self) -> None:
         transport = self._transport
         if transport is None or self._closed:
             return
-        pause = self._writing_paused or len(self._responses) >= self._max_inflight
+        pause = self._writing_paused or len(self._responses) >= self._max_inflight or (
+            self._muted_until > 0 and asyncio.get_running_loop().time() < self._muted_until)
         if pause and not self._reading_paused:
             transport.pause_reading()
             self._reading_paused = True

@@ -22,6 +22,7 @@ from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import REQUEST_APIS
 from bmq.security import scram
 from bmq.security.authorizer import Authorizer
+from bmq.security.quotas import QuotaManager
 from bmq.security.tls import certificate_principal, server_context
 
 log = logging.getLogger(__name__)
@@ -66,6 +67,7 @@ class Security:
         Built before the role creates anything; the credentials come once they are loaded."""
         self.credentials: CredentialStore | None = None
         self.authorizer: Authorizer | None = None     # set with the ACLs, once loaded
+        self.quotas: QuotaManager | None = None       # set with the quotas, once loaded
         self.tls_contexts: dict[str, ssl.SSLContext] = {
             listener.name: server_context(config, listener.name, listener.sasl)
             for listener in listeners if listener.tls}
@@ -110,6 +112,14 @@ class Session:
     def admits(self, api_key: int) -> bool:
         admitted = _ADMITTED.get(self._state)
         return admitted is None or api_key in admitted
+
+    def throttle(self, api_key: int, client_id: str, request: Any, response: Any,
+                 seconds: float) -> int:
+        quotas = self.security.quotas
+        if quotas is None:
+            return 0
+        user = self.principal.partition(":")[2]
+        return quotas.throttle(api_key, user, client_id, request, response, seconds)
 
     # SASL --------------------------------------------------------------------------------------
 

@@ -14,10 +14,12 @@ from bmq.tools.cluster import cluster
 from bmq.tools.consume import consume
 from bmq.tools.group import group
 from bmq.tools.produce import produce
+from bmq.tools.quota import quota
 from bmq.tools.topic import topic
 from bmq.tools.txn import txn
 from bmq.tools.user import user
 
-COMMANDS: list[click.Command] = [topic, produce, consume, group, cluster, user, txn, acl]
+COMMANDS: list[click.Command] = [topic, produce, consume, group, cluster, user, txn, acl,
+                                  quota]
 
 __all__ = ["COMMANDS"]

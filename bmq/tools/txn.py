@@ -1,20 +1,14 @@
-"""`bmq txn ...`: list and describe transactions (as Kafka's kafka-transactions.sh does).
-
-The Kafka client library has no admin calls for transactions, so these commands speak the
-protocol themselves (``bmq.net.client``): ListTransactions to every broker (each answers for
-the transactional ids it coordinates), FindCoordinator + DescribeTransactions for one id.
-They connect in plaintext (listeners with TLS or SASL are not supported by this command yet).
-"""
+"""`bmq txn ...`: list and describe transactions (as Kafka's kafka-transactions.sh does):
+ListTransactions to every broker (each answers for the transactional ids it coordinates),
+FindCoordinator + DescribeTransactions for one id, through ``bmq.tools.wire`` (the client
+library has no admin calls for them)."""
 
 from __future__ import annotations
 
-import asyncio
 from datetime import UTC, datetime
-from typing import Any
 
 import click
 
-from bmq.net.client import BrokerLink, LinkError
 from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import (
     DescribeTransactionsRequest,
@@ -22,7 +16,6 @@ from bmq.protocol.messages import (
     ListTransactionsRequest,
 )
 from bmq.tools.common import (
-    EXIT_UNREACHABLE,
     Connection,
     connection_options,
     fail,
@@ -30,6 +23,7 @@ from bmq.tools.common import (
     print_json,
     print_table,
 )
+from bmq.tools.wire import brokers, call
 
 LIST_VERSION = 1
 DESCRIBE_VERSION = 0
@@ -49,25 +43,6 @@ def txn() -> None:
     """
 
 
-def _brokers(conn: Connection) -> list[tuple[str, int]]:
-    return sorted((b.host, b.port) for b in conn.metadata().brokers.values())
-
-
-async def _ask(conn: Connection, address: tuple[str, int], request: Any, version: int) -> Any:
-    link = BrokerLink(*address)
-    try:
-        return await asyncio.wait_for(link.request(request, version), conn.timeout)
-    finally:
-        link.close()
-
-
-def _call(conn: Connection, address: tuple[str, int], request: Any, version: int) -> Any:
-    try:
-        return asyncio.run(_ask(conn, address, request, version))
-    except (LinkError, OSError, TimeoutError) as exc:
-        fail(f"broker {address[0]}:{address[1]} did not answer: {exc}", EXIT_UNREACHABLE)
-
-
 @txn.command("list")
 @click.option("--state", "states", multiple=True,
               help="Only transactions in this state (Ongoing, PrepareCommit, CompleteCommit...;"
@@ -77,8 +52,8 @@ def _call(conn: Connection, address: tuple[str, int], request: Any, version: int
 def list_(conn: Connection, states: tuple[str, ...], output: str) -> None:
     """List the transactional ids every broker coordinates, with their state."""
     rows = []
-    for address in _brokers(conn):
-        answer = _call(conn, address, ListTransactionsRequest(state_filters=list(states),
+    for address in brokers(conn):
+        answer = call(conn, address, ListTransactionsRequest(state_filters=list(states),
                                                               duration_filter=-1),
                        LIST_VERSION)
         if answer.error_code != ErrorCode.NONE:
@@ -101,13 +76,13 @@ def list_(conn: Connection, states: tuple[str, ...], output: str) -> None:
 @connection_options
 def describe(conn: Connection, transactional_id: str, output: str) -> None:
     """The state, producer, timeout and partitions of one transactional id."""
-    found = _call(conn, _brokers(conn)[0], FindCoordinatorRequest(
+    found = call(conn, brokers(conn)[0], FindCoordinatorRequest(
         key_type=KEY_TYPE_TRANSACTION, coordinator_keys=[transactional_id]), FIND_VERSION)
     (coordinator,) = found.coordinators
     if coordinator.error_code != ErrorCode.NONE:
         fail(f"no coordinator for {transactional_id!r}: "
              f"{ErrorCode(coordinator.error_code).name}")
-    answer = _call(conn, (coordinator.host, coordinator.port),
+    answer = call(conn, (coordinator.host, coordinator.port),
                    DescribeTransactionsRequest(transactional_ids=[transactional_id]),
                    DESCRIBE_VERSION)
     (state,) = answer.transaction_states

@@ -1,0 +1,120 @@
+"""Client quotas enforced as Kafka enforces them (KIP-13, KIP-124, KIP-219).
+
+Which quota applies to a request of ``user`` with ``client_id`` is Kafka's precedence, the first
+entity with a value for the key: (user, client), (user, default client), (user), (default user,
+client), (default user, default client), (default user), (client), (default client). The usage
+of that entity is measured over ``quota.window.num`` (11) samples of
+``quota.window.size.seconds`` (1); when a response makes the rate exceed the quota, it carries
+``throttle_time_ms`` = the time the rate needs to come back to the quota, and the broker stops
+reading that connection for as long (channel muting), so a throttled client slows down while
+others are not affected. With no quota configured a request costs one dict lookup.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import Any
+
+from bmq.metadata.quotas import (
+    ABSENT,
+    CONSUMER_BYTE_RATE,
+    PRODUCER_BYTE_RATE,
+    REQUEST_PERCENTAGE,
+    Entity,
+    QuotaStore,
+)
+
+SAMPLES = 11
+SAMPLE_S = 1.0
+MAX_THROTTLE_MS = 30_000
+PRODUCE_KEY = 0
+FETCH_KEY = 1
+
+
+def precedence(user: str, client_id: str) -> list[Entity]:
+    """The entities that may hold a user's and client's quota, most specific first."""
+    return [(user, client_id), (user, None), (user, ABSENT), (None, client_id), (None, None),
+            (None, ABSENT), (ABSENT, client_id), (ABSENT, None)]
+
+
+class _Rate:
+    """Usage per second over the last SAMPLES samples of SAMPLE_S seconds."""
+
+    __slots__ = ("samples",)
+
+    def __init__(self) -> None:
+        self.samples: deque[list[float]] = deque()    # [sample start, amount]
+
+    def record(self, amount: float, now: float) -> float:
+        samples = self.samples
+        if not samples or now - samples[-1][0] >= SAMPLE_S:
+            samples.append([now, 0.0])
+        samples[-1][1] += amount
+        while now - samples[0][0] >= SAMPLES * SAMPLE_S:
+            samples.popleft()
+        elapsed = max(now - samples[0][0], SAMPLE_S * (SAMPLES - 1) if len(samples) >= SAMPLES
+                      else SAMPLE_S)
+        return sum(s[1] for s in samples) / elapsed
+
+    def window_s(self, now: float) -> float:
+        return max(now - self.samples[0][0], SAMPLE_S) if self.samples else SAMPLE_S
+
+
+class QuotaManager:
+    def __init__(self, store: QuotaStore) -> None:
+        self.store = store
+        self._rates: dict[tuple[str, Entity], _Rate] = {}
+        self._resolved: dict[tuple[str, str, str], tuple[Entity, float] | None] = {}
+
+    def changed(self) -> None:
+        """The quotas changed: resolve entities again (usage so far is kept)."""
+        self._resolved = {}
+
+    def quota(self, key: str, user: str, client_id: str) -> tuple[Entity, float] | None:
+        """(entity, value) of the quota that applies, or None."""
+        cache_key = (key, user, client_id)
+        if cache_key not in self._resolved:
+            found = None
+            quotas = self.store.quotas
+            for entity in precedence(user, client_id):
+                value = quotas.get(entity, {}).get(key)
+                if value is not None:
+                    found = (entity, value)
+                    break
+            self._resolved[cache_key] = found
+        return self._resolved[cache_key]
+
+    def record(self, key: str, user: str, client_id: str, amount: float,
+               now: float | None = None) -> int:
+        """Add ``amount`` to the usage; the throttle time (ms) the response carries."""
+        if not self.store.quotas:
+            return 0
+        applied = self.quota(key, user, client_id)
+        if applied is None:
+            return 0
+        entity, bound = applied
+        now = time.monotonic() if now is None else now
+        rate = self._rates.setdefault((key, entity), _Rate())
+        value = rate.record(amount, now)
+        if value <= bound or bound <= 0:
+            return 0 if bound > 0 else MAX_THROTTLE_MS
+        return min(MAX_THROTTLE_MS, int((value - bound) / bound * rate.window_s(now) * 1000))
+
+    def throttle(self, api_key: int, user: str, client_id: str, request: Any, response: Any,
+                 seconds: float) -> int:
+        """The throttle time of one answered request: produced or fetched bytes against the
+        byte rates, handling time against request_percentage (in % of one thread)."""
+        if not self.store.quotas:
+            return 0
+        throttle = self.record(REQUEST_PERCENTAGE, user, client_id, seconds * 100)
+        if api_key == PRODUCE_KEY:
+            produced = sum(len(p.records) for t in request.topic_data for p in t.partition_data
+                           if p.records is not None)
+            throttle = max(throttle, self.record(PRODUCER_BYTE_RATE, user, client_id,
+                                                 produced))
+        elif api_key == FETCH_KEY and response is not None:
+            fetched = sum(len(p.records) for t in response.responses for p in t.partitions
+                          if p.records is not None)
+            throttle = max(throttle, self.record(CONSUMER_BYTE_RATE, user, client_id, fetched))
+        return throttle
