@@ -127,6 +127,10 @@ class Config:
     super_users: str = ""                    # principals allowed everything: User:a;User:b
     # With the authorizer on, a resource no ACL covers is open to everyone only if true.
     allow_everyone_if_no_acl_found: bool = False
+    # Client quotas (bmq/security/quotas.py): usage is measured over this many samples ...
+    quota_window_num: int = 11
+    # ... of this many seconds each.
+    quota_window_size_seconds: int = 1
     # listener.name.NAME.<setting> keys: listener (upper case) -> field -> value.
     listener_overrides: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
 
@@ -220,7 +224,7 @@ KAFKA_NAMES: dict[str, str] = {
         "ssl_keystore_certificate_chain", "ssl_key_password", "ssl_truststore_type",
         "ssl_truststore_location", "ssl_truststore_certificates", "ssl_client_auth",
         "sasl_enabled_mechanisms", "authorizer_class_name", "super_users",
-        "allow_everyone_if_no_acl_found")},
+        "allow_everyone_if_no_acl_found", "quota_window_num", "quota_window_size_seconds")},
 }
 # Kafka's other names for a setting: accepted as keys, and broker.id is also described (Kafka 4
 # lists both broker.id and node.id).

@@ -87,7 +87,9 @@ class BrokerServer:
             meta = open_storage(os.path.join(self.data_dir, "meta"))
             self.security.credentials = CredentialStore(meta).load()
             self.security.authorizer = Authorizer(config, AclStore(meta).load())
-            self.security.quotas = QuotaManager(QuotaStore(meta).load())
+            self.security.quotas = QuotaManager(QuotaStore(meta).load(),
+                                                config.quota_window_num,
+                                                config.quota_window_size_seconds)
         except OSError as error:  # a file of the data directory we cannot read or write
             raise StartupError(f"cannot use data directory {self.data_dir}: {error}",
                                ExitCode.STORAGE) from error

@@ -4,10 +4,11 @@ Which quota applies to a request of ``user`` with ``client_id`` is Kafka's prece
 entity with a value for the key: (user, client), (user, default client), (user), (default user,
 client), (default user, default client), (default user), (client), (default client). The usage
 of that entity is measured over ``quota.window.num`` (11) samples of
-``quota.window.size.seconds`` (1); when a response makes the rate exceed the quota, it carries
-``throttle_time_ms`` = the time the rate needs to come back to the quota, and the broker stops
-reading that connection for as long (channel muting), so a throttled client slows down while
-others are not affected. With no quota configured a request costs one dict lookup.
+``quota.window.size.seconds`` (1), over at least all but one of them; when a response makes
+the rate exceed the quota, it carries ``throttle_time_ms`` = the time the rate needs to come
+back to the quota, and the broker stops reading that connection for as long (channel muting),
+so a throttled client slows down while others are not affected. With no quota configured a
+request costs one dict lookup.
 """
 
 from __future__ import annotations
@@ -25,8 +26,6 @@ from bmq.metadata.quotas import (
     QuotaStore,
 )
 
-SAMPLES = 11
-SAMPLE_S = 1.0
 MAX_THROTTLE_MS = 30_000
 PRODUCE_KEY = 0
 FETCH_KEY = 1
@@ -39,31 +38,33 @@ def precedence(user: str, client_id: str) -> list[Entity]:
 
 
 class _Rate:
-    """Usage per second over the last SAMPLES samples of SAMPLE_S seconds."""
+    """Usage per second over the last ``samples`` samples of ``sample_s`` seconds, as Kafka's
+    Rate measures it: over at least ``samples - 1`` whole samples, so a new client's first
+    requests are spread over the whole window rather than judged alone."""
 
-    __slots__ = ("samples",)
+    __slots__ = ("sample_s", "samples", "window")
 
-    def __init__(self) -> None:
+    def __init__(self, samples: int, sample_s: float) -> None:
+        self.sample_s = sample_s
+        self.window = samples * sample_s
         self.samples: deque[list[float]] = deque()    # [sample start, amount]
 
-    def record(self, amount: float, now: float) -> float:
+    def record(self, amount: float, now: float) -> tuple[float, float]:
+        """Add ``amount``; (the rate, the window it was measured over)."""
         samples = self.samples
-        if not samples or now - samples[-1][0] >= SAMPLE_S:
+        if not samples or now - samples[-1][0] >= self.sample_s:
             samples.append([now, 0.0])
         samples[-1][1] += amount
-        while now - samples[0][0] >= SAMPLES * SAMPLE_S:
+        while now - samples[0][0] >= self.window:
             samples.popleft()
-        elapsed = max(now - samples[0][0], SAMPLE_S * (SAMPLES - 1) if len(samples) >= SAMPLES
-                      else SAMPLE_S)
-        return sum(s[1] for s in samples) / elapsed
-
-    def window_s(self, now: float) -> float:
-        return max(now - self.samples[0][0], SAMPLE_S) if self.samples else SAMPLE_S
+        elapsed = max(now - samples[0][0], self.window - self.sample_s)
+        return sum(s[1] for s in samples) / elapsed, elapsed
 
 
 class QuotaManager:
-    def __init__(self, store: QuotaStore) -> None:
+    def __init__(self, store: QuotaStore, samples: int = 11, sample_s: float = 1.0) -> None:
         self.store = store
+        self._samples, self._sample_s = samples, sample_s
         self._rates: dict[tuple[str, Entity], _Rate] = {}
         self._resolved: dict[tuple[str, str, str], tuple[Entity, float] | None] = {}
 
@@ -95,11 +96,14 @@ class QuotaManager:
             return 0
         entity, bound = applied
         now = time.monotonic() if now is None else now
-        rate = self._rates.setdefault((key, entity), _Rate())
-        value = rate.record(amount, now)
-        if value <= bound or bound <= 0:
-            return 0 if bound > 0 else MAX_THROTTLE_MS
-        return min(MAX_THROTTLE_MS, int((value - bound) / bound * rate.window_s(now) * 1000))
+        rate = self._rates.get((key, entity))
+        if rate is None:
+            rate = self._rates[(key, entity)] = _Rate(self._samples, self._sample_s)
+        value, window = rate.record(amount, now)
+        if value <= bound:
+            return 0
+        # Kafka's throttle time: how long until the rate over the window is back at the bound.
+        return min(MAX_THROTTLE_MS, int((value - bound) / bound * window * 1000))
 
     def throttle(self, api_key: int, user: str, client_id: str, request: Any, response: Any,
                  seconds: float) -> int:
