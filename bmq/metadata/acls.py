@@ -10,7 +10,12 @@ import json
 from dataclasses import dataclass
 from enum import IntEnum
 
+# The operations of an ACL are Kafka's AclOperation codes, which the protocol layer defines.
+from bmq.protocol.acl_operations import AclOperation as Operation
 from bmq.storage import Storage
+
+__all__ = ["CLUSTER_NAME", "WILDCARD", "WILDCARD_PRINCIPAL", "AclBinding", "AclError", "AclFilter",
+           "AclStore", "Operation", "PatternType", "Permission", "ResourceType"]
 
 
 class ResourceType(IntEnum):
@@ -30,25 +35,6 @@ class PatternType(IntEnum):
     MATCH = 2
     LITERAL = 3
     PREFIXED = 4
-
-
-class Operation(IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    ALL = 2
-    READ = 3
-    WRITE = 4
-    CREATE = 5
-    DELETE = 6
-    ALTER = 7
-    DESCRIBE = 8
-    CLUSTER_ACTION = 9
-    DESCRIBE_CONFIGS = 10
-    ALTER_CONFIGS = 11
-    IDEMPOTENT_WRITE = 12
-    CREATE_TOKENS = 13
-    DESCRIBE_TOKENS = 14
-    TWO_PHASE_COMMIT = 15
 
 
 class Permission(IntEnum):

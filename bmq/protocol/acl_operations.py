@@ -1,10 +1,10 @@
 """Kafka's ACL operations and the "authorized operations" bit fields of Metadata, DescribeCluster
 and DescribeGroups (KIP-430), shared by every role that answers them.
 
-BMQ has no authorizer yet, and Kafka without one reports every operation a resource type
-supports whenever a client asks for them: admin tools (confluent-kafka's
+These fields report every operation a resource type supports whenever a client asks for them,
+as Kafka does without an authorizer: admin tools (confluent-kafka's
 ``describe_topics(include_authorized_operations=True)``, Kafka UIs) read an unset field as
-"nothing allowed".
+"nothing allowed". With BMQ's authorizer on, they are not narrowed to the principal's ACLs yet.
 """
 
 from __future__ import annotations
@@ -16,8 +16,12 @@ from bmq.protocol.messages import MetadataRequest, MetadataResponse
 
 
 class AclOperation(IntEnum):
-    """Kafka's AclOperation codes: bit ``1 << code`` of an authorized-operations field."""
+    """Kafka's AclOperation codes (ACL bindings and filters; bit ``1 << code`` of an
+    authorized-operations field)."""
 
+    UNKNOWN = 0
+    ANY = 1
+    ALL = 2
     READ = 3
     WRITE = 4
     CREATE = 5
@@ -28,6 +32,9 @@ class AclOperation(IntEnum):
     DESCRIBE_CONFIGS = 10
     ALTER_CONFIGS = 11
     IDEMPOTENT_WRITE = 12
+    CREATE_TOKENS = 13
+    DESCRIBE_TOKENS = 14
+    TWO_PHASE_COMMIT = 15
 
 
 # The field's value when the client did not ask for it (Kafka's Integer.MIN_VALUE).
