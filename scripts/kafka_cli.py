@@ -1,5 +1,5 @@
 """Stand-ins for the two scripts of Kafka's distribution that librdkafka's test suite runs
-(``$KAFKA_PATH/bin/kafka-topics.sh --create`` and ``kafka-acls.sh --add``), for machines
+(``$KAFKA_PATH/bin/kafka-topics.sh --create`` and ``kafka-acls.sh --add|--remove``), for machines
 without Kafka (and Java). They send the same admin requests through confluent-kafka, so a test
 passes or fails on what the broker answers, exactly as with Kafka's own tools.
 
@@ -19,6 +19,7 @@ import sys
 
 from confluent_kafka.admin import (
     AclBinding,
+    AclBindingFilter,
     AclOperation,
     AclPermissionType,
     AdminClient,
@@ -44,18 +45,24 @@ def create_topic(args: argparse.Namespace) -> None:
     client.create_topics([topic], operation_timeout=TIMEOUT_S)[args.topic].result(TIMEOUT_S)
 
 
-def add_acl(args: argparse.Namespace) -> None:
-    if not args.add:
-        sys.exit("only --add is supported")
+def change_acl(args: argparse.Namespace) -> None:
+    """``--add`` (CreateAcls) or ``--remove`` (DeleteAcls of exactly that binding)."""
+    if args.add == args.remove:
+        sys.exit("give --add or --remove")
     allow = args.allow_principal is not None
-    binding = AclBinding(
-        ResourceType.TOPIC, args.topic, ResourcePatternType.LITERAL,
-        args.allow_principal if allow else args.deny_principal,
-        (args.allow_host if allow else args.deny_host) or "*",
-        AclOperation[args.operation.upper()],
-        AclPermissionType.ALLOW if allow else AclPermissionType.DENY)
+    fields = (ResourceType.TOPIC, args.topic, ResourcePatternType.LITERAL,
+              args.allow_principal if allow else args.deny_principal,
+              (args.allow_host if allow else args.deny_host) or "*",
+              AclOperation[args.operation.upper()],
+              AclPermissionType.ALLOW if allow else AclPermissionType.DENY)
     client = _admin(args)
-    client.create_acls([binding], request_timeout=TIMEOUT_S)[binding].result(TIMEOUT_S)
+    if args.add:
+        binding = AclBinding(*fields)
+        client.create_acls([binding], request_timeout=TIMEOUT_S)[binding].result(TIMEOUT_S)
+    else:
+        acl_filter = AclBindingFilter(*fields)
+        client.delete_acls([acl_filter], request_timeout=TIMEOUT_S)[acl_filter].result(
+            TIMEOUT_S)
 
 
 def main() -> None:
@@ -69,13 +76,15 @@ def main() -> None:
     parser.add_argument("--replication-factor", type=int, default=1)
     parser.add_argument("--config", action="append", default=[])
     parser.add_argument("--add", action="store_true")
+    parser.add_argument("--remove", action="store_true")
+    parser.add_argument("--force", action="store_true")    # kafka-acls.sh: no prompt
     for side in ("allow", "deny"):
         parser.add_argument(f"--{side}-principal")
         parser.add_argument(f"--{side}-host")
     parser.add_argument("--operation", default="All")
     args = parser.parse_args()
     try:
-        (create_topic if args.tool == "topics" else add_acl)(args)
+        (create_topic if args.tool == "topics" else change_acl)(args)
     except Exception as error:  # the broker's answer, whatever it is, ends the command
         print(f"kafka-{args.tool}.sh (BMQ stand-in): {error}", file=sys.stderr)
         sys.exit(1)

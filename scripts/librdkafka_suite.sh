@@ -83,7 +83,10 @@ cleanup() {
 trap cleanup EXIT
 
 port="$("$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+# ACLs on, open to all until an ACL says otherwise (the suite's ACL tests add DENY ACLs with
+# kafka-acls.sh and expect them enforced; every other test runs as without an authorizer).
 BMQ_NUM_PARTITIONS=4 BMQ_AUTO_CREATE_TOPICS_ENABLE=true \
+  BMQ_AUTHORIZER_CLASS_NAME=bmq BMQ_ALLOW_EVERYONE_IF_NO_ACL_FOUND=true \
   "$root/.venv/bin/bmq" serve --data-dir "$work/data" --listen "127.0.0.1:$port" \
   --log-level WARNING >"$work/bmq.log" 2>&1 &
 bmq_pid=$!

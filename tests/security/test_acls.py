@@ -6,6 +6,7 @@ surviving a restart, and an audit line for every refusal."""
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -119,6 +120,24 @@ def test_acls_with_kafkas_semantics(acl_broker: SecureBroker) -> None:
     assert refused is not None and refused.error() is not None
     assert refused.error().code() == KafkaError.GROUP_AUTHORIZATION_FAILED
     other.close()
+
+    # Fetch needs READ on the topic: bob, who may describe it and use his group, is told
+    # TOPIC_AUTHORIZATION_FAILED when he fetches.
+    for future in admin.create_acls([
+            allow(ResourceType.GROUP, f"bob-{suffix}", AclOperation.READ, "User:bob"),
+            allow(ResourceType.TOPIC, orders, AclOperation.DESCRIBE, "User:bob")]).values():
+        future.result(30)
+    reader = Consumer({**conf(acl_broker, BOB), "group.id": f"bob-{suffix}"})
+    reader.assign([TopicPartition(orders, 0, 0)])
+    codes = set()
+    deadline = time.monotonic() + 15
+    while KafkaError.TOPIC_AUTHORIZATION_FAILED not in codes and time.monotonic() < deadline:
+        polled = reader.poll(0.5)
+        if polled is not None:
+            assert polled.error() is not None, "bob read a message"
+            codes.add(polled.error().code())
+    assert KafkaError.TOPIC_AUTHORIZATION_FAILED in codes, codes
+    reader.close()
 
     # Transactional ids: refused until an ACL allows WRITE on the id.
     txn_id = f"txn-{suffix}"

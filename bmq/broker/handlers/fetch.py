@@ -27,7 +27,8 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest, version: int)
                 denied.append(FetchableTopicResponse(
                     topic=topic.topic, topic_id=topic.topic_id, partitions=[
                         PartitionData(partition_index=p.partition, high_watermark=-1,
-                                      error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                                      error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                      aborted_transactions=None, records=b"")
                         for p in topic.partitions]))
         if denied and not allowed:
             return FetchResponse(responses=denied)
