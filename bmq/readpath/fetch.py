@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Collection
 from typing import Protocol
 
 from bmq import metrics
@@ -51,7 +51,8 @@ def _aborted(view: PartitionView, start: int,
 
 
 async def _read_all(server: FetchServer, request: FetchRequest,
-                    waits: list[asyncio.Future[None]]) -> tuple[list[FetchableTopicResponse], int]:
+                    waits: list[asyncio.Future[None]], refused: Collection[str] = ()
+                    ) -> tuple[list[FetchableTopicResponse], int]:
     """One pass over the asked partitions; returns the topics and the bytes of records found."""
     budget = request.max_bytes
     total = 0
@@ -66,6 +67,8 @@ async def _read_all(server: FetchServer, request: FetchRequest,
                 topic_error = KafkaError(ErrorCode.UNKNOWN_TOPIC_ID)
             else:
                 name = info.name
+        if topic_error is None and name in refused:
+            topic_error = KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         partitions = []
         for asked in fetch_topic.partitions:
             result = PartitionData(partition_index=asked.partition, high_watermark=-1,
@@ -101,7 +104,9 @@ async def _read_all(server: FetchServer, request: FetchRequest,
     return topics, total
 
 
-async def answer_fetch(server: FetchServer, request: FetchRequest) -> FetchResponse:
+async def answer_fetch(server: FetchServer, request: FetchRequest,
+                       refused: Collection[str] = ()) -> FetchResponse:
+    """``refused``: topics the client may not read (TOPIC_AUTHORIZATION_FAILED)."""
     if request.session_id != 0:
         return FetchResponse(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0)
     if request.session_epoch > 0:
@@ -111,7 +116,7 @@ async def answer_fetch(server: FetchServer, request: FetchRequest) -> FetchRespo
     deadline = started + max(request.max_wait_ms, 0) / 1000
     while True:
         waits: list[asyncio.Future[None]] = []
-        topics, total = await _read_all(server, request, waits)
+        topics, total = await _read_all(server, request, waits, refused)
         remaining = deadline - loop.time()
         if total >= request.min_bytes or remaining <= 0 or not waits:
             metrics.FETCH_WAIT_SECONDS.observe(loop.time() - started)

@@ -6,8 +6,9 @@ record."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Collection
 
-from bmq.protocol.errors import KafkaError, check_leader_epoch
+from bmq.protocol.errors import ErrorCode, KafkaError, check_leader_epoch
 from bmq.protocol.messages import ListOffsetsRequest, ListOffsetsResponse
 from bmq.protocol.messages.list_offsets_request import ListOffsetsPartition
 from bmq.protocol.messages.list_offsets_response import (
@@ -19,10 +20,12 @@ from bmq.storage.offsets import LATEST, NO_TIMESTAMP
 
 
 async def _answer(server: FetchServer, topic: str, asked: ListOffsetsPartition,
-                  committed: bool) -> ListOffsetsPartitionResponse:
+                  committed: bool, refused: Collection[str]) -> ListOffsetsPartitionResponse:
     result = ListOffsetsPartitionResponse(partition_index=asked.partition_index,
                                           timestamp=NO_TIMESTAMP, offset=-1)
     try:
+        if topic in refused:
+            raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         view = await server.view(topic, asked.partition_index)
         await server.catch_up(view)
         epoch = server.epoch(topic, asked.partition_index)
@@ -38,12 +41,13 @@ async def _answer(server: FetchServer, topic: str, asked: ListOffsetsPartition,
     return result
 
 
-async def answer_list_offsets(server: FetchServer,
-                              request: ListOffsetsRequest) -> ListOffsetsResponse:
+async def answer_list_offsets(server: FetchServer, request: ListOffsetsRequest,
+                              refused: Collection[str] = ()) -> ListOffsetsResponse:
+    """``refused``: topics the client may not describe (TOPIC_AUTHORIZATION_FAILED)."""
     # Partitions are answered concurrently: a proxy's catch-up round trips to the owners
     # overlap instead of adding up over a request for many partitions.
     committed = request.isolation_level == READ_COMMITTED
-    answers = await asyncio.gather(*(_answer(server, topic.name, asked, committed)
+    answers = await asyncio.gather(*(_answer(server, topic.name, asked, committed, refused)
                                      for topic in request.topics for asked in topic.partitions))
     topics = []
     at = 0
