@@ -279,16 +279,27 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _mute(self, throttle_ms: int) -> None:
         """Read nothing more from this client for ``throttle_ms`` (a quota's throttle)."""
         loop = asyncio.get_running_loop()
-        self._muted_until = max(self._muted_until, loop.time() + throttle_ms / 1000)
+        until = loop.time() + throttle_ms / 1000
+        if until <= self._muted_until:
+            return
+        self._muted_until = until
         self._update_reading()
-        loop.call_at(self._muted_until, self._update_reading)
+        loop.call_at(until, self._end_mute, until)
+
+    def _end_mute(self, until: float) -> None:
+        # The event loop may run a timer up to its clock resolution early, so the mute ends by
+        # identity (no later mute replaced this one), not by comparing clocks: a comparison
+        # left a throttled connection unread for good.
+        if self._muted_until == until:
+            self._muted_until = 0.0
+            self._update_reading()
 
     def _update_reading(self) -> None:
         transport = self._transport
         if transport is None or self._closed:
             return
-        pause = self._writing_paused or len(self._responses) >= self._max_inflight or (
-            self._muted_until > 0 and asyncio.get_running_loop().time() < self._muted_until)
+        pause = (self._writing_paused or len(self._responses) >= self._max_inflight
+                 or self._muted_until > 0)
         if pause and not self._reading_paused:
             transport.pause_reading()
             self._reading_paused = True
