@@ -24,21 +24,21 @@ from bmq.protocol.records import (
     validate_batches,
 )
 from bmq.writepath.conversion import InvalidRecordsError, convert_batches, needs_conversion
-from bmq.writepath.partitions import now_ms
+from bmq.writepath.partitions import Partition, now_ms
 
 # Produce v0-2 (message formats v0/v1) are listed for librdkafka's sake (KAFKA-18659) but, as
 # in Kafka 4, answered with UNSUPPORTED_VERSION.
 MIN_SERVED_VERSION = 3
 
 
-def check_transactional(broker: Broker, transactional_id: str | None,
+def check_transactional(broker: Broker, partition: Partition, transactional_id: str | None,
                         headers: list[BatchHeader], tp: tuple[str, int],
                         verified: dict[tuple[str, int], ErrorCode]) -> None:
     """Transactional batches only from a transactional producer, and only to a partition added
     to its ongoing transaction (KIP-890 part 1: a late retry cannot open a hanging transaction
     that would hold the last stable offset back). ``verified``: what the transaction's
-    coordinator on another broker answered (``verify_elsewhere``). Raises the Kafka error;
-    nothing is written."""
+    coordinator on another broker answered (``verify_elsewhere``). ``partition`` is ``tp``'s,
+    which the caller has already looked up. Raises the Kafka error; nothing is written."""
     transactional = [h for h in headers if h.attributes & TRANSACTIONAL_FLAG]
     if transactional_id is None:
         if transactional:
@@ -51,7 +51,7 @@ def check_transactional(broker: Broker, transactional_id: str | None,
     first = headers[0]
     error = verified.get(tp)
     if error is None:
-        if broker.partition(*tp).log.in_transaction(first.producer_id, first.producer_epoch):
+        if partition.log.in_transaction(first.producer_id, first.producer_epoch):
             error = ErrorCode.NONE      # a batch of a transaction already verified here
         else:
             error = broker.transactions.verify(transactional_id, first.producer_id,
@@ -139,7 +139,7 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest,
                     raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "no record batches")
                 config = partition.log.config
                 headers = validate_batches(records, config.max_message_bytes)
-                check_transactional(broker, request.transactional_id, headers,
+                check_transactional(broker, partition, request.transactional_id, headers,
                                     (name, data.index), verified)
                 if needs_conversion(config):  # compression.type or compact set on the topic
                     records, headers = convert_batches(records, headers, config,
