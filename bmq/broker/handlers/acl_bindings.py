@@ -1,11 +1,10 @@
-"""What CreateAcls, DescribeAcls and DeleteAcls share: the role's authorizer, and bindings and
-filters from their wire form (Kafka answers SECURITY_DISABLED when no authorizer is set)."""
+"""What CreateAcls, DescribeAcls and DeleteAcls share: bindings and filters from their wire form.
+Their authorizer is ``RequestContext.authorizer``; Kafka answers SECURITY_DISABLED without one."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from bmq.broker.handlers.base import RequestContext
 from bmq.metadata.acls import (
     AclBinding,
     AclError,
@@ -15,15 +14,8 @@ from bmq.metadata.acls import (
     Permission,
     ResourceType,
 )
-from bmq.security.authorizer import Authorizer
 
 NO_AUTHORIZER = "No Authorizer is configured (authorizer.class.name)."
-
-
-def authorizer_of(ctx: RequestContext) -> Authorizer | None:
-    session = ctx.session
-    authorizer = None if session is None else session.security.authorizer
-    return authorizer if authorizer is not None and authorizer.enabled else None
 
 
 def binding(creation: Any) -> AclBinding:

@@ -8,7 +8,7 @@ from bmq.broker.broker import Broker
 from bmq.metadata.acls import CLUSTER_NAME, Operation, ResourceType
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.headers import RequestHeader
-from bmq.security.authorizer import audit_denied
+from bmq.security.authorizer import Authorizer, audit_denied
 from bmq.security.session import ANONYMOUS, Session
 
 # What a request refused on a resource of each type is answered.
@@ -32,21 +32,26 @@ class RequestContext:
     session: Session | None = None
 
     @property
+    def authorizer(self) -> Authorizer | None:
+        """The role's authorizer if it decides (``authorizer.class.name`` set), else None:
+        every request is then allowed and the ACL APIs answer SECURITY_DISABLED."""
+        authorizer = None if self.session is None else self.session.security.authorizer
+        return authorizer if authorizer is not None and authorizer.enabled else None
+
+    @property
     def authorizing(self) -> bool:
         """Whether an authorizer decides (else every request is allowed)."""
-        authorizer = None if self.session is None else self.session.security.authorizer
-        return authorizer is not None and authorizer.enabled
+        return self.authorizer is not None
 
     def authorize(self, operation: Operation, resource_type: ResourceType, name: str,
                   audit: bool = True) -> bool:
         """Whether the principal may do ``operation`` on the resource (always, without an
         authorizer); a refusal is audited unless ``audit`` is false (a listing that leaves out
         what the principal may not see)."""
-        session = self.session
-        authorizer = None if session is None else session.security.authorizer
-        if authorizer is None or not authorizer.enabled:
+        authorizer, session = self.authorizer, self.session
+        if authorizer is None:
             return True
-        assert session is not None
+        assert session is not None      # an authorizer comes only with a session
         if authorizer.authorize(session.principal, self.client_host.lstrip("/"), operation,
                                 resource_type, name):
             return True

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from bmq.broker.handlers.acl_bindings import NO_AUTHORIZER, authorizer_of, binding
+from bmq.broker.handlers.acl_bindings import NO_AUTHORIZER, binding
 from bmq.broker.handlers.base import RequestContext
 from bmq.metadata.acls import AclBinding, AclError, Operation
 from bmq.protocol.errors import ErrorCode
@@ -14,7 +14,7 @@ from bmq.protocol.messages.create_acls_response import AclCreationResult
 
 async def handle_create_acls(ctx: RequestContext, request: CreateAclsRequest,
                              version: int) -> CreateAclsResponse:
-    authorizer = authorizer_of(ctx)
+    authorizer = ctx.authorizer
     if authorizer is None:
         return CreateAclsResponse(results=[
             AclCreationResult(error_code=ErrorCode.SECURITY_DISABLED, error_message=NO_AUTHORIZER)

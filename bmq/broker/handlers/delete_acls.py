@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from bmq.broker.handlers.acl_bindings import NO_AUTHORIZER, acl_filter, authorizer_of
+from bmq.broker.handlers.acl_bindings import NO_AUTHORIZER, acl_filter
 from bmq.broker.handlers.base import RequestContext
 from bmq.metadata.acls import AclError, AclFilter, Operation
 from bmq.protocol.errors import ErrorCode
@@ -14,7 +14,7 @@ from bmq.protocol.messages.delete_acls_response import DeleteAclsFilterResult, D
 
 async def handle_delete_acls(ctx: RequestContext, request: DeleteAclsRequest,
                              version: int) -> DeleteAclsResponse:
-    authorizer = authorizer_of(ctx)
+    authorizer = ctx.authorizer
     refused = ErrorCode.NONE
     if authorizer is None:
         refused = ErrorCode.SECURITY_DISABLED

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bmq.broker.handlers.acl_bindings import NO_AUTHORIZER, acl_filter, authorizer_of
+from bmq.broker.handlers.acl_bindings import NO_AUTHORIZER, acl_filter
 from bmq.broker.handlers.base import RequestContext
 from bmq.metadata.acls import AclError, Operation
 from bmq.protocol.errors import ErrorCode
@@ -12,7 +12,7 @@ from bmq.protocol.messages.describe_acls_response import AclDescription, Describ
 
 async def handle_describe_acls(ctx: RequestContext, request: DescribeAclsRequest,
                                version: int) -> DescribeAclsResponse:
-    authorizer = authorizer_of(ctx)
+    authorizer = ctx.authorizer
     if authorizer is None:
         return DescribeAclsResponse(error_code=ErrorCode.SECURITY_DISABLED,
                                     error_message=NO_AUTHORIZER)
