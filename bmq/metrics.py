@@ -260,18 +260,16 @@ def _topic(name: str) -> _TopicCounters:
     return counters
 
 
-_PRODUCE_KEY = 0
-_FETCH_KEY = 1
-
-
 def observe_response(api_key: int, api_name: str, request: Any, response: Any,
                      seconds: float) -> None:
     """Every role's accounting of an answered request (``bmq.net.connection.Service.observe``):
-    one observation per request, per-topic counters from batch headers only."""
+    one observation per request, per-topic counters from batch headers only. APIs are told
+    apart by ``api_name``, the codec's name (``bmq.net.api``), which this module, below the
+    codec, cannot import its keys from."""
     observe_request(api_name, seconds)
-    if api_key == _PRODUCE_KEY:
+    if api_name == "Produce":
         count_produce(request, response)
-    elif api_key == _FETCH_KEY:
+    elif api_name == "Fetch":
         count_fetch(response)
 
 

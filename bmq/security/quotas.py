@@ -25,10 +25,11 @@ from bmq.metadata.quotas import (
     Entity,
     QuotaStore,
 )
+from bmq.protocol.messages import REQUEST_APIS
 
 MAX_THROTTLE_MS = 30_000
-PRODUCE_KEY = 0
-FETCH_KEY = 1
+_PRODUCE_KEY = REQUEST_APIS["ProduceRequest"][0]
+_FETCH_KEY = REQUEST_APIS["FetchRequest"][0]
 
 
 def precedence(user: str, client_id: str) -> list[Entity]:
@@ -92,8 +93,11 @@ class QuotaManager:
         if not self.store.quotas:
             return 0
         applied = self.quota(key, user, client_id)
-        if applied is None:
-            return 0
+        return 0 if applied is None else self._charge(key, applied, amount, now)
+
+    def _charge(self, key: str, applied: tuple[Entity, float], amount: float,
+                now: float | None = None) -> int:
+        """Add ``amount`` to the usage of the entity whose quota ``applied`` is."""
         entity, bound = applied
         now = time.monotonic() if now is None else now
         rate = self._rates.get((key, entity))
@@ -108,17 +112,22 @@ class QuotaManager:
     def throttle(self, api_key: int, user: str, client_id: str, request: Any, response: Any,
                  seconds: float) -> int:
         """The throttle time of one answered request: produced or fetched bytes against the
-        byte rates, handling time against request_percentage (in % of one thread)."""
+        byte rates, handling time against request_percentage (in % of one thread). The bytes
+        are counted only when a byte rate applies to the client: a produce or fetch of many
+        partitions would otherwise cost every client without such a quota a walk over them."""
         if not self.store.quotas:
             return 0
         throttle = self.record(REQUEST_PERCENTAGE, user, client_id, seconds * 100)
-        if api_key == PRODUCE_KEY:
-            produced = sum(len(p.records) for t in request.topic_data for p in t.partition_data
-                           if p.records is not None)
-            throttle = max(throttle, self.record(PRODUCER_BYTE_RATE, user, client_id,
-                                                 produced))
-        elif api_key == FETCH_KEY and response is not None:
-            fetched = sum(len(p.records) for t in response.responses for p in t.partitions
-                          if p.records is not None)
-            throttle = max(throttle, self.record(CONSUMER_BYTE_RATE, user, client_id, fetched))
+        if api_key == _PRODUCE_KEY:
+            applied = self.quota(PRODUCER_BYTE_RATE, user, client_id)
+            if applied is not None:
+                produced = sum(len(p.records) for t in request.topic_data
+                               for p in t.partition_data if p.records is not None)
+                throttle = max(throttle, self._charge(PRODUCER_BYTE_RATE, applied, produced))
+        elif api_key == _FETCH_KEY and response is not None:
+            applied = self.quota(CONSUMER_BYTE_RATE, user, client_id)
+            if applied is not None:
+                fetched = sum(len(p.records) for t in response.responses for p in t.partitions
+                              if p.records is not None)
+                throttle = max(throttle, self._charge(CONSUMER_BYTE_RATE, applied, fetched))
         return throttle
