@@ -121,6 +121,27 @@ class Config:
     ssl_truststore_certificates: str = ""    # or those CA certificates inline
     ssl_client_auth: str = "none"            # none, requested or required
     sasl_enabled_mechanisms: str = "SCRAM-SHA-256,SCRAM-SHA-512"
+    # OAUTHBEARER (bmq/security/oauthbearer.py): the JSON Web Key Set whose keys verify the
+    # tokens' signatures, a file:// or http(s):// URL, read at start ...
+    sasl_oauthbearer_jwks_endpoint_url: str = ""
+    # ... and again when this old, or when a token names a key id it does not hold.
+    sasl_oauthbearer_jwks_endpoint_refresh_ms: int = 3_600_000
+    # Audiences a token may be for (comma-separated; one of the token's aud must be listed);
+    # empty: aud is not checked.
+    sasl_oauthbearer_expected_audience: str = ""
+    # The iss a token must have; empty: iss is not checked.
+    sasl_oauthbearer_expected_issuer: str = ""
+    # The claim whose value is the principal's name (User:<value>).
+    sasl_oauthbearer_sub_claim_name: str = "sub"
+    # Leeway for exp, nbf and iat between the token issuer's clock and ours.
+    sasl_oauthbearer_clock_skew_seconds: int = 30
+    # TESTS ONLY: accept unsigned OAUTHBEARER tokens (alg none, Kafka's unsecured validator),
+    # with which any client can claim to be anyone; refused together with a JWKS URL.
+    sasl_oauthbearer_unsecured_validator_enable: bool = False
+    # Re-authentication (KIP-368): a SASL session lasts at most this long (and an OAUTHBEARER one
+    # no longer than its token), then the connection must authenticate again or is closed at its
+    # next request; 0: only OAUTHBEARER sessions end (with their token), as in Kafka.
+    connections_max_reauth_ms: int = 0
     # ACLs (bmq/security/authorizer.py): any non-empty value turns the authorizer on (Kafka names
     # its class here; BMQ has one authorizer, with Kafka's semantics).
     authorizer_class_name: str = ""
@@ -223,7 +244,11 @@ KAFKA_NAMES: dict[str, str] = {
         "ssl_keystore_type", "ssl_keystore_location", "ssl_keystore_key",
         "ssl_keystore_certificate_chain", "ssl_key_password", "ssl_truststore_type",
         "ssl_truststore_location", "ssl_truststore_certificates", "ssl_client_auth",
-        "sasl_enabled_mechanisms", "authorizer_class_name", "super_users",
+        "sasl_enabled_mechanisms", "sasl_oauthbearer_jwks_endpoint_url",
+        "sasl_oauthbearer_jwks_endpoint_refresh_ms", "sasl_oauthbearer_expected_audience",
+        "sasl_oauthbearer_expected_issuer", "sasl_oauthbearer_sub_claim_name",
+        "sasl_oauthbearer_clock_skew_seconds", "connections_max_reauth_ms",
+        "authorizer_class_name", "super_users",
         "allow_everyone_if_no_acl_found", "quota_window_num", "quota_window_size_seconds")},
 }
 # Kafka's other names for a setting: accepted as keys, and broker.id is also described (Kafka 4
@@ -441,6 +466,12 @@ def load_config(
 
 
 def _check_security(config: Config) -> None:
+    for field_name in ("connections_max_reauth_ms", "sasl_oauthbearer_clock_skew_seconds"):
+        if getattr(config, field_name) < 0:
+            raise ConfigError(f"setting {kafka_name(field_name)!r}: must be 0 or more")
+    if config.sasl_oauthbearer_jwks_endpoint_refresh_ms <= 0:
+        raise ConfigError("setting 'sasl.oauthbearer.jwks.endpoint.refresh.ms': must be more "
+                          "than 0")
     for listener in ["", *config.listener_overrides]:
         where = f" (listener {listener})" if listener else ""
         for kind in ("ssl_keystore_type", "ssl_truststore_type"):

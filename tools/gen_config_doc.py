@@ -54,7 +54,15 @@ DESCRIPTIONS = {
                                       "`ssl.keystore.key`.",
     "ssl_truststore_type": "Truststore format: PEM only.",
     "sasl_enabled_mechanisms": "SASL mechanisms of SASL listeners: PLAIN, SCRAM-SHA-256, "
-                               "SCRAM-SHA-512 (Kafka's default, GSSAPI, is not served).",
+                               "SCRAM-SHA-512, OAUTHBEARER (Kafka's default, GSSAPI, is not "
+                               "served).",
+    "sasl_oauthbearer_jwks_endpoint_url": "OAUTHBEARER: the JSON Web Key Set whose keys verify "
+                                          "the tokens' signatures, a `file://` or "
+                                          "`http(s)://` URL; read at start (unreadable: the "
+                                          "start fails). See the README's Security section.",
+    "sasl_oauthbearer_jwks_endpoint_refresh_ms": "The key set is read again when this old, and "
+                                                 "when a token names a key id it does not hold "
+                                                 "(at most once per 10 s).",
     "listener_overrides": "Not a key itself: `listener.name.NAME.<setting>` (e.g. "
                           "`listener.name.sasl_ssl.ssl.keystore.location`, env "
                           "`BMQ_LISTENER_NAME_SASL_SSL_SSL_KEYSTORE_LOCATION`) sets an `ssl.*` or "

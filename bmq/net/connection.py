@@ -68,7 +68,8 @@ class Guard(Protocol):
     """What a connection asks of its role's security (bmq/security/ implements it): told of the
     new connection (its TLS session, to read a client certificate), asked whether each request
     may be served yet (before SASL authentication, only the handshake's), and whether the
-    connection is to close once its last response is out (a failed authentication)."""
+    connection is to close once its last response is out (a failed authentication). ``admits``
+    runs for every request: it must stay cheap."""
 
     def accepted(self, extra_info: Callable[[str], Any]) -> None: ...
 
@@ -193,9 +194,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         spec = self._handlers.get(header.api_key)
         version = header.api_version
         if self._guard is not None and not self._guard.admits(header.api_key):
-            # Kafka's answer to a request before authentication: close the connection.
-            log.warning("closing %s: api key %d before authentication", self._peer,
-                        header.api_key)
+            # Kafka's answer to a request before authentication, or after the session's end
+            # without re-authentication (KIP-368): close the connection.
+            log.warning("closing %s: api key %d before authentication or after the session "
+                        "ended", self._peer, header.api_key)
             self._close()
             return
         if spec is None:

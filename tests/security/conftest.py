@@ -1,6 +1,7 @@
 """Fixtures of the security tests: a certificate authority, server and client certificates
 (made with the openssl command at the start of the session), and `bmq serve` with SSL and SASL
-listeners and a SCRAM user made before it starts (`bmq user add`)."""
+listeners and a SCRAM user made before it starts (`bmq user add`); an OAuth issuer whose tokens
+OAUTHBEARER brokers verify."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import BrokerFactory, BrokerProcess, bmq_command, free_port
+from tests.security.tokens import AUDIENCE, ISSUER, Issuer
 
 USER, PASSWORD = "alice", "alice-secret"
 
@@ -101,3 +103,18 @@ def secure_broker(factory: BrokerFactory, certificates: Certificates,
 def secured(module_broker_factory: BrokerFactory,
             certificates: Certificates) -> Iterator[SecureBroker]:
     yield secure_broker(module_broker_factory, certificates, **{"ssl.client.auth": "requested"})
+
+
+@pytest.fixture(scope="session")
+def issuer(tmp_path_factory: pytest.TempPathFactory) -> Issuer:
+    """An OAuth issuer: signing keys and the JWKS file brokers verify its tokens with."""
+    return Issuer.create(tmp_path_factory.mktemp("issuer"))
+
+
+def oauth_settings(issuer: Issuer, **settings: Any) -> dict[str, Any]:
+    """`secure_broker` settings for OAUTHBEARER (beside PLAIN) on the SASL_PLAINTEXT listener,
+    verifying tokens with ``issuer``'s keys, for its audience and from it only."""
+    return {"listener.name.sasl_plaintext.sasl.enabled.mechanisms": "OAUTHBEARER,PLAIN",
+            "sasl.oauthbearer.jwks.endpoint.url": issuer.url,
+            "sasl.oauthbearer.expected.audience": AUDIENCE,
+            "sasl.oauthbearer.expected.issuer": ISSUER, **settings}

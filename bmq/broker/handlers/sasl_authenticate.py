@@ -1,5 +1,6 @@
 """SaslAuthenticate (v0-2): one step of the connection's SASL exchange (PLAIN: one step;
-SCRAM: two). A failure answers SASL_AUTHENTICATION_FAILED and the connection then closes."""
+SCRAM: two; OAUTHBEARER: one, two for a refused token). A failure answers
+SASL_AUTHENTICATION_FAILED and the connection then closes."""
 
 from __future__ import annotations
 
@@ -18,7 +19,10 @@ async def handle_sasl_authenticate(ctx: RequestContext, request: SaslAuthenticat
                                         error_message="not a SASL listener")
     # PLAIN derives the salted password (PBKDF2, thousands of HMACs; hashlib lets the GIL go):
     # off the event loop, so a burst of logins does not stall every other client.
-    error, message, answer = await asyncio.get_running_loop().run_in_executor(
+    # OAUTHBEARER may read the issuer's keys again (a file or an HTTP endpoint): off the loop too.
+    result = await asyncio.get_running_loop().run_in_executor(
         None, session.authenticate, bytes(request.auth_bytes))
-    # session_lifetime_ms 0: no re-authentication (KIP-368 comes in a later slice).
-    return SaslAuthenticateResponse(error_code=error, error_message=message, auth_bytes=answer)
+    # session_lifetime_ms (v1+): when the client must have re-authenticated (KIP-368); 0: never.
+    return SaslAuthenticateResponse(error_code=result.error, error_message=result.message,
+                                    auth_bytes=result.auth_bytes,
+                                    session_lifetime_ms=result.session_lifetime_ms)

@@ -1,5 +1,6 @@
 """SaslHandshake (v1; v0 only as far as the handshake): choose the SASL mechanism of the
-connection. Off a SASL listener, or once authenticated, Kafka answers ILLEGAL_SASL_STATE."""
+connection; on an authenticated SASL connection, begin re-authentication (KIP-368). Off a SASL
+listener, or in the middle of an exchange, Kafka answers ILLEGAL_SASL_STATE."""
 
 from __future__ import annotations
 
