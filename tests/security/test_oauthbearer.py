@@ -140,6 +140,22 @@ def test_the_error_challenge_on_the_wire(oauth_broker: SecureBroker, issuer: Iss
         wire.wait_disconnect()
 
 
+def test_without_max_reauth_the_session_lasts_as_long_as_the_token(
+        oauth_broker: SecureBroker, issuer: Issuer) -> None:
+    """Kafka's lifetime with connections.max.reauth.ms 0: the token's, for OAUTHBEARER only."""
+    with KafkaWire(oauth_broker.bootstrap("SASL_PLAINTEXT")) as wire:
+        assert Reader(wire.request(SASL_HANDSHAKE, 1, string("OAUTHBEARER"))).i16() == 0
+        reader = Reader(wire.request(SASL_AUTHENTICATE, 1, nbytes(
+            client_message(issuer.token("alice", lifetime_s=600)))))
+        assert (reader.i16(), reader.string(), reader.nbytes()) == (0, None, b"")
+        assert 590_000 <= reader.i64() <= 600_000
+    with KafkaWire(oauth_broker.bootstrap("SASL_PLAINTEXT")) as wire:
+        assert Reader(wire.request(SASL_HANDSHAKE, 1, string("PLAIN"))).i16() == 0
+        reader = Reader(wire.request(SASL_AUTHENTICATE, 1, nbytes(b"\0alice\0alice-secret")))
+        assert (reader.i16(), reader.string(), reader.nbytes(), reader.i64()) == \
+            (0, None, b"", 0)
+
+
 def test_a_malformed_message_or_a_foreign_authorization_id_fails_at_once(
         oauth_broker: SecureBroker, issuer: Issuer) -> None:
     for message in (b"n,,\x01auth=Basic YWxpY2U=\x01\x01",

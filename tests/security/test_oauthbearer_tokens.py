@@ -5,8 +5,11 @@ settings that cannot serve."""
 
 from __future__ import annotations
 
+import functools
 import hmac
+import http.server
 import json
+import threading
 import time
 from pathlib import Path
 
@@ -166,3 +169,21 @@ def test_a_jwks_without_signing_keys_is_refused(tmp_path: Path) -> None:
     path.write_text(json.dumps({"keys": [{"kty": "oct", "k": "c2VjcmV0", "kid": "hmac"}]}))
     with pytest.raises(jwks.JwksError, match="no RSA, EC or OKP signing key"):
         jwks.KeySet(path.as_uri(), 1000)
+
+
+def test_the_key_set_from_a_local_http_endpoint(issuer: Issuer) -> None:
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler,
+                                directory=str(issuer.jwks_path.parent))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/{issuer.jwks_path.name}"
+        check = oauthbearer.validator(load_config(environ={
+            "BMQ_SASL_OAUTHBEARER_JWKS_ENDPOINT_URL": url}))
+        assert check.validate(issuer.token("frank")).principal_name == "frank"
+        with pytest.raises(jwks.JwksError, match="404"):
+            jwks.KeySet(url + ".missing", 1000)
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import Consumer, KafkaError, Producer
 
 from tests.conftest import BrokerFactory
 from tests.integration.kwire import (
@@ -75,12 +75,13 @@ def test_reauthentication_extends_the_session_and_keeps_the_principal(
         for _ in range(3):
             time.sleep(REAUTH_MS / 1000 * 0.6)
             # A token that ends before connections.max.reauth.ms ends the session first.
+            # (exp is whole seconds: 0.9 to 1.9 s from now.)
             error, _, lifetime = login(wire, "OAUTHBEARER",
-                                       client_message(issuer.token("alice", lifetime_s=1.5)))
-            assert error == 0 and 0 <= lifetime <= 1500
+                                       client_message(issuer.token("alice", lifetime_s=1.9)))
+            assert error == 0 and 800 <= lifetime <= 1900
             wire.metadata([])
         # Re-authentication may also come after the end (as in Kafka), before other requests.
-        time.sleep(1.6)
+        time.sleep(2.0)
         assert login(wire, "OAUTHBEARER", client_message(issuer.token("alice")))[::2] == \
             (0, REAUTH_MS)
         wire.metadata([])
@@ -153,3 +154,45 @@ def test_confluent_kafka_keeps_producing_across_sessions(
     # 8 s of 2 s sessions: librdkafka re-authenticates at 90% of each, so 4 times on the
     # connection it produces on (3 leaves room for a slow start).
     assert reauthentications() - before >= 3, reauth_broker.broker.log_tail()
+
+
+def test_a_consumer_group_keeps_consuming_across_sessions(reauth_broker: SecureBroker,
+                                                          issuer: Issuer) -> None:
+    """Fetch long polls, heartbeats and commits in flight while librdkafka re-authenticates."""
+    topic, group = f"reauth-c-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
+    errors: list[Any] = []
+    producer = Producer({"bootstrap.servers": reauth_broker.bootstrap("PLAINTEXT")})
+    producer.produce(topic, b"m0")   # the topic exists before the consumer subscribes
+    assert producer.flush(10) == 0
+    consumer = Consumer({"bootstrap.servers": reauth_broker.bootstrap("SASL_PLAINTEXT"),
+                         "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
+                         "oauth_cb": lambda _: (issuer.token("alice"), time.time() + 3600),
+                         "group.id": group, "auto.offset.reset": "earliest",
+                         "auto.commit.interval.ms": 200, "error_cb": errors.append})
+    consumer.subscribe([topic])
+    received: set[bytes] = set()
+    sent = 1
+    try:
+        deadline = time.monotonic() + 4 * REAUTH_MS / 1000
+        while time.monotonic() < deadline:
+            producer.produce(topic, f"m{sent}".encode())
+            producer.poll(0)
+            sent += 1
+            message = consumer.poll(0.1)
+            if message is not None:
+                if message.error() is None:
+                    received.add(message.value())
+                elif message.error().code() != KafkaError._PARTITION_EOF:
+                    errors.append(message.error())
+        producer.flush(10)
+        expected = {f"m{i}".encode() for i in range(sent)}
+        last = time.monotonic() + 20
+        while received != expected and time.monotonic() < last:
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                received.add(message.value())
+    finally:
+        consumer.close()
+    assert errors == [] and received == expected
+    assert len(re.findall(r"re-authenticated User:alice from \S+ on listener SASL_PLAINTEXT",
+                          reauth_broker.broker.log_text())) >= 3
