@@ -9,19 +9,21 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import tempfile
 import time
 
 from bmq.config import Config
 from bmq.metadata.acls import AclBinding, AclStore, Operation, PatternType, Permission, ResourceType
+from bmq.metadata.documents import StorageDocuments
 from bmq.security.authorizer import Authorizer
+from bmq.storage import open_storage
 
 
-class _MemoryStore(AclStore):
-    def __init__(self, bindings: list[AclBinding]) -> None:
-        self.bindings = bindings
-
-    def save(self, bindings: list[AclBinding]) -> None:
-        self.bindings = list(bindings)
+def _stored(bindings: list[AclBinding]) -> AclStore:
+    """An ACL store in a fresh directory, holding ``bindings``."""
+    store = AclStore(StorageDocuments(open_storage(tempfile.mkdtemp())))
+    store.change(lambda _: bindings)
+    return store
 
 
 def bindings(count: int) -> list[AclBinding]:
@@ -42,7 +44,7 @@ def main() -> None:
     parser.add_argument("--decisions", type=int, default=200_000)
     args = parser.parse_args()
     config = dataclasses.replace(Config(), authorizer_class_name="bmq")
-    authorizer = Authorizer(config, _MemoryStore(bindings(args.acls)))
+    authorizer = Authorizer(config, _stored(bindings(args.acls)))
     n = args.decisions
     start = time.perf_counter()
     for i in range(n):      # a new resource each time: no cache hit

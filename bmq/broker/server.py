@@ -18,14 +18,11 @@ from bmq.broker.service import BrokerService
 from bmq.config import Config
 from bmq.coordinators.transactions import TxnState
 from bmq.lifecycle import run_until_signalled
-from bmq.metadata.acls import AclStore
-from bmq.metadata.credentials import CredentialStore
+from bmq.metadata.documents import StorageDocuments
 from bmq.metadata.nodes import BrokerNode
-from bmq.metadata.quotas import QuotaStore
 from bmq.net.connection import KafkaConnection
 from bmq.net.listening import Listening
-from bmq.security.authorizer import Authorizer
-from bmq.security.quotas import QuotaManager
+from bmq.security.loading import load_security_metadata
 from bmq.security.session import Security, SecurityConfigError
 from bmq.security.tls import TlsConfigError
 from bmq.startup import ExitCode, StartupError
@@ -67,7 +64,7 @@ class BrokerServer:
         self.broker: Broker | None = None
         self._lock: DataDirLock | None = None
         try:
-            self.security = Security(config, config.listener_list, keeps_credentials=True)
+            self.security = Security(config, config.listener_list)
         except (SecurityConfigError, TlsConfigError) as error:
             raise StartupError(str(error), ExitCode.USAGE) from error
         self._listening = Listening(config.listener_list, self.security.tls_contexts, sasl=True)
@@ -85,11 +82,7 @@ class BrokerServer:
             broker = self.broker = standalone_broker(config, self._executor)
             await broker.start()
             meta = open_storage(os.path.join(self.data_dir, "meta"))
-            self.security.credentials = CredentialStore(meta).load()
-            self.security.authorizer = Authorizer(config, AclStore(meta).load())
-            self.security.quotas = QuotaManager(QuotaStore(meta).load(),
-                                                config.quota_window_num,
-                                                config.quota_window_size_seconds)
+            load_security_metadata(self.security, config, StorageDocuments(meta))
         except OSError as error:  # a file of the data directory we cannot read or write
             raise StartupError(f"cannot use data directory {self.data_dir}: {error}",
                                ExitCode.STORAGE) from error

@@ -1,18 +1,20 @@
 """ACLs as cluster metadata: Kafka's model (bindings: a resource pattern and an access entry;
-the filters DescribeAcls and DeleteAcls match them with) and where `bmq serve` keeps them
-(``acls.json`` in the data directory's ``meta/`` storage, written atomically, beside the SCRAM
-credentials). The decision is bmq.security.authorizer's.
+the filters DescribeAcls and DeleteAcls match them with) and where they are kept (``acls.json``
+with the cluster's metadata, bmq/metadata/documents.py). The decision is
+bmq.security.authorizer's.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
 
+from bmq.metadata.documents import Documents
+
 # The operations of an ACL are Kafka's AclOperation codes, which the protocol layer defines.
 from bmq.protocol.acl_operations import AclOperation as Operation
-from bmq.storage import Storage
 
 __all__ = ["CLUSTER_NAME", "WILDCARD", "WILDCARD_PRINCIPAL", "AclBinding", "AclError", "AclFilter",
            "AclStore", "Operation", "PatternType", "Permission", "ResourceType"]
@@ -139,22 +141,34 @@ class AclFilter:
 
 
 class AclStore:
-    """Every binding of the cluster, in memory, saved on every change (`bmq serve`)."""
+    """Every binding of the cluster, in memory; a change is saved before it is seen."""
 
     PATH = "acls.json"
 
-    def __init__(self, storage: Storage) -> None:
-        self._storage = storage
+    def __init__(self, documents: Documents) -> None:
+        self._documents = documents
         self.bindings: list[AclBinding] = []
 
     def load(self) -> AclStore:
-        self.bindings = []
-        if self._storage.exists(self.PATH):
-            doc = json.loads(self._storage.read_all(self.PATH))
-            self.bindings = [AclBinding.from_json(item) for item in doc.get("acls", [])]
+        self.reload(self._documents.read(self.PATH))
         return self
 
-    def save(self, bindings: list[AclBinding]) -> None:
-        doc = {"acls": [b.to_json() for b in bindings]}
-        self._storage.write_atomic(self.PATH, json.dumps(doc, indent=1).encode())
-        self.bindings = list(bindings)
+    def reload(self, data: bytes | None) -> None:
+        """The document as stored now (read at start, or changed by another node)."""
+        self.bindings = _parse(data)
+
+    def change(self, change: Callable[[list[AclBinding]], list[AclBinding]]) -> None:
+        """Replace the bindings by ``change(current bindings)`` (blocking: a worker thread's);
+        ``change`` may run more than once, each time on newer bindings."""
+        self.reload(self._documents.change(
+            self.PATH, lambda data: _serialize(change(_parse(data)))))
+
+
+def _parse(data: bytes | None) -> list[AclBinding]:
+    if data is None:
+        return []
+    return [AclBinding.from_json(item) for item in json.loads(data).get("acls", [])]
+
+
+def _serialize(bindings: list[AclBinding]) -> bytes:
+    return json.dumps({"acls": [b.to_json() for b in bindings]}, indent=1).encode()

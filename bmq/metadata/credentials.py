@@ -1,11 +1,10 @@
-"""SCRAM credentials of `bmq serve`: what SCRAM-SHA-256/512 (and PLAIN) check passwords against.
+"""SCRAM credentials: what SCRAM-SHA-256/512 (and PLAIN) check passwords against.
 
 Only salted credentials are kept, as Kafka keeps them (RFC 5802): per user and mechanism the salt,
 the iteration count, StoredKey = H(HMAC(SaltedPassword, "Client Key")) and ServerKey =
 HMAC(SaltedPassword, "Server Key"); never the password, nor SaltedPassword. They live in one JSON
-document, ``scram_credentials.json``, in the data directory's ``meta/`` storage beside the topics,
-written atomically; the broker holds them in memory and is their one writer while it runs
-(`bmq user add` takes the data directory's lock, so it works only with no broker running).
+document, ``scram_credentials.json``, with the cluster's metadata (bmq/metadata/documents.py:
+`bmq serve`'s ``meta/`` directory, or ZooKeeper in cluster mode); every node holds them in memory.
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ import base64
 import json
 from dataclasses import dataclass
 
-from bmq.storage import Storage
+from bmq.metadata.documents import Documents
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,23 +37,25 @@ class ScramCredential:
                    decode(str(doc["stored_key"])), decode(str(doc["server_key"])))
 
 
+Users = dict[str, dict[str, ScramCredential]]
+
+
 class CredentialStore:
-    """User -> mechanism -> credential, cached in memory, saved on every change."""
+    """User -> mechanism -> credential, cached in memory; a change is saved before it is seen."""
 
     PATH = "scram_credentials.json"
 
-    def __init__(self, storage: Storage) -> None:
-        self._storage = storage
-        self._users: dict[str, dict[str, ScramCredential]] = {}
+    def __init__(self, documents: Documents) -> None:
+        self._documents = documents
+        self._users: Users = {}
 
     def load(self) -> CredentialStore:
-        self._users = {}
-        if self._storage.exists(self.PATH):
-            doc = json.loads(self._storage.read_all(self.PATH))
-            for user, mechanisms in doc.get("users", {}).items():
-                self._users[user] = {mechanism: ScramCredential.from_json(mechanism, cred)
-                                     for mechanism, cred in mechanisms.items()}
+        self.reload(self._documents.read(self.PATH))
         return self
+
+    def reload(self, data: bytes | None) -> None:
+        """The document as stored now (read at start, or changed by another node)."""
+        self._users = _parse(data)
 
     def get(self, user: str, mechanism: str) -> ScramCredential | None:
         return self._users.get(user, {}).get(mechanism)
@@ -65,21 +66,38 @@ class CredentialStore:
     def users(self) -> list[str]:
         return sorted(self._users)
 
-    def upsert(self, user: str, credential: ScramCredential) -> None:
-        self._users.setdefault(user, {})[credential.mechanism] = credential
-        self._save()
+    def alter(self, deletions: list[tuple[str, str]], upsertions: list[tuple[str, ScramCredential]]
+              ) -> list[tuple[str, str]]:
+        """Delete (user, mechanism) pairs and add or replace credentials, in one change (blocking:
+        a worker thread's); the deletions that found a credential."""
+        deleted: list[tuple[str, str]] = []
 
-    def delete(self, user: str, mechanism: str) -> bool:
-        """Whether there was such a credential."""
-        mechanisms = self._users.get(user, {})
-        if mechanisms.pop(mechanism, None) is None:
-            return False
-        if not mechanisms:
-            del self._users[user]
-        self._save()
-        return True
+        def change(data: bytes | None) -> bytes:
+            users = _parse(data)
+            deleted.clear()
+            for user, mechanism in deletions:
+                mechanisms = users.get(user, {})
+                if mechanisms.pop(mechanism, None) is not None:
+                    deleted.append((user, mechanism))
+                if not mechanisms:
+                    users.pop(user, None)
+            for user, credential in upsertions:
+                users.setdefault(user, {})[credential.mechanism] = credential
+            return _serialize(users)
 
-    def _save(self) -> None:
-        doc = {"users": {user: {mechanism: cred.to_json() for mechanism, cred in creds.items()}
-                         for user, creds in sorted(self._users.items())}}
-        self._storage.write_atomic(self.PATH, json.dumps(doc, sort_keys=True).encode())
+        self.reload(self._documents.change(self.PATH, change))
+        return deleted
+
+
+def _parse(data: bytes | None) -> Users:
+    if data is None:
+        return {}
+    return {user: {mechanism: ScramCredential.from_json(mechanism, cred)
+                   for mechanism, cred in mechanisms.items()}
+            for user, mechanisms in json.loads(data).get("users", {}).items()}
+
+
+def _serialize(users: Users) -> bytes:
+    doc = {"users": {user: {mechanism: cred.to_json() for mechanism, cred in creds.items()}
+                     for user, creds in sorted(users.items())}}
+    return json.dumps(doc, sort_keys=True).encode()

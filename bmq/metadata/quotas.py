@@ -1,16 +1,16 @@
 """Client quotas as cluster metadata (Kafka's model): an entity is a user, a client id or both,
 each either named or the ``<default>`` (a null name on the wire); each entity has values for
 ``producer_byte_rate``, ``consumer_byte_rate``, ``request_percentage`` (and
-``controller_mutation_rate``, kept but not enforced). `bmq serve` keeps them in the data
-directory's ``meta/quotas.json``, written atomically, beside the SCRAM credentials and ACLs.
+``controller_mutation_rate``, kept but not enforced). They are kept in ``quotas.json`` with the
+cluster's metadata (bmq/metadata/documents.py), beside the SCRAM credentials and ACLs.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
-from bmq.storage import Storage
+from bmq.metadata.documents import Documents
 
 USER = "user"
 CLIENT_ID = "client-id"
@@ -46,25 +46,47 @@ def components(entity: Entity) -> list[tuple[str, str | None]]:
     return [(t, n) for t, n in zip(ENTITY_TYPES, entity, strict=True) if n != ABSENT]
 
 
+Quotas = dict[Entity, dict[str, float]]
+
+
 class QuotaStore:
-    """Every entity's quota values, in memory, saved on every change."""
+    """Every entity's quota values, in memory; a change is saved before it is seen."""
 
     PATH = "quotas.json"
 
-    def __init__(self, storage: Storage) -> None:
-        self._storage = storage
-        self.quotas: dict[Entity, dict[str, float]] = {}
+    def __init__(self, documents: Documents) -> None:
+        self._documents = documents
+        self.quotas: Quotas = {}
 
     def load(self) -> QuotaStore:
-        self.quotas = {}
-        if self._storage.exists(self.PATH):
-            for item in json.loads(self._storage.read_all(self.PATH)).get("quotas", []):
-                user, client = item["entity"]
-                self.quotas[(user, client)] = {k: float(v) for k, v in item["values"].items()}
+        self.reload(self._documents.read(self.PATH))
         return self
 
-    def save(self, quotas: dict[Entity, dict[str, float]]) -> None:
-        doc = {"quotas": [{"entity": list(entity), "values": values}
-                          for entity, values in quotas.items() if values]}
-        self._storage.write_atomic(self.PATH, json.dumps(doc, indent=1).encode())
-        self.quotas = {e: dict(v) for e, v in quotas.items() if v}
+    def reload(self, data: bytes | None) -> None:
+        """The document as stored now (read at start, or changed by another node)."""
+        self.quotas = _parse(data)
+
+    def change(self, change: Callable[[Quotas], None]) -> None:
+        """Let ``change`` edit the current quotas in place, and save them (blocking: a worker
+        thread's); ``change`` may run more than once, each time on newer quotas."""
+
+        def changed(data: bytes | None) -> bytes:
+            quotas = _parse(data)
+            change(quotas)
+            return _serialize(quotas)
+
+        self.reload(self._documents.change(self.PATH, changed))
+
+
+def _parse(data: bytes | None) -> Quotas:
+    quotas: Quotas = {}
+    for item in json.loads(data).get("quotas", []) if data is not None else ():
+        user, client = item["entity"]
+        quotas[(user, client)] = {k: float(v) for k, v in item["values"].items()}
+    return quotas
+
+
+def _serialize(quotas: Quotas) -> bytes:
+    return json.dumps({"quotas": [{"entity": list(entity), "values": values}
+                                  for entity, values in quotas.items() if values]},
+                      indent=1).encode()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from bmq.config import Config
 from bmq.metadata.acls import (
@@ -79,38 +80,47 @@ def audit_denied(principal: str, client: str, listener: str, api_key: int,
                   _API_NAMES.get(api_key, api_key), resource_type.name, name, operation.name)
 
 
+@dataclass(frozen=True, slots=True)
+class _Index:
+    """The bindings indexed, with the decisions made from them: replaced whole when the ACLs
+    change (on a worker thread, or a ZooKeeper watch), so a decision computed from the previous
+    bindings can only land in the previous cache."""
+
+    literal: dict[tuple[ResourceType, str], list[AclBinding]]
+    prefixed: dict[tuple[ResourceType, str], list[AclBinding]]
+    prefix_lengths: dict[ResourceType, list[int]]
+    cache: dict[tuple[str, str, Operation, ResourceType, str], bool]
+
+
 class Authorizer:
     def __init__(self, config: Config, store: AclStore) -> None:
         self.enabled = bool(config.authorizer_class_name.strip())
         self.super_users = super_users(config.super_users)
         self.allow_if_no_acl = config.allow_everyone_if_no_acl_found
         self._store = store
-        self._literal: dict[tuple[ResourceType, str], list[AclBinding]] = {}
-        self._prefixed: dict[tuple[ResourceType, str], list[AclBinding]] = {}
-        self._prefix_lengths: dict[ResourceType, list[int]] = {}
-        self._cache: dict[tuple[str, str, Operation, ResourceType, str], bool] = {}
-        self._index(store.bindings)
+        self._current = _index(store.bindings)
 
     # ------------------------------------------------------------------ decisions
     def authorize(self, principal: str, host: str, operation: Operation,
                   resource_type: ResourceType, name: str) -> bool:
         if not self.enabled or principal in self.super_users:
             return True
+        index = self._current
         key = (principal, host, operation, resource_type, name)
-        decision = self._cache.get(key)
+        decision = index.cache.get(key)
         if decision is None:
-            literal, prefixed = self._literal, self._prefixed
+            literal, prefixed = index.literal, index.prefixed
             covering = [*literal.get((resource_type, name), ()),
                         *literal.get((resource_type, WILDCARD), ())]
-            for length in self._prefix_lengths.get(resource_type, ()):
+            for length in index.prefix_lengths.get(resource_type, ()):
                 if length > len(name):
                     break
                 covering += prefixed.get((resource_type, name[:length]), ())
             found = decide(covering, principal, host, operation)
             decision = self.allow_if_no_acl if found is None else found
-            if len(self._cache) >= CACHE_LIMIT:
-                self._cache.clear()
-            self._cache[key] = decision
+            if len(index.cache) >= CACHE_LIMIT:
+                index.cache.clear()
+            index.cache[key] = decision
         return decision
 
     # ------------------------------------------------------------------ the bindings
@@ -122,40 +132,40 @@ class Authorizer:
         return [acl for acl in self._store.bindings if acl_filter.matches(acl)]
 
     def create(self, new: list[AclBinding]) -> None:
-        """Add bindings (existing ones are kept once) and save."""
-        current = self._store.bindings
-        merged = current + [b for b in dict.fromkeys(new) if b not in current]
-        self._replace(merged)
+        """Add bindings (existing ones are kept once) and save (blocking)."""
+        def merged(current: list[AclBinding]) -> list[AclBinding]:
+            return current + [b for b in dict.fromkeys(new) if b not in current]
+        self._store.change(merged)
+        self._current = _index(self._store.bindings)
 
     def delete(self, filters: list[AclFilter]) -> list[list[AclBinding]]:
-        """Remove the bindings each filter matches; what each filter removed."""
-        current = self._store.bindings
-        removed = [[acl for acl in current if f.matches(acl)] for f in filters]
-        gone = {acl for acls in removed for acl in acls}
-        if gone:
-            self._replace([acl for acl in current if acl not in gone])
+        """Remove the bindings each filter matches and save (blocking); what each removed."""
+        removed: list[list[AclBinding]] = []
+
+        def remaining(current: list[AclBinding]) -> list[AclBinding]:
+            removed[:] = [[acl for acl in current if f.matches(acl)] for f in filters]
+            gone = {acl for acls in removed for acl in acls}
+            return [acl for acl in current if acl not in gone]
+        self._store.change(remaining)
+        self._current = _index(self._store.bindings)
         return removed
 
-    def reload(self, bindings: list[AclBinding]) -> None:
-        """Bindings changed elsewhere (cluster mode: another broker)."""
-        self._store.bindings = list(bindings)
-        self._index(bindings)
+    def reload(self, data: bytes | None) -> None:
+        """The bindings as stored now (cluster mode: changed by another node)."""
+        self._store.reload(data)
+        self._current = _index(self._store.bindings)
 
-    def _replace(self, bindings: list[AclBinding]) -> None:
-        self._store.save(bindings)
-        self._index(bindings)
 
-    def _index(self, bindings: list[AclBinding]) -> None:
-        literal: dict[tuple[ResourceType, str], list[AclBinding]] = {}
-        prefixed: dict[tuple[ResourceType, str], list[AclBinding]] = {}
-        lengths: dict[ResourceType, set[int]] = {}
-        for acl in bindings:
-            key = (acl.resource_type, acl.resource_name)
-            if acl.pattern_type == PatternType.LITERAL:
-                literal.setdefault(key, []).append(acl)
-            else:
-                prefixed.setdefault(key, []).append(acl)
-                lengths.setdefault(acl.resource_type, set()).add(len(acl.resource_name))
-        self._literal, self._prefixed = literal, prefixed
-        self._prefix_lengths = {t: sorted(found) for t, found in lengths.items()}
-        self._cache = {}
+
+def _index(bindings: list[AclBinding]) -> _Index:
+    literal: dict[tuple[ResourceType, str], list[AclBinding]] = {}
+    prefixed: dict[tuple[ResourceType, str], list[AclBinding]] = {}
+    lengths: dict[ResourceType, set[int]] = {}
+    for acl in bindings:
+        key = (acl.resource_type, acl.resource_name)
+        if acl.pattern_type == PatternType.LITERAL:
+            literal.setdefault(key, []).append(acl)
+        else:
+            prefixed.setdefault(key, []).append(acl)
+            lengths.setdefault(acl.resource_type, set()).add(len(acl.resource_name))
+    return _Index(literal, prefixed, {t: sorted(found) for t, found in lengths.items()}, {})

@@ -89,10 +89,10 @@ def enabled_mechanisms(config: Config, listener: str) -> list[str]:
 class Security:
     """A role's security: TLS contexts and SASL mechanisms per listener, the credentials."""
 
-    def __init__(self, config: Config, listeners: list[Listener], keeps_credentials: bool) -> None:
+    def __init__(self, config: Config, listeners: list[Listener]) -> None:
         """Raises ``SecurityConfigError`` (or ``TlsConfigError``) for settings that cannot
-        serve; a role that keeps no credentials (``keeps_credentials`` false) cannot serve SASL.
-        Built before the role creates anything; the credentials come once they are loaded."""
+        serve. Built before the role creates anything; the credentials, ACLs and quotas come
+        once they are loaded (bmq/security/loading.py)."""
         self.credentials: CredentialStore | None = None
         self.authorizer: Authorizer | None = None     # set with the ACLs, once loaded
         self.quotas: QuotaManager | None = None       # set with the quotas, once loaded
@@ -104,10 +104,6 @@ class Security:
         self.token_validator: oauthbearer.TokenValidator | None = None
         for listener in listeners:
             if listener.sasl:
-                if not keeps_credentials:
-                    raise SecurityConfigError(
-                        f"listener {listener.name}: {listener.protocol} needs SCRAM "
-                        f"credentials, which this role does not keep yet (only `bmq serve`)")
                 self.mechanisms[listener.name] = enabled_mechanisms(config, listener.name)
                 if OAUTHBEARER in self.mechanisms[listener.name] and \
                         self.token_validator is None:

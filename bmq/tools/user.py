@@ -15,6 +15,7 @@ from contextlib import contextmanager
 import click
 
 from bmq.metadata.credentials import CredentialStore
+from bmq.metadata.documents import StorageDocuments
 from bmq.security.scram import (
     DEFAULT_ITERATIONS,
     MAX_ITERATIONS,
@@ -44,7 +45,7 @@ def _store(data_dir: str) -> Iterator[CredentialStore]:
     try:
         meta = os.path.join(os.path.abspath(data_dir), "meta")
         os.makedirs(meta, exist_ok=True)
-        yield CredentialStore(open_storage(meta)).load()
+        yield CredentialStore(StorageDocuments(open_storage(meta))).load()
     finally:
         lock.release()
 
@@ -76,8 +77,8 @@ def add(name: str, mechanism: tuple[str, ...], password_stdin: bool, iterations:
     if not password:
         fail("no password on standard input")
     with _store(data_dir) as store:
-        for each in mechanism:
-            store.upsert(name, make_credential(each, password, iterations))
+        store.alter([], [(name, make_credential(each, password, iterations))
+                         for each in mechanism])
     say(f"user {name} has {', '.join(mechanism)} credentials in {data_dir}")
 
 
@@ -99,7 +100,7 @@ def list_(data_dir: str) -> None:
 def delete(name: str, mechanism: tuple[str, ...], data_dir: str) -> None:
     """Delete user NAME's credentials of the given mechanisms."""
     with _store(data_dir) as store:
-        deleted = [each for each in mechanism if store.delete(name, each)]
+        deleted = [each for _, each in store.alter([(name, each) for each in mechanism], [])]
     if not deleted:
         fail(f"user {name} has no {', '.join(mechanism)} credentials")
     say(f"deleted {', '.join(deleted)} credentials of user {name}")

@@ -38,7 +38,7 @@ async def _principal(certificates: Certificates, client_auth: str, client_cert: 
         "BMQ_SSL_TRUSTSTORE_LOCATION": str(certificates.ca),
         "BMQ_SSL_CLIENT_AUTH": client_auth})
     [listener] = config.listener_list
-    security = Security(config, [listener], keeps_credentials=True)
+    security = Security(config, [listener])
     sessions: list[Session] = []
     listening = Listening([listener], security.tls_contexts, sasl=True)
     listening.bind()

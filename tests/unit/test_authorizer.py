@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import tempfile
 
 from bmq.config import Config
 from bmq.metadata.acls import (
@@ -15,17 +16,18 @@ from bmq.metadata.acls import (
     Permission,
     ResourceType,
 )
+from bmq.metadata.documents import StorageDocuments
 from bmq.security.authorizer import Authorizer
+from bmq.storage import open_storage
 
 T, G, C = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER
 
 
-class _Store(AclStore):
-    def __init__(self, bindings: list[AclBinding]) -> None:
-        self.bindings = bindings
-
-    def save(self, bindings: list[AclBinding]) -> None:
-        self.bindings = list(bindings)
+def _stored(bindings: list[AclBinding]) -> AclStore:
+    """An ACL store in a fresh directory, holding ``bindings``."""
+    store = AclStore(StorageDocuments(open_storage(tempfile.mkdtemp())))
+    store.change(lambda _: bindings)
+    return store
 
 
 def acl(rtype: ResourceType, name: str, op: Operation, principal: str = "User:alice",
@@ -36,7 +38,7 @@ def acl(rtype: ResourceType, name: str, op: Operation, principal: str = "User:al
 
 def authorizer(*bindings: AclBinding, **settings: object) -> Authorizer:
     config = dataclasses.replace(Config(), authorizer_class_name="bmq", **settings)
-    return Authorizer(config, _Store(list(bindings)))
+    return Authorizer(config, _stored(list(bindings)))
 
 
 def test_deny_wins_and_prefixes_and_wildcards() -> None:

@@ -8,14 +8,14 @@ import asyncio
 from bmq.broker.handlers.base import RequestContext
 from bmq.broker.handlers.client_quotas import NO_QUOTAS, quota_manager
 from bmq.metadata.acls import Operation
-from bmq.metadata.quotas import QUOTA_KEYS, Entity, entity_of
+from bmq.metadata.quotas import QUOTA_KEYS, Entity, Quotas, entity_of
 from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import AlterClientQuotasRequest, AlterClientQuotasResponse
 from bmq.protocol.messages.alter_client_quotas_request import EntryData as AskedEntry
 from bmq.protocol.messages.alter_client_quotas_response import EntityData, EntryData
 
 
-def _changed(entry: AskedEntry, current: dict[Entity, dict[str, float]]
+def _changed(entry: AskedEntry, current: Quotas
              ) -> tuple[Entity, dict[str, float]]:
     """The entity and its values after the entry's operations; ValueError if invalid."""
     entity = entity_of((e.entity_type, e.entity_name) for e in entry.entity)
@@ -47,17 +47,23 @@ async def handle_alter_client_quotas(ctx: RequestContext, request: AlterClientQu
     if not ctx.authorize_cluster(Operation.ALTER_CONFIGS):
         return AlterClientQuotasResponse(entries=[
             answer(e, ErrorCode.CLUSTER_AUTHORIZATION_FAILED) for e in request.entries])
-    quotas = {e: dict(v) for e, v in manager.store.quotas.items()}
-    results = []
+    results, valid = [], []
     for entry in request.entries:
         try:
-            entity, values = _changed(entry, quotas)
+            _changed(entry, {})
         except ValueError as error:
             results.append(answer(entry, ErrorCode.INVALID_REQUEST, str(error)))
             continue
-        quotas[entity] = values
+        valid.append(entry)
         results.append(answer(entry, ErrorCode.NONE))
-    if not request.validate_only and any(r.error_code == ErrorCode.NONE for r in results):
-        await asyncio.get_running_loop().run_in_executor(None, manager.store.save, quotas)
+
+    def change(quotas: Quotas) -> None:
+        # On the quotas as stored now: in cluster mode another broker may have changed them.
+        for entry in valid:
+            entity, values = _changed(entry, quotas)
+            quotas[entity] = values
+
+    if not request.validate_only and valid:
+        await asyncio.get_running_loop().run_in_executor(None, manager.store.change, change)
         manager.changed()
     return AlterClientQuotasResponse(entries=results)

@@ -4,6 +4,7 @@ StoredKey and ServerKey derived from it. One result per user, with Kafka's error
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 
 from bmq.broker.handlers.base import RequestContext
@@ -72,14 +73,14 @@ async def handle_alter_user_scram_credentials(
         if problem is not None:
             errors.setdefault(u.name, problem)
     # Kafka applies a user's changes only if all of them are acceptable.
-    for d in request.deletions:
-        if d.name not in errors:
-            store.delete(d.name, MECHANISM_BY_TYPE[d.mechanism])
-    for u in request.upsertions:
-        if u.name not in errors:
-            store.upsert(u.name, credential_from_salted(
-                MECHANISM_BY_TYPE[u.mechanism], bytes(u.salt), bytes(u.salted_password),
-                u.iterations))
+    deletions = [(d.name, MECHANISM_BY_TYPE[d.mechanism]) for d in request.deletions
+                 if d.name not in errors]
+    upsertions = [(u.name, credential_from_salted(MECHANISM_BY_TYPE[u.mechanism], bytes(u.salt),
+                                                  bytes(u.salted_password), u.iterations))
+                  for u in request.upsertions if u.name not in errors]
+    if deletions or upsertions:
+        await asyncio.get_running_loop().run_in_executor(None, store.alter, deletions,
+                                                         upsertions)
     return AlterUserScramCredentialsResponse(results=[
         AlterUserScramCredentialsResult(user=name, error_code=errors.get(name, (0, ""))[0],
                                         error_message=errors[name][1] if name in errors else None)

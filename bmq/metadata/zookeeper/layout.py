@@ -13,6 +13,8 @@ Everything lives under one root (``zookeeper_root``, ``/bmq`` by default)::
     /proxies/<id>               ephemeral registration of a live proxy: {"host", "port"}
     /drain_requests/<id>        persistent: an operator asked for broker <id> to own nothing
                                 (`bmq cluster drain`); the controller treats it as draining
+    /security/<document>        SCRAM credentials, ACLs, client quotas: JSON documents changed
+                                by compare-and-set (bmq/metadata/zookeeper/documents.py)
 
 A registration's ``reg`` is the creation zxid of the broker's ephemeral node: an assignment names
 one incarnation of a broker, so a restarted broker never inherits its previous life's epoch.
@@ -60,6 +62,7 @@ class Paths:
         self.producer_ids = f"{self.root}/producer_ids"
         self.proxies = f"{self.root}/proxies"
         self.drain_requests = f"{self.root}/drain_requests"
+        self.security = f"{self.root}/security"
 
     def broker(self, broker_id: int) -> str:
         return f"{self.brokers}/{broker_id}"
@@ -75,6 +78,9 @@ class Paths:
 
     def drain_request(self, broker_id: int) -> str:
         return f"{self.drain_requests}/{broker_id}"
+
+    def security_document(self, name: str) -> str:
+        return f"{self.security}/{name}"
 
 
 def connect(hosts: str, session_timeout_ms: int, *, start_timeout_s: float = 15.0) -> KazooClient:
