@@ -142,6 +142,12 @@ class Config:
     # no longer than its token), then the connection must authenticate again or is closed at its
     # next request; 0: only OAUTHBEARER sessions end (with their token), as in Kafka.
     connections_max_reauth_ms: int = 0
+    # How this node logs in to other nodes' inter-broker listener (bmq/security/link.py): the
+    # mechanism (empty: the listener's first enabled one) and Kafka's JAAS line with the user
+    # and password; ssl.endpoint.identification.algorithm empty: host names are not checked.
+    sasl_mechanism_inter_broker_protocol: str = ""
+    sasl_jaas_config: str = ""
+    ssl_endpoint_identification_algorithm: str = "https"
     # ACLs (bmq/security/authorizer.py): any non-empty value turns the authorizer on (Kafka names
     # its class here; BMQ has one authorizer, with Kafka's semantics).
     authorizer_class_name: str = ""
@@ -248,7 +254,8 @@ KAFKA_NAMES: dict[str, str] = {
         "sasl_oauthbearer_jwks_endpoint_refresh_ms", "sasl_oauthbearer_expected_audience",
         "sasl_oauthbearer_expected_issuer", "sasl_oauthbearer_sub_claim_name",
         "sasl_oauthbearer_clock_skew_seconds", "connections_max_reauth_ms",
-        "authorizer_class_name", "super_users",
+        "sasl_mechanism_inter_broker_protocol", "sasl_jaas_config",
+        "ssl_endpoint_identification_algorithm", "authorizer_class_name", "super_users",
         "allow_everyone_if_no_acl_found", "quota_window_num", "quota_window_size_seconds")},
 }
 # Kafka's other names for a setting: accepted as keys, and broker.id is also described (Kafka 4
@@ -269,8 +276,9 @@ _SCALED_KEYS = {name.replace(".", "_"): (name, field_name, multiplier)
 LISTENER_SETTINGS = ("ssl_keystore_type", "ssl_keystore_location", "ssl_keystore_key",
                      "ssl_keystore_certificate_chain", "ssl_key_password", "ssl_truststore_type",
                      "ssl_truststore_location", "ssl_truststore_certificates", "ssl_client_auth",
-                     "sasl_enabled_mechanisms")
-SENSITIVE = ("ssl_keystore_key", "ssl_key_password", "listener_overrides")
+                     "sasl_enabled_mechanisms", "sasl_jaas_config",
+                     "ssl_endpoint_identification_algorithm")
+SENSITIVE = ("ssl_keystore_key", "ssl_key_password", "sasl_jaas_config", "listener_overrides")
 SSL_CLIENT_AUTH = ("none", "requested", "required")
 _LISTENER_PREFIX = "listener_name_"
 

@@ -19,6 +19,7 @@ from bmq.coordinators.groups import GroupCoordinator
 from bmq.coordinators.transactions import TRANSACTION_TOPIC, TransactionCoordinator
 from bmq.metadata.nodes import BrokerNode
 from bmq.metadata.topics import OFFSETS_TOPIC, TopicInfo, check_topic_name
+from bmq.net.client import LinkSecurity
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.storage import Storage
 from bmq.writepath.partitions import Partition, PartitionManager
@@ -34,7 +35,8 @@ class Broker:
     ``membership``'s business (``bmq.broker.membership``)."""
 
     def __init__(self, config: Config, log_storage: Storage, executor: Executor,
-                 membership: Membership) -> None:
+                 membership: Membership, link_security: LinkSecurity | None = None) -> None:
+        """``link_security``: how this broker's links to other brokers log in (cluster mode)."""
         self.config = config
         self.membership = membership
         self.node = membership.node
@@ -49,7 +51,7 @@ class Broker:
         self.coordinators: dict[str, InternalLogCoordinator] = {OFFSETS_TOPIC: self.groups}
         # Transactions: in cluster mode markers for partitions other brokers own, and the
         # verification of transactional produces, go to those brokers (``txn_peers``).
-        self.txn_peers = TxnPeers(membership, self._txn_partition_for) \
+        self.txn_peers = TxnPeers(membership, self._txn_partition_for, link_security) \
             if membership.controller_assigns_partitions else None
         self.transactions = TransactionCoordinator(
             self, executor, self.allocate_producer_id, self.marker_written,

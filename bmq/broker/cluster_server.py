@@ -17,13 +17,18 @@ from bmq import metrics
 from bmq.broker.broker import Broker
 from bmq.broker.membership.cluster import ClusterMembership
 from bmq.broker.server import serve_metrics_of
-from bmq.broker.service import BrokerService
+from bmq.broker.service import broker_connection
 from bmq.config import Config
 from bmq.lifecycle import run_until_signalled
 from bmq.metadata.nodes import BrokerNode
 from bmq.metadata.topics import OFFSETS_TOPIC
-from bmq.net.connection import KafkaConnection
+from bmq.metadata.zookeeper.documents import ZkDocuments
 from bmq.net.listening import Listening
+from bmq.security.link import link_security
+from bmq.security.loading import load_security_metadata
+from bmq.security.session import Security, SecurityConfigError
+from bmq.security.tls import TlsConfigError
+from bmq.startup import ExitCode, StartupError
 from bmq.storage.factory import check_backend, open_log_storage, unusable_storage
 
 log = logging.getLogger(__name__)
@@ -44,7 +49,13 @@ class ClusterBrokerServer:
         node = BrokerNode(config.node_id, host, port, endpoints=config.advertised_endpoints)
         self.membership = ClusterMembership(config, node, self._executor)
         self.broker: Broker | None = None
-        self._listening = Listening(config.listener_list)
+        try:
+            self.security = Security(config, config.listener_list)
+            # Markers and verifications go to other brokers' inter-broker listener.
+            self._link_security = link_security(config, config.listener_list[0])
+        except (SecurityConfigError, TlsConfigError) as error:
+            raise StartupError(str(error), ExitCode.USAGE) from error
+        self._listening = Listening(config.listener_list, self.security.tls_contexts, sasl=True)
         self._maintenance: asyncio.Task[None] | None = None
         self._metrics_server: Any = None
 
@@ -56,6 +67,10 @@ class ClusterBrokerServer:
         if self.config.metrics_port:
             self._metrics_server = serve_metrics_of(self.config, lambda: self.broker)
         await loop.run_in_executor(self._executor, self.membership.connect)
+        assert self.membership.zk is not None
+        await loop.run_in_executor(
+            self._executor, load_security_metadata, self.security, self.config,
+            ZkDocuments(self.membership.zk, self.membership.paths))
         try:
             storage = open_log_storage(self.config.storage, self._storage_options)
             await loop.run_in_executor(self._executor, storage.makedirs, "")
@@ -65,9 +80,11 @@ class ClusterBrokerServer:
             await loop.run_in_executor(self._executor, storage.exists, OFFSETS_TOPIC)
         except OSError as error:
             raise unusable_storage(self.config.storage, error) from error
-        broker = self.broker = Broker(self.config, storage, self._executor, self.membership)
+        broker = self.broker = Broker(self.config, storage, self._executor, self.membership,
+                                     self._link_security)
         await broker.start()
-        await self._listening.start(lambda name: KafkaConnection(BrokerService(broker, name)))
+        await self._listening.start(lambda name: broker_connection(
+            broker, self.security, self._listening.listeners, name))
         self._maintenance = loop.create_task(broker.partitions.maintain(
             self.config.log_checkpoint_interval_ms, self.config.log_retention_check_interval_ms))
         await self.membership.start(broker.partitions, broker.coordinators)

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 from bmq import metrics
 from bmq.broker.broker import Broker
 from bmq.broker.membership.standalone import StandaloneMembership
-from bmq.broker.service import BrokerService
+from bmq.broker.service import broker_connection
 from bmq.config import Config
 from bmq.coordinators.transactions import TxnState
 from bmq.lifecycle import run_until_signalled
@@ -95,9 +95,7 @@ class BrokerServer:
 
     def _connection(self, name: str) -> KafkaConnection:
         assert self.broker is not None
-        [listener] = [lst for lst in self._listening.listeners if lst.name == name]
-        session = self.security.session(listener)
-        return KafkaConnection(BrokerService(self.broker, name, session), session)
+        return broker_connection(self.broker, self.security, self._listening.listeners, name)
 
     async def stop(self) -> None:
         """Stop accepting, flush and checkpoint every partition, then let the directory go."""

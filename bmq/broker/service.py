@@ -5,17 +5,18 @@ from __future__ import annotations
 from bmq import metrics
 from bmq.broker.broker import Broker
 from bmq.broker.handlers import HANDLERS, RequestContext
+from bmq.listeners import Listener
+from bmq.net.connection import KafkaConnection
 from bmq.protocol.headers import RequestHeader
-from bmq.security.session import Session
+from bmq.security.session import Security, Session
 
 
 class BrokerService:
     handlers = HANDLERS
     observe = staticmethod(metrics.observe_response)
 
-    def __init__(self, broker: Broker, listener: str, session: Session | None = None) -> None:
-        """``session``: the connection's security (its principal, SASL state); None on a role
-        without security, whose clients are all ``User:ANONYMOUS``."""
+    def __init__(self, broker: Broker, listener: str, session: Session) -> None:
+        """``session``: the connection's security (its principal, SASL state)."""
         self.broker = broker
         self.listener = listener
         self.session = session
@@ -29,3 +30,11 @@ class BrokerService:
 
     def close(self) -> None:
         """A broker keeps nothing per connection."""
+
+
+def broker_connection(broker: Broker, security: Security, listeners: list[Listener],
+                      name: str) -> KafkaConnection:
+    """A new client connection on listener ``name``, with a security session of its own."""
+    [listener] = [each for each in listeners if each.name == name]
+    session = security.session(listener)
+    return KafkaConnection(BrokerService(broker, name, session), session)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 
 from bmq.broker.membership import Membership
 from bmq.coordinators.transactions import TRANSACTION_TOPIC
-from bmq.net.client import LinkError, LinkPool
+from bmq.net.client import LinkError, LinkPool, LinkSecurity
 from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import AddPartitionsToTxnRequest, WriteTxnMarkersRequest
 from bmq.protocol.messages.add_partitions_to_txn_request import (
@@ -37,10 +37,10 @@ VERIFY_VERSION = 4   # AddPartitionsToTxn's batched form, with verify_only
 
 
 class TxnPeers:
-    def __init__(self, membership: Membership,
-                 txn_partition_for: Callable[[str], int]) -> None:
+    def __init__(self, membership: Membership, txn_partition_for: Callable[[str], int],
+                 link_security: LinkSecurity | None = None) -> None:
         self._membership = membership
-        self._links = LinkPool(client_id=f"bmq-broker-{membership.node.node_id}")
+        self._links = LinkPool(f"bmq-broker-{membership.node.node_id}", link_security)
         self._txn_partition_for = txn_partition_for
         # One verification in flight per (producer, epoch, partition): later produces of the
         # same batches' successors wait on the same answer, so they are appended in order.

@@ -11,8 +11,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 import struct
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
 
 from bmq.protocol.headers import (
     RequestHeader,
@@ -34,11 +36,23 @@ class LinkError(ConnectionError):
     """The connection failed or closed; requests in flight on it fail with this."""
 
 
+class LinkSecurity(Protocol):
+    """How a link secures itself (bmq/security/link.py): TLS, then a login that exchanges
+    requests on the new connection before it carries anything else."""
+
+    @property
+    def ssl(self) -> ssl.SSLContext | None: ...
+
+    async def authenticate(self, exchange: Callable[[Any, int], Awaitable[Any]]) -> None: ...
+
+
 class BrokerLink:
-    def __init__(self, host: str, port: int, client_id: str = "bmq-proxy") -> None:
+    def __init__(self, host: str, port: int, client_id: str = "bmq-proxy",
+                 security: LinkSecurity | None = None) -> None:
         self.host = host
         self.port = port
         self.client_id = client_id
+        self._security = security
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._connecting: asyncio.Task[None] | None = None
@@ -58,13 +72,32 @@ class BrokerLink:
         await asyncio.shield(self._connecting)
 
     async def _open(self) -> None:
+        security = self._security
+        context = None if security is None else security.ssl
         try:
             self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port), CONNECT_TIMEOUT_S)
-        except (OSError, TimeoutError) as error:
+                asyncio.open_connection(self.host, self.port, ssl=context,
+                                        server_hostname=self.host if context else None),
+                CONNECT_TIMEOUT_S)
+            if security is not None:
+                await asyncio.wait_for(security.authenticate(self._exchange), CONNECT_TIMEOUT_S)
+        except (OSError, TimeoutError, asyncio.IncompleteReadError) as error:
             self._connecting = None
+            if self._writer is not None:
+                self._writer.close()
+                self._reader = self._writer = None
             raise LinkError(f"cannot connect to {self.host}:{self.port}: {error}") from error
         self._receiver = asyncio.get_running_loop().create_task(self._receive())
+
+    async def _exchange(self, message: Any, version: int) -> Any:
+        """One request and its response on the link being opened (its login), before the
+        receiver reads and before any other request may be sent."""
+        assert self._reader is not None and self._writer is not None
+        parts, _ = self._encode(message, version)
+        self._writer.writelines(parts)
+        size = _SIZE.unpack(await self._reader.readexactly(4))[0]
+        return self._decode(message.API_KEY, version,
+                            memoryview(await self._reader.readexactly(size)))
 
     async def _receive(self) -> None:
         reader = self._reader
@@ -118,15 +151,20 @@ class BrokerLink:
 
     async def request(self, message: Any, version: int, expect_response: bool = True) -> Any:
         """Send a request message; return the decoded response (None if none is expected)."""
-        api_key = message.API_KEY
+        parts, correlation_id = self._encode(message, version)
+        frame = await self._send(parts, correlation_id, expect_response)
+        return None if frame is None else self._decode(message.API_KEY, version, frame)
+
+    def _encode(self, message: Any, version: int) -> tuple[list[Any], int]:
         correlation_id = self._correlation_id()
         w = Writer()
-        write_request_header(w, RequestHeader(api_key, version, correlation_id, self.client_id))
+        write_request_header(w, RequestHeader(message.API_KEY, version, correlation_id,
+                                              self.client_id))
         message.write(w, version)
-        frame = await self._send([_SIZE.pack(w.size), *w.parts()], correlation_id,
-                                 expect_response)
-        if frame is None:
-            return None
+        return [_SIZE.pack(w.size), *w.parts()], correlation_id
+
+    @staticmethod
+    def _decode(api_key: int, version: int, frame: memoryview) -> Any:
         r = Reader(frame)
         read_response_header(r, response_header_version(api_key, version))
         return RESPONSE_TYPES[api_key].read(r, version)
@@ -150,14 +188,17 @@ class BrokerLink:
 class LinkPool:
     """One link per broker address, reconnected on demand after a failure."""
 
-    def __init__(self, client_id: str = "bmq-proxy") -> None:
+    def __init__(self, client_id: str = "bmq-proxy", security: LinkSecurity | None = None
+                 ) -> None:
         self._client_id = client_id
+        self._security = security
         self._links: dict[tuple[str, int], BrokerLink] = {}
 
     def get(self, host: str, port: int) -> BrokerLink:
         link = self._links.get((host, port))
         if link is None or link.closed:
-            link = self._links[(host, port)] = BrokerLink(host, port, self._client_id)
+            link = self._links[(host, port)] = BrokerLink(host, port, self._client_id,
+                                                          self._security)
         return link
 
     def close_except(self, live: set[tuple[str, int]]) -> None:

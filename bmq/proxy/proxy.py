@@ -22,7 +22,7 @@ from bmq.config import Config
 from bmq.metadata.nodes import BrokerNode
 from bmq.metadata.routing import proxy_for
 from bmq.metadata.topics import TopicInfo
-from bmq.net.client import BrokerLink, LinkError, LinkPool
+from bmq.net.client import BrokerLink, LinkError, LinkPool, LinkSecurity
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.messages import BmqWatchPartitionsRequest
 from bmq.protocol.messages.bmq_watch_partitions_request import WatchPartition, WatchTopic
@@ -43,13 +43,15 @@ TopicPartition = tuple[str, int]
 
 class Proxy:
     def __init__(self, config: Config, storage: Storage, executor: Executor,
-                 cluster: ClusterView) -> None:
+                 cluster: ClusterView, link_security: LinkSecurity | None = None) -> None:
+        """``link_security``: how links to the brokers' inter-broker listener log in."""
         self.config = config
+        self.link_security = link_security
         self.storage = storage
         self.cluster = cluster
         self._executor = executor
         self.cache = RecordCache(config.proxy_cache_bytes)
-        self.links = LinkPool()
+        self.links = LinkPool(security=link_security)
         # Every client connection's own links (ProxyService), to fail what waits on a broker
         # that left the cluster (see _cluster_changed).
         self.client_links: weakref.WeakSet[LinkPool] = weakref.WeakSet()
@@ -180,15 +182,17 @@ class Proxy:
                 del self._watchers[broker_id]
         for broker_id, views in by_broker.items():
             if broker_id not in self._watchers:
-                self._watchers[broker_id] = BrokerWatcher(self.cluster.brokers[broker_id])
+                self._watchers[broker_id] = BrokerWatcher(self.cluster.brokers[broker_id],
+                                                              self.link_security)
             self._watchers[broker_id].watch(views)
 
 
 class BrokerWatcher:
     """Keeps a BmqWatchPartitions request parked at one broker and applies its answers."""
 
-    def __init__(self, node: BrokerNode) -> None:
+    def __init__(self, node: BrokerNode, link_security: LinkSecurity | None) -> None:
         self.node = node
+        self._link_security = link_security
         self._views: list[PartitionView] = []
         self._link: BrokerLink | None = None
         self._task: asyncio.Task[None] | None = None
@@ -230,7 +234,8 @@ class BrokerWatcher:
                 await asyncio.sleep(RETRY_S)
                 continue
             if self._link is None or self._link.closed:
-                self._link = BrokerLink(self.node.host, self.node.port, "bmq-proxy-watch")
+                self._link = BrokerLink(self.node.host, self.node.port, "bmq-proxy-watch",
+                                        self._link_security)
             try:
                 response = await self._link.request(self._request(), 0)
             except (LinkError, OSError) as error:

@@ -66,6 +66,36 @@ def server_context(config: Config, listener: str, sasl: bool = False) -> ssl.SSL
     return context
 
 
+def client_context(config: Config, listener: str) -> ssl.SSLContext:
+    """The TLS context this node connects to other nodes' ``listener`` with (the inter-broker
+    listener): their certificates checked against the listener's truststore, the host name
+    too unless ``ssl.endpoint.identification.algorithm`` is empty (Kafka's switch); the
+    node's own keystore, if it has one, answers a request for a client certificate."""
+    def setting(name: str) -> str:
+        return config.listener_setting(listener, name)
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.check_hostname = bool(setting("ssl_endpoint_identification_algorithm").strip())
+    password = setting("ssl_key_password") or None
+    try:
+        if setting("ssl_truststore_location"):
+            context.load_verify_locations(cafile=setting("ssl_truststore_location"))
+        elif setting("ssl_truststore_certificates"):
+            context.load_verify_locations(cadata=setting("ssl_truststore_certificates"))
+        else:
+            context.load_default_certs()
+        if setting("ssl_keystore_location"):
+            context.load_cert_chain(setting("ssl_keystore_location"), password=password)
+        elif setting("ssl_keystore_key") and setting("ssl_keystore_certificate_chain"):
+            _load_inline_chain(context, setting("ssl_keystore_key"),
+                               setting("ssl_keystore_certificate_chain"), password)
+    except (OSError, ssl.SSLError) as error:
+        raise TlsConfigError(f"listener {listener}: cannot load the TLS truststore or keystore "
+                             f"to connect to other nodes with: {error}") from error
+    return context
+
+
 def _load_inline_chain(context: ssl.SSLContext, key: str, chain: str,
                        password: str | None) -> None:
     """``ssl`` loads keys from files only: through a private temporary file, removed at once."""

@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     )
     from bmq.protocol.messages.api_versions_request import ApiVersionsRequest
     from bmq.protocol.messages.api_versions_response import ApiVersionsResponse
+    from bmq.protocol.messages.bmq_act_as_request import BmqActAsRequest
+    from bmq.protocol.messages.bmq_act_as_response import BmqActAsResponse
     from bmq.protocol.messages.bmq_watch_partitions_request import BmqWatchPartitionsRequest
     from bmq.protocol.messages.bmq_watch_partitions_response import BmqWatchPartitionsResponse
     from bmq.protocol.messages.consumer_protocol_assignment import ConsumerProtocolAssignment
@@ -162,6 +164,8 @@ _MODULES: dict[str, str] = {
     "AlterUserScramCredentialsResponse": "alter_user_scram_credentials_response",
     "ApiVersionsRequest": "api_versions_request",
     "ApiVersionsResponse": "api_versions_response",
+    "BmqActAsRequest": "bmq_act_as_request",
+    "BmqActAsResponse": "bmq_act_as_response",
     "BmqWatchPartitionsRequest": "bmq_watch_partitions_request",
     "BmqWatchPartitionsResponse": "bmq_watch_partitions_response",
     "ConsumerProtocolAssignment": "consumer_protocol_assignment",
@@ -339,6 +343,7 @@ REQUEST_TYPES: Mapping[int, type[Any]] = _ByApiKey(
         74: "ListConfigResourcesRequest",
         75: "DescribeTopicPartitionsRequest",
         32000: "BmqWatchPartitionsRequest",
+        32001: "BmqActAsRequest",
     }
 )
 
@@ -398,6 +403,7 @@ RESPONSE_TYPES: Mapping[int, type[Any]] = _ByApiKey(
         74: "ListConfigResourcesResponse",
         75: "DescribeTopicPartitionsResponse",
         32000: "BmqWatchPartitionsResponse",
+        32001: "BmqActAsResponse",
     }
 )
 
@@ -457,6 +463,7 @@ REQUEST_FLEXIBLE_MIN_VERSIONS: dict[int, int | None] = {
     74: 0,
     75: 0,
     32000: 0,
+    32001: 0,
 }
 
 # request class name -> (api key, lowest version, highest version), so a server can list
@@ -470,6 +477,7 @@ REQUEST_APIS: dict[str, tuple[int, int, int]] = {
     "AlterReplicaLogDirsRequest": (34, 1, 2),
     "AlterUserScramCredentialsRequest": (51, 0, 0),
     "ApiVersionsRequest": (18, 0, 4),
+    "BmqActAsRequest": (32001, 0, 0),
     "BmqWatchPartitionsRequest": (32000, 0, 0),
     "CreateAclsRequest": (30, 1, 3),
     "CreatePartitionsRequest": (37, 0, 3),
@@ -538,6 +546,8 @@ __all__ = [
     "AlterUserScramCredentialsResponse",
     "ApiVersionsRequest",
     "ApiVersionsResponse",
+    "BmqActAsRequest",
+    "BmqActAsResponse",
     "BmqWatchPartitionsRequest",
     "BmqWatchPartitionsResponse",
     "ConsumerProtocolAssignment",
