@@ -7,13 +7,14 @@ import contextlib
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from bmq.tools.common import (
     EXIT_UNREACHABLE,
     Connection,
+    F,
     connection_options,
     counted,
     fail,
@@ -28,7 +29,6 @@ if TYPE_CHECKING:
 
     from bmq.metadata.zookeeper.layout import Paths
 
-F = TypeVar("F", bound=Callable[..., Any])
 POLL_S = 0.2
 
 
