@@ -38,6 +38,8 @@ class Broker:
                  membership: Membership, link_security: LinkSecurity | None = None) -> None:
         """``link_security``: how this broker's links to other brokers log in (cluster mode)."""
         self.config = config
+        # BMQ's internal APIs are served on this listener only (links between nodes use it).
+        self.inter_broker_listener = config.listener_list[0].name
         self.membership = membership
         self.node = membership.node
         self.topics = membership.topics

@@ -55,8 +55,9 @@ BROKER_REQUESTS: tuple[str, ...] = (
     "DescribeProducersRequest",
     # Inter-broker: transaction markers for partitions another broker owns (cluster mode)
     "WriteTxnMarkersRequest",
-    # BMQ-internal: proxies hear of new durable data
+    # BMQ-internal: proxies hear of new durable data, and act for their clients
     "BmqWatchPartitionsRequest",
+    "BmqActAsRequest",
 )
 
 

@@ -131,7 +131,9 @@ class Session:
         self.security = security
         self.listener = listener
         self.principal = ANONYMOUS
-        self.client = ""
+        self.client = ""        # host:port, as audit lines name the client
+        self.host = ""          # the client's address, as ACLs with a host match it
+        self.via = ""           # the proxy's principal, when a proxy acts for the client
         self.closing = False   # answer the last request, then close the connection
         self._state = _HANDSHAKE if listener.sasl else _COMPLETE
         self._mechanism = ""
@@ -150,6 +152,7 @@ class Session:
     def accepted(self, extra_info: Callable[[str], Any]) -> None:
         peer = extra_info("peername")
         self.client = f"{peer[0]}:{peer[1]}" if peer else ""
+        self.host = str(peer[0]) if peer else ""
         if self.listener.tls:
             self.principal = certificate_principal(extra_info("ssl_object")) or ANONYMOUS
 
@@ -176,6 +179,16 @@ class Session:
             return 0
         user = self.principal.partition(":")[2]
         return quotas.throttle(api_key, user, client_id, request, response, seconds)
+
+    def act_for(self, principal: str, host: str) -> bool:
+        """A proxy's link (BmqActAs): its later requests are the client's, who authenticated
+        with the proxy. Once only: False if the link already acts for someone."""
+        if self.via:
+            return False
+        self.via, self.principal, self.host = self.principal, principal, host
+        self.client = f"{host} via {self.client}"
+        log.info("connection %s acts for %s (asked by %s)", self.client, principal, self.via)
+        return True
 
     # SASL --------------------------------------------------------------------------------------
 

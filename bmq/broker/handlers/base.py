@@ -52,7 +52,7 @@ class RequestContext:
         if authorizer is None:
             return True
         assert session is not None      # an authorizer comes only with a session
-        if authorizer.authorize(session.principal, self.client_host.lstrip("/"), operation,
+        if authorizer.authorize(session.principal, session.host, operation,
                                 resource_type, name):
             return True
         if audit:
@@ -62,6 +62,19 @@ class RequestContext:
 
     def authorize_cluster(self, operation: Operation) -> bool:
         return self.authorize(operation, ResourceType.CLUSTER, CLUSTER_NAME)
+
+    def authorize_internal(self) -> bool:
+        """Whether an inter-node API (BMQ's own, and transaction markers) may be served: only
+        on the inter-broker listener, the one other nodes connect to, and only to principals
+        that may CLUSTER_ACTION (other brokers, proxies), as Kafka guards its broker APIs."""
+        if self.listener != self.broker.inter_broker_listener:
+            session = self.session
+            if session is not None:
+                audit_denied(session.principal, session.client, self.listener,
+                             self.header.api_key, ResourceType.CLUSTER, CLUSTER_NAME,
+                             Operation.CLUSTER_ACTION)
+            return False
+        return self.authorize_cluster(Operation.CLUSTER_ACTION)
 
     def require(self, operation: Operation, resource_type: ResourceType, name: str) -> None:
         """Raise Kafka's authorization error for the resource type unless allowed."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 
 from bmq.broker.handlers.base import RequestContext
-from bmq.metadata.acls import Operation
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.messages import BmqWatchPartitionsRequest, BmqWatchPartitionsResponse
 from bmq.protocol.messages.bmq_watch_partitions_response import WatchedPartition, WatchedTopic
@@ -50,7 +49,7 @@ def _changes(ctx: RequestContext, request: BmqWatchPartitionsRequest,
 
 async def handle_watch_partitions(ctx: RequestContext, request: BmqWatchPartitionsRequest,
                                   version: int) -> BmqWatchPartitionsResponse:
-    if not ctx.authorize_cluster(Operation.CLUSTER_ACTION):    # BMQ's own brokers and proxies
+    if not ctx.authorize_internal():    # BMQ's own brokers and proxies
         return BmqWatchPartitionsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     waits: list[asyncio.Future[None]] = []
     topics = _changes(ctx, request, waits)

@@ -10,7 +10,6 @@ import asyncio
 
 from bmq.broker.handlers.base import RequestContext
 from bmq.coordinators.transactions import append_marker
-from bmq.metadata.acls import Operation
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 from bmq.protocol.messages.write_txn_markers_request import WritableTxnMarker
@@ -46,7 +45,7 @@ async def handle_write_txn_markers(ctx: RequestContext, request: WriteTxnMarkers
                                    version: int) -> WriteTxnMarkersResponse:
     now = now_ms()
     answers = []
-    allowed = ctx.authorize_cluster(Operation.CLUSTER_ACTION)   # brokers only, as in Kafka
+    allowed = ctx.authorize_internal()   # brokers only, as in Kafka
     for marker in request.markers:
         if not allowed:
             answers.append(WritableTxnMarkerResult(producer_id=marker.producer_id, topics=[
