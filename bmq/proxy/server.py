@@ -10,6 +10,7 @@ from typing import Any
 from bmq import metrics
 from bmq.config import Config
 from bmq.lifecycle import run_until_signalled
+from bmq.metadata.zookeeper.documents import ZkDocuments
 from bmq.net.client import LinkPool
 from bmq.net.connection import KafkaConnection
 from bmq.net.listening import Listening
@@ -17,6 +18,11 @@ from bmq.protocol.headers import RequestHeader
 from bmq.proxy.cluster_view import ClusterView
 from bmq.proxy.handlers import HANDLERS, ProxyContext
 from bmq.proxy.proxy import Proxy
+from bmq.security.link import ActingFor, link_security
+from bmq.security.loading import load_security_metadata
+from bmq.security.session import Security, SecurityConfigError, Session
+from bmq.security.tls import TlsConfigError
+from bmq.startup import ExitCode, StartupError
 from bmq.storage.counting import CountingStorage
 from bmq.storage.factory import check_backend, open_log_storage
 
@@ -37,16 +43,20 @@ class ProxyService:
     handlers = HANDLERS
     observe = staticmethod(metrics.observe_response)
 
-    def __init__(self, proxy: Proxy, listener: str) -> None:
+    def __init__(self, proxy: Proxy, listener: str, session: Session) -> None:
         self.proxy = proxy
         self.listener = listener
+        self.session = session
         self.max_frame_bytes = proxy.config.socket_request_max_bytes
         self.max_inflight = proxy.config.max_inflight_requests_per_connection
-        self.links = LinkPool()
+        # Opened once the client has authenticated (nothing is forwarded before), each link
+        # acts for the client's principal.
+        self.links = LinkPool(security=ActingFor(proxy.link_security, session))
         proxy.client_links.add(self.links)
 
     def context(self, header: RequestHeader, client_host: str, frame: bytearray) -> ProxyContext:
-        return ProxyContext(self.proxy, self.links, header, client_host, frame, self.listener)
+        return ProxyContext(self.proxy, self.links, header, client_host, frame, self.listener,
+                            self.session)
 
     def close(self) -> None:
         self.links.close()
@@ -64,7 +74,13 @@ class ProxyServer:
         self.cluster = ClusterView(config.zookeeper, config.zookeeper_root,
                                    config.zookeeper_session_timeout_ms, self._executor)
         self.proxy: Proxy | None = None
-        self._listening = Listening(config.listener_list)
+        try:
+            self.security = Security(config, config.listener_list)
+            # Links to the brokers log in to their inter-broker listener as this proxy.
+            self._link_security = link_security(config, config.listener_list[0])
+        except (SecurityConfigError, TlsConfigError) as error:
+            raise StartupError(str(error), ExitCode.USAGE) from error
+        self._listening = Listening(config.listener_list, self.security.tls_contexts, sasl=True)
         self._metrics_server: Any = None
 
     async def start(self) -> None:
@@ -77,18 +93,27 @@ class ProxyServer:
         host, port = self.config.advertised
         await loop.run_in_executor(self._executor, self.cluster.connect, host, port,
                                    self.config.advertised_endpoints)
+        assert self.cluster.zk is not None
+        await loop.run_in_executor(self._executor, load_security_metadata, self.security,
+                                   self.config, ZkDocuments(self.cluster.zk, self.cluster.paths))
         storage = open_log_storage(self.config.storage, self._storage_options)
         proxy = self.proxy = Proxy(
             self.config, CountingStorage(storage, metrics.PROXY_STORAGE_READS.inc),
-            self._executor, self.cluster)
+            self._executor, self.cluster, self._link_security)
         # Listen only once the cluster view is read: an empty Metadata answer would make
         # librdkafka give up on this address for a long while.
         await proxy.start()
-        await self._listening.start(lambda name: KafkaConnection(ProxyService(proxy, name)))
+        await self._listening.start(self._connection)
         await self.cluster.announce()
         log.info("BMQ proxy %d listening on %s, ZooKeeper %s, storage %s",
                  proxy.node.node_id, self._listening.describe(), self.config.zookeeper,
                  self.config.storage)
+
+    def _connection(self, name: str) -> KafkaConnection:
+        assert self.proxy is not None
+        [listener] = [each for each in self._listening.listeners if each.name == name]
+        session = self.security.session(listener)
+        return KafkaConnection(ProxyService(self.proxy, name, session), session)
 
     async def stop(self) -> None:
         self._listening.close()

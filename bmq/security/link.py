@@ -23,10 +23,11 @@ from typing import Any
 
 from bmq.config import Config
 from bmq.listeners import Listener
+from bmq.net.client import LinkSecurity
 from bmq.protocol.errors import ErrorCode
-from bmq.protocol.messages import SaslAuthenticateRequest, SaslHandshakeRequest
+from bmq.protocol.messages import BmqActAsRequest, SaslAuthenticateRequest, SaslHandshakeRequest
 from bmq.security import scram
-from bmq.security.session import PLAIN, SecurityConfigError, enabled_mechanisms
+from bmq.security.session import PLAIN, SecurityConfigError, Session, enabled_mechanisms
 from bmq.security.tls import client_context
 
 # One request on a link being opened, before it serves anything else: (message, version) ->
@@ -39,7 +40,7 @@ class LinkAuthenticationError(ConnectionError):
     """The other node refused this node's credentials (or the exchange failed)."""
 
 
-class LinkSecurity:
+class NodeLogin:
     """The TLS context and SASL login of this node's links (``bmq.net.client.LinkSecurity``)."""
 
     def __init__(self, ssl_context: ssl.SSLContext | None, mechanism: str = "",
@@ -114,14 +115,14 @@ class ScramClient:
             raise LinkAuthenticationError("the server's SCRAM signature does not match")
 
 
-def link_security(config: Config, listener: Listener) -> LinkSecurity | None:
+def link_security(config: Config, listener: Listener) -> NodeLogin | None:
     """The security of links to other nodes' ``listener`` (the inter-broker one), or None for
     PLAINTEXT. Raises ``SecurityConfigError`` for settings that cannot log in."""
     if not listener.tls and not listener.sasl:
         return None
     context = client_context(config, listener.name) if listener.tls else None
     if not listener.sasl:
-        return LinkSecurity(context)
+        return NodeLogin(context)
     mechanism = (config.sasl_mechanism_inter_broker_protocol.strip().upper()
                  or enabled_mechanisms(config, listener.name)[0])
     override = config.listener_overrides.get(
@@ -133,4 +134,30 @@ def link_security(config: Config, listener: Listener) -> LinkSecurity | None:
             f"listener {listener.name}: links to other nodes log in with SASL {mechanism}: "
             f"sasl.jaas.config (or listener.name.{listener.name.lower()}.sasl.jaas.config) "
             f"needs username=\"...\" password=\"...\"")
-    return LinkSecurity(context, mechanism, options["username"], options["password"])
+    return NodeLogin(context, mechanism, options["username"], options["password"])
+
+
+class ActingFor:
+    """The links a proxy opens for one client connection: logged in as the proxy (``base``),
+    then told to act for the client's principal (BmqActAs), so the brokers authorize, audit and
+    throttle what the proxy forwards as the client's own requests."""
+
+    def __init__(self, base: LinkSecurity | None, session: Session) -> None:
+        self._base = base
+        self._session = session
+
+    @property
+    def ssl(self) -> ssl.SSLContext | None:
+        return None if self._base is None else self._base.ssl
+
+    async def authenticate(self, exchange: Exchange) -> None:
+        if self._base is not None:
+            await self._base.authenticate(exchange)
+        session = self._session
+        answer = await exchange(BmqActAsRequest(principal=session.principal,
+                                                client_host=session.host), 0)
+        if answer.error_code != ErrorCode.NONE:
+            raise LinkAuthenticationError(
+                f"the broker refused this proxy acting for {session.principal}: "
+                f"{ErrorCode(answer.error_code).name} (the proxy's own principal needs "
+                f"CLUSTER_ACTION on the cluster, on the inter-broker listener)")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
+from bmq.metadata.acls import Operation, ResourceType
 from bmq.metadata.topics import TopicInfo, check_topic_name
 from bmq.net.client import LinkError
 from bmq.protocol.acl_operations import fill_metadata_operations
@@ -52,7 +53,10 @@ async def handle_metadata(ctx: ProxyContext, request: MetadataRequest,
     proxy = ctx.proxy
     topics = []
     if request.topics is None or (version == 0 and not request.topics):
-        topics = [_topic(proxy, info) for info in proxy.cluster.topics.all()]
+        # Topics the principal may not describe are left out, as brokers (and Kafka) do.
+        topics = [_topic(proxy, info) for info in proxy.cluster.topics.all()
+                  if ctx.authorize(Operation.DESCRIBE, ResourceType.TOPIC, info.name,
+                                   audit=False)]
     else:
         auto_create = proxy.config.auto_create_topics_enable and (
             version < 4 or request.allow_auto_topic_creation)
@@ -66,10 +70,12 @@ async def handle_metadata(ctx: ProxyContext, request: MetadataRequest,
                     info = proxy.cluster.topics.get(asked.name)
                     if info is None:
                         check_topic_name(asked.name)
-                        if auto_create:
+                        if auto_create:   # the broker decides whether the client may CREATE
                             info = await _create_through_broker(ctx, proxy, asked.name)
                         if info is None:
+                            ctx.require(Operation.DESCRIBE, ResourceType.TOPIC, asked.name)
                             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                ctx.require(Operation.DESCRIBE, ResourceType.TOPIC, info.name)
                 topics.append(_topic(proxy, info))
             except KafkaError as error:
                 topics.append(MetadataResponseTopic(

@@ -3,6 +3,7 @@ partition changed owners can check its position; answered from the segments' epo
 
 from __future__ import annotations
 
+from bmq.metadata.acls import Operation, ResourceType
 from bmq.protocol.errors import ErrorCode, KafkaError, check_leader_epoch
 from bmq.protocol.messages import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 from bmq.protocol.messages.offset_for_leader_epoch_response import (
@@ -23,6 +24,8 @@ async def handle_offset_for_leader_epoch(ctx: ProxyContext, request: OffsetForLe
                                     leader_epoch=-1, end_offset=-1)
             partitions.append(result)
             try:
+                # Kafka asks DESCRIBE on the topic for this API.
+                ctx.require(Operation.DESCRIBE, ResourceType.TOPIC, asked_topic.topic)
                 view = await proxy.view(asked_topic.topic, asked.partition)
                 check_leader_epoch(proxy.cluster.epoch(asked_topic.topic, asked.partition),
                                    asked.current_leader_epoch)
