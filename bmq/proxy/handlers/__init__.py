@@ -1,9 +1,10 @@
 """The Kafka APIs a proxy serves: api key -> versions and handler.
 
-Answered here: Metadata (proxies as leaders), Fetch, ListOffsets and OffsetForLeaderEpoch
-(from storage), Produce (forwarded to the owners), FindCoordinator and DescribeCluster (relayed,
-with addresses for the client's listener). Every other API the broker serves is relayed to a
-broker unchanged, at the same versions.
+Answered here: SASL (the proxy authenticates its clients itself), Metadata (proxies as leaders),
+Fetch, ListOffsets and OffsetForLeaderEpoch (from storage), Produce (forwarded to the owners),
+FindCoordinator and DescribeCluster (relayed, with addresses for the client's listener). Every
+other API the broker serves is relayed to a broker unchanged, at the same versions, on links
+that act for the client's principal; BMQ's internal APIs are not served.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from bmq.net.api import FIRST_INTERNAL_API_KEY, ApiSpec
 from bmq.net.broker_apis import BROKER_REQUESTS
 from bmq.proxy.handlers.base import ProxyContext
+from bmq.security.handlers import SASL_APIS
 
 
 def _api(request_name: str, module: str) -> ApiSpec:
@@ -33,6 +35,6 @@ _RELAYED = (ApiSpec(name, "bmq.proxy.handlers.forward:relay_to_broker")
             for name in BROKER_REQUESTS)
 HANDLERS: dict[int, ApiSpec] = {
     s.api_key: s for s in _RELAYED if s.api_key < FIRST_INTERNAL_API_KEY}
-HANDLERS.update({s.api_key: s for s in _ANSWERED})
+HANDLERS.update({s.api_key: s for s in [*_ANSWERED, *SASL_APIS]})
 
 __all__ = ["HANDLERS", "ProxyContext"]

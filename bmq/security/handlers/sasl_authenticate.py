@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import asyncio
 
-from bmq.broker.handlers.base import RequestContext
 from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import SaslAuthenticateRequest, SaslAuthenticateResponse
+from bmq.security.context import Authorizing
 
 
-async def handle_sasl_authenticate(ctx: RequestContext, request: SaslAuthenticateRequest,
+async def handle_sasl_authenticate(ctx: Authorizing, request: SaslAuthenticateRequest,
                                    version: int) -> SaslAuthenticateResponse:
     session = ctx.session
     if session is None or not session.sasl:

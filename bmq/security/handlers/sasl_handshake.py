@@ -4,12 +4,12 @@ listener, or in the middle of an exchange, Kafka answers ILLEGAL_SASL_STATE."""
 
 from __future__ import annotations
 
-from bmq.broker.handlers.base import RequestContext
 from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import SaslHandshakeRequest, SaslHandshakeResponse
+from bmq.security.context import Authorizing
 
 
-async def handle_sasl_handshake(ctx: RequestContext, request: SaslHandshakeRequest,
+async def handle_sasl_handshake(ctx: Authorizing, request: SaslHandshakeRequest,
                                 version: int) -> SaslHandshakeResponse:
     session = ctx.session
     if session is None or not session.sasl:
