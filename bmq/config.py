@@ -142,11 +142,13 @@ class Config:
     # no longer than its token), then the connection must authenticate again or is closed at its
     # next request; 0: only OAUTHBEARER sessions end (with their token), as in Kafka.
     connections_max_reauth_ms: int = 0
-    # How this node logs in to other nodes' inter-broker listener (bmq/security/link.py): the
-    # mechanism (empty: the listener's first enabled one) and Kafka's JAAS line with the user
-    # and password; ssl.endpoint.identification.algorithm empty: host names are not checked.
+    # Links to other nodes' inter-broker listener (bmq/security/link.py) log in with this SASL
+    # mechanism (empty: the listener's first enabled one) ...
     sasl_mechanism_inter_broker_protocol: str = ""
+    # ... as the user and password of this JAAS line: ...LoginModule required username="u"
+    # password="p";
     sasl_jaas_config: str = ""
+    # "https": links check the other node's certificate names its host; empty: they do not.
     ssl_endpoint_identification_algorithm: str = "https"
     # ACLs (bmq/security/authorizer.py): any non-empty value turns the authorizer on (Kafka names
     # its class here; BMQ has one authorizer, with Kafka's semantics).

@@ -125,6 +125,10 @@ def link_security(config: Config, listener: Listener) -> NodeLogin | None:
         return NodeLogin(context)
     mechanism = (config.sasl_mechanism_inter_broker_protocol.strip().upper()
                  or enabled_mechanisms(config, listener.name)[0])
+    if mechanism not in (PLAIN, *scram.MECHANISMS):
+        raise SecurityConfigError(
+            f"sasl.mechanism.inter.broker.protocol {mechanism}: links between nodes log in "
+            f"with {PLAIN} or {', '.join(scram.MECHANISMS)}")
     override = config.listener_overrides.get(
         f"{listener.name}_{mechanism.replace('-', '_')}".upper(), {}).get("sasl_jaas_config")
     jaas = override or config.listener_setting(listener.name, "sasl_jaas_config")

@@ -114,10 +114,13 @@ def list_(conn: Connection, output: str) -> None:
                  for e in entry.entity}
         for value in entry.values:
             rows.append((names.get(USER, ""), names.get(CLIENT_ID, ""), value.key,
-                         f"{value.value:g}"))
+                         value.value))
     rows = sorted(set(rows))
     if output == "json":
-        print_json([{"user": u or None, "client_id": c or None, "key": k, "value": float(v)}
+        print_json([{"user": u or None, "client_id": c or None, "key": k, "value": v}
                     for u, c, k, v in rows])
     else:
-        print_table(None, ["USER", "CLIENT ID", "KEY", "VALUE"], rows, right=["VALUE"])
+        # Whole numbers in full (a byte rate of 1048576 is not "1.04858e+06").
+        print_table(None, ["USER", "CLIENT ID", "KEY", "VALUE"],
+                    [(u, c, k, str(int(v)) if v.is_integer() else repr(v))
+                     for u, c, k, v in rows], right=["VALUE"])

@@ -14,6 +14,7 @@ super user, the proxy acting for its clients' principals.
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import time
 import uuid
@@ -257,3 +258,25 @@ def test_scram_client_matches_rfc_7677() -> None:
     assert final == (b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
                      b"p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=")
     client.verify(b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=")
+
+
+def test_bmq_quota_and_txn_over_sasl_ssl(secure: SecureCluster) -> None:
+    """`bmq quota` and `bmq txn` speak the wire themselves: with the same -X properties as every
+    command they log in over SASL_SSL; a quota set through one broker is listed by another."""
+    from tests.cli.conftest import Bmq
+
+    first, second = (b.bootstrap for b in secure.cluster.brokers.values())
+    bmq = Bmq(first)
+    auth = ["-X", "security.protocol=SASL_SSL", "-X", f"sasl.mechanism={MECHANISM}",
+            "-X", f"sasl.username={ADMIN}", "-X", f"sasl.password={PASSWORD}",
+            "-X", f"ssl.ca.location={secure.certificates.ca}"]
+    bmq("quota", "set", "--client-id", "slow", "--producer-byte-rate", "1048576", *auth)
+    listed = json.loads(bmq("quota", "list", "-o", "json", *auth, bootstrap=second).out)
+    assert listed == [{"user": None, "client_id": "slow", "key": "producer_byte_rate",
+                       "value": 1048576.0}]
+    assert json.loads(bmq("txn", "list", "-o", "json", *auth).out) == []
+    refused = bmq("txn", "list", "-X", "security.protocol=SASL_SSL", "-X",
+                  f"sasl.mechanism={MECHANISM}", "-X", f"sasl.username={ADMIN}", "-X",
+                  "sasl.password=wrong", "-X", f"ssl.ca.location={secure.certificates.ca}",
+                  check=False)
+    assert refused.code != 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bmq.metadata.documents import StorageDocuments
 from bmq.metadata.quotas import PRODUCER_BYTE_RATE, USER, QuotaStore, entity_of
 from bmq.protocol.messages import REQUEST_APIS, ProduceRequest
 from bmq.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
@@ -33,8 +34,9 @@ def _produce(partitions: int, size: int) -> ProduceRequest:
 
 
 def test_only_a_client_with_a_byte_rate_has_its_bytes_counted(tmp_path: Path) -> None:
-    store = QuotaStore(LocalStorage(str(tmp_path)))
-    store.save({entity_of([(USER, "alice")]): {PRODUCER_BYTE_RATE: 1000.0}})
+    store = QuotaStore(StorageDocuments(LocalStorage(str(tmp_path))))
+    store.change(lambda quotas: quotas.update(
+        {entity_of([(USER, "alice")]): {PRODUCER_BYTE_RATE: 1000.0}}))
     manager = QuotaManager(store)
 
     _MeasuredRecords.measured = 0
