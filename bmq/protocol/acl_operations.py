@@ -1,14 +1,15 @@
 """Kafka's ACL operations and the "authorized operations" bit fields of Metadata, DescribeCluster
 and DescribeGroups (KIP-430), shared by every role that answers them.
 
-These fields report every operation a resource type supports whenever a client asks for them,
-as Kafka does without an authorizer: admin tools (confluent-kafka's
-``describe_topics(include_authorized_operations=True)``, Kafka UIs) read an unset field as
-"nothing allowed". With BMQ's authorizer on, they are not narrowed to the principal's ACLs yet.
+These fields report the operations a resource type supports that the principal may do, whenever
+a client asks for them: all of them without an authorizer, as Kafka does (admin tools, e.g.
+confluent-kafka's ``describe_topics(include_authorized_operations=True)`` and Kafka UIs, read an
+unset field as "nothing allowed"); with one, those its ACLs allow (bmq.security.context).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import IntEnum
 
 from bmq.protocol.errors import ErrorCode
@@ -62,12 +63,15 @@ def authorized(operations: int, requested: bool) -> int:
     return operations if requested else NOT_REQUESTED
 
 
-def fill_metadata_operations(request: MetadataRequest, response: MetadataResponse) -> None:
+def fill_metadata_operations(request: MetadataRequest, response: MetadataResponse,
+                             topic_operations: Callable[[str | None], int],
+                             cluster_operations: Callable[[], int]) -> None:
     """Set the authorized operations a Metadata request asked for (v8+: the topics'; v8-10: the
-    cluster's) on its response, as every role that answers Metadata must."""
+    cluster's) on its response, as every role that answers Metadata must; the callables give
+    the principal's operations on a topic and on the cluster."""
     for topic in response.topics:
         if topic.error_code == ErrorCode.NONE:
-            topic.topic_authorized_operations = authorized(
-                TOPIC_OPERATIONS, request.include_topic_authorized_operations)
-    response.cluster_authorized_operations = authorized(
-        CLUSTER_OPERATIONS, request.include_cluster_authorized_operations)
+            topic.topic_authorized_operations = topic_operations(topic.name) \
+                if request.include_topic_authorized_operations else NOT_REQUESTED
+    response.cluster_authorized_operations = cluster_operations() \
+        if request.include_cluster_authorized_operations else NOT_REQUESTED

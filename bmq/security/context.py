@@ -5,8 +5,14 @@ ProxyContext), so a proxy decides the requests it answers itself exactly as a br
 from __future__ import annotations
 
 from bmq.metadata.acls import CLUSTER_NAME, Operation, ResourceType
+from bmq.protocol.acl_operations import (
+    CLUSTER_OPERATIONS,
+    TOPIC_OPERATIONS,
+    fill_metadata_operations,
+)
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.headers import RequestHeader
+from bmq.protocol.messages import MetadataRequest, MetadataResponse
 from bmq.security.authorizer import Authorizer, audit_denied
 from bmq.security.session import ANONYMOUS, Session
 
@@ -61,6 +67,22 @@ class Authorizing:
         """Raise Kafka's authorization error for the resource type unless allowed."""
         if not self.authorize(operation, resource_type, name):
             raise KafkaError(DENIED[resource_type])
+
+    def operations(self, supported: int, resource_type: ResourceType, name: str) -> int:
+        """KIP-430's authorized-operations bits: of the ``supported`` operations, those the
+        principal may do on the resource (all of them without an authorizer)."""
+        if self.authorizer is None:
+            return supported
+        return sum(1 << op for op in Operation if supported & (1 << op)
+                   and self.authorize(op, resource_type, name, audit=False))
+
+    def fill_metadata_operations(self, request: MetadataRequest,
+                                 response: MetadataResponse) -> None:
+        """The authorized operations a Metadata request asked for, the principal's."""
+        fill_metadata_operations(
+            request, response,
+            lambda topic: self.operations(TOPIC_OPERATIONS, ResourceType.TOPIC, topic or ""),
+            lambda: self.operations(CLUSTER_OPERATIONS, ResourceType.CLUSTER, CLUSTER_NAME))
 
     @property
     def principal(self) -> str:

@@ -12,7 +12,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicCollection,
+    TopicPartition,
+)
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -182,6 +189,36 @@ def test_acls_with_kafkas_semantics(acl_broker: SecureBroker) -> None:
     assert any("denied principal=User:bob" in line and f"TOPIC:{orders}" in line
                for line in audit), audit[-5:]
     assert any("principal=User:alice" in line and "operation=WRITE" in line for line in audit)
+
+
+def test_authorized_operations_are_the_principals(acl_broker: SecureBroker) -> None:
+    """KIP-430's authorized operations come from the ACLs: bob, who may READ one topic (which
+    implies DESCRIBE) and nothing on the cluster, is told exactly that; the super user is told
+    everything the resource type supports."""
+    topic = f"ops-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient(conf(acl_broker, ADMIN))
+    for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+        future.result(30)
+    for future in admin.create_acls([allow(ResourceType.TOPIC, topic, AclOperation.READ,
+                                           f"User:{BOB}")]).values():
+        future.result(30)
+
+    def operations(user: str) -> tuple[set[AclOperation], set[AclOperation]]:
+        client = AdminClient(conf(acl_broker, user))
+        [described] = client.describe_topics(TopicCollection([topic]),
+                                             include_authorized_operations=True).values()
+        cluster = client.describe_cluster(include_authorized_operations=True).result(30)
+        # As Kafka: DescribeCluster is answered to anyone, with the operations it may do.
+        assert cluster.cluster_id and cluster.nodes
+        return (set(described.result(30).authorized_operations),
+                set(cluster.authorized_operations or []))
+
+    topic_ops, cluster_ops = operations(BOB)
+    assert topic_ops == {AclOperation.READ, AclOperation.DESCRIBE}
+    assert cluster_ops == set()
+    topic_ops, cluster_ops = operations(ADMIN)
+    assert AclOperation.WRITE in topic_ops and len(topic_ops) == 8
+    assert {AclOperation.CREATE, AclOperation.ALTER, AclOperation.DESCRIBE} <= cluster_ops
 
 
 def test_acl_apis_without_an_authorizer_answer_security_disabled(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bmq.broker.handlers.base import RequestContext
-from bmq.metadata.acls import Operation
+from bmq.metadata.acls import CLUSTER_NAME, ResourceType
 from bmq.protocol.acl_operations import CLUSTER_OPERATIONS, authorized
 from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import DescribeClusterRequest, DescribeClusterResponse
@@ -16,10 +16,6 @@ ENDPOINT_CONTROLLERS = 2
 async def handle_describe_cluster(ctx: RequestContext, request: DescribeClusterRequest,
                                   version: int) -> DescribeClusterResponse:
     broker = ctx.broker
-    if not ctx.authorize_cluster(Operation.DESCRIBE):
-        return DescribeClusterResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                                       error_message=None, endpoint_type=request.endpoint_type,
-                                       cluster_id=broker.cluster_id)
     if request.endpoint_type not in (ENDPOINT_BROKERS, ENDPOINT_CONTROLLERS):
         return DescribeClusterResponse(error_code=ErrorCode.INVALID_REQUEST,
                                        error_message="unknown endpoint type",
@@ -34,5 +30,6 @@ async def handle_describe_cluster(ctx: RequestContext, request: DescribeClusterR
         brokers=[DescribeClusterBroker(broker_id=n.node_id, host=host, port=port, rack=n.rack)
                  for n in broker.nodes for host, port in [n.address(ctx.listener)]],
         cluster_authorized_operations=authorized(
-            CLUSTER_OPERATIONS, request.include_cluster_authorized_operations),
+            ctx.operations(CLUSTER_OPERATIONS, ResourceType.CLUSTER, CLUSTER_NAME),
+            request.include_cluster_authorized_operations),
     )

@@ -15,9 +15,11 @@ NOT_FOUND_VERSION = 6
 
 async def handle_describe_groups(ctx: RequestContext, request: DescribeGroupsRequest,
                                  version: int) -> DescribeGroupsResponse:
-    operations = authorized(GROUP_OPERATIONS, request.include_authorized_operations)
     described = []
     for group_id in request.groups:
+        operations = authorized(
+            ctx.operations(GROUP_OPERATIONS, ResourceType.GROUP, group_id),
+            request.include_authorized_operations)
         result = DescribedGroup(group_id=group_id, authorized_operations=operations)
         described.append(result)
         if not ctx.authorize(Operation.DESCRIBE, ResourceType.GROUP, group_id):

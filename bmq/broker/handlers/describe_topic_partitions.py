@@ -14,7 +14,7 @@ from bmq.broker.handlers.base import RequestContext
 from bmq.broker.handlers.metadata import topic_metadata
 from bmq.metadata.acls import Operation, ResourceType
 from bmq.metadata.topics import TopicInfo
-from bmq.protocol.acl_operations import TOPIC_OPERATIONS
+from bmq.protocol.acl_operations import NOT_REQUESTED, TOPIC_OPERATIONS
 from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse
 from bmq.protocol.messages.describe_topic_partitions_response import (
@@ -40,13 +40,14 @@ def _described(info: TopicInfo, ctx: RequestContext, first: int,
     return DescribeTopicPartitionsResponseTopic(
         error_code=ErrorCode.NONE, name=info.name, topic_id=info.topic_id,
         is_internal=info.internal, partitions=partitions,
-        topic_authorized_operations=TOPIC_OPERATIONS)
+        topic_authorized_operations=ctx.operations(TOPIC_OPERATIONS, ResourceType.TOPIC,
+                                                   info.name))
 
 
 def _unknown(name: str, error: ErrorCode) -> DescribeTopicPartitionsResponseTopic:
     return DescribeTopicPartitionsResponseTopic(
         error_code=error, name=name, topic_id=ZERO_UUID, partitions=[],
-        topic_authorized_operations=TOPIC_OPERATIONS)
+        topic_authorized_operations=NOT_REQUESTED)   # Kafka's default: no operations to tell
 
 
 async def handle_describe_topic_partitions(ctx: RequestContext,

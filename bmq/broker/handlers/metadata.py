@@ -6,7 +6,6 @@ from bmq.broker.broker import Broker
 from bmq.broker.handlers.base import RequestContext
 from bmq.metadata.acls import CLUSTER_NAME, Operation, ResourceType
 from bmq.metadata.topics import TopicInfo, check_topic_name
-from bmq.protocol.acl_operations import fill_metadata_operations
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.messages import MetadataRequest, MetadataResponse
 from bmq.protocol.messages.metadata_response import (
@@ -88,5 +87,5 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest,
         controller_id=broker.controller_id,
         topics=topics,
     )
-    fill_metadata_operations(request, response)
+    ctx.fill_metadata_operations(request, response)
     return response

@@ -10,7 +10,6 @@ import asyncio
 from bmq.metadata.acls import Operation, ResourceType
 from bmq.metadata.topics import TopicInfo, check_topic_name
 from bmq.net.client import LinkError
-from bmq.protocol.acl_operations import fill_metadata_operations
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.messages import MetadataRequest, MetadataResponse
 from bmq.protocol.messages.metadata_response import (
@@ -92,5 +91,5 @@ async def handle_metadata(ctx: ProxyContext, request: MetadataRequest,
         # requests sent to a proxy anyway are relayed.
         controller_id=min(proxy.cluster.brokers, default=proxy.node.node_id),
         topics=topics)
-    fill_metadata_operations(request, response)
+    ctx.fill_metadata_operations(request, response)
     return response
