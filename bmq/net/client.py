@@ -149,17 +149,21 @@ class BrokerLink:
         self._next_id = (self._next_id + 1) & 0x7FFFFFFF
         return self._next_id
 
-    async def request(self, message: Any, version: int, expect_response: bool = True) -> Any:
-        """Send a request message; return the decoded response (None if none is expected)."""
-        parts, correlation_id = self._encode(message, version)
+    async def request(self, message: Any, version: int, expect_response: bool = True,
+                      client_id: str | None = None) -> Any:
+        """Send a request message; return the decoded response (None if none is expected).
+        ``client_id``: the header's, when the link forwards a client's request (quotas and
+        logs then name the client), else the link's own."""
+        parts, correlation_id = self._encode(message, version, client_id)
         frame = await self._send(parts, correlation_id, expect_response)
         return None if frame is None else self._decode(message.API_KEY, version, frame)
 
-    def _encode(self, message: Any, version: int) -> tuple[list[Any], int]:
+    def _encode(self, message: Any, version: int, client_id: str | None = None
+                ) -> tuple[list[Any], int]:
         correlation_id = self._correlation_id()
         w = Writer()
         write_request_header(w, RequestHeader(message.API_KEY, version, correlation_id,
-                                              self.client_id))
+                                              self.client_id if client_id is None else client_id))
         message.write(w, version)
         return [_SIZE.pack(w.size), *w.parts()], correlation_id
 

@@ -181,6 +181,10 @@ def test_acls_hold_through_the_proxy(secure: SecureCluster) -> None:
     [refused] = _produce(alice, "secret")
     assert refused is not None and refused.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     assert _high_watermark(secure.conf(ADMIN), "secret") == 0
+    # The broker audits it as alice's, come through the proxy.
+    logs = "".join(b.log_text() for b in secure.cluster.brokers.values())
+    assert any("denied principal=User:alice client=127.0.0.1 via" in line
+               and "api=Produce resource=TOPIC:secret" in line for line in logs.splitlines())
     # The admin (super user) writes it; alice still cannot read it from the proxy.
     assert _produce(secure.conf(ADMIN), "secret") == [None]
     _, error = _consume(alice, "secret", "readers", 1, timeout=20)

@@ -19,13 +19,14 @@ from bmq.proxy.handlers.base import ProxyContext
 TopicPartition = tuple[str, int]
 
 
-async def _send(link: BrokerLink, request: ProduceRequest, version: int,
+async def _send(link: BrokerLink, request: ProduceRequest, version: int, client_id: str | None,
                 results: dict[TopicPartition, PartitionProduceResponse],
                 names: dict[str, str]) -> None:
     asked = [(names.get(t.name, t.name), p.index) for t in request.topic_data
              for p in t.partition_data]
     try:
-        response = await link.request(request, version, expect_response=request.acks != 0)
+        response = await link.request(request, version, expect_response=request.acks != 0,
+                                      client_id=client_id)
     except (LinkError, OSError):
         for key in asked:
             results[key].error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
@@ -70,7 +71,7 @@ async def handle_produce(ctx: ProxyContext, request: ProduceRequest,
     await asyncio.gather(*(
         _send(link, ProduceRequest(transactional_id=request.transactional_id, acks=request.acks,
                                    timeout_ms=request.timeout_ms, topic_data=list(topics.values())),
-              version, results, names)
+              version, ctx.header.client_id, results, names)
         for link, topics in by_owner.items()))
     if request.acks == 0:
         return None
