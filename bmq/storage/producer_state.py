@@ -16,6 +16,7 @@ The last stable offset is the smallest ``txn_first`` (see ``first_unstable_offse
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Sequence
 from typing import Any, NamedTuple
@@ -61,16 +62,35 @@ class AbortedTxn(NamedTuple):
     last_offset: int   # the ABORT marker's offset
 
 
+def marker_order(aborted: AbortedTxn) -> tuple[int, int]:
+    """The order of an aborted-transaction index: by ABORT marker offset (the order markers
+    are appended and replayed in; the producer id only makes the order total)."""
+    return aborted.last_offset, aborted.producer_id
+
+
+def _marker_offset(aborted: AbortedTxn) -> int:
+    return aborted.last_offset
+
+
+def aborted_after(aborted: list[AbortedTxn], offset: int) -> int:
+    """The index in ``aborted`` (by marker offset) of its first entry whose marker is at or
+    past ``offset``."""
+    return bisect_left(aborted, offset, key=_marker_offset)
+
+
 def aborted_between(aborted: list[AbortedTxn], start: int, end: int) -> list[AbortedTxn]:
-    """Aborted transactions with data in [start, end): a fetch of that range needs them."""
-    return [a for a in aborted if a.last_offset >= start and a.first_offset < end]
+    """Aborted transactions with data in [start, end): a fetch of that range needs them.
+    ``aborted`` is by marker offset: those whose marker is before ``start`` are skipped by
+    bisection; a transaction's first offset is in no order, so the rest is filtered."""
+    return [a for a in aborted[aborted_after(aborted, start):]
+            if a.first_offset < end]
 
 
 def aborted_from(aborted: list[AbortedTxn], log_start: int) -> list[AbortedTxn]:
     """``aborted`` (by marker offset) without the transactions wholly before the log start
     (retention removed them)."""
     if aborted and aborted[0].last_offset < log_start:
-        return [a for a in aborted if a.last_offset >= log_start]
+        return aborted[aborted_after(aborted, log_start):]
     return aborted
 
 

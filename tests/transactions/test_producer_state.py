@@ -3,14 +3,23 @@ index), as the checkpoint keeps it, and the markers the coordinator writes."""
 
 from __future__ import annotations
 
+from random import Random
+
+from hypothesis import given
+from hypothesis import strategies as st
+
 from bmq.coordinators.transactions.records import marker_batch
 from bmq.protocol.records import HEADER_SIZE, crc_ok
+from bmq.storage.log.published_txns import PublishedTxns, tail_txn_state
 from bmq.storage.producer_state import (
     TXN_ABORT,
     TXN_COMMIT,
     TXN_DATA,
     AbortedTxn,
     ProducerStateTable,
+    aborted_between,
+    aborted_from,
+    marker_order,
     txn_kind,
 )
 
@@ -56,3 +65,49 @@ def test_marker_batches_are_kafka_control_batches():
         assert header.is_control and header.producer_id == PID and header.producer_epoch == 3
         assert crc_ok(batch, 0, header)
         assert txn_kind(header, memoryview(batch)[HEADER_SIZE:]) == kind
+
+
+# An aborted-transaction index as a partition makes it: transactions of a few producers,
+# interleaved (first offsets in no order), each ended by its ABORT marker at a new offset.
+@st.composite
+def _index(draw: st.DrawFn) -> list[AbortedTxn]:
+    entries, offset = [], 0
+    for _ in range(draw(st.integers(0, 60))):
+        offset += draw(st.integers(1, 20))
+        entries.append(AbortedTxn(draw(st.integers(0, 5)),
+                                  offset - draw(st.integers(0, 100)), offset))
+    return entries
+
+
+@given(_index(), st.integers(-10, 700), st.integers(-10, 700), st.integers(-10, 700))
+def test_bisected_index_lookups_match_a_scan(aborted: list[AbortedTxn], start: int, end: int,
+                                             since: int) -> None:
+    """The index is by marker offset, and the lookups that bisect it find what a full scan
+    finds (a transaction's first offset is in no order, so the upper bound is a filter)."""
+    assert aborted == sorted(aborted, key=marker_order)
+    assert aborted_between(aborted, start, end) == [
+        a for a in aborted if a.last_offset >= start and a.first_offset < end]
+    assert aborted_from(aborted, start) == [a for a in aborted if a.last_offset >= start]
+    table = ProducerStateTable()
+    table.aborted = aborted
+    txn = tail_txn_state(table, 1000, since)
+    assert (txn is None) == (not aborted)
+    if txn is not None:
+        assert txn["aborted"] == [list(a) for a in aborted if a.last_offset >= since]
+
+
+@given(_index(), st.lists(st.tuples(st.integers(0, 60), st.integers(0, 60)), max_size=6),
+       st.randoms(use_true_random=False))
+def test_a_reader_merges_chunks_and_tails_in_any_order(
+        aborted: list[AbortedTxn], pieces: list[tuple[int, int]], rnd: Random) -> None:
+    """Whatever overlapping slices of the owner's index a reader is given (chunks read late,
+    tails sending entries again, shuffled), it holds each entry once, by marker offset."""
+    reader = PublishedTxns()
+    seen: set[AbortedTxn] = set()
+    for low, high in pieces:
+        piece = aborted[min(low, high):max(low, high)]
+        rnd.shuffle(piece)
+        seen.update(piece)
+        reader.apply_tail({"high_watermark": 0, "txn": {
+            "lso": 0, "since": 0, "aborted": [list(a) for a in piece + piece[:2]]}})
+        assert reader.aborted == sorted(seen, key=marker_order)

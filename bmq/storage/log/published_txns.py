@@ -14,7 +14,9 @@ aborted transactions, without scanning data. The owner publishes them in two pla
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable
+from heapq import merge
 from typing import Any
 
 from bmq.storage.producer_state import (
@@ -22,8 +24,10 @@ from bmq.storage.producer_state import (
     CHUNKS_KEY,
     AbortedTxn,
     ProducerStateTable,
+    aborted_after,
     aborted_between,
     aborted_from,
+    marker_order,
 )
 
 # The tail's key for the transactional state (absent: no open or aborted transaction).
@@ -38,7 +42,8 @@ def tail_txn_state(producers: ProducerStateTable, high_watermark: int,
     first = producers.first_unstable_offset()
     return {"lso": high_watermark if first is None else min(first, high_watermark),
             "since": published_hw,
-            "aborted": [list(a) for a in producers.aborted if a.last_offset >= published_hw]}
+            "aborted": [list(a) for a in producers.aborted[
+                aborted_after(producers.aborted, published_hw):]]}
 
 
 class PublishedTxns:
@@ -86,9 +91,25 @@ class PublishedTxns:
         self._merge(AbortedTxn(*(int(x) for x in a)) for a in txn["aborted"])
 
     def _merge(self, found: Iterable[AbortedTxn]) -> None:
-        new = set(found).difference(self.aborted)
-        if new:
-            self.aborted = sorted({*self.aborted, *new}, key=lambda a: (a.last_offset, a[0]))
+        """Add the entries not known yet, keeping ``aborted`` by marker offset. Most follow
+        every known entry (a tail's new aborts, the chunks of a first state document, oldest
+        first) and are appended; a tail also sends again the entries since the last state
+        document, and those, and a chunk read after newer entries, are found by bisection
+        and merged into the part of the list they overlap, never the whole."""
+        new = sorted(found, key=marker_order)
+        if not new:
+            return
+        aborted = self.aborted
+        split = 0 if not aborted else bisect_right(new, marker_order(aborted[-1]),
+                                                    key=marker_order)
+        if split:
+            start = bisect_left(aborted, marker_order(new[0]), key=marker_order)
+            overlap = aborted[start:]
+            known = set(overlap)
+            missing = [a for a in new[:split] if a not in known]
+            if missing:
+                aborted[start:] = _unique(merge(overlap, missing, key=marker_order))
+        aborted.extend(_unique(new[split:]))
 
     def last_stable_offset(self, high_watermark: int) -> int:
         if self._tail_lso is not None:
@@ -101,3 +122,12 @@ class PublishedTxns:
 
     def drop_before(self, log_start: int) -> None:
         self.aborted = aborted_from(self.aborted, log_start)
+
+
+def _unique(ordered: Iterable[AbortedTxn]) -> list[AbortedTxn]:
+    """``ordered`` (by marker offset) without repeats (a tail may carry an entry twice)."""
+    out: list[AbortedTxn] = []
+    for entry in ordered:
+        if not out or out[-1] != entry:
+            out.append(entry)
+    return out
