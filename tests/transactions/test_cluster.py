@@ -62,6 +62,15 @@ def _transactions(bootstrap: str, topic: str, txn_id: str) -> None:
             producer.abort_transaction(60)
 
 
+def _check_transactions(bootstrap: str, topic: str) -> None:
+    """What ``_transactions`` left: read_committed consumers see the committed transaction's
+    records only, read_uncommitted ones the aborted transaction's too."""
+    committed = sorted(f"commit-{p}" for p in range(PARTITIONS))
+    assert sorted(read_values(bootstrap, topic, PARTITIONS, "read_committed")) == committed
+    assert sorted(read_values(bootstrap, topic, PARTITIONS, "read_uncommitted")) == \
+        sorted(committed + [f"abort-{p}" for p in range(PARTITIONS)])
+
+
 def test_a_transaction_over_partitions_of_every_broker_commits_atomically(
         cluster_factory: ClusterFactory, shared_storage: SharedStorage) -> None:
     cluster = cluster_factory(brokers=3, storage=shared_storage, env=TXN_ENV)
@@ -69,12 +78,7 @@ def test_a_transaction_over_partitions_of_every_broker_commits_atomically(
     cluster.wait_writable("txc")
     assert set(cluster.owners("txc").values()) == {1, 2, 3}
     _transactions(cluster.bootstrap, "txc", "txc-" + uuid.uuid4().hex[:6])
-
-    committed = sorted(f"commit-{p}" for p in range(PARTITIONS))
-    assert sorted(read_values(cluster.bootstrap, "txc", PARTITIONS, "read_committed")) == \
-        committed
-    assert sorted(read_values(cluster.bootstrap, "txc", PARTITIONS, "read_uncommitted")) == \
-        sorted(committed + [f"abort-{p}" for p in range(PARTITIONS)])
+    _check_transactions(cluster.bootstrap, "txc")
 
 
 def test_consume_transform_produce_across_brokers(cluster_factory: ClusterFactory) -> None:
@@ -199,8 +203,4 @@ def test_transactions_through_a_proxy(cluster_factory: ClusterFactory, proxies: 
     _topic(proxy.bootstrap, "txp")
     cluster.wait_writable("txp")
     _transactions(proxy.bootstrap, "txp", "txp-" + uuid.uuid4().hex[:6])
-    committed = sorted(f"commit-{p}" for p in range(PARTITIONS))
-    assert sorted(read_values(proxy.bootstrap, "txp", PARTITIONS, "read_committed")) == \
-        committed
-    assert sorted(read_values(proxy.bootstrap, "txp", PARTITIONS, "read_uncommitted")) == \
-        sorted(committed + [f"abort-{p}" for p in range(PARTITIONS)])
+    _check_transactions(proxy.bootstrap, "txp")
