@@ -29,6 +29,8 @@ from bmq.security.jwks import KEY_TYPES, JwksError, KeySet
 # the client replies with a lone kvsep (0x01), then the exchange fails.
 ERROR_CHALLENGE = b'{"status":"invalid_token"}'
 KVSEP = "\x01"
+# The latest expiry a token's session gets (some 146 million years ahead).
+MAX_EXPIRES_MS = 2**62
 _KEY = re.compile(r"[A-Za-z]+")
 # RFC 6750's b64token.
 _BEARER = re.compile(r"(?i:bearer) +([A-Za-z0-9\-._~+/]+=*)")
@@ -107,8 +109,11 @@ class TokenValidator:
         principal = claims.get(self.principal_claim)
         if not isinstance(principal, str) or not principal:
             raise TokenError(f"claim {self.principal_claim!r} is not a non-empty string")
-        exp = claims["exp"]   # PyJWT has checked that it is a number
-        return ValidToken(principal, int(float(exp) * 1000))
+        exp = claims["exp"]   # PyJWT has checked that it is a number, in the future
+        # However far: an int of any size, or inf. Capped without float() (which overflows on a
+        # huge int), so the session's lifetime fits SaslAuthenticate's int64; either overflow
+        # failed the request with a traceback (tests/security/test_fuzz_handshakes.py).
+        return ValidToken(principal, int(min(exp * 1000, MAX_EXPIRES_MS)))
 
     def _verified(self, token: str, header: dict[str, Any], alg: object) -> dict[str, Any]:
         if not isinstance(alg, str) or alg not in KEY_TYPES:

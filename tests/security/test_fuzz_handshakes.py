@@ -1,15 +1,16 @@
 """Fuzzed SASL and TLS handshakes (issue #16): no crash, every other client keeps working.
 
-Against one `bmq serve` with SSL, SASL_SSL (SCRAM) and SASL_PLAINTEXT (PLAIN) listeners,
-hypothesis sends random bytes and mutated ClientHellos to the TLS ports, garbage
+Against one `bmq serve` with SSL, SASL_SSL (SCRAM) and SASL_PLAINTEXT (PLAIN and OAUTHBEARER)
+listeners, hypothesis sends random bytes and mutated ClientHellos to the TLS ports, garbage
 SaslAuthenticate bytes after a valid SaslHandshake, malformed SCRAM client-first and
 client-final messages (bad base64, a wrong nonce, huge attribute values, missing attributes),
-PLAIN messages with the wrong separators, oversized frames and requests before
-authentication. Meanwhile a confluent-kafka producer authenticated with SCRAM over SASL_SSL and
-a consumer authenticated with PLAIN over SASL_PLAINTEXT keep producing and consuming; at the
-end every message they sent was delivered and read, the broker is still running and its log
-holds no traceback. Each fuzz test runs ``EXAMPLES`` examples (more with BMQ_SLOW_TESTS=1,
-`make test-slow`), derandomized so a run is repeatable.
+PLAIN messages with the wrong separators, OAUTHBEARER tokens the issuer signed with any claim
+values, oversized frames and requests before authentication. Meanwhile a confluent-kafka
+producer authenticated with SCRAM over SASL_SSL and a consumer authenticated with PLAIN over
+SASL_PLAINTEXT keep producing and consuming; at the end every message they sent was delivered
+and read, the broker is still running and its log holds no traceback. Each fuzz test runs
+``EXAMPLES`` examples (more with BMQ_SLOW_TESTS=1, `make test-slow`), derandomized so a run is
+repeatable.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import base64
 import contextlib
 import hashlib
 import hmac
+import json
 import os
 import socket
 import ssl
@@ -28,6 +30,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import jwt
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from hypothesis import example, given, settings
@@ -50,9 +53,11 @@ from tests.security.conftest import (
     Certificates,
     SecureBroker,
     add_user,
+    oauth_settings,
     secure_broker,
 )
 from tests.security.test_clients import sasl_settings
+from tests.security.tokens import AUDIENCE, ISSUER, Issuer, client_message
 
 SASL_HANDSHAKE, SASL_AUTHENTICATE, API_VERSIONS = 17, 36, 18
 NONE, SASL_AUTHENTICATION_FAILED = 0, 58
@@ -60,7 +65,7 @@ MAX_REQUEST_BYTES = 104_857_600       # socket.request.max.bytes, the default
 EXAMPLES = 2000 if os.environ.get("BMQ_SLOW_TESTS") else 150
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None)
 SCRAM = [("SASL_SSL", "SCRAM-SHA-256"), ("SASL_SSL", "SCRAM-SHA-512")]
-MECHANISMS = [("SASL_PLAINTEXT", "PLAIN"), *SCRAM]
+MECHANISMS = [("SASL_PLAINTEXT", "PLAIN"), ("SASL_PLAINTEXT", "OAUTHBEARER"), *SCRAM]
 TLS_LISTENERS = ["SSL", "SASL_SSL"]
 LISTENERS = ["SSL", "SASL_SSL", "SASL_PLAINTEXT"]
 
@@ -128,17 +133,19 @@ class _Traffic:
 class Fuzzed:
     secured: SecureBroker
     certificates: Certificates
+    issuer: Issuer
     traffic: _Traffic
 
 
 @pytest.fixture(scope="module")
-def fuzzed(module_broker_factory: BrokerFactory,
-           certificates: Certificates) -> Iterator[Fuzzed]:
-    secured = secure_broker(module_broker_factory, certificates)
+def fuzzed(module_broker_factory: BrokerFactory, certificates: Certificates,
+           issuer: Issuer) -> Iterator[Fuzzed]:
+    # SASL_PLAINTEXT serves OAUTHBEARER (tokens of ``issuer``) beside PLAIN.
+    secured = secure_broker(module_broker_factory, certificates, **oauth_settings(issuer))
     secured.broker.stop()       # alice has a SCRAM-SHA-512 credential; SHA-256 too, then
     add_user(secured.broker.data_dir, USER, PASSWORD, "SCRAM-SHA-256")
     secured.broker.start()
-    yield Fuzzed(secured, certificates, _Traffic(secured, certificates))
+    yield Fuzzed(secured, certificates, issuer, _Traffic(secured, certificates))
 
 
 # ----------------------------------------------------------------------------- connections
@@ -439,6 +446,57 @@ def test_malformed_scram_messages(fuzzed: Fuzzed, mechanism: tuple[str, str],
             _refused(wire, error)
             return
         assert error == NONE and server_final.startswith(b"v=")
+
+
+# ----------------------------------------------------------------------------- OAUTHBEARER
+
+# Claim values of every JSON kind, and numbers of any size: the issuer signs whatever it is
+# given, so these reach the claim checks behind the signature.
+CLAIM = (st.integers(-2**80, 2**80) | st.integers(10**300, 10**400)
+         | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=8) | st.none()
+         | st.booleans() | st.lists(st.integers(), max_size=2))
+
+
+@FUZZ
+@given(claims=st.dictionaries(st.sampled_from(["exp", "iat", "nbf", "sub", "aud", "iss"]),
+                              CLAIM, max_size=3),
+       future_exp=st.integers(60, 2**80), kid=st.sampled_from(["rsa-1", "ec-1"]),
+       framing=st.sampled_from([None, "no kvsep", "no bearer", "p gs2", "bad authzid"]))
+def test_signed_oauthbearer_tokens_with_any_claims(
+        fuzzed: Fuzzed, claims: dict[str, object], future_exp: int, kid: str,
+        framing: str | None) -> None:
+    """Tokens the issuer signed, with any claim values (an exp far in the future among them):
+    each is accepted (the connection is then served) or refused with Kafka's error challenge
+    and then SASL_AUTHENTICATION_FAILED; a malformed message fails at once."""
+    now = int(time.time())
+    payload = {"sub": USER, "iss": ISSUER, "aud": AUDIENCE, "iat": now, "exp": now + future_exp,
+               **claims}
+    # Signed as they are (PyJWT's jwt.encode would refuse some of them before signing).
+    alg, key = fuzzed.issuer.keys[kid]
+    token = jwt.api_jws.encode(json.dumps(payload).encode(), key, algorithm=alg,
+                               headers={"kid": kid})
+    message = client_message(token)
+    if framing == "no kvsep":
+        message = message.replace(b"\x01", b",")
+    elif framing == "no bearer":
+        message = message.replace(b"Bearer ", b"")
+    elif framing == "p gs2":
+        message = b"p=x" + message[1:]
+    elif framing == "bad authzid":
+        message = b"n,alice" + message[2:]
+    with _connect(fuzzed, "SASL_PLAINTEXT") as wire:
+        assert _handshake(wire, "OAUTHBEARER") == NONE
+        error, challenge = _authenticate(wire, message)
+        if framing is not None:
+            _refused(wire, error)
+            return
+        assert error == NONE
+        if challenge:
+            assert challenge == b'{"status":"invalid_token"}'
+            error, _ = _authenticate(wire, b"\x01")
+            _refused(wire, error)
+        else:       # accepted: the connection is served
+            assert API_VERSIONS in wire.api_versions()
 
 
 # ----------------------------------------------------------------------------- the rest
