@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
 
-from bmq.metadata.documents import Documents
+from bmq.metadata.documents import DocumentStore
 
 # The operations of an ACL are Kafka's AclOperation codes, which the protocol layer defines.
 from bmq.protocol.acl_operations import AclOperation as Operation
@@ -140,35 +140,24 @@ class AclFilter:
         return name is None or acl.resource_name == name
 
 
-class AclStore:
-    """Every binding of the cluster, in memory; a change is saved before it is seen."""
+class AclStore(DocumentStore[list[AclBinding]]):
+    """Every binding of the cluster, held in memory; a change is saved before it is seen."""
 
     PATH = "acls.json"
 
-    def __init__(self, documents: Documents) -> None:
-        self._documents = documents
-        self.bindings: list[AclBinding] = []
-
-    def load(self) -> AclStore:
-        self.reload(self._documents.read(self.PATH))
-        return self
-
-    def reload(self, data: bytes | None) -> None:
-        """The document as stored now (read at start, or changed by another node)."""
-        self.bindings = _parse(data)
+    @property
+    def bindings(self) -> list[AclBinding]:
+        return self.value
 
     def change(self, change: Callable[[list[AclBinding]], list[AclBinding]]) -> None:
         """Replace the bindings by ``change(current bindings)`` (blocking: a worker thread's);
         ``change`` may run more than once, each time on newer bindings."""
-        self.reload(self._documents.change(
-            self.PATH, lambda data: _serialize(change(_parse(data)))))
+        self._change(change)
 
+    def _parse(self, data: bytes | None) -> list[AclBinding]:
+        if data is None:
+            return []
+        return [AclBinding.from_json(item) for item in json.loads(data).get("acls", [])]
 
-def _parse(data: bytes | None) -> list[AclBinding]:
-    if data is None:
-        return []
-    return [AclBinding.from_json(item) for item in json.loads(data).get("acls", [])]
-
-
-def _serialize(bindings: list[AclBinding]) -> bytes:
-    return json.dumps({"acls": [b.to_json() for b in bindings]}, indent=1).encode()
+    def _serialize(self, value: list[AclBinding]) -> bytes:
+        return json.dumps({"acls": [b.to_json() for b in value]}, indent=1).encode()

@@ -13,7 +13,7 @@ import base64
 import json
 from dataclasses import dataclass
 
-from bmq.metadata.documents import Documents
+from bmq.metadata.documents import DocumentStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,31 +40,19 @@ class ScramCredential:
 Users = dict[str, dict[str, ScramCredential]]
 
 
-class CredentialStore:
-    """User -> mechanism -> credential, cached in memory; a change is saved before it is seen."""
+class CredentialStore(DocumentStore[Users]):
+    """User -> mechanism -> credential, held in memory; a change is saved before it is seen."""
 
     PATH = "scram_credentials.json"
 
-    def __init__(self, documents: Documents) -> None:
-        self._documents = documents
-        self._users: Users = {}
-
-    def load(self) -> CredentialStore:
-        self.reload(self._documents.read(self.PATH))
-        return self
-
-    def reload(self, data: bytes | None) -> None:
-        """The document as stored now (read at start, or changed by another node)."""
-        self._users = _parse(data)
-
     def get(self, user: str, mechanism: str) -> ScramCredential | None:
-        return self._users.get(user, {}).get(mechanism)
+        return self.value.get(user, {}).get(mechanism)
 
     def of_user(self, user: str) -> list[ScramCredential]:
-        return list(self._users.get(user, {}).values())
+        return list(self.value.get(user, {}).values())
 
     def users(self) -> list[str]:
-        return sorted(self._users)
+        return sorted(self.value)
 
     def alter(self, deletions: list[tuple[str, str]], upsertions: list[tuple[str, ScramCredential]]
               ) -> list[tuple[str, str]]:
@@ -72,8 +60,7 @@ class CredentialStore:
         a worker thread's); the deletions that found a credential."""
         deleted: list[tuple[str, str]] = []
 
-        def change(data: bytes | None) -> bytes:
-            users = _parse(data)
+        def change(users: Users) -> Users:
             deleted.clear()
             for user, mechanism in deletions:
                 mechanisms = users.get(user, {})
@@ -83,21 +70,19 @@ class CredentialStore:
                     users.pop(user, None)
             for user, credential in upsertions:
                 users.setdefault(user, {})[credential.mechanism] = credential
-            return _serialize(users)
+            return users
 
-        self.reload(self._documents.change(self.PATH, change))
+        self._change(change)
         return deleted
 
+    def _parse(self, data: bytes | None) -> Users:
+        if data is None:
+            return {}
+        return {user: {mechanism: ScramCredential.from_json(mechanism, cred)
+                       for mechanism, cred in mechanisms.items()}
+                for user, mechanisms in json.loads(data).get("users", {}).items()}
 
-def _parse(data: bytes | None) -> Users:
-    if data is None:
-        return {}
-    return {user: {mechanism: ScramCredential.from_json(mechanism, cred)
-                   for mechanism, cred in mechanisms.items()}
-            for user, mechanisms in json.loads(data).get("users", {}).items()}
-
-
-def _serialize(users: Users) -> bytes:
-    doc = {"users": {user: {mechanism: cred.to_json() for mechanism, cred in creds.items()}
-                     for user, creds in sorted(users.items())}}
-    return json.dumps(doc, sort_keys=True).encode()
+    def _serialize(self, value: Users) -> bytes:
+        doc = {"users": {user: {mechanism: cred.to_json() for mechanism, cred in creds.items()}
+                         for user, creds in sorted(value.items())}}
+        return json.dumps(doc, sort_keys=True).encode()

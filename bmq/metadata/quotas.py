@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 
-from bmq.metadata.documents import Documents
+from bmq.metadata.documents import DocumentStore
 
 USER = "user"
 CLIENT_ID = "client-id"
@@ -49,44 +49,33 @@ def components(entity: Entity) -> list[tuple[str, str | None]]:
 Quotas = dict[Entity, dict[str, float]]
 
 
-class QuotaStore:
-    """Every entity's quota values, in memory; a change is saved before it is seen."""
+class QuotaStore(DocumentStore[Quotas]):
+    """Every entity's quota values, held in memory; a change is saved before it is seen."""
 
     PATH = "quotas.json"
 
-    def __init__(self, documents: Documents) -> None:
-        self._documents = documents
-        self.quotas: Quotas = {}
-
-    def load(self) -> QuotaStore:
-        self.reload(self._documents.read(self.PATH))
-        return self
-
-    def reload(self, data: bytes | None) -> None:
-        """The document as stored now (read at start, or changed by another node)."""
-        self.quotas = _parse(data)
+    @property
+    def quotas(self) -> Quotas:
+        return self.value
 
     def change(self, change: Callable[[Quotas], None]) -> None:
         """Let ``change`` edit the current quotas in place, and save them (blocking: a worker
         thread's); ``change`` may run more than once, each time on newer quotas."""
 
-        def changed(data: bytes | None) -> bytes:
-            quotas = _parse(data)
+        def changed(quotas: Quotas) -> Quotas:
             change(quotas)
-            return _serialize(quotas)
+            return quotas
 
-        self.reload(self._documents.change(self.PATH, changed))
+        self._change(changed)
 
+    def _parse(self, data: bytes | None) -> Quotas:
+        quotas: Quotas = {}
+        for item in json.loads(data).get("quotas", []) if data is not None else ():
+            user, client = item["entity"]
+            quotas[(user, client)] = {k: float(v) for k, v in item["values"].items()}
+        return quotas
 
-def _parse(data: bytes | None) -> Quotas:
-    quotas: Quotas = {}
-    for item in json.loads(data).get("quotas", []) if data is not None else ():
-        user, client = item["entity"]
-        quotas[(user, client)] = {k: float(v) for k, v in item["values"].items()}
-    return quotas
-
-
-def _serialize(quotas: Quotas) -> bytes:
-    return json.dumps({"quotas": [{"entity": list(entity), "values": values}
-                                  for entity, values in quotas.items() if values]},
-                      indent=1).encode()
+    def _serialize(self, value: Quotas) -> bytes:
+        return json.dumps({"quotas": [{"entity": list(entity), "values": values}
+                                      for entity, values in value.items() if values]},
+                          indent=1).encode()

@@ -16,6 +16,7 @@ one dict lookup per distinct prefix length, whatever the number of bindings.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -86,6 +87,7 @@ class _Index:
     change (on a worker thread, or a ZooKeeper watch), so a decision computed from the previous
     bindings can only land in the previous cache."""
 
+    version: int          # of the ACL document indexed
     literal: dict[tuple[ResourceType, str], list[AclBinding]]
     prefixed: dict[tuple[ResourceType, str], list[AclBinding]]
     prefix_lengths: dict[ResourceType, list[int]]
@@ -98,7 +100,8 @@ class Authorizer:
         self.super_users = super_users(config.super_users)
         self.allow_if_no_acl = config.allow_everyone_if_no_acl_found
         self._store = store
-        self._current = _index(store.bindings)
+        self._indexing = threading.Lock()
+        self._current = _index(*store.state)
 
     # ------------------------------------------------------------------ decisions
     def authorize(self, principal: str, host: str, operation: Operation,
@@ -136,7 +139,7 @@ class Authorizer:
         def merged(current: list[AclBinding]) -> list[AclBinding]:
             return current + [b for b in dict.fromkeys(new) if b not in current]
         self._store.change(merged)
-        self._current = _index(self._store.bindings)
+        self._refresh()
 
     def delete(self, filters: list[AclFilter]) -> list[list[AclBinding]]:
         """Remove the bindings each filter matches and save (blocking); what each removed."""
@@ -147,17 +150,25 @@ class Authorizer:
             gone = {acl for acls in removed for acl in acls}
             return [acl for acl in current if acl not in gone]
         self._store.change(remaining)
-        self._current = _index(self._store.bindings)
+        self._refresh()
         return removed
 
-    def reload(self, data: bytes | None) -> None:
-        """The bindings as stored now (cluster mode: changed by another node)."""
-        self._store.reload(data)
-        self._current = _index(self._store.bindings)
+    def reload(self, data: bytes | None, version: int) -> None:
+        """The bindings as stored at ``version`` (cluster mode: changed by another node)."""
+        self._store.reload(data, version)
+        self._refresh()
+
+    def _refresh(self) -> None:
+        """Index the store's bindings if they are newer than those indexed (changes and watches
+        finish on several threads in any order)."""
+        with self._indexing:
+            version, bindings = self._store.state
+            if version > self._current.version:
+                self._current = _index(version, bindings)
 
 
 
-def _index(bindings: list[AclBinding]) -> _Index:
+def _index(version: int, bindings: list[AclBinding]) -> _Index:
     literal: dict[tuple[ResourceType, str], list[AclBinding]] = {}
     prefixed: dict[tuple[ResourceType, str], list[AclBinding]] = {}
     lengths: dict[ResourceType, set[int]] = {}
@@ -168,4 +179,5 @@ def _index(bindings: list[AclBinding]) -> _Index:
         else:
             prefixed.setdefault(key, []).append(acl)
             lengths.setdefault(acl.resource_type, set()).add(len(acl.resource_name))
-    return _Index(literal, prefixed, {t: sorted(found) for t, found in lengths.items()}, {})
+    return _Index(version, literal, prefixed,
+                  {t: sorted(found) for t, found in lengths.items()}, {})

@@ -23,10 +23,6 @@ def load_security_metadata(security: Security, config: Config, documents: Docume
                                             config.quota_window_num,
                                             config.quota_window_size_seconds)
 
-    def quotas_changed(data: bytes | None) -> None:
-        quotas.store.reload(data)
-        quotas.changed()
-
     documents.watch(CredentialStore.PATH, credentials.reload)
     documents.watch(AclStore.PATH, authorizer.reload)
-    documents.watch(QuotaStore.PATH, quotas_changed)
+    documents.watch(QuotaStore.PATH, quotas.store.reload)

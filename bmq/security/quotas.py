@@ -67,25 +67,28 @@ class QuotaManager:
         self.store = store
         self._samples, self._sample_s = samples, sample_s
         self._rates: dict[tuple[str, Entity], _Rate] = {}
-        self._resolved: dict[tuple[str, str, str], tuple[Entity, float] | None] = {}
-
-    def changed(self) -> None:
-        """The quotas changed: resolve entities again (usage so far is kept)."""
-        self._resolved = {}
+        # Which quota applies to whom, resolved for one version of the quotas (usage is kept
+        # across versions): a new version, made here or reported by a watch, resolves again.
+        self._resolved: tuple[int, dict[tuple[str, str, str], tuple[Entity, float] | None]] = (
+            -3, {})
 
     def quota(self, key: str, user: str, client_id: str) -> tuple[Entity, float] | None:
         """(entity, value) of the quota that applies, or None."""
+        version, quotas = self.store.state
+        resolved_version, resolved = self._resolved
+        if resolved_version != version:
+            resolved = {}
+            self._resolved = (version, resolved)
         cache_key = (key, user, client_id)
-        if cache_key not in self._resolved:
+        if cache_key not in resolved:
             found = None
-            quotas = self.store.quotas
             for entity in precedence(user, client_id):
                 value = quotas.get(entity, {}).get(key)
                 if value is not None:
                     found = (entity, value)
                     break
-            self._resolved[cache_key] = found
-        return self._resolved[cache_key]
+            resolved[cache_key] = found
+        return resolved[cache_key]
 
     def record(self, key: str, user: str, client_id: str, amount: float,
                now: float | None = None) -> int:

@@ -65,5 +65,4 @@ async def handle_alter_client_quotas(ctx: RequestContext, request: AlterClientQu
 
     if not request.validate_only and valid:
         await asyncio.get_running_loop().run_in_executor(None, manager.store.change, change)
-        manager.changed()
     return AlterClientQuotasResponse(entries=results)

@@ -8,10 +8,14 @@ from collections.abc import Callable
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.protocol.states import ZnodeStat
 from kazoo.recipe.watchers import DataWatch
 
-from bmq.metadata.documents import Change
+from bmq.metadata.documents import Change, Versioned
 from bmq.metadata.zookeeper.layout import Paths
+
+# The version of a document not made yet (ZooKeeper's first is 0).
+NO_NODE = -1
 
 
 class ZkDocuments:
@@ -20,14 +24,14 @@ class ZkDocuments:
         self._paths = paths
         self._watches: list[DataWatch] = []
 
-    def read(self, name: str) -> bytes | None:
+    def read(self, name: str) -> Versioned:
         try:
-            data: bytes = self._zk.get(self._paths.security_document(name))[0]
+            data, stat = self._zk.get(self._paths.security_document(name))
         except NoNodeError:
-            return None
-        return data
+            return None, NO_NODE
+        return data, stat.version
 
-    def change(self, name: str, change: Change) -> bytes:
+    def change(self, name: str, change: Change) -> Versioned:
         path = self._paths.security_document(name)
         while True:
             try:
@@ -36,17 +40,16 @@ class ZkDocuments:
                 data = change(None)
                 try:
                     self._zk.create(path, data, makepath=True)
-                    return data
+                    return data, 0
                 except NodeExistsError:
                     continue      # another node made it first: change what it wrote
             data = change(current)
             try:
-                self._zk.set(path, data, version=stat.version)
-                return data
+                return data, self._zk.set(path, data, version=stat.version).version
             except (BadVersionError, NoNodeError):
                 continue          # changed meanwhile: apply ours to the newer document
 
-    def watch(self, name: str, on_change: Callable[[bytes | None], None]) -> None:
-        def fired(data: bytes | None, _stat: object) -> None:
-            on_change(data)
+    def watch(self, name: str, on_change: Callable[[bytes | None, int], None]) -> None:
+        def fired(data: bytes | None, stat: ZnodeStat | None) -> None:
+            on_change(data, NO_NODE if stat is None else stat.version)
         self._watches.append(DataWatch(self._zk, self._paths.security_document(name), fired))
