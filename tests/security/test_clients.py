@@ -1,9 +1,11 @@
-"""Real clients over SSL (with and without a client certificate), SASL_SSL with SCRAM and
-SASL_PLAINTEXT with PLAIN on one `bmq serve`: produce, consume in a group, commit."""
+"""Real clients (confluent-kafka, kafka-python, aiokafka, kcat) over SSL (with and without a
+client certificate), SASL_SSL with SCRAM and SASL_PLAINTEXT with PLAIN on one `bmq serve`:
+produce, consume in a group, commit."""
 
 from __future__ import annotations
 
 import asyncio
+import ssl
 import subprocess
 from typing import Any
 
@@ -49,24 +51,35 @@ def test_confluent_over_sasl_plaintext_with_plain(secured: SecureBroker,
                           settings=sasl_settings("SASL_PLAINTEXT", "PLAIN", certificates))
 
 
-def test_kafka_python_over_sasl_ssl_with_scram(secured: SecureBroker,
-                                               certificates: Certificates) -> None:
+def _kafka_python_round_trip(topic: str, settings: dict[str, Any]) -> None:
     from kafka import KafkaConsumer, KafkaProducer
 
-    settings = {"bootstrap_servers": secured.bootstrap("SASL_SSL"),
-                "security_protocol": "SASL_SSL", "ssl_cafile": str(certificates.ca),
-                "sasl_mechanism": "SCRAM-SHA-512", "sasl_plain_username": USER,
-                "sasl_plain_password": PASSWORD}
     producer = KafkaProducer(acks="all", **settings)
     for i in range(10):
-        producer.send("kp-sasl", f"v{i}".encode())
+        producer.send(topic, f"v{i}".encode())
     producer.flush(30)
     producer.close()
-    consumer = KafkaConsumer("kp-sasl", group_id="kp-sasl-group", auto_offset_reset="earliest",
+    consumer = KafkaConsumer(topic, group_id=f"{topic}-group", auto_offset_reset="earliest",
                              consumer_timeout_ms=15000, **settings)
     values = {record.value for record in consumer}
     consumer.close()
     assert values == {f"v{i}".encode() for i in range(10)}
+
+
+def test_kafka_python_over_sasl_ssl_with_scram(secured: SecureBroker,
+                                               certificates: Certificates) -> None:
+    _kafka_python_round_trip("kp-sasl", {
+        "bootstrap_servers": secured.bootstrap("SASL_SSL"), "security_protocol": "SASL_SSL",
+        "ssl_cafile": str(certificates.ca), "sasl_mechanism": "SCRAM-SHA-512",
+        "sasl_plain_username": USER, "sasl_plain_password": PASSWORD})
+
+
+def test_kafka_python_over_ssl_with_a_client_certificate(secured: SecureBroker,
+                                                         certificates: Certificates) -> None:
+    _kafka_python_round_trip("kp-ssl", {
+        "bootstrap_servers": secured.bootstrap("SSL"), "security_protocol": "SSL",
+        "ssl_cafile": str(certificates.ca), "ssl_certfile": str(certificates.client_cert),
+        "ssl_keyfile": str(certificates.client_key)})
 
 
 def test_kcat_over_sasl_plaintext_with_plain(secured: SecureBroker) -> None:
@@ -81,16 +94,9 @@ def test_kcat_over_sasl_plaintext_with_plain(secured: SecureBroker) -> None:
     assert sorted(consumed.stdout.split()) == ["k1=one", "k2=two"]
 
 
-def test_aiokafka_group_over_sasl_ssl_with_scram(secured: SecureBroker,
-                                                 certificates: Certificates) -> None:
-    import ssl
-
+def _aiokafka_round_trip(topic: str, settings: dict[str, Any]) -> None:
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-    settings = {"bootstrap_servers": secured.bootstrap("SASL_SSL"),
-                "security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512",
-                "sasl_plain_username": USER, "sasl_plain_password": PASSWORD,
-                "ssl_context": ssl.create_default_context(cafile=str(certificates.ca))}
     sent = {f"a{i}".encode() for i in range(10)}
 
     async def round_trip() -> set[bytes]:
@@ -98,10 +104,10 @@ def test_aiokafka_group_over_sasl_ssl_with_scram(secured: SecureBroker,
         await producer.start()
         try:
             for value in sorted(sent):
-                await producer.send_and_wait("aio-sasl", value)
+                await producer.send_and_wait(topic, value)
         finally:
             await producer.stop()
-        consumer = AIOKafkaConsumer("aio-sasl", group_id="aio-sasl-group",
+        consumer = AIOKafkaConsumer(topic, group_id=f"{topic}-group",
                                     auto_offset_reset="earliest", **settings)
         await consumer.start()
         received: set[bytes] = set()
@@ -115,3 +121,20 @@ def test_aiokafka_group_over_sasl_ssl_with_scram(secured: SecureBroker,
         return received
 
     assert asyncio.run(round_trip()) == sent
+
+
+def test_aiokafka_group_over_sasl_ssl_with_scram(secured: SecureBroker,
+                                                 certificates: Certificates) -> None:
+    _aiokafka_round_trip("aio-sasl", {
+        "bootstrap_servers": secured.bootstrap("SASL_SSL"), "security_protocol": "SASL_SSL",
+        "sasl_mechanism": "SCRAM-SHA-512", "sasl_plain_username": USER,
+        "sasl_plain_password": PASSWORD,
+        "ssl_context": ssl.create_default_context(cafile=str(certificates.ca))})
+
+
+def test_aiokafka_group_over_ssl_with_a_client_certificate(secured: SecureBroker,
+                                                           certificates: Certificates) -> None:
+    context = ssl.create_default_context(cafile=str(certificates.ca))
+    context.load_cert_chain(str(certificates.client_cert), str(certificates.client_key))
+    _aiokafka_round_trip("aio-ssl", {"bootstrap_servers": secured.bootstrap("SSL"),
+                                     "security_protocol": "SSL", "ssl_context": context})
