@@ -105,6 +105,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._reading_paused = False
         self._writing_paused = False
         self._closed = False
+        self._tls = False
 
     # asyncio.BufferedProtocol --------------------------------------------------------------
 
@@ -112,6 +113,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         # uvloop's transports implement asyncio.Transport without subclassing it.
         self._transport = cast(asyncio.Transport, transport)
         self._peer = transport.get_extra_info("peername")
+        self._tls = transport.get_extra_info("ssl_object") is not None
         self._client_host = f"/{self._peer[0]}" if self._peer else ""
         if self._guard is not None:
             self._guard.accepted(transport.get_extra_info)
@@ -271,7 +273,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._close()
                 return
             parts = task.result()
-            if parts is not None:
+            if parts is None:
+                pass
+            elif self._tls:
+                _write_in_chunks(transport, parts)
+            else:
                 transport.writelines(parts)
             if self._guard is not None and self._guard.closing:
                 self._close()   # after the answer (a failed authentication's) is written
@@ -314,3 +320,23 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._closed = True
             if self._transport is not None:
                 self._transport.close()
+
+
+# A TLS transport encrypts everything one write hands it before it sends any of it: a multi-MB
+# Fetch response was encrypted whole, then sent, then decrypted whole by the client. Handed
+# over in pieces of about this size, the first ones are on their way (and being decrypted by
+# the client) while the next are encrypted.
+TLS_WRITE_CHUNK = 256 * 1024
+
+
+def _write_in_chunks(transport: asyncio.Transport, parts: Parts) -> None:
+    chunk: Parts = []
+    size = 0
+    for part in parts:
+        chunk.append(part)
+        size += len(part)
+        if size >= TLS_WRITE_CHUNK:
+            transport.writelines(chunk)
+            chunk, size = [], 0
+    if chunk:
+        transport.writelines(chunk)
