@@ -48,7 +48,9 @@ def test_drain_moves_everything_off_a_broker_under_load(cluster_factory: Cluster
         assert drained.returncode == 0, drained
         report = json.loads(drained.stdout)
         assert report["drained"] and report["remaining"] == []
-        assert {(m["topic"], m["partition"]) for m in report["moved"]} == on_3
+        # Everything broker 3 owned moved (the controller may still have been placing
+        # __consumer_offsets partitions on the new broker when on_3 was read: those moved too).
+        assert on_3 <= {(m["topic"], m["partition"]) for m in report["moved"]}
         assert {m["to"] for m in report["moved"]} <= {1, 2}
         assert all(m["state"] == WRITABLE for m in report["moved"])
         assert "owns no partitions" in drained.stderr
