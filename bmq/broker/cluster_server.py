@@ -24,11 +24,7 @@ from bmq.metadata.nodes import BrokerNode
 from bmq.metadata.topics import OFFSETS_TOPIC
 from bmq.metadata.zookeeper.documents import ZkDocuments
 from bmq.net.listening import Listening
-from bmq.security.link import link_security
-from bmq.security.loading import load_security_metadata
-from bmq.security.session import Security, SecurityConfigError
-from bmq.security.tls import TlsConfigError
-from bmq.startup import ExitCode, StartupError
+from bmq.security.loading import load_security_metadata, role_security
 from bmq.storage.factory import check_backend, open_log_storage, unusable_storage
 
 log = logging.getLogger(__name__)
@@ -49,12 +45,8 @@ class ClusterBrokerServer:
         node = BrokerNode(config.node_id, host, port, endpoints=config.advertised_endpoints)
         self.membership = ClusterMembership(config, node, self._executor)
         self.broker: Broker | None = None
-        try:
-            self.security = Security(config, config.listener_list)
-            # Markers and verifications go to other brokers' inter-broker listener.
-            self._link_security = link_security(config, config.listener_list[0])
-        except (SecurityConfigError, TlsConfigError) as error:
-            raise StartupError(str(error), ExitCode.USAGE) from error
+        # Links to other nodes log in to their inter-broker listener.
+        self.security, self._link_security = role_security(config, links=True)
         self._listening = Listening(config.listener_list, self.security.tls_contexts, sasl=True)
         self._maintenance: asyncio.Task[None] | None = None
         self._metrics_server: Any = None

@@ -22,9 +22,7 @@ from bmq.metadata.documents import StorageDocuments
 from bmq.metadata.nodes import BrokerNode
 from bmq.net.connection import KafkaConnection
 from bmq.net.listening import Listening
-from bmq.security.loading import load_security_metadata
-from bmq.security.session import Security, SecurityConfigError
-from bmq.security.tls import TlsConfigError
+from bmq.security.loading import load_security_metadata, role_security
 from bmq.startup import ExitCode, StartupError
 from bmq.storage import open_storage
 from bmq.storage.data_dir import DataDirLock, check_data_dir, lock_data_dir
@@ -63,10 +61,7 @@ class BrokerServer:
         self._executor = ThreadPoolExecutor(WORKER_THREADS, thread_name_prefix="bmq-io")
         self.broker: Broker | None = None
         self._lock: DataDirLock | None = None
-        try:
-            self.security = Security(config, config.listener_list)
-        except (SecurityConfigError, TlsConfigError) as error:
-            raise StartupError(str(error), ExitCode.USAGE) from error
+        self.security, _ = role_security(config, links=False)
         self._listening = Listening(config.listener_list, self.security.tls_contexts, sasl=True)
         self._maintenance: asyncio.Task[None] | None = None
         self._metrics_server: Any = None

@@ -18,11 +18,9 @@ from bmq.protocol.headers import RequestHeader
 from bmq.proxy.cluster_view import ClusterView
 from bmq.proxy.handlers import HANDLERS, ProxyContext
 from bmq.proxy.proxy import Proxy
-from bmq.security.link import ActingFor, link_security
-from bmq.security.loading import load_security_metadata
-from bmq.security.session import Security, SecurityConfigError, Session
-from bmq.security.tls import TlsConfigError
-from bmq.startup import ExitCode, StartupError
+from bmq.security.link import ActingFor
+from bmq.security.loading import load_security_metadata, role_security
+from bmq.security.session import Session
 from bmq.storage.counting import CountingStorage
 from bmq.storage.factory import check_backend, open_log_storage
 
@@ -74,12 +72,8 @@ class ProxyServer:
         self.cluster = ClusterView(config.zookeeper, config.zookeeper_root,
                                    config.zookeeper_session_timeout_ms, self._executor)
         self.proxy: Proxy | None = None
-        try:
-            self.security = Security(config, config.listener_list)
-            # Links to the brokers log in to their inter-broker listener as this proxy.
-            self._link_security = link_security(config, config.listener_list[0])
-        except (SecurityConfigError, TlsConfigError) as error:
-            raise StartupError(str(error), ExitCode.USAGE) from error
+        # Links to other nodes log in to their inter-broker listener.
+        self.security, self._link_security = role_security(config, links=True)
         self._listening = Listening(config.listener_list, self.security.tls_contexts, sasl=True)
         self._metrics_server: Any = None
 
