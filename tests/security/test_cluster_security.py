@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shlex
 import subprocess
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -284,3 +286,38 @@ def test_bmq_quota_and_txn_over_sasl_ssl(secure: SecureCluster) -> None:
                   "sasl.password=wrong", "-X", f"ssl.ca.location={secure.certificates.ca}",
                   check=False)
     assert refused.code != 0
+
+
+def test_the_readme_cluster_example_works(cluster_factory: ClusterFactory, proxies: Proxies,
+                                          certificates: Certificates, tmp_path: Path) -> None:
+    """The README's cluster-mode security example, as written: the first user made in
+    ZooKeeper before any node starts, every node (a broker and a proxy) on its TOML."""
+    from tests.security.test_readme_security import _code_blocks, _security_text
+
+    text = _security_text().split("* **Cluster mode**", 1)[1].split("* **Not yet**", 1)[0]
+    [(sh_lang, add_admin), (toml_lang, toml)] = _code_blocks(text)
+    assert (sh_lang, toml_lang) == ("sh", "toml")
+    cluster = cluster_factory(brokers=0)
+    args = shlex.split(add_admin.split("|", 1)[1].replace("zk:2181", cluster.zk_server.hosts))
+    assert args[:3] == ["bmq", "user", "add"]
+    subprocess.run([*bmq_command(), *args[1:], "--root", cluster.root], check=True,
+                   input=add_admin.split("'")[1] + "\n", text=True, capture_output=True,
+                   timeout=60)
+    broker = cluster.add_broker(1, start=False)
+    proxy = ProxyProcess(proxies.base / "readme", cluster)
+    proxies.started.append(proxy)
+    for node in (broker, proxy):
+        config = tmp_path / f"node-{node.port}.toml"
+        config.write_text(toml.replace("0.0.0.0:9093", f"127.0.0.1:{node.port}")
+                          .replace("node.pem", str(certificates.server))
+                          .replace("ca.crt", str(certificates.ca)))
+        node.extra_args += ["--config", str(config)]
+        node.start()
+    admin = {"bootstrap.servers": proxy.bootstrap, "security.protocol": "SASL_SSL",
+             "ssl.ca.location": str(certificates.ca), "sasl.mechanism": MECHANISM,
+             "sasl.username": ADMIN, "sasl.password": "admin-secret"}
+    client = AdminClient(admin)
+    for future in client.create_topics([NewTopic("orders", 1, 1)]).values():
+        future.result(30)
+    assert _produce(admin, "orders", 3) == [None] * 3
+    assert _high_watermark(admin, "orders") == 3

@@ -58,21 +58,11 @@ def test_the_readme_sasl_ssl_example_works(broker_factory: BrokerFactory,
     broker.extra_args = [*serve_args[2:-1], str(config)]   # --data-dir ... --config FILE
     broker.start()
     exec(substitute(blocks["python"], broker.data_dir), {})
-    consumer = Consumer({"bootstrap.servers": f"127.0.0.1:{secure}", "group.id": "readme",
-                         "auto.offset.reset": "earliest", "security.protocol": "SASL_SSL",
-                         "ssl.ca.location": str(certificates.ca),
-                         "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "alice",
-                         "sasl.password": "alice-secret"})
-    consumer.subscribe(["orders"])
-    try:
-        message = None
-        for _ in range(60):
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                break
-        assert message is not None and message.value() == b"paid"
-    finally:
-        consumer.close()
+    _assert_paid_is_read({"bootstrap.servers": f"127.0.0.1:{secure}",
+                          "security.protocol": "SASL_SSL",
+                          "ssl.ca.location": str(certificates.ca),
+                          "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "alice",
+                          "sasl.password": "alice-secret"})
 
 
 def test_the_readme_oauthbearer_example_works(broker_factory: BrokerFactory,
@@ -102,8 +92,14 @@ def test_the_readme_oauthbearer_example_works(broker_factory: BrokerFactory,
     broker.start()
     subprocess.run([sys.executable, "-c", substitute(produce)], cwd=tmp_path, check=True,
                    timeout=60)
-    consumer = Consumer({"bootstrap.servers": f"127.0.0.1:{plaintext}", "group.id": "readme",
-                         "auto.offset.reset": "earliest"})
+    _assert_paid_is_read({"bootstrap.servers": f"127.0.0.1:{plaintext}"})
+    assert "authenticated User:alice" in broker.log_text()
+    assert "with OAUTHBEARER (session" in broker.log_text()
+
+
+def _assert_paid_is_read(settings: dict[str, str]) -> None:
+    """The README example's record, "paid" on topic orders, is read back."""
+    consumer = Consumer({**settings, "group.id": "readme", "auto.offset.reset": "earliest"})
     consumer.subscribe(["orders"])
     try:
         message = None
@@ -114,5 +110,3 @@ def test_the_readme_oauthbearer_example_works(broker_factory: BrokerFactory,
         assert message is not None and message.value() == b"paid"
     finally:
         consumer.close()
-    assert "authenticated User:alice" in broker.log_text()
-    assert "with OAUTHBEARER (session" in broker.log_text()
