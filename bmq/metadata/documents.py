@@ -42,9 +42,14 @@ class StorageDocuments:
     their one writer, so versions are counted in memory."""
 
     def __init__(self, storage: Storage) -> None:
+        """Made by the directory's one writer (it holds the data directory's lock): an atomic
+        write that kill -9 cut short left its temporary file behind, removed now."""
         self._storage = storage
         self._lock = threading.Lock()
         self._versions: dict[str, int] = {}
+        for name in storage.list(""):
+            if ".tmp." in name:
+                storage.delete(name)
 
     def read(self, name: str) -> Versioned:
         data = self._storage.read_all(name) if self._storage.exists(name) else None

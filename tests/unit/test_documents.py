@@ -47,3 +47,9 @@ def test_concurrent_changes_all_land_and_are_enforced(tmp_path: Path) -> None:
     assert sorted(a.resource_name for a in _store(tmp_path).bindings) == sorted(names)
     assert all(authorizer.authorize("User:alice", "h", Operation.READ, ResourceType.TOPIC, name)
                for name in names)
+
+
+def test_a_write_cut_short_leaves_no_temporary_file_for_good(tmp_path: Path) -> None:
+    (tmp_path / "acls.json.tmp.4242.1.7").write_bytes(b'{"acls": [')   # kill -9 mid-write
+    store = _store(tmp_path)
+    assert store.bindings == [] and not list(tmp_path.glob("*.tmp.*"))
