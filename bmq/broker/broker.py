@@ -17,6 +17,7 @@ from bmq.config import Config
 from bmq.coordinators.base import InternalLogCoordinator
 from bmq.coordinators.groups import GroupCoordinator
 from bmq.coordinators.transactions import TRANSACTION_TOPIC, TransactionCoordinator
+from bmq.metadata.broker_configs import BrokerConfigStore
 from bmq.metadata.nodes import BrokerNode
 from bmq.metadata.topics import OFFSETS_TOPIC, TopicInfo, check_topic_name
 from bmq.net.client import LinkSecurity
@@ -40,6 +41,8 @@ class Broker:
         self.config = config
         # BMQ's internal APIs are served on this listener only (links between nodes use it).
         self.inter_broker_listener = config.listener_list[0].name
+        # Dynamic broker configs, once the role has read them (bmq/metadata/broker_configs.py).
+        self.dynamic_configs: BrokerConfigStore | None = None
         self.membership = membership
         self.node = membership.node
         self.topics = membership.topics

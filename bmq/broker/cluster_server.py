@@ -20,6 +20,7 @@ from bmq.broker.server import serve_metrics_of
 from bmq.broker.service import broker_connection
 from bmq.config import Config
 from bmq.lifecycle import run_until_signalled
+from bmq.metadata.broker_configs import BrokerConfigStore
 from bmq.metadata.nodes import BrokerNode
 from bmq.metadata.topics import OFFSETS_TOPIC
 from bmq.metadata.zookeeper.documents import ZkDocuments
@@ -60,9 +61,9 @@ class ClusterBrokerServer:
             self._metrics_server = serve_metrics_of(self.config, lambda: self.broker)
         await loop.run_in_executor(self._executor, self.membership.connect)
         assert self.membership.zk is not None
+        documents = ZkDocuments(self.membership.zk, self.membership.paths)
         await loop.run_in_executor(
-            self._executor, load_security_metadata, self.security, self.config,
-            ZkDocuments(self.membership.zk, self.membership.paths))
+            self._executor, load_security_metadata, self.security, self.config, documents)
         try:
             storage = open_log_storage(self.config.storage, self._storage_options)
             await loop.run_in_executor(self._executor, storage.makedirs, "")
@@ -74,6 +75,8 @@ class ClusterBrokerServer:
             raise unusable_storage(self.config.storage, error) from error
         broker = self.broker = Broker(self.config, storage, self._executor, self.membership,
                                      self._link_security)
+        broker.dynamic_configs = await loop.run_in_executor(
+            self._executor, BrokerConfigStore(documents).follow)
         await broker.start()
         await self._listening.start(lambda name: broker_connection(
             broker, self.security, self._listening.listeners, name))

@@ -18,6 +18,7 @@ from bmq.broker.service import broker_connection
 from bmq.config import Config
 from bmq.coordinators.transactions import TxnState
 from bmq.lifecycle import run_until_signalled
+from bmq.metadata.broker_configs import BrokerConfigStore
 from bmq.metadata.documents import StorageDocuments
 from bmq.metadata.nodes import BrokerNode
 from bmq.net.connection import KafkaConnection
@@ -77,7 +78,9 @@ class BrokerServer:
             broker = self.broker = standalone_broker(config, self._executor)
             await broker.start()
             meta = open_storage(os.path.join(self.data_dir, "meta"))
-            load_security_metadata(self.security, config, StorageDocuments(meta))
+            documents = StorageDocuments(meta)
+            load_security_metadata(self.security, config, documents)
+            broker.dynamic_configs = BrokerConfigStore(documents).load()
         except OSError as error:  # a file of the data directory we cannot read or write
             raise StartupError(f"cannot use data directory {self.data_dir}: {error}",
                                ExitCode.STORAGE) from error

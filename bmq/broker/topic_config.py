@@ -34,6 +34,8 @@ class ConfigSource(IntEnum):
     """DescribeConfigs config_source values."""
 
     TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
 

@@ -86,6 +86,12 @@ class DocumentStore(Generic[T]):
         self.reload(*self._documents.read(self.PATH))
         return self
 
+    def follow(self) -> Self:
+        """Load now (blocking) and apply every later change another node makes."""
+        self.load()
+        self._documents.watch(self.PATH, self.reload)
+        return self
+
     def reload(self, data: bytes | None, version: int) -> None:
         """The document as stored at ``version`` (read at start, changed here or elsewhere)."""
         value = self._parse(data)

@@ -33,12 +33,9 @@ def role_security(config: Config, *, links: bool) -> tuple[Security, NodeLogin |
 
 def load_security_metadata(security: Security, config: Config, documents: Documents) -> None:
     """Read everything now (blocking) and follow later changes."""
-    credentials = security.credentials = CredentialStore(documents).load()
+    security.credentials = CredentialStore(documents).follow()
     authorizer = security.authorizer = Authorizer(config, AclStore(documents).load())
-    quotas = security.quotas = QuotaManager(QuotaStore(documents).load(),
-                                            config.quota_window_num,
-                                            config.quota_window_size_seconds)
-
-    documents.watch(CredentialStore.PATH, credentials.reload)
+    security.quotas = QuotaManager(QuotaStore(documents).follow(), config.quota_window_num,
+                                   config.quota_window_size_seconds)
+    # The authorizer re-indexes its ACLs when they change.
     documents.watch(AclStore.PATH, authorizer.reload)
-    documents.watch(QuotaStore.PATH, quotas.store.reload)

@@ -1,13 +1,21 @@
-"""AlterConfigs (legacy): replace a topic's whole set of config overrides."""
+"""AlterConfigs (legacy): replace a topic's whole set of config overrides, or a broker's (or the
+cluster's) whole set of dynamic broker configs."""
 
 from __future__ import annotations
 
+from functools import partial
+
 from bmq.broker.handlers.base import RequestContext
-from bmq.broker.handlers.config_resources import find_topic
-from bmq.broker.topic_config import validate_topic_configs
+from bmq.broker.handlers.config_resources import alter_broker_configs, find_topic
+from bmq.broker.topic_config import ResourceType, validate_topic_configs
 from bmq.protocol.errors import KafkaError
 from bmq.protocol.messages import AlterConfigsRequest, AlterConfigsResponse
 from bmq.protocol.messages.alter_configs_response import AlterConfigsResourceResponse
+
+
+def _replace(configs: dict[str, str], *, new: dict[str, str]) -> None:
+    configs.clear()
+    configs.update(new)
 
 
 async def handle_alter_configs(ctx: RequestContext, request: AlterConfigsRequest,
@@ -18,6 +26,12 @@ async def handle_alter_configs(ctx: RequestContext, request: AlterConfigsRequest
                                               resource_name=resource.resource_name)
         results.append(result)
         try:
+            if resource.resource_type == ResourceType.BROKER:
+                await alter_broker_configs(
+                    ctx, resource.resource_name,
+                    partial(_replace, new={c.name: c.value or "" for c in resource.configs}),
+                    request.validate_only)
+                continue
             info = await find_topic(ctx, resource.resource_type, resource.resource_name)
             configs = validate_topic_configs({c.name: c.value for c in resource.configs})
             if not request.validate_only:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from bmq.broker.broker import Broker
+from bmq.broker.dynamic_config import DOCUMENTATION as DYNAMIC_DOCUMENTATION
+from bmq.broker.dynamic_config import DYNAMIC_CONFIGS, check_change
 from bmq.broker.handlers.base import RequestContext
 from bmq.broker.topic_config import (
     TOPIC_CONFIGS,
@@ -25,6 +29,7 @@ from bmq.config import (
 )
 from bmq.metadata.acls import CLUSTER_NAME, Operation
 from bmq.metadata.acls import ResourceType as AclResource
+from bmq.metadata.broker_configs import CLUSTER_DEFAULT
 from bmq.metadata.topics import TopicInfo
 from bmq.protocol.errors import ErrorCode, KafkaError
 
@@ -59,13 +64,29 @@ def _broker_entry(config: Config, defaults: Config, field_name: str, shown: str)
 
 def broker_entries(broker: Broker) -> list[ConfigEntry]:
     """The broker's settings under Kafka's names where Kafka has one (BMQ's own names for the
-    rest), read-only: they come from flags, the environment and the TOML file."""
+    rest), read-only: they come from flags, the environment and the TOML file; over them the
+    dynamic configs set for this broker or the cluster (dynamic_config.py)."""
     config, defaults = broker.config, Config()
     entries = [_broker_entry(config, defaults, f.name, kafka_name(f.name))
                for f in dataclasses.fields(config)]
     entries += [_broker_entry(config, defaults, KAFKA_ALIASES[alias], alias)
                 for alias in DESCRIBED_ALIASES]
-    return entries
+    store = broker.dynamic_configs
+    if store is None:
+        return entries
+    layers = [(store.of(str(broker.node.node_id)), ConfigSource.DYNAMIC_BROKER_CONFIG),
+              (store.of(CLUSTER_DEFAULT), ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)]
+    by_name = {entry.name: entry for entry in entries}
+    for name, (_mode, kind) in DYNAMIC_CONFIGS.items():
+        dynamic = [(name, values[name], source) for values, source in layers if name in values]
+        static = by_name.get(name)
+        if not dynamic and static is None:
+            continue
+        synonyms = dynamic + (static.synonyms if static is not None else [])
+        _, value, source = synonyms[0] if synonyms else (name, "", ConfigSource.DEFAULT_CONFIG)
+        by_name[name] = ConfigEntry(name, value, source, kind, False,
+                                    DYNAMIC_DOCUMENTATION, synonyms)
+    return list(by_name.values())
 
 
 def topic_entries(broker: Broker, info: TopicInfo) -> list[ConfigEntry]:
@@ -79,14 +100,8 @@ def topic_entries(broker: Broker, info: TopicInfo) -> list[ConfigEntry]:
 
 async def find_topic(ctx: RequestContext, resource_type: int,
                      resource_name: str) -> TopicInfo:
-    """The topic an alter request targets (ALTER_CONFIGS on it, or on the cluster for a
-    broker); broker resources are static in BMQ."""
+    """The topic an alter request targets (ALTER_CONFIGS on it)."""
     broker = ctx.broker
-    if resource_type == ResourceType.BROKER:
-        ctx.require(Operation.ALTER_CONFIGS, AclResource.CLUSTER, CLUSTER_NAME)
-        raise KafkaError(ErrorCode.INVALID_REQUEST,
-                         "Broker configs are static in BMQ: set them in the TOML file, "
-                         "BMQ_* variables or flags and restart.")
     if resource_type != ResourceType.TOPIC:
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}")
     ctx.require(Operation.ALTER_CONFIGS, AclResource.TOPIC, resource_name)
@@ -95,3 +110,25 @@ async def find_topic(ctx: RequestContext, resource_type: int,
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                          f"Topic {resource_name} does not exist")
     return info
+
+
+async def alter_broker_configs(ctx: RequestContext, resource_name: str,
+                               edit: Callable[[dict[str, str]], None],
+                               validate_only: bool) -> None:
+    """Change the dynamic configs of one broker (its id) or of the cluster ("") by ``edit``
+    (ALTER_CONFIGS on the cluster), checked as Kafka checks them, saved unless validate_only."""
+    ctx.require(Operation.ALTER_CONFIGS, AclResource.CLUSTER, CLUSTER_NAME)
+    store = ctx.broker.dynamic_configs
+    if store is None:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "This broker keeps no dynamic configs")
+    if resource_name != CLUSTER_DEFAULT and not resource_name.isdigit():
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Invalid broker id {resource_name!r}")
+
+    def change(configs: dict[str, str]) -> None:
+        edit(configs)
+        check_change(resource_name, configs)
+
+    if validate_only:
+        change(store.of(resource_name))
+        return
+    await asyncio.get_running_loop().run_in_executor(None, store.change, resource_name, change)

@@ -1,10 +1,19 @@
-"""IncrementalAlterConfigs (KIP-339): set, delete, append to or subtract from topic configs."""
+"""IncrementalAlterConfigs (KIP-339): set, delete, append to or subtract from topic configs and
+dynamic broker configs."""
 
 from __future__ import annotations
 
+from functools import partial
+
+from bmq.broker.dynamic_config import DYNAMIC_CONFIGS
 from bmq.broker.handlers.base import RequestContext
-from bmq.broker.handlers.config_resources import find_topic
-from bmq.broker.topic_config import TOPIC_CONFIGS, ConfigType, validate_topic_configs
+from bmq.broker.handlers.config_resources import alter_broker_configs, find_topic
+from bmq.broker.topic_config import (
+    TOPIC_CONFIGS,
+    ConfigType,
+    ResourceType,
+    validate_topic_configs,
+)
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.messages import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
 from bmq.protocol.messages.incremental_alter_configs_request import AlterableConfig
@@ -13,10 +22,8 @@ from bmq.protocol.messages.incremental_alter_configs_response import AlterConfig
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
-def _apply(current: dict[str, str], change: AlterableConfig, default: str) -> None:
-    definition = TOPIC_CONFIGS.get(change.name)
-    if definition is None:
-        raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {change.name}")
+def _apply(current: dict[str, str], change: AlterableConfig, default: str,
+           kind: ConfigType) -> None:
     if change.config_operation == SET:
         if change.value is None:
             raise KafkaError(ErrorCode.INVALID_REQUEST, f"Null value for {change.name}")
@@ -24,7 +31,7 @@ def _apply(current: dict[str, str], change: AlterableConfig, default: str) -> No
     elif change.config_operation == DELETE:
         current.pop(change.name, None)
     elif change.config_operation in (APPEND, SUBTRACT):
-        if definition.type != ConfigType.LIST:
+        if kind != ConfigType.LIST:
             raise KafkaError(ErrorCode.INVALID_CONFIG,
                              f"Config {change.name} is not a list: cannot append or subtract")
         items = [i for i in current.get(change.name, default).split(",") if i]
@@ -39,6 +46,12 @@ def _apply(current: dict[str, str], change: AlterableConfig, default: str) -> No
                          f"Unknown config operation {change.config_operation}")
 
 
+def _apply_broker(configs: dict[str, str], *, changes: list[AlterableConfig]) -> None:
+    for change in changes:
+        known = DYNAMIC_CONFIGS.get(change.name)
+        _apply(configs, change, "", known[1] if known is not None else ConfigType.STRING)
+
+
 async def handle_incremental_alter_configs(ctx: RequestContext,
                                            request: IncrementalAlterConfigsRequest,
                                            version: int) -> IncrementalAlterConfigsResponse:
@@ -49,12 +62,19 @@ async def handle_incremental_alter_configs(ctx: RequestContext,
                                               resource_name=resource.resource_name)
         results.append(result)
         try:
+            if resource.resource_type == ResourceType.BROKER:
+                await alter_broker_configs(ctx, resource.resource_name,
+                                           partial(_apply_broker, changes=resource.configs),
+                                           request.validate_only)
+                continue
             info = await find_topic(ctx, resource.resource_type, resource.resource_name)
             configs = dict(info.configs)
             for change in resource.configs:
-                default = TOPIC_CONFIGS[change.name].default(broker.config) \
-                    if change.name in TOPIC_CONFIGS else ""
-                _apply(configs, change, default)
+                definition = TOPIC_CONFIGS.get(change.name)
+                if definition is None:
+                    raise KafkaError(ErrorCode.INVALID_CONFIG,
+                                     f"Unknown topic config name: {change.name}")
+                _apply(configs, change, definition.default(broker.config), definition.type)
             configs = validate_topic_configs(configs)
             if not request.validate_only:
                 await broker.set_topic_configs(info, configs)

@@ -1,0 +1,101 @@
+"""Dynamic broker configs as Kafka's tools set them (kafka-configs --entity-type brokers, UIs,
+librdkafka's 0081): per broker or cluster-wide, described with DYNAMIC_* sources over the
+static value, kept across a restart; what Kafka cannot change at run time is refused."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    ResourceType,
+)
+
+from bmq.net.client import BrokerLink
+from bmq.protocol.messages import IncrementalAlterConfigsRequest
+from bmq.protocol.messages.incremental_alter_configs_request import (
+    AlterableConfig,
+    AlterConfigsResource,
+)
+from tests.conftest import BrokerFactory
+
+
+def _alter(admin: AdminClient, name: str, *changes: tuple[str, str, AlterConfigOpType]) -> None:
+    resource = ConfigResource(ResourceType.BROKER, name, incremental_configs=[
+        ConfigEntry(key, value, incremental_operation=op) for key, value, op in changes])
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(30)
+
+
+def _alter_cluster_default(bootstrap: str, *changes: tuple[str, str, AlterConfigOpType]
+                           ) -> int:
+    """The cluster-wide default (an empty broker name, which librdkafka does not send: Kafka's
+    `kafka-configs --entity-default` does) over the wire; the error code."""
+    request = IncrementalAlterConfigsRequest(resources=[AlterConfigsResource(
+        resource_type=4, resource_name="", configs=[
+            AlterableConfig(name=key, config_operation=int(op.value), value=value)
+            for key, value, op in changes])])
+    host, port = bootstrap.split(":")
+
+    async def ask() -> int:
+        link = BrokerLink(host, int(port))
+        try:
+            return int((await link.request(request, 1)).responses[0].error_code)
+        finally:
+            link.close()
+
+    return asyncio.run(ask())
+
+
+def _described(admin: AdminClient, name: str) -> dict[str, Any]:
+    [future] = admin.describe_configs([ConfigResource(ResourceType.BROKER, name)]).values()
+    return dict(future.result(30))
+
+
+def _refused(admin: AdminClient, name: str, key: str, value: str) -> int:
+    with pytest.raises(KafkaException) as refused:
+        _alter(admin, name, (key, value, AlterConfigOpType.SET))
+    return int(refused.value.args[0].code())
+
+
+def test_dynamic_broker_configs(broker_factory: BrokerFactory) -> None:
+    broker = broker_factory()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    SET, APPEND = AlterConfigOpType.SET, AlterConfigOpType.APPEND
+    _alter(admin, "0", ("background.threads", "9", SET),
+           ("sasl.kerberos.min.time.before.relogin", "58000", SET))
+    assert _alter_cluster_default(broker.bootstrap, ("log.retention.ms", "3600000", SET),
+                                  ("log.cleanup.policy", "compact", APPEND)) == 0
+    _alter(admin, "0", ("log.retention.ms", "7200000", SET))
+
+    for _ in range(2):      # and again after a restart: they are kept
+        configs = _described(admin, "0")
+        assert configs["background.threads"].value == "9"
+        assert configs["background.threads"].source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
+        assert configs["sasl.kerberos.min.time.before.relogin"].value == "58000"
+        # Per broker over cluster-wide over the static setting (log.retention.ms is BMQ's too).
+        retention = configs["log.retention.ms"]
+        assert (retention.value, retention.source, retention.is_read_only) == (
+            "7200000", ConfigSource.DYNAMIC_BROKER_CONFIG.value, False)
+        policy = configs["log.cleanup.policy"]
+        assert (policy.value, policy.source) == (
+            "compact", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)
+        broker.restart()
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+
+    # What Kafka cannot change at run time, per-broker configs at cluster level, bad values.
+    assert _refused(admin, "0", "log.dirs", "/elsewhere") == KafkaError.INVALID_REQUEST
+    assert _alter_cluster_default(broker.bootstrap, (
+        "sasl.kerberos.min.time.before.relogin", "1", SET)) == KafkaError.INVALID_REQUEST
+    assert _refused(admin, "0", "background.threads", "many") == KafkaError.INVALID_CONFIG
+    assert _described(admin, "0")["background.threads"].value == "9"
+    # Deleted, the static value (or default) shows again.
+    _alter(admin, "0", ("background.threads", "", AlterConfigOpType.DELETE))
+    assert "background.threads" not in _described(admin, "0")
