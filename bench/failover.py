@@ -46,11 +46,16 @@ from tests.proxy.conftest import ProxyProcess
 PARTITIONS = 6
 
 
-def _first_ack_after(producer: Producer, partitions: list[int], t: float) -> float:
-    """Seconds from ``t`` until every one of ``partitions`` had an ack after ``t``."""
+def _first_ack_after(producer: Producer, partitions: list[int], t: float,
+                     moved: float = 0.0) -> float:
+    """Seconds from ``t`` until every one of ``partitions`` had an ack after ``t + moved``.
+
+    ``moved``: when the partitions were found writable on their new owners (seconds after
+    ``t``). Only an ack after that can come from a new owner: answers the old owner had sent
+    before it died or froze still reach the client a moment after ``t``."""
     worst = 0.0
     for p in partitions:
-        after = [x for x in producer.ack_times[p] if x > t]
+        after = [x for x in producer.ack_times[p] if x > t + moved]
         worst = max(worst, (after[0] - t) if after else float("inf"))
     return worst
 
@@ -154,7 +159,7 @@ def main() -> None:
             return [p for p, o in cluster.owners(topic).items() if o == b]
 
         server_s: list[float] = []
-        kills: list[tuple[float, list[int]]] = []
+        kills: list[tuple[float, float, list[int]]] = []
         for round_no in range(args.rounds):
             victim = 1 + round_no % 3
             moved = owned(victim)
@@ -163,7 +168,7 @@ def main() -> None:
             cluster.brokers[victim].kill()
             took = cluster.wait_writable(topic, owners=others, timeout=30)
             server_s.append(took)
-            kills.append((killed, moved))
+            kills.append((killed, took, moved))
             print(f"kill -9 broker {victim} (partitions {moved}): writable elsewhere after "
                   f"{took:.2f}s", flush=True)
             cluster.brokers[victim].start()
@@ -175,7 +180,7 @@ def main() -> None:
                   f"max {max(server_s):.2f}s (session timeout {session})", flush=True)
 
         stop_server_s: list[float] = []
-        stops: list[tuple[float, list[int]]] = []
+        stops: list[tuple[float, float, list[int]]] = []
         for round_no in range(args.sigstop_rounds):
             victim = 1 + round_no % 3
             moved = owned(victim)
@@ -184,13 +189,14 @@ def main() -> None:
             try:
                 took = cluster.wait_writable(topic, owners={1, 2, 3} - {victim}, timeout=60)
                 stop_server_s.append(took)
-                stops.append((paused, moved))
+                stops.append((paused, took, moved))
                 print(f"SIGSTOP broker {victim} (partitions {moved}): writable elsewhere after "
                       f"{took:.2f}s", flush=True)
-                client_took = _wait(lambda m=moved, t=paused: _first_ack_after(
-                    producer, m, t) < float("inf"), max(1.0, args.freeze_s - took))
+                _wait(lambda m=moved, t=paused, w=took: _first_ack_after(
+                    producer, m, t, w) < float("inf"), max(1.0, args.freeze_s - took))
                 print(f"SIGSTOP broker {victim}: the producer's first ack from a new owner of "
-                      f"each {took + client_took:.2f}s after SIGSTOP", flush=True)
+                      f"each {_first_ack_after(producer, moved, paused, took):.2f}s after "
+                      "SIGSTOP", flush=True)
             except TimeoutError:
                 print(f"SIGSTOP broker {victim}: the producer got no ack for {moved} within "
                       f"{args.freeze_s:.0f}s", flush=True)
@@ -232,7 +238,8 @@ def main() -> None:
               f"({time.monotonic() - rolled:.1f}s in all)", flush=True)
         producer.stop()
         for what, events in (("kill -9", kills), ("SIGSTOP", stops)):
-            client_s = [_first_ack_after(producer, moved, at) for at, moved in events]
+            client_s = [_first_ack_after(producer, moved, at, took)
+                        for at, took, moved in events]
             if client_s:
                 print(f"{what}: the producer's first acknowledgement from the new owner of "
                       "every moved partition came " + ", ".join(f"{x:.2f}s" for x in client_s) +
