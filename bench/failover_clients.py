@@ -67,7 +67,6 @@ class _Steady:
         period = 1.0 / self.rate
         next_at = time.monotonic()
         for seq in itertools.count():
-            self.sent = seq + 1
             next_at += period
             yield seq % self.partitions, seq, next_at - time.monotonic()
 
@@ -96,6 +95,7 @@ class KafkaPythonProducer(_Steady):
                                         partition=partition)
             future.add_callback(lambda md, p=partition, s=seq: self._acked(p, s, md.offset))
             future.add_errback(self._failed)
+            self.sent = seq + 1
             if delay > 0:
                 time.sleep(delay)
 
@@ -146,6 +146,7 @@ class AiokafkaProducer(_Steady):
             future = await self.producer.send(self.topic, value=f"{partition}:{seq}".encode(),
                                               partition=partition)
             self._pending.add(future)
+            self.sent = seq + 1
             future.add_done_callback(lambda f, p=partition, s=seq: self._done(f, p, s))
             await asyncio.sleep(max(0.0, delay))
 
