@@ -96,3 +96,30 @@ def test_a_producer_behind_a_proxy_sees_no_error_when_a_frozen_brokers_partition
         producer.stop()
     assert not producer.failed, producer.failed[:5]
     assert verify(producer, proxy.bootstrap) == producer.sent
+
+
+def test_idempotent_producer_behind_a_proxy_through_a_rolling_restart(
+        cluster_factory: ClusterFactory, proxies: Proxies) -> None:
+    """While a draining owner answers batch N NOT_LEADER_OR_FOLLOWER, batch N+1 must not reach
+    the new owner first: librdkafka's idempotent producer takes the new owner's
+    OUT_OF_ORDER_SEQUENCE_NUMBER as fatal. The proxy keeps each partition's batches in order."""
+    cluster = cluster_factory(brokers=3)
+    proxy = proxies(cluster)
+    admin = AdminClient({"bootstrap.servers": proxy.bootstrap})
+    for future in admin.create_topics([NewTopic("rolled", PARTITIONS, 1)]).values():
+        future.result(30)
+    cluster.wait_writable("rolled")
+    producer = SteadyProducer(proxy.bootstrap, "rolled", PARTITIONS, rate=500).start()
+    try:
+        time.sleep(1.5)
+        for _ in range(2):
+            for broker_id in (1, 2, 3):
+                cluster.brokers[broker_id].restart()     # SIGTERM: drains, then starts again
+                cluster.wait_for(lambda b=broker_id: b in cluster.owners("rolled").values(),
+                                 30, f"broker {broker_id} back")
+                cluster.wait_writable("rolled")
+        time.sleep(1)
+    finally:
+        producer.stop()
+    assert not producer.failed, producer.failed[:5]
+    assert verify(producer, proxy.bootstrap) == producer.sent
