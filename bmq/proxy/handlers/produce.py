@@ -130,6 +130,12 @@ class _Forwarding:
                                           client_id=self.ctx.header.client_id)
         except (LinkError, OSError):
             response = None
+        except BaseException:
+            for batch in batches:       # (cancelled: the client went) nothing waits on these
+                if batch.flow is not None:
+                    batch.flow.inflight -= 1
+                batch.finish(False)
+            raise
         else:
             if response is None:        # acks=0
                 return
