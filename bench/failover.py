@@ -5,11 +5,13 @@ steady idempotent acks=all production, on a throw-away ZooKeeper + controller + 
     .venv/bin/python -m bench.failover [--rounds 3] [--sigstop-rounds 1] [--freeze-s 20]
                                        [--session-timeout-ms MS] [--rate 500] [--s3]
                                        [--metadata-refresh-ms MS] [--scale-outs N]
-                                       [--proxy]
+                                       [--proxy] [--client confluent|kafka-python|aiokafka]
 
 BMQ's settings are its defaults (the session timeout too) unless given; the producer is
 confluent-kafka with librdkafka's own defaults for metadata refresh and back-offs unless
-``--metadata-refresh-ms`` is given (the test workload's short back-offs otherwise).
+``--metadata-refresh-ms`` is given (the test workload's short back-offs otherwise), or with
+``--client`` kafka-python or aiokafka with that client's defaults but for acks=all and
+idempotence (``--metadata-refresh-ms`` sets their ``metadata_max_age_ms``).
 
 Reports, per kill -9 round: when the killed broker's partitions were writable on the others
 (the controller's assignment reported ``writable``, from ZooKeeper) and when the producer got its
@@ -31,7 +33,9 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import cast
 
+from bench.failover_clients import CLIENTS, Producer, make_producer
 from bmq.metadata.zookeeper.layout import WRITABLE
 from tests.cluster.conftest import Cluster, _env
 from tests.cluster.workload import SteadyProducer, verify
@@ -40,17 +44,18 @@ from tests.conftest import make_topic_name
 from tests.proxy.conftest import ProxyProcess
 
 PARTITIONS = 6
-# librdkafka's defaults for what the test workload shortens (tests/cluster/workload.py).
-LIBRDKAFKA_DEFAULTS = {"retry.backoff.ms": 100, "retry.backoff.max.ms": 1000,
-                       "reconnect.backoff.max.ms": 10000,
-                       "topic.metadata.refresh.interval.ms": 300000}
 
 
-def _first_ack_after(producer: SteadyProducer, partitions: list[int], t: float) -> float:
-    """Seconds from ``t`` until every one of ``partitions`` had an ack after ``t``."""
+def _first_ack_after(producer: Producer, partitions: list[int], t: float,
+                     moved: float = 0.0) -> float:
+    """Seconds from ``t`` until every one of ``partitions`` had an ack after ``t + moved``.
+
+    ``moved``: when the partitions were found writable on their new owners (seconds after
+    ``t``). Only an ack after that can come from a new owner: answers the old owner had sent
+    before it died or froze still reach the client a moment after ``t``."""
     worst = 0.0
     for p in partitions:
-        after = [x for x in producer.ack_times[p] if x > t]
+        after = [x for x in producer.ack_times[p] if x > t + moved]
         worst = max(worst, (after[0] - t) if after else float("inf"))
     return worst
 
@@ -107,6 +112,8 @@ def main() -> None:
                              "by SIGTERM between two)")
     parser.add_argument("--proxy", action="store_true",
                         help="the producer connects to a bmq proxy, not to the brokers")
+    parser.add_argument("--client", choices=CLIENTS, default="confluent",
+                        help="the producer's client library [confluent]")
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="bmq-failover-"))
     zk = ZooKeeper.start(base / "zk")
@@ -142,18 +149,17 @@ def main() -> None:
             proxy.start()
             bootstrap = proxy.bootstrap
             print(f"producing through the proxy at {bootstrap}", flush=True)
-        client: dict[str, int] = dict(LIBRDKAFKA_DEFAULTS)
-        if args.metadata_refresh_ms is not None:
-            client = {"topic.metadata.refresh.interval.ms": args.metadata_refresh_ms}
-        producer = SteadyProducer(bootstrap, topic, PARTITIONS, rate=args.rate,
-                                  extra=client).start()
+        producer, refresh = make_producer(args.client, bootstrap, topic, PARTITIONS,
+                                          args.rate, args.metadata_refresh_ms)
+        producer.start()
+        print(f"producer: {args.client} ({refresh})", flush=True)
         time.sleep(2)
 
         def owned(b: int) -> list[int]:
             return [p for p, o in cluster.owners(topic).items() if o == b]
 
         server_s: list[float] = []
-        kills: list[tuple[float, list[int]]] = []
+        kills: list[tuple[float, float, list[int]]] = []
         for round_no in range(args.rounds):
             victim = 1 + round_no % 3
             moved = owned(victim)
@@ -162,7 +168,7 @@ def main() -> None:
             cluster.brokers[victim].kill()
             took = cluster.wait_writable(topic, owners=others, timeout=30)
             server_s.append(took)
-            kills.append((killed, moved))
+            kills.append((killed, took, moved))
             print(f"kill -9 broker {victim} (partitions {moved}): writable elsewhere after "
                   f"{took:.2f}s", flush=True)
             cluster.brokers[victim].start()
@@ -174,7 +180,7 @@ def main() -> None:
                   f"max {max(server_s):.2f}s (session timeout {session})", flush=True)
 
         stop_server_s: list[float] = []
-        stops: list[tuple[float, list[int]]] = []
+        stops: list[tuple[float, float, list[int]]] = []
         for round_no in range(args.sigstop_rounds):
             victim = 1 + round_no % 3
             moved = owned(victim)
@@ -183,13 +189,14 @@ def main() -> None:
             try:
                 took = cluster.wait_writable(topic, owners={1, 2, 3} - {victim}, timeout=60)
                 stop_server_s.append(took)
-                stops.append((paused, moved))
+                stops.append((paused, took, moved))
                 print(f"SIGSTOP broker {victim} (partitions {moved}): writable elsewhere after "
                       f"{took:.2f}s", flush=True)
-                client_took = _wait(lambda m=moved, t=paused: _first_ack_after(
-                    producer, m, t) < float("inf"), max(1.0, args.freeze_s - took))
+                _wait(lambda m=moved, t=paused, w=took: _first_ack_after(
+                    producer, m, t, w) < float("inf"), max(1.0, args.freeze_s - took))
                 print(f"SIGSTOP broker {victim}: the producer's first ack from a new owner of "
-                      f"each {took + client_took:.2f}s after SIGSTOP", flush=True)
+                      f"each {_first_ack_after(producer, moved, paused, took):.2f}s after "
+                      "SIGSTOP", flush=True)
             except TimeoutError:
                 print(f"SIGSTOP broker {victim}: the producer got no ack for {moved} within "
                       f"{args.freeze_s:.0f}s", flush=True)
@@ -230,15 +237,15 @@ def main() -> None:
               f"deliveries, longest ack pause on a partition {gap:.2f}s "
               f"({time.monotonic() - rolled:.1f}s in all)", flush=True)
         producer.stop()
-        refresh = client["topic.metadata.refresh.interval.ms"]
         for what, events in (("kill -9", kills), ("SIGSTOP", stops)):
-            client_s = [_first_ack_after(producer, moved, at) for at, moved in events]
+            client_s = [_first_ack_after(producer, moved, at, took)
+                        for at, took, moved in events]
             if client_s:
                 print(f"{what}: the producer's first acknowledgement from the new owner of "
                       "every moved partition came " + ", ".join(f"{x:.2f}s" for x in client_s) +
-                      f" after it (median {statistics.median(client_s):.2f}s; client "
-                      f"metadata refresh {refresh} ms)")
-        count = verify(producer, bootstrap)
+                      f" after it (median {statistics.median(client_s):.2f}s; {args.client}, "
+                      f"{refresh})")
+        count = verify(cast(SteadyProducer, producer), bootstrap)    # reads any of them
         print(f"verified: {count} acknowledged messages read back exactly once, in order; "
               f"{len(producer.failed)} deliveries failed in all")
     finally:

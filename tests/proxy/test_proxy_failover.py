@@ -1,14 +1,18 @@
-"""A broker frozen (SIGSTOP) behind a proxy: once its partitions move, the proxy answers what it
-had forwarded to the frozen broker NOT_LEADER_OR_FOLLOWER, so a producer connected to the proxy
-carries on with the new owners while the broker is still frozen (a client connected straight
-to the frozen broker waits for its own request timeout, as with Kafka)."""
+"""A broker frozen (SIGSTOP) behind a proxy: once its partitions move, the proxy forwards what
+it had forwarded to the frozen broker to the new owners itself (batches with a producer id; the
+others are answered NOT_LEADER_OR_FOLLOWER), so a producer connected to the proxy carries on
+with the new owners while the broker is still frozen (a client connected straight to the frozen
+broker waits for its own request timeout, as with Kafka)."""
 
 from __future__ import annotations
 
+import logging
 import time
 
+import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from bench.failover_clients import AiokafkaProducer
 from tests.cluster.conftest import ClusterFactory
 from tests.cluster.workload import SteadyProducer, verify
 from tests.proxy.conftest import Proxies
@@ -47,6 +51,73 @@ def test_frozen_broker_behind_a_proxy_does_not_hold_up_its_producers(
             frozen.resume()
         cluster.wait_for(lambda: bool([p for p, o in cluster.owners("frozen").items()
                                        if o == 2]), 30, "broker 2 back")
+        time.sleep(1)
+    finally:
+        producer.stop()
+    assert not producer.failed, producer.failed[:5]
+    assert verify(producer, proxy.bootstrap) == producer.sent
+
+
+def test_a_producer_behind_a_proxy_sees_no_error_when_a_frozen_brokers_partitions_move(
+        cluster_factory: ClusterFactory, proxies: Proxies,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """aiokafka, told NOT_LEADER_OR_FOLLOWER, asks a node its last Metadata listed for new
+    metadata (at random: the frozen broker too) and sends the proxy nothing until it answers
+    (40 s later, or at SIGCONT). The proxy holds the batches instead: no error reaches it."""
+    cluster = cluster_factory(brokers=3)
+    proxy = proxies(cluster)
+    admin = AdminClient({"bootstrap.servers": proxy.bootstrap})
+    for future in admin.create_topics([NewTopic("held", PARTITIONS, 1)]).values():
+        future.result(30)
+    cluster.wait_writable("held")
+    producer = AiokafkaProducer(proxy.bootstrap, "held", PARTITIONS, rate=300).start()
+    try:
+        time.sleep(1.5)
+        moved = [p for p, owner in cluster.owners("held").items() if owner == 2]
+        assert moved
+        frozen = cluster.brokers[2]
+        caplog.set_level(logging.WARNING, logger="aiokafka")
+        caplog.clear()
+        paused = time.monotonic()
+        frozen.pause()
+        try:
+            cluster.wait_writable("held", owners={1, 3}, timeout=20)
+            cluster.wait_for(
+                lambda: all(any(t > paused for t in producer.ack_times[p]) for p in moved),
+                FROZEN_S - (time.monotonic() - paused), "acks from the new owners while frozen")
+            errors = [r.getMessage() for r in caplog.records if r.name.startswith("aiokafka")]
+        finally:
+            frozen.resume()
+        assert not errors, errors[:5]
+        cluster.wait_for(lambda: bool([p for p, o in cluster.owners("held").items()
+                                       if o == 2]), 30, "broker 2 back")
+        time.sleep(1)
+    finally:
+        producer.stop()
+    assert not producer.failed, producer.failed[:5]
+    assert verify(producer, proxy.bootstrap) == producer.sent
+
+
+def test_idempotent_producer_behind_a_proxy_through_a_rolling_restart(
+        cluster_factory: ClusterFactory, proxies: Proxies) -> None:
+    """While a draining owner answers batch N NOT_LEADER_OR_FOLLOWER, batch N+1 must not reach
+    the new owner first: librdkafka's idempotent producer takes the new owner's
+    OUT_OF_ORDER_SEQUENCE_NUMBER as fatal. The proxy keeps each partition's batches in order."""
+    cluster = cluster_factory(brokers=3)
+    proxy = proxies(cluster)
+    admin = AdminClient({"bootstrap.servers": proxy.bootstrap})
+    for future in admin.create_topics([NewTopic("rolled", PARTITIONS, 1)]).values():
+        future.result(30)
+    cluster.wait_writable("rolled")
+    producer = SteadyProducer(proxy.bootstrap, "rolled", PARTITIONS, rate=500).start()
+    try:
+        time.sleep(1.5)
+        for _ in range(2):
+            for broker_id in (1, 2, 3):
+                cluster.brokers[broker_id].restart()     # SIGTERM: drains, then starts again
+                cluster.wait_for(lambda b=broker_id: b in cluster.owners("rolled").values(),
+                                 30, f"broker {broker_id} back")
+                cluster.wait_writable("rolled")
         time.sleep(1)
     finally:
         producer.stop()
