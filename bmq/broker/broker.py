@@ -18,6 +18,7 @@ from bmq.coordinators.base import InternalLogCoordinator
 from bmq.coordinators.groups import GroupCoordinator
 from bmq.coordinators.transactions import TRANSACTION_TOPIC, TransactionCoordinator
 from bmq.metadata.broker_configs import BrokerConfigStore
+from bmq.metadata.group_configs import GroupConfigStore
 from bmq.metadata.nodes import BrokerNode
 from bmq.metadata.topics import OFFSETS_TOPIC, TopicInfo, check_topic_name
 from bmq.net.client import LinkSecurity
@@ -43,6 +44,7 @@ class Broker:
         self.inter_broker_listener = config.listener_list[0].name
         # Dynamic broker configs, once the role has read them (bmq/metadata/broker_configs.py).
         self.dynamic_configs: BrokerConfigStore | None = None
+        self.group_configs: GroupConfigStore | None = None     # likewise
         self.membership = membership
         self.node = membership.node
         self.topics = membership.topics

@@ -21,6 +21,7 @@ from bmq.broker.service import broker_connection
 from bmq.config import Config
 from bmq.lifecycle import run_until_signalled
 from bmq.metadata.broker_configs import BrokerConfigStore
+from bmq.metadata.group_configs import GroupConfigStore
 from bmq.metadata.nodes import BrokerNode
 from bmq.metadata.topics import OFFSETS_TOPIC
 from bmq.metadata.zookeeper.documents import ZkDocuments
@@ -77,6 +78,8 @@ class ClusterBrokerServer:
                                      self._link_security)
         broker.dynamic_configs = await loop.run_in_executor(
             self._executor, BrokerConfigStore(documents).follow)
+        broker.group_configs = await loop.run_in_executor(
+            self._executor, GroupConfigStore(documents).follow)
         await broker.start()
         await self._listening.start(lambda name: broker_connection(
             broker, self.security, self._listening.listeners, name))

@@ -20,6 +20,7 @@ from bmq.coordinators.transactions import TxnState
 from bmq.lifecycle import run_until_signalled
 from bmq.metadata.broker_configs import BrokerConfigStore
 from bmq.metadata.documents import StorageDocuments
+from bmq.metadata.group_configs import GroupConfigStore
 from bmq.metadata.nodes import BrokerNode
 from bmq.net.connection import KafkaConnection
 from bmq.net.listening import Listening
@@ -81,6 +82,7 @@ class BrokerServer:
             documents = StorageDocuments(meta)
             load_security_metadata(self.security, config, documents)
             broker.dynamic_configs = BrokerConfigStore(documents).load()
+            broker.group_configs = GroupConfigStore(documents).load()
         except OSError as error:  # a file of the data directory we cannot read or write
             raise StartupError(f"cannot use data directory {self.data_dir}: {error}",
                                ExitCode.STORAGE) from error

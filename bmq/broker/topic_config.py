@@ -38,11 +38,13 @@ class ConfigSource(IntEnum):
     DYNAMIC_DEFAULT_BROKER_CONFIG = 3
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
+    GROUP_CONFIG = 8
 
 
 class ResourceType(IntEnum):
     TOPIC = 2
     BROKER = 4
+    GROUP = 32
 
 
 Validator = Callable[[str], bool]

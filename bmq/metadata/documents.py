@@ -11,6 +11,7 @@ node of each change.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable
 from typing import ClassVar, Generic, Protocol, Self, TypeVar
@@ -110,3 +111,39 @@ class DocumentStore(Generic[T]):
 
     def _serialize(self, value: T) -> bytes:
         raise NotImplementedError
+
+
+# Resource name -> config name -> value.
+ConfigsByResource = dict[str, dict[str, str]]
+
+
+class ResourceConfigStore(DocumentStore[ConfigsByResource]):
+    """Config values set on resources of one kind (brokers, groups), by resource name."""
+
+    KEY: ClassVar[str]      # the document's top-level key
+
+    def of(self, resource: str) -> dict[str, str]:
+        """The values set on one resource."""
+        return dict(self.value.get(resource, {}))
+
+    def change(self, resource: str, change: Callable[[dict[str, str]], None]) -> None:
+        """Let ``change`` edit the resource's values in place and save them (blocking: a worker
+        thread's); ``change`` may run more than once, each time on newer values."""
+
+        def changed(value: ConfigsByResource) -> ConfigsByResource:
+            configs = value.setdefault(resource, {})
+            change(configs)
+            if not configs:
+                del value[resource]
+            return value
+
+        self._change(changed)
+
+    def _parse(self, data: bytes | None) -> ConfigsByResource:
+        if data is None:
+            return {}
+        return {str(r): {str(n): str(v) for n, v in c.items()}
+                for r, c in json.loads(data).get(self.KEY, {}).items()}
+
+    def _serialize(self, value: ConfigsByResource) -> bytes:
+        return json.dumps({self.KEY: value}, indent=1, sort_keys=True).encode()

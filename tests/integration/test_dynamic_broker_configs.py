@@ -99,3 +99,45 @@ def test_dynamic_broker_configs(broker_factory: BrokerFactory) -> None:
     # Deleted, the static value (or default) shows again.
     _alter(admin, "0", ("background.threads", "", AlterConfigOpType.DELETE))
     assert "background.threads" not in _described(admin, "0")
+
+
+def test_group_configs(broker_factory: BrokerFactory) -> None:
+    """Kafka 4's group configs (and KIP-1191's dead-letter topic, BMQ's retry back-off): set
+    per group, described as GROUP_CONFIG over the default, checked, kept across a restart."""
+    broker = broker_factory()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+
+    def alter(*changes: tuple[str, str, AlterConfigOpType]) -> None:
+        resource = ConfigResource(ResourceType.GROUP, "orders", incremental_configs=[
+            ConfigEntry(key, value, incremental_operation=op) for key, value, op in changes])
+        for future in admin.incremental_alter_configs([resource]).values():
+            future.result(30)
+
+    def described() -> dict[str, Any]:
+        [future] = admin.describe_configs([ConfigResource(ResourceType.GROUP, "orders")]).values()
+        return dict(future.result(30))
+
+    alter(("consumer.session.timeout.ms", "50000", AlterConfigOpType.SET),
+          ("share.record.lock.duration.ms", "15000", AlterConfigOpType.SET),
+          ("errors.deadletterqueue.topic.name", "orders-dlq", AlterConfigOpType.SET))
+    for _ in range(2):
+        configs = described()
+        assert (configs["consumer.session.timeout.ms"].value,
+                configs["consumer.session.timeout.ms"].source) == (
+            "50000", ConfigSource.GROUP_CONFIG.value)
+        assert configs["share.record.lock.duration.ms"].value == "15000"
+        assert configs["errors.deadletterqueue.topic.name"].value == "orders-dlq"
+        assert (configs["share.auto.offset.reset"].value,
+                configs["share.auto.offset.reset"].source) == (
+            "latest", ConfigSource.DEFAULT_CONFIG.value)
+        broker.restart()
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+
+    for bad in (("group.unknown.config", "1"), ("share.record.lock.duration.ms", "10"),
+                ("share.auto.offset.reset", "sideways"),
+                ("consumer.heartbeat.interval.ms", "60000")):   # above the session timeout
+        with pytest.raises(KafkaException) as refused:
+            alter((*bad, AlterConfigOpType.SET))
+        assert refused.value.args[0].code() == KafkaError.INVALID_CONFIG, bad
+    alter(("consumer.session.timeout.ms", "", AlterConfigOpType.DELETE))
+    assert described()["consumer.session.timeout.ms"].value == "45000"

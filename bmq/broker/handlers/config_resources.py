@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from bmq.broker.broker import Broker
 from bmq.broker.dynamic_config import DOCUMENTATION as DYNAMIC_DOCUMENTATION
 from bmq.broker.dynamic_config import DYNAMIC_CONFIGS, check_change
+from bmq.broker.group_config import GROUP_CONFIGS, check_group_configs
 from bmq.broker.handlers.base import RequestContext
 from bmq.broker.topic_config import (
     TOPIC_CONFIGS,
@@ -96,6 +97,43 @@ def topic_entries(broker: Broker, info: TopicInfo) -> list[ConfigEntry]:
         entries.append(ConfigEntry(name, described.value, described.source, definition.type,
                                    False, definition.doc, described.synonyms))
     return entries
+
+
+def group_entries(broker: Broker, group: str) -> list[ConfigEntry]:
+    """Every group config, the group's own value (GROUP_CONFIG) or the default."""
+    store = broker.group_configs
+    own = store.of(group) if store is not None else {}
+    entries = []
+    for name, definition in GROUP_CONFIGS.items():
+        default = [(name, definition.default, ConfigSource.DEFAULT_CONFIG)]
+        synonyms = ([(name, own[name], ConfigSource.GROUP_CONFIG)] if name in own else []) \
+            + default
+        _, value, source = synonyms[0]
+        entries.append(ConfigEntry(name, value, source, definition.type, False,
+                                   definition.doc, synonyms))
+    return entries
+
+
+async def alter_group_configs(ctx: RequestContext, group: str,
+                              edit: Callable[[dict[str, str]], None],
+                              validate_only: bool) -> None:
+    """Change one group's configs by ``edit`` (ALTER_CONFIGS on the group), checked as Kafka
+    checks them, saved unless validate_only."""
+    ctx.require(Operation.ALTER_CONFIGS, AclResource.GROUP, group)
+    store = ctx.broker.group_configs
+    if store is None:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "This broker keeps no group configs")
+    if not group:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "A group config needs a group id")
+
+    def change(configs: dict[str, str]) -> None:
+        edit(configs)
+        check_group_configs(configs)
+
+    if validate_only:
+        change(store.of(group))
+        return
+    await asyncio.get_running_loop().run_in_executor(None, store.change, group, change)
 
 
 async def find_topic(ctx: RequestContext, resource_type: int,

@@ -1,4 +1,4 @@
-"""DescribeConfigs for topics and the broker."""
+"""DescribeConfigs for topics, the broker and groups."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from bmq.broker.handlers.base import RequestContext
 from bmq.broker.handlers.config_resources import (
     ConfigEntry,
     broker_entries,
+    group_entries,
     topic_entries,
 )
 from bmq.broker.topic_config import ConfigSource, ResourceType
@@ -33,6 +34,9 @@ async def _entries(ctx: RequestContext, resource_type: int, name: str) -> list[C
         if name not in ("", str(broker.node.node_id)):
             raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown broker {name}")
         return broker_entries(broker)
+    if resource_type == ResourceType.GROUP:
+        ctx.require(Operation.DESCRIBE_CONFIGS, AclResource.GROUP, name)
+        return group_entries(broker, name)
     raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}")
 
 

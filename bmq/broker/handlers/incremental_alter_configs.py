@@ -1,13 +1,18 @@
-"""IncrementalAlterConfigs (KIP-339): set, delete, append to or subtract from topic configs and
-dynamic broker configs."""
+"""IncrementalAlterConfigs (KIP-339): set, delete, append to or subtract from topic configs,
+dynamic broker configs and group configs."""
 
 from __future__ import annotations
 
 from functools import partial
 
 from bmq.broker.dynamic_config import DYNAMIC_CONFIGS
+from bmq.broker.group_config import GROUP_CONFIGS
 from bmq.broker.handlers.base import RequestContext
-from bmq.broker.handlers.config_resources import alter_broker_configs, find_topic
+from bmq.broker.handlers.config_resources import (
+    alter_broker_configs,
+    alter_group_configs,
+    find_topic,
+)
 from bmq.broker.topic_config import (
     TOPIC_CONFIGS,
     ConfigType,
@@ -46,10 +51,16 @@ def _apply(current: dict[str, str], change: AlterableConfig, default: str,
                          f"Unknown config operation {change.config_operation}")
 
 
-def _apply_broker(configs: dict[str, str], *, changes: list[AlterableConfig]) -> None:
+def _apply_all(configs: dict[str, str], *, changes: list[AlterableConfig]) -> None:
+    """A broker's or a group's changes (names are checked after, with the values)."""
     for change in changes:
-        known = DYNAMIC_CONFIGS.get(change.name)
-        _apply(configs, change, "", known[1] if known is not None else ConfigType.STRING)
+        if change.name in DYNAMIC_CONFIGS:
+            kind = DYNAMIC_CONFIGS[change.name][1]
+        elif change.name in GROUP_CONFIGS:
+            kind = GROUP_CONFIGS[change.name].type
+        else:
+            kind = ConfigType.STRING
+        _apply(configs, change, "", kind)
 
 
 async def handle_incremental_alter_configs(ctx: RequestContext,
@@ -64,8 +75,13 @@ async def handle_incremental_alter_configs(ctx: RequestContext,
         try:
             if resource.resource_type == ResourceType.BROKER:
                 await alter_broker_configs(ctx, resource.resource_name,
-                                           partial(_apply_broker, changes=resource.configs),
+                                           partial(_apply_all, changes=resource.configs),
                                            request.validate_only)
+                continue
+            if resource.resource_type == ResourceType.GROUP:
+                await alter_group_configs(ctx, resource.resource_name,
+                                          partial(_apply_all, changes=resource.configs),
+                                          request.validate_only)
                 continue
             info = await find_topic(ctx, resource.resource_type, resource.resource_name)
             configs = dict(info.configs)
