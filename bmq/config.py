@@ -78,11 +78,15 @@ class Config:
     group_min_session_timeout_ms: int = 6000
     group_max_session_timeout_ms: int = 1_800_000
     group_max_size: int = 2**31 - 1
-    # KIP-848 consumer groups (group.protocol=consumer); a group's own consumer.* group configs
-    # override the first two. The first assignor is the default.
+    # KIP-848 consumer groups (group.protocol=consumer; docs/groups.md): a member is removed
+    # when no heartbeat came for this long (a group's consumer.session.timeout.ms overrides).
     group_consumer_session_timeout_ms: int = 45_000
+    # How often members heartbeat while their group is stable (consumer.heartbeat.interval.ms
+    # overrides); while it reconciles they are asked to heartbeat every 100 ms at most.
     group_consumer_heartbeat_interval_ms: int = 5_000
+    # The server-side assignors members may name (uniform, range); the first is the default.
     group_consumer_assignors: str = "uniform,range"
+    # Members per KIP-848 group (GROUP_MAX_SIZE_REACHED beyond).
     group_consumer_max_size: int = 2**31 - 1
     offsets_topic_num_partitions: int = 50
     offsets_topic_segment_bytes: int = 104_857_600
