@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import time
 
+import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -101,8 +102,22 @@ def test_scale_out_drain_and_rolling_restart(cluster_factory: ClusterFactory,
     assert count == producer.sent
 
 
-def test_consumer_group_survives_coordinator_move(cluster_factory: ClusterFactory) -> None:
-    cluster = cluster_factory(brokers=3)
+# The classic protocol, and KIP-848's (its group: epochs, assignment, moves with the
+# coordinator too); the session timeout and heartbeat interval are the client's in the one and
+# the broker's in the other.
+COORDINATOR_MOVE_PROTOCOLS = {
+    "classic": ({}, {"session.timeout.ms": 10000, "heartbeat.interval.ms": 500}, 30.0),
+    "consumer": ({"BMQ_GROUP_CONSUMER_SESSION_TIMEOUT_MS": "10000",
+                  "BMQ_GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS": "500"},
+                 {"group.protocol": "consumer"}, 60.0),
+}
+
+
+@pytest.mark.parametrize("protocol", sorted(COORDINATOR_MOVE_PROTOCOLS))
+def test_consumer_group_survives_coordinator_move(cluster_factory: ClusterFactory,
+                                                  protocol: str) -> None:
+    env, settings, consume_timeout = COORDINATOR_MOVE_PROTOCOLS[protocol]
+    cluster = cluster_factory(brokers=3, env=env)
     topic = make_topic_name("group")
     create_topic(cluster, topic, 3)
     producer = SteadyProducer(cluster.bootstrap, topic, 3, rate=2000)
@@ -112,11 +127,11 @@ def test_consumer_group_survives_coordinator_move(cluster_factory: ClusterFactor
     group = make_topic_name("g")
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group,
                          "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                         "session.timeout.ms": 10000, "heartbeat.interval.ms": 500})
+                         **settings})
     consumer.subscribe([topic])
     seen: list[bytes] = []
 
-    def consume(n: int, timeout: float = 30.0) -> None:
+    def consume(n: int, timeout: float = consume_timeout) -> None:
         deadline = time.monotonic() + timeout
         while len(seen) < n and time.monotonic() < deadline:
             message = consumer.poll(0.2)
@@ -134,6 +149,9 @@ def test_consumer_group_survives_coordinator_move(cluster_factory: ClusterFactor
         consumer.commit(asynchronous=False)
         committed = consumer.committed([TopicPartition(topic, p) for p in range(3)], timeout=20)
         assert sum(tp.offset for tp in committed) == 600
+        if protocol == "consumer":
+            # The member kept its partitions across the move: still all three, no rejoin.
+            assert len(consumer.assignment()) == 3
     finally:
         consumer.close()
     assert sorted(set(seen)) == sorted({f"{s % 3}:{s}".encode() for s in range(600)})
