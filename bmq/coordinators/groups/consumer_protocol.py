@@ -178,22 +178,7 @@ class ConsumerGroupProtocol(GroupCoordinatorCore):
             cg.add(member)
             log.info("member %s joins consumer group %s", hb.member_id, cg.group_id)
             return member
-        if hb.instance_id is not None:
-            found = cg.static_member(hb.instance_id)
-            if found is None:
-                raise KafkaError(ErrorCode.UNKNOWN_MEMBER_ID,
-                                 f"Instance id {hb.instance_id} is unknown.")
-            if found.member_id != hb.member_id:
-                raise KafkaError(ErrorCode.FENCED_INSTANCE_ID,
-                                 f"Static member {hb.member_id} with instance id "
-                                 f"{hb.instance_id} was fenced by member {found.member_id}.")
-        else:
-            maybe = cg.members.get(hb.member_id)
-            if maybe is None:
-                raise KafkaError(ErrorCode.UNKNOWN_MEMBER_ID,
-                                 f"Member {hb.member_id} is not a member of group "
-                                 f"{cg.group_id}.")
-            found = maybe
+        found = _known_member(cg, hb)
         if hb.member_epoch > found.member_epoch or (
                 hb.member_epoch < found.member_epoch and (
                     hb.member_epoch != found.previous_member_epoch
@@ -292,21 +277,7 @@ class ConsumerGroupProtocol(GroupCoordinatorCore):
     # ---------------------------------------------------------------------------- leaving
     def _leave(self, group: Group | None, hb: ConsumerHeartbeat) -> HeartbeatResult:
         group, cg = self._consumer_group(group, hb.group_id, create=False)
-        if hb.instance_id is None:
-            member = cg.members.get(hb.member_id)
-            if member is None:
-                raise KafkaError(ErrorCode.UNKNOWN_MEMBER_ID,
-                                 f"Member {hb.member_id} is not a member of group "
-                                 f"{hb.group_id}.")
-        else:
-            member = cg.static_member(hb.instance_id)
-            if member is None:
-                raise KafkaError(ErrorCode.UNKNOWN_MEMBER_ID,
-                                 f"Instance id {hb.instance_id} is unknown.")
-            if member.member_id != hb.member_id:
-                raise KafkaError(ErrorCode.FENCED_INSTANCE_ID,
-                                 f"Static member {hb.member_id} with instance id "
-                                 f"{hb.instance_id} was fenced by member {member.member_id}.")
+        member = _known_member(cg, hb)
         if hb.member_epoch == STATIC_LEAVE_EPOCH:
             # It comes back under the same instance id and takes its partitions back.
             log.info("static member %s of group %s left temporarily", hb.instance_id,
@@ -389,3 +360,22 @@ class ConsumerGroupProtocol(GroupCoordinatorCore):
                 else f"Group {group_id} not found."
             return ErrorCode.GROUP_ID_NOT_FOUND, message, None
         return ErrorCode.NONE, None, group.consumer
+
+
+def _known_member(cg: ConsumerGroup, hb: ConsumerHeartbeat) -> ConsumerMember:
+    """The member a heartbeat (or a leave) comes from: by instance id for a static member,
+    which must still be the one holding it, else by member id; Kafka's errors otherwise."""
+    if hb.instance_id is None:
+        member = cg.members.get(hb.member_id)
+        if member is None:
+            raise KafkaError(ErrorCode.UNKNOWN_MEMBER_ID,
+                             f"Member {hb.member_id} is not a member of group {cg.group_id}.")
+        return member
+    member = cg.static_member(hb.instance_id)
+    if member is None:
+        raise KafkaError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {hb.instance_id} is unknown.")
+    if member.member_id != hb.member_id:
+        raise KafkaError(ErrorCode.FENCED_INSTANCE_ID,
+                         f"Static member {hb.member_id} with instance id {hb.instance_id} was "
+                         f"fenced by member {member.member_id}.")
+    return member
