@@ -137,6 +137,14 @@ if TYPE_CHECKING:
     from bmq.protocol.messages.sasl_authenticate_response import SaslAuthenticateResponse
     from bmq.protocol.messages.sasl_handshake_request import SaslHandshakeRequest
     from bmq.protocol.messages.sasl_handshake_response import SaslHandshakeResponse
+    from bmq.protocol.messages.share_acknowledge_request import ShareAcknowledgeRequest
+    from bmq.protocol.messages.share_acknowledge_response import ShareAcknowledgeResponse
+    from bmq.protocol.messages.share_fetch_request import ShareFetchRequest
+    from bmq.protocol.messages.share_fetch_response import ShareFetchResponse
+    from bmq.protocol.messages.share_group_describe_request import ShareGroupDescribeRequest
+    from bmq.protocol.messages.share_group_describe_response import ShareGroupDescribeResponse
+    from bmq.protocol.messages.share_group_heartbeat_request import ShareGroupHeartbeatRequest
+    from bmq.protocol.messages.share_group_heartbeat_response import ShareGroupHeartbeatResponse
     from bmq.protocol.messages.sync_group_request import SyncGroupRequest
     from bmq.protocol.messages.sync_group_response import SyncGroupResponse
     from bmq.protocol.messages.txn_offset_commit_request import TxnOffsetCommitRequest
@@ -250,6 +258,14 @@ _MODULES: dict[str, str] = {
     "SaslAuthenticateResponse": "sasl_authenticate_response",
     "SaslHandshakeRequest": "sasl_handshake_request",
     "SaslHandshakeResponse": "sasl_handshake_response",
+    "ShareAcknowledgeRequest": "share_acknowledge_request",
+    "ShareAcknowledgeResponse": "share_acknowledge_response",
+    "ShareFetchRequest": "share_fetch_request",
+    "ShareFetchResponse": "share_fetch_response",
+    "ShareGroupDescribeRequest": "share_group_describe_request",
+    "ShareGroupDescribeResponse": "share_group_describe_response",
+    "ShareGroupHeartbeatRequest": "share_group_heartbeat_request",
+    "ShareGroupHeartbeatResponse": "share_group_heartbeat_response",
     "SyncGroupRequest": "sync_group_request",
     "SyncGroupResponse": "sync_group_response",
     "TxnOffsetCommitRequest": "txn_offset_commit_request",
@@ -342,6 +358,10 @@ REQUEST_TYPES: Mapping[int, type[Any]] = _ByApiKey(
         66: "ListTransactionsRequest",
         74: "ListConfigResourcesRequest",
         75: "DescribeTopicPartitionsRequest",
+        76: "ShareGroupHeartbeatRequest",
+        77: "ShareGroupDescribeRequest",
+        78: "ShareFetchRequest",
+        79: "ShareAcknowledgeRequest",
         32000: "BmqWatchPartitionsRequest",
         32001: "BmqActAsRequest",
     }
@@ -402,6 +422,10 @@ RESPONSE_TYPES: Mapping[int, type[Any]] = _ByApiKey(
         66: "ListTransactionsResponse",
         74: "ListConfigResourcesResponse",
         75: "DescribeTopicPartitionsResponse",
+        76: "ShareGroupHeartbeatResponse",
+        77: "ShareGroupDescribeResponse",
+        78: "ShareFetchResponse",
+        79: "ShareAcknowledgeResponse",
         32000: "BmqWatchPartitionsResponse",
         32001: "BmqActAsResponse",
     }
@@ -462,6 +486,10 @@ REQUEST_FLEXIBLE_MIN_VERSIONS: dict[int, int | None] = {
     66: 0,
     74: 0,
     75: 0,
+    76: 0,
+    77: 0,
+    78: 0,
+    79: 0,
     32000: 0,
     32001: 0,
 }
@@ -519,6 +547,10 @@ REQUEST_APIS: dict[str, tuple[int, int, int]] = {
     "ProduceRequest": (0, 0, 13),
     "SaslAuthenticateRequest": (36, 0, 2),
     "SaslHandshakeRequest": (17, 0, 1),
+    "ShareAcknowledgeRequest": (79, 1, 1),
+    "ShareFetchRequest": (78, 1, 1),
+    "ShareGroupDescribeRequest": (77, 1, 1),
+    "ShareGroupHeartbeatRequest": (76, 1, 1),
     "SyncGroupRequest": (14, 0, 5),
     "TxnOffsetCommitRequest": (28, 0, 5),
     "UpdateFeaturesRequest": (57, 0, 2),
@@ -632,6 +664,14 @@ __all__ = [
     "SaslAuthenticateResponse",
     "SaslHandshakeRequest",
     "SaslHandshakeResponse",
+    "ShareAcknowledgeRequest",
+    "ShareAcknowledgeResponse",
+    "ShareFetchRequest",
+    "ShareFetchResponse",
+    "ShareGroupDescribeRequest",
+    "ShareGroupDescribeResponse",
+    "ShareGroupHeartbeatRequest",
+    "ShareGroupHeartbeatResponse",
     "SyncGroupRequest",
     "SyncGroupResponse",
     "TxnOffsetCommitRequest",
