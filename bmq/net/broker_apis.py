@@ -53,6 +53,11 @@ BROKER_REQUESTS: tuple[str, ...] = (
     "DescribeTransactionsRequest",
     "ListTransactionsRequest",
     "DescribeProducersRequest",
+    # Share groups (KIP-932)
+    "ShareGroupHeartbeatRequest",
+    "ShareGroupDescribeRequest",
+    "ShareFetchRequest",
+    "ShareAcknowledgeRequest",
     # Inter-broker: transaction markers for partitions another broker owns (cluster mode)
     "WriteTxnMarkersRequest",
     # BMQ-internal: proxies hear of new durable data, and act for their clients

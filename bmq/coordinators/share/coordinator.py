@@ -1,0 +1,385 @@
+"""Share groups on a broker (KIP-932): membership (``groups``), share sessions, ShareFetch
+and ShareAcknowledge over the share-partitions, their timers (lock expiry, retry back-off) and
+dead letters (KIP-1191).
+
+Order of a ShareFetch: acknowledgements first (checked for the whole partition, then applied),
+then records are acquired up to MaxRecords; every change is appended to the share-group state
+log at once, and the answer waits until it is durable, so an acknowledgement that was answered
+is never undone by a crash and a delivery is counted before the consumer sees the record.
+Records a consumer rejects or that reach the delivery limit are written to the group's
+dead-letter topic and archived once that write is durable.
+
+A released record, or one whose lock expired, is deliverable again only after the group's
+``bmq.share.retry.backoff.ms`` for its delivery count (BMQ's retry back-off; ``0`` is Kafka's
+behaviour); later records keep flowing meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable, Coroutine
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from typing import Any
+
+from bmq.coordinators.base import CoordinatorHost
+from bmq.coordinators.sharded import Appended
+from bmq.coordinators.share.dlq import dead_letter
+from bmq.coordinators.share.groups import ShareGroups
+from bmq.coordinators.share.partition import (
+    Acquired,
+    DeadLetter,
+    SharePartition,
+    ShareSettings,
+)
+from bmq.coordinators.share.records import StateKey
+from bmq.coordinators.share.state import ShareStateCoordinator
+from bmq.protocol.errors import ErrorCode, KafkaError
+from bmq.readpath.fetch import FetchServer
+from bmq.readpath.partition_view import PartitionView, batches_before, next_offset_of
+from bmq.writepath.partitions import now_ms
+
+log = logging.getLogger(__name__)
+
+SWEEP_S = 0.1          # how often lock expiries, back-offs and member sessions are checked
+READ_BYTES = 1 << 20
+MAX_EPOCH = 2**31 - 1
+
+TopicPartition = tuple[uuid.UUID, int]
+AckBatch = tuple[int, int, list[int]]        # first offset, last offset, acknowledge types
+
+
+@dataclass(slots=True)
+class ShareSession:
+    next_epoch: int = 1
+    partitions: list[TopicPartition] = field(default_factory=list)
+    rotation: int = 0      # where the next fetch starts, so every partition gets its turn
+
+
+@dataclass(slots=True)
+class PartitionResult:
+    topic_id: uuid.UUID
+    partition: int
+    error: ErrorCode = ErrorCode.NONE
+    ack_error: ErrorCode = ErrorCode.NONE
+    records: bytes | None = None
+    acquired: list[Acquired] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Target:
+    """A share-partition a request names, resolved."""
+
+    key: StateKey
+    view: PartitionView
+    state: SharePartition
+    settings: ShareSettings
+
+
+def settings_of(configs: dict[str, str]) -> ShareSettings:
+    return ShareSettings(
+        lock_ms=int(configs["share.record.lock.duration.ms"]),
+        delivery_limit=int(configs["share.delivery.count.limit"]),
+        backoff_ms=tuple(int(v) for v in configs["bmq.share.retry.backoff.ms"].split(",")),
+        dlq_topic=configs["errors.deadletterqueue.topic.name"])
+
+
+class ShareCoordinator:
+    def __init__(self, host: CoordinatorHost, executor: Executor, views: FetchServer,
+                 group_config: Callable[[str], dict[str, str]]) -> None:
+        self._host = host
+        self._views = views
+        self._group_config = group_config
+        self.state = ShareStateCoordinator(host, executor)
+        self.groups = ShareGroups(host.topics, group_config)
+        self.groups.on_leave = self._member_left
+        self.sessions: dict[tuple[str, str], ShareSession] = {}
+        self._available: asyncio.Future[None] | None = None
+        self._sweeper: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def settings(self, group_id: str) -> ShareSettings:
+        return settings_of(self._group_config(group_id))
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
+
+    async def stop(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        self._wake()
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=10)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # ------------------------------------------------------------------ waking fetches
+    def _wake(self) -> None:
+        if self._available is not None and not self._available.done():
+            self._available.set_result(None)
+
+    def _became_available(self) -> asyncio.Future[None]:
+        if self._available is None or self._available.done():
+            self._available = asyncio.get_running_loop().create_future()
+        return self._available
+
+    # ------------------------------------------------------------------ share-partitions
+    async def _target(self, group_id: str, tp: TopicPartition,
+                      settings: ShareSettings) -> _Target:
+        topic_id, index = tp
+        info = self._views.topic_by_id(topic_id)
+        if info is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID)
+        if not 0 <= index < info.partitions:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if self._host.partitions.get(info.name, index) is None:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        view = await self._views.view(info.name, index)
+        if not await self.state.ensure_started():
+            raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        key = StateKey(group_id, topic_id, index)
+        error = self.state.shard_error(key.placement())
+        if error != ErrorCode.NONE:
+            raise KafkaError(error)
+        state = self.state.state(key)
+        if state is None:
+            reset = self._group_config(group_id)["share.auto.offset.reset"]
+            start = view.log_start_offset if reset == "earliest" else view.high_watermark
+            state, appended = self.state.create(key, start)
+            await self._durable(appended)
+        elif state.start_offset < view.log_start_offset:
+            # Retention deleted records the group never finished with: they are gone.
+            state.apply(view.log_start_offset, [])
+            await self._durable(self.state.persist(key, state))
+        return _Target(key, view, state, settings)
+
+    async def _durable(self, appended: Appended) -> None:
+        error = await self.state.durable(appended)
+        if error != ErrorCode.NONE:
+            raise KafkaError(error)
+
+    # ------------------------------------------------------------------ sessions
+    def _session(self, group_id: str, member_id: str, epoch: int,
+                 ) -> tuple[ErrorCode, ShareSession | None]:
+        key = (group_id, member_id)
+        if epoch == 0:
+            self.sessions[key] = ShareSession()
+            return ErrorCode.NONE, self.sessions[key]
+        session = self.sessions.get(key)
+        if session is None:
+            return ErrorCode.SHARE_SESSION_NOT_FOUND, None
+        if epoch == -1:
+            return ErrorCode.NONE, session
+        if epoch != session.next_epoch:
+            return ErrorCode.INVALID_SHARE_SESSION_EPOCH, None
+        session.next_epoch = session.next_epoch % MAX_EPOCH + 1
+        return ErrorCode.NONE, session
+
+    async def close_session(self, group_id: str, member_id: str) -> None:
+        """The member closed its share session: what it still holds is released."""
+        session = self.sessions.pop((group_id, member_id), None)
+        if session is not None:
+            await self._release_member(group_id, member_id)
+
+    def _member_left(self, group_id: str, member_id: str) -> None:
+        self._spawn(self.close_session(group_id, member_id))
+
+    async def _release_member(self, group_id: str, member_id: str) -> None:
+        settings = self.settings(group_id)
+        now = now_ms()
+        for key, state in self.state.all_states():
+            if key.group_id != group_id:
+                continue
+            dead = state.expire_locks(now, settings, member=member_id)
+            if state.changes:
+                appended = self.state.persist(key, state)
+                await self._settle_dead(key, state, settings, dead)
+                await self.state.durable(appended)
+        self._wake()
+
+    # ------------------------------------------------------------------ acknowledgements
+    async def _acknowledge(self, group_id: str, member_id: str,
+                           acks: dict[TopicPartition, list[AckBatch]],
+                           results: dict[TopicPartition, PartitionResult]) -> None:
+        settings = self.settings(group_id)
+        pending: list[tuple[PartitionResult, Appended, _Target, list[DeadLetter]]] = []
+        for tp, batches in acks.items():
+            result = results.setdefault(tp, PartitionResult(*tp))
+            try:
+                target = await self._target(group_id, tp, settings)
+            except KafkaError as error:
+                result.ack_error = error.code
+                continue
+            state = target.state
+            errors = [state.check_ack(member_id, *batch) for batch in batches]
+            failed = next((e for e in errors if e != ErrorCode.NONE), None)
+            if failed is not None:
+                result.ack_error = failed      # nothing of the partition's acks is applied
+                continue
+            now = now_ms()
+            dead = [letter for batch in batches
+                    for letter in state.acknowledge(*batch, now, settings)]
+            pending.append((result, self.state.persist(target.key, state), target, dead))
+        for result, appended, target, dead in pending:
+            result.ack_error = await self.state.durable(appended)
+            await self._settle_dead(target.key, target.state, settings, dead, target.view)
+        self._wake()
+
+    async def _settle_dead(self, key: StateKey, state: SharePartition, settings: ShareSettings,
+                           dead: list[DeadLetter], view: PartitionView | None = None) -> None:
+        """Copy ``dead`` to the dead-letter topic, then archive them (durably). If the copy
+        fails they stay ARCHIVING in memory until a restart makes them deliverable again."""
+        if not dead:
+            return
+        if view is None:
+            name = self.groups.topic_name(key.topic_id)
+            if not name:
+                return
+            view = await self._views.view(name, key.partition)
+        try:
+            await dead_letter(self._host, view, key.group_id, settings.dlq_topic, dead)
+        except KafkaError as error:
+            log.error("share group %s: dead letters of %s-%d not written: %s", key.group_id,
+                      view.topic, view.index, error)
+            return
+        for letter in dead:
+            state.archive(letter)
+        await self.state.durable(self.state.persist(key, state))
+
+    # ------------------------------------------------------------------ ShareFetch
+    async def share_fetch(self, group_id: str, member_id: str, epoch: int, max_wait_ms: int,
+                          max_records: int, add: dict[TopicPartition, list[AckBatch]],
+                          forget: list[TopicPartition]
+                          ) -> tuple[ErrorCode, list[PartitionResult]]:
+        error, session = self._session(group_id, member_id, epoch)
+        if session is None:
+            return error, []
+        results: dict[TopicPartition, PartitionResult] = {}
+        acks = {tp: batches for tp, batches in add.items() if batches}
+        if acks:
+            await self._acknowledge(group_id, member_id, acks, results)
+        if epoch == -1:
+            await self.close_session(group_id, member_id)
+            return ErrorCode.NONE, list(results.values())
+        for tp in add:
+            if tp not in session.partitions:
+                session.partitions.append(tp)
+        for tp in forget:
+            if tp in session.partitions:
+                session.partitions.remove(tp)
+        await self._fetch(group_id, member_id, session, max_wait_ms, max(max_records, 1),
+                          results)
+        return ErrorCode.NONE, list(results.values())
+
+    async def _fetch(self, group_id: str, member_id: str, session: ShareSession,
+                     max_wait_ms: int, max_records: int,
+                     results: dict[TopicPartition, PartitionResult]) -> None:
+        settings = self.settings(group_id)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(max_wait_ms, 0) / 1000
+        targets: list[_Target] = []
+        for tp in list(session.partitions):
+            try:
+                targets.append(await self._target(group_id, tp, settings))
+            except KafkaError as error:
+                results.setdefault(tp, PartitionResult(*tp)).error = error.code
+        if targets:
+            session.rotation = (session.rotation + 1) % len(targets)
+            targets = targets[session.rotation:] + targets[:session.rotation]
+        while True:
+            left = max_records
+            appends: list[tuple[PartitionResult, Appended]] = []
+            reads = []
+            for target in targets:
+                if left <= 0:
+                    break
+                acquired = target.state.acquire(member_id, left, target.view.high_watermark,
+                                                now_ms(), settings)
+                if not acquired:
+                    continue
+                left -= sum(a.last - a.first + 1 for a in acquired)
+                result = results.setdefault((target.key.topic_id, target.key.partition),
+                                            PartitionResult(target.key.topic_id,
+                                                            target.key.partition))
+                result.acquired = acquired
+                appends.append((result, self.state.persist(target.key, target.state)))
+                reads.append((result, target.view, acquired))
+            if appends:
+                for result, appended in appends:
+                    result.error = await self.state.durable(appended)
+                for result, view, acquired in reads:
+                    if result.error == ErrorCode.NONE:
+                        result.records = await read_covering(view, acquired)
+                    else:
+                        result.acquired = []
+                return
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return
+            waits = [target.view.new_data() for target in targets]
+            waits.append(self._became_available())
+            await asyncio.wait(waits, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+
+    # ------------------------------------------------------------------ ShareAcknowledge
+    async def share_acknowledge(self, group_id: str, member_id: str, epoch: int,
+                                acks: dict[TopicPartition, list[AckBatch]]
+                                ) -> tuple[ErrorCode, list[PartitionResult]]:
+        if epoch == 0:
+            return ErrorCode.INVALID_SHARE_SESSION_EPOCH, []
+        error, session = self._session(group_id, member_id, epoch)
+        if session is None:
+            return error, []
+        results: dict[TopicPartition, PartitionResult] = {}
+        await self._acknowledge(group_id, member_id, acks, results)
+        if epoch == -1:
+            await self.close_session(group_id, member_id)
+        return ErrorCode.NONE, list(results.values())
+
+    # ------------------------------------------------------------------ timers
+    async def _sweep(self) -> None:
+        """Expire locks (released as a failed delivery), end back-offs (wake the waiting
+        fetches) and remove members whose session timed out, every SWEEP_S."""
+        since = now_ms()
+        while True:
+            await asyncio.sleep(SWEEP_S)
+            try:
+                now = now_ms()
+                self.groups.expire()
+                wake = False
+                for key, state in self.state.all_states():
+                    expired, ended = state.due(since, now)
+                    wake = wake or ended
+                    if not expired:
+                        continue
+                    settings = self.settings(key.group_id)
+                    dead = state.expire_locks(now, settings)
+                    self.state.persist(key, state)
+                    self._spawn(self._settle_dead(key, state, settings, dead))
+                    wake = True
+                since = now
+                if wake:
+                    self._wake()
+            except Exception:
+                log.exception("share group timers failed")
+
+
+async def read_covering(view: PartitionView, acquired: list[Acquired]) -> bytes:
+    """The whole batches holding the acquired records, each batch once, in offset order."""
+    parts: list[bytes | memoryview] = []
+    covered = -1
+    for run in acquired:
+        offset = max(run.first, covered)
+        while offset <= run.last:
+            data = batches_before(await view.read(offset, READ_BYTES), run.last + 1)
+            end = next_offset_of(data)
+            if end <= offset:
+                break
+            parts.append(data)
+            offset = covered = end
+    return b"".join(parts)

@@ -1,0 +1,80 @@
+"""One partition of ``__share_group_state`` and the share-partitions whose state it stores."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from concurrent.futures import Executor
+
+from bmq.coordinators.groups.records import build_batch
+from bmq.coordinators.replay import batch_records, log_batches
+from bmq.coordinators.share.partition import SharePartition
+from bmq.coordinators.share.records import StateKey, StateRecord, decode, encode_key, encode_value
+from bmq.coordinators.transactions.shard import coordinator_error
+from bmq.protocol.errors import KafkaError
+from bmq.protocol.primitives import DecodeError
+from bmq.storage import PartitionLog
+from bmq.writepath.partitions import Partition, now_ms
+
+log = logging.getLogger(__name__)
+
+
+def replay(log_: PartitionLog) -> dict[StateKey, SharePartition]:
+    """Every share-partition's state as the log leaves it (on a worker thread)."""
+    found: dict[StateKey, SharePartition] = {}
+    for header, batch, start in log_batches(log_):
+        if header.is_control:
+            continue
+        for record in batch_records(log_, header, batch, start):
+            if record.key is None or record.value is None:
+                continue
+            try:
+                state = decode(record.key, record.value)
+            except (DecodeError, ValueError) as error:
+                log.error("%s: record at offset %d skipped: %s", log_, record.offset, error)
+                continue
+            if state is None:
+                continue
+            current = found.get(state.key)
+            if state.snapshot or current is None:
+                current = found[state.key] = SharePartition(state.start_offset)
+            current.apply(state.start_offset, state.runs)
+    return found
+
+
+class ShareStateShard:
+    """The share-partitions stored on one ``__share_group_state`` partition."""
+
+    def __init__(self, index: int, partition: Partition, executor: Executor) -> None:
+        self.index = index
+        self.partition = partition
+        self.states: dict[StateKey, SharePartition] = {}
+        # Updates appended per key since its last snapshot.
+        self.updates: dict[StateKey, int] = {}
+        self._executor = executor
+
+    def __repr__(self) -> str:
+        return f"<ShareStateShard {self.index} share-partitions={len(self.states)}>"
+
+    async def load(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.states = await loop.run_in_executor(self._executor, replay, self.partition.log)
+        for state in self.states.values():
+            state.restarted()
+        if self.states:
+            log.info("loaded %d share-partitions from share state partition %d",
+                     len(self.states), self.index)
+
+    def close(self) -> None:
+        """Nothing runs per shard."""
+
+    def write(self, entries: list[StateRecord]) -> asyncio.Future[None]:
+        partition = self.partition
+        now = now_ms()
+        batch, header = build_batch(
+            [(encode_key(e.key, e.snapshot), encode_value(e.start_offset, e.runs))
+             for e in entries], now, partition.leader_epoch)
+        try:
+            return partition.append_batch(batch, header, now)
+        except KafkaError as error:
+            raise KafkaError(coordinator_error(error.code), error.message) from error
