@@ -25,6 +25,12 @@ async def handle_share_group_heartbeat(ctx: RequestContext, request: ShareGroupH
     error = ctx.broker.groups.shard_error(request.group_id)
     if error != ErrorCode.NONE:
         return ShareGroupHeartbeatResponse(error_code=error)
+    _, classic = ctx.broker.groups.describe_group(request.group_id)
+    if classic is not None:
+        # One group id, one kind of group (Kafka answers a classic group's id the same way).
+        return ShareGroupHeartbeatResponse(
+            error_code=ErrorCode.GROUP_ID_NOT_FOUND,
+            error_message=f"Group {request.group_id} is not a share group.")
     answer = ctx.broker.share.groups.heartbeat(
         request.group_id, request.member_id, request.member_epoch, request.rack_id, topics,
         ctx.header.client_id or "", ctx.client_host)

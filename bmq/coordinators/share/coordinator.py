@@ -44,6 +44,7 @@ from bmq.writepath.partitions import now_ms
 log = logging.getLogger(__name__)
 
 SWEEP_S = 0.1          # how often lock expiries, back-offs and member sessions are checked
+DEAD_LETTER_RETRY_MS = 5000
 READ_BYTES = 1 << 20
 MAX_EPOCH = 2**31 - 1
 
@@ -99,6 +100,9 @@ class ShareCoordinator:
         self._available: asyncio.Future[None] | None = None
         self._sweeper: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        # Dead-letter writes under way per share-partition, and when to retry failed ones.
+        self._lettering: dict[StateKey, int] = {}
+        self._retry_at: dict[StateKey, int] = {}
 
     def settings(self, group_id: str) -> ShareSettings:
         return settings_of(self._group_config(group_id))
@@ -231,26 +235,39 @@ class ShareCoordinator:
             await self._settle_dead(target.key, target.state, settings, dead, target.view)
         self._wake()
 
-    async def _settle_dead(self, key: StateKey, state: SharePartition, settings: ShareSettings,
-                           dead: list[DeadLetter], view: PartitionView | None = None) -> None:
-        """Copy ``dead`` to the dead-letter topic, then archive them (durably). If the copy
-        fails they stay ARCHIVING in memory until a restart makes them deliverable again."""
-        if not dead:
-            return
-        if view is None:
-            name = self.groups.topic_name(key.topic_id)
-            if not name:
-                return
-            view = await self._views.view(name, key.partition)
+    def _settle_dead(self, key: StateKey, state: SharePartition, settings: ShareSettings,
+                     dead: list[DeadLetter], view: PartitionView | None = None,
+                     ) -> Coroutine[Any, Any, None]:
+        """Copy ``dead`` to the dead-letter topic, then archive them (durably). Counted from
+        now (not when the coroutine runs), so the sweep never writes them twice at once."""
+        self._lettering[key] = self._lettering.get(key, 0) + 1
+        return self._write_dead(key, state, settings, dead, view)
+
+    async def _write_dead(self, key: StateKey, state: SharePartition, settings: ShareSettings,
+                          dead: list[DeadLetter], view: PartitionView | None) -> None:
         try:
-            await dead_letter(self._host, view, key.group_id, settings.dlq_topic, dead)
-        except KafkaError as error:
-            log.error("share group %s: dead letters of %s-%d not written: %s", key.group_id,
-                      view.topic, view.index, error)
-            return
-        for letter in dead:
-            state.archive(letter)
-        await self.state.durable(self.state.persist(key, state))
+            if not dead:
+                return
+            if view is None:
+                name = self.groups.topic_name(key.topic_id)
+                if not name:
+                    return
+                view = await self._views.view(name, key.partition)
+            try:
+                await dead_letter(self._host, view, key.group_id, settings.dlq_topic, dead)
+            except KafkaError as error:
+                # They stay ARCHIVING (never delivered) until the sweep tries again.
+                self._retry_at[key] = now_ms() + DEAD_LETTER_RETRY_MS
+                log.error("share group %s: dead letters of %s-%d not written: %s",
+                          key.group_id, view.topic, view.index, error)
+                return
+            for letter in dead:
+                state.archive(letter)
+            await self.state.durable(self.state.persist(key, state))
+        finally:
+            left = self._lettering.pop(key) - 1
+            if left:
+                self._lettering[key] = left
 
     # ------------------------------------------------------------------ ShareFetch
     async def share_fetch(self, group_id: str, member_id: str, epoch: int, max_wait_ms: int,
@@ -353,8 +370,13 @@ class ShareCoordinator:
                 self.groups.expire()
                 wake = False
                 for key, state in self.state.all_states():
-                    expired, ended = state.due(since, now)
+                    expired, ended, archiving = state.due(since, now)
                     wake = wake or ended
+                    if archiving and key not in self._lettering \
+                            and self._retry_at.get(key, 0) <= now:
+                        settings = self.settings(key.group_id)
+                        self._spawn(self._settle_dead(
+                            key, state, settings, state.unwritten_dead_letters(settings)))
                     if not expired:
                         continue
                     settings = self.settings(key.group_id)

@@ -278,16 +278,18 @@ class SharePartition:
         self._advance()
         return dead
 
-    def due(self, since: int, now: int) -> tuple[bool, bool]:
-        """(a lock has expired by ``now``, a back-off ended in (since, now]): what a sweep of
-        the share-partition's timers acts on."""
-        expired = ended = False
+    def due(self, since: int, now: int) -> tuple[bool, bool, bool]:
+        """(a lock has expired by ``now``, a back-off ended in (since, now], records wait to
+        be dead-lettered): what a sweep of the share-partition's timers acts on."""
+        expired = ended = archiving = False
         for run in self.runs:
             if run.state == RecordState.ACQUIRED and run.deadline <= now:
                 expired = True
             elif run.state == RecordState.AVAILABLE and since < run.available_at <= now:
                 ended = True
-        return expired, ended
+            elif run.state == RecordState.ARCHIVING:
+                archiving = True
+        return expired, ended, archiving
 
     # ------------------------------------------------------------------ replay
     def apply(self, start_offset: int, runs: list[Run]) -> None:
@@ -317,6 +319,14 @@ class SharePartition:
         """After a replay: the members that held locks are gone; their records are
         deliverable at once (their delivery counts kept), as after a lock expiry."""
         for run in self.runs:
-            if run.state in (RecordState.ACQUIRED, RecordState.ARCHIVING):
+            if run.state == RecordState.ACQUIRED:
                 run.state = RecordState.AVAILABLE
                 run.member = ""
+
+    def unwritten_dead_letters(self, settings: ShareSettings) -> list[DeadLetter]:
+        """The ARCHIVING records (their dead letters were not written, or not known to be:
+        a failed write, a restart), to write again."""
+        return [DeadLetter(r.first, r.last, r.count,
+                           "delivery.count.limit" if r.count >= settings.delivery_limit
+                           else "rejected")
+                for r in self.runs if r.state == RecordState.ARCHIVING]
