@@ -1,0 +1,142 @@
+"""Share group APIs over the wire with exact requests (BMQ's codec): Kafka's error codes for
+bad input, and that a refused request changes nothing."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from bmq.protocol.errors import ErrorCode
+from bmq.protocol.messages import (
+    ListGroupsRequest,
+    ShareAcknowledgeRequest,
+    ShareFetchRequest,
+    ShareGroupDescribeRequest,
+    ShareGroupHeartbeatRequest,
+)
+from bmq.protocol.messages.share_acknowledge_request import (
+    AcknowledgePartition,
+    AcknowledgeTopic,
+)
+from bmq.protocol.messages.share_fetch_request import (
+    AcknowledgementBatch,
+    FetchPartition,
+    FetchTopic,
+)
+from tests.groups.wire import RawClient
+from tests.share.helpers import create_topic, produce, set_group_configs, unique
+
+ACCEPT, RELEASE = 1, 2
+
+
+def heartbeat(client: RawClient, group: str, member: str, epoch: int,
+              topics: list[str] | None = None) -> Any:
+    return client.call(ShareGroupHeartbeatRequest(group_id=group, member_id=member,
+                                                  member_epoch=epoch,
+                                                  subscribed_topic_names=topics), 1)
+
+
+def fetch(client: RawClient, group: str, member: str, epoch: int, topic_id: uuid.UUID,
+          acks: list[tuple[int, int, int]] = (), wait_ms: int = 0) -> Any:
+    batches = [AcknowledgementBatch(first_offset=f, last_offset=last, acknowledge_types=[t])
+               for f, last, t in acks]
+    return client.call(ShareFetchRequest(
+        group_id=group, member_id=member, share_session_epoch=epoch, max_wait_ms=wait_ms,
+        min_bytes=1, max_records=100, batch_size=100, topics=[FetchTopic(
+            topic_id=topic_id, partitions=[FetchPartition(
+                partition_index=0, acknowledgement_batches=batches)])]), 1)
+
+
+def acknowledge(client: RawClient, group: str, member: str, epoch: int, topic_id: uuid.UUID,
+                acks: list[tuple[int, int, int]]) -> Any:
+    return client.call(ShareAcknowledgeRequest(
+        group_id=group, member_id=member, share_session_epoch=epoch, topics=[AcknowledgeTopic(
+            topic_id=topic_id, partitions=[AcknowledgePartition(
+                partition_index=0, acknowledgement_batches=[
+                    AcknowledgementBatch(first_offset=f, last_offset=last,
+                                         acknowledge_types=[t])
+                    for f, last, t in acks])])]), 1)
+
+
+def acquired(answer: Any) -> list[tuple[int, int, int]]:
+    return [(a.first_offset, a.last_offset, a.delivery_count)
+            for t in answer.responses for p in t.partitions for a in p.acquired_records]
+
+
+def partition_of(answer: Any) -> Any:
+    (topic,) = answer.responses
+    (partition,) = topic.partitions
+    return partition
+
+
+def test_membership_epochs_and_errors(share_broker: Any) -> None:
+    topic, group = unique("hb"), unique("g")
+    create_topic(share_broker.bootstrap, topic, 2)
+    with RawClient(share_broker.bootstrap) as client:
+        assert heartbeat(client, group, "m1", 3).error_code == ErrorCode.GROUP_ID_NOT_FOUND
+        assert heartbeat(client, group, "m1", 0).error_code == ErrorCode.INVALID_REQUEST
+        joined = heartbeat(client, group, "m1", 0, [topic])
+        assert joined.error_code == ErrorCode.NONE and joined.member_epoch >= 1
+        assert joined.heartbeat_interval_ms == 5000
+        (assigned,) = joined.assignment.topic_partitions
+        assert sorted(assigned.partitions) == [0, 1]
+        epoch = joined.member_epoch
+        # Nothing changed: the same epoch and no assignment.
+        again = heartbeat(client, group, "m1", epoch)
+        assert (again.error_code, again.member_epoch, again.assignment) == \
+            (ErrorCode.NONE, epoch, None)
+        assert heartbeat(client, group, "m1", epoch + 5).error_code == \
+            ErrorCode.FENCED_MEMBER_EPOCH
+        assert heartbeat(client, group, "m2", epoch).error_code == ErrorCode.UNKNOWN_MEMBER_ID
+        second = heartbeat(client, group, "m2", 0, [topic])
+        assert second.assignment.topic_partitions[0].partitions == [0, 1]   # every member
+        described = client.call(ShareGroupDescribeRequest(group_ids=[group, "nope"]), 1)
+        mine, unknown = described.groups
+        assert (mine.error_code, mine.group_state, len(mine.members)) == \
+            (ErrorCode.NONE, "Stable", 2)
+        assert mine.members[0].assignment.topic_partitions[0].topic_name == topic
+        assert unknown.error_code == ErrorCode.GROUP_ID_NOT_FOUND
+        listed = client.call(ListGroupsRequest(types_filter=["Share"]), 5)
+        assert (group, "share", "Stable") in {(g.group_id, g.group_type, g.group_state)
+                                               for g in listed.groups}
+        classic = client.call(ListGroupsRequest(types_filter=["classic"]), 5)
+        assert group not in {g.group_id for g in classic.groups}
+        assert heartbeat(client, group, "m1", -1).member_epoch == -1
+        assert heartbeat(client, group, "m1", epoch).error_code == ErrorCode.UNKNOWN_MEMBER_ID
+
+
+def test_bad_acknowledgements_and_sessions_change_nothing(share_broker: Any) -> None:
+    topic, group = unique("acks"), unique("g")
+    create_topic(share_broker.bootstrap, topic, 1)
+    set_group_configs(share_broker.bootstrap, group, {"share.auto.offset.reset": "earliest"})
+    produce(share_broker.bootstrap, topic, 10)
+    with RawClient(share_broker.bootstrap) as a, RawClient(share_broker.bootstrap) as b:
+        topic_id = heartbeat(a, group, "a", 0, [topic]).assignment.topic_partitions[0].topic_id
+        heartbeat(b, group, "b", 0, [topic])
+        first = fetch(a, group, "a", 0, topic_id)
+        assert first.error_code == ErrorCode.NONE and first.acquisition_lock_timeout_ms == 30000
+        assert acquired(first) == [(0, 9, 1)]
+        assert partition_of(first).records              # the batches holding them
+        # Sessions: Kafka's errors, and the failed request does not move the epoch.
+        assert fetch(b, group, "b", 4, topic_id).error_code == ErrorCode.SHARE_SESSION_NOT_FOUND
+        assert fetch(a, group, "a", 5, topic_id).error_code == \
+            ErrorCode.INVALID_SHARE_SESSION_EPOCH
+        assert acknowledge(a, group, "a", 0, topic_id, [(0, 0, ACCEPT)]).error_code == \
+            ErrorCode.INVALID_SHARE_SESSION_EPOCH
+        # b may not acknowledge a's records; a may not acknowledge records it does not hold;
+        # a request with one bad batch applies none of them.
+        assert fetch(b, group, "b", 0, topic_id).error_code == ErrorCode.NONE
+        refused = fetch(b, group, "b", 1, topic_id, [(0, 4, ACCEPT)])
+        assert partition_of(refused).acknowledge_error_code == ErrorCode.INVALID_RECORD_STATE
+        mixed = acknowledge(a, group, "a", 1, topic_id, [(0, 4, ACCEPT), (8, 12, ACCEPT)])
+        assert partition_of(mixed).error_code == ErrorCode.INVALID_RECORD_STATE
+        bad_type = acknowledge(a, group, "a", 2, topic_id, [(0, 0, 7)])
+        assert partition_of(bad_type).error_code == ErrorCode.INVALID_REQUEST
+        # Still a's, all ten: its acknowledgements now work, once.
+        done = acknowledge(a, group, "a", 3, topic_id, [(0, 8, ACCEPT), (9, 9, RELEASE)])
+        assert partition_of(done).error_code == ErrorCode.NONE
+        twice = acknowledge(a, group, "a", 4, topic_id, [(0, 0, ACCEPT)])
+        assert partition_of(twice).error_code == ErrorCode.INVALID_RECORD_STATE
+        unknown = fetch(a, group, "a", 5, uuid.uuid4())
+        assert {p.error_code for t in unknown.responses for p in t.partitions} == \
+            {ErrorCode.UNKNOWN_TOPIC_ID}
