@@ -128,6 +128,7 @@ def test_bad_acknowledgements_and_sessions_change_nothing(share_broker: Any) -> 
         assert fetch(b, group, "b", 0, topic_id).error_code == ErrorCode.NONE
         refused = fetch(b, group, "b", 1, topic_id, [(0, 4, ACCEPT)])
         assert partition_of(refused).acknowledge_error_code == ErrorCode.INVALID_RECORD_STATE
+        assert partition_of(refused).records is not None    # librdkafka rejects null records
         mixed = acknowledge(a, group, "a", 1, topic_id, [(0, 4, ACCEPT), (8, 12, ACCEPT)])
         assert partition_of(mixed).error_code == ErrorCode.INVALID_RECORD_STATE
         bad_type = acknowledge(a, group, "a", 2, topic_id, [(0, 0, 7)])

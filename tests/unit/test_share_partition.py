@@ -27,9 +27,9 @@ def states(sp: SharePartition) -> list[tuple[int, int, RecordState, int]]:
     return [(r.first, r.last, r.state, r.count) for r in sp.runs]
 
 
-def test_acquire_new_records_up_to_max_and_the_high_watermark() -> None:
+def test_acquire_new_records_up_to_the_end_given() -> None:
     sp = SharePartition(10)
-    assert sp.acquire("a", 5, 100, 0, SETTINGS) == [Acquired(10, 14, 1)]
+    assert sp.acquire("a", 5, 15, 0, SETTINGS) == [Acquired(10, 14, 1)]
     assert sp.acquire("b", 500, 20, 0, SETTINGS) == [Acquired(15, 19, 1)]
     assert sp.acquire("b", 500, 20, 0, SETTINGS) == []
     assert sp.end_offset == 20 and sp.start_offset == 10
@@ -62,7 +62,7 @@ def test_ack_checks_change_nothing_when_they_fail() -> None:
 
 def test_release_waits_for_the_back_off_of_its_delivery_count_and_later_records_flow() -> None:
     sp = SharePartition(0)
-    sp.acquire("a", 3, 10, 0, SETTINGS)
+    sp.acquire("a", 3, 3, 0, SETTINGS)
     sp.acknowledge(1, 1, RELEASE, 1000, SETTINGS)     # first delivery failed: 100 ms
     sp.acknowledge(0, 0, ACCEPT, 1000, SETTINGS)
     sp.acknowledge(2, 2, ACCEPT, 1000, SETTINGS)
@@ -101,8 +101,8 @@ def test_reject_and_the_limit_go_to_the_dead_letter_topic_before_archiving() -> 
 
 def test_a_member_closing_its_session_releases_only_its_records() -> None:
     sp = SharePartition(0)
-    sp.acquire("a", 2, 10, 0, SETTINGS)
-    sp.acquire("b", 2, 10, 0, SETTINGS)
+    sp.acquire("a", 2, 2, 0, SETTINGS)
+    sp.acquire("b", 2, 4, 0, SETTINGS)
     sp.expire_locks(0, SETTINGS, member="a")
     assert [(r.first, r.last, r.state, r.member) for r in sp.runs] == [
         (0, 1, RecordState.AVAILABLE, ""), (2, 3, RecordState.ACQUIRED, "b")]
@@ -123,10 +123,10 @@ def test_replaying_snapshots_and_updates_rebuilds_the_state(snapshot_every: int)
     live = SharePartition(5)
     log: list[tuple[bytes, bytes]] = [(encode_key(key, True), encode_value(5, []))]
     steps = [
-        lambda now: live.acquire("a", 7, 30, now, SETTINGS),
+        lambda now: live.acquire("a", 7, 12, now, SETTINGS),
         lambda now: live.acknowledge(5, 6, ACCEPT, now, SETTINGS),
         lambda now: live.acknowledge(8, 9, RELEASE, now, SETTINGS),
-        lambda now: live.acquire("b", 4, 30, now, SETTINGS),
+        lambda now: live.acquire("b", 4, 16, now, SETTINGS),
         lambda now: live.acknowledge(7, 7, ACCEPT, now, SETTINGS),
         lambda now: live.acknowledge(12, 13, [1, 4], now, SETTINGS),
         lambda now: live.expire_locks(now + 5000, SETTINGS),

@@ -42,7 +42,8 @@ async def handle_share_fetch(ctx: RequestContext, request: ShareFetchRequest,
             partition_index=result.partition, error_code=result.error,
             acknowledge_error_code=result.ack_error,
             current_leader=LeaderIdAndEpoch(leader_id=leader[0], leader_epoch=leader[1]),
-            records=result.records,
+            # Never null: librdkafka 2.16 drops a whole response with a null records field.
+            records=result.records or b"",
             acquired_records=[AcquiredRecords(first_offset=a.first, last_offset=a.last,
                                               delivery_count=a.count)
                               for a in result.acquired])

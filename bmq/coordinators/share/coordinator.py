@@ -37,6 +37,8 @@ from bmq.coordinators.share.partition import (
 from bmq.coordinators.share.records import StateKey
 from bmq.coordinators.share.state import ShareStateCoordinator
 from bmq.protocol.errors import ErrorCode, KafkaError
+from bmq.protocol.primitives import Buffer
+from bmq.protocol.records import iter_batches
 from bmq.readpath.fetch import FetchServer
 from bmq.readpath.partition_view import PartitionView, batches_before, next_offset_of
 from bmq.writepath.partitions import now_ms
@@ -45,6 +47,9 @@ log = logging.getLogger(__name__)
 
 SWEEP_S = 0.1          # how often lock expiries, back-offs and member sessions are checked
 DEAD_LETTER_RETRY_MS = 5000
+# A share session unused this long is forgotten (its consumer died without closing it; its
+# records were released when the member left the group or their locks expired).
+SESSION_IDLE_MS = 300_000
 READ_BYTES = 1 << 20
 MAX_EPOCH = 2**31 - 1
 
@@ -54,8 +59,11 @@ AckBatch = tuple[int, int, list[int]]        # first offset, last offset, acknow
 
 @dataclass(slots=True)
 class ShareSession:
+    used_ms: int
     next_epoch: int = 1
     partitions: list[TopicPartition] = field(default_factory=list)
+    # The session's share-partitions, resolved (see ShareCoordinator._target).
+    targets: dict[TopicPartition, _Target] = field(default_factory=dict)
     rotation: int = 0      # where the next fetch starts, so every partition gets its turn
 
 
@@ -65,8 +73,18 @@ class PartitionResult:
     partition: int
     error: ErrorCode = ErrorCode.NONE
     ack_error: ErrorCode = ErrorCode.NONE
-    records: bytes | None = None
+    records: list[Buffer] = field(default_factory=list)   # whole batches
     acquired: list[Acquired] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Applied:
+    """A partition's acknowledgements, applied in memory."""
+
+    result: PartitionResult
+    target: _Target
+    dead: list[DeadLetter]
+    appended: Appended = ErrorCode.NONE
 
 
 @dataclass(slots=True)
@@ -76,7 +94,6 @@ class _Target:
     key: StateKey
     view: PartitionView
     state: SharePartition
-    settings: ShareSettings
 
 
 def settings_of(configs: dict[str, str]) -> ShareSettings:
@@ -134,8 +151,18 @@ class ShareCoordinator:
         return self._available
 
     # ------------------------------------------------------------------ share-partitions
-    async def _target(self, group_id: str, tp: TopicPartition,
-                      settings: ShareSettings) -> _Target:
+    async def _target(self, group_id: str, tp: TopicPartition, settings: ShareSettings,
+                      known: dict[TopicPartition, _Target]) -> _Target:
+        """The share-partition ``tp`` of the group (made on first use), kept in ``known`` (the
+        share session's) while it stays valid. Raises KafkaError."""
+        target = known.get(tp)
+        if target is None or target.view.closed or self.state.state(target.key) is not \
+                target.state or self._host.partitions.get(target.view.topic, tp[1]) is None:
+            target = known[tp] = await self._resolve(group_id, tp, settings)
+        return target
+
+    async def _resolve(self, group_id: str, tp: TopicPartition,
+                       settings: ShareSettings) -> _Target:
         topic_id, index = tp
         info = self._views.topic_by_id(topic_id)
         if info is None:
@@ -148,7 +175,7 @@ class ShareCoordinator:
         if not await self.state.ensure_started():
             raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         key = StateKey(group_id, topic_id, index)
-        error = self.state.shard_error(key.placement())
+        error = self.state.key_error(key)
         if error != ErrorCode.NONE:
             raise KafkaError(error)
         state = self.state.state(key)
@@ -160,8 +187,8 @@ class ShareCoordinator:
         elif state.start_offset < view.log_start_offset:
             # Retention deleted records the group never finished with: they are gone.
             state.apply(view.log_start_offset, [])
-            await self._durable(self.state.persist(key, state))
-        return _Target(key, view, state, settings)
+            await self._durable(self.state.persist(key, state, snapshot=True))
+        return _Target(key, view, state)
 
     async def _durable(self, appended: Appended) -> None:
         error = await self.state.durable(appended)
@@ -173,11 +200,12 @@ class ShareCoordinator:
                  ) -> tuple[ErrorCode, ShareSession | None]:
         key = (group_id, member_id)
         if epoch == 0:
-            self.sessions[key] = ShareSession()
+            self.sessions[key] = ShareSession(now_ms())
             return ErrorCode.NONE, self.sessions[key]
         session = self.sessions.get(key)
         if session is None:
             return ErrorCode.SHARE_SESSION_NOT_FOUND, None
+        session.used_ms = now_ms()
         if epoch == -1:
             return ErrorCode.NONE, session
         if epoch != session.next_epoch:
@@ -192,7 +220,10 @@ class ShareCoordinator:
             await self._release_member(group_id, member_id)
 
     def _member_left(self, group_id: str, member_id: str) -> None:
-        self._spawn(self.close_session(group_id, member_id))
+        """A member left the group (or timed out): what it holds is released. Its share
+        session stays until it closes it (a closing consumer leaves the group first, then
+        acknowledges with epoch -1) or stays unused for long (``_sweep``)."""
+        self._spawn(self._release_member(group_id, member_id))
 
     async def _release_member(self, group_id: str, member_id: str) -> None:
         settings = self.settings(group_id)
@@ -208,15 +239,17 @@ class ShareCoordinator:
         self._wake()
 
     # ------------------------------------------------------------------ acknowledgements
-    async def _acknowledge(self, group_id: str, member_id: str,
-                           acks: dict[TopicPartition, list[AckBatch]],
-                           results: dict[TopicPartition, PartitionResult]) -> None:
-        settings = self.settings(group_id)
-        pending: list[tuple[PartitionResult, Appended, _Target, list[DeadLetter]]] = []
+    async def _apply_acks(self, group_id: str, member_id: str, settings: ShareSettings,
+                          acks: dict[TopicPartition, list[AckBatch]],
+                          results: dict[TopicPartition, PartitionResult],
+                          targets: dict[TopicPartition, _Target]) -> list[_Applied]:
+        """Check each partition's acknowledgements (all or none of them apply) and apply them
+        in memory; the caller makes them durable before it answers."""
+        applied = []
         for tp, batches in acks.items():
             result = results.setdefault(tp, PartitionResult(*tp))
             try:
-                target = await self._target(group_id, tp, settings)
+                target = await self._target(group_id, tp, settings, targets)
             except KafkaError as error:
                 result.ack_error = error.code
                 continue
@@ -224,16 +257,31 @@ class ShareCoordinator:
             errors = [state.check_ack(member_id, *batch) for batch in batches]
             failed = next((e for e in errors if e != ErrorCode.NONE), None)
             if failed is not None:
-                result.ack_error = failed      # nothing of the partition's acks is applied
+                result.ack_error = failed
                 continue
             now = now_ms()
             dead = [letter for batch in batches
                     for letter in state.acknowledge(*batch, now, settings)]
-            pending.append((result, self.state.persist(target.key, state), target, dead))
-        for result, appended, target, dead in pending:
-            result.ack_error = await self.state.durable(appended)
-            await self._settle_dead(target.key, target.state, settings, dead, target.view)
-        self._wake()
+            applied.append(_Applied(result, target, dead))
+        return applied
+
+    async def _finish(self, settings: ShareSettings, applied: list[_Applied],
+                      writes: list[tuple[PartitionResult, Appended]]) -> None:
+        """Wait until the acknowledgements and acquisitions are durable, then write the
+        acknowledgements' dead letters (and archive them)."""
+        for result, appended in writes:
+            code = await self.state.durable(appended)
+            if code != ErrorCode.NONE:
+                result.error = code
+                result.acquired = []
+        for item in applied:
+            item.result.ack_error = await self.state.durable(item.appended)
+        for item in applied:
+            if item.dead:
+                await self._settle_dead(item.target.key, item.target.state, settings,
+                                        item.dead, item.target.view)
+        if applied:
+            self._wake()
 
     def _settle_dead(self, key: StateKey, state: SharePartition, settings: ShareSettings,
                      dead: list[DeadLetter], view: PartitionView | None = None,
@@ -277,11 +325,14 @@ class ShareCoordinator:
         error, session = self._session(group_id, member_id, epoch)
         if session is None:
             return error, []
+        settings = self.settings(group_id)
         results: dict[TopicPartition, PartitionResult] = {}
+        targets = session.targets
         acks = {tp: batches for tp, batches in add.items() if batches}
-        if acks:
-            await self._acknowledge(group_id, member_id, acks, results)
+        applied = await self._apply_acks(group_id, member_id, settings, acks, results, targets)
         if epoch == -1:
+            self._persist_applied(applied)
+            await self._finish(settings, applied, [])
             await self.close_session(group_id, member_id)
             return ErrorCode.NONE, list(results.values())
         for tp in add:
@@ -290,58 +341,59 @@ class ShareCoordinator:
         for tp in forget:
             if tp in session.partitions:
                 session.partitions.remove(tp)
-        await self._fetch(group_id, member_id, session, max_wait_ms, max(max_records, 1),
-                          results)
-        return ErrorCode.NONE, list(results.values())
-
-    async def _fetch(self, group_id: str, member_id: str, session: ShareSession,
-                     max_wait_ms: int, max_records: int,
-                     results: dict[TopicPartition, PartitionResult]) -> None:
-        settings = self.settings(group_id)
+        for tp in session.partitions:
+            try:
+                await self._target(group_id, tp, settings, targets)
+            except KafkaError as failure:
+                results.setdefault(tp, PartitionResult(*tp)).error = failure.code
+        fetched = [targets[tp] for tp in session.partitions if tp in targets]
+        if fetched:      # every partition gets its turn to be first
+            session.rotation = (session.rotation + 1) % len(fetched)
+            fetched = fetched[session.rotation:] + fetched[:session.rotation]
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(max_wait_ms, 0) / 1000
-        targets: list[_Target] = []
-        for tp in list(session.partitions):
-            try:
-                targets.append(await self._target(group_id, tp, settings))
-            except KafkaError as error:
-                results.setdefault(tp, PartitionResult(*tp)).error = error.code
-        if targets:
-            session.rotation = (session.rotation + 1) % len(targets)
-            targets = targets[session.rotation:] + targets[:session.rotation]
-        while True:
-            left = max_records
-            appends: list[tuple[PartitionResult, Appended]] = []
-            reads = []
-            for target in targets:
-                if left <= 0:
-                    break
-                acquired = target.state.acquire(member_id, left, target.view.high_watermark,
-                                                now_ms(), settings)
-                if not acquired:
-                    continue
-                left -= sum(a.last - a.first + 1 for a in acquired)
-                result = results.setdefault((target.key.topic_id, target.key.partition),
-                                            PartitionResult(target.key.topic_id,
-                                                            target.key.partition))
-                result.acquired = acquired
-                appends.append((result, self.state.persist(target.key, target.state)))
-                reads.append((result, target.view, acquired))
-            if appends:
-                for result, appended in appends:
-                    result.error = await self.state.durable(appended)
-                for result, view, acquired in reads:
-                    if result.error == ErrorCode.NONE:
-                        result.records = await read_covering(view, acquired)
-                    else:
-                        result.acquired = []
-                return
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return
-            waits = [target.view.new_data() for target in targets]
+        writes = await self._acquire(member_id, settings, max(max_records, 1), fetched,
+                                     results)
+        # One write per share-partition for its acknowledgements and acquisitions (when records
+        # were there at once): one flush answers both.
+        self._persist_applied(applied)
+        while not writes and loop.time() < deadline:
+            waits = [target.view.new_data() for target in fetched]
             waits.append(self._became_available())
-            await asyncio.wait(waits, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(waits, timeout=deadline - loop.time(),
+                               return_when=asyncio.FIRST_COMPLETED)
+            writes = await self._acquire(member_id, settings, max(max_records, 1), fetched,
+                                         results)
+        await self._finish(settings, applied, writes)
+        for tp, result in results.items():
+            if result.acquired:
+                result.records = await read_covering(targets[tp].view, result.acquired)
+        return ErrorCode.NONE, list(results.values())
+
+    def _persist_applied(self, applied: list[_Applied]) -> None:
+        for item in applied:
+            item.appended = self.state.persist(item.target.key, item.target.state)
+
+    async def _acquire(self, member_id: str, settings: ShareSettings, max_records: int,
+                       targets: list[_Target], results: dict[TopicPartition, PartitionResult]
+                       ) -> list[tuple[PartitionResult, Appended]]:
+        """Acquire records of ``targets`` in turn, up to ``max_records`` in all; each
+        share-partition that acquired some is written (the answer waits until durable)."""
+        left = max_records
+        writes = []
+        for target in targets:
+            if left <= 0:
+                break
+            new_end = await aligned_end(target.view, target.state.end_offset, left)
+            acquired = target.state.acquire(member_id, left, new_end, now_ms(), settings)
+            if not acquired:
+                continue
+            left -= sum(a.last - a.first + 1 for a in acquired)
+            tp = (target.key.topic_id, target.key.partition)
+            result = results.setdefault(tp, PartitionResult(*tp))
+            result.acquired = acquired
+            writes.append((result, self.state.persist(target.key, target.state)))
+        return writes
 
     # ------------------------------------------------------------------ ShareAcknowledge
     async def share_acknowledge(self, group_id: str, member_id: str, epoch: int,
@@ -352,8 +404,12 @@ class ShareCoordinator:
         error, session = self._session(group_id, member_id, epoch)
         if session is None:
             return error, []
+        settings = self.settings(group_id)
         results: dict[TopicPartition, PartitionResult] = {}
-        await self._acknowledge(group_id, member_id, acks, results)
+        applied = await self._apply_acks(group_id, member_id, settings, acks, results,
+                                         session.targets)
+        self._persist_applied(applied)
+        await self._finish(settings, applied, [])
         if epoch == -1:
             await self.close_session(group_id, member_id)
         return ErrorCode.NONE, list(results.values())
@@ -368,6 +424,9 @@ class ShareCoordinator:
             try:
                 now = now_ms()
                 self.groups.expire()
+                for owner, session in list(self.sessions.items()):
+                    if now - session.used_ms > SESSION_IDLE_MS:
+                        del self.sessions[owner]
                 wake = False
                 for key, state in self.state.all_states():
                     expired, ended, archiving = state.due(since, now)
@@ -391,9 +450,25 @@ class ShareCoordinator:
                 log.exception("share group timers failed")
 
 
-async def read_covering(view: PartitionView, acquired: list[Acquired]) -> bytes:
-    """The whole batches holding the acquired records, each batch once, in offset order."""
-    parts: list[bytes | memoryview] = []
+async def aligned_end(view: PartitionView, start: int, want: int) -> int:
+    """Where ``want`` new records from ``start`` end, moved to the end of their last batch,
+    within the high watermark (whole batches: fewer, larger acquisitions)."""
+    high_watermark = view.high_watermark
+    target = start + want - 1
+    if target >= high_watermark - 1:
+        return high_watermark
+    for _, header in iter_batches(await view.read(target, 1)):     # (one whole batch)
+        if header.next_offset > target:
+            return min(header.next_offset, high_watermark)
+        break
+    return target + 1
+
+
+async def read_covering(view: PartitionView,
+                        acquired: list[Acquired]) -> list[Buffer]:
+    """The whole batches holding the acquired records, each batch once, in offset order
+    (views of the record cache: the response is written from them without a copy)."""
+    parts: list[Buffer] = []
     covered = -1
     for run in acquired:
         offset = max(run.first, covered)
@@ -404,4 +479,4 @@ async def read_covering(view: PartitionView, acquired: list[Acquired]) -> bytes:
                 break
             parts.append(data)
             offset = covered = end
-    return b"".join(parts)
+    return parts

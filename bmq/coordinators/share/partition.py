@@ -144,11 +144,12 @@ class SharePartition:
             del runs[:drop]
 
     # ------------------------------------------------------------------ acquiring
-    def acquire(self, member: str, max_records: int, high_watermark: int, now: int,
+    def acquire(self, member: str, max_records: int, new_end: int, now: int,
                 settings: ShareSettings) -> list[Acquired]:
         """Lock up to ``max_records`` deliverable records for ``member``: released records
-        whose back-off has passed first, in offset order, then new ones up to the high
-        watermark."""
+        whose back-off has passed first, in offset order, then new ones before ``new_end``
+        (the high watermark, or the end of the batch where ``max_records`` ends: Kafka
+        exceeds MaxRecords to acquire whole batches)."""
         acquired: list[Acquired] = []
         left = max_records
         i = 0
@@ -168,18 +169,13 @@ class SharePartition:
             self._changed(run)
             i += 1
         first = self.end_offset
-        if left > 0 and first < high_watermark:
-            run = Run(first, min(high_watermark, first + left) - 1, RecordState.ACQUIRED, 1,
-                      member, now + settings.lock_ms)
+        if left > 0 and first < new_end:
+            run = Run(first, new_end - 1, RecordState.ACQUIRED, 1, member,
+                      now + settings.lock_ms)
             self.runs.append(run)
             acquired.append(Acquired(run.first, run.last, 1))
             self._changed(run)
         return acquired
-
-    def deliverable(self, high_watermark: int, now: int) -> bool:
-        """Whether an acquire now would lock anything."""
-        return self.end_offset < high_watermark or any(
-            r.state == RecordState.AVAILABLE and r.available_at <= now for r in self.runs)
 
     # ------------------------------------------------------------------ acknowledging
     def check_ack(self, member: str, first: int, last: int, types: list[int]) -> ErrorCode:

@@ -49,8 +49,9 @@ class ShareStateShard:
         self.index = index
         self.partition = partition
         self.states: dict[StateKey, SharePartition] = {}
-        # Updates appended per key since its last snapshot.
+        # Updates appended per key since its last snapshot, and the key's last append.
         self.updates: dict[StateKey, int] = {}
+        self.appended: dict[StateKey, asyncio.Future[None]] = {}
         self._executor = executor
 
     def __repr__(self) -> str:

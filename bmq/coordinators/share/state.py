@@ -20,7 +20,7 @@ from bmq.coordinators.share.records import StateKey, StateRecord
 from bmq.coordinators.share.shard import ShareStateShard
 from bmq.coordinators.transactions.shard import coordinator_error
 from bmq.metadata.topics import SHARE_STATE_TOPIC
-from bmq.protocol.errors import ErrorCode
+from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.writepath.partitions import Partition
 
 log = logging.getLogger(__name__)
@@ -36,6 +36,8 @@ class ShareStateCoordinator(ShardedCoordinator[ShareStateShard, StateRecord]):
     def __init__(self, host: CoordinatorHost, executor: Executor) -> None:
         super().__init__(host, executor, host.config.share_coordinator_state_topic_num_partitions)
         self._starting: asyncio.Task[None] | None = None
+        # Placing a key hashes its string form: done once per share-partition, not per fetch.
+        self._placed: dict[StateKey, int] = {}
 
     def _topic_configs(self) -> dict[str, str]:
         return internal_topic_configs(self.config.share_coordinator_state_topic_segment_bytes)
@@ -70,8 +72,20 @@ class ShareStateCoordinator(ShardedCoordinator[ShareStateShard, StateRecord]):
         return self._active
 
     # ------------------------------------------------------------------ share-partitions
+    def index_of(self, key: StateKey) -> int:
+        index = self._placed.get(key)
+        if index is None:
+            index = self._placed[key] = self.partition_for(key.placement())
+        return index
+
+    def key_error(self, key: StateKey) -> ErrorCode:
+        """NONE if this broker serves ``key``'s state now, else the error to answer."""
+        if self._active and self.index_of(key) in self.shards:
+            return ErrorCode.NONE
+        return self.shard_error(key.placement())
+
     def state(self, key: StateKey) -> SharePartition | None:
-        shard = self.shards.get(self.partition_for(key.placement()))
+        shard = self.shards.get(self.index_of(key))
         return None if shard is None else shard.states.get(key)
 
     def all_states(self) -> list[tuple[StateKey, SharePartition]]:
@@ -80,26 +94,32 @@ class ShareStateCoordinator(ShardedCoordinator[ShareStateShard, StateRecord]):
     def create(self, key: StateKey, start_offset: int) -> tuple[SharePartition, Appended]:
         """A share-partition starting at ``start_offset``, written at once (so a restart keeps
         the start ``share.auto.offset.reset`` chose)."""
-        shard = self.shards[self.partition_for(key.placement())]
+        shard = self.shards[self.index_of(key)]
         state = shard.states[key] = SharePartition(start_offset)
-        return state, self.persist(key, state)
+        return state, self.persist(key, state, snapshot=True)
 
-    def persist(self, key: StateKey, state: SharePartition) -> Appended:
-        """Append what changed in ``state`` (a snapshot now and then); returns the append's
-        durability. Nothing changed: done at once."""
-        placement = key.placement()
-        shard = self.shards.get(self.partition_for(placement))
+    def persist(self, key: StateKey, state: SharePartition, snapshot: bool = False) -> Appended:
+        """Append what changed in ``state`` (the whole state now and then, or when asked);
+        returns the append's durability. Nothing changed: the durability of the key's last
+        append (another request may have written this request's changes with its own)."""
+        shard = self.shards.get(self.index_of(key))
         if shard is None:
             return ErrorCode.NOT_COORDINATOR
         changes = state.take_changes()
         count = shard.updates.get(key, UPDATES_PER_SNAPSHOT)
-        if count >= UPDATES_PER_SNAPSHOT:
+        if snapshot or count >= UPDATES_PER_SNAPSHOT:
             record = StateRecord(key, True, state.start_offset, list(state.runs))
             shard.updates[key] = 0
-        else:
+        elif changes:
             record = StateRecord(key, False, state.start_offset, changes)
             shard.updates[key] = count + 1
-        return self._append(placement, [record])
+        else:
+            return shard.appended.get(key, ErrorCode.NONE)
+        try:
+            appended = shard.appended[key] = shard.write([record])
+        except KafkaError as error:
+            return self._write_error(error.code)
+        return appended
 
     async def durable(self, appended: Appended) -> ErrorCode:
         return await self._durable(appended)
