@@ -66,6 +66,15 @@ BROKER_REQUESTS: tuple[str, ...] = (
 )
 
 
+# Served by `bmq serve` only: a share-partition's state is written by the broker that leads the
+# partition, and in a cluster its __share_group_state partition may be another broker's (Kafka
+# writes it there with WriteShareGroupState, which BMQ does not have yet). A cluster broker does
+# not advertise them (as a Kafka broker with share groups disabled), nor does a proxy relay them.
+SINGLE_BROKER_REQUESTS: frozenset[str] = frozenset({
+    "ShareGroupHeartbeatRequest", "ShareGroupDescribeRequest", "ShareFetchRequest",
+    "ShareAcknowledgeRequest"})
+
+
 def handler_module(request_name: str) -> str:
     """The handler module's name for a request class: ``"JoinGroupRequest"`` -> ``join_group``
     (BMQ's own APIs drop their ``Bmq`` prefix)."""

@@ -108,6 +108,9 @@ class ShareCoordinator:
     def __init__(self, host: CoordinatorHost, executor: Executor, views: FetchServer,
                  group_config: Callable[[str], dict[str, str]]) -> None:
         self._host = host
+        # Share groups are served by a single broker (`bmq serve`) only: see
+        # bmq.net.broker_apis.SINGLE_BROKER_REQUESTS.
+        self.enabled = not host.controller_assigns_partitions
         self._views = views
         self._group_config = group_config
         self.state = ShareStateCoordinator(host, executor)
@@ -126,6 +129,8 @@ class ShareCoordinator:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
+        if not self.enabled:
+            return
         self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
 
     async def stop(self) -> None:
