@@ -4,8 +4,12 @@ bad input, and that a refused request changes nothing."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
+from confluent_kafka import Consumer, TopicPartition
+
+from bmq.metadata.topics import SHARE_STATE_TOPIC
 from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import (
     ListGroupsRequest,
@@ -24,7 +28,7 @@ from bmq.protocol.messages.share_fetch_request import (
     FetchTopic,
 )
 from tests.groups.wire import RawClient
-from tests.share.helpers import create_topic, produce, set_group_configs, unique
+from tests.share.helpers import SHARE_ENV, create_topic, produce, set_group_configs, unique
 
 ACCEPT, RELEASE = 1, 2
 
@@ -37,12 +41,13 @@ def heartbeat(client: RawClient, group: str, member: str, epoch: int,
 
 
 def fetch(client: RawClient, group: str, member: str, epoch: int, topic_id: uuid.UUID,
-          acks: list[tuple[int, int, int]] = (), wait_ms: int = 0) -> Any:
+          acks: Sequence[tuple[int, int, int]] = (), wait_ms: int = 0,
+          max_records: int = 100) -> Any:
     batches = [AcknowledgementBatch(first_offset=f, last_offset=last, acknowledge_types=[t])
                for f, last, t in acks]
     return client.call(ShareFetchRequest(
         group_id=group, member_id=member, share_session_epoch=epoch, max_wait_ms=wait_ms,
-        min_bytes=1, max_records=100, batch_size=100, topics=[FetchTopic(
+        min_bytes=1, max_records=max_records, batch_size=max_records, topics=[FetchTopic(
             topic_id=topic_id, partitions=[FetchPartition(
                 partition_index=0, acknowledgement_batches=batches)])]), 1)
 
@@ -141,3 +146,42 @@ def test_bad_acknowledgements_and_sessions_change_nothing(share_broker: Any) -> 
         unknown = fetch(a, group, "a", 5, uuid.uuid4())
         assert {p.error_code for t in unknown.responses for p in t.partitions} == \
             {ErrorCode.UNKNOWN_TOPIC_ID}
+
+
+def test_state_log_compaction_and_a_crash_keep_acknowledgements_and_back_offs(
+        broker_factory: Any) -> None:
+    """Hundreds of small writes compact the share state log (tiny segments); after a kill -9
+    the replay from the compacted log still knows what was acknowledged and which released
+    records wait for their back-off."""
+    broker = broker_factory(env={**SHARE_ENV,
+                                 "BMQ_SHARE_COORDINATOR_STATE_TOPIC_SEGMENT_BYTES": "4096"})
+    topic, group = unique("compact"), unique("g")
+    create_topic(broker.bootstrap, topic, 1)
+    set_group_configs(broker.bootstrap, group, {"share.auto.offset.reset": "earliest",
+                                                "bmq.share.retry.backoff.ms": "600000"})
+    produce(broker.bootstrap, topic, 150, gap_s=0.001)     # one record per batch
+    with RawClient(broker.bootstrap) as client:
+        topic_id = heartbeat(client, group, "a", 0, [topic]).assignment.topic_partitions[0] \
+            .topic_id
+        epoch = 0
+        for offset in range(150):
+            answer = fetch(client, group, "a", epoch, topic_id,
+                           [(offset - 1, offset - 1, RELEASE if offset % 10 == 1 else ACCEPT)]
+                           if offset else [], max_records=1)
+            epoch += 1
+            assert acquired(answer) == [(offset, offset, 1)], offset
+        last = acknowledge(client, group, "a", epoch, topic_id, [(149, 149, ACCEPT)])
+        assert partition_of(last).error_code == ErrorCode.NONE
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": unique("w")})
+    starts = [consumer.get_watermark_offsets(TopicPartition(SHARE_STATE_TOPIC, p), 10)[0]
+              for p in range(3)]
+    consumer.close()
+    assert max(starts) > 0, "the share state log was never compacted"
+    broker.kill()
+    broker.start()
+    produce(broker.bootstrap, topic, 1, start=150)
+    with RawClient(broker.bootstrap) as client:
+        heartbeat(client, group, "b", 0, [topic])
+        # Only the new record: the accepted ones are done, the released ones (1, 11, ...) wait
+        # for their 10-minute back-off.
+        assert acquired(fetch(client, group, "b", 0, topic_id, wait_ms=500)) == [(150, 150, 1)]

@@ -1,4 +1,10 @@
-"""One partition of ``__share_group_state`` and the share-partitions whose state it stores."""
+"""One partition of ``__share_group_state`` and the share-partitions whose state it stores.
+
+The log is compacted the way the offsets log is (bmq.coordinators.groups.shard): after a
+segment's worth of appends, every share-partition's whole state is appended again and the
+records before it are deleted, so the log stays about as large as the live state and a replay
+starts at the snapshots.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +23,8 @@ from bmq.storage import PartitionLog
 from bmq.writepath.partitions import Partition, now_ms
 
 log = logging.getLogger(__name__)
+
+SNAPSHOT_BATCH = 200     # share-partitions per batch of a compaction's snapshots
 
 
 def replay(log_: PartitionLog) -> dict[StateKey, SharePartition]:
@@ -53,6 +61,8 @@ class ShareStateShard:
         self.updates: dict[StateKey, int] = {}
         self.appended: dict[StateKey, asyncio.Future[None]] = {}
         self._executor = executor
+        self._bytes = 0         # appended since the last compaction
+        self._compaction: asyncio.Task[None] | None = None
 
     def __repr__(self) -> str:
         return f"<ShareStateShard {self.index} share-partitions={len(self.states)}>"
@@ -67,7 +77,9 @@ class ShareStateShard:
                      len(self.states), self.index)
 
     def close(self) -> None:
-        """Nothing runs per shard."""
+        if self._compaction is not None:
+            self._compaction.cancel()
+            self._compaction = None
 
     def write(self, entries: list[StateRecord]) -> asyncio.Future[None]:
         partition = self.partition
@@ -76,6 +88,40 @@ class ShareStateShard:
             [(encode_key(e.key, e.snapshot), encode_value(e.start_offset, e.runs))
              for e in entries], now, partition.leader_epoch)
         try:
-            return partition.append_batch(batch, header, now)
+            durable = partition.append_batch(batch, header, now)
         except KafkaError as error:
             raise KafkaError(coordinator_error(error.code), error.message) from error
+        self._bytes += len(batch)
+        if self._bytes >= partition.log.config.segment_bytes and self._compaction is None:
+            self._compaction = asyncio.get_running_loop().create_task(self.compact())
+        return durable
+
+    async def compact(self) -> None:
+        """Append every share-partition's whole state, then drop everything before it."""
+        try:
+            log_ = self.partition.log
+            start = log_.log_end_offset
+            self._bytes = 0
+            keys = list(self.states)
+            waits = []
+            # Appended now, back to back: the snapshots are contiguous in the log.
+            for i in range(0, len(keys), SNAPSHOT_BATCH):
+                chunk = keys[i:i + SNAPSHOT_BATCH]
+                wait = self.write([StateRecord(key, True, self.states[key].start_offset,
+                                               list(self.states[key].runs)) for key in chunk])
+                waits.append(wait)
+                for key in chunk:
+                    self.updates[key] = 0
+                    self.appended[key] = wait
+            if not waits and start > 0:
+                waits.append(self.partition.durable(start - 1))
+            for wait in waits:
+                await asyncio.shield(wait)
+            loop = asyncio.get_running_loop()
+            new_start = await loop.run_in_executor(self._executor, log_.delete_records, start)
+            log.info("compacted share state partition %d: %d share-partitions, log starts at "
+                     "%d", self.index, len(keys), new_start)
+        except KafkaError as error:
+            log.warning("compaction of share state partition %d failed: %s", self.index, error)
+        finally:
+            self._compaction = None
