@@ -10,7 +10,7 @@ from concurrent.futures import Executor
 from dataclasses import replace
 
 from bmq.broker.fetch_views import BrokerFetchViews
-from bmq.broker.group_config import GROUP_CONFIGS
+from bmq.broker.group_config import group_config_defaults
 from bmq.broker.membership import Membership
 from bmq.broker.topic_config import log_config, validate_topic_configs
 from bmq.broker.txn_peers import TxnPeers
@@ -69,6 +69,7 @@ class Broker:
         # The read path in this process: every Fetch goes through its views and record cache.
         self.fetch_views = BrokerFetchViews(config, self.topics, self.partitions, self.partition,
                                             executor)
+        self._group_config_defaults = group_config_defaults(config)
         # Share groups (KIP-932): membership here, share-partition state on its own log.
         self.share = ShareCoordinator(self, executor, self.fetch_views, self.group_config)
         self.coordinators[self.share.state.topic] = self.share.state
@@ -119,7 +120,7 @@ class Broker:
     def group_config(self, group_id: str) -> dict[str, str]:
         """Every group config of ``group_id``: its own values, else the defaults."""
         own = self.group_configs.of(group_id) if self.group_configs is not None else {}
-        return {name: own.get(name, d.default) for name, d in GROUP_CONFIGS.items()}
+        return {**self._group_config_defaults, **own}
 
     def coordinator_node(self, group_id: str) -> BrokerNode | None:
         """The broker coordinating ``group_id``: the owner of its offsets partition."""

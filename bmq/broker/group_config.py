@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bmq.broker.topic_config import ConfigType
+from bmq.config import Config
 from bmq.protocol.errors import ErrorCode, KafkaError
 
 
@@ -56,6 +57,15 @@ GROUP_CONFIGS: dict[str, GroupConfigDef] = {
         "BMQ: the delay before a released or timed-out record is delivered again, by its "
         "delivery count (the last repeats; 0: none, as Kafka)."),
 }
+
+
+def group_config_defaults(config: Config) -> dict[str, str]:
+    """Every group config's default: the broker's ``group.share.*`` settings where Kafka has
+    one (a group's own value overrides it), else the fixed default above."""
+    defaults = {name: d.default for name, d in GROUP_CONFIGS.items()}
+    defaults["share.record.lock.duration.ms"] = str(config.group_share_record_lock_duration_ms)
+    defaults["share.delivery.count.limit"] = str(config.group_share_delivery_count_limit)
+    return defaults
 
 
 def check_group_configs(configs: dict[str, str]) -> None:

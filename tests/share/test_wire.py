@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
 
 from bmq.metadata.topics import SHARE_STATE_TOPIC
 from bmq.protocol.errors import ErrorCode
@@ -185,3 +186,37 @@ def test_state_log_compaction_and_a_crash_keep_acknowledgements_and_back_offs(
         # Only the new record: the accepted ones are done, the released ones (1, 11, ...) wait
         # for their 10-minute back-off.
         assert acquired(fetch(client, group, "b", 0, topic_id, wait_ms=500)) == [(150, 150, 1)]
+
+
+def test_broker_settings_are_the_share_group_configs_defaults(broker_factory: Any) -> None:
+    """group.share.record.lock.duration.ms and group.share.delivery.count.limit (Kafka's
+    broker settings) are the defaults a group's own configs override."""
+    broker = broker_factory(env={**SHARE_ENV, "BMQ_GROUP_SHARE_RECORD_LOCK_DURATION_MS": "7000",
+                                 "BMQ_GROUP_SHARE_DELIVERY_COUNT_LIMIT": "2"})
+    topic, group, other = unique("defaults"), unique("g"), unique("g")
+    create_topic(broker.bootstrap, topic, 1)
+    set_group_configs(broker.bootstrap, group, {"share.auto.offset.reset": "earliest",
+                                                "bmq.share.retry.backoff.ms": "0"})
+    set_group_configs(broker.bootstrap, other, {"share.record.lock.duration.ms": "9000"})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    described = {
+        name: future.result(15) for name, future in admin.describe_configs(
+            [ConfigResource(ConfigResource.Type.GROUP, g) for g in (group, other)]).items()}
+    values = {resource.name: {k: (e.value, e.source) for k, e in configs.items()}
+              for resource, configs in described.items()}
+    assert values[group]["share.delivery.count.limit"] == ("2", ConfigSource.DEFAULT_CONFIG.value)
+    assert values[group]["share.record.lock.duration.ms"][0] == "7000"
+    assert values[other]["share.record.lock.duration.ms"] == (
+        "9000", ConfigSource.GROUP_CONFIG.value)
+    produce(broker.bootstrap, topic, 1)
+    with RawClient(broker.bootstrap) as client:
+        topic_id = heartbeat(client, group, "a", 0, [topic]).assignment.topic_partitions[0] \
+            .topic_id
+        first = fetch(client, group, "a", 0, topic_id)
+        assert first.acquisition_lock_timeout_ms == 7000 and acquired(first) == [(0, 0, 1)]
+        second = fetch(client, group, "a", 1, topic_id, [(0, 0, RELEASE)])
+        assert acquired(second) == [(0, 0, 2)]
+        # The second failed delivery reaches the broker's limit of 2: given up.
+        done = fetch(client, group, "a", 2, topic_id, [(0, 0, RELEASE)], wait_ms=300)
+        assert partition_of(done).acknowledge_error_code == ErrorCode.NONE
+        assert acquired(done) == []
