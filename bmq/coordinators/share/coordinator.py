@@ -28,43 +28,22 @@ from bmq.coordinators.base import CoordinatorHost
 from bmq.coordinators.sharded import Appended
 from bmq.coordinators.share.dlq import dead_letter
 from bmq.coordinators.share.groups import ShareGroups
-from bmq.coordinators.share.partition import (
-    Acquired,
-    DeadLetter,
-    SharePartition,
-    ShareSettings,
-)
+from bmq.coordinators.share.partition import Acquired, DeadLetter, SharePartition, ShareSettings
+from bmq.coordinators.share.reads import aligned_end, read_covering
 from bmq.coordinators.share.records import StateKey
+from bmq.coordinators.share.sessions import ShareSessions, Target, TopicPartition
 from bmq.coordinators.share.state import ShareStateCoordinator
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.primitives import Buffer
-from bmq.protocol.records import iter_batches
 from bmq.readpath.fetch import FetchServer
-from bmq.readpath.partition_view import PartitionView, batches_before, next_offset_of
+from bmq.readpath.partition_view import PartitionView
 from bmq.writepath.partitions import now_ms
 
 log = logging.getLogger(__name__)
 
 SWEEP_S = 0.1          # how often lock expiries, back-offs and member sessions are checked
 DEAD_LETTER_RETRY_MS = 5000
-# A share session unused this long is forgotten (its consumer died without closing it; its
-# records were released when the member left the group or their locks expired).
-SESSION_IDLE_MS = 300_000
-READ_BYTES = 1 << 20
-MAX_EPOCH = 2**31 - 1
-
-TopicPartition = tuple[uuid.UUID, int]
 AckBatch = tuple[int, int, list[int]]        # first offset, last offset, acknowledge types
-
-
-@dataclass(slots=True)
-class ShareSession:
-    used_ms: int
-    next_epoch: int = 1
-    partitions: list[TopicPartition] = field(default_factory=list)
-    # The session's share-partitions, resolved (see ShareCoordinator._target).
-    targets: dict[TopicPartition, _Target] = field(default_factory=dict)
-    rotation: int = 0      # where the next fetch starts, so every partition gets its turn
 
 
 @dataclass(slots=True)
@@ -82,18 +61,9 @@ class _Applied:
     """A partition's acknowledgements, applied in memory."""
 
     result: PartitionResult
-    target: _Target
+    target: Target
     dead: list[DeadLetter]
     appended: Appended = ErrorCode.NONE
-
-
-@dataclass(slots=True)
-class _Target:
-    """A share-partition a request names, resolved."""
-
-    key: StateKey
-    view: PartitionView
-    state: SharePartition
 
 
 def settings_of(configs: dict[str, str]) -> ShareSettings:
@@ -116,7 +86,7 @@ class ShareCoordinator:
         self.state = ShareStateCoordinator(host, executor)
         self.groups = ShareGroups(host.topics, group_config)
         self.groups.on_leave = self._member_left
-        self.sessions: dict[tuple[str, str], ShareSession] = {}
+        self.sessions = ShareSessions()
         self._available: asyncio.Future[None] | None = None
         self._sweeper: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -157,7 +127,7 @@ class ShareCoordinator:
 
     # ------------------------------------------------------------------ share-partitions
     async def _target(self, group_id: str, tp: TopicPartition, settings: ShareSettings,
-                      known: dict[TopicPartition, _Target]) -> _Target:
+                      known: dict[TopicPartition, Target]) -> Target:
         """The share-partition ``tp`` of the group (made on first use), kept in ``known`` (the
         share session's) while it stays valid. Raises KafkaError."""
         target = known.get(tp)
@@ -167,7 +137,7 @@ class ShareCoordinator:
         return target
 
     async def _resolve(self, group_id: str, tp: TopicPartition,
-                       settings: ShareSettings) -> _Target:
+                       settings: ShareSettings) -> Target:
         topic_id, index = tp
         info = self._views.topic_by_id(topic_id)
         if info is None:
@@ -193,7 +163,7 @@ class ShareCoordinator:
             # Retention deleted records the group never finished with: they are gone.
             state.apply(view.log_start_offset, [])
             await self._durable(self.state.persist(key, state, snapshot=True))
-        return _Target(key, view, state)
+        return Target(key, view, state)
 
     async def _durable(self, appended: Appended) -> None:
         error = await self.state.durable(appended)
@@ -201,27 +171,9 @@ class ShareCoordinator:
             raise KafkaError(error)
 
     # ------------------------------------------------------------------ sessions
-    def _session(self, group_id: str, member_id: str, epoch: int,
-                 ) -> tuple[ErrorCode, ShareSession | None]:
-        key = (group_id, member_id)
-        if epoch == 0:
-            self.sessions[key] = ShareSession(now_ms())
-            return ErrorCode.NONE, self.sessions[key]
-        session = self.sessions.get(key)
-        if session is None:
-            return ErrorCode.SHARE_SESSION_NOT_FOUND, None
-        session.used_ms = now_ms()
-        if epoch == -1:
-            return ErrorCode.NONE, session
-        if epoch != session.next_epoch:
-            return ErrorCode.INVALID_SHARE_SESSION_EPOCH, None
-        session.next_epoch = session.next_epoch % MAX_EPOCH + 1
-        return ErrorCode.NONE, session
-
     async def close_session(self, group_id: str, member_id: str) -> None:
         """The member closed its share session: what it still holds is released."""
-        session = self.sessions.pop((group_id, member_id), None)
-        if session is not None:
+        if self.sessions.close(group_id, member_id):
             await self._release_member(group_id, member_id)
 
     def _member_left(self, group_id: str, member_id: str) -> None:
@@ -247,7 +199,7 @@ class ShareCoordinator:
     async def _apply_acks(self, group_id: str, member_id: str, settings: ShareSettings,
                           acks: dict[TopicPartition, list[AckBatch]],
                           results: dict[TopicPartition, PartitionResult],
-                          targets: dict[TopicPartition, _Target]) -> list[_Applied]:
+                          targets: dict[TopicPartition, Target]) -> list[_Applied]:
         """Check each partition's acknowledgements (all or none of them apply) and apply them
         in memory; the caller makes them durable before it answers."""
         applied = []
@@ -327,7 +279,7 @@ class ShareCoordinator:
                           max_records: int, add: dict[TopicPartition, list[AckBatch]],
                           forget: list[TopicPartition]
                           ) -> tuple[ErrorCode, list[PartitionResult]]:
-        error, session = self._session(group_id, member_id, epoch)
+        error, session = self.sessions.use(group_id, member_id, epoch)
         if session is None:
             return error, []
         settings = self.settings(group_id)
@@ -372,7 +324,11 @@ class ShareCoordinator:
         await self._finish(settings, applied, writes)
         for tp, result in results.items():
             if result.acquired:
-                result.records = await read_covering(targets[tp].view, result.acquired)
+                try:
+                    result.records = await read_covering(targets[tp].view, result.acquired)
+                except KafkaError as error:
+                    # Not delivered: the records come back when their lock expires.
+                    result.error, result.acquired = error.code, []
         return ErrorCode.NONE, list(results.values())
 
     def _persist_applied(self, applied: list[_Applied]) -> None:
@@ -380,7 +336,7 @@ class ShareCoordinator:
             item.appended = self.state.persist(item.target.key, item.target.state)
 
     async def _acquire(self, member_id: str, settings: ShareSettings, max_records: int,
-                       targets: list[_Target], results: dict[TopicPartition, PartitionResult]
+                       targets: list[Target], results: dict[TopicPartition, PartitionResult]
                        ) -> list[tuple[PartitionResult, Appended]]:
         """Acquire records of ``targets`` in turn, up to ``max_records`` in all; each
         share-partition that acquired some is written (the answer waits until durable)."""
@@ -389,12 +345,16 @@ class ShareCoordinator:
         for target in targets:
             if left <= 0:
                 break
-            new_end = await aligned_end(target.view, target.state.end_offset, left)
+            tp = (target.key.topic_id, target.key.partition)
+            try:
+                new_end = await aligned_end(target.view, target.state.end_offset, left)
+            except KafkaError as error:       # (retention deleted the log under it, say)
+                results.setdefault(tp, PartitionResult(*tp)).error = error.code
+                continue
             acquired = target.state.acquire(member_id, left, new_end, now_ms(), settings)
             if not acquired:
                 continue
             left -= sum(a.last - a.first + 1 for a in acquired)
-            tp = (target.key.topic_id, target.key.partition)
             result = results.setdefault(tp, PartitionResult(*tp))
             result.acquired = acquired
             writes.append((result, self.state.persist(target.key, target.state)))
@@ -406,7 +366,7 @@ class ShareCoordinator:
                                 ) -> tuple[ErrorCode, list[PartitionResult]]:
         if epoch == 0:
             return ErrorCode.INVALID_SHARE_SESSION_EPOCH, []
-        error, session = self._session(group_id, member_id, epoch)
+        error, session = self.sessions.use(group_id, member_id, epoch)
         if session is None:
             return error, []
         settings = self.settings(group_id)
@@ -429,9 +389,7 @@ class ShareCoordinator:
             try:
                 now = now_ms()
                 self.groups.expire()
-                for owner, session in list(self.sessions.items()):
-                    if now - session.used_ms > SESSION_IDLE_MS:
-                        del self.sessions[owner]
+                self.sessions.forget_idle(now)
                 wake = False
                 for key, state in self.state.all_states():
                     expired, ended, archiving = state.due(since, now)
@@ -453,35 +411,3 @@ class ShareCoordinator:
                     self._wake()
             except Exception:
                 log.exception("share group timers failed")
-
-
-async def aligned_end(view: PartitionView, start: int, want: int) -> int:
-    """Where ``want`` new records from ``start`` end, moved to the end of their last batch,
-    within the high watermark (whole batches: fewer, larger acquisitions)."""
-    high_watermark = view.high_watermark
-    target = start + want - 1
-    if target >= high_watermark - 1:
-        return high_watermark
-    for _, header in iter_batches(await view.read(target, 1)):     # (one whole batch)
-        if header.next_offset > target:
-            return min(header.next_offset, high_watermark)
-        break
-    return target + 1
-
-
-async def read_covering(view: PartitionView,
-                        acquired: list[Acquired]) -> list[Buffer]:
-    """The whole batches holding the acquired records, each batch once, in offset order
-    (views of the record cache: the response is written from them without a copy)."""
-    parts: list[Buffer] = []
-    covered = -1
-    for run in acquired:
-        offset = max(run.first, covered)
-        while offset <= run.last:
-            data = batches_before(await view.read(offset, READ_BYTES), run.last + 1)
-            end = next_offset_of(data)
-            if end <= offset:
-                break
-            parts.append(data)
-            offset = covered = end
-    return parts

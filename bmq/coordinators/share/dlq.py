@@ -13,35 +13,11 @@ from __future__ import annotations
 
 from bmq.coordinators.base import CoordinatorHost
 from bmq.coordinators.share.partition import DeadLetter
+from bmq.coordinators.share.reads import read_records
 from bmq.protocol.errors import ErrorCode, KafkaError
-from bmq.protocol.record_codec import Record, decode_batch, encode_batch
-from bmq.protocol.records import iter_batches
+from bmq.protocol.record_codec import Record, encode_batch
 from bmq.readpath.partition_view import PartitionView
 from bmq.writepath.partitions import now_ms
-
-READ_BYTES = 1 << 20
-
-
-async def read_records(view: PartitionView, first: int, last: int) -> list[Record]:
-    """The records of [first, last] (gaps have none)."""
-    found: list[Record] = []
-    offset = first
-    while offset <= last:
-        data = await view.read(offset, READ_BYTES)
-        moved = False
-        for pos, header in iter_batches(data):
-            if header.next_offset <= offset:
-                continue
-            moved = True
-            offset = header.next_offset
-            if not header.is_control:
-                found += [r for r in decode_batch(memoryview(data)[pos:pos + header.size],
-                                                  header) if first <= r.offset <= last]
-            if offset > last:
-                break
-        if not moved:
-            break
-    return found
 
 
 async def dead_letter(host: CoordinatorHost, view: PartitionView, group_id: str,
