@@ -58,6 +58,9 @@ BROKER_REQUESTS: tuple[str, ...] = (
     "ShareGroupDescribeRequest",
     "ShareFetchRequest",
     "ShareAcknowledgeRequest",
+    "DescribeShareGroupOffsetsRequest",
+    "AlterShareGroupOffsetsRequest",
+    "DeleteShareGroupOffsetsRequest",
     # Inter-broker: transaction markers for partitions another broker owns (cluster mode)
     "WriteTxnMarkersRequest",
     # BMQ-internal: proxies hear of new durable data, and act for their clients
@@ -72,7 +75,8 @@ BROKER_REQUESTS: tuple[str, ...] = (
 # not advertise them (as a Kafka broker with share groups disabled), nor does a proxy relay them.
 SINGLE_BROKER_REQUESTS: frozenset[str] = frozenset({
     "ShareGroupHeartbeatRequest", "ShareGroupDescribeRequest", "ShareFetchRequest",
-    "ShareAcknowledgeRequest"})
+    "ShareAcknowledgeRequest", "DescribeShareGroupOffsetsRequest",
+    "AlterShareGroupOffsetsRequest", "DeleteShareGroupOffsetsRequest"})
 
 
 def handler_module(request_name: str) -> str:

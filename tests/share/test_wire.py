@@ -13,11 +13,25 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
 from bmq.metadata.topics import SHARE_STATE_TOPIC
 from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import (
+    AlterShareGroupOffsetsRequest,
+    DeleteShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsRequest,
     ListGroupsRequest,
     ShareAcknowledgeRequest,
     ShareFetchRequest,
     ShareGroupDescribeRequest,
     ShareGroupHeartbeatRequest,
+)
+from bmq.protocol.messages.alter_share_group_offsets_request import (
+    AlterShareGroupOffsetsRequestPartition,
+    AlterShareGroupOffsetsRequestTopic,
+)
+from bmq.protocol.messages.delete_share_group_offsets_request import (
+    DeleteShareGroupOffsetsRequestTopic,
+)
+from bmq.protocol.messages.describe_share_group_offsets_request import (
+    DescribeShareGroupOffsetsRequestGroup,
+    DescribeShareGroupOffsetsRequestTopic,
 )
 from bmq.protocol.messages.share_acknowledge_request import (
     AcknowledgePartition,
@@ -220,3 +234,60 @@ def test_broker_settings_are_the_share_group_configs_defaults(broker_factory: An
         done = fetch(client, group, "a", 2, topic_id, [(0, 0, RELEASE)], wait_ms=300)
         assert partition_of(done).acknowledge_error_code == ErrorCode.NONE
         assert acquired(done) == []
+
+
+def test_share_group_offsets_described_altered_and_deleted(share_broker: Any) -> None:
+    topic, group = unique("offsets"), unique("g")
+    create_topic(share_broker.bootstrap, topic, 1)
+    set_group_configs(share_broker.bootstrap, group, {"share.auto.offset.reset": "earliest"})
+    produce(share_broker.bootstrap, topic, 10)
+    with RawClient(share_broker.bootstrap) as client:
+        unknown = client.call(DescribeShareGroupOffsetsRequest(groups=[
+            DescribeShareGroupOffsetsRequestGroup(group_id=unique("none"), topics=None)]), 1)
+        assert unknown.groups[0].error_code == ErrorCode.GROUP_ID_NOT_FOUND
+        topic_id = heartbeat(client, group, "a", 0, [topic]).assignment.topic_partitions[0] \
+            .topic_id
+        fetch(client, group, "a", 0, topic_id)
+        acknowledge(client, group, "a", 1, topic_id, [(0, 3, ACCEPT), (5, 5, ACCEPT)])
+
+        def offsets(version: int, every_topic: bool = False) -> Any:
+            topics = None if every_topic else [DescribeShareGroupOffsetsRequestTopic(
+                topic_name=topic, partitions=[0])]
+            answer = client.call(DescribeShareGroupOffsetsRequest(groups=[
+                DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=topics)]), version)
+            (described,) = answer.groups
+            assert described.error_code == ErrorCode.NONE
+            (t,) = described.topics
+            assert (t.topic_name, t.topic_id) == (topic, topic_id)
+            return t.partitions[0]
+
+        assert offsets(1, every_topic=True) == offsets(1)
+        now = offsets(1)
+        assert (now.partition_index, now.start_offset, now.lag) == (0, 4, 5)   # 4, 6-9 left
+        assert offsets(0).lag == -1                                           # v0 has none
+        alter = AlterShareGroupOffsetsRequest(group_id=group, topics=[
+            AlterShareGroupOffsetsRequestTopic(topic_name=topic, partitions=[
+                AlterShareGroupOffsetsRequestPartition(partition_index=0, start_offset=8)])])
+        assert client.call(alter, 0).error_code == ErrorCode.NON_EMPTY_GROUP  # "a" is a member
+        delete = DeleteShareGroupOffsetsRequest(group_id=group, topics=[
+            DeleteShareGroupOffsetsRequestTopic(topic_name=topic)])
+        assert client.call(delete, 0).error_code == ErrorCode.NON_EMPTY_GROUP
+        assert offsets(1).start_offset == 4                                  # unchanged
+        heartbeat(client, group, "a", -1)
+        altered = client.call(alter, 0)
+        assert altered.error_code == ErrorCode.NONE
+        assert altered.responses[0].partitions[0].error_code == ErrorCode.NONE
+        assert offsets(1).start_offset == 8
+        heartbeat(client, group, "b", 0, [topic])
+        assert acquired(fetch(client, group, "b", 0, topic_id)) == [(8, 9, 1)]
+        heartbeat(client, group, "b", -1)
+        deleted = client.call(delete, 0)
+        assert (deleted.error_code, deleted.responses[0].error_code) == \
+            (ErrorCode.NONE, ErrorCode.NONE)
+        assert offsets(1).start_offset == -1
+    # The deletion holds across a restart (a tombstone in the state log); the group starts
+    # over, from the earliest record.
+    share_broker.restart()
+    with RawClient(share_broker.bootstrap) as client:
+        heartbeat(client, group, "c", 0, [topic])
+        assert acquired(fetch(client, group, "c", 0, topic_id)) == [(0, 9, 1)]

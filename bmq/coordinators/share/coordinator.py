@@ -77,7 +77,7 @@ def settings_of(configs: dict[str, str]) -> ShareSettings:
 class ShareCoordinator:
     def __init__(self, host: CoordinatorHost, executor: Executor, views: FetchServer,
                  group_config: Callable[[str], dict[str, str]]) -> None:
-        self._host = host
+        self.host = host
         # Share groups are served by a single broker (`bmq serve`) only: see
         # bmq.net.broker_apis.SINGLE_BROKER_REQUESTS.
         self.enabled = not host.controller_assigns_partitions
@@ -132,7 +132,7 @@ class ShareCoordinator:
         share session's) while it stays valid. Raises KafkaError."""
         target = known.get(tp)
         if target is None or target.view.closed or self.state.state(target.key) is not \
-                target.state or self._host.partitions.get(target.view.topic, tp[1]) is None:
+                target.state or self.host.partitions.get(target.view.topic, tp[1]) is None:
             target = known[tp] = await self._resolve(group_id, tp, settings)
         return target
 
@@ -144,7 +144,7 @@ class ShareCoordinator:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID)
         if not 0 <= index < info.partitions:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        if self._host.partitions.get(info.name, index) is None:
+        if self.host.partitions.get(info.name, index) is None:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         view = await self._views.view(info.name, index)
         if not await self.state.ensure_started():
@@ -259,7 +259,7 @@ class ShareCoordinator:
                     return
                 view = await self._views.view(name, key.partition)
             try:
-                await dead_letter(self._host, view, key.group_id, settings.dlq_topic, dead)
+                await dead_letter(self.host, view, key.group_id, settings.dlq_topic, dead)
             except KafkaError as error:
                 # They stay ARCHIVING (never delivered) until the sweep tries again.
                 self._retry_at[key] = now_ms() + DEAD_LETTER_RETRY_MS

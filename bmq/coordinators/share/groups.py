@@ -156,6 +156,10 @@ class ShareGroups:
         group = self.groups.get(group_id)
         return group is not None and member_id in group.members
 
+    def has_members(self, group_id: str) -> bool:
+        group = self.groups.get(group_id)
+        return group is not None and bool(group.members)
+
     def describe(self, group_id: str) -> ShareGroup:
         group = self.groups.get(group_id)
         if group is None:

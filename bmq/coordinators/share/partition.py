@@ -143,6 +143,11 @@ class SharePartition:
             self.start_offset = runs[drop - 1].last + 1
             del runs[:drop]
 
+    def lag(self, high_watermark: int) -> int:
+        """Records from the start offset to ``high_watermark`` not yet done with."""
+        done = sum(r.last - r.first + 1 for r in self.runs if r.state in DONE)
+        return max(high_watermark - self.start_offset - done, 0)
+
     # ------------------------------------------------------------------ acquiring
     def acquire(self, member: str, max_records: int, new_end: int, now: int,
                 settings: ShareSettings) -> list[Acquired]:

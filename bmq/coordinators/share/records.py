@@ -5,7 +5,8 @@ Value:: int16 version 0, start offset int64, run count int32, per run: first int
         last int64, state int8, delivery count int16, deliverable-from timestamp int64 (ms)
 
 A snapshot is the whole state; an update the start offset and the runs that changed since the
-previous record of the key. A replay applies them in log order. Like Kafka's ShareSnapshot and
+previous record of the key; a null value (a tombstone) deletes the key. A replay applies them
+in log order. Like Kafka's ShareSnapshot and
 ShareUpdate records in spirit; the bytes are BMQ's own.
 """
 
@@ -41,7 +42,7 @@ class StateRecord:
     key: StateKey
     snapshot: bool
     start_offset: int
-    runs: list[Run]
+    runs: list[Run] | None       # None: a tombstone
 
 
 def encode_key(key: StateKey, snapshot: bool) -> bytes:
@@ -67,13 +68,20 @@ def encode_value(start_offset: int, runs: list[Run]) -> bytes:
     return w.getvalue()
 
 
+def decode_key(key_data: bytes) -> StateKey | None:
+    """The key of a record, or None for a key type this version does not know."""
+    r = Reader(key_data)
+    if r.read_int16() not in (SNAPSHOT, UPDATE):
+        return None
+    return StateKey(r.read_string(), r.read_uuid(), r.read_int32())
+
+
 def decode(key_data: bytes, value_data: bytes) -> StateRecord | None:
     """A record of the log, or None for a key type this version does not know."""
-    r = Reader(key_data)
-    kind = r.read_int16()
-    if kind not in (SNAPSHOT, UPDATE):
+    key = decode_key(key_data)
+    if key is None:
         return None
-    key = StateKey(r.read_string(), r.read_uuid(), r.read_int32())
+    snapshot = Reader(key_data).read_int16() == SNAPSHOT
     v = Reader(value_data)
     version = v.read_int16()
     if version != VALUE_VERSION:
@@ -84,4 +92,4 @@ def decode(key_data: bytes, value_data: bytes) -> StateRecord | None:
         first, last = v.read_int64(), v.read_int64()
         state = RecordState(v.read_int8())
         runs.append(Run(first, last, state, v.read_int16(), available_at=v.read_int64()))
-    return StateRecord(key, kind == SNAPSHOT, start, runs)
+    return StateRecord(key, snapshot, start, runs)

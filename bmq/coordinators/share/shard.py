@@ -15,7 +15,14 @@ from concurrent.futures import Executor
 from bmq.coordinators.groups.records import build_batch
 from bmq.coordinators.replay import batch_records, log_batches
 from bmq.coordinators.share.partition import SharePartition
-from bmq.coordinators.share.records import StateKey, StateRecord, decode, encode_key, encode_value
+from bmq.coordinators.share.records import (
+    StateKey,
+    StateRecord,
+    decode,
+    decode_key,
+    encode_key,
+    encode_value,
+)
 from bmq.coordinators.transactions.shard import coordinator_error
 from bmq.protocol.errors import KafkaError
 from bmq.protocol.primitives import DecodeError
@@ -34,9 +41,14 @@ def replay(log_: PartitionLog) -> dict[StateKey, SharePartition]:
         if header.is_control:
             continue
         for record in batch_records(log_, header, batch, start):
-            if record.key is None or record.value is None:
+            if record.key is None:
                 continue
             try:
+                if record.value is None:          # a tombstone: the share-partition is gone
+                    gone = decode_key(record.key)
+                    if gone is not None:
+                        found.pop(gone, None)
+                    continue
                 state = decode(record.key, record.value)
             except (DecodeError, ValueError) as error:
                 log.error("%s: record at offset %d skipped: %s", log_, record.offset, error)
@@ -46,7 +58,7 @@ def replay(log_: PartitionLog) -> dict[StateKey, SharePartition]:
             current = found.get(state.key)
             if state.snapshot or current is None:
                 current = found[state.key] = SharePartition(state.start_offset)
-            current.apply(state.start_offset, state.runs)
+            current.apply(state.start_offset, state.runs or [])
     return found
 
 
@@ -85,7 +97,8 @@ class ShareStateShard:
         partition = self.partition
         now = now_ms()
         batch, header = build_batch(
-            [(encode_key(e.key, e.snapshot), encode_value(e.start_offset, e.runs))
+            [(encode_key(e.key, e.snapshot),
+              None if e.runs is None else encode_value(e.start_offset, e.runs))
              for e in entries], now, partition.leader_epoch)
         try:
             durable = partition.append_batch(batch, header, now)

@@ -121,5 +121,24 @@ class ShareStateCoordinator(ShardedCoordinator[ShareStateShard, StateRecord]):
             return self._write_error(error.code)
         return appended
 
+    def replace(self, key: StateKey, start_offset: int | None) -> Appended:
+        """Start the share-partition afresh at ``start_offset`` (its records' states
+        forgotten), or forget it (None: its next fetch starts it by share.auto.offset.reset);
+        written at once."""
+        shard = self.shards.get(self.index_of(key))
+        if shard is None:
+            return ErrorCode.NOT_COORDINATOR
+        if start_offset is not None:
+            shard.states.pop(key, None)
+            return self.create(key, start_offset)[1]
+        if shard.states.pop(key, None) is None:
+            return ErrorCode.NONE
+        shard.updates.pop(key, None)
+        try:
+            appended = shard.appended[key] = shard.write([StateRecord(key, True, -1, None)])
+        except KafkaError as error:
+            return self._write_error(error.code)
+        return appended
+
     async def durable(self, appended: Appended) -> ErrorCode:
         return await self._durable(appended)

@@ -27,6 +27,12 @@ if TYPE_CHECKING:
     )
     from bmq.protocol.messages.alter_replica_log_dirs_request import AlterReplicaLogDirsRequest
     from bmq.protocol.messages.alter_replica_log_dirs_response import AlterReplicaLogDirsResponse
+    from bmq.protocol.messages.alter_share_group_offsets_request import (
+        AlterShareGroupOffsetsRequest,
+    )
+    from bmq.protocol.messages.alter_share_group_offsets_response import (
+        AlterShareGroupOffsetsResponse,
+    )
     from bmq.protocol.messages.alter_user_scram_credentials_request import (
         AlterUserScramCredentialsRequest,
     )
@@ -53,6 +59,12 @@ if TYPE_CHECKING:
     from bmq.protocol.messages.delete_groups_response import DeleteGroupsResponse
     from bmq.protocol.messages.delete_records_request import DeleteRecordsRequest
     from bmq.protocol.messages.delete_records_response import DeleteRecordsResponse
+    from bmq.protocol.messages.delete_share_group_offsets_request import (
+        DeleteShareGroupOffsetsRequest,
+    )
+    from bmq.protocol.messages.delete_share_group_offsets_response import (
+        DeleteShareGroupOffsetsResponse,
+    )
     from bmq.protocol.messages.delete_topics_request import DeleteTopicsRequest
     from bmq.protocol.messages.delete_topics_response import DeleteTopicsResponse
     from bmq.protocol.messages.describe_acls_request import DescribeAclsRequest
@@ -71,6 +83,12 @@ if TYPE_CHECKING:
     from bmq.protocol.messages.describe_producers_response import DescribeProducersResponse
     from bmq.protocol.messages.describe_quorum_request import DescribeQuorumRequest
     from bmq.protocol.messages.describe_quorum_response import DescribeQuorumResponse
+    from bmq.protocol.messages.describe_share_group_offsets_request import (
+        DescribeShareGroupOffsetsRequest,
+    )
+    from bmq.protocol.messages.describe_share_group_offsets_response import (
+        DescribeShareGroupOffsetsResponse,
+    )
     from bmq.protocol.messages.describe_topic_partitions_request import (
         DescribeTopicPartitionsRequest,
     )
@@ -168,6 +186,8 @@ _MODULES: dict[str, str] = {
     "AlterPartitionReassignmentsResponse": "alter_partition_reassignments_response",
     "AlterReplicaLogDirsRequest": "alter_replica_log_dirs_request",
     "AlterReplicaLogDirsResponse": "alter_replica_log_dirs_response",
+    "AlterShareGroupOffsetsRequest": "alter_share_group_offsets_request",
+    "AlterShareGroupOffsetsResponse": "alter_share_group_offsets_response",
     "AlterUserScramCredentialsRequest": "alter_user_scram_credentials_request",
     "AlterUserScramCredentialsResponse": "alter_user_scram_credentials_response",
     "ApiVersionsRequest": "api_versions_request",
@@ -190,6 +210,8 @@ _MODULES: dict[str, str] = {
     "DeleteGroupsResponse": "delete_groups_response",
     "DeleteRecordsRequest": "delete_records_request",
     "DeleteRecordsResponse": "delete_records_response",
+    "DeleteShareGroupOffsetsRequest": "delete_share_group_offsets_request",
+    "DeleteShareGroupOffsetsResponse": "delete_share_group_offsets_response",
     "DeleteTopicsRequest": "delete_topics_request",
     "DeleteTopicsResponse": "delete_topics_response",
     "DescribeAclsRequest": "describe_acls_request",
@@ -208,6 +230,8 @@ _MODULES: dict[str, str] = {
     "DescribeProducersResponse": "describe_producers_response",
     "DescribeQuorumRequest": "describe_quorum_request",
     "DescribeQuorumResponse": "describe_quorum_response",
+    "DescribeShareGroupOffsetsRequest": "describe_share_group_offsets_request",
+    "DescribeShareGroupOffsetsResponse": "describe_share_group_offsets_response",
     "DescribeTopicPartitionsRequest": "describe_topic_partitions_request",
     "DescribeTopicPartitionsResponse": "describe_topic_partitions_response",
     "DescribeTransactionsRequest": "describe_transactions_request",
@@ -362,6 +386,9 @@ REQUEST_TYPES: Mapping[int, type[Any]] = _ByApiKey(
         77: "ShareGroupDescribeRequest",
         78: "ShareFetchRequest",
         79: "ShareAcknowledgeRequest",
+        90: "DescribeShareGroupOffsetsRequest",
+        91: "AlterShareGroupOffsetsRequest",
+        92: "DeleteShareGroupOffsetsRequest",
         32000: "BmqWatchPartitionsRequest",
         32001: "BmqActAsRequest",
     }
@@ -426,6 +453,9 @@ RESPONSE_TYPES: Mapping[int, type[Any]] = _ByApiKey(
         77: "ShareGroupDescribeResponse",
         78: "ShareFetchResponse",
         79: "ShareAcknowledgeResponse",
+        90: "DescribeShareGroupOffsetsResponse",
+        91: "AlterShareGroupOffsetsResponse",
+        92: "DeleteShareGroupOffsetsResponse",
         32000: "BmqWatchPartitionsResponse",
         32001: "BmqActAsResponse",
     }
@@ -490,6 +520,9 @@ REQUEST_FLEXIBLE_MIN_VERSIONS: dict[int, int | None] = {
     77: 0,
     78: 0,
     79: 0,
+    90: 0,
+    91: 0,
+    92: 0,
     32000: 0,
     32001: 0,
 }
@@ -503,6 +536,7 @@ REQUEST_APIS: dict[str, tuple[int, int, int]] = {
     "AlterConfigsRequest": (33, 0, 2),
     "AlterPartitionReassignmentsRequest": (45, 0, 1),
     "AlterReplicaLogDirsRequest": (34, 1, 2),
+    "AlterShareGroupOffsetsRequest": (91, 0, 0),
     "AlterUserScramCredentialsRequest": (51, 0, 0),
     "ApiVersionsRequest": (18, 0, 4),
     "BmqActAsRequest": (32001, 0, 0),
@@ -513,6 +547,7 @@ REQUEST_APIS: dict[str, tuple[int, int, int]] = {
     "DeleteAclsRequest": (31, 1, 3),
     "DeleteGroupsRequest": (42, 0, 2),
     "DeleteRecordsRequest": (21, 0, 2),
+    "DeleteShareGroupOffsetsRequest": (92, 0, 0),
     "DeleteTopicsRequest": (20, 1, 6),
     "DescribeAclsRequest": (29, 1, 3),
     "DescribeClientQuotasRequest": (48, 0, 1),
@@ -522,6 +557,7 @@ REQUEST_APIS: dict[str, tuple[int, int, int]] = {
     "DescribeLogDirsRequest": (35, 1, 5),
     "DescribeProducersRequest": (61, 0, 0),
     "DescribeQuorumRequest": (55, 0, 2),
+    "DescribeShareGroupOffsetsRequest": (90, 0, 1),
     "DescribeTopicPartitionsRequest": (75, 0, 0),
     "DescribeTransactionsRequest": (65, 0, 0),
     "DescribeUserScramCredentialsRequest": (50, 0, 0),
@@ -574,6 +610,8 @@ __all__ = [
     "AlterPartitionReassignmentsResponse",
     "AlterReplicaLogDirsRequest",
     "AlterReplicaLogDirsResponse",
+    "AlterShareGroupOffsetsRequest",
+    "AlterShareGroupOffsetsResponse",
     "AlterUserScramCredentialsRequest",
     "AlterUserScramCredentialsResponse",
     "ApiVersionsRequest",
@@ -596,6 +634,8 @@ __all__ = [
     "DeleteGroupsResponse",
     "DeleteRecordsRequest",
     "DeleteRecordsResponse",
+    "DeleteShareGroupOffsetsRequest",
+    "DeleteShareGroupOffsetsResponse",
     "DeleteTopicsRequest",
     "DeleteTopicsResponse",
     "DescribeAclsRequest",
@@ -614,6 +654,8 @@ __all__ = [
     "DescribeProducersResponse",
     "DescribeQuorumRequest",
     "DescribeQuorumResponse",
+    "DescribeShareGroupOffsetsRequest",
+    "DescribeShareGroupOffsetsResponse",
     "DescribeTopicPartitionsRequest",
     "DescribeTopicPartitionsResponse",
     "DescribeTransactionsRequest",
