@@ -403,7 +403,7 @@ class ShareCoordinator:
                         continue
                     settings = self.settings(key.group_id)
                     dead = state.expire_locks(now, settings)
-                    self.state.persist(key, state)
+                    _log_failure(key, self.state.persist(key, state))
                     self._spawn(self._settle_dead(key, state, settings, dead))
                     wake = True
                 since = now
@@ -411,3 +411,17 @@ class ShareCoordinator:
                     self._wake()
             except Exception:
                 log.exception("share group timers failed")
+
+
+def _log_failure(key: StateKey, appended: Appended) -> None:
+    """A write nobody waits for (the sweep's): its failure is logged, not left unretrieved.
+    The records stay released in memory; a restart makes them deliverable anyway."""
+    def done(future: asyncio.Future[None]) -> None:
+        if not future.cancelled() and future.exception() is not None:
+            log.warning("share state of %s not written: %s", key, future.exception())
+
+    if isinstance(appended, ErrorCode):
+        if appended != ErrorCode.NONE:
+            log.warning("share state of %s not written: %s", key, appended.name)
+    else:
+        appended.add_done_callback(done)

@@ -15,6 +15,7 @@ delivery (acquired records, acknowledgements) is in the share-group state log.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -22,6 +23,8 @@ from dataclasses import dataclass, field
 from bmq.metadata.topics import TopicRegistry
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.writepath.partitions import now_ms
+
+log = logging.getLogger(__name__)
 
 GROUP_TYPE_SHARE = "share"
 ASSIGNOR = "simple"
@@ -99,7 +102,7 @@ class ShareGroups:
         if epoch == -1:
             if group is None or member_id not in group.members:
                 return HeartbeatAnswer(ErrorCode.UNKNOWN_MEMBER_ID)
-            self._remove(group, member_id)
+            self._remove(group, member_id, "left")
             return HeartbeatAnswer(ErrorCode.NONE, member_id, -1, interval)
         if epoch == 0:
             if topics is None:
@@ -111,6 +114,8 @@ class ShareGroups:
             if member is None:
                 member = group.members[member_id] = ShareMember(member_id, client_id,
                                                                 client_host)
+                log.info("member %s (client %s) joined share group %s", member_id, client_id,
+                         group_id)
             member.sent = None
         else:
             if group is None:
@@ -140,8 +145,9 @@ class ShareGroups:
         member.sent = member.assignment
         return HeartbeatAnswer(ErrorCode.NONE, member.member_id, member.epoch, interval, send)
 
-    def _remove(self, group: ShareGroup, member_id: str) -> None:
+    def _remove(self, group: ShareGroup, member_id: str, why: str) -> None:
         del group.members[member_id]
+        log.info("member %s %s share group %s", member_id, why, group.group_id)
         group.epoch += 1
         self.on_leave(group.group_id, member_id)
 
@@ -150,7 +156,7 @@ class ShareGroups:
         now = now_ms()
         for group in self.groups.values():
             for member in [m for m in group.members.values() if m.expires_ms <= now]:
-                self._remove(group, member.member_id)
+                self._remove(group, member.member_id, "timed out of")
 
     def is_member(self, group_id: str, member_id: str) -> bool:
         group = self.groups.get(group_id)
