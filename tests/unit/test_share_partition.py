@@ -150,3 +150,17 @@ def test_replaying_snapshots_and_updates_rebuilds_the_state(snapshot_every: int)
         [(r.first, r.last, r.state, r.count, r.available_at) for r in live.runs]
     replayed.restarted()
     assert all(r.state != RecordState.ACQUIRED for r in replayed.runs)
+
+
+def test_finished_records_behind_a_waiting_one_stay_one_run() -> None:
+    """A released record with a long back-off holds the start offset; the records acquired and
+    accepted after it, fetch after fetch, are kept as one run, not one per fetch."""
+    sp = SharePartition(0)
+    sp.acquire("a", 1, 1, 0, SETTINGS)
+    sp.acknowledge(0, 0, RELEASE, 0, ShareSettings(backoff_ms=(10**9,)))
+    for n in range(100):
+        first = 1 + n * 10
+        assert sp.acquire("a", 10, first + 10, 0, SETTINGS) == [Acquired(first, first + 9, 1)]
+        sp.acknowledge(first, first + 4, ACCEPT, 0, SETTINGS)
+        sp.acknowledge(first + 5, first + 9, ACCEPT, 0, SETTINGS)
+    assert states(sp) == [(0, 0, RecordState.AVAILABLE, 1), (1, 1000, RecordState.ACKNOWLEDGED, 1)]

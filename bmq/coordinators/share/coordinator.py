@@ -298,12 +298,12 @@ class ShareCoordinator:
         for tp in forget:
             if tp in session.partitions:
                 session.partitions.remove(tp)
+        fetched = []
         for tp in session.partitions:
             try:
-                await self._target(group_id, tp, settings, targets)
+                fetched.append(await self._target(group_id, tp, settings, targets))
             except KafkaError as failure:
                 results.setdefault(tp, PartitionResult(*tp)).error = failure.code
-        fetched = [targets[tp] for tp in session.partitions if tp in targets]
         if fetched:      # every partition gets its turn to be first
             session.rotation = (session.rotation + 1) % len(fetched)
             fetched = fetched[session.rotation:] + fetched[:session.rotation]

@@ -217,10 +217,25 @@ class SharePartition:
         self._advance()
         return dead
 
+    def _merge_done(self, lo: int, hi: int) -> None:
+        """Join neighbouring finished runs of one state among runs[lo:hi]: behind a record
+        that waits (a long back-off holds the start offset), later acknowledged records then
+        stay one run instead of one per fetch."""
+        i = max(lo, 1)
+        while i < min(hi, len(self.runs)):
+            before, run = self.runs[i - 1], self.runs[i]
+            if run.state in DONE and run.state == before.state:
+                before.last = run.last
+                del self.runs[i]
+                hi -= 1
+            else:
+                i += 1
+
     def _settle(self, first: int, last: int, ack: AckType, now: int,
                 settings: ShareSettings) -> list[DeadLetter]:
         dead: list[DeadLetter] = []
-        for i in self._span(first, last):
+        span = self._span(first, last)
+        for i in span:
             run = self.runs[i]
             if ack == AckType.RENEW:
                 run.deadline = now + settings.lock_ms
@@ -235,6 +250,7 @@ class SharePartition:
                 dead += self._release(run, now, settings)
             run.member = ""
             self._changed(run)
+        self._merge_done(span.start, span.stop + 1)
         return dead
 
     def _release(self, run: Run, now: int, settings: ShareSettings) -> list[DeadLetter]:
