@@ -95,6 +95,32 @@ def test_release_is_redelivered_after_the_back_off_and_later_records_flow(
         consumer.close()
 
 
+def test_acknowledgements_sent_by_close_hold(share_broker: Any) -> None:
+    """A consumer that acknowledges its records and closes without committing: librdkafka
+    leaves the group, then sends the acknowledgements as it closes its share session. They
+    hold: nothing is delivered again."""
+    topic, group = unique("close"), unique("g")
+    create_topic(share_broker.bootstrap, topic, 2)
+    set_group_configs(share_broker.bootstrap, group, {**EARLIEST,
+                                                      "bmq.share.retry.backoff.ms": "0"})
+    produce(share_broker.bootstrap, topic, 50)
+    first = share_consumer(share_broker.bootstrap, group, topic)
+    got = 0
+    deadline = time.monotonic() + 30
+    while got < 50 and time.monotonic() < deadline:
+        for m in first.poll(0.5):
+            first.acknowledge(m, AcknowledgeType.ACCEPT)
+            got += 1
+    first.close()
+    assert got == 50
+    second = share_consumer(share_broker.bootstrap, group, topic)
+    try:
+        again = [m.offset() for _ in range(6) for m in second.poll(0.5)]
+    finally:
+        second.close()
+    assert again == []
+
+
 def _dead_letters(bootstrap: str, topic: str, count: int) -> list[Any]:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("dlq-reader"),
                          "auto.offset.reset": "earliest"})

@@ -291,3 +291,25 @@ def test_share_group_offsets_described_altered_and_deleted(share_broker: Any) ->
     with RawClient(share_broker.bootstrap) as client:
         heartbeat(client, group, "c", 0, [topic])
         assert acquired(fetch(client, group, "c", 0, topic_id)) == [(0, 9, 1)]
+
+
+def test_acknowledgements_after_leaving_the_group_hold(share_broker: Any) -> None:
+    """What librdkafka's close() sends: the leave heartbeat, then the last acknowledgements
+    with epoch -1. The member's locks belong to its share session, so they still count."""
+    topic, group = unique("leave"), unique("g")
+    create_topic(share_broker.bootstrap, topic, 1)
+    set_group_configs(share_broker.bootstrap, group, {"share.auto.offset.reset": "earliest",
+                                                      "bmq.share.retry.backoff.ms": "0"})
+    produce(share_broker.bootstrap, topic, 5)
+    with RawClient(share_broker.bootstrap) as client:
+        topic_id = heartbeat(client, group, "a", 0, [topic]).assignment.topic_partitions[0] \
+            .topic_id
+        assert acquired(fetch(client, group, "a", 0, topic_id)) == [(0, 4, 1)]
+        assert heartbeat(client, group, "a", -1).error_code == ErrorCode.NONE
+        last = acknowledge(client, group, "a", -1, topic_id, [(0, 4, ACCEPT)])
+        assert partition_of(last).error_code == ErrorCode.NONE
+        # The session is closed: nothing more under it.
+        assert fetch(client, group, "a", 1, topic_id).error_code == \
+            ErrorCode.SHARE_SESSION_NOT_FOUND
+        heartbeat(client, group, "b", 0, [topic])
+        assert acquired(fetch(client, group, "b", 0, topic_id, wait_ms=300)) == []

@@ -85,7 +85,6 @@ class ShareCoordinator:
         self._group_config = group_config
         self.state = ShareStateCoordinator(host, executor)
         self.groups = ShareGroups(host.topics, group_config)
-        self.groups.on_leave = self._member_left
         self.sessions = ShareSessions()
         self._available: asyncio.Future[None] | None = None
         self._sweeper: asyncio.Task[None] | None = None
@@ -172,15 +171,12 @@ class ShareCoordinator:
 
     # ------------------------------------------------------------------ sessions
     async def close_session(self, group_id: str, member_id: str) -> None:
-        """The member closed its share session: what it still holds is released."""
+        """The member closed its share session: what it still holds is released. (Leaving
+        the group releases nothing: librdkafka leaves first and then sends its last
+        acknowledgements, closing the session; as in Kafka, a share-partition's locks belong to
+        the share session, and otherwise expire.)"""
         if self.sessions.close(group_id, member_id):
             await self._release_member(group_id, member_id)
-
-    def _member_left(self, group_id: str, member_id: str) -> None:
-        """A member left the group (or timed out): what it holds is released. Its share
-        session stays until it closes it (a closing consumer leaves the group first, then
-        acknowledges with epoch -1) or stays unused for long (``_sweep``)."""
-        self._spawn(self._release_member(group_id, member_id))
 
     async def _release_member(self, group_id: str, member_id: str) -> None:
         settings = self.settings(group_id)

@@ -77,8 +77,6 @@ class ShareGroups:
         self._topics = topics
         self._config = group_config
         self.groups: dict[str, ShareGroup] = {}
-        # Called with (group id, member id) when a member leaves or is removed.
-        self.on_leave: Callable[[str, str], None] = lambda group, member: None
 
     def _assignment(self, topics: Iterable[str]) -> Assignment:
         assignment: Assignment = {}
@@ -149,7 +147,6 @@ class ShareGroups:
         del group.members[member_id]
         log.info("member %s %s share group %s", member_id, why, group.group_id)
         group.epoch += 1
-        self.on_leave(group.group_id, member_id)
 
     def expire(self) -> None:
         """Remove the members whose session timed out."""
