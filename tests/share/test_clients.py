@@ -121,6 +121,31 @@ def test_acknowledgements_sent_by_close_hold(share_broker: Any) -> None:
     assert again == []
 
 
+def test_implicit_acknowledgement(share_broker: Any) -> None:
+    """librdkafka's default mode: a poll's records are accepted by the next poll or commit."""
+    topic, group = unique("implicit"), unique("g")
+    create_topic(share_broker.bootstrap, topic, 2)
+    set_group_configs(share_broker.bootstrap, group, EARLIEST)
+    produce(share_broker.bootstrap, topic, 200)
+    consumer = ShareConsumer({"bootstrap.servers": share_broker.bootstrap, "group.id": group})
+    consumer.subscribe([topic])
+    seen: Counter[bytes] = Counter()
+    try:
+        deadline = time.monotonic() + 30
+        while sum(seen.values()) < 200 and time.monotonic() < deadline:
+            seen.update(m.value() for m in consumer.poll(0.5) if m.error() is None)
+        consumer.commit_sync()
+    finally:
+        consumer.close()
+    assert set(seen.values()) == {1} and len(seen) == 200
+    again = ShareConsumer({"bootstrap.servers": share_broker.bootstrap, "group.id": group})
+    again.subscribe([topic])
+    try:
+        assert [m for _ in range(4) for m in again.poll(0.5)] == []
+    finally:
+        again.close()
+
+
 def _dead_letters(bootstrap: str, topic: str, count: int) -> list[Any]:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("dlq-reader"),
                          "auto.offset.reset": "earliest"})

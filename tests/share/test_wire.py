@@ -7,7 +7,8 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from confluent_kafka import Consumer, TopicPartition
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
 
 from bmq.metadata.topics import SHARE_STATE_TOPIC
@@ -313,3 +314,11 @@ def test_acknowledgements_after_leaving_the_group_hold(share_broker: Any) -> Non
             ErrorCode.SHARE_SESSION_NOT_FOUND
         heartbeat(client, group, "b", 0, [topic])
         assert acquired(fetch(client, group, "b", 0, topic_id, wait_ms=300)) == []
+
+
+@pytest.mark.parametrize("name", ["__consumer_offsets", SHARE_STATE_TOPIC, "no spaces!", "."])
+def test_a_dead_letter_topic_must_be_a_legal_user_topic(share_broker: Any, name: str) -> None:
+    with pytest.raises(KafkaException) as refused:
+        set_group_configs(share_broker.bootstrap, unique("g"),
+                          {"errors.deadletterqueue.topic.name": name})
+    assert refused.value.args[0].code() == KafkaError.INVALID_CONFIG
