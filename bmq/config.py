@@ -78,6 +78,16 @@ class Config:
     group_min_session_timeout_ms: int = 6000
     group_max_session_timeout_ms: int = 1_800_000
     group_max_size: int = 2**31 - 1
+    # KIP-848 consumer groups (group.protocol=consumer; docs/groups.md): a member is removed
+    # when no heartbeat came for this long (a group's consumer.session.timeout.ms overrides).
+    group_consumer_session_timeout_ms: int = 45_000
+    # How often members heartbeat while their group is stable (consumer.heartbeat.interval.ms
+    # overrides); while it reconciles they are asked to heartbeat every 100 ms at most.
+    group_consumer_heartbeat_interval_ms: int = 5_000
+    # The server-side assignors members may name (uniform, range); the first is the default.
+    group_consumer_assignors: str = "uniform,range"
+    # Members per KIP-848 group (GROUP_MAX_SIZE_REACHED beyond).
+    group_consumer_max_size: int = 2**31 - 1
     offsets_topic_num_partitions: int = 50
     offsets_topic_segment_bytes: int = 104_857_600
     offsets_retention_minutes: int = 10080
@@ -242,6 +252,10 @@ KAFKA_NAMES: dict[str, str] = {
     "group_min_session_timeout_ms": "group.min.session.timeout.ms",
     "group_max_session_timeout_ms": "group.max.session.timeout.ms",
     "group_max_size": "group.max.size",
+    "group_consumer_session_timeout_ms": "group.consumer.session.timeout.ms",
+    "group_consumer_heartbeat_interval_ms": "group.consumer.heartbeat.interval.ms",
+    "group_consumer_assignors": "group.consumer.assignors",
+    "group_consumer_max_size": "group.consumer.max.size",
     "offsets_topic_num_partitions": "offsets.topic.num.partitions",
     "offsets_topic_segment_bytes": "offsets.topic.segment.bytes",
     "offsets_retention_minutes": "offsets.retention.minutes",

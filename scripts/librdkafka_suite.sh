@@ -15,9 +15,10 @@
 #   TESTS               test numbers to run, comma-separated [all]
 #   RUN_ARGS            test-runner arguments [-p1 -Q -E -L: one test at a time, quick mode,
 #                       no socket-emulation tests, no broker-less tests]
-#   TEST_KAFKA_VERSION  the broker version the suite assumes [its own default, 2.4.0.0; with
-#                       4.0.0 it also leaves out what Kafka 4 removed, e.g. 0052's
-#                       message format v0/v1 producers, and runs the share-group tests]
+#   TEST_KAFKA_VERSION  the broker version the suite assumes [4.0.0: BMQ answers as Kafka 4
+#                       does, so the suite leaves out what Kafka 4 removed (0052's and 0092's
+#                       message format v0/v1 producers) and expects Kafka 4's error codes
+#                       (0081); the suite's own default, 2.4.0.0, expects a 2.4 broker's]
 #
 # The source is built once (./configure, make libs, make -C tests build) into the cache and
 # reused; nothing of librdkafka is ever written into this repository. The broker is
@@ -36,6 +37,7 @@ repo="${LIBRDKAFKA_REPO:-https://github.com/confluentinc/librdkafka.git}"
 cache="${BMQ_LIBRDKAFKA_CACHE:-$HOME/.cache/bmq-librdkafka}/v$version"
 src="$cache/librdkafka"
 run_args="${RUN_ARGS:--p1 -Q -E -L}"
+export TEST_KAFKA_VERSION="${TEST_KAFKA_VERSION:-4.0.0}"
 
 # Build dependencies: a C/C++ tool chain and the codecs' headers, so that the library has
 # the same features (gzip, lz4, zstd, TLS) as the one the wheel ships.

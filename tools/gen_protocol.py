@@ -7,8 +7,9 @@ the copies bundled in the installed ``kafka`` (kafka-python) package.  For every
 module with a slotted dataclass per struct and straight-line ``read``/``write`` functions with
 ``if version ...`` conditionals, like Kafka's Java generator does.  ``__init__.py`` gets the
 ``REQUEST_TYPES``/``RESPONSE_TYPES`` registries and imports each module on first use.  BMQ's
-own internal APIs (proxy <-> broker, api keys from 32000 up) are specs in the same format under
-``bmq/protocol/specs/``.
+own internal APIs (proxy <-> broker, api keys from 32000 up), and the few Kafka APIs that
+kafka-python's copy lacks (ConsumerGroupHeartbeat, ConsumerGroupDescribe), are specs in the same
+format under ``bmq/protocol/specs/``.
 
 Usage::
 
@@ -345,7 +346,7 @@ def load_message(path: Path) -> MessageSpec:
 
 def spec_paths() -> list[Path]:
     d = schema_dir()
-    # Kafka's specs, then BMQ's own internal APIs (api keys from 32000 up), same format.
+    # Kafka's specs, then BMQ's own (its internal APIs, and Kafka APIs kafka-python lacks).
     paths = sorted(d.glob("*.json")) + sorted(INTERNAL_SPEC_DIR.glob("*.json"))
     out = []
     for p in paths:

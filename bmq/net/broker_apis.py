@@ -35,6 +35,8 @@ BROKER_REQUESTS: tuple[str, ...] = (
     "ListGroupsRequest",
     "DeleteGroupsRequest",
     "OffsetDeleteRequest",
+    "ConsumerGroupHeartbeatRequest",
+    "ConsumerGroupDescribeRequest",
     # Security: SASL authentication, SCRAM credentials, ACLs, quotas
     "SaslHandshakeRequest",
     "SaslAuthenticateRequest",

@@ -107,6 +107,7 @@ class ErrorCode(IntEnum):
     INELIGIBLE_REPLICA = 107
     NEW_LEADER_ELECTED = 108
     OFFSET_MOVED_TO_TIERED_STORAGE = 109
+    # KIP-848 consumer groups (110-113, 128) and KIP-932 share groups (110, 121-124)
     FENCED_MEMBER_EPOCH = 110
     UNRELEASED_INSTANCE_ID = 111
     UNSUPPORTED_ASSIGNOR = 112
@@ -122,7 +123,7 @@ class ErrorCode(IntEnum):
     SHARE_SESSION_NOT_FOUND = 122
     INVALID_SHARE_SESSION_EPOCH = 123
     FENCED_STATE_EPOCH = 124
-
+    INVALID_REGULAR_EXPRESSION = 128
 
 class KafkaError(Exception):
     """An error a handler reports to the client as a Kafka error code."""

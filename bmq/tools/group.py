@@ -46,7 +46,7 @@ def _state(description: Any) -> str:
 @output_option
 @connection_options
 def list_(conn: Connection, output: str) -> None:
-    """List consumer groups with their state.
+    """List consumer groups with their state and protocol (classic, or KIP-848's consumer).
 
     \b
     Example:
@@ -55,14 +55,21 @@ def list_(conn: Connection, output: str) -> None:
     result = conn.wait(conn.admin().list_consumer_groups(request_timeout=conn.timeout),
                        "cannot list groups")
     rows = sorted((g.group_id, str(getattr(g.state, "name", g.state)),
-                   "simple" if g.is_simple_consumer_group else "consumer")
+                   "simple" if g.is_simple_consumer_group else "consumer", _protocol(g))
                   for g in result.valid)
     if output == "json":
-        print_json([{"group": g, "state": s, "type": t} for g, s, t in rows])
+        print_json([{"group": g, "state": s, "type": t, "protocol": p} for g, s, t, p in rows])
     else:
-        print_table(None, ("GROUP", "STATE", "TYPE"), rows)
+        print_table(None, ("GROUP", "STATE", "TYPE", "PROTOCOL"), rows)
     for error in result.errors:
         say(f"warning: {error}")
+
+
+def _protocol(group: Any) -> str:
+    """The group's protocol as ListGroups v5 / ConsumerGroupDescribe tell it (KIP-848)."""
+    kind = getattr(group, "type", None)
+    name = str(getattr(kind, "name", kind or "unknown")).lower()
+    return "-" if name == "unknown" else name
 
 
 def _describe(conn: Connection, group_id: str) -> Any:
@@ -124,7 +131,7 @@ def describe_group(conn: Connection, group_id: str) -> dict[str, Any]:
         })
     coordinator = description.coordinator
     return {
-        "group": group_id, "state": state,
+        "group": group_id, "state": state, "protocol": _protocol(description),
         "assignor": description.partition_assignor or None,
         "coordinator": f"{coordinator.id} ({coordinator.host}:{coordinator.port})"
         if coordinator else None,
@@ -150,7 +157,8 @@ def describe(conn: Connection, group_ids: Sequence[str], output: str) -> None:
         print_json(docs if len(docs) > 1 else docs[0])
         return
     for doc in docs:
-        click.echo(f"Group {doc['group']}: {doc['state']}, {counted(doc['members'], 'member')}, "
+        click.echo(f"Group {doc['group']}: {doc['state']}, protocol {doc['protocol']}, "
+                   f"{counted(doc['members'], 'member')}, "
                    f"assignor {doc['assignor'] or '-'}, coordinator {doc['coordinator'] or '-'}, "
                    f"total lag {doc['total_lag']}")
         print_table(None, ("TOPIC", "PARTITION", "COMMITTED", "END", "LAG", "CONSUMER-ID",

@@ -1,8 +1,9 @@
 """A group consumer process for the tests: confluent-kafka, kafka-python or aiokafka.
 
-Run as ``python worker.py CLIENT BOOTSTRAP GROUP TOPIC [options]``. It consumes one message at a
-time, "processes" it (sleeps ``--delay``), commits offset+1 synchronously, and only then reports
-it. Events go to stdout as JSON lines:
+Run as ``python worker.py CLIENT BOOTSTRAP GROUP TOPIC [options]`` (``--protocol consumer``:
+confluent-kafka with KIP-848's ``group.protocol=consumer``, ``--strategy`` its remote assignor).
+It consumes one message at a time, "processes" it (sleeps ``--delay``), commits offset+1
+synchronously, and only then reports it. Events go to stdout as JSON lines:
 
     {"event": "assigned", "partitions": [..]}     incremental or full, as the client reports
     {"event": "revoked", "partitions": [..]}
@@ -36,17 +37,40 @@ def emit(event: str, **fields: Any) -> None:
     sys.stdout.flush()
 
 
+def commit_confluent(consumer: Any, offset: Any) -> None:
+    """A synchronous commit. Under KIP-848 a commit racing the heartbeat that moves the member
+    to a new epoch gets STALE_MEMBER_EPOCH, which librdkafka leaves to the application for
+    manual commits: try again once the new epoch is known (the partition is still ours, a
+    revocation only happens between messages)."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    for attempt in range(50):
+        try:
+            consumer.commit(offsets=[offset], asynchronous=False)
+            return
+        except KafkaException as error:
+            if error.args[0].code() != KafkaError.STALE_MEMBER_EPOCH or attempt == 49:
+                raise
+            time.sleep(0.05)
+
+
 def run_confluent(args: argparse.Namespace) -> None:
     from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-    conf = {
+    conf: dict[str, Any] = {
         "bootstrap.servers": args.bootstrap, "broker.address.family": "v4",
         "group.id": args.group, "auto.offset.reset": "earliest",
-        "enable.auto.commit": False, "session.timeout.ms": args.session_ms,
-        "heartbeat.interval.ms": args.heartbeat_ms,
-        "partition.assignment.strategy": args.strategy or "range,roundrobin",
-        "topic.metadata.refresh.interval.ms": 1000,
+        "enable.auto.commit": False, "topic.metadata.refresh.interval.ms": 1000,
     }
+    if args.protocol == "consumer":
+        # KIP-848: the broker owns the timings and the assignor.
+        conf["group.protocol"] = "consumer"
+        if args.strategy:
+            conf["group.remote.assignor"] = args.strategy
+    else:
+        conf.update({"session.timeout.ms": args.session_ms,
+                     "heartbeat.interval.ms": args.heartbeat_ms,
+                     "partition.assignment.strategy": args.strategy or "range,roundrobin"})
     if args.instance:
         conf["group.instance.id"] = args.instance
     consumer = Consumer(conf)
@@ -65,8 +89,8 @@ def run_confluent(args: argparse.Namespace) -> None:
         time.sleep(args.delay)
         emit("committing", p=msg.partition(), o=msg.offset())
         try:
-            consumer.commit(offsets=[TopicPartition(msg.topic(), msg.partition(),
-                                                    msg.offset() + 1)], asynchronous=False)
+            commit_confluent(consumer, TopicPartition(msg.topic(), msg.partition(),
+                                                      msg.offset() + 1))
         except KafkaException as error:
             emit("commit_failed", p=msg.partition(), o=msg.offset(), error=str(error))
             continue
@@ -169,6 +193,7 @@ def main() -> None:
     parser.add_argument("--heartbeat-ms", type=int, default=300)
     parser.add_argument("--strategy", default="")
     parser.add_argument("--instance", default=None)
+    parser.add_argument("--protocol", choices=["classic", "consumer"], default="classic")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     {"confluent": run_confluent, "kafka-python": run_kafka_python,

@@ -6,52 +6,71 @@ broker waits for its own request timeout, as with Kafka)."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.failover_clients import AiokafkaProducer
-from tests.cluster.conftest import ClusterFactory
+from tests.cluster.conftest import Cluster, ClusterFactory
 from tests.cluster.workload import SteadyProducer, verify
-from tests.proxy.conftest import Proxies
+from tests.proxy.conftest import Proxies, ProxyProcess
 
 PARTITIONS = 6
 FROZEN_S = 15.0
 
 
-def test_frozen_broker_behind_a_proxy_does_not_hold_up_its_producers(
-        cluster_factory: ClusterFactory, proxies: Proxies) -> None:
+def _cluster_with_proxy(cluster_factory: ClusterFactory, proxies: Proxies,
+                        topic: str) -> tuple[Cluster, ProxyProcess]:
     cluster = cluster_factory(brokers=3)
     proxy = proxies(cluster)
     admin = AdminClient({"bootstrap.servers": proxy.bootstrap})
-    for future in admin.create_topics([NewTopic("frozen", PARTITIONS, 1)]).values():
+    for future in admin.create_topics([NewTopic(topic, PARTITIONS, 1)]).values():
         future.result(30)
-    cluster.wait_writable("frozen")
+    cluster.wait_writable(topic)
+    return cluster, proxy
+
+
+@contextlib.contextmanager
+def _broker_2_frozen(cluster: Cluster, topic: str, producer: Any,
+                     on_pause: Callable[[], None] = lambda: None) -> Iterator[float]:
+    """SIGSTOP broker 2 (``on_pause`` just before) until its partitions are writable elsewhere
+    and the producer has acks from their new owners (yields how long that took), then SIGCONT
+    and wait for it to own partitions again."""
+    time.sleep(1.5)
+    moved = [p for p, owner in cluster.owners(topic).items() if owner == 2]
+    assert moved
+    frozen = cluster.brokers[2]
+    on_pause()
+    paused = time.monotonic()
+    frozen.pause()
+    try:
+        cluster.wait_writable(topic, owners={1, 3}, timeout=20)
+        cluster.wait_for(
+            lambda: all(any(t > paused for t in producer.ack_times[p]) for p in moved),
+            FROZEN_S - (time.monotonic() - paused), "acks from the new owners while frozen")
+        yield time.monotonic() - paused
+    finally:
+        frozen.resume()
+    cluster.wait_for(lambda: bool([p for p, o in cluster.owners(topic).items() if o == 2]),
+                     30, "broker 2 back")
+    time.sleep(1)
+
+
+def test_frozen_broker_behind_a_proxy_does_not_hold_up_its_producers(
+        cluster_factory: ClusterFactory, proxies: Proxies) -> None:
+    cluster, proxy = _cluster_with_proxy(cluster_factory, proxies, "frozen")
     # librdkafka's own request timeout (30 s) is longer than the freeze: only the proxy's
     # answer can move the producer on before SIGCONT.
     producer = SteadyProducer(proxy.bootstrap, "frozen", PARTITIONS, rate=300).start()
     try:
-        time.sleep(1.5)
-        moved = [p for p, owner in cluster.owners("frozen").items() if owner == 2]
-        assert moved
-        frozen = cluster.brokers[2]
-        paused = time.monotonic()
-        frozen.pause()
-        try:
-            cluster.wait_writable("frozen", owners={1, 3}, timeout=20)
-            cluster.wait_for(
-                lambda: all(any(t > paused for t in producer.ack_times[p]) for p in moved),
-                FROZEN_S - (time.monotonic() - paused), "acks from the new owners while frozen")
-            took = time.monotonic() - paused
+        with _broker_2_frozen(cluster, "frozen", producer) as took:
             print(f"SIGSTOP behind a proxy: every moved partition acknowledged again within "
                   f"{took:.2f}s")
-        finally:
-            frozen.resume()
-        cluster.wait_for(lambda: bool([p for p, o in cluster.owners("frozen").items()
-                                       if o == 2]), 30, "broker 2 back")
-        time.sleep(1)
     finally:
         producer.stop()
     assert not producer.failed, producer.failed[:5]
@@ -64,34 +83,13 @@ def test_a_producer_behind_a_proxy_sees_no_error_when_a_frozen_brokers_partition
     """aiokafka, told NOT_LEADER_OR_FOLLOWER, asks a node its last Metadata listed for new
     metadata (at random: the frozen broker too) and sends the proxy nothing until it answers
     (40 s later, or at SIGCONT). The proxy holds the batches instead: no error reaches it."""
-    cluster = cluster_factory(brokers=3)
-    proxy = proxies(cluster)
-    admin = AdminClient({"bootstrap.servers": proxy.bootstrap})
-    for future in admin.create_topics([NewTopic("held", PARTITIONS, 1)]).values():
-        future.result(30)
-    cluster.wait_writable("held")
+    cluster, proxy = _cluster_with_proxy(cluster_factory, proxies, "held")
     producer = AiokafkaProducer(proxy.bootstrap, "held", PARTITIONS, rate=300).start()
     try:
-        time.sleep(1.5)
-        moved = [p for p, owner in cluster.owners("held").items() if owner == 2]
-        assert moved
-        frozen = cluster.brokers[2]
         caplog.set_level(logging.WARNING, logger="aiokafka")
-        caplog.clear()
-        paused = time.monotonic()
-        frozen.pause()
-        try:
-            cluster.wait_writable("held", owners={1, 3}, timeout=20)
-            cluster.wait_for(
-                lambda: all(any(t > paused for t in producer.ack_times[p]) for p in moved),
-                FROZEN_S - (time.monotonic() - paused), "acks from the new owners while frozen")
+        with _broker_2_frozen(cluster, "held", producer, on_pause=caplog.clear):
             errors = [r.getMessage() for r in caplog.records if r.name.startswith("aiokafka")]
-        finally:
-            frozen.resume()
         assert not errors, errors[:5]
-        cluster.wait_for(lambda: bool([p for p, o in cluster.owners("held").items()
-                                       if o == 2]), 30, "broker 2 back")
-        time.sleep(1)
     finally:
         producer.stop()
     assert not producer.failed, producer.failed[:5]
@@ -103,12 +101,7 @@ def test_idempotent_producer_behind_a_proxy_through_a_rolling_restart(
     """While a draining owner answers batch N NOT_LEADER_OR_FOLLOWER, batch N+1 must not reach
     the new owner first: librdkafka's idempotent producer takes the new owner's
     OUT_OF_ORDER_SEQUENCE_NUMBER as fatal. The proxy keeps each partition's batches in order."""
-    cluster = cluster_factory(brokers=3)
-    proxy = proxies(cluster)
-    admin = AdminClient({"bootstrap.servers": proxy.bootstrap})
-    for future in admin.create_topics([NewTopic("rolled", PARTITIONS, 1)]).values():
-        future.result(30)
-    cluster.wait_writable("rolled")
+    cluster, proxy = _cluster_with_proxy(cluster_factory, proxies, "rolled")
     producer = SteadyProducer(proxy.bootstrap, "rolled", PARTITIONS, rate=500).start()
     try:
         time.sleep(1.5)

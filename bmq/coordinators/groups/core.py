@@ -9,6 +9,7 @@ and the pending-sync timeout. Nothing polls.
 from __future__ import annotations
 
 import asyncio
+import logging
 from abc import abstractmethod
 from concurrent.futures import Executor
 
@@ -22,11 +23,14 @@ from bmq.coordinators.groups.group import (
     answer_join,
     answer_sync,
 )
+from bmq.coordinators.groups.records import ConsumerGroupKey
 from bmq.coordinators.groups.shard import Entry, OffsetsShard, coordinator_error
 from bmq.coordinators.sharded import ShardedCoordinator, internal_topic_configs
 from bmq.metadata.topics import OFFSETS_TOPIC
 from bmq.protocol.errors import ErrorCode
 from bmq.writepath.partitions import Partition, now_ms
+
+log = logging.getLogger(__name__)
 
 PREPARING = GroupState.PREPARING_REBALANCE
 COMPLETING = GroupState.COMPLETING_REBALANCE
@@ -58,6 +62,7 @@ class GroupCoordinatorCore(ShardedCoordinator[OffsetsShard, Entry]):
         for group in shard.groups.values():
             for member in group.members.values():
                 self._schedule_expiry(group, member, member.session_timeout_ms)
+        self._consumer_shard_loaded(shard)
 
     def _shard_unloaded(self, shard: OffsetsShard) -> None:
         """Waiting members must move to the new coordinator."""
@@ -70,11 +75,25 @@ class GroupCoordinatorCore(ShardedCoordinator[OffsetsShard, Entry]):
             for handle in group.pending_members.values():
                 if handle is not None:
                     handle.cancel()
+            if group.consumer is not None:
+                for consumer_member in group.consumer.members.values():
+                    consumer_member.cancel_timers()
         shard.groups.clear()
 
     @abstractmethod
     def _on_member_expired(self, group: Group, member: Member) -> None:
         """A member's session (or its join) timed out."""
+
+    @abstractmethod
+    def _consumer_shard_loaded(self, shard: OffsetsShard) -> None:
+        """Start the timers of the shard's KIP-848 members."""
+
+    def _forget_consumer_group(self, group: Group) -> None:
+        """An empty KIP-848 group becomes a classic one (its offsets stay)."""
+        if group.consumer is not None:
+            group.consumer = None
+            log.info("group %s now uses the classic protocol", group.group_id)
+            self._append(group.group_id, [(ConsumerGroupKey(group.group_id), None)])
 
     def coordinator_error(self, group_id: str | None, allow_empty: bool = False) -> ErrorCode:
         """Kafka's validateGroupStatus: NONE if this broker can serve the group now."""

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TypeVar
 
+from bmq.coordinators.groups.consumer_group import ConsumerGroup
 from bmq.coordinators.groups.records import GroupValue, MemberValue, OffsetValue
 from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import ConsumerProtocolSubscription
@@ -31,6 +32,7 @@ log = logging.getLogger(__name__)
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 GROUP_TYPE_CLASSIC = "classic"
+GROUP_TYPE_CONSUMER = "consumer"
 
 TopicPartition = tuple[str, int]
 _T = TypeVar("_T")
@@ -169,6 +171,8 @@ class Group:
         self.sync_timer: asyncio.TimerHandle | None = None
         self.initial_delay = False
         self.initial_delay_cap = 0.0
+        # A KIP-848 group's state (consumer_protocol.py); its classic side is then empty.
+        self.consumer: ConsumerGroup | None = None
 
     def __repr__(self) -> str:
         return (f"<Group {self.group_id} {self.state.value} gen={self.generation} "
@@ -177,6 +181,20 @@ class Group:
     # ---------------------------------------------------------------------------- state
     def is_(self, state: GroupState) -> bool:
         return self.state is state
+
+    @property
+    def group_type(self) -> str:
+        return GROUP_TYPE_CLASSIC if self.consumer is None else GROUP_TYPE_CONSUMER
+
+    @property
+    def state_name(self) -> str:
+        """Kafka's name of the group's state, as ListGroups and describes report it."""
+        return self.state.value if self.consumer is None else self.consumer.state
+
+    def is_empty(self) -> bool:
+        """No members of either protocol."""
+        return self.is_(GroupState.EMPTY) and (self.consumer is None or
+                                                not self.consumer.members)
 
     def transition_to(self, state: GroupState, now_ms: int) -> None:
         if self.state not in _VALID_PREVIOUS[state]:
@@ -330,6 +348,8 @@ class Group:
         return topics
 
     def is_subscribed_to(self, topic: str) -> bool:
+        if self.consumer is not None:
+            return topic in self.consumer.topics
         # Unknown subscriptions count as subscribed: never delete what might be in use.
         return self.subscribed_topics is None or topic in self.subscribed_topics
 
@@ -363,6 +383,9 @@ class Group:
 
     def expired_offsets(self, now_ms: int, retention_ms: int) -> list[TopicPartition]:
         """Kafka's offset expiration rules (KIP-211)."""
+        if self.consumer is not None:
+            # KIP-848 groups: by commit time, except topics the group subscribes to.
+            return self._expired(now_ms, retention_ms, skip=set(self.consumer.topics))
         if self.protocol_type is not None and self.is_(GroupState.EMPTY):
             # No members: everything expires retention_ms after the group became empty.
             return self._expired(now_ms, retention_ms, use_state_timestamp=True)

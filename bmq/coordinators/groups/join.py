@@ -53,6 +53,11 @@ class JoinGroupProtocol(RebalanceProtocol):
             return JoinResult(error, request.member_id)
         unknown = request.member_id == ""
         group = self.group(request.group_id)
+        if group is not None and group.consumer is not None:
+            if group.consumer.members:
+                # BMQ does not mix classic members into KIP-848 groups (see docs/groups.md).
+                return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, request.member_id)
+            self._forget_consumer_group(group)
         if group is None:
             if not unknown:
                 return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, request.member_id)

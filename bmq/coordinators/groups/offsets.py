@@ -49,9 +49,13 @@ class OffsetStore(GroupCoordinatorCore):
             self._expiry_task = None
 
     def _validate_commit(self, group: Group, generation_id: int, member_id: str,
-                         group_instance_id: str | None) -> ErrorCode:
+                         group_instance_id: str | None, api_version: int = 8,
+                         transactional: bool = False) -> ErrorCode:
         if group.is_(DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if group.consumer is not None:
+            return self._validate_consumer_commit(group, generation_id, member_id,
+                                                  api_version, transactional)
         if generation_id >= 0 or member_id != "" or group_instance_id is not None:
             if group.is_static_member_fenced(group_instance_id, member_id):
                 return ErrorCode.FENCED_INSTANCE_ID
@@ -65,6 +69,24 @@ class OffsetStore(GroupCoordinatorCore):
         if group.is_(COMPLETING):
             # Its generation is current, so it got the JoinGroup response: sync, then commit.
             return ErrorCode.REBALANCE_IN_PROGRESS
+        return ErrorCode.NONE
+
+    @staticmethod
+    def _validate_consumer_commit(group: Group, member_epoch: int, member_id: str,
+                                  api_version: int, transactional: bool) -> ErrorCode:
+        """Kafka's ConsumerGroup.validateOffsetCommit: a KIP-848 member commits with its
+        current member epoch (OffsetCommit v9+)."""
+        consumer = group.consumer
+        assert consumer is not None
+        if member_epoch < 0 and not consumer.members:
+            return ErrorCode.NONE      # admin tools, or a consumer outside the group
+        member = consumer.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if not transactional and api_version < 9:
+            return ErrorCode.UNSUPPORTED_VERSION
+        if member_epoch != member.member_epoch:
+            return ErrorCode.STALE_MEMBER_EPOCH
         return ErrorCode.NONE
 
     async def commit_offsets(self, group_id: str, generation_id: int, member_id: str,
@@ -85,7 +107,7 @@ class OffsetStore(GroupCoordinatorCore):
                              else ErrorCode.ILLEGAL_GENERATION)
             if group is not None:
                 error = self._validate_commit(group, generation_id, member_id,
-                                              group_instance_id)
+                                              group_instance_id, api_version)
         if error != ErrorCode.NONE or group is None:
             return dict.fromkeys(offsets, error)
         member = group.members.get(member_id)
@@ -161,9 +183,9 @@ class OffsetStore(GroupCoordinatorCore):
         if group is None or group.is_(DEAD):
             return ErrorCode.GROUP_ID_NOT_FOUND, {}
         results: dict[TopicPartition, ErrorCode] = {}
-        if group.is_(EMPTY):
+        if group.is_empty():
             eligible = list(partitions)
-        elif group.protocol_type == CONSUMER_PROTOCOL_TYPE:
+        elif group.protocol_type == CONSUMER_PROTOCOL_TYPE or group.consumer is not None:
             eligible = []
             for tp in partitions:
                 if group.is_subscribed_to(tp[0]):
@@ -187,7 +209,7 @@ class OffsetStore(GroupCoordinatorCore):
 
     def _maybe_retire(self, group: Group) -> bool:
         """An empty group without offsets is gone (Kafka: Empty -> Dead, tombstone)."""
-        if not group.is_(EMPTY) or group.has_offsets():
+        if not group.is_empty() or group.has_offsets():
             return False
         group.transition_to(DEAD, now_ms())
         self._cancel_timers(group)

@@ -10,6 +10,7 @@ Keys (int16 ``key_type`` first)::
 
     key_type 1  offset commit   group_id string, topic string, partition int32
     key_type 2  group metadata  group_id string
+    key_type 3  consumer group  group_id string (a KIP-848 group's whole state)
 
 Values (int16 ``version`` first; only version 0 exists)::
 
@@ -22,6 +23,16 @@ Values (int16 ``version`` first; only version 0 exists)::
                        session_timeout_ms int32, subscription bytes (the member's metadata for
                        the selected protocol), assignment bytes
 
+    consumer group v0  group_epoch int32, assignment_epoch int32, topic count int32, per
+                       subscribed topic: name string, id uuid, partitions int32; member count
+                       int32, per member: member_id string, instance_id nullable string,
+                       rack_id nullable string, client_id string, client_host string,
+                       rebalance_timeout_ms int32, topic names (int32 count, strings),
+                       topic regex nullable string, server assignor nullable string,
+                       member_epoch int32, previous_member_epoch int32, state int8,
+                       then three assignments (assigned, pending revocation, target), each
+                       int32 topic count and per topic: id uuid, int32 count, partitions int32
+
 The layout follows the idea (not the bytes) of Kafka's OffsetCommitKey/Value and
 GroupMetadataKey/Value; a reader skips records whose key type it does not know, so new kinds of
 record can be added later without breaking older replays.
@@ -30,6 +41,7 @@ record can be added later without breaking older replays.
 from __future__ import annotations
 
 import struct
+import uuid
 from dataclasses import dataclass, field
 
 import crc32c
@@ -47,6 +59,7 @@ from bmq.protocol.records import (
 
 KEY_OFFSET_COMMIT = 1
 KEY_GROUP_METADATA = 2
+KEY_CONSUMER_GROUP = 3
 VALUE_VERSION = 0
 
 _BATCH_HEAD = struct.Struct(">qiibIhiqqqhii")
@@ -61,6 +74,11 @@ class OffsetKey:
 
 @dataclass(frozen=True, slots=True)
 class GroupKey:
+    group_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupKey:
     group_id: str
 
 
@@ -95,8 +113,42 @@ class GroupValue:
     members: list[MemberValue] = field(default_factory=list)
 
 
-Key = OffsetKey | GroupKey
-Value = OffsetValue | GroupValue
+# Topic id -> partitions.
+Assignment = dict[uuid.UUID, set[int]]
+
+
+@dataclass(eq=False, slots=True)
+class ConsumerMemberValue:
+    """A KIP-848 member as stored; ``consumer_group.ConsumerMember`` adds its timers."""
+
+    member_id: str
+    instance_id: str | None = None
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    rebalance_timeout_ms: int = 300_000
+    subscribed_topic_names: tuple[str, ...] = ()
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    member_epoch: int = 0
+    previous_member_epoch: int = 0
+    state: int = 0                      # consumer_group.MemberState
+    assigned: Assignment = field(default_factory=dict)
+    pending_revocation: Assignment = field(default_factory=dict)
+    target: Assignment = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class ConsumerGroupValue:
+    group_epoch: int
+    assignment_epoch: int
+    # Subscribed topic name -> (topic id, partitions) when the group epoch last moved.
+    topics: dict[str, tuple[uuid.UUID, int]]
+    members: list[ConsumerMemberValue]
+
+
+Key = OffsetKey | GroupKey | ConsumerGroupKey
+Value = OffsetValue | GroupValue | ConsumerGroupValue
 
 
 # ---------------------------------------------------------------------------------- encoding
@@ -108,8 +160,11 @@ def encode_key(key: Key) -> bytes:
         w.write_string(key.group_id)
         w.write_string(key.topic)
         w.write_int32(key.partition)
-    else:
+    elif isinstance(key, GroupKey):
         w.write_int16(KEY_GROUP_METADATA)
+        w.write_string(key.group_id)
+    else:
+        w.write_int16(KEY_CONSUMER_GROUP)
         w.write_string(key.group_id)
     return w.getvalue()
 
@@ -146,11 +201,53 @@ def encode_group_value(value: GroupValue) -> bytes:
     return w.getvalue()
 
 
+def _write_assignment(w: Writer, assignment: Assignment) -> None:
+    w.write_int32(len(assignment))
+    for topic_id, partitions in sorted(assignment.items()):
+        w.write_uuid(topic_id)
+        w.write_int32(len(partitions))
+        for index in sorted(partitions):
+            w.write_int32(index)
+
+
+def encode_consumer_group_value(value: ConsumerGroupValue) -> bytes:
+    w = Writer()
+    w.write_int16(VALUE_VERSION)
+    w.write_int32(value.group_epoch)
+    w.write_int32(value.assignment_epoch)
+    w.write_int32(len(value.topics))
+    for name, (topic_id, partitions) in sorted(value.topics.items()):
+        w.write_string(name)
+        w.write_uuid(topic_id)
+        w.write_int32(partitions)
+    w.write_int32(len(value.members))
+    for m in value.members:
+        w.write_string(m.member_id)
+        w.write_nullable_string(m.instance_id)
+        w.write_nullable_string(m.rack_id)
+        w.write_string(m.client_id)
+        w.write_string(m.client_host)
+        w.write_int32(m.rebalance_timeout_ms)
+        w.write_int32(len(m.subscribed_topic_names))
+        for name in m.subscribed_topic_names:
+            w.write_string(name)
+        w.write_nullable_string(m.subscribed_topic_regex)
+        w.write_nullable_string(m.server_assignor)
+        w.write_int32(m.member_epoch)
+        w.write_int32(m.previous_member_epoch)
+        w.write_int8(m.state)
+        for assignment in (m.assigned, m.pending_revocation, m.target):
+            _write_assignment(w, assignment)
+    return w.getvalue()
+
+
 def encode_value(value: Value | None) -> bytes | None:
     if value is None:
         return None
     if isinstance(value, OffsetValue):
         return encode_offset_value(value)
+    if isinstance(value, ConsumerGroupValue):
+        return encode_consumer_group_value(value)
     return encode_group_value(value)
 
 
@@ -164,6 +261,8 @@ def decode_key(data: bytes) -> Key | None:
         return OffsetKey(r.read_string(), r.read_string(), r.read_int32())
     if key_type == KEY_GROUP_METADATA:
         return GroupKey(r.read_string())
+    if key_type == KEY_CONSUMER_GROUP:
+        return ConsumerGroupKey(r.read_string())
     return None
 
 
@@ -199,6 +298,43 @@ def decode_group_value(data: bytes) -> GroupValue:
     return value
 
 
+def _count(r: Reader) -> int:
+    count = r.read_int32()
+    if count < 0:
+        raise DecodeError(f"negative count {count}")
+    return count
+
+
+def _read_assignment(r: Reader) -> Assignment:
+    assignment: Assignment = {}
+    for _ in range(_count(r)):
+        topic_id = r.read_uuid()
+        assignment[topic_id] = {r.read_int32() for _ in range(_count(r))}
+    return assignment
+
+
+def decode_consumer_group_value(data: bytes) -> ConsumerGroupValue:
+    r = Reader(data)
+    _version(r)
+    value = ConsumerGroupValue(group_epoch=r.read_int32(), assignment_epoch=r.read_int32(),
+                               topics={}, members=[])
+    for _ in range(_count(r)):
+        name = r.read_string()
+        value.topics[name] = (r.read_uuid(), r.read_int32())
+    for _ in range(_count(r)):
+        value.members.append(ConsumerMemberValue(
+            member_id=r.read_string(), instance_id=r.read_nullable_string(),
+            rack_id=r.read_nullable_string(), client_id=r.read_string(),
+            client_host=r.read_string(), rebalance_timeout_ms=r.read_int32(),
+            subscribed_topic_names=tuple(r.read_string() for _ in range(_count(r))),
+            subscribed_topic_regex=r.read_nullable_string(),
+            server_assignor=r.read_nullable_string(), member_epoch=r.read_int32(),
+            previous_member_epoch=r.read_int32(), state=r.read_int8(),
+            assigned=_read_assignment(r), pending_revocation=_read_assignment(r),
+            target=_read_assignment(r)))
+    return value
+
+
 def decode_record(key: bytes | None,
                   value: bytes | None) -> tuple[Key, Value | None] | None:
     """A record of the offsets log as (key, value or None for a tombstone); None to skip it."""
@@ -211,6 +347,8 @@ def decode_record(key: bytes | None,
         return decoded, None
     if isinstance(decoded, OffsetKey):
         return decoded, decode_offset_value(value)
+    if isinstance(decoded, ConsumerGroupKey):
+        return decoded, decode_consumer_group_value(value)
     return decoded, decode_group_value(value)
 
 

@@ -22,8 +22,11 @@ import asyncio
 import logging
 from concurrent.futures import Executor
 
+from bmq.coordinators.groups.consumer_group import ConsumerGroup
 from bmq.coordinators.groups.group import Group, TopicPartition
 from bmq.coordinators.groups.records import (
+    ConsumerGroupKey,
+    ConsumerGroupValue,
     GroupKey,
     GroupValue,
     Key,
@@ -57,6 +60,7 @@ class LoadedState:
     def __init__(self) -> None:
         self.offsets: dict[str, dict[TopicPartition, OffsetValue]] = {}
         self.groups: dict[str, GroupValue | None] = {}
+        self.consumer_groups: dict[str, ConsumerGroupValue | None] = {}
         self.records = 0
         self.skipped = 0
         # Producer id -> its open transaction's offset records (no marker yet).
@@ -72,6 +76,9 @@ class LoadedState:
                     group_offsets.pop(tp, None)
             elif isinstance(value, OffsetValue):
                 self.offsets.setdefault(key.group_id, {})[tp] = value
+        elif isinstance(key, ConsumerGroupKey):
+            if value is None or isinstance(value, ConsumerGroupValue):
+                self.consumer_groups[key.group_id] = value
         elif value is None or isinstance(value, GroupValue):
             self.groups[key.group_id] = value
 
@@ -83,11 +90,15 @@ class LoadedState:
         for group_id, value in self.groups.items():
             if value is not None:
                 live[GroupKey(group_id)] = value
+        for group_id, consumer in self.consumer_groups.items():
+            if consumer is not None:
+                live[ConsumerGroupKey(group_id)] = consumer
         return live
 
     def group_ids(self) -> set[str]:
         ids = {g for g, offsets in self.offsets.items() if offsets}
         ids.update(g for g, value in self.groups.items() if value is not None)
+        ids.update(g for g, value in self.consumer_groups.items() if value is not None)
         return ids
 
 
@@ -151,8 +162,11 @@ class OffsetsShard:
                         (key.topic, key.partition)] = value
         now = now_ms()
         for group_id in state.group_ids():
-            self.groups[group_id] = Group.from_value(
+            group = self.groups[group_id] = Group.from_value(
                 group_id, state.groups.get(group_id), state.offsets.get(group_id, {}), now)
+            consumer = state.consumer_groups.get(group_id)
+            if consumer is not None:
+                group.consumer = ConsumerGroup.from_value(group_id, consumer)
         # Offsets of transactions still open are pending in their groups (require_stable).
         for by_group in self.txn_offsets.values():
             for group_id, offsets in by_group.items():
@@ -249,4 +263,5 @@ def tombstones(group_id: str, partitions: list[TopicPartition],
     entries: list[Entry] = [(OffsetKey(group_id, t, p), None) for t, p in partitions]
     if group_too:
         entries.append((GroupKey(group_id), None))
+        entries.append((ConsumerGroupKey(group_id), None))
     return entries

@@ -33,7 +33,7 @@ class TxnOffsetStore(OffsetStore):
                 error = ErrorCode.ILLEGAL_GENERATION
             else:
                 error = self._validate_commit(group, generation_id, member_id,
-                                              group_instance_id)
+                                              group_instance_id, transactional=True)
         if error != ErrorCode.NONE or group is None or not offsets:
             return dict.fromkeys(offsets, error)
         shard = self._shard(group_id)

@@ -45,6 +45,12 @@ if TYPE_CHECKING:
     from bmq.protocol.messages.bmq_act_as_response import BmqActAsResponse
     from bmq.protocol.messages.bmq_watch_partitions_request import BmqWatchPartitionsRequest
     from bmq.protocol.messages.bmq_watch_partitions_response import BmqWatchPartitionsResponse
+    from bmq.protocol.messages.consumer_group_describe_request import ConsumerGroupDescribeRequest
+    from bmq.protocol.messages.consumer_group_describe_response import ConsumerGroupDescribeResponse
+    from bmq.protocol.messages.consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest
+    from bmq.protocol.messages.consumer_group_heartbeat_response import (
+        ConsumerGroupHeartbeatResponse,
+    )
     from bmq.protocol.messages.consumer_protocol_assignment import ConsumerProtocolAssignment
     from bmq.protocol.messages.consumer_protocol_subscription import ConsumerProtocolSubscription
     from bmq.protocol.messages.create_acls_request import CreateAclsRequest
@@ -196,6 +202,10 @@ _MODULES: dict[str, str] = {
     "BmqActAsResponse": "bmq_act_as_response",
     "BmqWatchPartitionsRequest": "bmq_watch_partitions_request",
     "BmqWatchPartitionsResponse": "bmq_watch_partitions_response",
+    "ConsumerGroupDescribeRequest": "consumer_group_describe_request",
+    "ConsumerGroupDescribeResponse": "consumer_group_describe_response",
+    "ConsumerGroupHeartbeatRequest": "consumer_group_heartbeat_request",
+    "ConsumerGroupHeartbeatResponse": "consumer_group_heartbeat_response",
     "ConsumerProtocolAssignment": "consumer_protocol_assignment",
     "ConsumerProtocolSubscription": "consumer_protocol_subscription",
     "CreateAclsRequest": "create_acls_request",
@@ -380,6 +390,8 @@ REQUEST_TYPES: Mapping[int, type[Any]] = _ByApiKey(
         61: "DescribeProducersRequest",
         65: "DescribeTransactionsRequest",
         66: "ListTransactionsRequest",
+        68: "ConsumerGroupHeartbeatRequest",
+        69: "ConsumerGroupDescribeRequest",
         74: "ListConfigResourcesRequest",
         75: "DescribeTopicPartitionsRequest",
         76: "ShareGroupHeartbeatRequest",
@@ -447,6 +459,8 @@ RESPONSE_TYPES: Mapping[int, type[Any]] = _ByApiKey(
         61: "DescribeProducersResponse",
         65: "DescribeTransactionsResponse",
         66: "ListTransactionsResponse",
+        68: "ConsumerGroupHeartbeatResponse",
+        69: "ConsumerGroupDescribeResponse",
         74: "ListConfigResourcesResponse",
         75: "DescribeTopicPartitionsResponse",
         76: "ShareGroupHeartbeatResponse",
@@ -514,6 +528,8 @@ REQUEST_FLEXIBLE_MIN_VERSIONS: dict[int, int | None] = {
     61: 0,
     65: 0,
     66: 0,
+    68: 0,
+    69: 0,
     74: 0,
     75: 0,
     76: 0,
@@ -541,6 +557,8 @@ REQUEST_APIS: dict[str, tuple[int, int, int]] = {
     "ApiVersionsRequest": (18, 0, 4),
     "BmqActAsRequest": (32001, 0, 0),
     "BmqWatchPartitionsRequest": (32000, 0, 0),
+    "ConsumerGroupDescribeRequest": (69, 0, 1),
+    "ConsumerGroupHeartbeatRequest": (68, 0, 1),
     "CreateAclsRequest": (30, 1, 3),
     "CreatePartitionsRequest": (37, 0, 3),
     "CreateTopicsRequest": (19, 2, 7),
@@ -620,6 +638,10 @@ __all__ = [
     "BmqActAsResponse",
     "BmqWatchPartitionsRequest",
     "BmqWatchPartitionsResponse",
+    "ConsumerGroupDescribeRequest",
+    "ConsumerGroupDescribeResponse",
+    "ConsumerGroupHeartbeatRequest",
+    "ConsumerGroupHeartbeatResponse",
     "ConsumerProtocolAssignment",
     "ConsumerProtocolSubscription",
     "CreateAclsRequest",
