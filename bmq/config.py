@@ -98,6 +98,15 @@ class Config:
     transaction_state_log_num_partitions: int = 50
     # Segment size of __transaction_state.
     transaction_state_log_segment_bytes: int = 104_857_600
+    # Share groups (docs/share-groups.md): partitions of __share_group_state, which keeps
+    # each share-partition's state.
+    share_coordinator_state_topic_num_partitions: int = 50
+    # Segment size of __share_group_state; also how much is written between compactions.
+    share_coordinator_state_topic_segment_bytes: int = 104_857_600
+    # The default of a share group's share.record.lock.duration.ms.
+    group_share_record_lock_duration_ms: int = 30_000
+    # The default of a share group's share.delivery.count.limit.
+    group_share_delivery_count_limit: int = 5
     # The longest transaction.timeout.ms a producer may ask for (INVALID_TRANSACTION_TIMEOUT).
     transaction_max_timeout_ms: int = 900_000
     # How often the coordinator aborts transactions open longer than their timeout.
@@ -254,6 +263,11 @@ KAFKA_NAMES: dict[str, str] = {
     "offset_metadata_max_bytes": "offset.metadata.max.bytes",
     "transaction_state_log_num_partitions": "transaction.state.log.num.partitions",
     "transaction_state_log_segment_bytes": "transaction.state.log.segment.bytes",
+    "share_coordinator_state_topic_num_partitions":
+        "share.coordinator.state.topic.num.partitions",
+    "share_coordinator_state_topic_segment_bytes": "share.coordinator.state.topic.segment.bytes",
+    "group_share_record_lock_duration_ms": "group.share.record.lock.duration.ms",
+    "group_share_delivery_count_limit": "group.share.delivery.count.limit",
     "transaction_max_timeout_ms": "transaction.max.timeout.ms",
     "transaction_abort_timed_out_transaction_cleanup_interval_ms":
         "transaction.abort.timed.out.transaction.cleanup.interval.ms",

@@ -10,12 +10,14 @@ from concurrent.futures import Executor
 from dataclasses import replace
 
 from bmq.broker.fetch_views import BrokerFetchViews
+from bmq.broker.group_config import group_config_defaults
 from bmq.broker.membership import Membership
 from bmq.broker.topic_config import log_config, validate_topic_configs
 from bmq.broker.txn_peers import TxnPeers
 from bmq.config import Config
 from bmq.coordinators.base import InternalLogCoordinator
 from bmq.coordinators.groups import GroupCoordinator
+from bmq.coordinators.share import ShareCoordinator
 from bmq.coordinators.transactions import TRANSACTION_TOPIC, TransactionCoordinator
 from bmq.metadata.broker_configs import BrokerConfigStore
 from bmq.metadata.group_configs import GroupConfigStore
@@ -67,6 +69,10 @@ class Broker:
         # The read path in this process: every Fetch goes through its views and record cache.
         self.fetch_views = BrokerFetchViews(config, self.topics, self.partitions, self.partition,
                                             executor)
+        self._group_config_defaults = group_config_defaults(config)
+        # Share groups (KIP-932): membership here, share-partition state on its own log.
+        self.share = ShareCoordinator(self, executor, self.fetch_views, self.group_config)
+        self.coordinators[self.share.state.topic] = self.share.state
 
     def _txn_partition_for(self, transactional_id: str) -> int:
         return self.transactions.partition_for(transactional_id)
@@ -105,6 +111,17 @@ class Broker:
         return self.membership.partition_leader(
             topic, index, None if partition is None else partition.leader_epoch)
 
+    def partition_leader_of(self, topic_id: uuid.UUID, index: int) -> tuple[int, int]:
+        """(leader node id, leader epoch) of a partition named by topic id, or (-1, -1)."""
+        info = self.topics.by_id(topic_id)
+        leader = None if info is None else self.partition_leader(info.name, index)
+        return leader if leader is not None else (-1, -1)
+
+    def group_config(self, group_id: str) -> dict[str, str]:
+        """Every group config of ``group_id``: its own values, else the defaults."""
+        own = self.group_configs.of(group_id) if self.group_configs is not None else {}
+        return {**self._group_config_defaults, **own}
+
     def coordinator_node(self, group_id: str) -> BrokerNode | None:
         """The broker coordinating ``group_id``: the owner of its offsets partition."""
         return self.membership.owner_node(OFFSETS_TOPIC, self.groups.partition_for(group_id))
@@ -118,8 +135,10 @@ class Broker:
             log.info("loaded %d topics", len(self.topics.all()))
         for coordinator in self.coordinators.values():
             await coordinator.start()
+        self.share.start()
 
     async def stop(self) -> None:
+        await self.share.stop()
         self.fetch_views.stop()
         for coordinator in self.coordinators.values():
             await coordinator.stop()

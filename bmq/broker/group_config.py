@@ -7,9 +7,12 @@ share group coordinators read a group's values from the store (bmq/metadata/grou
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from bmq.broker.topic_config import ConfigType
+from bmq.config import Config
+from bmq.metadata.topics import INTERNAL_TOPICS, check_topic_name
 from bmq.protocol.errors import ErrorCode, KafkaError
 
 
@@ -21,6 +24,19 @@ class GroupConfigDef:
     low: int | None = None          # INT bounds
     high: int | None = None
     choices: tuple[str, ...] = ()   # STRING: one of these
+    check: Callable[[str], None] | None = None     # STRING: raises ValueError if bad
+
+
+def _check_dead_letter_topic(value: str) -> None:
+    """A dead-letter topic must be a legal topic name, and not an internal topic."""
+    if not value:
+        return
+    try:
+        check_topic_name(value)
+    except KafkaError:
+        raise ValueError(value) from None
+    if value in INTERNAL_TOPICS:
+        raise ValueError(value)
 
 
 _INT, _STR, _LIST = ConfigType.INT, ConfigType.STRING, ConfigType.LIST
@@ -49,13 +65,22 @@ GROUP_CONFIGS: dict[str, GroupConfigDef] = {
         "topic).", low=2, high=10),
     "errors.deadletterqueue.topic.name": GroupConfigDef(
         _STR, "", "KIP-1191: the topic records a share group rejects or gives up on are written "
-        "to (empty: none)."),
+        "to (empty: none).", check=_check_dead_letter_topic),
     "bmq.share.retry.backoff.ms": GroupConfigDef(
         _LIST, "1000,5000,10000,30000,60000,120000,180000,240000,300000,360000,420000,480000,"
         "540000,600000,1200000,1800000,3600000,7200000",
         "BMQ: the delay before a released or timed-out record is delivered again, by its "
         "delivery count (the last repeats; 0: none, as Kafka)."),
 }
+
+
+def group_config_defaults(config: Config) -> dict[str, str]:
+    """Every group config's default: the broker's ``group.share.*`` settings where Kafka has
+    one (a group's own value overrides it), else the fixed default above."""
+    defaults = {name: d.default for name, d in GROUP_CONFIGS.items()}
+    defaults["share.record.lock.duration.ms"] = str(config.group_share_record_lock_duration_ms)
+    defaults["share.delivery.count.limit"] = str(config.group_share_delivery_count_limit)
+    return defaults
 
 
 def check_group_configs(configs: dict[str, str]) -> None:
@@ -92,3 +117,5 @@ def _check(definition: GroupConfigDef, value: str) -> None:
             raise ValueError(value)
     elif definition.choices and value not in definition.choices:
         raise ValueError(value)
+    elif definition.check is not None:
+        definition.check(value)

@@ -19,7 +19,8 @@ _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 MAX_TOPIC_NAME = 249
 # Kafka's internal topics: clients may read them but never produce to or delete them.
 OFFSETS_TOPIC = "__consumer_offsets"
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state"})
+SHARE_STATE_TOPIC = "__share_group_state"
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state", SHARE_STATE_TOPIC})
 
 
 def check_topic_name(name: str | None) -> str:

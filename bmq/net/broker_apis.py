@@ -55,12 +55,30 @@ BROKER_REQUESTS: tuple[str, ...] = (
     "DescribeTransactionsRequest",
     "ListTransactionsRequest",
     "DescribeProducersRequest",
+    # Share groups (KIP-932)
+    "ShareGroupHeartbeatRequest",
+    "ShareGroupDescribeRequest",
+    "ShareFetchRequest",
+    "ShareAcknowledgeRequest",
+    "DescribeShareGroupOffsetsRequest",
+    "AlterShareGroupOffsetsRequest",
+    "DeleteShareGroupOffsetsRequest",
     # Inter-broker: transaction markers for partitions another broker owns (cluster mode)
     "WriteTxnMarkersRequest",
     # BMQ-internal: proxies hear of new durable data, and act for their clients
     "BmqWatchPartitionsRequest",
     "BmqActAsRequest",
 )
+
+
+# Served by `bmq serve` only: a share-partition's state is written by the broker that leads the
+# partition, and in a cluster its __share_group_state partition may be another broker's (Kafka
+# writes it there with WriteShareGroupState, which BMQ does not have yet). A cluster broker does
+# not advertise them (as a Kafka broker with share groups disabled), nor does a proxy relay them.
+SINGLE_BROKER_REQUESTS: frozenset[str] = frozenset({
+    "ShareGroupHeartbeatRequest", "ShareGroupDescribeRequest", "ShareFetchRequest",
+    "ShareAcknowledgeRequest", "DescribeShareGroupOffsetsRequest",
+    "AlterShareGroupOffsetsRequest", "DeleteShareGroupOffsetsRequest"})
 
 
 def handler_module(request_name: str) -> str:

@@ -1,5 +1,5 @@
 """Decoding (and recompressing) the records inside RecordBatch v2, for the few places that
-need them.
+need them, and encoding records a broker writes itself (dead-letter records).
 
 The produce and fetch paths move batches as opaque bytes; this serves ListOffsets by timestamp
 (which must answer with a record's exact offset), batch readers such as the Spark data source,
@@ -19,13 +19,16 @@ from dataclasses import dataclass
 import cramjam
 import crc32c
 
+from bmq.protocol.primitives import encode_varint
 from bmq.protocol.records import (
     COMPRESSION_MASK,
     HEADER_SIZE,
     LOG_OVERHEAD,
+    MAGIC_V2,
     TIMESTAMP_TYPE_LOG_APPEND,
     BatchHeader,
     iter_batches,
+    read_header,
 )
 
 NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
@@ -47,6 +50,7 @@ _UINT32_LE = struct.Struct("<I")
 _CRC = struct.Struct(">I")
 _ATTRIBUTES = struct.Struct(">h")
 _BATCH_LENGTH = struct.Struct(">i")
+_BATCH_HEAD = struct.Struct(">qiibIhiqqqhii")
 
 
 class RecordDecodeError(ValueError):
@@ -213,3 +217,44 @@ def iter_records(data: bytes | memoryview) -> Iterator[Record]:
     """Every record of every complete batch in ``data``, in offset order."""
     for pos, header in iter_batches(data):
         yield from decode_batch(memoryview(data)[pos : pos + header.size], header)
+
+
+def _encode_record(offset_delta: int, timestamp_delta: int, record: Record) -> bytes:
+    body = bytearray(b"\x00")                       # attributes
+    body += encode_varint(timestamp_delta)
+    body += encode_varint(offset_delta)
+    for data in (record.key, record.value):
+        if data is None:
+            body += encode_varint(-1)
+        else:
+            body += encode_varint(len(data))
+            body += data
+    body += encode_varint(len(record.headers))
+    for name, value in record.headers:
+        raw = name.encode()
+        body += encode_varint(len(raw))
+        body += raw
+        if value is None:
+            body += encode_varint(-1)
+        else:
+            body += encode_varint(len(value))
+            body += value
+    return bytes(encode_varint(len(body))) + bytes(body)
+
+
+def encode_batch(records: list[Record], leader_epoch: int = -1) -> tuple[bytearray, BatchHeader]:
+    """One uncompressed RecordBatch v2 of ``records`` (keys, values, headers and timestamps
+    kept; offsets renumbered from base offset 0), for a broker that writes records itself."""
+    if not records:
+        raise ValueError("a batch needs at least one record")
+    first_ts = min(r.timestamp for r in records)
+    max_ts = max(r.timestamp for r in records)
+    payload = b"".join(_encode_record(i, r.timestamp - first_ts, r)
+                       for i, r in enumerate(records))
+    count = len(records)
+    buf = bytearray(HEADER_SIZE + len(payload))
+    _BATCH_HEAD.pack_into(buf, 0, 0, HEADER_SIZE - LOG_OVERHEAD + len(payload), leader_epoch,
+                          MAGIC_V2, 0, 0, count - 1, first_ts, max_ts, -1, -1, -1, count)
+    buf[HEADER_SIZE:] = payload
+    struct.pack_into(">I", buf, 17, crc32c.crc32c(memoryview(buf)[21:]))
+    return buf, read_header(buf)

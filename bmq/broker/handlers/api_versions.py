@@ -1,4 +1,5 @@
-"""ApiVersions: which APIs and versions this broker serves."""
+"""ApiVersions: which APIs and versions this broker serves (share groups: `bmq serve` only,
+see bmq.net.broker_apis)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from bmq.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
 
 async def handle_api_versions(ctx: RequestContext, request: ApiVersionsRequest,
                               version: int) -> ApiVersionsResponse:
-    from bmq.broker.handlers import HANDLERS  # the registry lists this module too
+    from bmq.broker.handlers import HANDLERS, SINGLE_BROKER_HANDLERS  # (lists this module too)
 
-    return ApiVersionsResponse(error_code=ErrorCode.NONE, api_keys=supported_versions(HANDLERS))
+    handlers = HANDLERS if ctx.broker.share.enabled else {
+        key: spec for key, spec in HANDLERS.items() if key not in SINGLE_BROKER_HANDLERS}
+    return ApiVersionsResponse(error_code=ErrorCode.NONE, api_keys=supported_versions(handlers))

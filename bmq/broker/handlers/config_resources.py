@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from bmq.broker.broker import Broker
 from bmq.broker.dynamic_config import DOCUMENTATION as DYNAMIC_DOCUMENTATION
 from bmq.broker.dynamic_config import DYNAMIC_CONFIGS, check_change
-from bmq.broker.group_config import GROUP_CONFIGS, check_group_configs
+from bmq.broker.group_config import GROUP_CONFIGS, check_group_configs, group_config_defaults
 from bmq.broker.handlers.base import RequestContext
 from bmq.broker.topic_config import (
     TOPIC_CONFIGS,
@@ -103,9 +103,10 @@ def group_entries(broker: Broker, group: str) -> list[ConfigEntry]:
     """Every group config, the group's own value (GROUP_CONFIG) or the default."""
     store = broker.group_configs
     own = store.of(group) if store is not None else {}
+    defaults = group_config_defaults(broker.config)
     entries = []
     for name, definition in GROUP_CONFIGS.items():
-        default = [(name, definition.default, ConfigSource.DEFAULT_CONFIG)]
+        default = [(name, defaults[name], ConfigSource.DEFAULT_CONFIG)]
         synonyms = ([(name, own[name], ConfigSource.GROUP_CONFIG)] if name in own else []) \
             + default
         _, value, source = synonyms[0]

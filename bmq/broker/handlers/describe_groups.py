@@ -1,8 +1,10 @@
-"""DescribeGroups: state, protocol and members of groups (metadata only when Stable)."""
+"""DescribeGroups: state, protocol and members of groups (metadata only when Stable); a share
+group is described with protocol type ``share`` and its members, without metadata."""
 
 from __future__ import annotations
 
 from bmq.broker.handlers.base import RequestContext
+from bmq.coordinators.share import GROUP_TYPE_SHARE
 from bmq.metadata.acls import Operation, ResourceType
 from bmq.protocol.acl_operations import GROUP_OPERATIONS, authorized
 from bmq.protocol.errors import ErrorCode
@@ -26,7 +28,15 @@ async def handle_describe_groups(ctx: RequestContext, request: DescribeGroupsReq
             result.error_code = ErrorCode.GROUP_AUTHORIZATION_FAILED
             continue
         error, summary = ctx.broker.groups.describe_group(group_id)
-        if summary is not None:
+        share = ctx.broker.share.groups.groups.get(group_id)
+        if summary is None and share is not None:
+            result.group_state = share.state
+            result.protocol_type = GROUP_TYPE_SHARE
+            result.members = [
+                DescribedGroupMember(member_id=m.member_id, client_id=m.client_id,
+                                     client_host=m.client_host)
+                for m in share.members.values()]
+        elif summary is not None:
             result.group_state = summary.state
             result.protocol_type = summary.protocol_type
             result.protocol_data = summary.protocol_name

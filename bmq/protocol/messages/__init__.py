@@ -27,6 +27,12 @@ if TYPE_CHECKING:
     )
     from bmq.protocol.messages.alter_replica_log_dirs_request import AlterReplicaLogDirsRequest
     from bmq.protocol.messages.alter_replica_log_dirs_response import AlterReplicaLogDirsResponse
+    from bmq.protocol.messages.alter_share_group_offsets_request import (
+        AlterShareGroupOffsetsRequest,
+    )
+    from bmq.protocol.messages.alter_share_group_offsets_response import (
+        AlterShareGroupOffsetsResponse,
+    )
     from bmq.protocol.messages.alter_user_scram_credentials_request import (
         AlterUserScramCredentialsRequest,
     )
@@ -59,6 +65,12 @@ if TYPE_CHECKING:
     from bmq.protocol.messages.delete_groups_response import DeleteGroupsResponse
     from bmq.protocol.messages.delete_records_request import DeleteRecordsRequest
     from bmq.protocol.messages.delete_records_response import DeleteRecordsResponse
+    from bmq.protocol.messages.delete_share_group_offsets_request import (
+        DeleteShareGroupOffsetsRequest,
+    )
+    from bmq.protocol.messages.delete_share_group_offsets_response import (
+        DeleteShareGroupOffsetsResponse,
+    )
     from bmq.protocol.messages.delete_topics_request import DeleteTopicsRequest
     from bmq.protocol.messages.delete_topics_response import DeleteTopicsResponse
     from bmq.protocol.messages.describe_acls_request import DescribeAclsRequest
@@ -77,6 +89,12 @@ if TYPE_CHECKING:
     from bmq.protocol.messages.describe_producers_response import DescribeProducersResponse
     from bmq.protocol.messages.describe_quorum_request import DescribeQuorumRequest
     from bmq.protocol.messages.describe_quorum_response import DescribeQuorumResponse
+    from bmq.protocol.messages.describe_share_group_offsets_request import (
+        DescribeShareGroupOffsetsRequest,
+    )
+    from bmq.protocol.messages.describe_share_group_offsets_response import (
+        DescribeShareGroupOffsetsResponse,
+    )
     from bmq.protocol.messages.describe_topic_partitions_request import (
         DescribeTopicPartitionsRequest,
     )
@@ -143,6 +161,14 @@ if TYPE_CHECKING:
     from bmq.protocol.messages.sasl_authenticate_response import SaslAuthenticateResponse
     from bmq.protocol.messages.sasl_handshake_request import SaslHandshakeRequest
     from bmq.protocol.messages.sasl_handshake_response import SaslHandshakeResponse
+    from bmq.protocol.messages.share_acknowledge_request import ShareAcknowledgeRequest
+    from bmq.protocol.messages.share_acknowledge_response import ShareAcknowledgeResponse
+    from bmq.protocol.messages.share_fetch_request import ShareFetchRequest
+    from bmq.protocol.messages.share_fetch_response import ShareFetchResponse
+    from bmq.protocol.messages.share_group_describe_request import ShareGroupDescribeRequest
+    from bmq.protocol.messages.share_group_describe_response import ShareGroupDescribeResponse
+    from bmq.protocol.messages.share_group_heartbeat_request import ShareGroupHeartbeatRequest
+    from bmq.protocol.messages.share_group_heartbeat_response import ShareGroupHeartbeatResponse
     from bmq.protocol.messages.sync_group_request import SyncGroupRequest
     from bmq.protocol.messages.sync_group_response import SyncGroupResponse
     from bmq.protocol.messages.txn_offset_commit_request import TxnOffsetCommitRequest
@@ -166,6 +192,8 @@ _MODULES: dict[str, str] = {
     "AlterPartitionReassignmentsResponse": "alter_partition_reassignments_response",
     "AlterReplicaLogDirsRequest": "alter_replica_log_dirs_request",
     "AlterReplicaLogDirsResponse": "alter_replica_log_dirs_response",
+    "AlterShareGroupOffsetsRequest": "alter_share_group_offsets_request",
+    "AlterShareGroupOffsetsResponse": "alter_share_group_offsets_response",
     "AlterUserScramCredentialsRequest": "alter_user_scram_credentials_request",
     "AlterUserScramCredentialsResponse": "alter_user_scram_credentials_response",
     "ApiVersionsRequest": "api_versions_request",
@@ -192,6 +220,8 @@ _MODULES: dict[str, str] = {
     "DeleteGroupsResponse": "delete_groups_response",
     "DeleteRecordsRequest": "delete_records_request",
     "DeleteRecordsResponse": "delete_records_response",
+    "DeleteShareGroupOffsetsRequest": "delete_share_group_offsets_request",
+    "DeleteShareGroupOffsetsResponse": "delete_share_group_offsets_response",
     "DeleteTopicsRequest": "delete_topics_request",
     "DeleteTopicsResponse": "delete_topics_response",
     "DescribeAclsRequest": "describe_acls_request",
@@ -210,6 +240,8 @@ _MODULES: dict[str, str] = {
     "DescribeProducersResponse": "describe_producers_response",
     "DescribeQuorumRequest": "describe_quorum_request",
     "DescribeQuorumResponse": "describe_quorum_response",
+    "DescribeShareGroupOffsetsRequest": "describe_share_group_offsets_request",
+    "DescribeShareGroupOffsetsResponse": "describe_share_group_offsets_response",
     "DescribeTopicPartitionsRequest": "describe_topic_partitions_request",
     "DescribeTopicPartitionsResponse": "describe_topic_partitions_response",
     "DescribeTransactionsRequest": "describe_transactions_request",
@@ -260,6 +292,14 @@ _MODULES: dict[str, str] = {
     "SaslAuthenticateResponse": "sasl_authenticate_response",
     "SaslHandshakeRequest": "sasl_handshake_request",
     "SaslHandshakeResponse": "sasl_handshake_response",
+    "ShareAcknowledgeRequest": "share_acknowledge_request",
+    "ShareAcknowledgeResponse": "share_acknowledge_response",
+    "ShareFetchRequest": "share_fetch_request",
+    "ShareFetchResponse": "share_fetch_response",
+    "ShareGroupDescribeRequest": "share_group_describe_request",
+    "ShareGroupDescribeResponse": "share_group_describe_response",
+    "ShareGroupHeartbeatRequest": "share_group_heartbeat_request",
+    "ShareGroupHeartbeatResponse": "share_group_heartbeat_response",
     "SyncGroupRequest": "sync_group_request",
     "SyncGroupResponse": "sync_group_response",
     "TxnOffsetCommitRequest": "txn_offset_commit_request",
@@ -354,6 +394,13 @@ REQUEST_TYPES: Mapping[int, type[Any]] = _ByApiKey(
         69: "ConsumerGroupDescribeRequest",
         74: "ListConfigResourcesRequest",
         75: "DescribeTopicPartitionsRequest",
+        76: "ShareGroupHeartbeatRequest",
+        77: "ShareGroupDescribeRequest",
+        78: "ShareFetchRequest",
+        79: "ShareAcknowledgeRequest",
+        90: "DescribeShareGroupOffsetsRequest",
+        91: "AlterShareGroupOffsetsRequest",
+        92: "DeleteShareGroupOffsetsRequest",
         32000: "BmqWatchPartitionsRequest",
         32001: "BmqActAsRequest",
     }
@@ -416,6 +463,13 @@ RESPONSE_TYPES: Mapping[int, type[Any]] = _ByApiKey(
         69: "ConsumerGroupDescribeResponse",
         74: "ListConfigResourcesResponse",
         75: "DescribeTopicPartitionsResponse",
+        76: "ShareGroupHeartbeatResponse",
+        77: "ShareGroupDescribeResponse",
+        78: "ShareFetchResponse",
+        79: "ShareAcknowledgeResponse",
+        90: "DescribeShareGroupOffsetsResponse",
+        91: "AlterShareGroupOffsetsResponse",
+        92: "DeleteShareGroupOffsetsResponse",
         32000: "BmqWatchPartitionsResponse",
         32001: "BmqActAsResponse",
     }
@@ -478,6 +532,13 @@ REQUEST_FLEXIBLE_MIN_VERSIONS: dict[int, int | None] = {
     69: 0,
     74: 0,
     75: 0,
+    76: 0,
+    77: 0,
+    78: 0,
+    79: 0,
+    90: 0,
+    91: 0,
+    92: 0,
     32000: 0,
     32001: 0,
 }
@@ -491,6 +552,7 @@ REQUEST_APIS: dict[str, tuple[int, int, int]] = {
     "AlterConfigsRequest": (33, 0, 2),
     "AlterPartitionReassignmentsRequest": (45, 0, 1),
     "AlterReplicaLogDirsRequest": (34, 1, 2),
+    "AlterShareGroupOffsetsRequest": (91, 0, 0),
     "AlterUserScramCredentialsRequest": (51, 0, 0),
     "ApiVersionsRequest": (18, 0, 4),
     "BmqActAsRequest": (32001, 0, 0),
@@ -503,6 +565,7 @@ REQUEST_APIS: dict[str, tuple[int, int, int]] = {
     "DeleteAclsRequest": (31, 1, 3),
     "DeleteGroupsRequest": (42, 0, 2),
     "DeleteRecordsRequest": (21, 0, 2),
+    "DeleteShareGroupOffsetsRequest": (92, 0, 0),
     "DeleteTopicsRequest": (20, 1, 6),
     "DescribeAclsRequest": (29, 1, 3),
     "DescribeClientQuotasRequest": (48, 0, 1),
@@ -512,6 +575,7 @@ REQUEST_APIS: dict[str, tuple[int, int, int]] = {
     "DescribeLogDirsRequest": (35, 1, 5),
     "DescribeProducersRequest": (61, 0, 0),
     "DescribeQuorumRequest": (55, 0, 2),
+    "DescribeShareGroupOffsetsRequest": (90, 0, 1),
     "DescribeTopicPartitionsRequest": (75, 0, 0),
     "DescribeTransactionsRequest": (65, 0, 0),
     "DescribeUserScramCredentialsRequest": (50, 0, 0),
@@ -537,6 +601,10 @@ REQUEST_APIS: dict[str, tuple[int, int, int]] = {
     "ProduceRequest": (0, 0, 13),
     "SaslAuthenticateRequest": (36, 0, 2),
     "SaslHandshakeRequest": (17, 0, 1),
+    "ShareAcknowledgeRequest": (79, 1, 1),
+    "ShareFetchRequest": (78, 1, 1),
+    "ShareGroupDescribeRequest": (77, 1, 1),
+    "ShareGroupHeartbeatRequest": (76, 1, 1),
     "SyncGroupRequest": (14, 0, 5),
     "TxnOffsetCommitRequest": (28, 0, 5),
     "UpdateFeaturesRequest": (57, 0, 2),
@@ -560,6 +628,8 @@ __all__ = [
     "AlterPartitionReassignmentsResponse",
     "AlterReplicaLogDirsRequest",
     "AlterReplicaLogDirsResponse",
+    "AlterShareGroupOffsetsRequest",
+    "AlterShareGroupOffsetsResponse",
     "AlterUserScramCredentialsRequest",
     "AlterUserScramCredentialsResponse",
     "ApiVersionsRequest",
@@ -586,6 +656,8 @@ __all__ = [
     "DeleteGroupsResponse",
     "DeleteRecordsRequest",
     "DeleteRecordsResponse",
+    "DeleteShareGroupOffsetsRequest",
+    "DeleteShareGroupOffsetsResponse",
     "DeleteTopicsRequest",
     "DeleteTopicsResponse",
     "DescribeAclsRequest",
@@ -604,6 +676,8 @@ __all__ = [
     "DescribeProducersResponse",
     "DescribeQuorumRequest",
     "DescribeQuorumResponse",
+    "DescribeShareGroupOffsetsRequest",
+    "DescribeShareGroupOffsetsResponse",
     "DescribeTopicPartitionsRequest",
     "DescribeTopicPartitionsResponse",
     "DescribeTransactionsRequest",
@@ -654,6 +728,14 @@ __all__ = [
     "SaslAuthenticateResponse",
     "SaslHandshakeRequest",
     "SaslHandshakeResponse",
+    "ShareAcknowledgeRequest",
+    "ShareAcknowledgeResponse",
+    "ShareFetchRequest",
+    "ShareFetchResponse",
+    "ShareGroupDescribeRequest",
+    "ShareGroupDescribeResponse",
+    "ShareGroupHeartbeatRequest",
+    "ShareGroupHeartbeatResponse",
     "SyncGroupRequest",
     "SyncGroupResponse",
     "TxnOffsetCommitRequest",

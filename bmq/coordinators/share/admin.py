@@ -1,0 +1,126 @@
+"""The share group offsets admin APIs (KIP-932): DescribeShareGroupOffsets (start offsets, and
+the lag, KIP-1226), AlterShareGroupOffsets (new start offsets) and DeleteShareGroupOffsets
+(forget share-partitions), what ``kafka-share-groups.sh --describe --offsets``,
+``--reset-offsets`` and ``--delete-offsets`` send. Altering and deleting need a group without
+members (NON_EMPTY_GROUP otherwise), as in Kafka, and are written before they are answered."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+from bmq.coordinators.share.coordinator import ShareCoordinator
+from bmq.coordinators.share.records import StateKey
+from bmq.protocol.errors import ErrorCode
+
+
+@dataclass(slots=True)
+class PartitionOffset:
+    partition: int
+    start_offset: int = -1
+    leader_epoch: int = -1
+    lag: int = -1
+    error: ErrorCode = ErrorCode.NONE
+
+
+@dataclass(slots=True)
+class TopicOffsets:
+    name: str
+    topic_id: uuid.UUID
+    error: ErrorCode = ErrorCode.NONE
+    partitions: list[PartitionOffset] = field(default_factory=list)
+
+
+def describe_offsets(share: ShareCoordinator, group_id: str,
+                     topics: list[tuple[str, list[int]]] | None
+                     ) -> tuple[ErrorCode, list[TopicOffsets]]:
+    """The start offset and lag of each asked partition (``topics`` None: every partition
+    the group has a share-partition of); -1 where the group has not fetched it yet."""
+    states = {(key.topic_id, key.partition): state for key, state in share.state.all_states()
+              if key.group_id == group_id}
+    if not states and group_id not in share.groups.groups:
+        return ErrorCode.GROUP_ID_NOT_FOUND, []
+    host = share.host
+    if topics is None:
+        by_id: dict[uuid.UUID, list[int]] = {}
+        for topic_id, index in sorted(states):
+            by_id.setdefault(topic_id, []).append(index)
+        named = [(share.groups.topic_name(t), parts) for t, parts in by_id.items()]
+        topics = [(name, parts) for name, parts in named if name]
+    described = []
+    for name, indexes in topics:
+        info = host.topics.get(name)
+        if info is None:
+            described.append(TopicOffsets(name, uuid.UUID(int=0), partitions=[
+                PartitionOffset(i, error=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                for i in indexes]))
+            continue
+        topic = TopicOffsets(name, info.topic_id)
+        described.append(topic)
+        for index in indexes:
+            partition = host.partitions.get(name, index)
+            state = states.get((info.topic_id, index))
+            if partition is None:
+                topic.partitions.append(PartitionOffset(
+                    index, error=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+            elif state is None:
+                topic.partitions.append(PartitionOffset(index))
+            else:
+                topic.partitions.append(PartitionOffset(
+                    index, state.start_offset, partition.leader_epoch,
+                    state.lag(partition.log.high_watermark)))
+    return ErrorCode.NONE, described
+
+
+async def alter_offsets(share: ShareCoordinator, group_id: str,
+                        topics: list[tuple[str, list[tuple[int, int]]]]
+                        ) -> tuple[ErrorCode, list[TopicOffsets]]:
+    """Start each named share-partition afresh at its new start offset."""
+    if share.groups.has_members(group_id):
+        return ErrorCode.NON_EMPTY_GROUP, []
+    if not await share.state.ensure_started():
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+    altered = []
+    for name, partitions in topics:
+        info = share.host.topics.get(name)
+        topic = TopicOffsets(name, info.topic_id if info else uuid.UUID(int=0))
+        altered.append(topic)
+        for index, start in partitions:
+            result = PartitionOffset(index, start)
+            topic.partitions.append(result)
+            if info is None or not 0 <= index < info.partitions:
+                result.error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif start < 0:
+                result.error = ErrorCode.INVALID_REQUEST
+            else:
+                key = StateKey(group_id, info.topic_id, index)
+                result.error = share.state.key_error(key)
+                if result.error == ErrorCode.NONE:
+                    result.error = await share.state.durable(share.state.replace(key, start))
+    return ErrorCode.NONE, altered
+
+
+async def delete_offsets(share: ShareCoordinator, group_id: str,
+                         names: list[str]) -> tuple[ErrorCode, list[TopicOffsets]]:
+    """Forget the group's share-partitions of ``names`` (its next fetch of them starts by
+    share.auto.offset.reset)."""
+    if share.groups.has_members(group_id):
+        return ErrorCode.NON_EMPTY_GROUP, []
+    keys = [key for key, _ in share.state.all_states() if key.group_id == group_id]
+    if not keys and group_id not in share.groups.groups:
+        return ErrorCode.GROUP_ID_NOT_FOUND, []
+    deleted = []
+    for name in names:
+        info = share.host.topics.get(name)
+        if info is None:
+            deleted.append(TopicOffsets(name, uuid.UUID(int=0),
+                                        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+            continue
+        topic = TopicOffsets(name, info.topic_id)
+        deleted.append(topic)
+        for key in keys:
+            if key.topic_id == info.topic_id:
+                code = await share.state.durable(share.state.replace(key, None))
+                if code != ErrorCode.NONE:
+                    topic.error = code
+    return ErrorCode.NONE, deleted

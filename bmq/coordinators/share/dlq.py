@@ -1,0 +1,52 @@
+"""Dead-letter topics for share groups (KIP-1191): a record rejected by a consumer, or
+given up at the group's delivery limit, is copied to the group's
+``errors.deadletterqueue.topic.name`` (created on first use) with headers that say where it
+came from and why, before the share-partition archives it.
+
+KIP-1191 leaves the header names open, so they are BMQ's: ``bmq.dlq.topic``,
+``bmq.dlq.partition``, ``bmq.dlq.offset``, ``bmq.dlq.group``, ``bmq.dlq.delivery.count`` and
+``bmq.dlq.reason`` (``rejected`` or ``delivery.count.limit``), values as UTF-8 text, after the
+record's own headers. Key, value and timestamp are the record's.
+"""
+
+from __future__ import annotations
+
+from bmq.coordinators.base import CoordinatorHost
+from bmq.coordinators.share.partition import DeadLetter
+from bmq.coordinators.share.reads import read_records
+from bmq.protocol.errors import ErrorCode, KafkaError
+from bmq.protocol.record_codec import Record, encode_batch
+from bmq.readpath.partition_view import PartitionView
+from bmq.writepath.partitions import now_ms
+
+
+async def dead_letter(host: CoordinatorHost, view: PartitionView, group_id: str,
+                      dlq_topic: str, letters: list[DeadLetter]) -> None:
+    """Write ``letters`` of ``view``'s partition to ``dlq_topic`` and wait until durable.
+    Raises KafkaError if the topic cannot take them."""
+    info = host.topics.get(dlq_topic)
+    if info is None:
+        try:
+            info = await host.create_topic(dlq_topic)
+        except KafkaError as error:
+            if error.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                raise
+            info = host.topics.get(dlq_topic)
+    if info is None:
+        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, dlq_topic)
+    partition = host.partitions.get(dlq_topic, view.index % info.partitions)
+    if partition is None:
+        raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{dlq_topic} is not local")
+    records = []
+    for letter in letters:
+        context = [("bmq.dlq.topic", view.topic), ("bmq.dlq.partition", str(view.index)),
+                   ("bmq.dlq.group", group_id), ("bmq.dlq.delivery.count", str(letter.count)),
+                   ("bmq.dlq.reason", letter.reason)]
+        for record in await read_records(view, letter.first, letter.last):
+            headers = record.headers + [(name, value.encode()) for name, value in context]
+            headers.append(("bmq.dlq.offset", str(record.offset).encode()))
+            records.append(Record(0, record.timestamp, record.key, record.value, headers))
+    if not records:
+        return
+    batch, header = encode_batch(records, partition.leader_epoch)
+    await partition.append_batch(batch, header, now_ms())

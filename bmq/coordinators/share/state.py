@@ -1,0 +1,144 @@
+"""The share-group state coordinator: every share-partition's state, sharded over
+``__share_group_state`` (Kafka's share coordinator), written before a share consumer is
+answered so that acquisitions, acknowledgements and delivery counts survive a crash.
+
+A share-partition's key (``group:topicId:partition``) places it on a partition of the topic as
+Kafka places it. The topic is created on first use, as Kafka creates it: a broker whose
+clients never use share groups keeps no partitions for them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from concurrent.futures import Executor
+
+from bmq.coordinators.base import CoordinatorHost
+from bmq.coordinators.sharded import Appended, ShardedCoordinator, internal_topic_configs
+from bmq.coordinators.share.partition import SharePartition
+from bmq.coordinators.share.records import StateKey, StateRecord
+from bmq.coordinators.share.shard import ShareStateShard
+from bmq.coordinators.transactions.shard import coordinator_error
+from bmq.metadata.topics import SHARE_STATE_TOPIC
+from bmq.protocol.errors import ErrorCode, KafkaError
+from bmq.writepath.partitions import Partition
+
+log = logging.getLogger(__name__)
+
+# A key's whole state is written again after this many updates (Kafka's
+# share.coordinator.snapshot.update.records.per.snapshot), so a replay reads few records per key.
+UPDATES_PER_SNAPSHOT = 500
+
+
+class ShareStateCoordinator(ShardedCoordinator[ShareStateShard, StateRecord]):
+    topic = SHARE_STATE_TOPIC
+
+    def __init__(self, host: CoordinatorHost, executor: Executor) -> None:
+        super().__init__(host, executor, host.config.share_coordinator_state_topic_num_partitions)
+        self._starting: asyncio.Task[None] | None = None
+        # Placing a key hashes its string form: done once per share-partition, not per fetch.
+        self._placed: dict[StateKey, int] = {}
+
+    def _topic_configs(self) -> dict[str, str]:
+        return internal_topic_configs(self.config.share_coordinator_state_topic_segment_bytes)
+
+    def _open_shard(self, index: int, partition: Partition) -> ShareStateShard:
+        return ShareStateShard(index, partition, self._executor)
+
+    def _write_error(self, code: ErrorCode) -> ErrorCode:
+        return coordinator_error(code)
+
+    async def start(self) -> None:
+        """Load the shards if the topic exists; else it is made on first use."""
+        if self._host.topics.get(self.topic) is not None:
+            await super().start()
+
+    async def load_partition(self, index: int) -> None:
+        if not self._active and self._host.controller_assigns_partitions:
+            await self.ensure_started()
+        await super().load_partition(index)
+
+    async def ensure_started(self) -> bool:
+        """Create and load the topic now if need be (concurrent callers share one start)."""
+        if self._active:
+            return True
+        if self._starting is None:
+            self._starting = asyncio.get_running_loop().create_task(super().start())
+        try:
+            await asyncio.shield(self._starting)
+        except Exception:
+            log.exception("could not create %s", self.topic)
+            self._starting = None
+        return self._active
+
+    # ------------------------------------------------------------------ share-partitions
+    def index_of(self, key: StateKey) -> int:
+        index = self._placed.get(key)
+        if index is None:
+            index = self._placed[key] = self.partition_for(key.placement())
+        return index
+
+    def key_error(self, key: StateKey) -> ErrorCode:
+        """NONE if this broker serves ``key``'s state now, else the error to answer."""
+        if self._active and self.index_of(key) in self.shards:
+            return ErrorCode.NONE
+        return self.shard_error(key.placement())
+
+    def state(self, key: StateKey) -> SharePartition | None:
+        shard = self.shards.get(self.index_of(key))
+        return None if shard is None else shard.states.get(key)
+
+    def all_states(self) -> list[tuple[StateKey, SharePartition]]:
+        return [item for shard in self.shards.values() for item in shard.states.items()]
+
+    def create(self, key: StateKey, start_offset: int) -> tuple[SharePartition, Appended]:
+        """A share-partition starting at ``start_offset``, written at once (so a restart keeps
+        the start ``share.auto.offset.reset`` chose)."""
+        shard = self.shards[self.index_of(key)]
+        state = shard.states[key] = SharePartition(start_offset)
+        return state, self.persist(key, state, snapshot=True)
+
+    def persist(self, key: StateKey, state: SharePartition, snapshot: bool = False) -> Appended:
+        """Append what changed in ``state`` (the whole state now and then, or when asked);
+        returns the append's durability. Nothing changed: the durability of the key's last
+        append (another request may have written this request's changes with its own)."""
+        shard = self.shards.get(self.index_of(key))
+        if shard is None:
+            return ErrorCode.NOT_COORDINATOR
+        changes = state.take_changes()
+        count = shard.updates.get(key, UPDATES_PER_SNAPSHOT)
+        if snapshot or count >= UPDATES_PER_SNAPSHOT:
+            record = StateRecord(key, True, state.start_offset, list(state.runs))
+            shard.updates[key] = 0
+        elif changes:
+            record = StateRecord(key, False, state.start_offset, changes)
+            shard.updates[key] = count + 1
+        else:
+            return shard.appended.get(key, ErrorCode.NONE)
+        try:
+            appended = shard.appended[key] = shard.write([record])
+        except KafkaError as error:
+            return self._write_error(error.code)
+        return appended
+
+    def replace(self, key: StateKey, start_offset: int | None) -> Appended:
+        """Start the share-partition afresh at ``start_offset`` (its records' states
+        forgotten), or forget it (None: its next fetch starts it by share.auto.offset.reset);
+        written at once."""
+        shard = self.shards.get(self.index_of(key))
+        if shard is None:
+            return ErrorCode.NOT_COORDINATOR
+        if start_offset is not None:
+            shard.states.pop(key, None)
+            return self.create(key, start_offset)[1]
+        if shard.states.pop(key, None) is None:
+            return ErrorCode.NONE
+        shard.updates.pop(key, None)
+        try:
+            appended = shard.appended[key] = shard.write([StateRecord(key, True, -1, None)])
+        except KafkaError as error:
+            return self._write_error(error.code)
+        return appended
+
+    async def durable(self, appended: Appended) -> ErrorCode:
+        return await self._durable(appended)

@@ -1,0 +1,25 @@
+"""Fixtures of the share group tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.share.helpers import SHARE_ENV, ShareWorker
+
+
+@pytest.fixture(scope="module")
+def share_broker(module_broker_factory: Any) -> Any:
+    """One `bmq serve` per test module."""
+    return module_broker_factory(env=SHARE_ENV)
+
+
+@pytest.fixture
+def workers() -> Iterator[list[ShareWorker]]:
+    """Share consumers in processes; killed when the test ends."""
+    started: list[ShareWorker] = []
+    yield started
+    for worker in started:
+        worker.kill()
