@@ -38,7 +38,7 @@ class _Transactions:
     stop or their broker fails them; which of them were acknowledged."""
 
     def __init__(self, bootstrap: str, prefix: str) -> None:
-        self.aborted: set[str] = set()      # abort_transaction returned
+        self.aborted: set[str] = set()      # acknowledged, then abort_transaction returned
         self.committed: set[str] = set()    # commit_transaction returned
         self.stop = threading.Event()
         self._threads = [threading.Thread(target=self._run, daemon=True,
@@ -55,15 +55,20 @@ class _Transactions:
             while not self.stop.is_set():
                 commit = i % 10 == 9
                 value = f"{'c' if commit else 'a'}-{txn_id}-{i}"
+                acked: list[bool] = []
                 producer.begin_transaction()
-                producer.produce(TOPIC, value.encode(), partition=0)
+                producer.produce(TOPIC, value.encode(), partition=0,
+                                 on_delivery=lambda err, _m, acked=acked: acked.append(err is None))
                 producer.flush(30)
                 if commit:
                     producer.commit_transaction(30)
                     self.committed.add(value)
                 else:
+                    # A record the killed broker never acknowledged is purged by the abort: it
+                    # was never in the log, so only acknowledged ones are expected there.
                     producer.abort_transaction(30)
-                    self.aborted.add(value)
+                    if acked == [True]:
+                        self.aborted.add(value)
                 i += 1
         except KafkaException:      # the broker was killed under it: this producer is done
             return
