@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from bmq.metadata.topics import TopicInfo, TopicRegistry
+from bmq.protocol.errors import ErrorCode, KafkaError
 
 VIEW_SOURCE = "bmq.view.source"
 VIEW_FILTER = "bmq.view.filter"
@@ -37,7 +38,7 @@ class ReadFilter:
     expression: str | None
 
 
-def is_view(configs: Mapping[str, str]) -> bool:
+def is_view(configs: Mapping[str, str | None]) -> bool:
     return VIEW_SOURCE in configs
 
 
@@ -76,6 +77,14 @@ def read_filter(topics: TopicRegistry, name: str) -> ReadFilter:
     if lanes_enabled(info.configs):
         return ReadFilter(name, TRUNK_FILTER)
     return ReadFilter(name, None)
+
+
+def refuse_view(topics: TopicRegistry, name: str) -> None:
+    """Produce to a view or a lane: INVALID_TOPIC_EXCEPTION, as to an internal topic."""
+    how = read_filter(topics, name)
+    if how.source != name:
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                         f"{name} is a read-only view of {how.source}: produce to {how.source}")
 
 
 def served_topic(topics: TopicRegistry, name: str) -> str:

@@ -23,6 +23,7 @@ from bmq.readpath._viewfilter import filter_batches
 from bmq.readpath.cache import RecordCache
 from bmq.readpath.filters import CompiledFilter, compile_filter
 from bmq.readpath.partition_view import PartitionView, batches_before
+from bmq.storage.log import LogReader, PartitionLog
 from bmq.storage.producer_state import AbortedTxn
 
 # A miss reads this much of the source at least: a view at low selectivity makes little of it.
@@ -57,6 +58,11 @@ class FilteredView:
         self._cache = cache
         self.key = (name, source.index, expression)
         cache.drop(self.key)             # anything cached under it came from an older source
+
+    @property
+    def reader(self) -> LogReader | PartitionLog:
+        """The source's log: offsets and leader epochs are the source's."""
+        return self.source.reader
 
     @property
     def high_watermark(self) -> int:

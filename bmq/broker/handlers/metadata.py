@@ -6,6 +6,7 @@ from bmq.broker.broker import Broker
 from bmq.broker.handlers.base import RequestContext
 from bmq.metadata.acls import CLUSTER_NAME, Operation, ResourceType
 from bmq.metadata.topics import TopicInfo, check_topic_name
+from bmq.metadata.views import partition_count
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.messages import MetadataRequest, MetadataResponse
 from bmq.protocol.messages.metadata_response import (
@@ -18,7 +19,7 @@ from bmq.protocol.primitives import ZERO_UUID
 
 def topic_metadata(broker: Broker, info: TopicInfo) -> MetadataResponseTopic:
     partitions = []
-    for index in range(info.partitions):
+    for index in range(partition_count(broker.topics, info)):
         # The leader is the broker that owns the partition (in cluster mode, per ZooKeeper).
         leader = broker.partition_leader(info.name, index)
         node, epoch = leader if leader is not None else (-1, -1)
@@ -46,7 +47,7 @@ async def _requested_topic(ctx: RequestContext, name: str | None, topic_id: obje
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID)
             ctx.require(Operation.DESCRIBE, ResourceType.TOPIC, info.name)
             return topic_metadata(broker, info)
-        info = broker.topics.get(name)
+        info = broker.topics.get(name) or await broker.lane(name)
         if info is None:
             check_topic_name(name)
             # Creating it takes CREATE on the cluster or on the topic (Kafka's rule).
