@@ -25,6 +25,9 @@ import re
 import struct
 from dataclasses import dataclass
 
+from bmq.protocol.record_codec import decompress
+from bmq.readpath._viewfilter import filter_batches
+
 TAG_HEADER = "bmq.tag"
 
 # Opcodes of the program (the same numbers in _viewfilter.c).
@@ -220,3 +223,9 @@ def compile_filter(expression: str) -> CompiledFilter:
         raise parser.fail("AND, OR or the end")
     return CompiledFilter(expression, program,
                           tuple(key.encode() for key in parser.headers))
+
+
+def apply_filter(compiled: CompiledFilter, data: bytes | memoryview) -> bytes:
+    """The whole batches of ``data`` with only the records ``compiled`` matches, each batch
+    kept (empty if none matches) with its offsets: the C evaluator's rewrite."""
+    return filter_batches(data, compiled.program, compiled.headers, decompress)

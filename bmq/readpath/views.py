@@ -18,10 +18,8 @@ from bmq import metrics
 from bmq.metadata.topics import TopicRegistry
 from bmq.metadata.views import read_filter
 from bmq.protocol.errors import ErrorCode, KafkaError
-from bmq.protocol.record_codec import decompress
-from bmq.readpath._viewfilter import filter_batches
 from bmq.readpath.cache import RecordCache
-from bmq.readpath.filters import CompiledFilter, compile_filter
+from bmq.readpath.filters import CompiledFilter, apply_filter, compile_filter
 from bmq.readpath.partition_view import PartitionView, batches_before
 from bmq.storage.log import LogReader, PartitionLog
 from bmq.storage.producer_state import AbortedTxn
@@ -33,15 +31,6 @@ SOURCE_READ_BYTES = 4 << 20
 @lru_cache(maxsize=1024)
 def _compiled(expression: str) -> CompiledFilter:
     return compile_filter(expression)
-
-
-def _decompress(codec: int, payload: bytes) -> bytes:
-    return decompress(codec, payload)
-
-
-def apply_filter(compiled: CompiledFilter, data: bytes | memoryview) -> bytes:
-    """The whole batches of ``data`` with only the records ``compiled`` matches."""
-    return filter_batches(data, compiled.program, compiled.headers, _decompress)
 
 
 class FilteredView:
