@@ -22,7 +22,7 @@ from bmq.metadata.broker_configs import BrokerConfigStore
 from bmq.metadata.group_configs import GroupConfigStore
 from bmq.metadata.nodes import BrokerNode
 from bmq.metadata.topics import OFFSETS_TOPIC, TopicInfo, check_topic_name
-from bmq.metadata.views import is_view, lane_view, served_topic
+from bmq.metadata.views import is_view, lane_view, served_topic, views_of
 from bmq.net.client import LinkSecurity
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.storage import Storage
@@ -200,8 +200,10 @@ class Broker:
 
     async def delete_topic(self, info: TopicInfo) -> None:
         async with self._admin_lock:
-            await asyncio.get_running_loop().run_in_executor(
-                self._executor, self.topics.remove, info)
+            # Its views and lanes go with it: they would show whatever topic took the name next.
+            for gone in [*views_of(self.topics, info.name), info]:
+                await asyncio.get_running_loop().run_in_executor(
+                    self._executor, self.topics.remove, gone)
             # In cluster mode each owner deletes its partitions once the topic is gone.
             for index in range(0 if self.controller_assigns_partitions else info.partitions):
                 await self.partitions.close(info.name, index, delete=True)
@@ -209,6 +211,9 @@ class Broker:
 
     async def add_partitions(self, info: TopicInfo, count: int) -> None:
         async with self._admin_lock:
+            if is_view(info.configs):
+                raise KafkaError(ErrorCode.INVALID_PARTITIONS,
+                                 f"{info.name} is a view: it has its source's partitions")
             if count <= info.partitions:
                 raise KafkaError(ErrorCode.INVALID_PARTITIONS,
                                  f"Topic currently has {info.partitions} partitions, "

@@ -46,3 +46,11 @@ def check_view(topics: TopicRegistry, name: str, num_partitions: int,
         raise KafkaError(ErrorCode.INVALID_PARTITIONS,
                          f"A view has its source's {source.partitions} partitions")
     return source.partitions
+
+
+def check_view_change(old: Mapping[str, str], new: Mapping[str, str]) -> None:
+    """AlterConfigs: a topic becomes a view, or a view another source's, only by creation (a
+    view has no log; a topic's log is not dropped by a config). Its filter may change."""
+    if old.get(VIEW_SOURCE) != new.get(VIEW_SOURCE):
+        raise KafkaError(ErrorCode.INVALID_CONFIG,
+                         f"{VIEW_SOURCE} is set when a view is created and never changed")

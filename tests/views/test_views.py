@@ -11,7 +11,7 @@ import time
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import NewTopic
+from confluent_kafka.admin import ConfigResource, NewPartitions, NewTopic
 
 from tests.conftest import bmq_command
 from tests.integration.helpers import admin, consumer, create_topic, watermarks
@@ -149,3 +149,27 @@ def test_produce_to_a_view_is_refused_and_nothing_is_written(module_broker, topi
     assert [e.code() for e in errors] == [KafkaError.TOPIC_EXCEPTION]
     assert watermarks(bootstrap, topic) == before
     assert watermarks(bootstrap, view) == before
+
+
+def test_a_view_keeps_its_source_and_goes_with_it(module_broker, topic):
+    """bmq.view.source is never altered (a topic does not become a view, nor a view a topic),
+    a view takes no partitions of its own, and deleting the source deletes its views."""
+    bootstrap = module_broker.bootstrap
+    create_topic(bootstrap, topic, partitions=2, config={"bmq.lanes.enable": "true"})
+    view = f"{topic}-paid"
+    create_view(bootstrap, view, topic, PAID)
+    client = admin(bootstrap)
+    for name, configs in ((view, {"bmq.view.source": "elsewhere", "bmq.view.filter": PAID}),
+                          (topic, {"bmq.view.source": view, "bmq.view.filter": PAID})):
+        resource = ConfigResource("topic", name, set_config=configs)
+        with pytest.raises(KafkaException) as raised:
+            client.alter_configs([resource])[resource].result(15)
+        assert raised.value.args[0].code() == KafkaError.INVALID_CONFIG
+    with pytest.raises(KafkaException) as raised:
+        client.create_partitions([NewPartitions(view, 4)])[view].result(15)
+    assert raised.value.args[0].code() == KafkaError.INVALID_PARTITIONS
+    lane = f"{topic}.lane.blue"
+    assert client.list_topics(lane, timeout=10).topics[lane].error is None   # made on first use
+    client.delete_topics([topic])[topic].result(15)
+    left = client.list_topics(timeout=10).topics
+    assert not {topic, view, lane} & set(left)
