@@ -223,8 +223,10 @@ class Broker:
             await self._open_partitions(info, range(info.partitions, count))
             # A copy is saved: the registry's cached object may be refreshed from a ZooKeeper
             # read (made before this save) while the save waits for a worker thread.
-            await asyncio.get_running_loop().run_in_executor(
-                self._executor, self.topics.save, replace(info, partitions=count))
+            # Its views (and lanes) have its partitions: they grow with it.
+            for grown in [info, *views_of(self.topics, info.name)]:
+                await asyncio.get_running_loop().run_in_executor(
+                    self._executor, self.topics.save, replace(grown, partitions=count))
 
     async def set_topic_configs(self, info: TopicInfo, configs: dict[str, str]) -> None:
         """Replace a topic's config overrides and apply them to its open logs."""

@@ -95,11 +95,3 @@ def served_topic(topics: TopicRegistry, name: str) -> str:
 def views_of(topics: TopicRegistry, source: str) -> list[TopicInfo]:
     """The views (lanes included) whose source is ``source``."""
     return [info for info in topics.all() if info.configs.get(VIEW_SOURCE) == source]
-
-
-def partition_count(topics: TopicRegistry, info: TopicInfo) -> int:
-    """A view has its source's partitions (also those added to the source later)."""
-    if not is_view(info.configs):
-        return info.partitions
-    source = topics.get(info.configs[VIEW_SOURCE])
-    return info.partitions if source is None else source.partitions

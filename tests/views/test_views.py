@@ -16,6 +16,8 @@ from confluent_kafka.admin import ConfigResource, NewPartitions, NewTopic
 from tests.conftest import bmq_command
 from tests.integration.helpers import admin, consumer, create_topic, watermarks
 from tests.integration.test_kcat import kcat
+from tests.transactions.conftest import txn_broker
+from tests.transactions.helpers import read_values, txn_producer
 from tests.views.helpers import (
     committed,
     group_read,
@@ -24,6 +26,8 @@ from tests.views.helpers import (
     produce_with_headers,
     seen,
 )
+
+__all__ = ["txn_broker"]
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -170,6 +174,33 @@ def test_a_view_keeps_its_source_and_goes_with_it(module_broker, topic):
     assert raised.value.args[0].code() == KafkaError.INVALID_PARTITIONS
     lane = f"{topic}.lane.blue"
     assert client.list_topics(lane, timeout=10).topics[lane].error is None   # made on first use
+    # They grow with their source.
+    client.create_partitions([NewPartitions(topic, 3)])[topic].result(15)
+    grown = client.list_topics(timeout=10).topics
+    assert [len(grown[name].partitions) for name in (topic, view, lane)] == [3, 3, 3]
     client.delete_topics([topic])[topic].result(15)
     left = client.list_topics(timeout=10).topics
     assert not {topic, view, lane} & set(left)
+
+
+def test_read_committed_consumers_of_a_view_skip_aborted_transactions(txn_broker, topic):
+    """Transaction markers pass through a view whole: a read_committed consumer of the view
+    gets the committed matching records only, a read_uncommitted one the aborted ones too."""
+    bootstrap = txn_broker.bootstrap
+    create_topic(bootstrap, topic, partitions=1)
+    view = f"{topic}-paid"
+    create_view(bootstrap, view, topic, PAID)
+    producer = txn_producer(bootstrap, f"{topic}-txn")
+    producer.init_transactions(30)
+    for outcome in ("commit", "abort"):
+        producer.begin_transaction()
+        for i, tag in enumerate((b"paid", b"new", b"refunded")):
+            producer.produce(topic, f"{outcome}-{i}".encode(), headers=[("bmq.tag", tag)])
+        producer.flush(30)
+        if outcome == "commit":
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+    assert read_values(bootstrap, view, 1, "read_committed") == ["commit-0", "commit-2"]
+    assert read_values(bootstrap, view, 1, "read_uncommitted") == [
+        "commit-0", "commit-2", "abort-0", "abort-2"]

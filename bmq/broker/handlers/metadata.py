@@ -6,7 +6,6 @@ from bmq.broker.broker import Broker
 from bmq.broker.handlers.base import RequestContext
 from bmq.metadata.acls import CLUSTER_NAME, Operation, ResourceType
 from bmq.metadata.topics import TopicInfo, check_topic_name
-from bmq.metadata.views import partition_count
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.messages import MetadataRequest, MetadataResponse
 from bmq.protocol.messages.metadata_response import (
@@ -19,7 +18,7 @@ from bmq.protocol.primitives import ZERO_UUID
 
 def topic_metadata(broker: Broker, info: TopicInfo) -> MetadataResponseTopic:
     partitions = []
-    for index in range(partition_count(broker.topics, info)):
+    for index in range(info.partitions):
         # The leader is the broker that owns the partition (in cluster mode, per ZooKeeper).
         leader = broker.partition_leader(info.name, index)
         node, epoch = leader if leader is not None else (-1, -1)

@@ -9,7 +9,7 @@ import asyncio
 
 from bmq.metadata.acls import Operation, ResourceType
 from bmq.metadata.topics import TopicInfo, check_topic_name
-from bmq.metadata.views import lane_view, partition_count
+from bmq.metadata.views import lane_view
 from bmq.net.client import LinkError
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.messages import MetadataRequest, MetadataResponse
@@ -26,7 +26,7 @@ from bmq.proxy.proxy import Proxy
 
 def _topic(proxy: Proxy, info: TopicInfo) -> MetadataResponseTopic:
     partitions = []
-    for index in range(partition_count(proxy.cluster.topics, info)):
+    for index in range(info.partitions):
         leader = proxy.leader(info.name, index)
         partitions.append(MetadataResponsePartition(
             error_code=ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
