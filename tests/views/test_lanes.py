@@ -3,7 +3,10 @@ and two lane groups (``TOPIC.lane.LANE``, never created) each get exactly their 
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
+from aiokafka import AIOKafkaConsumer
 from confluent_kafka import KafkaError, Producer
 
 from tests.integration.helpers import admin, create_topic, watermarks
@@ -43,3 +46,28 @@ def test_a_lane_takes_no_produce(module_broker, topic):
     assert producer.flush(15) == 0
     assert [e.code() for e in errors] == [KafkaError.TOPIC_EXCEPTION]
     assert watermarks(bootstrap, lanes) == before
+
+
+def test_aiokafka_group_reads_a_lane(module_broker, topic):
+    """aiokafka (its own record parser) over a lane's batches, most of them emptied."""
+    bootstrap = module_broker.bootstrap
+    create_topic(bootstrap, topic, partitions=1, config={"bmq.lanes.enable": "true"})
+    records = [[("bmq.lane", b"green")] if i % 10 == 3 else [] for i in range(200)]
+    sent = produce_with_headers(bootstrap, topic, records, 1, linger_ms=0, batch_num_messages=3)
+    green = seen(sent, lambda s: s.header("bmq.lane") == b"green")
+
+    async def read() -> list[tuple[int, int, bytes]]:
+        consumer = AIOKafkaConsumer(f"{topic}.lane.green", bootstrap_servers=bootstrap,
+                                    group_id=new_group(), auto_offset_reset="earliest")
+        await consumer.start()
+        got = []
+        try:
+            while len(got) < len(green):
+                batches = await asyncio.wait_for(consumer.getmany(timeout_ms=500), 30)
+                got += [(m.partition, m.offset, m.value) for ms in batches.values() for m in ms]
+            await consumer.commit()
+            return got
+        finally:
+            await consumer.stop()
+
+    assert asyncio.run(read()) == green
