@@ -37,6 +37,7 @@ OP_IS_NULL, OP_STR_EQ, OP_NUM_CMP, OP_BETWEEN, OP_IN = 5, 6, 7, 8, 9
 _NUM_OPS = {"=": 0, "<": 1, "<=": 2, ">": 3, ">=": 4}
 MAX_HEADERS = 255
 MAX_LENGTH = 16 << 10
+MAX_DEPTH = 64            # NOTs and parentheses inside each other
 
 _TOKEN = re.compile(r"""
     (?P<space>\s+)
@@ -90,6 +91,7 @@ class _Parser:
     def __init__(self, text: str) -> None:
         self.tokens = _tokens(text)
         self.at = 0
+        self.depth = 0
         self.headers: dict[str, int] = {}
 
     # ------------------------------------------------------------------ tokens
@@ -154,12 +156,15 @@ class _Parser:
         return factors[0] if len(factors) == 1 else _group(OP_AND, factors)
 
     def factor(self) -> bytes:
-        if self.accept("NOT"):
-            return bytes([OP_NOT]) + self.factor()
-        if self.accept("("):
-            inner = self.expression()
-            self.expect(")")
-            return inner
+        if self.peek().text in ("NOT", "("):
+            if self.depth == MAX_DEPTH:
+                raise FilterError(f"nested more than {MAX_DEPTH} deep at position "
+                                  f"{self.peek().at + 1}")
+            self.depth += 1
+            try:
+                return self.nested()
+            finally:
+                self.depth -= 1
         if self.accept("TRUE"):
             return bytes([OP_TRUE])
         if self.accept("FALSE"):
@@ -169,6 +174,14 @@ class _Parser:
             raise self.fail("a header name, NOT, TRUE, FALSE or '('")
         self.at += 1
         return self.predicate(self.slot(token.text))
+
+    def nested(self) -> bytes:
+        if self.accept("NOT"):
+            return bytes([OP_NOT]) + self.factor()
+        self.expect("(")
+        inner = self.expression()
+        self.expect(")")
+        return inner
 
     def predicate(self, slot: bytes) -> bytes:
         token = self.peek()

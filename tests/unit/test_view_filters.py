@@ -67,6 +67,7 @@ def kept(expression: str, data: bytes = BATCH) -> list[int]:
     ("note IS NULL AND amount < 20", [0, 1]),                # a null value is NULL
     ("missing = 'a' OR TAG = 'new'", [1, 6]),                # unknown OR true is true
     ("TRUE", list(range(10))),
+    ("NOT " * 64 + "TAG IS NULL", [3, 8]),
     ("FALSE OR amount > 1e9", []),
     ("(TAG = 'paid' OR TAG = 'new') AND (amount > 35 AND region = 'us')", [4, 6]),
 ])
@@ -121,6 +122,8 @@ def test_a_malformed_record_is_never_passed_on():
     ("(TAG = 'a'", "expected ')' at position 11, found the end"),
     ("TAG == 'a'", "expected a number at position 6, found '='"),
     ("amount > 3 # 4", "unexpected '#' at position 12"),
+    ("NOT " * 65 + "TAG IS NULL", "nested more than 64 deep at position 257"),
+    ("(" * 70 + "TAG IS NULL" + ")" * 70, "nested more than 64 deep at position 65"),
 ])
 def test_malformed_expressions_say_where(expression, message):
     with pytest.raises(FilterError) as raised:
