@@ -47,12 +47,14 @@ def seen(sent: Iterable[Sent], keep: Callable[[Sent], bool] = lambda s: True) ->
 
 
 def group_read(bootstrap: str, topic: str, group: str, count: int,
-               timeout: float = 60, settle: float = 2.0) -> list[Seen]:
+               timeout: float = 60, settle: float = 2.0, **conf: str) -> list[Seen]:
     """A confluent-kafka member of ``group`` subscribed to ``topic``: reads until it has
-    ``count`` records and ``settle`` seconds bring no more, commits, leaves."""
+    ``count`` records and ``settle`` seconds bring no more, commits, leaves. ``conf``: more
+    consumer settings (dots as underscores)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "broker.address.family": "v4",
                          "group.id": group, "auto.offset.reset": "earliest",
-                         "enable.auto.commit": False})
+                         "enable.auto.commit": False,
+                         **{k.replace("_", "."): v for k, v in conf.items()}})
     consumer.subscribe([topic])
     got: list[Seen] = []
     deadline = time.monotonic() + timeout

@@ -17,17 +17,23 @@ pytestmark = pytest.mark.timeout(180)
 LANES = [None, b"feature-42", b"canary"]
 
 
-def test_trunk_and_two_lane_groups_each_get_exactly_their_records(module_broker, topic):
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_trunk_and_two_lane_groups_each_get_exactly_their_records(module_broker, topic,
+                                                                  protocol):
+    """With either group protocol: KIP-848 members ask no Metadata before they are assigned
+    a lane, which then exists from their first heartbeat."""
     bootstrap = module_broker.bootstrap
     create_topic(bootstrap, topic, partitions=2, config={"bmq.lanes.enable": "true"})
     records = [[("bmq.lane", lane)] if (lane := LANES[i % 3]) else [] for i in range(90)]
     sent = produce_with_headers(bootstrap, topic, records, 2, compression_type="zstd")
     trunk = seen(sent, lambda s: s.header("bmq.lane") is None)
-    assert group_read(bootstrap, topic, new_group(), len(trunk)) == trunk
+    assert group_read(bootstrap, topic, new_group(), len(trunk),
+                      group_protocol=protocol) == trunk
     for lane in ("feature-42", "canary"):
         mine = seen(sent, lambda s, lane=lane: s.header("bmq.lane") == lane.encode())
         assert len(mine) == 30
-        assert group_read(bootstrap, f"{topic}.lane.{lane}", new_group(), len(mine)) == mine
+        assert group_read(bootstrap, f"{topic}.lane.{lane}", new_group(), len(mine),
+                          group_protocol=protocol) == mine
     # The lane exists now, with the topic's partitions; nothing else was made.
     topics = admin(bootstrap).list_topics(timeout=10).topics
     assert len(topics[f"{topic}.lane.canary"].partitions) == 2
