@@ -96,6 +96,7 @@ class FilteredView:
         metrics.VIEW_FILTERED_BYTES.inc(len(data))
         filtered = apply_filter(self._filter, data)
         self._cache.put(self.key, filtered)
+        metrics.PROXY_CACHE_BYTES.set(self._cache.size_bytes)
         cached = self._cache.get(self.key, offset, max_bytes)
         return cached if cached is not None else filtered
 
