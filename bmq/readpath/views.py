@@ -16,7 +16,7 @@ from functools import lru_cache
 
 from bmq import metrics
 from bmq.metadata.topics import TopicRegistry
-from bmq.metadata.views import read_filter
+from bmq.metadata.views import read_filter, served_topic
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.readpath.cache import RecordCache
 from bmq.readpath.filters import CompiledFilter, apply_filter, compile_filter
@@ -111,7 +111,7 @@ class ViewResolver:
         self._views: dict[tuple[str, int], FilteredView] = {}
 
     def source(self, name: str) -> str:
-        return read_filter(self._topics, name).source
+        return served_topic(self._topics, name)
 
     async def view(self, name: str, index: int,
                    open_source: Callable[[str, int], Awaitable[PartitionView]]
