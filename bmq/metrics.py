@@ -332,3 +332,10 @@ FETCH_WAIT_SECONDS = Histogram(
     "bmq_fetch_wait_seconds", "Time a Fetch waited for new data (long poll) before answering.",
     registry=REGISTRY,
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0))
+
+# Views (bmq.readpath.views): filtered reads of a source partition.
+VIEW_CACHE_HITS = Counter(
+    "bmq_view_cache_hits", "Fetches of a view (or lane, or trunk of a topic with lanes) "
+    "answered from filtered batches in the record cache.", registry=REGISTRY)
+VIEW_FILTERED_BYTES = Counter(
+    "bmq_view_filtered_bytes", "Bytes of source batches filtered for views.", registry=REGISTRY)

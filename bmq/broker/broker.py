@@ -14,6 +14,7 @@ from bmq.broker.group_config import group_config_defaults
 from bmq.broker.membership import Membership
 from bmq.broker.topic_config import log_config, validate_topic_configs
 from bmq.broker.txn_peers import TxnPeers
+from bmq.broker.view_config import check_view
 from bmq.config import Config
 from bmq.coordinators.base import InternalLogCoordinator
 from bmq.coordinators.groups import GroupCoordinator
@@ -23,6 +24,7 @@ from bmq.metadata.broker_configs import BrokerConfigStore
 from bmq.metadata.group_configs import GroupConfigStore
 from bmq.metadata.nodes import BrokerNode
 from bmq.metadata.topics import OFFSETS_TOPIC, TopicInfo, check_topic_name
+from bmq.metadata.views import is_view, lane_view, served_topic, views_of
 from bmq.net.client import LinkSecurity
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.storage import Storage
@@ -107,6 +109,7 @@ class Broker:
 
     def partition_leader(self, topic: str, index: int) -> tuple[int, int] | None:
         """(leader node id, leader epoch) Metadata names for a partition, or None."""
+        topic = served_topic(self.topics, topic)   # a view's partitions are its source's
         partition = self.partitions.get(topic, index)
         return self.membership.partition_leader(
             topic, index, None if partition is None else partition.leader_epoch)
@@ -147,8 +150,8 @@ class Broker:
         await self.partitions.close_all()
 
     async def _open_partitions(self, topic: TopicInfo, indexes: range) -> None:
-        if self.controller_assigns_partitions:
-            return  # the controller assigns partitions; their owners open them
+        if self.controller_assigns_partitions or is_view(topic.configs):
+            return  # the controller assigns partitions, their owners open them; views have none
         config = log_config(self.config, topic.configs)
         await asyncio.gather(*(self.partitions.open(topic.name, i, config) for i in indexes))
 
@@ -186,6 +189,8 @@ class Broker:
         check_topic_name(name)
         if self.topics.get(name) is not None:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        if is_view(configs) or lane_view(self.topics, name) is not None:
+            num_partitions = check_view(self.topics, name, num_partitions, configs)
         if num_partitions == -1:
             num_partitions = self.config.num_partitions
         if not 0 < num_partitions <= MAX_PARTITIONS:
@@ -214,8 +219,10 @@ class Broker:
 
     async def delete_topic(self, info: TopicInfo) -> None:
         async with self._admin_lock:
-            await asyncio.get_running_loop().run_in_executor(
-                self._executor, self.topics.remove, info)
+            # Its views and lanes go with it: they would show whatever topic took the name next.
+            for gone in [*views_of(self.topics, info.name), info]:
+                await asyncio.get_running_loop().run_in_executor(
+                    self._executor, self.topics.remove, gone)
             # In cluster mode each owner deletes its partitions once the topic is gone.
             for index in range(0 if self.controller_assigns_partitions else info.partitions):
                 await self.partitions.close(info.name, index, delete=True)
@@ -223,6 +230,9 @@ class Broker:
 
     async def add_partitions(self, info: TopicInfo, count: int) -> None:
         async with self._admin_lock:
+            if is_view(info.configs):
+                raise KafkaError(ErrorCode.INVALID_PARTITIONS,
+                                 f"{info.name} is a view: it has its source's partitions")
             if count <= info.partitions:
                 raise KafkaError(ErrorCode.INVALID_PARTITIONS,
                                  f"Topic currently has {info.partitions} partitions, "
@@ -232,8 +242,10 @@ class Broker:
             await self._open_partitions(info, range(info.partitions, count))
             # A copy is saved: the registry's cached object may be refreshed from a ZooKeeper
             # read (made before this save) while the save waits for a worker thread.
-            await asyncio.get_running_loop().run_in_executor(
-                self._executor, self.topics.save, replace(info, partitions=count))
+            # Its views (and lanes) have its partitions: they grow with it.
+            for grown in [info, *views_of(self.topics, info.name)]:
+                await asyncio.get_running_loop().run_in_executor(
+                    self._executor, self.topics.save, replace(grown, partitions=count))
 
     async def set_topic_configs(self, info: TopicInfo, configs: dict[str, str]) -> None:
         """Replace a topic's config overrides and apply them to its open logs."""
@@ -245,6 +257,24 @@ class Broker:
                 partition = self.partitions.get(info.name, index)
                 if partition is not None:
                     partition.log.config = new_config
+
+    async def lane(self, name: str) -> TopicInfo | None:
+        """The view of lane ``name`` (``TOPIC.lane.LANE``), made on first use; None if ``name``
+        names no lane."""
+        info = lane_view(self.topics, name)
+        if info is None or self.topics.get(name) is not None:
+            return self.topics.get(name)
+        async with self._admin_lock:
+            loop = asyncio.get_running_loop()
+            try:
+                await loop.run_in_executor(self._executor, self.topics.save, info)
+                log.info("made the view of lane %s", name)
+            except KafkaError as error:
+                if error.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                    raise
+                # Made through another broker meanwhile (the same id: derived alike).
+                return await loop.run_in_executor(self._executor, self.topics.lookup, name)
+            return info
 
     async def auto_create(self, name: str) -> TopicInfo:
         """Create a topic a client asked for by name, as auto.create.topics.enable does."""

@@ -15,6 +15,7 @@ from bmq.config import Config
 from bmq.metadata.topics import TopicInfo, TopicRegistry
 from bmq.readpath.cache import RecordCache
 from bmq.readpath.partition_view import PartitionView
+from bmq.readpath.views import FilteredView, ViewResolver
 from bmq.writepath.partitions import Partition, PartitionManager
 
 TopicPartition = tuple[str, int]
@@ -38,18 +39,23 @@ class BrokerFetchViews:
         self.cache = RecordCache(config.proxy_cache_bytes)
         self._views: dict[TopicPartition, PartitionView] = {}
         self._followers: dict[TopicPartition, asyncio.Task[None]] = {}
+        self.views = ViewResolver(topics, self.cache)
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
         return self._topics.by_id(topic_id)
 
     def epoch(self, topic: str, index: int) -> int:
-        partition = self._partitions.get(topic, index)
+        partition = self._partitions.get(self.views.source(topic), index)
         return -1 if partition is None else partition.leader_epoch
 
     async def catch_up(self, view: PartitionView) -> None:
         """Nothing to do: the view reads the broker's own log, which is always current."""
 
-    async def view(self, topic: str, index: int) -> PartitionView:
+    async def view(self, topic: str, index: int) -> PartitionView | FilteredView:
+        """A partition as fetches see it (a view's, a lane's or a trunk's filtered)."""
+        return await self.views.view(topic, index, self._source_view)
+
+    async def _source_view(self, topic: str, index: int) -> PartitionView:
         partition = self._find_partition(topic, index)
         key = (topic, index)
         view = self._views.get(key)

@@ -14,7 +14,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 
+from bmq.broker.view_config import check_filter
 from bmq.config import COMPRESSION_TYPES, Config, explicitly_set, field_default, kafka_name
+from bmq.metadata.topics import LEGAL_TOPIC as _LEGAL_NAME
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.storage import LogConfig
 
@@ -120,6 +122,14 @@ def _kafka(name: str, kind: ConfigType, default: str, validate: Validator, doc: 
            server_default: str | None = None, enforced: bool = False) -> TopicConfigDef:
     """A config with Kafka's fixed default (no BMQ broker setting)."""
     return TopicConfigDef(name, kind, default, validate, doc, server_default, enforced=enforced)
+
+
+def _parses(expression: str) -> bool:
+    try:
+        check_filter(expression)
+    except KafkaError:
+        return False
+    return True
 
 
 _DEFINITIONS = (
@@ -235,6 +245,18 @@ _DEFINITIONS = (
     _kafka("unclean.leader.election.enable", ConfigType.BOOLEAN, "false", _is_bool,
            "Let an out-of-sync replica lead." + STORED_ONLY + ": a partition's new owner "
            "always opens the whole durable log.", "unclean.leader.election.enable"),
+    # BMQ's views and lanes (bmq.metadata.views); a view's two are checked at creation
+    # (bmq.broker.view_config), with the filter's error and where it is.
+    _kafka("bmq.view.source", ConfigType.STRING, "", lambda v: bool(_LEGAL_NAME.fullmatch(v)),
+           "BMQ: this topic is a read-only view of that topic: its partitions and offsets, "
+           "only the records bmq.view.filter matches. Set at creation only.", enforced=True),
+    _kafka("bmq.view.filter", ConfigType.STRING, "", _parses,
+           "BMQ: the view's filter, RocketMQ's SQL-92 subset over record headers (TAG is the "
+           "header bmq.tag), e.g. TAG IN ('paid','refunded') AND amount > 100.", enforced=True),
+    _kafka("bmq.lanes.enable", ConfigType.BOOLEAN, "false", _is_bool,
+           "BMQ: lanes. Consumers of this topic never see records with a bmq.lane header; "
+           "TOPIC.lane.LANE is a view of one lane's records, made on first use.",
+           enforced=True),
 )
 TOPIC_CONFIGS: dict[str, TopicConfigDef] = {d.name: d for d in _DEFINITIONS}
 

@@ -37,6 +37,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from bmq import metrics
 from bmq.controller.liveness import LivenessServer
 from bmq.controller.placement import place
+from bmq.metadata.views import is_view
 from bmq.metadata.zookeeper.layout import (
     FENCED,
     RELEASED,
@@ -316,8 +317,11 @@ class Controller:
             if child.isdigit() and int(child) in brokers:
                 czxid, doc = brokers[int(child)]
                 brokers[int(child)] = (czxid, {**doc, "draining": True})
-        topics = {name: int(loads(data)["partitions"]) for name, (data, _)
-                  in self._children(zk, self.paths.topics, watch=True).items()}
+        # Views have no partitions of their own to place: their source's serve them.
+        docs = {name: loads(data) for name, (data, _)
+                in self._children(zk, self.paths.topics, watch=True).items()}
+        topics = {name: int(doc["partitions"]) for name, doc in docs.items()
+                  if not is_view(doc.get("configs", {}))}
         assignments: dict[str, dict[str, Assignment]] = {}
         versions: dict[str, int] = {}
         for name, (data, stat) in self._children(zk, self.paths.assignments, False).items():

@@ -15,7 +15,7 @@ from typing import Any
 
 from bmq.protocol.errors import ErrorCode, KafkaError
 
-_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
+LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 MAX_TOPIC_NAME = 249
 # Kafka's internal topics: clients may read them but never produce to or delete them.
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -26,7 +26,7 @@ INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state", SHARE_STATE_T
 def check_topic_name(name: str | None) -> str:
     """Kafka's topic-name rule; raises INVALID_TOPIC_EXCEPTION."""
     if not name or name in (".", "..") or len(name) > MAX_TOPIC_NAME \
-            or not _LEGAL_TOPIC.fullmatch(name):
+            or not LEGAL_TOPIC.fullmatch(name):
         raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Invalid topic name {name!r}")
     return name
 

@@ -29,6 +29,7 @@ from bmq.protocol.messages.bmq_watch_partitions_request import WatchPartition, W
 from bmq.proxy.cluster_view import ClusterView
 from bmq.readpath.cache import RecordCache
 from bmq.readpath.partition_view import PartitionView
+from bmq.readpath.views import FilteredView, ViewResolver
 from bmq.storage import Storage
 from bmq.storage.log import LogReader, PartitionLog
 
@@ -57,6 +58,7 @@ class Proxy:
         self.client_links: weakref.WeakSet[LinkPool] = weakref.WeakSet()
         self._views: dict[TopicPartition, PartitionView] = {}
         self._opening: dict[TopicPartition, asyncio.Task[PartitionView]] = {}
+        self.views = ViewResolver(cluster.topics, self.cache)
         self._watchers: dict[int, BrokerWatcher] = {}
 
     @property
@@ -81,11 +83,12 @@ class Proxy:
         return self.cluster.topics.by_id(topic_id)
 
     def epoch(self, topic: str, index: int) -> int:
-        return self.cluster.epoch(topic, index)
+        return self.cluster.epoch(self.views.source(topic), index)
 
     def leader(self, topic: str, index: int) -> int:
-        """The proxy clients are sent to for this partition."""
-        return proxy_for(topic, index, self.cluster.proxies)
+        """The proxy clients are sent to for this partition (a view's: its source's, whose
+        batches that proxy has cached)."""
+        return proxy_for(self.views.source(topic), index, self.cluster.proxies)
 
     def owner_node(self, topic: str, index: int) -> BrokerNode:
         owner = self.cluster.owner(topic, index)
@@ -105,7 +108,11 @@ class Proxy:
         return brokers[min(brokers)]
 
     # ------------------------------------------------------------------ partition views
-    async def view(self, topic: str, index: int) -> PartitionView:
+    async def view(self, topic: str, index: int) -> PartitionView | FilteredView:
+        """A partition as fetches see it (a view's, a lane's or a trunk's filtered)."""
+        return await self.views.view(topic, index, self._source_view)
+
+    async def _source_view(self, topic: str, index: int) -> PartitionView:
         """The view of a partition, opened (one storage listing and read) on first use."""
         key = (topic, index)
         view = self._views.get(key)

@@ -24,6 +24,7 @@ from bmq.protocol.messages.fetch_response import (
     PartitionData,
 )
 from bmq.readpath.partition_view import PartitionView, next_offset_of
+from bmq.readpath.views import FilteredView
 
 READ_COMMITTED = 1
 
@@ -31,7 +32,8 @@ READ_COMMITTED = 1
 class FetchServer(Protocol):
     """What a Fetch or ListOffsets needs of the role serving it."""
 
-    def view(self, topic: str, index: int) -> Awaitable[PartitionView]: ...
+    def view(self, topic: str, index: int) -> Awaitable[PartitionView | FilteredView]:
+        """A partition as fetches see it: a view's (or lane's, or trunk's) filtered."""
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None: ...
 
@@ -41,7 +43,7 @@ class FetchServer(Protocol):
         """Bring ``view`` up to its owner's high watermark now."""
 
 
-def _aborted(view: PartitionView, start: int,
+def _aborted(view: PartitionView | FilteredView, start: int,
              data: bytes | memoryview) -> list[AbortedTransaction]:
     """read_committed: the aborted transactions whose records ``data`` may hold, for the client
     to skip (its batches are passed on as they are)."""

@@ -59,7 +59,7 @@ class BMQReader(DataSourceReader):
         storage = opts.open_storage()
         try:
             yield from read_range(storage, rng, include_headers=opts.include_headers,
-                                  verify_crc=opts.verify_crc)
+                                  verify_crc=opts.verify_crc, record_filter=opts.record_filter)
         except FileNotFoundError as exc:
             if opts.fail_on_data_loss:
                 raise DataLossError(
@@ -73,7 +73,8 @@ class BMQReader(DataSourceReader):
 class BMQDataSource(DataSource):
     """The ``bmq`` format. Options: ``storage`` (required), ``topic`` (required; several
     comma-separated), ``partitions``, ``startingOffsets``, ``endingOffsets``,
-    ``failOnDataLoss``, ``includeHeaders``, ``maxBytesPerPartition``, ``verifyCrc`` and
+    ``failOnDataLoss``, ``includeHeaders``, ``maxBytesPerPartition``, ``verifyCrc``, ``filter``
+    (a view's: its source read as the view) and
     ``storage.<name>`` settings for the filesystem. See docs/spark.md."""
 
     @classmethod

@@ -30,6 +30,7 @@ from bmq.protocol.records import (
     crc_ok,
     read_header,
 )
+from bmq.readpath.filters import apply_filter, compile_filter
 from bmq.spark.ranges import DataLossError, ReadRange
 from bmq.storage.base import Storage
 from bmq.storage.log import PartitionLog
@@ -178,7 +179,8 @@ class ColumnBuilder:
     fields into Arrow buffers (each byte of a key, value or header once)."""
 
     def __init__(self, topic: str, partition: int, start_offset: int, end_offset: int,
-                 include_headers: bool = True) -> None:
+                 include_headers: bool = True, record_filter: str | None = None) -> None:
+        self.record_filter = None if record_filter is None else compile_filter(record_filter)
         self.topic = topic
         self.partition = partition
         self.start_offset = start_offset
@@ -194,6 +196,10 @@ class ColumnBuilder:
         return self._size
 
     def add(self, data: bytes, pos: int, h: BatchHeader) -> None:
+        if self.record_filter is not None and h.record_count > 0:
+            # A view's read: the batch with only its matching records (uncompressed).
+            data = apply_filter(self.record_filter, memoryview(data)[pos:pos + h.size])
+            pos, h = 0, read_header(data)
         if h.record_count <= 0:
             return
         raw = memoryview(data)[pos + HEADER_SIZE:pos + h.size]
@@ -244,11 +250,13 @@ def _aborted_by_producer(rng: ReadRange) -> dict[int, list[tuple[int, int]]]:
 def read_range(storage: Storage, rng: ReadRange, *, include_headers: bool = True,
                verify_crc: bool = True, chunk_bytes: int = ARROW_CHUNK_BYTES,
                chunk_records: int = ARROW_CHUNK_RECORDS,
-               on_batch: Callable[[int], None] | None = None) -> Iterator[pa.RecordBatch]:
+               on_batch: Callable[[int], None] | None = None,
+               record_filter: str | None = None) -> Iterator[pa.RecordBatch]:
     """The records of ``rng`` as Arrow batches (``ARROW_SCHEMA``, minus ``headers`` unless
-    ``include_headers``). ``on_batch`` is called with each record batch's size in bytes."""
+    ``include_headers``). ``on_batch`` is called with each record batch's size in bytes.
+    ``record_filter``: a view's filter; only the records it matches."""
     builder = ColumnBuilder(rng.topic, rng.partition, rng.start_offset, rng.end_offset,
-                            include_headers)
+                            include_headers, record_filter)
     source = (iter_reader_batches(storage, rng, verify_crc=verify_crc) if rng.segment < 0
               else iter_file_batches(storage, rng, verify_crc=verify_crc))
     aborted = _aborted_by_producer(rng)

@@ -13,6 +13,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from bmq.readpath.filters import FilterError, compile_filter
 from bmq.spark.ranges import ReadRange
 from bmq.storage.base import Storage
 from bmq.storage.factory import open_storage
@@ -108,6 +109,9 @@ class SourceOptions:
     # defaults to read_uncommitted), stops at the last stable offset and skips aborted
     # transactions; read_uncommitted reads everything durable.
     read_committed: bool = True
+    # A view's filter (option ``filter``: its bmq.view.filter, read with its source as
+    # ``topic``): only matching records, with the source's offsets, as a consumer of the view.
+    record_filter: str | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
@@ -144,7 +148,13 @@ class SourceOptions:
             storage_options={k[len("storage."):]: v for k, v in opts.items()
                              if k.startswith("storage.")},
             read_committed=isolation == "read_committed",
+            record_filter=opts.get("filter"),
         )
+        if parsed.record_filter is not None:
+            try:
+                compile_filter(parsed.record_filter)
+            except FilterError as error:
+                raise OptionError(f"filter: {error}") from None
         for spec, name in ((parsed.starting, "startingOffsets"),
                            (parsed.ending, "endingOffsets")):
             if isinstance(spec, dict):

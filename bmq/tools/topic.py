@@ -43,19 +43,29 @@ def topic() -> None:
 @click.option("-c", "--config", "configs", multiple=True, metavar="KEY=VALUE",
               help="Topic config, e.g. retention.ms=86400000 (repeatable).")
 @click.option("--if-not-exists", is_flag=True, help="Succeed if the topic already exists.")
+@click.option("--view-of", "view_of", metavar="SOURCE",
+              help="Make NAME a read-only view of topic SOURCE (needs --filter).")
+@click.option("--filter", "view_filter", metavar="EXPR",
+              help="The view's filter: SQL-92 over record headers, e.g. \"TAG IN ('paid')\".")
 @connection_options
 def create(conn: Connection, name: str, partitions: int, replication_factor: int,
-           configs: Sequence[str], if_not_exists: bool) -> None:
+           configs: Sequence[str], if_not_exists: bool, view_of: str | None,
+           view_filter: str | None) -> None:
     """Create topic NAME.
 
     \b
-    Example:
+    Examples:
       bmq topic create orders --partitions 6 -c retention.ms=86400000
+      bmq topic create paid-orders --view-of orders --filter "TAG IN ('paid','refunded')"
     """
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import NewTopic
 
     settings = parse_key_values(configs, "--config")
+    if (view_of is None) != (view_filter is None):
+        fail("--view-of and --filter go together")
+    if view_of is not None and view_filter is not None:
+        settings.update({"bmq.view.source": view_of, "bmq.view.filter": view_filter})
     admin = conn.admin()
     new = NewTopic(name, num_partitions=partitions, replication_factor=replication_factor,
                    config=settings)

@@ -149,7 +149,9 @@ def test_every_kafka_topic_config_and_replication_factor_3(module_broker, unique
         assert partition.replicas == [0] and partition.isrs == [0]
 
     configs = _describe(module_broker.bootstrap, "topic", name)
-    assert set(configs) == KAFKA_TOPIC_CONFIGS
+    # Kafka's topic configs, and BMQ's own (views, lanes), all under bmq.
+    assert {key for key in configs if not key.startswith("bmq.")} == KAFKA_TOPIC_CONFIGS
+    assert {"bmq.view.source", "bmq.view.filter", "bmq.lanes.enable"} <= set(configs)
     for key, value in stored.items():
         assert configs[key].value == value and configs[key].source == \
             ConfigSource.DYNAMIC_TOPIC_CONFIG.value, key

@@ -77,6 +77,17 @@ def test_reads_everything_produced(spark: Any, spark_broker: BrokerProcess,
     assert df.rdd.getNumPartitions() > 3
 
 
+def test_filter_option_reads_the_source_as_its_view(spark: Any, spark_broker: BrokerProcess,
+                                                    mixed_topic: Produced) -> None:
+    """A view's filter over its source (every codec): only the matching records, with the
+    source's offsets, as a consumer of the view gets them."""
+    rows = rows_by_offset(load(spark, spark_broker, mixed_topic.topic,
+                               filter="trace IS NOT NULL AND empty IS NULL"))
+    with_trace = {k for k, record in mixed_topic.records.items() if record[2]}
+    assert with_trace and len(with_trace) < len(mixed_topic.records)
+    check_rows(rows, mixed_topic, with_trace)
+
+
 def test_small_splits_give_the_same_rows(spark: Any, spark_broker: BrokerProcess,
                                          mixed_topic: Produced) -> None:
     df = load(spark, spark_broker, mixed_topic.topic, maxBytesPerPartition="8192")
@@ -157,6 +168,7 @@ def test_topic_without_any_headers(spark: Any, spark_broker: BrokerProcess) -> N
     ({"storage": "/nowhere", "topic": "t", "partitions": "a,b"}, "partitions"),
     ({"storage": "/nowhere", "topic": "t", "failOnDataLoss": "maybe"}, "failOnDataLoss"),
     ({"storage": "/nowhere", "topic": "t", "isolationLevel": "dirty"}, "isolationLevel"),
+    ({"storage": "/nowhere", "topic": "t", "filter": "trace ="}, "filter: expected a number"),
 ])
 def test_bad_options(options: dict[str, str], message: str) -> None:
     with pytest.raises(OptionError, match=message):

@@ -28,6 +28,10 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext,
     if not ctx.authorize(Operation.READ, ResourceType.GROUP, request.group_id):
         return ConsumerGroupHeartbeatResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     session_ms, interval_ms = _group_timings(ctx, request.group_id)
+    # A lane a member subscribes to exists from then on: KIP-848 clients ask no Metadata of
+    # their subscribed topics before the coordinator assigns them.
+    for name in request.subscribed_topic_names or ():
+        await ctx.broker.lane(name)
     owned = None if request.topic_partitions is None else {
         tp.topic_id: set(tp.partitions) for tp in request.topic_partitions}
     result = await ctx.broker.groups.consumer_heartbeat(ConsumerHeartbeat(

@@ -19,6 +19,7 @@ from bmq.broker.topic_config import (
     ResourceType,
     validate_topic_configs,
 )
+from bmq.broker.view_config import check_view_change
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.messages import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
 from bmq.protocol.messages.incremental_alter_configs_request import AlterableConfig
@@ -92,6 +93,7 @@ async def handle_incremental_alter_configs(ctx: RequestContext,
                                      f"Unknown topic config name: {change.name}")
                 _apply(configs, change, definition.default(broker.config), definition.type)
             configs = validate_topic_configs(configs)
+            check_view_change(info.configs, configs)
             if not request.validate_only:
                 await broker.set_topic_configs(info, configs)
         except KafkaError as error:

@@ -46,7 +46,7 @@ async def _requested_topic(ctx: RequestContext, name: str | None, topic_id: obje
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID)
             ctx.require(Operation.DESCRIBE, ResourceType.TOPIC, info.name)
             return topic_metadata(broker, info)
-        info = broker.topics.get(name)
+        info = broker.topics.get(name) or await broker.lane(name)
         if info is None:
             check_topic_name(name)
             # Creating it takes CREATE on the cluster or on the topic (Kafka's rule).

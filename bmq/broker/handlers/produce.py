@@ -8,6 +8,7 @@ from bmq.broker.broker import Broker
 from bmq.broker.handlers.base import RequestContext
 from bmq.metadata.acls import Operation, ResourceType
 from bmq.metadata.topics import INTERNAL_TOPICS
+from bmq.metadata.views import refuse_view
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.messages import ProduceRequest, ProduceResponse
 from bmq.protocol.messages.produce_response import (
@@ -129,6 +130,7 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest,
                 if name in INTERNAL_TOPICS:
                     raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
                                      f"Producing to internal topic {name} is not allowed")
+                refuse_view(broker.topics, name)
                 partition = broker.partition(name, data.index)
                 partition.check_writable()
                 if not broker.can_acknowledge():

@@ -33,6 +33,7 @@ from bmq.coordinators.share.reads import aligned_end, read_covering
 from bmq.coordinators.share.records import StateKey
 from bmq.coordinators.share.sessions import ShareSessions, Target, TopicPartition
 from bmq.coordinators.share.state import ShareStateCoordinator
+from bmq.metadata.views import is_view
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.primitives import Buffer
 from bmq.readpath.fetch import FetchServer
@@ -143,9 +144,12 @@ class ShareCoordinator:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID)
         if not 0 <= index < info.partitions:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if is_view(info.configs):     # before the ownership check: a view has no owner
+            raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                             f"{info.name} is a view: share groups read unfiltered topics only")
         if self.host.partitions.get(info.name, index) is None:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        view = await self._views.view(info.name, index)
+        view = await self._topic_view(info.name, index)
         if not await self.state.ensure_started():
             raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         key = StateKey(group_id, topic_id, index)
@@ -163,6 +167,14 @@ class ShareCoordinator:
             state.apply(view.log_start_offset, [])
             await self._durable(self.state.persist(key, state, snapshot=True))
         return Target(key, view, state)
+
+    async def _topic_view(self, topic: str, index: int) -> PartitionView:
+        view = await self._views.view(topic, index)
+        if not isinstance(view, PartitionView):    # filtered: a view, a lane or a trunk
+            raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                             f"{topic} is filtered (a view, or has lanes): share groups read "
+                             "unfiltered topics only")
+        return view
 
     async def _durable(self, appended: Appended) -> None:
         error = await self.state.durable(appended)
@@ -253,7 +265,7 @@ class ShareCoordinator:
                 name = self.groups.topic_name(key.topic_id)
                 if not name:
                     return
-                view = await self._views.view(name, key.partition)
+                view = await self._topic_view(name, key.partition)
             try:
                 await dead_letter(self.host, view, key.group_id, settings.dlq_topic, dead)
             except KafkaError as error:

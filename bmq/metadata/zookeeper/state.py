@@ -9,6 +9,7 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
+from bmq.metadata.views import is_view
 from bmq.metadata.zookeeper.layout import ASSIGNED, DRAINING, OWNER_DOWN, UNASSIGNED, Paths, loads
 
 
@@ -36,7 +37,7 @@ def partition_states(zk: KazooClient, paths: Paths) -> list[PartitionState]:
     assignments: dict[str, dict[str, Any]] = {}
     for topic in zk.get_children(paths.topics):
         info = _get(zk, paths.topic(topic))
-        if info is not None:
+        if info is not None and not is_view(info.get("configs", {})):   # views have none
             topics[topic] = int(info["partitions"])
             assignments[topic] = _get(zk, paths.assignment(topic)) or {}
     return states_of(topics, assignments, brokers)

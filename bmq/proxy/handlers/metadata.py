@@ -9,6 +9,7 @@ import asyncio
 
 from bmq.metadata.acls import Operation, ResourceType
 from bmq.metadata.topics import TopicInfo, check_topic_name
+from bmq.metadata.views import lane_view
 from bmq.net.client import LinkError
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.messages import MetadataRequest, MetadataResponse
@@ -30,7 +31,7 @@ def _topic(proxy: Proxy, info: TopicInfo) -> MetadataResponseTopic:
         partitions.append(MetadataResponsePartition(
             error_code=ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
             partition_index=index, leader_id=leader,
-            leader_epoch=proxy.cluster.epoch(info.name, index),
+            leader_epoch=proxy.epoch(info.name, index),
             replica_nodes=[leader], isr_nodes=[leader], offline_replicas=[]))
     return MetadataResponseTopic(error_code=ErrorCode.NONE, name=info.name,
                                  topic_id=info.topic_id, is_internal=info.internal,
@@ -69,7 +70,9 @@ async def handle_metadata(ctx: ProxyContext, request: MetadataRequest,
                     info = proxy.cluster.topics.get(asked.name)
                     if info is None:
                         check_topic_name(asked.name)
-                        if auto_create:   # the broker decides whether the client may CREATE
+                        # A lane's view is made on first use, by a broker, like a topic.
+                        lane = lane_view(proxy.cluster.topics, asked.name) is not None
+                        if auto_create or lane:   # the broker decides who may CREATE
                             info = await _create_through_broker(ctx, proxy, asked.name)
                         if info is None:
                             ctx.require(Operation.DESCRIBE, ResourceType.TOPIC, asked.name)

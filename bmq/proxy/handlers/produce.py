@@ -30,8 +30,9 @@ import struct
 import weakref
 from dataclasses import dataclass, field
 
+from bmq.metadata.views import refuse_view
 from bmq.net.client import BrokerLink, LinkError, LinkPool
-from bmq.protocol.errors import ErrorCode
+from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.messages import ProduceRequest, ProduceResponse
 from bmq.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
 from bmq.protocol.messages.produce_response import PartitionProduceResponse, TopicProduceResponse
@@ -224,6 +225,11 @@ async def handle_produce(ctx: ProxyContext, request: ProduceRequest,
             info = proxy.cluster.topics.get(name)
             if info is None or not 0 <= data.index < info.partitions:
                 result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            try:
+                refuse_view(proxy.cluster.topics, name)
+            except KafkaError as error:
+                result.error_code, result.error_message = error.code, error.message
                 continue
             names[topic.name] = name
             batch = _Batch((name, data.index), topic, data)
