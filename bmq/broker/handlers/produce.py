@@ -6,6 +6,7 @@ import asyncio
 
 from bmq.broker.broker import Broker
 from bmq.broker.handlers.base import RequestContext
+from bmq.broker.txn_peers import verification_error
 from bmq.metadata.acls import Operation, ResourceType
 from bmq.metadata.topics import INTERNAL_TOPICS
 from bmq.metadata.views import refuse_view
@@ -55,8 +56,8 @@ def check_transactional(broker: Broker, partition: Partition, transactional_id: 
         if partition.log.in_transaction(first.producer_id, first.producer_epoch):
             error = ErrorCode.NONE      # a batch of a transaction already verified here
         else:
-            error = broker.transactions.verify(transactional_id, first.producer_id,
-                                               first.producer_epoch, tp)
+            error = verification_error(broker.transactions.verify(
+                transactional_id, first.producer_id, first.producer_epoch, tp))
     if error != ErrorCode.NONE:
         raise KafkaError(error, f"{tp[0]}-{tp[1]} is not part of the producer's transaction"
                          if error == ErrorCode.INVALID_TXN_STATE else None)
@@ -69,8 +70,11 @@ async def verify_elsewhere(broker: Broker, request: ProduceRequest
     Nothing is awaited unless such a partition exists, so produces stay in request order."""
     txn_id = request.transactional_id
     peers = broker.txn_peers
-    if txn_id is None or peers is None or \
-            broker.transactions.shard_error(txn_id) != ErrorCode.NOT_COORDINATOR:
+    # Asked elsewhere unless this broker serves the id now or is loading it; also when its
+    # coordinator has not started yet (it starts once the broker sees __transaction_state,
+    # which the first transactional producer's FindCoordinator made through another broker).
+    if txn_id is None or peers is None or broker.transactions.shard_error(txn_id) in (
+            ErrorCode.NONE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS):
         return {}
     asked: dict[tuple[str, int], asyncio.Future[ErrorCode]] = {}
     for topic_data in request.topic_data:
