@@ -1,6 +1,6 @@
 """Convert BMQ topics to Parquet, incrementally and crash-safely (see docs/spark.md).
 
-    python spark_jobs/compact_to_parquet.py --storage DATA_DIR/topics --topic orders \\
+    python spark_jobs/compact_to_parquet.py --storage DATA_DIR --topic orders \\
         --output /lake/orders [--compact-keys] [--master local[2]]
     spark-submit spark_jobs/compact_to_parquet.py --storage ... --topic ... --output ...
 
@@ -23,8 +23,9 @@ from typing import Any
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--storage", required=True,
-                        help="where the partitions are: a path, file:///..., hdfs://... "
-                             "(for `bmq serve --data-dir DIR` it is DIR/topics)")
+                        help="the storage URL the brokers were given: `bmq serve --data-dir "
+                             "DIR`'s DIR (a path or file:///DIR), a cluster's --storage URL "
+                             "(s3://..., hdfs://..., file:///...), or its topics directory")
     parser.add_argument("--topic", required=True, action="append",
                         help="topic to convert (repeat, or separate with commas)")
     parser.add_argument("--output", required=True, help="output root (path or fsspec URL)")
