@@ -27,6 +27,7 @@ def main() -> None:
 
     spark = (SparkSession.builder.master("local[2]").appName("bmq-stream-job")
              .config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.shuffle.partitions", "2")
              .config("spark.sql.session.timeZone", "UTC")
              .config("spark.driver.memory", "1g")
