@@ -15,6 +15,7 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient, NewPartitions
 
+from bmq.spark.datasource import SPARK_SCHEMA_DDL
 from tests.conftest import BrokerProcess, make_topic_name
 from tests.spark.conftest import (
     Produced,
@@ -39,7 +40,8 @@ def sink_rows(spark: Any, output: Path) -> dict[tuple[int, int], Any]:
     rows: dict[tuple[int, int], Any] = {}
     if not (output / "_spark_metadata").exists():
         return rows
-    for row in spark.read.parquet(str(output)).collect():
+    # The schema given: before its first non-empty batch the sink has no file to infer it from.
+    for row in spark.read.schema(SPARK_SCHEMA_DDL).parquet(str(output)).collect():
         key = (row.partition, row.offset)
         assert key not in rows, f"duplicate row {key}"
         rows[key] = row
