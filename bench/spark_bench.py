@@ -22,6 +22,8 @@
    interleaved (data source, then each Kafka route, --repeat rounds after --warmup untimed
    ones) so that the routes share the load of a busy machine; the best of each and the ratio
    of every round are reported.
+4. Reads it as a stream (`spark.readStream.format("bmq")`, Trigger.AvailableNow into noop),
+   and measures produce-to-sink-commit latency of a 1 s trigger (bench/spark_stream.py).
 """
 
 from __future__ import annotations
@@ -302,6 +304,26 @@ def read_kafka_executors(spark: Any, bootstrap: str, storage: str,
 KAFKA_ROUTES = {"driver": read_kafka_client, "executors": read_kafka_executors}
 
 
+def run_streaming(spark: Any, storage: str, work: Path, args: argparse.Namespace,
+                  results: dict[str, Any]) -> None:
+    """The streaming source over the same topic (AvailableNow into noop), against the batch
+    source's noop read when it was timed."""
+    from bench.spark_stream import stream_throughput
+
+    for _ in range(args.warmup):
+        stream_throughput(spark, storage, TOPIC, work)
+    walls = [stream_throughput(spark, storage, TOPIC, work) for _ in range(args.repeat)]
+    seg_bytes = results["segment_bytes"]
+    results["stream_noop"] = {"seconds": round(min(walls), 3),
+                              "mb_per_s": round(seg_bytes / 1e6 / min(walls), 1),
+                              "all_seconds": [round(w, 2) for w in walls]}
+    batch = results.get("datasource_noop")
+    versus = f" (batch source: {batch['mb_per_s']} MB/s)" if batch else ""
+    print(f"[stream] AvailableNow into noop: best {min(walls):.2f}s = "
+          f"{results['stream_noop']['mb_per_s']} MB/s{versus}; all runs "
+          f"{', '.join(f'{w:.2f}' for w in walls)} s", flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mb", type=float, default=300.0, help="MB of values to produce")
@@ -315,7 +337,12 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=2,
                         help="untimed runs of each read route and query first (the JVM's JIT "
                              "and Spark's Python workers warm up over the first queries)")
-    parser.add_argument("--skip", default="", help="comma list of: compact,read,kafka")
+    parser.add_argument("--skip", default="",
+                        help="comma list of: compact,read,kafka,stream,latency")
+    parser.add_argument("--latency-seconds", type=float, default=20.0,
+                        help="how long to produce during the streaming latency run")
+    parser.add_argument("--latency-rate", type=float, default=200.0,
+                        help="messages per second produced during the latency run")
     parser.add_argument("--kafka-routes", default="driver,executors",
                         help="Kafka client routes to time: driver (one consumer in the driver, "
                              "createDataFrame), executors (a consumer per partition in Spark "
@@ -337,6 +364,7 @@ def main() -> int:
             count, secs = produce(bootstrap, args)
             results["produced"] = {"messages": count, "seconds": round(secs, 2)}
             print(f"produced {count} messages in {secs:.1f}s", flush=True)
+        from bench.spark_stream import stream_latency
         from bmq.spark.compaction import JobConfig, run
         from bmq.storage import open_storage
         from bmq.storage.log.durable import list_partitions, open_durable
@@ -409,6 +437,16 @@ def main() -> int:
                 print(f"[{query}] data source vs {name}: {best:.1f}x (best of each), "
                       f"{rounds[0]:.1f}-{rounds[-1]:.1f}x per round, CPU seconds "
                       f"{cpu_ratio:.1f}x", flush=True)
+        if "stream" not in skip:
+            run_streaming(spark, storage, work, args, results)
+        if "latency" not in skip:
+            latency = stream_latency(spark, bootstrap, f"file://{data_dir}", work,
+                                     args.latency_seconds, args.latency_rate, args.partitions)
+            results["stream_latency"] = latency
+            print(f"[stream] produce-to-sink-commit latency, 1 s trigger, "
+                  f"{latency['records']} records at {args.latency_rate:.0f}/s: p50 "
+                  f"{latency['p50_s']:.2f}s, p99 {latency['p99_s']:.2f}s, max "
+                  f"{latency['max_s']:.2f}s", flush=True)
         spark.stop()
     finally:
         proc.terminate()

@@ -1,14 +1,15 @@
 """Convert BMQ topics to Parquet, incrementally and crash-safely (see docs/spark.md).
 
-    python spark_jobs/compact_to_parquet.py --storage DATA_DIR/topics --topic orders \\
-        --output /lake/orders [--compact-keys] [--master local[2]]
+    python spark_jobs/compact_to_parquet.py --storage DATA_DIR --topic orders \\
+        --output /lake/orders [--compact-keys] [--master local[2]] [--stream]
     spark-submit spark_jobs/compact_to_parquet.py --storage ... --topic ... --output ...
 
 Output: Parquet under OUTPUT/topic=T/partition=P/date=YYYY-MM-DD/ and a manifest of the
 converted offset ranges (OUTPUT/_bmq_manifest.json). A rerun converts only what is new; a run
 killed at any point and rerun leaves no duplicates and no gaps. With --compact-keys each
 partition's output is a snapshot holding the latest record per key (a null value deletes the
-key). Progress goes to stderr; the summary is printed as JSON on stdout at the end.
+key). With --stream it keeps converting new data, round after round, until SIGTERM. Progress
+goes to stderr; the summary is printed as JSON on stdout at the end.
 """
 
 from __future__ import annotations
@@ -16,15 +17,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+import threading
 from typing import Any
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--storage", required=True,
-                        help="where the partitions are: a path, file:///..., hdfs://... "
-                             "(for `bmq serve --data-dir DIR` it is DIR/topics)")
+                        help="the storage URL the brokers were given: `bmq serve --data-dir "
+                             "DIR`'s DIR (a path or file:///DIR), a cluster's --storage URL "
+                             "(s3://..., hdfs://..., file:///...), or its topics directory")
     parser.add_argument("--topic", required=True, action="append",
                         help="topic to convert (repeat, or separate with commas)")
     parser.add_argument("--output", required=True, help="output root (path or fsspec URL)")
@@ -46,6 +50,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         default="read_committed",
                         help="read_committed (default): only committed transactions, up to the "
                              "last stable offset; read_uncommitted: everything durable")
+    parser.add_argument("--stream", action="store_true",
+                        help="keep converting new data until SIGTERM or Ctrl-C (each round "
+                             "is a rerun: as crash-safe as rerunning the job)")
+    parser.add_argument("--stream-interval", type=float, default=5.0, metavar="SECONDS",
+                        help="with --stream: pause between rounds [5]")
     parser.add_argument("--pause-after-commit", type=float, default=0.0,
                         help=argparse.SUPPRESS)   # tests: a window to kill the job in
     return parser.parse_args(argv)
@@ -65,7 +74,7 @@ def session(master: str | None) -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from bmq.spark.compaction import JobConfig, run
+    from bmq.spark.compaction import JobConfig, run, run_stream
 
     topics = [t.strip() for arg in args.topic for t in arg.split(",") if t.strip()]
     partitions = None
@@ -82,7 +91,13 @@ def main(argv: list[str] | None = None) -> int:
     spark = session(args.master)
     spark.sparkContext.setLogLevel("WARN")
     try:
-        summary = run(spark, cfg)
+        if args.stream:
+            stop = threading.Event()
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(signum, lambda _signum, _frame: stop.set())
+            summary = run_stream(spark, cfg, stop, args.stream_interval)
+        else:
+            summary = run(spark, cfg)
     finally:
         spark.stop()
     text = json.dumps(summary)

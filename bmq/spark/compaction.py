@@ -39,7 +39,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, TextIO
 
 import pyarrow as pa
@@ -48,10 +48,11 @@ import pyarrow.parquet as pq
 
 from bmq.spark.decode import read_range
 from bmq.spark.parquet_output import MANIFEST, FileEntry, Manifest, Output, recover
-from bmq.spark.planning import split_partition
+from bmq.spark.planning import split_partition, topic_not_found
 from bmq.spark.ranges import ReadRange
 from bmq.storage.factory import open_storage
 from bmq.storage.log.durable import list_partitions, open_durable
+from bmq.storage.partitions_root import partitions_root_url
 
 FILE_COLUMNS = ["key", "value", "offset", "timestamp", "timestampType", "headers"]
 DEFAULT_UNIT_BYTES = 128 << 20
@@ -251,7 +252,7 @@ def plan_units(cfg: JobConfig, manifest: Manifest,
         for topic in cfg.topics:
             existing = list_partitions(storage, topic)
             if not existing:
-                raise ValueError(f"topic {topic!r} not found under {storage.url}")
+                raise topic_not_found(storage, topic)
             chosen = existing if cfg.partitions is None else cfg.partitions
             missing = sorted(set(chosen) - set(existing))
             if missing:
@@ -323,6 +324,7 @@ def run(spark: Any, cfg: JobConfig, stream: TextIO | None = None) -> dict[str, A
         print(f"[bmq-compact] {msg}", file=stream, flush=True)
 
     started = time.monotonic()
+    cfg = replace(cfg, storage=partitions_root_url(cfg.storage, cfg.storage_options or None))
     out = Output(cfg.output)
     mode = "compact-keys" if cfg.compact_keys else "append"
     manifest = recover(out, log) or Manifest(mode=mode)
@@ -395,6 +397,28 @@ def run(spark: Any, cfg: JobConfig, stream: TextIO | None = None) -> dict[str, A
         f"{progress.bytes / 1e6:.1f} MB, {progress.records} records -> {progress.files} "
         f"file(s) in {elapsed:.1f}s ({summary['mb_per_s']} MB/s)")
     return summary
+
+
+def run_stream(spark: Any, cfg: JobConfig, stop: threading.Event, interval_s: float,
+               stream: TextIO | None = None) -> dict[str, Any]:
+    """``--stream``: convert what is new, wait ``interval_s`` (or until ``stop``), again, until
+    ``stop`` is set. Each round is a rerun of ``run`` (repair, then only offsets the manifest
+    does not list), so a stream killed at any point and restarted is exactly as safe as a
+    rerun of the batch job. Returns the totals over the rounds."""
+    totals: dict[str, Any] = {"mode": "append", "rounds": 0, "units": 0, "segment_bytes": 0,
+                              "records": 0, "files": 0}
+    started = time.monotonic()
+    while True:
+        summary = run(spark, cfg, stream)
+        totals["rounds"] += 1
+        for key in ("units", "segment_bytes", "records", "files"):
+            totals[key] += summary[key]
+        totals.update(mode=summary["mode"], output=summary["output"],
+                      committed_files=summary["committed_files"])
+        if stop.wait(interval_s):
+            break
+    totals["seconds"] = round(time.monotonic() - started, 3)
+    return totals
 
 
 def _commit(out: Output, manifest: Manifest, unit: Unit, result: dict[str, Any]) -> None:

@@ -3,7 +3,7 @@
     from bmq.spark import BMQDataSource
     spark.dataSource.register(BMQDataSource)
     df = (spark.read.format("bmq")
-          .option("storage", "file:///var/lib/bmq/topics")
+          .option("storage", "file:///var/lib/bmq")   # the brokers' own storage URL
           .option("topic", "orders")
           .option("startingOffsets", '{"orders": {"0": 23, "1": -2}}')
           .load())
@@ -19,7 +19,12 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
 
 from bmq.spark.planning import SourceOptions, plan
 from bmq.spark.ranges import DataLossError, ReadRange
@@ -39,6 +44,26 @@ class BMQInputPartition(InputPartition):
         super().__init__(value)
 
 
+def read_partition(opts: SourceOptions, rng: ReadRange | None) -> Iterator[Any]:
+    """A task of a batch or a micro-batch: the Arrow record batches of one read range."""
+    if rng is None:
+        return
+    from bmq.spark.decode import read_range
+
+    storage = opts.open_storage()
+    try:
+        yield from read_range(storage, rng, include_headers=opts.include_headers,
+                              verify_crc=opts.verify_crc, record_filter=opts.record_filter)
+    except FileNotFoundError as exc:
+        if opts.fail_on_data_loss:
+            raise DataLossError(
+                f"{rng.path} was deleted after the query was planned (retention?); offsets "
+                f"{rng.start_offset}-{rng.end_offset} of {rng.topic}-{rng.partition} are "
+                f"lost. Set failOnDataLoss to false to skip them.") from exc
+    finally:
+        storage.close()
+
+
 class BMQReader(DataSourceReader):
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
@@ -50,24 +75,7 @@ class BMQReader(DataSourceReader):
         return [BMQInputPartition(r) for r in ranges]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        rng = partition.value
-        if rng is None:
-            return
-        from bmq.spark.decode import read_range
-
-        opts = self.options
-        storage = opts.open_storage()
-        try:
-            yield from read_range(storage, rng, include_headers=opts.include_headers,
-                                  verify_crc=opts.verify_crc, record_filter=opts.record_filter)
-        except FileNotFoundError as exc:
-            if opts.fail_on_data_loss:
-                raise DataLossError(
-                    f"{rng.path} was deleted after the query was planned (retention?); offsets "
-                    f"{rng.start_offset}-{rng.end_offset} of {rng.topic}-{rng.partition} are "
-                    f"lost. Set failOnDataLoss to false to skip them.") from exc
-        finally:
-            storage.close()
+        return read_partition(self.options, partition.value)
 
 
 class BMQDataSource(DataSource):
@@ -75,7 +83,9 @@ class BMQDataSource(DataSource):
     comma-separated), ``partitions``, ``startingOffsets``, ``endingOffsets``,
     ``failOnDataLoss``, ``includeHeaders``, ``maxBytesPerPartition``, ``verifyCrc``, ``filter``
     (a view's: its source read as the view) and
-    ``storage.<name>`` settings for the filesystem. See docs/spark.md."""
+    ``storage.<name>`` settings for the filesystem; ``subscribePattern`` instead of ``topic``.
+    Streams (``spark.readStream.format("bmq")``) also take ``maxOffsetsPerTrigger``,
+    ``minOffsetsPerTrigger``, ``maxTriggerDelay`` and ``watch``. See docs/spark.md."""
 
     @classmethod
     def name(cls) -> str:
@@ -91,4 +101,9 @@ class BMQDataSource(DataSource):
         return SPARK_SCHEMA_DDL.rsplit(", headers", 1)[0]
 
     def reader(self, schema: Any) -> DataSourceReader:
-        return BMQReader(self._options())
+        return BMQReader(self._options().resolved())
+
+    def streamReader(self, schema: Any) -> DataSourceStreamReader:
+        from bmq.spark.streaming import BMQStreamReader
+
+        return BMQStreamReader(self._options().resolved())

@@ -10,6 +10,7 @@ watermark at planning time at the latest: only durable data is read.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
@@ -25,6 +26,7 @@ from bmq.storage.log.durable import (
     open_durable,
     position_for,
 )
+from bmq.storage.partitions_root import describe_root, partitions_root_url, topic_dirs
 
 EARLIEST = -2
 LATEST = -1
@@ -78,6 +80,32 @@ def parse_offsets(value: str | None, default: str, name: str) -> OffsetSpec:
     return spec
 
 
+def _count(opts: dict[str, str], name: str) -> int | None:
+    value = opts.get(name.lower())
+    if value is None or not value.strip():
+        return None
+    try:
+        count = int(value)
+    except ValueError:
+        raise OptionError(f"{name} must be a number of offsets, not {value!r}") from None
+    if count <= 0:
+        raise OptionError(f"{name} must be positive, not {count}")
+    return count
+
+
+_DURATION_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000,
+                      "d": 86_400_000}
+
+
+def parse_duration_ms(value: str, name: str) -> int:
+    """Spark's time strings (``15m``, ``10s``, ``500ms``; a bare number is milliseconds)."""
+    match = re.fullmatch(r"\s*(\d+)\s*([a-z]*)\s*", value.lower())
+    if not match or match.group(2) not in ("", *_DURATION_UNITS_MS):
+        raise OptionError(f"{name}: expected a duration such as 15m, 10s or 500ms, not "
+                          f"{value!r}")
+    return int(match.group(1)) * _DURATION_UNITS_MS.get(match.group(2), 1)
+
+
 def _parse_partitions(value: str | None) -> list[int] | None:
     if value is None or not str(value).strip():
         return None
@@ -96,6 +124,9 @@ class SourceOptions:
 
     storage: str
     topics: list[str]
+    # subscribePattern: every topic whose whole name matches (instead of ``topics``), looked
+    # up again at each micro-batch of a stream.
+    topic_pattern: str | None = None
     partitions: list[int] | None = None
     starting: OffsetSpec = "earliest"
     ending: OffsetSpec = "latest"
@@ -112,18 +143,31 @@ class SourceOptions:
     # A view's filter (option ``filter``: its bmq.view.filter, read with its source as
     # ``topic``): only matching records, with the source's offsets, as a consumer of the view.
     record_filter: str | None = None
+    # Streams only (Spark's Kafka source's options): offsets per micro-batch at most /
+    # at least (waiting at most max_trigger_delay_ms for that many).
+    max_offsets_per_trigger: int | None = None
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = 15 * 60_000
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
         opts = {str(k).lower(): str(v) for k, v in options.items() if v is not None}
         storage = opts.get("storage") or opts.get("path")
         if not storage:
-            raise OptionError("option storage is required (the partitions' root: a path, "
-                              "file:///..., hdfs://...; for `bmq serve` it is DATA_DIR/topics)")
+            raise OptionError("option storage is required: the URL the brokers were given "
+                              "(`bmq serve --data-dir DIR`: DIR or file:///DIR; a cluster's "
+                              "--storage URL such as s3://bucket/bmq), or its topics directory")
         topic = opts.get("topic") or opts.get("subscribe")
-        if not topic:
-            raise OptionError("option topic is required")
-        topics = [t.strip() for t in topic.split(",") if t.strip()]
+        pattern = opts.get("subscribepattern")
+        if bool(topic) == bool(pattern):
+            raise OptionError("give exactly one of the options topic (or subscribe: topics "
+                              "separated by commas) and subscribePattern (a regular expression)")
+        topics = [t.strip() for t in (topic or "").split(",") if t.strip()]
+        if pattern:
+            try:
+                re.compile(pattern)
+            except re.error as error:
+                raise OptionError(f"subscribePattern {pattern!r}: {error}") from None
         try:
             max_bytes = int(opts.get("maxbytesperpartition", DEFAULT_MAX_BYTES_PER_PARTITION))
         except ValueError:
@@ -138,6 +182,7 @@ class SourceOptions:
         parsed = cls(
             storage=storage,
             topics=topics,
+            topic_pattern=pattern,
             partitions=_parse_partitions(opts.get("partitions")),
             starting=parse_offsets(opts.get("startingoffsets"), "earliest", "startingOffsets"),
             ending=parse_offsets(opts.get("endingoffsets"), "latest", "endingOffsets"),
@@ -149,6 +194,10 @@ class SourceOptions:
                              if k.startswith("storage.")},
             read_committed=isolation == "read_committed",
             record_filter=opts.get("filter"),
+            max_offsets_per_trigger=_count(opts, "maxOffsetsPerTrigger"),
+            min_offsets_per_trigger=_count(opts, "minOffsetsPerTrigger"),
+            max_trigger_delay_ms=parse_duration_ms(opts.get("maxtriggerdelay", "15m"),
+                                                   "maxTriggerDelay"),
         )
         if parsed.record_filter is not None:
             try:
@@ -157,7 +206,7 @@ class SourceOptions:
                 raise OptionError(f"filter: {error}") from None
         for spec, name in ((parsed.starting, "startingOffsets"),
                            (parsed.ending, "endingOffsets")):
-            if isinstance(spec, dict):
+            if isinstance(spec, dict) and not pattern:
                 unknown = set(spec) - set(topics)
                 if unknown:
                     raise OptionError(f"{name} names topics not read: {sorted(unknown)}")
@@ -165,6 +214,25 @@ class SourceOptions:
 
     def open_storage(self) -> Storage:
         return open_storage(self.storage, self.storage_options or None)
+
+    def resolved(self) -> SourceOptions:
+        """These options with ``storage`` at the partitions' root (the brokers' URL is
+        accepted; see ``bmq.storage.partitions_root``), resolved once by the driver so that
+        tasks open it directly."""
+        return replace(self, storage=partitions_root_url(self.storage,
+                                                         self.storage_options or None))
+
+    def select_topics(self, storage: Storage) -> list[str]:
+        """The topics read: those named, or those the pattern matches now."""
+        if self.topic_pattern is None:
+            return list(self.topics)
+        pattern = re.compile(self.topic_pattern)
+        return [t for t in topic_dirs(storage) if pattern.fullmatch(t)]
+
+
+def topic_not_found(storage: Storage, topic: str) -> OptionError:
+    return OptionError(f"topic {topic!r} not found under {storage.url}: found "
+                       f"{describe_root(storage)} there")
 
 
 def _wanted(spec: OffsetSpec, topic: str, partition: int, default: int) -> int:
@@ -183,10 +251,14 @@ class PartitionRange:
 def resolve_ranges(storage: Storage, opts: SourceOptions) -> list[PartitionRange]:
     """Every selected partition with its resolved ``[start, end)``."""
     result: list[PartitionRange] = []
-    for topic in opts.topics:
+    topics = opts.select_topics(storage)
+    if not topics:
+        raise OptionError(f"subscribePattern {opts.topic_pattern!r} matches no topic under "
+                          f"{storage.url}: found {describe_root(storage)} there")
+    for topic in topics:
         existing = list_partitions(storage, topic)
         if not existing:
-            raise OptionError(f"topic {topic!r} not found under {storage.url}")
+            raise topic_not_found(storage, topic)
         chosen = existing
         if opts.partitions is not None:
             missing = sorted(set(opts.partitions) - set(existing))

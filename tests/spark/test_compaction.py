@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -221,3 +222,88 @@ def test_compact_keys(spark: Any, spark_broker: BrokerProcess, topic_data: Produ
 
     with pytest.raises(ValueError, match="cannot be continued"):
         run_job(spark, job(spark_broker, topic_data, output))
+
+
+def test_stream_converts_new_data_until_stopped(spark: Any, spark_broker: BrokerProcess,
+                                                topic_data: Produced, tmp_path: Path) -> None:
+    """--stream: rounds of reruns pick up what is produced meanwhile; stopping ends the last
+    round cleanly, with every offset converted once."""
+    output = tmp_path / "out"
+    stop = threading.Event()
+    result: dict[str, Any] = {}
+    thread = threading.Thread(target=lambda: result.update(compaction.run_stream(
+        spark, job(spark_broker, topic_data, output), stop, 0.2, io.StringIO())))
+    thread.start()
+    try:
+        for wave in range(3):
+            produce(spark_broker.bootstrap, topic_data, messages(100, 1200 + 100 * wave,
+                                                                 f"s{wave}"), "zstd")
+            time.sleep(0.5)
+        ends = topic_data.ends()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            manifest = json.loads((output / MANIFEST).read_text()) \
+                if (output / MANIFEST).exists() else {"partitions": {}}
+            if {k: v["ranges"] for k, v in manifest["partitions"].items()} == {
+                    f"{topic_data.topic}/{p}": [[0, ends[p]]] for p in ends}:
+                break
+            time.sleep(0.2)
+    finally:
+        stop.set()
+        thread.join(60)
+    assert result["rounds"] >= 2 and result["records"] == len(topic_data.records)
+    check_exact(output_rows(output), topic_data)
+
+
+@pytest.mark.slow
+def test_stream_killed_and_restarted(spark: Any, spark_broker: BrokerProcess,
+                                     topic_data: Produced, tmp_path: Path) -> None:
+    """`compact_to_parquet.py --stream` killed -9 (its whole process tree) while producers
+    write, restarted, stopped with SIGTERM: every offset converted exactly once."""
+    from tests.spark.test_streaming import WaveProducer
+
+    output = tmp_path / "out"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "SPARK_"))}
+    cmd = [sys.executable, str(ROOT / "spark_jobs" / "compact_to_parquet.py"), "--master",
+           "local[2]", "--storage", f"file://{spark_broker.data_dir}", "--topic",
+           topic_data.topic, "--output", str(output), "--max-unit-mb", str(UNIT_BYTES / 1e6),
+           "--stream", "--stream-interval", "0.3"]
+
+    log = tmp_path / "job.log"
+
+    def start() -> subprocess.Popen[bytes]:
+        with open(log, "ab") as err:
+            return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, env=env,
+                                    cwd=str(ROOT), start_new_session=True)
+
+    def converted() -> int:
+        if not (output / MANIFEST).exists():
+            return 0
+        manifest = json.loads((output / MANIFEST).read_text())
+        return sum(e - s for v in manifest["partitions"].values() for s, e in v["ranges"])
+
+    def wait_for(check: Any, what: str) -> None:
+        deadline = time.monotonic() + 180
+        while not check():
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            time.sleep(0.2)
+
+    producer = WaveProducer(spark_broker.bootstrap, topic_data).start()
+    proc = start()
+    try:
+        wait_for(lambda: converted() > 0, "a first commit")
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+        proc = start()
+        time.sleep(3)
+        producer.stop()
+        wait_for(lambda: converted() == len(topic_data.records), "every offset converted")
+        proc.send_signal(signal.SIGTERM)   # the driver's Python process, as a user would
+        out, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 0, log.read_text()[-3000:]
+        assert json.loads(out.decode().strip().splitlines()[-1])["rounds"] >= 1
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)
+    check_exact(output_rows(output), topic_data)

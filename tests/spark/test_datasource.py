@@ -161,7 +161,10 @@ def test_topic_without_any_headers(spark: Any, spark_broker: BrokerProcess) -> N
 
 @pytest.mark.parametrize("options, message", [
     ({}, "storage is required"),
-    ({"storage": "/nowhere"}, "topic is required"),
+    ({"storage": "/nowhere"}, "exactly one of the options topic"),
+    ({"storage": "/nowhere", "topic": "t", "subscribePattern": "t.*"}, "exactly one"),
+    ({"storage": "/nowhere", "topic": "t", "maxOffsetsPerTrigger": "0"}, "positive"),
+    ({"storage": "/nowhere", "topic": "t", "maxTriggerDelay": "soon"}, "maxTriggerDelay"),
     ({"storage": "/nowhere", "topic": "t", "startingOffsets": "{bad"}, "startingOffsets"),
     ({"storage": "/nowhere", "topic": "t", "endingOffsets": '{"other": {"0": 1}}'},
      "names topics not read"),
