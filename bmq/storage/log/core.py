@@ -58,6 +58,8 @@ class LogCore:
         self._checkpointed = b""   # the state document last written
         self._published_ms = 0.0   # monotonic time of the last state document write
         self._published_hw = 0     # the high watermark the last state document names
+        # Segments the log cleaner replaced (when, segment): deleted after a delay (cleaning).
+        self._replaced: list[tuple[float, Segment]] = []
 
     def _path(self, name: str) -> str:
         return f"{self.dir}/{name}"

@@ -291,6 +291,12 @@ class ObjectLayout(Layout):
         except Exception as exc:   # merging is an optimisation: the manifest still goes out
             logger.warning("%s: merging objects failed: %s", log, exc)
 
+    def cleaned_seq(self, log: LogCore) -> int:
+        with log._lock:
+            seq = self._next_seq
+            self._next_seq += 1
+        return seq
+
     def compact(self, log: PartitionLog) -> int:
         if log._closed or log._failed is not None:
             return 0
@@ -336,6 +342,9 @@ class ObjectLayout(Layout):
         best = max(run, key=lambda s: s.max_timestamp)
         new.max_timestamp = best.max_timestamp
         new.offset_of_max_timestamp = best.offset_of_max_timestamp
+        if all(seg.cleaned_ms >= 0 for seg in run):   # still clean (bmq.cleaner)
+            new.cleaned_ms = max(seg.cleaned_ms for seg in run)
+            new.tombstones = sum(seg.tombstones for seg in run)
         view = memoryview(data)
         new.set_indexes(*log._rebuild_indexes(new, len(data),
                                                lambda p, n: bytes(view[p:p + n])))
