@@ -160,6 +160,7 @@ class Cleaning(Retention, SegmentIndexes):
                         segments[i:i + len(run)] = [new]
                     if not stale:
                         self._install_segments(segments)
+                        self.rewrites += 1
                         for run, _new in replacements:
                             for seg in run:
                                 seg.retired = True
