@@ -109,7 +109,7 @@ class Cleaning(Retention, SegmentIndexes):
                 return Cleanable([], [])
             first_open = self._durable_producers.first_unstable_offset()
             stable = self.high_watermark if first_open is None else first_open
-            sealed = self._segments[:-self.layout.kept_at_end]
+            sealed = self.layout.sealed(self)
             segments = []
             for seg in sealed:
                 if seg.next_offset > stable:

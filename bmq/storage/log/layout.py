@@ -70,6 +70,11 @@ class Layout(ABC):
         """Periodic storage work before a checkpoint (merging objects)."""
         return None
 
+    def sealed(self, log: LogCore) -> list[Segment]:
+        """Under ``_lock``: the segments that are no longer written to (the log cleaner's; Kafka
+        never cleans the active segment)."""
+        return log._segments[:-1]
+
     def cleaned_seq(self, log: LogCore) -> int:
         """A sequence number for the name of a segment the log cleaner writes, used by no file
         of this epoch before: the append layout's own segments have none, so a clock (ms since
