@@ -1,6 +1,6 @@
-"""The C part of the package: bmq.spark._recdecode, the Spark data source's record decoder, and
-bmq.readpath._viewfilter, the record filter of views (everything else is declared in
-pyproject.toml)."""
+"""The C part of the package: bmq.spark._recdecode, the Spark data source's record decoder,
+bmq.readpath._viewfilter, the record filter of views, and bmq.cleaner._keymap, the log cleaner's
+offset map (everything else is declared in pyproject.toml)."""
 
 from setuptools import Extension, setup
 
@@ -10,4 +10,5 @@ setup(ext_modules=[
     Extension("bmq.spark._recdecode", ["bmq/spark/_recdecode.c"], extra_compile_args=_FLAGS),
     Extension("bmq.readpath._viewfilter", ["bmq/readpath/_viewfilter.c"],
               extra_compile_args=_FLAGS),
+    Extension("bmq.cleaner._keymap", ["bmq/cleaner/_keymap.c"], extra_compile_args=_FLAGS),
 ])

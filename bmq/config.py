@@ -64,6 +64,10 @@ class Config:
     compression_type: str = "producer"
     log_retention_check_interval_ms: int = 300_000
     log_checkpoint_interval_ms: int = 10_000
+    # How often the log cleaner looks for compacted partitions to clean (on a thread of its own).
+    log_cleaner_backoff_ms: int = 15_000
+    # Memory of the log cleaner's offset map (key hash -> latest offset, 24 bytes a key).
+    log_cleaner_dedupe_buffer_size: int = 128 << 20
     # Object stores (S3): the least time between two flushes of one partition. Every flush is a
     # PUT (plus the manifest's), paid per request; batches arriving meanwhile go out together.
     # Adds up to this much to acks=all latency. No effect on file systems (local, HDFS).
@@ -247,6 +251,8 @@ KAFKA_NAMES: dict[str, str] = {
     "log_retention_check_interval_ms": "log.retention.check.interval.ms",
     # Kafka's recovery-point checkpoint, which BMQ's partition checkpoint also is.
     "log_checkpoint_interval_ms": "log.flush.offset.checkpoint.interval.ms",
+    "log_cleaner_backoff_ms": "log.cleaner.backoff.ms",
+    "log_cleaner_dedupe_buffer_size": "log.cleaner.dedupe.buffer.size",
     "socket_request_max_bytes": "socket.request.max.bytes",
     "group_initial_rebalance_delay_ms": "group.initial.rebalance.delay.ms",
     "group_min_session_timeout_ms": "group.min.session.timeout.ms",

@@ -18,6 +18,7 @@ from bmq.broker.broker import Broker
 from bmq.broker.membership.cluster import ClusterMembership
 from bmq.broker.server import serve_metrics_of
 from bmq.broker.service import broker_connection
+from bmq.cleaner import CleanerService
 from bmq.config import Config
 from bmq.lifecycle import run_until_signalled
 from bmq.metadata.broker_configs import BrokerConfigStore
@@ -84,7 +85,9 @@ class ClusterBrokerServer:
         await self._listening.start(lambda name: broker_connection(
             broker, self.security, self._listening.listeners, name))
         self._maintenance = loop.create_task(broker.partitions.maintain(
-            self.config.log_checkpoint_interval_ms, self.config.log_retention_check_interval_ms))
+            self.config.log_checkpoint_interval_ms, self.config.log_retention_check_interval_ms,
+            CleanerService(self.config.log_cleaner_backoff_ms,
+                           self.config.log_cleaner_dedupe_buffer_size)))
         await self.membership.start(broker.partitions, broker.coordinators)
         log.info("BMQ broker %d listening on %s, ZooKeeper %s, storage %s",
                  self.config.node_id, self._listening.describe(), self.config.zookeeper,

@@ -15,6 +15,7 @@ from bmq import metrics
 from bmq.broker.broker import Broker
 from bmq.broker.membership.standalone import StandaloneMembership
 from bmq.broker.service import broker_connection
+from bmq.cleaner import CleanerService
 from bmq.config import Config
 from bmq.coordinators.transactions import TxnState
 from bmq.lifecycle import run_until_signalled
@@ -89,7 +90,8 @@ class BrokerServer:
         loop = asyncio.get_running_loop()
         await self._listening.start(self._connection)
         self._maintenance = loop.create_task(broker.partitions.maintain(
-            config.log_checkpoint_interval_ms, config.log_retention_check_interval_ms))
+            config.log_checkpoint_interval_ms, config.log_retention_check_interval_ms,
+            CleanerService(config.log_cleaner_backoff_ms, config.log_cleaner_dedupe_buffer_size)))
         log.info("BMQ broker %d listening on %s, data in %s", config.node_id,
                  self._listening.describe(), self.data_dir)
 

@@ -2,7 +2,7 @@
 documentation, and the LogConfig a topic's configs make.
 
 Configs that mean something here are enforced (retention, segments, sizes, timestamps,
-compression, the compaction policy's refusal of keyless records); the rest are accepted, stored
+compression, the compaction policy and its log cleaner); the rest are accepted, stored
 and described with Kafka's defaults, so tools written for Kafka can set them (their
 documentation says that BMQ stores them only). A name Kafka does not define is INVALID_CONFIG.
 """
@@ -135,10 +135,10 @@ def _parses(expression: str) -> bool:
 _DEFINITIONS = (
     _kafka("cleanup.policy", ConfigType.LIST, "delete", _list_of("delete", "compact"),
            "delete: whole segments past retention.ms or retention.bytes are deleted. compact: "
-           "records without a key are refused (INVALID_RECORD) and nothing is deleted by age "
-           "or size; the log cleaner that keeps only each key's latest value does not run yet, "
-           "so a compacted topic keeps every record. Both (compact,delete): keys required, "
-           "retention applies.", "log.cleanup.policy", enforced=True),
+           "records without a key are refused (INVALID_RECORD), nothing is deleted by age or "
+           "size, and the log cleaner keeps only the latest record of each key (tombstones "
+           "for delete.retention.ms). Both (compact,delete): the cleaner runs and retention "
+           "applies.", "log.cleanup.policy", enforced=True),
     _broker("compression.type", ConfigType.STRING, "compression_type",
             _one_of(*COMPRESSION_TYPES),
             "producer keeps each batch as the producer compressed it; a codec (uncompressed, "
@@ -155,11 +155,13 @@ _DEFINITIONS = (
            "The zstd level batches are recompressed at (compression.type=zstd).",
            "compression.zstd.level", enforced=True),
     _kafka("delete.retention.ms", ConfigType.LONG, "86400000", _is_int(0),
-           "How long the log cleaner keeps delete tombstones of compacted topics." + STORED_ONLY
-           + " until compaction runs.", "log.cleaner.delete.retention.ms"),
+           "How long the log cleaner keeps delete tombstones (null values) of compacted topics, "
+           "counted from the first cleaning of their segment.",
+           "log.cleaner.delete.retention.ms", enforced=True),
     _kafka("file.delete.delay.ms", ConfigType.LONG, "60000", _is_int(0),
-           "Wait before a deleted segment's files are removed." + STORED_ONLY + ".",
-           "log.segment.delete.delay.ms"),
+           "Wait before the files of segments the log cleaner replaced are removed (readers "
+           "in other processes may still read them); retention deletes at once.",
+           "log.segment.delete.delay.ms", enforced=True),
     _kafka("flush.messages", ConfigType.LONG, LONG_MAX, _is_int(1),
            "Records between forced fsyncs." + STORED_ONLY + ": every group commit is fsynced "
            "before acks=all is answered.", "log.flush.interval.messages"),
@@ -183,8 +185,9 @@ _DEFINITIONS = (
            "Tiered storage: time kept locally." + STORED_ONLY + ": all segments live on the "
            "shared storage.", "log.local.retention.ms"),
     _kafka("max.compaction.lag.ms", ConfigType.LONG, LONG_MAX, _is_int(1),
-           "Longest time a record stays uncompacted." + STORED_ONLY + " until compaction runs.",
-           "log.cleaner.max.compaction.lag.ms"),
+           "Longest time a record stays uncompacted: the cleaner cleans a log whose oldest dirty "
+           "segment is older, whatever its dirty ratio.",
+           "log.cleaner.max.compaction.lag.ms", enforced=True),
     _broker("max.message.bytes", ConfigType.INT, "message_max_bytes", _is_int(0, INT32_MAX),
             "Largest record batch accepted, in bytes (after the broker's recompression, if "
             "any): larger ones get MESSAGE_TOO_LARGE."),
@@ -208,11 +211,11 @@ _DEFINITIONS = (
             _one_of("CreateTime", "LogAppendTime"),
             "CreateTime keeps producers' timestamps; LogAppendTime stamps the broker's time."),
     _kafka("min.cleanable.dirty.ratio", ConfigType.DOUBLE, "0.5", _is_ratio,
-           "Dirty share of a log that makes the cleaner compact it." + STORED_ONLY
-           + " until compaction runs.", "log.cleaner.min.cleanable.ratio"),
+           "Dirty share of a log (bytes never cleaned) that makes the cleaner compact it.",
+           "log.cleaner.min.cleanable.ratio", enforced=True),
     _kafka("min.compaction.lag.ms", ConfigType.LONG, "0", _is_int(0),
-           "Shortest time a record stays uncompacted." + STORED_ONLY + " until compaction runs.",
-           "log.cleaner.min.compaction.lag.ms"),
+           "Shortest time a record stays uncompacted: segments with newer records are not "
+           "cleaned yet.", "log.cleaner.min.compaction.lag.ms", enforced=True),
     _kafka("min.insync.replicas", ConfigType.INT, "1", _is_int(1, INT32_MAX),
            "Replicas that must have a write before acks=all is answered. In BMQ acks=all is "
            "answered once the write is durable on the shared storage, which stands for every "
@@ -338,4 +341,9 @@ def log_config(broker: Config, overrides: Mapping[str, str]) -> LogConfig:
         compression_type=compression,
         compression_level=None if level is None else int(level),
         compact="compact" in policies,
+        delete_retention_ms=int(value("delete.retention.ms")),
+        min_cleanable_dirty_ratio=float(value("min.cleanable.dirty.ratio")),
+        min_compaction_lag_ms=int(value("min.compaction.lag.ms")),
+        max_compaction_lag_ms=int(value("max.compaction.lag.ms")),
+        file_delete_delay_ms=int(value("file.delete.delay.ms")),
     )

@@ -59,6 +59,7 @@ class PartitionView:
         # What fetches see: moves only once new data is in the cache (see apply), so fetches
         # arriving meanwhile do not all miss and read the same bytes from storage.
         self.high_watermark = reader.high_watermark
+        self._rewrites = reader.rewrites
 
     @property
     def log_start_offset(self) -> int:
@@ -92,6 +93,10 @@ class PartitionView:
             # Nothing new; or new data on its way into the cache; or (the writer's own log,
             # acks=1) appended but not yet durable, which Kafka answers with no data either.
             return b""
+        if self.reader.rewrites != self._rewrites:
+            # The log cleaner replaced segments: cached batches may be ones it removed.
+            self._rewrites = self.reader.rewrites
+            self._cache.drop(self.key)
         data = self._cache.get(self.key, offset, max_bytes)
         if data is not None:
             metrics.PROXY_CACHE_HITS.inc()

@@ -155,10 +155,11 @@ class Segment:
     """Metadata of one segment. Fields read by readers change only under the log's lock."""
 
     __slots__ = (
-        "appender", "base", "bytes_since_index", "created_ms", "epoch", "idx_pending",
+        "appender", "base", "bytes_since_index", "cleaned_ms", "created_ms", "epoch",
+        "idx_pending",
         "idx_persisted", "idx_pos", "idx_rel", "index_epoch", "lock", "max_timestamp",
-        "next_offset", "offset_of_max_timestamp", "reader", "readers", "retired", "seq", "size",
-        "tidx_pending", "tidx_persisted", "tidx_rel", "tidx_ts",
+        "next_offset", "offset_of_max_timestamp", "origin_epoch", "reader", "readers", "retired",
+        "seq", "size", "tidx_pending", "tidx_persisted", "tidx_rel", "tidx_ts", "tombstones",
     )
 
     def __init__(self, base: int, created_ms: int = -1, epoch: int = 0, seq: int = -1) -> None:
@@ -171,6 +172,12 @@ class Segment:
         self.max_timestamp = -1
         self.offset_of_max_timestamp = base
         self.created_ms = created_ms       # append time of the first batch (-1: empty)
+        # Log cleaner (bmq.cleaner): when the records were first cleaned (-1: never, "dirty"),
+        # tombstones still in the segment, and the leader epoch that wrote the records (a
+        # cleaned segment's file is named after the cleaning owner's epoch; -1: ``epoch``).
+        self.cleaned_ms = -1
+        self.tombstones = 0
+        self.origin_epoch = -1
         # Indexes; None while not loaded (sealed segments load on first use).
         self.idx_rel: array[int] | None = array("I")
         self.idx_pos: array[int] | None = array("I")
@@ -188,6 +195,11 @@ class Segment:
         self.readers = 0                   # reads in progress (handles stay open meanwhile)
         self.retired = False               # removed from the log; close handles when unused
         self.lock = threading.RLock()      # lazy index load and reader open
+
+    @property
+    def data_epoch(self) -> int:
+        """The leader epoch that wrote the segment's records (OffsetForLeaderEpoch)."""
+        return self.epoch if self.origin_epoch < 0 else self.origin_epoch
 
     @property
     def stem(self) -> str:
@@ -273,6 +285,11 @@ class Segment:
             extra["seq"] = self.seq
         if self.index_epoch != self.epoch:
             extra["index_epoch"] = self.index_epoch
+        if self.cleaned_ms >= 0:
+            extra["cleaned_ms"] = self.cleaned_ms
+            extra["tombstones"] = self.tombstones
+        if self.origin_epoch >= 0:
+            extra["origin_epoch"] = self.origin_epoch
         return {
             "base_offset": self.base,
             "size": self.size,
@@ -297,5 +314,8 @@ class Segment:
         seg.offset_of_max_timestamp = int(meta["offset_of_max_timestamp"])
         seg.idx_persisted = int(meta["index_entries"])
         seg.tidx_persisted = int(meta["time_index_entries"])
+        seg.cleaned_ms = int(meta.get("cleaned_ms", -1))
+        seg.tombstones = int(meta.get("tombstones", 0))
+        seg.origin_epoch = int(meta.get("origin_epoch", -1))
         seg.idx_rel = seg.idx_pos = seg.tidx_ts = seg.tidx_rel = None
         return seg

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Executor
 
 from bmq import metrics
+from bmq.cleaner import CleanerService
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.records import BatchHeader
 from bmq.storage import LogConfig, PartitionLog, Storage
@@ -234,11 +235,14 @@ class PartitionManager:
         for topic, index in list(self._partitions):
             await self.close(topic, index)
 
-    async def maintain(self, checkpoint_interval_ms: int, retention_interval_ms: int) -> None:
-        """Checkpoints and retention, each on its own schedule, until cancelled at shutdown."""
+    async def maintain(self, checkpoint_interval_ms: int, retention_interval_ms: int,
+                       cleaner: CleanerService | None = None) -> None:
+        """Checkpoints, retention and the log cleaner of compacted topics, each on its own
+        schedule, until cancelled at shutdown."""
         await asyncio.gather(
             self._every(checkpoint_interval_ms, lambda log_: log_.checkpoint()),
             self._every(retention_interval_ms, lambda log_: log_.apply_retention(now_ms())),
+            *([cleaner.run(lambda: [p.log for p in self.all()])] if cleaner else []),
         )
 
     async def _every(self, interval_ms: int, work: Callable[[PartitionLog], object]) -> None:

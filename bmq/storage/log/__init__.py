@@ -10,6 +10,7 @@ the object layout (objects and a manifest). See ``partition_log`` for the design
 ``indexes``        offset and time indexes of segments
 ``reading``        reads and timestamp lookups
 ``retention``      retention and DeleteRecords
+``cleaning``       what the log cleaner (bmq.cleaner) reads, writes and swaps in
 ``layout``         what differs by storage: ``append_layout``, ``object_layout``
 ``partition_log``  PartitionLog, the one writer of a partition
 ``view``           LogReader, the read-only view, over ReadOnlyLog (reads without any writes)

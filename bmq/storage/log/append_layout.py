@@ -163,13 +163,14 @@ class AppendLayout(Layout):
             for ck_meta in ck_metas:
                 chain.append((Segment.from_meta(ck_meta), ck_meta))
             last_base = ck_metas[-1]["base_offset"] if ck_metas else -1
-            for base, e, _seq in sorted(files):
-                if e == data_epoch and base > last_base:
+            for base, e, seq in sorted(files):
+                # (seq >= 0: a segment of the log cleaner, which only a checkpoint can list)
+                if e == data_epoch and base > last_base and seq < 0:
                     chain.append((Segment(base, epoch=e), None))
         else:
             by_base: dict[int, int] = {}
-            for base, e, _seq in files:
-                if e <= epoch:
+            for base, e, seq in files:
+                if e <= epoch and seq < 0:
                     by_base[base] = max(by_base.get(base, e), e)
             chain = [(Segment(b, epoch=e), None) for b, e in sorted(by_base.items())]
             if chain:

@@ -37,6 +37,13 @@ class LogConfig:
     compression_type: str = "producer"
     compression_level: int | None = None
     compact: bool = False
+    # The log cleaner (bmq.cleaner), for compacted topics: Kafka's topic configs of the same
+    # names, and how long the files of segments it replaced stay for readers elsewhere.
+    delete_retention_ms: int = 24 * 3600 * 1000
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = 2**63 - 1
+    file_delete_delay_ms: int = 60_000
     # Cluster mode (epoch > 0): how often flushes also publish the checkpoint, which is what
     # readers in other processes (``PartitionLog.open_reader``) see. Object stores publish on
     # every flush (the manifest is part of the flush).

@@ -58,6 +58,11 @@ class LogCore:
         self._checkpointed = b""   # the state document last written
         self._published_ms = 0.0   # monotonic time of the last state document write
         self._published_hw = 0     # the high watermark the last state document names
+        # Segments the log cleaner replaced (when, segment): deleted after a delay (cleaning).
+        self._replaced: list[tuple[float, Segment]] = []
+        # Bumped when segments are replaced by others (the cleaner's, or, in a reader, any
+        # segment leaving its view): batches cached from the old ones are stale.
+        self.rewrites = 0
 
     def _path(self, name: str) -> str:
         return f"{self.dir}/{name}"

@@ -15,9 +15,11 @@ from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any
 
 from bmq.storage.base import Storage
-from bmq.storage.log.config import Queued
+from bmq.storage.log.config import Queued, clock_ms
 from bmq.storage.log.state import StateFiles
 from bmq.storage.segment import Segment
+
+_SEQ_CLOCK_ORIGIN_MS = 1_577_836_800_000   # 2020-01-01
 
 if TYPE_CHECKING:
     from bmq.storage.log.core import LogCore
@@ -31,6 +33,7 @@ class Layout(ABC):
 
     #: Segments at the end of the log that retention never deletes.
     kept_at_end: int
+    _last_cleaned_seq = -1
 
     @staticmethod
     @abstractmethod
@@ -66,6 +69,20 @@ class Layout(ABC):
     def maintain(self, log: PartitionLog) -> None:
         """Periodic storage work before a checkpoint (merging objects)."""
         return None
+
+    def sealed(self, log: LogCore) -> list[Segment]:
+        """Under ``_lock``: the segments that are no longer written to (the log cleaner's; Kafka
+        never cleans the active segment)."""
+        return log._segments[:-1]
+
+    def cleaned_seq(self, log: LogCore) -> int:
+        """A sequence number for the name of a segment the log cleaner writes, used by no file
+        of this epoch before: the append layout's own segments have none, so a clock (ms since
+        2020, which fits the name's 12 digits until 2051) never repeats one across restarts."""
+        with log._lock:
+            seq = max(self._last_cleaned_seq + 1, clock_ms() - _SEQ_CLOCK_ORIGIN_MS)
+            self._last_cleaned_seq = seq
+        return seq
 
     def compact(self, log: PartitionLog) -> int:
         """Merge small pieces of the log; returns how many were merged away."""

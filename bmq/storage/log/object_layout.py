@@ -291,6 +291,29 @@ class ObjectLayout(Layout):
         except Exception as exc:   # merging is an optimisation: the manifest still goes out
             logger.warning("%s: merging objects failed: %s", log, exc)
 
+    def sealed(self, log: LogCore) -> list[Segment]:
+        """Objects never change, but the newest ones are what the append layout's active
+        segment would hold: those less than ``segment.bytes`` from the end and younger than
+        ``segment.ms`` are left alone, as Kafka leaves its active segment."""
+        objects = log._segments[:-1]
+        cfg = log.config
+        now = clock_ms()
+        size = 0
+        start = len(objects)
+        while start > 0:
+            seg = objects[start - 1]
+            if size + seg.size >= cfg.segment_bytes or now - seg.created_ms >= cfg.segment_ms:
+                break
+            size += seg.size
+            start -= 1
+        return objects[:start]
+
+    def cleaned_seq(self, log: LogCore) -> int:
+        with log._lock:
+            seq = self._next_seq
+            self._next_seq += 1
+        return seq
+
     def compact(self, log: PartitionLog) -> int:
         if log._closed or log._failed is not None:
             return 0
@@ -336,6 +359,9 @@ class ObjectLayout(Layout):
         best = max(run, key=lambda s: s.max_timestamp)
         new.max_timestamp = best.max_timestamp
         new.offset_of_max_timestamp = best.offset_of_max_timestamp
+        if all(seg.cleaned_ms >= 0 for seg in run):   # still clean (bmq.cleaner)
+            new.cleaned_ms = max(seg.cleaned_ms for seg in run)
+            new.tombstones = sum(seg.tombstones for seg in run)
         view = memoryview(data)
         new.set_indexes(*log._rebuild_indexes(new, len(data),
                                                lambda p, n: bytes(view[p:p + n])))

@@ -49,13 +49,13 @@ from bmq.protocol.records import (
 )
 from bmq.storage.base import Storage
 from bmq.storage.log.append_layout import AppendLayout
+from bmq.storage.log.cleaning import Cleaning
 from bmq.storage.log.config import AppendResult, BatchMeta, LogConfig, check_name
 from bmq.storage.log.layout import Layout
 from bmq.storage.log.object_layout import ObjectLayout
 from bmq.storage.log.published_txns import TAIL_KEY, tail_txn_state
 from bmq.storage.log.reading import Reading
 from bmq.storage.log.recovery import Recovery
-from bmq.storage.log.retention import Retention
 from bmq.storage.log.view import LogReader, ReadOnlyLog
 from bmq.storage.producer_state import TXN_NONE, AbortedTxn, txn_kind
 
@@ -66,7 +66,7 @@ def _layout_for(storage: Storage) -> Layout:
     return AppendLayout() if storage.supports_append else ObjectLayout()
 
 
-class PartitionLog(Recovery, Reading, Retention):
+class PartitionLog(Recovery, Reading, Cleaning):
     """The log of one partition. Create with ``PartitionLog.open`` (the one writer) or read with
     ``PartitionLog.open_reader`` (any number of read-only views, in other processes too)."""
 

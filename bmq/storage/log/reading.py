@@ -31,8 +31,8 @@ class Reading(SegmentIndexes):
         with self._lock:
             starts: list[tuple[int, int]] = []
             for seg in self._segments:
-                if not starts or seg.epoch > starts[-1][0]:
-                    starts.append((seg.epoch, seg.base))
+                if not starts or seg.data_epoch > starts[-1][0]:
+                    starts.append((seg.data_epoch, seg.base))
             end = self.high_watermark
         for i in range(len(starts) - 1, -1, -1):
             if starts[i][0] <= epoch:
@@ -47,29 +47,37 @@ class Reading(SegmentIndexes):
             seg.close_handles()
 
     def read_batches(self, offset: int, max_bytes: int) -> bytes | memoryview:
-        """Whole batches from the one holding ``offset``, within one segment."""
-        with self._lock:
-            if offset < self.log_start_offset or offset > self.high_watermark:
-                raise KafkaError(
-                    ErrorCode.OFFSET_OUT_OF_RANGE,
-                    f"offset {offset} not in [{self.log_start_offset}, {self.high_watermark}]")
-            if offset == self.high_watermark:
-                return b""
-            seg = self._segments[bisect_right(self._bases, offset) - 1]
-            end = seg.size
-            seg.readers += 1
-            located = seg.lookup(offset) if seg.idx_rel is not None else None
-        try:
-            if located is None:
-                self._ensure_index(seg)
-                located = seg.lookup(offset)
-            return self._read_segment(seg, offset, located[0], located[1], end, max_bytes)
-        except FileNotFoundError as exc:  # deleted by retention while we were getting to it
-            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE, f"offset {offset} deleted") from exc
-        except CorruptLogError as exc:
-            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{self}: {exc}") from exc
-        finally:
-            self._release(seg)
+        """Whole batches from the one holding ``offset``, within one segment (the next one
+        when the cleaner removed every record of this one from ``offset`` on)."""
+        while True:
+            with self._lock:
+                if offset < self.log_start_offset or offset > self.high_watermark:
+                    raise KafkaError(
+                        ErrorCode.OFFSET_OUT_OF_RANGE,
+                        f"offset {offset} not in [{self.log_start_offset}, "
+                        f"{self.high_watermark}]")
+                if offset == self.high_watermark:
+                    return b""
+                seg = self._segments[bisect_right(self._bases, offset) - 1]
+                end = seg.size
+                last = seg is self._segments[-1]
+                seg.readers += 1
+                located = seg.lookup(offset) if seg.idx_rel is not None else None
+            try:
+                if located is None:
+                    self._ensure_index(seg)
+                    located = seg.lookup(offset)
+                data = self._read_segment(seg, offset, located[0], located[1], end, max_bytes)
+            except FileNotFoundError as exc:  # deleted by retention while we got to it
+                raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                                 f"offset {offset} deleted") from exc
+            except CorruptLogError as exc:
+                raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{self}: {exc}") from exc
+            finally:
+                self._release(seg)
+            if data or last:
+                return data
+            offset = max(offset + 1, seg.next_offset)
 
     def _read_segment(self, seg: Segment, offset: int, pos: int, at: int, end: int,
                       max_bytes: int) -> bytes | memoryview:
@@ -88,7 +96,9 @@ class Reading(SegmentIndexes):
                 learned.commit()
                 return self._read_located(seg, offset, pos + q, end, max_bytes)
             h = read_header(data, q)
-            if q == 0 and (h.base_offset != at or h.magic != MAGIC_V2
+            # (A cleaned segment's first batch may start after its base: the cleaner left a gap.)
+            gap = pos == 0 and seg.cleaned_ms >= 0 and h.base_offset > at
+            if q == 0 and ((h.base_offset != at and not gap) or h.magic != MAGIC_V2
                            or h.batch_length < HEADER_SIZE - LOG_OVERHEAD):
                 # The index points somewhere odd: rebuild it, then find the batch by scanning.
                 logger.warning("%s: index of segment %d is wrong near offset %d", self,
@@ -122,6 +132,8 @@ class Reading(SegmentIndexes):
                     return _trim(data, 0, size, max_bytes)
         finally:
             learned.commit()
+        if seg.cleaned_ms >= 0:
+            return b""   # the cleaner left a gap from ``offset`` to the segment's end
         raise CorruptLogError(f"offset {offset} not found in segment {seg.base}")
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:

@@ -76,6 +76,11 @@ class LogReader:
     def size_bytes(self) -> int:
         return self._log.size_bytes
 
+    @property
+    def rewrites(self) -> int:
+        """Changes to the view's segments other than growth (see ``LogCore.rewrites``)."""
+        return self._log.rewrites
+
     def refresh(self) -> bool:
         """Re-read the newest published state; True if it changed."""
         log = self._log
@@ -174,6 +179,8 @@ class LogReader:
                 kept = old.pop((seg.stem, seg.size), None)
                 segments.append(kept if kept is not None else seg)
             retired = list(old.values())
+            if retired:
+                log.rewrites += 1
             for seg in retired:
                 seg.retired = True
             idle = [seg for seg in retired if seg.readers == 0]

@@ -1,0 +1,565 @@
+/* The hot loops of the log cleaner (bmq.cleaner): Kafka's offset map, key hash -> latest offset,
+ * in a fixed amount of memory, and the filter that keeps each key's latest record.
+ *
+ * KeyMap(slots)                        an open-addressing table of `slots` entries (a power of
+ *                                      two), 24 bytes each: a 128-bit key hash (MurmurHash3
+ *                                      x64/128, as Kafka's map keeps MD5's 16 bytes) and the
+ *                                      offset; allocated zeroed, so untouched pages cost nothing.
+ * KeyMap.add_batches(data, aborted, decompress) -> (position, full)
+ *                                      records every key of the data batches of `data` with its
+ *                                      offset, skipping control batches and aborted transactional
+ *                                      batches; stops before the first batch that could take the
+ *                                      table past 3/4 full and returns its position with full=True.
+ * KeyMap.retain_batches(data, aborted, drop_tombstones, decompress, compress, crc)
+ *        -> (bytes, kept, removed, consumed, tombstones)
+ *                                      the whole batches of `data` (`consumed` bytes of it) with
+ *                                      only the records to keep (`tombstones` of them null): a
+ *                                      record is removed when the map holds a later offset for its
+ *                                      key, when it is a tombstone (null value) and
+ *                                      `drop_tombstones`, or when its batch belongs to an aborted
+ *                                      transaction. A batch keeping every record is copied byte
+ *                                      for byte; one keeping none is left out; the others are
+ *                                      rebuilt with the same header (base offset, last offset
+ *                                      delta, producer id, epoch and base sequence, timestamps,
+ *                                      codec), as Kafka's cleaner rebuilds them, with the kept
+ *                                      records byte for byte (their deltas are relative to the
+ *                                      unchanged base). Control batches (transaction markers) are
+ *                                      kept whole.
+ *
+ * `aborted` is a bytes object of native int64 triples (producer id, first offset, marker offset);
+ * a transactional batch of that producer starting in [first, marker) is aborted. `decompress`
+ * and `compress` are callables (codec, bytes) -> bytes, `crc` is CRC-32C of a bytes-like.
+ * Record parsing runs without the GIL. Malformed records raise ValueError: the cleaner never
+ * rewrites what it cannot read.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HEADER_SIZE 61
+#define LOG_OVERHEAD 12
+#define COMPRESSION_MASK 0x07
+#define TRANSACTIONAL_FLAG 0x10
+#define CONTROL_FLAG 0x20
+
+/* ------------------------------------------------------------------ bytes */
+static uint32_t get_u32be(const uint8_t *p) {
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+static int64_t get_i64be(const uint8_t *p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = (v << 8) | p[i];
+    return (int64_t)v;
+}
+
+static void put_u32be(uint8_t *p, uint32_t v) {
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+/* A zigzag varint (int64) at *p, not past end; 0 if malformed. */
+static int varint(const uint8_t **p, const uint8_t *end, int64_t *out) {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+        if (*p >= end)
+            return 0;
+        uint8_t b = *(*p)++;
+        v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *out = (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ MurmurHash3 x64/128 */
+static uint64_t rotl64(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+
+static uint64_t fmix64(uint64_t k) {
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    k *= 0xc4ceb9fe1a85ec53ULL;
+    k ^= k >> 33;
+    return k;
+}
+
+static void murmur3_128(const uint8_t *data, size_t len, uint64_t out[2]) {
+    const size_t nblocks = len / 16;
+    uint64_t h1 = 0x9368e53c2f6af274ULL, h2 = 0x586dcd208f7cd3fdULL;
+    const uint64_t c1 = 0x87c37b91114253d5ULL, c2 = 0x4cf5ad432745937fULL;
+    for (size_t i = 0; i < nblocks; i++) {
+        uint64_t k1, k2;
+        memcpy(&k1, data + i * 16, 8);
+        memcpy(&k2, data + i * 16 + 8, 8);
+        k1 *= c1; k1 = rotl64(k1, 31); k1 *= c2; h1 ^= k1;
+        h1 = rotl64(h1, 27); h1 += h2; h1 = h1 * 5 + 0x52dce729;
+        k2 *= c2; k2 = rotl64(k2, 33); k2 *= c1; h2 ^= k2;
+        h2 = rotl64(h2, 31); h2 += h1; h2 = h2 * 5 + 0x38495ab5;
+    }
+    const uint8_t *tail = data + nblocks * 16;
+    uint64_t k1 = 0, k2 = 0;
+    switch (len & 15) {
+    case 15: k2 ^= (uint64_t)tail[14] << 48; /* fall through */
+    case 14: k2 ^= (uint64_t)tail[13] << 40; /* fall through */
+    case 13: k2 ^= (uint64_t)tail[12] << 32; /* fall through */
+    case 12: k2 ^= (uint64_t)tail[11] << 24; /* fall through */
+    case 11: k2 ^= (uint64_t)tail[10] << 16; /* fall through */
+    case 10: k2 ^= (uint64_t)tail[9] << 8;   /* fall through */
+    case 9:  k2 ^= (uint64_t)tail[8];
+             k2 *= c2; k2 = rotl64(k2, 33); k2 *= c1; h2 ^= k2; /* fall through */
+    case 8:  k1 ^= (uint64_t)tail[7] << 56;  /* fall through */
+    case 7:  k1 ^= (uint64_t)tail[6] << 48;  /* fall through */
+    case 6:  k1 ^= (uint64_t)tail[5] << 40;  /* fall through */
+    case 5:  k1 ^= (uint64_t)tail[4] << 32;  /* fall through */
+    case 4:  k1 ^= (uint64_t)tail[3] << 24;  /* fall through */
+    case 3:  k1 ^= (uint64_t)tail[2] << 16;  /* fall through */
+    case 2:  k1 ^= (uint64_t)tail[1] << 8;   /* fall through */
+    case 1:  k1 ^= (uint64_t)tail[0];
+             k1 *= c1; k1 = rotl64(k1, 31); k1 *= c2; h1 ^= k1;
+    }
+    h1 ^= len; h2 ^= len;
+    h1 += h2; h2 += h1;
+    h1 = fmix64(h1); h2 = fmix64(h2);
+    h1 += h2; h2 += h1;
+    out[0] = h1;
+    out[1] = h2;
+}
+
+/* ------------------------------------------------------------------ the table */
+typedef struct {
+    uint64_t h1, h2;
+    int64_t stored;     /* offset + 1; 0: empty slot */
+} entry;
+
+typedef struct {
+    PyObject_HEAD
+    entry *table;
+    size_t mask, size, limit;
+} KeyMap;
+
+static entry *find(KeyMap *m, const uint64_t h[2]) {
+    size_t i = (size_t)h[0] & m->mask;
+    for (;;) {
+        entry *e = &m->table[i];
+        if (e->stored == 0 || (e->h1 == h[0] && e->h2 == h[1]))
+            return e;
+        i = (i + 1) & m->mask;
+    }
+}
+
+/* ------------------------------------------------------------------ records */
+typedef struct {
+    const uint8_t *start, *end;   /* the whole record, length prefix included */
+    int64_t offset_delta;
+    const uint8_t *key;           /* NULL: null key */
+    int64_t key_length;
+    int tombstone;
+} record;
+
+/* Parse the record at *p; 0 if malformed. */
+static int next_record(const uint8_t **p, const uint8_t *end, record *r) {
+    int64_t length, n;
+    r->start = *p;
+    if (!varint(p, end, &length) || length <= 0 || length > end - *p)
+        return 0;
+    const uint8_t *q = *p, *record_end = *p + length;
+    q += 1;                                           /* attributes */
+    if (q > record_end || !varint(&q, record_end, &n) ||
+        !varint(&q, record_end, &r->offset_delta))
+        return 0;
+    if (!varint(&q, record_end, &r->key_length) || r->key_length < -1 ||
+        r->key_length > record_end - q)
+        return 0;
+    r->key = r->key_length >= 0 ? q : NULL;
+    if (r->key_length > 0)
+        q += r->key_length;
+    if (!varint(&q, record_end, &n) || n < -1 || n > record_end - q)
+        return 0;
+    r->tombstone = n < 0;
+    *p = r->end = record_end;
+    return 1;
+}
+
+typedef struct {
+    const uint8_t *data;
+    Py_ssize_t count;    /* triples */
+} aborted_list;
+
+static int is_aborted(const aborted_list *a, const uint8_t *batch) {
+    uint16_t attributes = (uint16_t)((batch[21] << 8) | batch[22]);
+    if (!(attributes & TRANSACTIONAL_FLAG))
+        return 0;
+    int64_t pid = get_i64be(batch + 43), base = get_i64be(batch);
+    for (Py_ssize_t i = 0; i < a->count; i++) {
+        int64_t t[3];
+        memcpy(t, a->data + i * 24, 24);
+        if (t[0] == pid && t[1] <= base && base < t[2])
+            return 1;
+    }
+    return 0;
+}
+
+/* The records of a batch, decompressed if need be: *owner holds the bytes (NULL if none). */
+static int batch_records(const uint8_t *batch, size_t size, PyObject *decompress,
+                         const uint8_t **body, const uint8_t **end, PyObject **owner) {
+    uint16_t attributes = (uint16_t)((batch[21] << 8) | batch[22]);
+    int codec = attributes & COMPRESSION_MASK;
+    *owner = NULL;
+    *body = batch + HEADER_SIZE;
+    *end = batch + size;
+    if (!codec)
+        return 1;
+    PyObject *inflated = PyObject_CallFunction(decompress, "iy#", codec, (const char *)*body,
+                                               (Py_ssize_t)(*end - *body));
+    if (inflated == NULL)
+        return 0;
+    if (!PyBytes_Check(inflated)) {
+        Py_DECREF(inflated);
+        PyErr_SetString(PyExc_TypeError, "decompress must return bytes");
+        return 0;
+    }
+    *owner = inflated;
+    *body = (const uint8_t *)PyBytes_AS_STRING(inflated);
+    *end = *body + PyBytes_GET_SIZE(inflated);
+    return 1;
+}
+
+/* Calls f(batch position, size) for each whole batch of data; stops at a partial one. */
+#define FOR_EACH_BATCH(data, n, pos, size)                                        \
+    for (size_t pos = 0, size = 0;                                                \
+         pos + HEADER_SIZE <= (n) &&                                              \
+         (size = (size_t)get_u32be((data) + pos + 8) + LOG_OVERHEAD) >= HEADER_SIZE && \
+         size <= (n) - pos;                                                       \
+         pos += size)
+
+static int parse_aborted(PyObject *obj, aborted_list *a) {
+    if (!PyBytes_Check(obj) || PyBytes_GET_SIZE(obj) % 24) {
+        PyErr_SetString(PyExc_TypeError, "aborted must be bytes of int64 triples");
+        return 0;
+    }
+    a->data = (const uint8_t *)PyBytes_AS_STRING(obj);
+    a->count = PyBytes_GET_SIZE(obj) / 24;
+    return 1;
+}
+
+/* ------------------------------------------------------------------ KeyMap methods */
+static PyObject *keymap_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    Py_ssize_t slots;
+    static char *names[] = {"slots", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "n", names, &slots))
+        return NULL;
+    if (slots < 16 || (slots & (slots - 1))) {
+        PyErr_SetString(PyExc_ValueError, "slots must be a power of two, at least 16");
+        return NULL;
+    }
+    KeyMap *m = (KeyMap *)type->tp_alloc(type, 0);
+    if (m == NULL)
+        return NULL;
+    m->table = calloc((size_t)slots, sizeof(entry));
+    if (m->table == NULL) {
+        Py_DECREF(m);
+        return PyErr_NoMemory();
+    }
+    m->mask = (size_t)slots - 1;
+    m->limit = (size_t)slots / 4 * 3;
+    m->size = 0;
+    return (PyObject *)m;
+}
+
+static void keymap_dealloc(KeyMap *m) {
+    free(m->table);
+    Py_TYPE(m)->tp_free((PyObject *)m);
+}
+
+static PyObject *keymap_add_batches(KeyMap *m, PyObject *args) {
+    Py_buffer view;
+    PyObject *aborted_obj, *decompress;
+    if (!PyArg_ParseTuple(args, "y*OO", &view, &aborted_obj, &decompress))
+        return NULL;
+    aborted_list aborted;
+    PyObject *result = NULL;
+    if (!parse_aborted(aborted_obj, &aborted))
+        goto done;
+    const uint8_t *data = view.buf;
+    size_t n = (size_t)view.len, stop = 0;
+    int full = 0, bad = 0;
+    FOR_EACH_BATCH(data, n, pos, size) {
+        const uint8_t *batch = data + pos;
+        stop = pos;
+        uint16_t attributes = (uint16_t)((batch[21] << 8) | batch[22]);
+        if (batch[16] != 2 || (attributes & CONTROL_FLAG) || is_aborted(&aborted, batch)) {
+            stop = pos + size;
+            continue;
+        }
+        size_t count = get_u32be(batch + 57);
+        if (m->size + count > m->limit) {
+            full = 1;
+            break;
+        }
+        const uint8_t *body, *end;
+        PyObject *owner;
+        if (!batch_records(batch, size, decompress, &body, &end, &owner))
+            goto done;
+        int64_t base = get_i64be(batch);
+        Py_BEGIN_ALLOW_THREADS
+        const uint8_t *p = body;
+        record r;
+        while (p < end) {
+            if (!next_record(&p, end, &r)) {
+                bad = 1;
+                break;
+            }
+            if (r.key == NULL)
+                continue;
+            uint64_t h[2];
+            murmur3_128(r.key, (size_t)r.key_length, h);
+            entry *e = find(m, h);
+            if (e->stored == 0) {
+                if (m->size >= m->limit) {   /* more records than the header said */
+                    bad = 1;
+                    break;
+                }
+                e->h1 = h[0];
+                e->h2 = h[1];
+                m->size++;
+            }
+            e->stored = base + r.offset_delta + 1;
+        }
+        Py_END_ALLOW_THREADS
+        Py_XDECREF(owner);
+        if (bad) {
+            PyErr_Format(PyExc_ValueError, "malformed records in the batch at offset %lld",
+                         (long long)base);
+            goto done;
+        }
+        stop = pos + size;
+    }
+    result = Py_BuildValue("nO", (Py_ssize_t)stop, full ? Py_True : Py_False);
+done:
+    PyBuffer_Release(&view);
+    return result;
+}
+
+typedef struct {
+    uint8_t *data;
+    size_t size, capacity;
+} buffer;
+
+static int append(buffer *b, const void *src, size_t n) {
+    if (b->size + n > b->capacity) {
+        size_t capacity = b->capacity ? b->capacity : 1 << 16;
+        while (capacity < b->size + n)
+            capacity *= 2;
+        uint8_t *data = realloc(b->data, capacity);
+        if (data == NULL)
+            return 0;
+        b->data = data;
+        b->capacity = capacity;
+    }
+    memcpy(b->data + b->size, src, n);
+    b->size += n;
+    return 1;
+}
+
+/* Appends one rebuilt batch: the original header, then `records` (compressed again with the
+ * batch's codec), with its length, record count and CRC made anew. */
+static int rebuild(buffer *out, const uint8_t *batch, const buffer *records, int64_t kept,
+                   PyObject *compress, PyObject *crc) {
+    uint16_t attributes = (uint16_t)((batch[21] << 8) | batch[22]);
+    int codec = attributes & COMPRESSION_MASK;
+    PyObject *packed = NULL;
+    const uint8_t *body = records->data;
+    size_t body_size = records->size;
+    if (codec) {
+        packed = PyObject_CallFunction(compress, "iy#", codec, (const char *)records->data,
+                                       (Py_ssize_t)records->size);
+        if (packed == NULL)
+            return 0;
+        if (!PyBytes_Check(packed)) {
+            Py_DECREF(packed);
+            PyErr_SetString(PyExc_TypeError, "compress must return bytes");
+            return 0;
+        }
+        body = (const uint8_t *)PyBytes_AS_STRING(packed);
+        body_size = (size_t)PyBytes_GET_SIZE(packed);
+    }
+    size_t at = out->size;
+    int ok = append(out, batch, HEADER_SIZE) && append(out, body, body_size);
+    Py_XDECREF(packed);
+    if (!ok) {
+        PyErr_NoMemory();
+        return 0;
+    }
+    uint8_t *h = out->data + at;
+    size_t length = HEADER_SIZE + body_size;
+    put_u32be(h + 8, (uint32_t)(length - LOG_OVERHEAD));
+    put_u32be(h + 57, (uint32_t)kept);
+    PyObject *sum = PyObject_CallFunction(crc, "y#", (const char *)h + 21,
+                                          (Py_ssize_t)(length - 21));
+    if (sum == NULL)
+        return 0;
+    unsigned long value = PyLong_AsUnsignedLong(sum);
+    Py_DECREF(sum);
+    if (value == (unsigned long)-1 && PyErr_Occurred())
+        return 0;
+    put_u32be(out->data + at + 17, (uint32_t)value);
+    return 1;
+}
+
+static PyObject *keymap_retain_batches(KeyMap *m, PyObject *args) {
+    Py_buffer view;
+    PyObject *aborted_obj, *decompress, *compress, *crc;
+    int drop_tombstones;
+    if (!PyArg_ParseTuple(args, "y*OpOOO", &view, &aborted_obj, &drop_tombstones, &decompress,
+                          &compress, &crc))
+        return NULL;
+    aborted_list aborted;
+    buffer out = {NULL, 0, 0}, kept_records = {NULL, 0, 0};
+    int64_t kept_total = 0, removed_total = 0, tombstones = 0;
+    size_t consumed = 0;
+    PyObject *result = NULL;
+    if (!parse_aborted(aborted_obj, &aborted))
+        goto done;
+    const uint8_t *data = view.buf;
+    size_t n = (size_t)view.len;
+    FOR_EACH_BATCH(data, n, pos, size) {
+        const uint8_t *batch = data + pos;
+        uint16_t attributes = (uint16_t)((batch[21] << 8) | batch[22]);
+        int64_t count = get_u32be(batch + 57);
+        consumed = pos + size;
+        if (batch[16] != 2 || (attributes & CONTROL_FLAG)) {
+            if (!append(&out, batch, size)) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            continue;
+        }
+        if (is_aborted(&aborted, batch)) {
+            removed_total += count;
+            continue;
+        }
+        const uint8_t *body, *end;
+        PyObject *owner;
+        if (!batch_records(batch, size, decompress, &body, &end, &owner))
+            goto done;
+        int64_t base = get_i64be(batch), kept = 0, seen = 0;
+        int bad = 0, nomem = 0;
+        kept_records.size = 0;
+        Py_BEGIN_ALLOW_THREADS
+        const uint8_t *p = body;
+        record r;
+        while (p < end) {
+            if (!next_record(&p, end, &r)) {
+                bad = 1;
+                break;
+            }
+            seen++;
+            int keep = !(r.tombstone && drop_tombstones);
+            if (keep && r.key != NULL) {
+                uint64_t h[2];
+                murmur3_128(r.key, (size_t)r.key_length, h);
+                entry *e = find(m, h);
+                keep = e->stored == 0 || e->stored - 1 <= base + r.offset_delta;
+            }
+            if (keep) {
+                kept++;
+                tombstones += r.tombstone;
+                if (!append(&kept_records, r.start, (size_t)(r.end - r.start))) {
+                    nomem = 1;
+                    break;
+                }
+            }
+        }
+        Py_END_ALLOW_THREADS
+        Py_XDECREF(owner);
+        if (bad || nomem) {
+            if (nomem)
+                PyErr_NoMemory();
+            else
+                PyErr_Format(PyExc_ValueError, "malformed records in the batch at offset %lld",
+                             (long long)base);
+            goto done;
+        }
+        kept_total += kept;
+        removed_total += seen - kept;
+        if (kept == seen) {
+            if (!append(&out, batch, size)) {
+                PyErr_NoMemory();
+                goto done;
+            }
+        } else if (kept > 0 && !rebuild(&out, batch, &kept_records, kept, compress, crc)) {
+            goto done;
+        }
+    }
+    result = Py_BuildValue("y#LLnL", out.data ? (const char *)out.data : "", (Py_ssize_t)out.size,
+                           (long long)kept_total, (long long)removed_total,
+                           (Py_ssize_t)consumed, (long long)tombstones);
+done:
+    free(out.data);
+    free(kept_records.data);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyObject *keymap_get_size(KeyMap *m, void *closure) {
+    (void)closure;
+    return PyLong_FromSize_t(m->size);
+}
+
+static PyObject *keymap_get_limit(KeyMap *m, void *closure) {
+    (void)closure;
+    return PyLong_FromSize_t(m->limit);
+}
+
+static PyMethodDef keymap_methods[] = {
+    {"add_batches", (PyCFunction)keymap_add_batches, METH_VARARGS,
+     "add_batches(data, aborted, decompress) -> (position, full)"},
+    {"retain_batches", (PyCFunction)keymap_retain_batches, METH_VARARGS,
+     "retain_batches(data, aborted, drop_tombstones, decompress, compress, crc) -> "
+     "(bytes, kept, removed, consumed, tombstones)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef keymap_getset[] = {
+    {"size", (getter)keymap_get_size, NULL, "keys in the map", NULL},
+    {"limit", (getter)keymap_get_limit, NULL, "keys the map takes before it is full", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject KeyMapType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "bmq.cleaner._keymap.KeyMap",
+    .tp_basicsize = sizeof(KeyMap),
+    .tp_dealloc = (destructor)keymap_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Kafka's offset map: 128-bit key hash -> latest offset, in fixed memory.",
+    .tp_methods = keymap_methods,
+    .tp_getset = keymap_getset,
+    .tp_new = keymap_new,
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_keymap", NULL, -1, NULL,
+                                    NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__keymap(void) {
+    if (PyType_Ready(&KeyMapType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    Py_INCREF(&KeyMapType);
+    if (PyModule_AddObject(m, "KeyMap", (PyObject *)&KeyMapType) < 0) {
+        Py_DECREF(&KeyMapType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

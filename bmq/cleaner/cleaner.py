@@ -1,0 +1,221 @@
+"""One cleaning pass over a compacted partition log, as Kafka's log cleaner makes it.
+
+The log is split where Kafka splits it: the *clean* part (segments already cleaned, from the
+log start), the *dirty* part after it, and what is not cleanable at all: the active segment (on
+object stores the newest object), anything at or past the last stable offset (open
+transactions), and segments with records younger than ``min.compaction.lag.ms``. A pass runs
+when the dirty part is at least ``min.cleanable.dirty.ratio`` of the cleanable log, when its
+oldest record waited ``max.compaction.lag.ms``, or when tombstones are due for removal.
+
+1. The offset map (``_keymap.KeyMap``, fixed memory) takes each key of the dirty part with its
+   latest offset, segment by segment, until it is full: the pass then ends before the segment
+   that did not fit (the next pass goes on from there).
+2. Every segment from the log start to the end of what was mapped is rewritten, in groups of
+   adjacent segments that fit one segment: a record stays unless the map holds a later offset
+   for its key, its batch belongs to an aborted transaction, or it is a tombstone of a segment
+   cleaned ``delete.retention.ms`` ago. Batches keep their base offset, last offset delta,
+   producer id, epoch and base sequence (offsets keep their gaps); transaction markers are kept.
+3. The cleaned segments replace the originals with one state document write (see
+   ``bmq.storage.log.cleaning``); the originals' files go ``file.delete.delay.ms`` later.
+
+Tombstones: a cleaned segment remembers when its records were first cleaned; its tombstones
+are removed by the first pass ``delete.retention.ms`` after that (Kafka counts from the first
+cleaning too, per batch), so a consumer that starts reading from the log start within that time
+sees every delete.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import struct
+from dataclasses import dataclass
+
+import crc32c
+
+from bmq.cleaner._keymap import KeyMap
+from bmq.protocol.record_codec import compress, decompress
+from bmq.storage.log import PartitionLog
+from bmq.storage.log.object_layout import MAX_OBJECT_BYTES
+from bmq.storage.producer_state import AbortedTxn
+from bmq.storage.segment import MAX_RELATIVE_OFFSET, Segment
+
+_ENTRY_BYTES = 24   # one slot of the map: a 128-bit key hash and an offset
+# Test hook (as the transaction coordinator's): SIGKILL this process at a named step of a pass:
+# "written" (cleaned segments durable, not swapped in) or "swapped" (originals not deleted).
+CRASH_ENV = "BMQ_CLEANER_CRASH_AT"
+
+logger = logging.getLogger(__name__)
+
+
+def crash_point(name: str) -> None:
+    if os.environ.get(CRASH_ENV) == name:
+        logger.warning("%s=%s: killing this process", CRASH_ENV, name)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+@dataclass(slots=True)
+class CleanResult:
+    """What one pass did."""
+
+    segments_read: int = 0
+    segments_written: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    records_kept: int = 0
+    records_removed: int = 0
+    swapped: bool = False
+
+
+class _MapFull(Exception):
+    pass
+
+
+def map_slots(buffer_bytes: int) -> int:
+    """Slots of an offset map in ``buffer_bytes`` of memory (a power of two, at least 16)."""
+    slots = 16
+    while slots * 2 * _ENTRY_BYTES <= buffer_bytes:
+        slots *= 2
+    return slots
+
+
+def _packed(aborted: list[AbortedTxn]) -> bytes:
+    return b"".join(struct.pack("=qqq", a.producer_id, a.first_offset, a.last_offset)
+                    for a in aborted)
+
+
+def needs_cleaning(log: PartitionLog, segments: list[Segment], now_ms: int) -> bool:
+    """Whether a pass over the cleanable ``segments`` is due (Kafka's ratio, lag and tombstone
+    rules)."""
+    cfg = log.config
+    dirty = [s for s in segments if s.cleaned_ms < 0]
+    if any(s.tombstones and s.cleaned_ms + cfg.delete_retention_ms <= now_ms
+           for s in segments if s.cleaned_ms >= 0):
+        return True
+    if not dirty:
+        return False
+    if 0 <= dirty[0].created_ms <= now_ms - cfg.max_compaction_lag_ms:
+        return True
+    total = sum(s.size for s in segments)
+    return total > 0 and sum(s.size for s in dirty) / total >= cfg.min_cleanable_dirty_ratio
+
+
+class LogCleaner:
+    """Cleans logs one at a time with one offset map of ``buffer_bytes`` (Kafka's
+    ``log.cleaner.dedupe.buffer.size``); not thread-safe: one per cleaner thread."""
+
+    def __init__(self, buffer_bytes: int) -> None:
+        self.slots = map_slots(buffer_bytes)
+
+    def clean(self, log: PartitionLog, now_ms: int, force: bool = False) -> CleanResult | None:
+        """One pass if one is due (or ``force``); None if there was nothing to do."""
+        cfg = log.config
+        cleanable = log.cleanable()
+        segments: list[Segment] = []
+        for seg in cleanable.segments:
+            if cfg.min_compaction_lag_ms > 0 and \
+                    now_ms - max(seg.max_timestamp, seg.created_ms) < cfg.min_compaction_lag_ms:
+                break
+            segments.append(seg)
+        if not segments or not (force or needs_cleaning(log, segments, now_ms)):
+            return None
+        result = CleanResult()
+        aborted = _packed(cleanable.aborted)
+        keymap = KeyMap(self.slots)
+        end = self._map_dirty(log, segments, keymap, aborted, result)
+        groups = self._groups(log, segments[:end])
+        replacements: list[tuple[list[Segment], Segment]] = []
+        try:
+            for group in groups:
+                replacements.append((group, self._rewrite(log, group, keymap, aborted, now_ms,
+                                                          result)))
+        except BaseException:
+            log.discard_cleaned([new for _group, new in replacements])
+            raise
+        result.segments_written = len(replacements)
+        crash_point("written")
+        result.swapped = log.replace_cleaned(replacements)
+        crash_point("swapped")
+        return result
+
+    @staticmethod
+    def _map_dirty(log: PartitionLog, segments: list[Segment], keymap: KeyMap, aborted: bytes,
+                   result: CleanResult) -> int:
+        """Map the dirty segments' keys; returns how many of ``segments`` this pass cleans."""
+        first_dirty = next((i for i, s in enumerate(segments) if s.cleaned_ms < 0),
+                           len(segments))
+        for i in range(first_dirty, len(segments)):
+            def add(data: bytes) -> int:
+                taken, full = keymap.add_batches(data, aborted, decompress)
+                if full:
+                    raise _MapFull
+                return taken
+            try:
+                log.each_chunk(segments[i], add)
+            except _MapFull:
+                # Kafka's rule: the pass ends before the segment that did not fit, unless it
+                # is the first dirty one (then its later duplicates wait for a later pass).
+                return i if i > first_dirty else i + 1
+        return len(segments)
+
+    @staticmethod
+    def _groups(log: PartitionLog, segments: list[Segment]) -> list[list[Segment]]:
+        """Adjacent segments cleaned into one: at most a segment's size together, one leader
+        epoch (its history stays exact), never clean and dirty ones together (a tombstone's
+        time in the clean part is the newest of its group's)."""
+        limit = log.config.segment_bytes
+        if not log.storage.supports_append:
+            limit = min(limit, MAX_OBJECT_BYTES)
+        groups: list[list[Segment]] = []
+        size = 0
+        for seg in segments:
+            group = groups[-1] if groups else None
+            if group is not None and size + seg.size <= limit \
+                    and seg.next_offset - group[0].base <= MAX_RELATIVE_OFFSET \
+                    and seg.data_epoch == group[0].data_epoch \
+                    and (seg.cleaned_ms < 0) == (group[0].cleaned_ms < 0):
+                group.append(seg)
+                size += seg.size
+            else:
+                groups.append([seg])
+                size = seg.size
+        return groups
+
+    @staticmethod
+    def _rewrite(log: PartitionLog, group: list[Segment], keymap: KeyMap, aborted: bytes,
+                 now_ms: int, result: CleanResult) -> Segment:
+        cfg = log.config
+        writer = log.start_cleaned(group[0].base, group[-1].next_offset)
+        tombstones = 0
+        try:
+            for seg in group:
+                drop_tombstones = 0 <= seg.cleaned_ms <= now_ms - cfg.delete_retention_ms
+
+                def retain(data: bytes, drop: bool = drop_tombstones) -> int:
+                    nonlocal tombstones
+                    out, kept, removed, taken, tombs = keymap.retain_batches(
+                        data, aborted, drop, decompress, compress, crc32c.crc32c)
+                    writer.write(out)
+                    result.records_kept += kept
+                    result.records_removed += removed
+                    result.bytes_written += len(out)
+                    tombstones += tombs
+                    return taken
+                log.each_chunk(seg, retain)
+                result.bytes_read += seg.size
+                result.segments_read += 1
+            new = writer.segment
+            if new.max_timestamp < 0:   # every record removed: time retention as before
+                newest = max(group, key=lambda s: s.max_timestamp)
+                new.max_timestamp = newest.max_timestamp
+                new.offset_of_max_timestamp = newest.offset_of_max_timestamp
+            new.created_ms = min((s.created_ms for s in group if s.created_ms >= 0), default=-1)
+            new.cleaned_ms = now_ms if group[0].cleaned_ms < 0 else \
+                max(s.cleaned_ms for s in group)
+            new.tombstones = tombstones
+            new.origin_epoch = group[0].data_epoch
+            return writer.finish()
+        except BaseException:
+            writer.abandon()
+            raise

@@ -1,0 +1,53 @@
+"""Compacted topics in cluster mode on S3 (SeaweedFS, the object layout): the partition's owner
+cleans its log, and a kill -9 of the owner while it cleans loses nothing: the next owner
+serves every last value and finishes the cleaning."""
+
+from __future__ import annotations
+
+import time
+
+from confluent_kafka.admin import NewTopic
+
+from tests.cluster.conftest import ClusterFactory, SharedStorage
+from tests.conftest import make_topic_name
+from tests.integration.compaction import COMPACTED, latest, offsets_grow, updates
+from tests.integration.helpers import admin, consume, produce_all, wait_until
+from tests.seaweedfs import SeaweedFS
+
+
+def _compacted(bootstrap: str, topic: str, expected: dict[bytes, bytes | None]) -> bool:
+    messages = consume(bootstrap, topic)[0]
+    values, counts = latest(messages)
+    assert offsets_grow(messages)
+    live = {k: v for k, v in expected.items() if v is not None}
+    return max(counts.values()) == 1 and \
+        {k: v for k, v in values.items() if v is not None} == live
+
+
+def test_owner_cleans_on_s3_and_a_kill_9_loses_nothing(cluster_factory: ClusterFactory,
+                                                        seaweedfs: SeaweedFS) -> None:
+    storage = SharedStorage(seaweedfs.url(f"c-{time.time_ns()}"), seaweedfs.storage_options())
+    cluster = cluster_factory(brokers=2, storage=storage,
+                              env={"BMQ_LOG_CLEANER_BACKOFF_MS": 200})
+    topic = make_topic_name("compact-s3")
+    client = admin(cluster.bootstrap)
+    client.create_topics([NewTopic(topic, 1, 1, config=COMPACTED)])[topic].result(30)
+    cluster.wait_writable(topic)
+    items, expected = updates(4000, keys=300, deleted=30, seed=5)
+    produce_all(cluster.bootstrap, topic, items, linger_ms=5, batch_size=8192)
+    wait_until(lambda: _compacted(cluster.bootstrap, topic, expected), 60, interval=0.5,
+               message="the owner did not clean its log")
+
+    # More updates, and the owner killed while it cleans them.
+    more, more_expected = updates(4000, keys=300, deleted=60, seed=6)
+    produce_all(cluster.bootstrap, topic, more, linger_ms=5, batch_size=8192)
+    owner = cluster.owners(topic)[0]
+    time.sleep(0.3)
+    cluster.brokers[owner].kill()
+    survivor = 3 - owner
+    cluster.wait_writable(topic, owners={survivor}, timeout=30)
+    expected.update(more_expected)
+    wait_until(lambda: _compacted(cluster.bootstrap, topic, expected), 60, interval=0.5,
+               message="the new owner did not clean the log")
+    messages = consume(cluster.bootstrap, topic)[0]
+    assert messages[-1].offset == len(items) + len(more) - 1

@@ -1,0 +1,182 @@
+"""Compacted topics on `bmq serve`, with confluent-kafka and kafka-python: the log cleaner keeps
+the last value of each key, drops tombstones after delete.retention.ms, keeps offsets, shrinks
+storage, never shows a reader a half-cleaned log, and survives kill -9 mid-cleaning."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+from .compaction import COMPACTED, latest, offsets_grow, segment_bytes, updates
+from .helpers import (
+    admin,
+    consume,
+    create_topic,
+    produce_all,
+    topic_configs,
+    wait_until,
+    watermarks,
+)
+
+pytestmark = [
+    pytest.mark.timeout(240),
+    pytest.mark.broker(env={"BMQ_LOG_CLEANER_BACKOFF_MS": 200}),
+]
+
+DELETE_RETENTION_MS = 4000
+
+
+def _clean_state(bootstrap: str, topic: str, expected: dict[bytes, bytes | None],
+                 tombstones: bool | None) -> bool:
+    """Whether a read from the start shows exactly one record per key, the last value (with
+    tombstones for deleted keys when ``tombstones``, without when False)."""
+    messages = consume(bootstrap, topic)[0]
+    values, counts = latest(messages)
+    assert offsets_grow(messages)
+    if any(n > 1 for n in counts.values()):
+        return False
+    live = {k: v for k, v in expected.items() if v is not None}
+    if tombstones is None:
+        return {k: v for k, v in values.items() if v is not None} == live
+    want = expected if tombstones else live
+    return values == want
+
+
+def test_cleaner_keeps_the_last_value_of_each_key(broker, unique_topic) -> None:
+    topic = unique_topic("c")
+    create_topic(broker.bootstrap, topic,
+                 config={**COMPACTED, "delete.retention.ms": str(DELETE_RETENTION_MS)})
+    items, expected = updates(20_000, keys=1000, deleted=100)
+    produce_all(broker.bootstrap, topic, items, linger_ms=5, batch_size=8192)
+    produced_at = time.monotonic()
+    written = sum(len(i["key"]) + len(i["value"] or b"") for i in items)
+
+    # Cleaned: one record per key, the last value; tombstones stay for delete.retention.ms.
+    wait_until(lambda: _clean_state(broker.bootstrap, topic, expected, None), 60,
+               interval=0.5, message="the cleaner did not clean the topic")
+    if time.monotonic() - produced_at < DELETE_RETENTION_MS / 1000 - 1:
+        assert _clean_state(broker.bootstrap, topic, expected, True), \
+            "tombstones removed before delete.retention.ms"
+    # Then the tombstones go too; offsets keep their gaps, the log still starts at 0.
+    wait_until(lambda: _clean_state(broker.bootstrap, topic, expected, False), 60,
+               interval=0.5, message="tombstones outlived delete.retention.ms")
+    messages = consume(broker.bootstrap, topic)[0]
+    low, high = watermarks(broker.bootstrap, topic)
+    assert (low, high) == (0, len(items))
+    live_bytes = sum(len(k) + len(v) for k, v in expected.items() if v is not None)
+    assert segment_bytes(broker.data_dir, topic) < max(written // 4, 3 * live_bytes)
+
+    # Survives a restart as it is.
+    broker.restart()
+    again = consume(broker.bootstrap, topic)[0]
+    assert [(m.offset, m.key, m.value) for m in again] == \
+        [(m.offset, m.key, m.value) for m in messages]
+
+
+def test_a_reader_during_cleaning_sees_a_consistent_log(broker, unique_topic) -> None:
+    topic = unique_topic("r")
+    create_topic(broker.bootstrap, topic, config=COMPACTED)
+    items, expected = updates(20_000, keys=500, deleted=50, seed=11)
+    produce_all(broker.bootstrap, topic, items, linger_ms=5, batch_size=8192)
+    live = {k: v for k, v in expected.items() if v is not None}
+    failures: list[str] = []
+    passes = 0
+    stop = threading.Event()
+
+    def read_repeatedly() -> None:
+        nonlocal passes
+        while not stop.is_set():
+            messages = consume(broker.bootstrap, topic)[0]
+            values, _counts = latest(messages)
+            if not offsets_grow(messages):
+                failures.append("offsets went back")
+            if {k: v for k, v in values.items() if v is not None} != live:
+                failures.append(f"pass {passes}: the last values differ")
+            passes += 1
+
+    reader = threading.Thread(target=read_repeatedly)
+    reader.start()
+    try:
+        wait_until(lambda: _clean_state(broker.bootstrap, topic, expected, None), 60,
+                   interval=0.3, message="the cleaner did not clean the topic")
+    finally:
+        stop.set()
+        reader.join(60)
+    assert passes >= 1 and not failures, failures[:3]
+
+
+@pytest.mark.parametrize("step", ["written", "swapped"])
+def test_kill_9_mid_cleaning_loses_nothing(broker_factory, unique_topic, step) -> None:
+    broker = broker_factory(env={"BMQ_LOG_CLEANER_BACKOFF_MS": 200,
+                                 "BMQ_CLEANER_CRASH_AT": step})
+    topic = unique_topic(step)
+    create_topic(broker.bootstrap, topic, config=COMPACTED)
+    items, expected = updates(5000, keys=300, deleted=30, seed=3)
+    produce_all(broker.bootstrap, topic, items, linger_ms=5, batch_size=8192)
+    wait_until(lambda: not broker.is_running(), 60, message="the cleaner never reached " + step)
+    broker.kill()
+    # Everything acknowledged is there after the crash, before any further cleaning...
+    broker.env = {"BMQ_LOG_CLEANER_BACKOFF_MS": "600000"}
+    broker.start()
+    messages = consume(broker.bootstrap, topic)[0]
+    values, _counts = latest(messages)
+    assert offsets_grow(messages)
+    assert {k: v for k, v in values.items() if v is not None} == \
+        {k: v for k, v in expected.items() if v is not None}
+    assert messages[-1].offset == len(items) - 1
+    # ... and the next cleaner finishes the job.
+    broker.stop()
+    broker.env = {"BMQ_LOG_CLEANER_BACKOFF_MS": "200"}
+    broker.start()
+    wait_until(lambda: _clean_state(broker.bootstrap, topic, expected, None), 60,
+               interval=0.5, message="the cleaner did not clean after the restart")
+    written = sum(len(i["key"]) + len(i["value"] or b"") for i in items)
+    assert segment_bytes(broker.data_dir, topic) < written // 3
+
+
+def test_admin_clients_create_and_alter_compacted_topics(broker, unique_topic) -> None:
+    from kafka.admin import ConfigResource as KpResource
+    from kafka.admin import ConfigResourceType, KafkaAdminClient, NewTopic
+    from kafka.errors import InvalidConfigurationError
+
+    # kafka-python creates one, confluent-kafka alters it; both see the result.
+    name = unique_topic("kp")
+    kp = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        kp.create_topics([NewTopic(name, 1, 1, topic_configs={
+            "cleanup.policy": "compact", "delete.retention.ms": "1000",
+            "min.compaction.lag.ms": "0", "max.compaction.lag.ms": "60000",
+            "segment.ms": "10000", "segment.bytes": "65536"})])
+        with pytest.raises(InvalidConfigurationError):
+            kp.create_topics([NewTopic(unique_topic("bad"), 1, 1,
+                                       topic_configs={"cleanup.policy": "shred"})])
+        described = kp.describe_configs([KpResource(ConfigResourceType.TOPIC, name)])
+        assert "compact" in repr(described)
+    finally:
+        kp.close()
+    resource = ConfigResource("topic", name, incremental_configs=[
+        ConfigEntry("cleanup.policy", "compact,delete",
+                    incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("min.cleanable.dirty.ratio", "0.2",
+                    incremental_operation=AlterConfigOpType.SET)])
+    client = admin(broker.bootstrap)
+    client.incremental_alter_configs([resource])[resource].result(15)
+    configs = topic_configs(broker.bootstrap, name)
+    assert configs["cleanup.policy"] == "compact,delete"
+    assert configs["min.cleanable.dirty.ratio"] == "0.2"
+    assert configs["delete.retention.ms"] == "1000"
+    # An unknown policy is INVALID_CONFIG and changes nothing.
+    bad = ConfigResource("topic", name, incremental_configs=[
+        ConfigEntry("cleanup.policy", "compact,shred",
+                    incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("delete.retention.ms", "5", incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(KafkaException) as info:
+        client.incremental_alter_configs([bad])[bad].result(15)
+    assert info.value.args[0].name() == "INVALID_CONFIG"
+    configs = topic_configs(broker.bootstrap, name)
+    assert (configs["cleanup.policy"], configs["delete.retention.ms"]) == \
+        ("compact,delete", "1000")
