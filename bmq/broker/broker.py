@@ -12,6 +12,7 @@ from dataclasses import replace
 from bmq.broker.fetch_views import BrokerFetchViews
 from bmq.broker.group_config import group_config_defaults
 from bmq.broker.membership import Membership
+from bmq.broker.share_peers import ShareStatePeers
 from bmq.broker.topic_config import log_config, validate_topic_configs
 from bmq.broker.txn_peers import TxnPeers
 from bmq.broker.view_config import check_view
@@ -74,7 +75,13 @@ class Broker:
         self._group_config_defaults = group_config_defaults(config)
         # Share groups (KIP-932): membership here, share-partition state on its own log.
         self.share = ShareCoordinator(self, executor, self.fetch_views, self.group_config)
-        self.coordinators[self.share.state.topic] = self.share.state
+        self.coordinators[self.share.state_log.topic] = self.share.state_log
+        # In a cluster a share-partition's leader and its state's coordinator may be two
+        # brokers: the leader reads and writes the state there (``share_peers``).
+        self.share_peers = ShareStatePeers(membership, self.share.state_log, link_security) \
+            if membership.controller_assigns_partitions else None
+        if self.share_peers is not None:
+            self.share.lead_through(self.share_peers)
 
     def _txn_partition_for(self, transactional_id: str) -> int:
         return self.transactions.partition_for(transactional_id)
@@ -145,8 +152,9 @@ class Broker:
         self.fetch_views.stop()
         for coordinator in self.coordinators.values():
             await coordinator.stop()
-        if self.txn_peers is not None:
-            self.txn_peers.close()
+        for peers in (self.txn_peers, self.share_peers):
+            if peers is not None:
+                peers.close()
         await self.partitions.close_all()
 
     async def _open_partitions(self, topic: TopicInfo, indexes: range) -> None:

@@ -67,15 +67,17 @@ def test_a_misspelt_handler_is_caught() -> None:
         _ = spec.handler
 
 
-def test_a_cluster_broker_does_not_advertise_share_groups() -> None:
-    """Share groups are `bmq serve`'s only (bmq.net.broker_apis.SINGLE_BROKER_REQUESTS): a
-    cluster broker leaves them out of ApiVersions, as a Kafka broker with share groups off."""
+def test_a_cluster_broker_does_not_advertise_share_group_offsets_admin() -> None:
+    """The share group offsets admin APIs are `bmq serve`'s only
+    (bmq.net.broker_apis.SINGLE_BROKER_REQUESTS): a cluster broker leaves them out of
+    ApiVersions; it serves the consumers' share APIs."""
     single = {REQUEST_APIS[name][0] for name in SINGLE_BROKER_REQUESTS}
     advertised = {}
     for enabled in (True, False):
-        ctx: Any = SimpleNamespace(broker=SimpleNamespace(share=SimpleNamespace(enabled=enabled)))
+        ctx: Any = SimpleNamespace(broker=SimpleNamespace(share=SimpleNamespace(
+            offsets_admin=enabled)))
         response = asyncio.run(handle_api_versions(ctx, ApiVersionsRequest(), 3))
         advertised[enabled] = {v.api_key: v.max_version for v in response.api_keys}
     assert single <= set(advertised[True]) and not single & set(advertised[False])
-    assert advertised[True][78] == 1          # ShareFetch v1, what librdkafka 2.16 sends
+    assert advertised[True][78] == advertised[False][78] == 1   # ShareFetch v1 (librdkafka 2.16)
     assert set(advertised[True]) - single == set(advertised[False])

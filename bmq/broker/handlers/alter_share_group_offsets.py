@@ -18,7 +18,7 @@ async def handle_alter_share_group_offsets(
         version: int) -> AlterShareGroupOffsetsResponse:
     if not ctx.authorize(Operation.READ, ResourceType.GROUP, request.group_id):
         return AlterShareGroupOffsetsResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    error = ctx.broker.groups.shard_error(request.group_id) if ctx.broker.share.enabled \
+    error = ctx.broker.groups.shard_error(request.group_id) if ctx.broker.share.offsets_admin \
         else ErrorCode.UNSUPPORTED_VERSION
     if error != ErrorCode.NONE:
         return AlterShareGroupOffsetsResponse(error_code=error)

@@ -13,6 +13,6 @@ async def handle_api_versions(ctx: RequestContext, request: ApiVersionsRequest,
                               version: int) -> ApiVersionsResponse:
     from bmq.broker.handlers import HANDLERS, SINGLE_BROKER_HANDLERS  # (lists this module too)
 
-    handlers = HANDLERS if ctx.broker.share.enabled else {
+    handlers = HANDLERS if ctx.broker.share.offsets_admin else {
         key: spec for key, spec in HANDLERS.items() if key not in SINGLE_BROKER_HANDLERS}
     return ApiVersionsResponse(error_code=ErrorCode.NONE, api_keys=supported_versions(handlers))

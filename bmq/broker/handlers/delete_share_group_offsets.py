@@ -18,7 +18,7 @@ async def handle_delete_share_group_offsets(
         version: int) -> DeleteShareGroupOffsetsResponse:
     if not ctx.authorize(Operation.DELETE, ResourceType.GROUP, request.group_id):
         return DeleteShareGroupOffsetsResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    error = ctx.broker.groups.shard_error(request.group_id) if ctx.broker.share.enabled \
+    error = ctx.broker.groups.shard_error(request.group_id) if ctx.broker.share.offsets_admin \
         else ErrorCode.UNSUPPORTED_VERSION
     if error != ErrorCode.NONE:
         return DeleteShareGroupOffsetsResponse(error_code=error)

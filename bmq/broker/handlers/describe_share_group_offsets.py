@@ -27,7 +27,7 @@ async def handle_describe_share_group_offsets(
         if not ctx.authorize(Operation.DESCRIBE, ResourceType.GROUP, asked.group_id):
             group.error_code = ErrorCode.GROUP_AUTHORIZATION_FAILED
             continue
-        error = ctx.broker.groups.shard_error(asked.group_id) if ctx.broker.share.enabled \
+        error = ctx.broker.groups.shard_error(asked.group_id) if ctx.broker.share.offsets_admin \
             else ErrorCode.UNSUPPORTED_VERSION
         if error != ErrorCode.NONE:
             group.error_code = error

@@ -1,0 +1,85 @@
+"""Share groups in cluster mode (`bmq broker` x 3 on S3, ZooKeeper, a controller) with
+confluent-kafka's ShareConsumer: the leader of a data partition keeps its share-partitions and
+writes their state through the share coordinator (the owner of the key's
+``__share_group_state`` partition, FindCoordinator key type 2); when the leader is killed
+(kill -9) the new one continues from the durable state."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from bmq.protocol.messages import FindCoordinatorRequest, MetadataRequest
+from bmq.protocol.messages.metadata_request import MetadataRequestTopic
+from tests.cluster.conftest import ClusterFactory, SharedStorage, cluster_factory, zookeeper
+from tests.groups.wire import RawClient
+from tests.share.helpers import (
+    SHARE_ENV,
+    ShareWorker,
+    create_topic,
+    produce,
+    set_group_configs,
+    unique,
+    wait_for,
+)
+from tests.share.test_clients import EARLIEST
+
+__all__ = ["cluster_factory", "zookeeper"]
+
+
+def test_the_leader_of_a_share_partition_is_killed_on_s3(
+        cluster_factory: ClusterFactory, seaweedfs: Any, workers: list[ShareWorker]) -> None:
+    """Acknowledgements answered before the kill hold after it (group ``acks``: none of its
+    records comes back); records acquired and not acknowledged are delivered again by the new
+    leader with their delivery count (group ``held``); no record is lost."""
+    storage = SharedStorage(seaweedfs.url(f"share-{uuid.uuid4().hex[:8]}"),
+                            seaweedfs.storage_options())
+    cluster = cluster_factory(brokers=3, storage=storage, env=SHARE_ENV)
+    topic, acks, held = unique("cshare"), unique("acks"), unique("held")
+    create_topic(cluster.bootstrap, topic, 1)
+    cluster.wait_writable(topic)
+    for group in (acks, held):
+        set_group_configs(cluster.bootstrap, group, EARLIEST)
+    produce(cluster.bootstrap, topic, 100)
+    acker = ShareWorker(cluster.bootstrap, acks, topic)
+    holder = ShareWorker(cluster.bootstrap, held, topic, hold=0)
+    workers += [acker, holder]
+    wait_for(lambda: len(acker.acked) == 100 and bool(holder.holding), 60, "acked and held")
+    _check_share_coordinator(cluster, acks, topic)
+    leader = cluster.brokers[cluster.owners(topic)[0]]
+    leader.kill()
+    acker.kill()
+    holder.kill()
+    cluster.wait_writable(topic, owners=set(cluster.brokers) - {leader.broker_id})
+    produce(cluster.bootstrap, topic, 100, start=100)
+    acker2 = ShareWorker(cluster.bootstrap, acks, topic)
+    holder2 = ShareWorker(cluster.bootstrap, held, topic)
+    workers += [acker2, holder2]
+    wait_for(lambda: set(acker.acked) | set(acker2.acked) == set(range(200)), 90,
+             "every record acknowledged")
+    assert not set(acker.acked) & set(acker2.offsets()), "acknowledged records came back"
+    new_leader = cluster.brokers[cluster.owners(topic)[0]]
+    assert "continues from its durable state" in new_leader.log_tail(100_000)
+    wait_for(lambda: set(holder2.acked) == set(range(200)), 90, "held records redelivered")
+    assert {n for o, n, _ in holder2.got if o in holder.holding} == {2}
+    assert {n for o, n, _ in holder2.got if o not in holder.holding} == {1}
+
+
+def _check_share_coordinator(cluster: Any, group: str, topic: str) -> None:
+    """FindCoordinator key type 2 names the owner of the key's state partition on every
+    broker."""
+    topic_id = _topic_id(cluster, topic)
+    key = f"{group}:{topic_id}:0"
+    owners = set()
+    for broker in cluster.brokers.values():
+        with RawClient(broker.bootstrap) as client:
+            found = client.call(FindCoordinatorRequest(key_type=2, coordinator_keys=[key]), 4)
+        assert found.coordinators[0].error_code == 0
+        owners.add(found.coordinators[0].node_id)
+    assert len(owners) == 1 and owners <= set(cluster.brokers)
+
+
+def _topic_id(cluster: Any, topic: str) -> uuid.UUID:
+    with RawClient(cluster.bootstrap.split(",")[0]) as client:
+        answer = client.call(MetadataRequest(topics=[MetadataRequestTopic(name=topic)]), 12)
+    return answer.topics[0].topic_id
