@@ -9,6 +9,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import pytest
+
 from bmq.protocol.messages import FindCoordinatorRequest, MetadataRequest
 from bmq.protocol.messages.metadata_request import MetadataRequestTopic
 from tests.cluster.conftest import ClusterFactory, SharedStorage, cluster_factory, zookeeper
@@ -63,6 +65,54 @@ def test_the_leader_of_a_share_partition_is_killed_on_s3(
     wait_for(lambda: set(holder2.acked) == set(range(200)), 90, "held records redelivered")
     assert {n for o, n, _ in holder2.got if o in holder.holding} == {2}
     assert {n for o, n, _ in holder2.got if o not in holder.holding} == {1}
+
+
+@pytest.mark.slow
+def test_the_share_coordinator_is_killed_on_s3(
+        cluster_factory: ClusterFactory, seaweedfs: Any, workers: list[ShareWorker]) -> None:
+    """kill -9 of the broker that keeps a share-partition's state (not the partition's
+    leader): its state partition moves, the new owner replays it from S3, and the leader goes
+    on writing there; the consumer keeps running, every record is acknowledged and none whose
+    acknowledgement was answered comes back."""
+    storage = SharedStorage(seaweedfs.url(f"share-{uuid.uuid4().hex[:8]}"),
+                            seaweedfs.storage_options())
+    cluster = cluster_factory(brokers=3, storage=storage, env=SHARE_ENV)
+    topic = unique("cstate")
+    create_topic(cluster.bootstrap, topic, 1)
+    cluster.wait_writable(topic)
+    leader = cluster.owners(topic)[0]
+    topic_id = _topic_id(cluster, topic)
+    group, coordinator = "", leader
+    while coordinator == leader:       # a group whose state is kept by another broker
+        group = unique("g")
+        coordinator = _share_coordinator(cluster, f"{group}:{topic_id}:0")
+    set_group_configs(cluster.bootstrap, group, EARLIEST)
+    produce(cluster.bootstrap, topic, 100)
+    worker = ShareWorker(cluster.bootstrap, group, topic)
+    workers.append(worker)
+    wait_for(lambda: len(worker.acked) == 100, 60, "100 acknowledged")
+    acked_before = set(worker.acked)
+    seen_before = len(worker.got)
+    cluster.brokers[coordinator].kill()
+    produce(cluster.bootstrap, topic, 100, start=100)
+    wait_for(lambda: set(worker.acked) == set(range(200)), 90, "every record acknowledged")
+    again = {offset for offset, _, _ in worker.got[seen_before:]}
+    assert not acked_before & again, "acknowledged records came back"
+    assert cluster.owners(topic)[0] == leader
+
+
+def _share_coordinator(cluster: Any, key: str) -> int:
+    """The node FindCoordinator key type 2 names for ``key`` (once the log is placed)."""
+    found: list[int] = []
+
+    def ask() -> bool:
+        with RawClient(cluster.bootstrap.split(",")[0]) as client:
+            answer = client.call(FindCoordinatorRequest(key_type=2, coordinator_keys=[key]), 4)
+        found[:] = [answer.coordinators[0].node_id]
+        return answer.coordinators[0].error_code == 0
+
+    wait_for(ask, 30, "a share coordinator")
+    return found[0]
 
 
 def _check_share_coordinator(cluster: Any, group: str, topic: str) -> None:
