@@ -2,10 +2,11 @@
 
 Answered here: SASL (the proxy authenticates its clients itself), Metadata (proxies as leaders),
 Fetch, ListOffsets and OffsetForLeaderEpoch (from storage), Produce (forwarded to the owners),
-FindCoordinator and DescribeCluster (relayed, with addresses for the client's listener). Every
-other API the broker serves is relayed to a broker unchanged, at the same versions, on links
-that act for the client's principal; BMQ's internal APIs are not served, nor share groups'
-(`bmq serve` only, see bmq.net.broker_apis).
+FindCoordinator and DescribeCluster (relayed, with addresses for the client's listener),
+ShareFetch and ShareAcknowledge (split by partition owner, bmq.proxy.share). Every other API
+the broker serves is relayed to a broker unchanged, at the same versions, on links that act for
+the client's principal; BMQ's internal APIs are not served, nor the share group offsets admin
+APIs (`bmq serve` only, see bmq.net.broker_apis).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ _ANSWERED = [
     _api("ProduceRequest", "produce"),
     _api("FindCoordinatorRequest", "find_coordinator"),
     _api("DescribeClusterRequest", "describe_cluster"),
+    _api("ShareFetchRequest", "share_fetch"),
+    _api("ShareAcknowledgeRequest", "share_acknowledge"),
 ]
 
 _RELAYED = (ApiSpec(name, "bmq.proxy.handlers.forward:relay_to_broker")
