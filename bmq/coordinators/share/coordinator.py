@@ -24,6 +24,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from bmq import metrics
 from bmq.coordinators.base import CoordinatorHost
 from bmq.coordinators.sharded import Appended
 from bmq.coordinators.share.dlq import dead_letter
@@ -313,6 +314,8 @@ class ShareCoordinator:
                           key.group_id, view.topic, view.index, error)
                 return
             for letter in dead:
+                metrics.SHARE_DEAD_LETTERS.labels(key.group_id, letter.reason).inc(
+                    letter.last - letter.first + 1)
                 state.archive(letter)
             await self.state.durable(self.state.persist(key, state))
         finally:
@@ -400,6 +403,9 @@ class ShareCoordinator:
             acquired = target.state.acquire(member_id, left, new_end, now_ms(), settings)
             if not acquired:
                 continue
+            again = sum(a.last - a.first + 1 for a in acquired if a.count > 1)
+            if again:
+                metrics.SHARE_REDELIVERIES.labels(target.key.group_id).inc(again)
             left -= sum(a.last - a.first + 1 for a in acquired)
             result = results.setdefault(tp, PartitionResult(*tp))
             result.acquired = acquired
@@ -448,6 +454,7 @@ class ShareCoordinator:
                     if not expired:
                         continue
                     settings = self.settings(key.group_id)
+                    metrics.SHARE_LOCK_EXPIRIES.labels(key.group_id).inc(state.expiring(now))
                     dead = state.expire_locks(now, settings)
                     _log_failure(key, self.state.persist(key, state))
                     self._spawn(self._settle_dead(key, state, settings, dead))

@@ -295,6 +295,11 @@ class SharePartition:
         self._advance()
         return dead
 
+    def expiring(self, now: int) -> int:
+        """How many acquired records' locks have expired by ``now``."""
+        return sum(r.last - r.first + 1 for r in self.runs
+                   if r.state == RecordState.ACQUIRED and r.deadline <= now)
+
     def due(self, since: int, now: int) -> tuple[bool, bool, bool]:
         """(a lock has expired by ``now``, a back-off ended in (since, now], records wait to
         be dead-lettered): what a sweep of the share-partition's timers acts on."""
