@@ -124,3 +124,20 @@ async def delete_offsets(share: ShareCoordinator, group_id: str,
                 if code != ErrorCode.NONE:
                     topic.error = code
     return ErrorCode.NONE, deleted
+
+
+async def delete_group(share: ShareCoordinator, group_id: str) -> ErrorCode | None:
+    """DeleteGroups of a share group: without members, its share-partitions are forgotten
+    (tombstones in the state log) and the group is gone; None if ``group_id`` is no share
+    group here."""
+    keys = [key for key, _ in share.state.all_states() if key.group_id == group_id]
+    if not keys and group_id not in share.groups.groups:
+        return None
+    if share.groups.has_members(group_id):
+        return ErrorCode.NON_EMPTY_GROUP
+    for key in keys:
+        code = await share.state.durable(share.state.replace(key, None))
+        if code != ErrorCode.NONE:
+            return code
+    share.groups.groups.pop(group_id, None)
+    return ErrorCode.NONE
