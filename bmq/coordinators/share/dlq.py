@@ -19,6 +19,11 @@ from bmq.protocol.record_codec import Record, encode_batch
 from bmq.readpath.partition_view import PartitionView
 from bmq.writepath.partitions import now_ms
 
+# The provenance headers (all named HEADER_PREFIX + ...); `bmq dlq redrive` reads them back.
+HEADER_PREFIX = "bmq.dlq."
+TOPIC_HEADER = HEADER_PREFIX + "topic"
+PARTITION_HEADER = HEADER_PREFIX + "partition"
+
 
 async def dead_letter(host: CoordinatorHost, view: PartitionView, group_id: str,
                       dlq_topic: str, letters: list[DeadLetter]) -> None:
@@ -39,7 +44,7 @@ async def dead_letter(host: CoordinatorHost, view: PartitionView, group_id: str,
         raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{dlq_topic} is not local")
     records = []
     for letter in letters:
-        context = [("bmq.dlq.topic", view.topic), ("bmq.dlq.partition", str(view.index)),
+        context = [(TOPIC_HEADER, view.topic), (PARTITION_HEADER, str(view.index)),
                    ("bmq.dlq.group", group_id), ("bmq.dlq.delivery.count", str(letter.count)),
                    ("bmq.dlq.reason", letter.reason)]
         for record in await read_records(view, letter.first, letter.last):
