@@ -68,8 +68,10 @@ BROKER_REQUESTS: tuple[str, ...] = (
     # BMQ-internal: proxies hear of new durable data, and act for their clients
     "BmqWatchPartitionsRequest",
     "BmqActAsRequest",
-    # BMQ-internal: a partition's leader reads and writes its share-partitions' state
+    # BMQ-internal: a partition's leader reads and writes its share-partitions' state, and
+    # tells `bmq group describe` their record counts
     "BmqShareStateRequest",
+    "BmqDescribeSharePartitionsRequest",
 )
 
 

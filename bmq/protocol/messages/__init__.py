@@ -43,6 +43,12 @@ if TYPE_CHECKING:
     from bmq.protocol.messages.api_versions_response import ApiVersionsResponse
     from bmq.protocol.messages.bmq_act_as_request import BmqActAsRequest
     from bmq.protocol.messages.bmq_act_as_response import BmqActAsResponse
+    from bmq.protocol.messages.bmq_describe_share_partitions_request import (
+        BmqDescribeSharePartitionsRequest,
+    )
+    from bmq.protocol.messages.bmq_describe_share_partitions_response import (
+        BmqDescribeSharePartitionsResponse,
+    )
     from bmq.protocol.messages.bmq_share_state_request import BmqShareStateRequest
     from bmq.protocol.messages.bmq_share_state_response import BmqShareStateResponse
     from bmq.protocol.messages.bmq_watch_partitions_request import BmqWatchPartitionsRequest
@@ -202,6 +208,8 @@ _MODULES: dict[str, str] = {
     "ApiVersionsResponse": "api_versions_response",
     "BmqActAsRequest": "bmq_act_as_request",
     "BmqActAsResponse": "bmq_act_as_response",
+    "BmqDescribeSharePartitionsRequest": "bmq_describe_share_partitions_request",
+    "BmqDescribeSharePartitionsResponse": "bmq_describe_share_partitions_response",
     "BmqShareStateRequest": "bmq_share_state_request",
     "BmqShareStateResponse": "bmq_share_state_response",
     "BmqWatchPartitionsRequest": "bmq_watch_partitions_request",
@@ -408,6 +416,7 @@ REQUEST_TYPES: Mapping[int, type[Any]] = _ByApiKey(
         32000: "BmqWatchPartitionsRequest",
         32001: "BmqActAsRequest",
         32002: "BmqShareStateRequest",
+        32003: "BmqDescribeSharePartitionsRequest",
     }
 )
 
@@ -478,6 +487,7 @@ RESPONSE_TYPES: Mapping[int, type[Any]] = _ByApiKey(
         32000: "BmqWatchPartitionsResponse",
         32001: "BmqActAsResponse",
         32002: "BmqShareStateResponse",
+        32003: "BmqDescribeSharePartitionsResponse",
     }
 )
 
@@ -548,6 +558,7 @@ REQUEST_FLEXIBLE_MIN_VERSIONS: dict[int, int | None] = {
     32000: 0,
     32001: 0,
     32002: 0,
+    32003: 0,
 }
 
 # request class name -> (api key, lowest version, highest version), so a server can list
@@ -563,6 +574,7 @@ REQUEST_APIS: dict[str, tuple[int, int, int]] = {
     "AlterUserScramCredentialsRequest": (51, 0, 0),
     "ApiVersionsRequest": (18, 0, 4),
     "BmqActAsRequest": (32001, 0, 0),
+    "BmqDescribeSharePartitionsRequest": (32003, 0, 0),
     "BmqShareStateRequest": (32002, 0, 0),
     "BmqWatchPartitionsRequest": (32000, 0, 0),
     "ConsumerGroupDescribeRequest": (69, 0, 1),
@@ -644,6 +656,8 @@ __all__ = [
     "ApiVersionsResponse",
     "BmqActAsRequest",
     "BmqActAsResponse",
+    "BmqDescribeSharePartitionsRequest",
+    "BmqDescribeSharePartitionsResponse",
     "BmqShareStateRequest",
     "BmqShareStateResponse",
     "BmqWatchPartitionsRequest",
