@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
 from confluent_kafka import Producer
 
 from tests.cluster.conftest import ClusterFactory, cluster_factory, zookeeper
@@ -14,6 +15,7 @@ from tests.share.helpers import (
     SHARE_ENV,
     ShareWorker,
     create_topic,
+    produce,
     set_group_configs,
     unique,
     wait_for,
@@ -48,3 +50,28 @@ def test_share_consumers_through_a_proxy(cluster_factory: ClusterFactory, proxie
     # Offsets repeat over the partitions: each offset once per partition, none delivered twice.
     assert sum(got.values()) == RECORDS
     assert set(got.values()) == {PARTITIONS}
+
+
+@pytest.mark.slow
+def test_a_share_consumer_behind_a_proxy_survives_the_kill_of_the_owner(
+        cluster_factory: ClusterFactory, proxies: Proxies, workers: list[ShareWorker]) -> None:
+    """kill -9 of the partition's owner while a share consumer reads through a proxy: the
+    proxy opens a session at the new owner, which continues from the durable state; the
+    consumer keeps running, and no record whose acknowledgement was answered comes back."""
+    cluster = cluster_factory(brokers=3, env=SHARE_ENV)
+    proxy = proxies(cluster)
+    topic, group = unique("pkill"), unique("g")
+    create_topic(proxy.bootstrap, topic, 1)
+    cluster.wait_writable(topic)
+    set_group_configs(proxy.bootstrap, group, EARLIEST)
+    produce(proxy.bootstrap, topic, 100)
+    worker = ShareWorker(proxy.bootstrap, group, topic)
+    workers.append(worker)
+    wait_for(lambda: len(worker.acked) == 100, 60, "100 acknowledged")
+    acked_before, seen_before = set(worker.acked), len(worker.got)
+    owner = cluster.owners(topic)[0]
+    cluster.brokers[owner].kill()
+    cluster.wait_writable(topic, owners=set(cluster.brokers) - {owner})
+    produce(proxy.bootstrap, topic, 100, start=100)
+    wait_for(lambda: set(worker.acked) == set(range(200)), 90, "every record acknowledged")
+    assert not acked_before & {o for o, _, _ in worker.got[seen_before:]}
