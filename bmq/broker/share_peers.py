@@ -12,12 +12,14 @@ import logging
 
 from bmq.broker.membership import Membership
 from bmq.coordinators.sharded import Appended
+from bmq.coordinators.share import ShareCoordinator
+from bmq.coordinators.share.admin import ShareSummary, summaries
 from bmq.coordinators.share.records import StateKey, StateRecord, decode_value, encode_value
 from bmq.coordinators.share.state import ShareStateCoordinator
 from bmq.metadata.nodes import BrokerNode
 from bmq.net.client import LinkError, LinkPool, LinkSecurity
 from bmq.protocol.errors import ErrorCode, KafkaError
-from bmq.protocol.messages import BmqShareStateRequest
+from bmq.protocol.messages import BmqDescribeSharePartitionsRequest, BmqShareStateRequest
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +35,27 @@ class ShareStatePeers:
 
     def close(self) -> None:
         self._links.close()
+
+    async def summaries(self, share: ShareCoordinator, group_id: str) -> list[ShareSummary]:
+        """The group's share-partitions at every broker (each leader answers for its own);
+        a broker that cannot be reached is left out."""
+        me = self._membership.node.node_id
+        found = summaries(share, group_id)
+
+        async def ask(node: BrokerNode) -> list[ShareSummary]:
+            try:
+                answer = await self._links.get(node.host, node.port).request(
+                    BmqDescribeSharePartitionsRequest(group_id=group_id), 0)
+            except (LinkError, OSError):
+                return []
+            return [ShareSummary(p.topic_name, p.partition_index, p.start_offset,
+                                 p.end_offset, p.high_watermark, {}, p.lag)
+                    for p in answer.partitions]
+
+        for more in await asyncio.gather(*(ask(node) for node in self._membership.nodes()
+                                           if node.node_id != me)):
+            found += more
+        return found
 
     def _coordinator(self, key: StateKey) -> BrokerNode | None:
         return self._membership.owner_node(self._log.topic, self._log.index_of(key))

@@ -75,13 +75,12 @@ BROKER_REQUESTS: tuple[str, ...] = (
 )
 
 
-# Served by `bmq serve` only: the share group offsets admin APIs answer from the share
-# coordinator's own shards, and in a cluster a group's share-partitions are spread over the
-# brokers (Kafka's group coordinator asks the share coordinators, which BMQ does not yet). A
-# cluster broker does not advertise them, nor does a proxy relay them.
+# Served by `bmq serve` only: altering and deleting share group offsets write at the
+# share-partitions' leaders, which in a cluster are other brokers than the group's coordinator
+# (Kafka's group coordinator writes through the share coordinators, which BMQ's does not yet).
+# A cluster broker does not advertise them, nor does a proxy relay them.
 SINGLE_BROKER_REQUESTS: frozenset[str] = frozenset({
-    "DescribeShareGroupOffsetsRequest", "AlterShareGroupOffsetsRequest",
-    "DeleteShareGroupOffsetsRequest"})
+    "AlterShareGroupOffsetsRequest", "DeleteShareGroupOffsetsRequest"})
 
 
 def handler_module(request_name: str) -> str:

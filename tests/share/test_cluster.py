@@ -11,7 +11,15 @@ from typing import Any
 
 import pytest
 
-from bmq.protocol.messages import FindCoordinatorRequest, MetadataRequest
+from bmq.protocol.messages import (
+    DescribeShareGroupOffsetsRequest,
+    FindCoordinatorRequest,
+    MetadataRequest,
+)
+from bmq.protocol.messages.describe_share_group_offsets_request import (
+    DescribeShareGroupOffsetsRequestGroup,
+    DescribeShareGroupOffsetsRequestTopic,
+)
 from bmq.protocol.messages.metadata_request import MetadataRequestTopic
 from tests.cluster.conftest import ClusterFactory, SharedStorage, cluster_factory, zookeeper
 from tests.groups.wire import RawClient
@@ -48,6 +56,9 @@ def test_the_leader_of_a_share_partition_is_killed_on_s3(
     workers += [acker, holder]
     wait_for(lambda: len(acker.acked) == 100 and bool(holder.holding), 60, "acked and held")
     _check_share_coordinator(cluster, acks, topic)
+    # DescribeShareGroupOffsets at each group's coordinator asks the partition's leader.
+    assert _start_and_lag(cluster, acks, topic) == (100, 0)
+    assert _start_and_lag(cluster, held, topic) == (0, 100)
     leader = cluster.brokers[cluster.owners(topic)[0]]
     leader.kill()
     acker.kill()
@@ -127,6 +138,19 @@ def _check_share_coordinator(cluster: Any, group: str, topic: str) -> None:
         assert found.coordinators[0].error_code == 0
         owners.add(found.coordinators[0].node_id)
     assert len(owners) == 1 and owners <= set(cluster.brokers)
+
+
+def _start_and_lag(cluster: Any, group: str, topic: str) -> tuple[int, int]:
+    with RawClient(cluster.bootstrap.split(",")[0]) as client:
+        found = client.call(FindCoordinatorRequest(key=group), 3)
+    with RawClient(f"{found.host}:{found.port}") as client:
+        answer = client.call(DescribeShareGroupOffsetsRequest(groups=[
+            DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=[
+                DescribeShareGroupOffsetsRequestTopic(topic_name=topic, partitions=[0])])]), 1)
+    (described,) = answer.groups
+    assert described.error_code == 0
+    partition = described.topics[0].partitions[0]
+    return partition.start_offset, partition.lag
 
 
 def _topic_id(cluster: Any, topic: str) -> uuid.UUID:

@@ -7,9 +7,11 @@ members (NON_EMPTY_GROUP otherwise), as in Kafka, and are written before they ar
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from bmq.coordinators.share.coordinator import ShareCoordinator
+from bmq.coordinators.share.partition import RecordState
 from bmq.coordinators.share.records import StateKey
 from bmq.protocol.errors import ErrorCode
 
@@ -31,22 +33,51 @@ class TopicOffsets:
     partitions: list[PartitionOffset] = field(default_factory=list)
 
 
+@dataclass(frozen=True, slots=True)
+class ShareSummary:
+    """One share-partition as the leader of its partition sees it."""
+
+    topic: str
+    partition: int
+    start_offset: int
+    end_offset: int
+    high_watermark: int
+    counts: dict[RecordState, int]
+    lag: int
+
+
+def summaries(share: ShareCoordinator, group_id: str) -> list[ShareSummary]:
+    """The group's share-partitions of the partitions this broker leads."""
+    host = share.host
+    found = []
+    for key, state in share.state.all_states():
+        info = host.topics.by_id(key.topic_id)
+        partition = None if info is None else host.partitions.get(info.name, key.partition)
+        if key.group_id != group_id or info is None or partition is None:
+            continue
+        high_watermark = partition.log.high_watermark
+        found.append(ShareSummary(info.name, key.partition, state.start_offset,
+                                  state.end_offset, high_watermark, state.counts(),
+                                  state.lag(high_watermark)))
+    return sorted(found, key=lambda s: (s.topic, s.partition))
+
+
 def describe_offsets(share: ShareCoordinator, group_id: str,
-                     topics: list[tuple[str, list[int]]] | None
+                     topics: list[tuple[str, list[int]]] | None, found: list[ShareSummary],
+                     leader_epoch: Callable[[str, int], int]
                      ) -> tuple[ErrorCode, list[TopicOffsets]]:
     """The start offset and lag of each asked partition (``topics`` None: every partition
-    the group has a share-partition of); -1 where the group has not fetched it yet."""
-    states = {(key.topic_id, key.partition): state for key, state in share.state.all_states()
-              if key.group_id == group_id}
+    the group has a share-partition of), from the share-partitions ``found`` at their leaders;
+    -1 where the group has not fetched it yet."""
+    states = {(s.topic, s.partition): s for s in found}
     if not states and group_id not in share.groups.groups:
         return ErrorCode.GROUP_ID_NOT_FOUND, []
     host = share.host
     if topics is None:
-        by_id: dict[uuid.UUID, list[int]] = {}
-        for topic_id, index in sorted(states):
-            by_id.setdefault(topic_id, []).append(index)
-        named = [(share.groups.topic_name(t), parts) for t, parts in by_id.items()]
-        topics = [(name, parts) for name, parts in named if name]
+        by_name: dict[str, list[int]] = {}
+        for name, index in sorted(states):
+            by_name.setdefault(name, []).append(index)
+        topics = list(by_name.items())
     described = []
     for name, indexes in topics:
         info = host.topics.get(name)
@@ -58,17 +89,15 @@ def describe_offsets(share: ShareCoordinator, group_id: str,
         topic = TopicOffsets(name, info.topic_id)
         described.append(topic)
         for index in indexes:
-            partition = host.partitions.get(name, index)
-            state = states.get((info.topic_id, index))
-            if partition is None:
+            state = states.get((name, index))
+            if not 0 <= index < info.partitions:
                 topic.partitions.append(PartitionOffset(
                     index, error=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
             elif state is None:
                 topic.partitions.append(PartitionOffset(index))
             else:
                 topic.partitions.append(PartitionOffset(
-                    index, state.start_offset, partition.leader_epoch,
-                    state.lag(partition.log.high_watermark)))
+                    index, state.start_offset, leader_epoch(name, index), state.lag))
     return ErrorCode.NONE, described
 
 
