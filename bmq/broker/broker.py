@@ -12,7 +12,7 @@ from dataclasses import replace
 from bmq.broker.fetch_views import BrokerFetchViews
 from bmq.broker.group_config import group_config_defaults
 from bmq.broker.membership import Membership
-from bmq.broker.share_peers import ShareStatePeers
+from bmq.broker.share_peers import ClusterStateAdmin, ShareStatePeers
 from bmq.broker.topic_config import log_config, validate_topic_configs
 from bmq.broker.txn_peers import TxnPeers
 from bmq.broker.view_config import check_view
@@ -20,6 +20,7 @@ from bmq.config import Config
 from bmq.coordinators.base import InternalLogCoordinator
 from bmq.coordinators.groups import GroupCoordinator
 from bmq.coordinators.share import ShareCoordinator
+from bmq.coordinators.share.admin import LocalStateAdmin, StateAdmin
 from bmq.coordinators.transactions import TRANSACTION_TOPIC, TransactionCoordinator
 from bmq.metadata.broker_configs import BrokerConfigStore
 from bmq.metadata.group_configs import GroupConfigStore
@@ -80,8 +81,11 @@ class Broker:
         # brokers: the leader reads and writes the state there (``share_peers``).
         self.share_peers = ShareStatePeers(membership, self.share.state_log, link_security) \
             if membership.controller_assigns_partitions else None
+        # How the group's coordinator alters, deletes offsets and deletes share groups.
+        self.share_admin: StateAdmin = LocalStateAdmin(self.share)
         if self.share_peers is not None:
-            self.share.lead_through(self.share_peers)
+            self.share_peers.leader_state = self.share.lead_through(self.share_peers)
+            self.share_admin = ClusterStateAdmin(self.share, self.share_peers)
 
     def _txn_partition_for(self, transactional_id: str) -> int:
         return self.transactions.partition_for(transactional_id)

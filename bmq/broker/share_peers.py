@@ -14,6 +14,7 @@ from bmq.broker.membership import Membership
 from bmq.coordinators.sharded import Appended
 from bmq.coordinators.share import ShareCoordinator
 from bmq.coordinators.share.admin import ShareSummary, summaries
+from bmq.coordinators.share.leader import LeaderShareState
 from bmq.coordinators.share.records import StateKey, StateRecord, decode_value, encode_value
 from bmq.coordinators.share.state import ShareStateCoordinator
 from bmq.metadata.nodes import BrokerNode
@@ -32,6 +33,8 @@ class ShareStatePeers:
         self._membership = membership
         self._log = state_log
         self._links = LinkPool(f"bmq-broker-{membership.node.node_id}", link_security)
+        # The share-partitions this broker leads (set once the share coordinator uses us).
+        self.leader_state: LeaderShareState | None = None
 
     def close(self) -> None:
         self._links.close()
@@ -56,6 +59,32 @@ class ShareStatePeers:
                                            if node.node_id != me)):
             found += more
         return found
+
+    async def admin_write(self, key: StateKey, start_offset: int | None) -> ErrorCode:
+        """Replace a share-partition's state for the group's coordinator: at the partition's
+        leader, which forgets its copy (``reset``)."""
+        info = self._membership.topics.by_id(key.topic_id)
+        leader = None if info is None else self._membership.owner_node(info.name,
+                                                                        key.partition)
+        if leader is None or self._is_me(leader):
+            return await self.reset(key, start_offset)
+        code, _ = await self._ask(leader, key, -1, False, True, _start_value(start_offset),
+                                  reset=True)
+        return code
+
+    async def reset(self, key: StateKey, start_offset: int | None) -> ErrorCode:
+        """This broker leads the partition (or nobody does): forget the share-partition, and
+        write the new state at its coordinator (which refuses any older copy's writes)."""
+        if self.leader_state is not None:
+            self.leader_state.forget(key)
+        node = self._coordinator(key)
+        if node is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if self._is_me(node):
+            return await self._log.durable(self._log.admin_write(key, start_offset))
+        code, _ = await self._ask(node, key, -1, False, True, _start_value(start_offset),
+                                  reset=True, forwarded=True)
+        return code
 
     def _coordinator(self, key: StateKey) -> BrokerNode | None:
         return self._membership.owner_node(self._log.topic, self._log.index_of(key))
@@ -96,10 +125,12 @@ class ShareStatePeers:
         return code, StateRecord(key, True, *decode_value(value))
 
     async def _ask(self, node: BrokerNode, key: StateKey, leader_epoch: int, read: bool,
-                   snapshot: bool, value: bytes | None) -> tuple[ErrorCode, bytes | None]:
+                   snapshot: bool, value: bytes | None, reset: bool = False,
+                   forwarded: bool = False) -> tuple[ErrorCode, bytes | None]:
         request = BmqShareStateRequest(
             group_id=key.group_id, topic_id=key.topic_id, partition=key.partition,
-            leader_epoch=leader_epoch, read_state=read, snapshot=snapshot, value=value)
+            leader_epoch=leader_epoch, read_state=read, snapshot=snapshot, value=value,
+            reset=reset, forwarded=forwarded)
         try:
             response = await self._links.get(node.host, node.port).request(
                 request, SHARE_STATE_VERSION)
@@ -108,3 +139,31 @@ class ShareStatePeers:
                      key.placement(), error)
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
         return ErrorCode(response.error_code), response.value
+
+
+def _start_value(start_offset: int | None) -> bytes | None:
+    """A reset's value: the new start offset, or null (forget the share-partition)."""
+    return None if start_offset is None else encode_value(start_offset, [])
+
+
+class ClusterStateAdmin:
+    """The share group admin writes of a cluster broker that coordinates the group: the
+    group's share-partitions are found at every broker (each leads some), and rewritten
+    through their share coordinators (bmq.coordinators.share.admin.StateAdmin)."""
+
+    def __init__(self, share: ShareCoordinator, peers: ShareStatePeers) -> None:
+        self._share = share
+        self._peers = peers
+
+    async def keys(self, group_id: str) -> list[StateKey]:
+        found = []
+        for summary in await self._peers.summaries(self._share, group_id):
+            info = self._share.host.topics.get(summary.topic)
+            if info is not None:
+                found.append(StateKey(group_id, info.topic_id, summary.partition))
+        return found
+
+    async def write(self, key: StateKey, start_offset: int | None) -> ErrorCode:
+        if not await self._share.state.ensure_started():
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return await self._peers.admin_write(key, start_offset)

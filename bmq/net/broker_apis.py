@@ -75,14 +75,6 @@ BROKER_REQUESTS: tuple[str, ...] = (
 )
 
 
-# Served by `bmq serve` only: altering and deleting share group offsets write at the
-# share-partitions' leaders, which in a cluster are other brokers than the group's coordinator
-# (Kafka's group coordinator writes through the share coordinators, which BMQ's does not yet).
-# A cluster broker does not advertise them, nor does a proxy relay them.
-SINGLE_BROKER_REQUESTS: frozenset[str] = frozenset({
-    "AlterShareGroupOffsetsRequest", "DeleteShareGroupOffsetsRequest"})
-
-
 def handler_module(request_name: str) -> str:
     """The handler module's name for a request class: ``"JoinGroupRequest"`` -> ``join_group``
     (BMQ's own APIs drop their ``Bmq`` prefix)."""

@@ -6,15 +6,27 @@ writes their state through the share coordinator (the owner of the key's
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
 import pytest
 
+from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import (
+    AlterShareGroupOffsetsRequest,
+    DeleteGroupsRequest,
+    DeleteShareGroupOffsetsRequest,
     DescribeShareGroupOffsetsRequest,
     FindCoordinatorRequest,
     MetadataRequest,
+)
+from bmq.protocol.messages.alter_share_group_offsets_request import (
+    AlterShareGroupOffsetsRequestPartition,
+    AlterShareGroupOffsetsRequestTopic,
+)
+from bmq.protocol.messages.delete_share_group_offsets_request import (
+    DeleteShareGroupOffsetsRequestTopic,
 )
 from bmq.protocol.messages.describe_share_group_offsets_request import (
     DescribeShareGroupOffsetsRequestGroup,
@@ -33,6 +45,7 @@ from tests.share.helpers import (
     wait_for,
 )
 from tests.share.test_clients import EARLIEST
+from tests.share.test_wire import ACCEPT, acknowledge, acquired, fetch, heartbeat
 
 __all__ = ["cluster_factory", "zookeeper"]
 
@@ -157,3 +170,48 @@ def _topic_id(cluster: Any, topic: str) -> uuid.UUID:
     with RawClient(cluster.bootstrap.split(",")[0]) as client:
         answer = client.call(MetadataRequest(topics=[MetadataRequestTopic(name=topic)]), 12)
     return answer.topics[0].topic_id
+
+
+def test_share_group_admin_in_a_cluster(cluster_factory: ClusterFactory) -> None:
+    """AlterShareGroupOffsets, DeleteShareGroupOffsets and DeleteGroups at the group's
+    coordinator rewrite the state of a share-partition another broker leads: the leader reads
+    it again before it delivers more."""
+    cluster = cluster_factory(brokers=3, env=SHARE_ENV)
+    topic, group = unique("cadmin"), unique("g")
+    create_topic(cluster.bootstrap, topic, 1)
+    cluster.wait_writable(topic)
+    set_group_configs(cluster.bootstrap, group, EARLIEST)
+    produce(cluster.bootstrap, topic, 10)
+    leader = cluster.brokers[cluster.owners(topic)[0]].bootstrap
+    with RawClient(cluster.bootstrap.split(",")[0]) as client:
+        found = client.call(FindCoordinatorRequest(key=group), 3)
+    with RawClient(f"{found.host}:{found.port}") as coordinator, RawClient(leader) as data:
+        def delivered(member: str) -> list[tuple[int, int, int]]:
+            topic_id = heartbeat(coordinator, group, member, 0, [topic]) \
+                .assignment.topic_partitions[0].topic_id
+            got: list[tuple[int, int, int]] = []
+            for _ in range(50):      # the first fetches may find the state log being placed
+                got = acquired(fetch(data, group, member, 0, topic_id))
+                if got:
+                    break
+                time.sleep(0.1)
+            acknowledge(data, group, member, 1, topic_id, [(got[0][0], got[-1][1], ACCEPT)])
+            heartbeat(coordinator, group, member, -1)
+            return got
+
+        assert delivered("a") == [(0, 9, 1)]
+        altered = coordinator.call(AlterShareGroupOffsetsRequest(group_id=group, topics=[
+            AlterShareGroupOffsetsRequestTopic(topic_name=topic, partitions=[
+                AlterShareGroupOffsetsRequestPartition(partition_index=0, start_offset=6)])]),
+            0)
+        assert altered.responses[0].partitions[0].error_code == 0
+        assert delivered("b") == [(6, 9, 1)]
+        deleted = coordinator.call(DeleteShareGroupOffsetsRequest(group_id=group, topics=[
+            DeleteShareGroupOffsetsRequestTopic(topic_name=topic)]), 0)
+        assert (deleted.error_code, deleted.responses[0].error_code) == (0, 0)
+        assert delivered("c") == [(0, 9, 1)]      # by share.auto.offset.reset again
+        gone = coordinator.call(DeleteGroupsRequest(groups_names=[group]), 2)
+        assert gone.results[0].error_code == 0
+        after = coordinator.call(DescribeShareGroupOffsetsRequest(groups=[
+            DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None)]), 1)
+        assert after.groups[0].error_code == ErrorCode.GROUP_ID_NOT_FOUND

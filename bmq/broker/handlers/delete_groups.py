@@ -18,7 +18,7 @@ async def handle_delete_groups(ctx: RequestContext, request: DeleteGroupsRequest
     results: dict[str, ErrorCode] = {}
     for group_id in allowed:
         if ctx.broker.groups.shard_error(group_id) == ErrorCode.NONE:
-            deleted = await delete_group(ctx.broker.share, group_id)
+            deleted = await delete_group(ctx.broker.share, ctx.broker.share_admin, group_id)
             if deleted is not None:
                 results[group_id] = deleted
     classic = [g for g in allowed if g not in results]

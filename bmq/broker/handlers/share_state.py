@@ -21,6 +21,15 @@ async def handle_share_state(ctx: RequestContext, request: BmqShareStateRequest,
         code, state = state_log.read_for_leader(key, request.leader_epoch)
         value = None if state is None else encode_value(state.start_offset, state.runs)
         return BmqShareStateResponse(error_code=code, value=value)
+    if request.reset:      # the group's coordinator rewrites it (offsets altered, deleted)
+        start = None if request.value is None else decode_value(bytes(request.value))[0]
+        if request.forwarded:            # by the partition's leader: here is the coordinator
+            code = await state_log.durable(state_log.admin_write(key, start))
+        else:                            # to the partition's leader
+            peers = ctx.broker.share_peers
+            code = ErrorCode.INVALID_REQUEST if peers is None \
+                else await peers.reset(key, start)
+        return BmqShareStateResponse(error_code=code)
     if request.value is None:
         record = StateRecord(key, True, -1, None)
     else:

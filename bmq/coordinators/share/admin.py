@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from bmq.coordinators.share.coordinator import ShareCoordinator
 from bmq.coordinators.share.partition import RecordState
@@ -101,7 +102,34 @@ def describe_offsets(share: ShareCoordinator, group_id: str,
     return ErrorCode.NONE, described
 
 
-async def alter_offsets(share: ShareCoordinator, group_id: str,
+class StateAdmin(Protocol):
+    """How the group's coordinator finds and rewrites a group's share-partitions: on `bmq
+    serve` in its own state log (``LocalStateAdmin``); in a cluster at the partitions' leaders
+    and through their share coordinators (bmq.broker.share_peers)."""
+
+    async def keys(self, group_id: str) -> list[StateKey]:
+        """The group's share-partitions."""
+
+    async def write(self, key: StateKey, start_offset: int | None) -> ErrorCode:
+        """Start the share-partition afresh at ``start_offset``, or forget it (None)."""
+
+
+class LocalStateAdmin:
+    def __init__(self, share: ShareCoordinator) -> None:
+        self._share = share
+
+    async def keys(self, group_id: str) -> list[StateKey]:
+        return [key for key, _ in self._share.state.all_states() if key.group_id == group_id]
+
+    async def write(self, key: StateKey, start_offset: int | None) -> ErrorCode:
+        state = self._share.state
+        error = state.key_error(key)
+        if error != ErrorCode.NONE:
+            return error
+        return await state.durable(state.replace(key, start_offset))
+
+
+async def alter_offsets(share: ShareCoordinator, admin: StateAdmin, group_id: str,
                         topics: list[tuple[str, list[tuple[int, int]]]]
                         ) -> tuple[ErrorCode, list[TopicOffsets]]:
     """Start each named share-partition afresh at its new start offset."""
@@ -122,20 +150,18 @@ async def alter_offsets(share: ShareCoordinator, group_id: str,
             elif start < 0:
                 result.error = ErrorCode.INVALID_REQUEST
             else:
-                key = StateKey(group_id, info.topic_id, index)
-                result.error = share.state.key_error(key)
-                if result.error == ErrorCode.NONE:
-                    result.error = await share.state.durable(share.state.replace(key, start))
+                result.error = await admin.write(StateKey(group_id, info.topic_id, index),
+                                                 start)
     return ErrorCode.NONE, altered
 
 
-async def delete_offsets(share: ShareCoordinator, group_id: str,
+async def delete_offsets(share: ShareCoordinator, admin: StateAdmin, group_id: str,
                          names: list[str]) -> tuple[ErrorCode, list[TopicOffsets]]:
     """Forget the group's share-partitions of ``names`` (its next fetch of them starts by
     share.auto.offset.reset)."""
     if share.groups.has_members(group_id):
         return ErrorCode.NON_EMPTY_GROUP, []
-    keys = [key for key, _ in share.state.all_states() if key.group_id == group_id]
+    keys = await admin.keys(group_id)
     if not keys and group_id not in share.groups.groups:
         return ErrorCode.GROUP_ID_NOT_FOUND, []
     deleted = []
@@ -149,23 +175,24 @@ async def delete_offsets(share: ShareCoordinator, group_id: str,
         deleted.append(topic)
         for key in keys:
             if key.topic_id == info.topic_id:
-                code = await share.state.durable(share.state.replace(key, None))
+                code = await admin.write(key, None)
                 if code != ErrorCode.NONE:
                     topic.error = code
     return ErrorCode.NONE, deleted
 
 
-async def delete_group(share: ShareCoordinator, group_id: str) -> ErrorCode | None:
+async def delete_group(share: ShareCoordinator, admin: StateAdmin,
+                       group_id: str) -> ErrorCode | None:
     """DeleteGroups of a share group: without members, its share-partitions are forgotten
     (tombstones in the state log) and the group is gone; None if ``group_id`` is no share
     group here."""
-    keys = [key for key, _ in share.state.all_states() if key.group_id == group_id]
+    keys = await admin.keys(group_id)
     if not keys and group_id not in share.groups.groups:
         return None
     if share.groups.has_members(group_id):
         return ErrorCode.NON_EMPTY_GROUP
     for key in keys:
-        code = await share.state.durable(share.state.replace(key, None))
+        code = await admin.write(key, None)
         if code != ErrorCode.NONE:
             return code
     share.groups.groups.pop(group_id, None)

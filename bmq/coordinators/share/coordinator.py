@@ -112,9 +112,6 @@ class ShareCoordinator:
     def __init__(self, host: CoordinatorHost, executor: Executor, views: FetchServer,
                  group_config: Callable[[str], dict[str, str]]) -> None:
         self.host = host
-        # The share group offsets admin APIs answer from this broker's shards: `bmq serve`
-        # only (bmq.net.broker_apis.SINGLE_BROKER_REQUESTS).
-        self.offsets_admin = not host.controller_assigns_partitions
         self._views = views
         self._group_config = group_config
         # The share coordinator: the shards of __share_group_state this broker owns.
@@ -129,10 +126,11 @@ class ShareCoordinator:
         self._lettering: dict[StateKey, int] = {}
         self._retry_at: dict[StateKey, int] = {}
 
-    def lead_through(self, link: StateLink) -> None:
+    def lead_through(self, link: StateLink) -> LeaderShareState:
         """Cluster mode: keep the share-partitions of the partitions this broker leads here,
         their state written through its coordinators over ``link``."""
-        self.state = LeaderShareState(self.state_log, link, self.host.partitions)
+        self.state = leading = LeaderShareState(self.state_log, link, self.host.partitions)
+        return leading
 
     def settings(self, group_id: str) -> ShareSettings:
         return settings_of(self._group_config(group_id))

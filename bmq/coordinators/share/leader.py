@@ -89,6 +89,11 @@ class LeaderShareState:
                      key.placement(), state.start_offset)
         return ErrorCode.NONE
 
+    def forget(self, key: StateKey) -> None:
+        """The group's coordinator rewrote the state: read it again before its next use."""
+        self._held.pop(key, None)
+        self._last.pop(key, None)
+
     def key_error(self, key: StateKey) -> ErrorCode:
         return ErrorCode.NONE if key in self._held else ErrorCode.NOT_LEADER_OR_FOLLOWER
 

@@ -139,7 +139,7 @@ class ShareStateCoordinator(ShardedCoordinator[ShareStateShard, StateRecord]):
         if error != ErrorCode.NONE:
             return error, None
         shard = self.shards[self.index_of(key)]
-        if leader_epoch < shard.leader_epochs.get(key, -1):
+        if leader_epoch < shard.leader_epochs.get(key, -1) or key in shard.stale:
             return ErrorCode.FENCED_LEADER_EPOCH, None
         shard.leader_epochs[key] = leader_epoch
         return ErrorCode.NONE, shard
@@ -148,10 +148,23 @@ class ShareStateCoordinator(ShardedCoordinator[ShareStateShard, StateRecord]):
                         ) -> tuple[ErrorCode, SharePartition | None]:
         """The key's state for the data partition's leader at ``leader_epoch``; from now on
         writes of older leaders are refused."""
+        shard = self.shards.get(self.index_of(key))
+        if shard is not None:
+            shard.stale.discard(key)
         error, shard = self._fence(key, leader_epoch)
         if shard is None:
             return error, None
         return ErrorCode.NONE, shard.states.get(key)
+
+    def admin_write(self, key: StateKey, start_offset: int | None) -> Appended:
+        """Replace the key's state for the group's coordinator (offsets altered or deleted,
+        the group deleted); the leader's copy is stale: its next write is refused, and it
+        reads the state again."""
+        error = self.key_error(key)
+        if error != ErrorCode.NONE:
+            return error
+        self.shards[self.index_of(key)].stale.add(key)
+        return self.replace(key, start_offset)
 
     def write_for_leader(self, key: StateKey, leader_epoch: int, record: StateRecord
                          ) -> Appended:

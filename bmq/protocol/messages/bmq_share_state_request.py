@@ -24,6 +24,7 @@ from bmq.protocol.primitives import (
 )
 
 _S_iioo = struct.Struct(">ii??")
+_S_oo = struct.Struct(">??")
 
 
 @dataclass(slots=True)
@@ -56,6 +57,12 @@ class BmqShareStateRequest:
     value: bytes | None = b""
     """The state record's value; null deletes the share-partition."""
 
+    reset: bool = False
+    """An administrative write from the group's coordinator (AlterShareGroupOffsets, DeleteShareGroupOffsets, DeleteGroups), sent to the partition's leader: it forgets its copy and forwards the write to the share coordinator. Value (its start offset, or null) replaces the state; LeaderEpoch is ignored."""
+
+    forwarded: bool = False
+    """A reset the partition's leader forwards: the share coordinator writes it, and refuses the next write of a leader that has not read the state since (FENCED_LEADER_EPOCH)."""
+
     @classmethod
     def read(cls, r: Reader, version: int) -> BmqShareStateRequest:
         """Decode a BmqShareStateRequest of ``version`` from ``r`` (advances ``r.pos``)."""
@@ -83,6 +90,8 @@ def _read_BmqShareStateRequest(r: Reader, version: int) -> BmqShareStateRequest:
     f_read_state: bool
     f_snapshot: bool
     f_value: bytes | None
+    f_reset: bool
+    f_forwarded: bool
     _n = buf[pos]
     pos += 1
     if _n > 127:
@@ -110,13 +119,23 @@ def _read_BmqShareStateRequest(r: Reader, version: int) -> BmqShareStateRequest:
             raise DecodeError("truncated or invalid bytes length")
         pos += _n
         f_value = _m.tobytes()
+    f_reset, f_forwarded = _S_oo.unpack_from(buf, pos)
+    pos += 2
     _n = buf[pos]
     pos += 1
     if _n:
         pos = skip_tagged_fields(buf, pos - 1)
     r.pos = pos
     return BmqShareStateRequest(
-        f_group_id, f_topic_id, f_partition, f_leader_epoch, f_read_state, f_snapshot, f_value
+        f_group_id,
+        f_topic_id,
+        f_partition,
+        f_leader_epoch,
+        f_read_state,
+        f_snapshot,
+        f_value,
+        f_reset,
+        f_forwarded,
     )
 
 
@@ -141,4 +160,5 @@ def _write_BmqShareStateRequest(o: BmqShareStateRequest, w: Writer, version: int
         else:
             b += encode_uvarint(_l)
         b += v_value
+    b += _S_oo.pack(o.reset, o.forwarded)
     b.append(0)
