@@ -20,11 +20,17 @@ from bmq.coordinators.share.state import ShareStateCoordinator
 from bmq.metadata.nodes import BrokerNode
 from bmq.net.client import LinkError, LinkPool, LinkSecurity
 from bmq.protocol.errors import ErrorCode, KafkaError
-from bmq.protocol.messages import BmqDescribeSharePartitionsRequest, BmqShareStateRequest
+from bmq.protocol.messages import (
+    BmqDescribeSharePartitionsRequest,
+    BmqShareStateRequest,
+    ProduceRequest,
+)
+from bmq.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
 
 log = logging.getLogger(__name__)
 
 SHARE_STATE_VERSION = 0
+PRODUCE_VERSION = 9      # topics by name, flexible
 
 
 class ShareStatePeers:
@@ -38,6 +44,22 @@ class ShareStatePeers:
 
     def close(self) -> None:
         self._links.close()
+
+    async def append_elsewhere(self, topic: str, index: int, batch: bytes) -> None:
+        """Produce ``batch`` to the partition's owner, acks=all (dead letters)."""
+        node = self._membership.owner_node(topic, index)
+        if node is None or self._is_me(node):    # (ours: not open yet, or moving)
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{topic}-{index} has no owner")
+        request = ProduceRequest(acks=-1, timeout_ms=30_000, topic_data=[TopicProduceData(
+            name=topic, partition_data=[PartitionProduceData(index=index, records=batch)])])
+        try:
+            response = await self._links.get(node.host, node.port).request(
+                request, PRODUCE_VERSION)
+        except (LinkError, OSError) as error:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, str(error)) from error
+        code = ErrorCode(response.responses[0].partition_responses[0].error_code)
+        if code != ErrorCode.NONE:
+            raise KafkaError(code, f"{topic}-{index}")
 
     async def summaries(self, share: ShareCoordinator, group_id: str) -> list[ShareSummary]:
         """The group's share-partitions at every broker (each leader answers for its own);

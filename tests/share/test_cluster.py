@@ -11,6 +11,7 @@ import uuid
 from typing import Any
 
 import pytest
+from confluent_kafka import AcknowledgeType
 
 from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import (
@@ -44,7 +45,7 @@ from tests.share.helpers import (
     unique,
     wait_for,
 )
-from tests.share.test_clients import EARLIEST
+from tests.share.test_clients import EARLIEST, _dead_letters, share_consumer
 from tests.share.test_wire import ACCEPT, acknowledge, acquired, fetch, heartbeat
 
 __all__ = ["cluster_factory", "zookeeper"]
@@ -215,3 +216,37 @@ def test_share_group_admin_in_a_cluster(cluster_factory: ClusterFactory) -> None
         after = coordinator.call(DescribeShareGroupOffsetsRequest(groups=[
             DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None)]), 1)
         assert after.groups[0].error_code == ErrorCode.GROUP_ID_NOT_FOUND
+
+
+def test_dead_letters_to_a_partition_another_broker_owns(
+        cluster_factory: ClusterFactory) -> None:
+    """A rejected record is written to the dead-letter topic through the owner of its
+    partition when that is another broker than the source partition's leader."""
+    cluster = cluster_factory(brokers=3, env=SHARE_ENV)
+    topic, group = unique("cdlq"), unique("g")
+    create_topic(cluster.bootstrap, topic, 1)
+    cluster.wait_writable(topic)
+    leader = cluster.owners(topic)[0]
+    dlq = ""
+    while not dlq:       # a dead-letter topic whose partition 0 another broker owns
+        candidate = unique("dlq")
+        create_topic(cluster.bootstrap, candidate, 1)
+        cluster.wait_writable(candidate)
+        dlq = candidate if cluster.owners(candidate)[0] != leader else ""
+    set_group_configs(cluster.bootstrap, group, {
+        **EARLIEST, "errors.deadletterqueue.topic.name": dlq})
+    produce(cluster.bootstrap, topic, 3)
+    consumer = share_consumer(cluster.bootstrap, group, topic)
+    try:
+        rejected: set[int] = set()
+        deadline = time.monotonic() + 60
+        while len(rejected) < 3 and time.monotonic() < deadline:
+            for m in consumer.poll(0.3):
+                consumer.acknowledge(m, AcknowledgeType.REJECT)
+                rejected.add(m.offset())
+            consumer.commit_sync()
+    finally:
+        consumer.close()
+    letters = _dead_letters(cluster.bootstrap, dlq, 3)
+    assert sorted(m.value() for m in letters) == [b"v0", b"v1", b"v2"]
+    assert {dict(m.headers())["bmq.dlq.topic"] for m in letters} == {topic.encode()}

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 from bmq import metrics
 from bmq.coordinators.base import CoordinatorHost
 from bmq.coordinators.sharded import Appended
-from bmq.coordinators.share.dlq import dead_letter
+from bmq.coordinators.share.dlq import RemoteAppend, dead_letter
 from bmq.coordinators.share.groups import ShareGroups
 from bmq.coordinators.share.leader import LeaderShareState, StateLink
 from bmq.coordinators.share.partition import Acquired, DeadLetter, SharePartition, ShareSettings
@@ -117,6 +117,7 @@ class ShareCoordinator:
         # The share coordinator: the shards of __share_group_state this broker owns.
         self.state_log = ShareStateCoordinator(host, executor)
         self.state: ShareStateStore = self.state_log
+        self._append_elsewhere: RemoteAppend | None = None     # cluster mode: dead letters
         self.groups = ShareGroups(host.topics, group_config)
         self.sessions = ShareSessions()
         self._available: asyncio.Future[None] | None = None
@@ -130,6 +131,7 @@ class ShareCoordinator:
         """Cluster mode: keep the share-partitions of the partitions this broker leads here,
         their state written through its coordinators over ``link``."""
         self.state = leading = LeaderShareState(self.state_log, link, self.host.partitions)
+        self._append_elsewhere = link.append_elsewhere
         return leading
 
     def settings(self, group_id: str) -> ShareSettings:
@@ -304,7 +306,8 @@ class ShareCoordinator:
                     return
                 view = await self._topic_view(name, key.partition)
             try:
-                await dead_letter(self.host, view, key.group_id, settings.dlq_topic, dead)
+                await dead_letter(self.host, view, key.group_id, settings.dlq_topic, dead,
+                                  self._append_elsewhere)
             except KafkaError as error:
                 # They stay ARCHIVING (never delivered) until the sweep tries again.
                 self._retry_at[key] = now_ms() + DEAD_LETTER_RETRY_MS

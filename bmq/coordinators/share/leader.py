@@ -41,6 +41,10 @@ class StateLink(Protocol):
              ) -> Awaitable[tuple[ErrorCode, StateRecord | None]]:
         """The key's whole state (None: the group has none for the partition yet)."""
 
+    def append_elsewhere(self, topic: str, index: int, batch: bytes) -> Awaitable[None]:
+        """Append a record batch (dead letters) to a partition another broker owns, durably;
+        raises KafkaError."""
+
 
 @dataclass(slots=True)
 class _Held:
