@@ -115,14 +115,17 @@ class StateAdmin(Protocol):
 
 
 class LocalStateAdmin:
+    """`bmq serve`'s: its state log holds every share-partition."""
+
     def __init__(self, share: ShareCoordinator) -> None:
         self._share = share
 
     async def keys(self, group_id: str) -> list[StateKey]:
-        return [key for key, _ in self._share.state.all_states() if key.group_id == group_id]
+        return [key for key, _ in self._share.state_log.all_states()
+                if key.group_id == group_id]
 
     async def write(self, key: StateKey, start_offset: int | None) -> ErrorCode:
-        state = self._share.state
+        state = self._share.state_log
         error = state.key_error(key)
         if error != ErrorCode.NONE:
             return error

@@ -98,9 +98,6 @@ class LeaderShareState:
         self._held.pop(key, None)
         self._last.pop(key, None)
 
-    def key_error(self, key: StateKey) -> ErrorCode:
-        return ErrorCode.NONE if key in self._held else ErrorCode.NOT_LEADER_OR_FOLLOWER
-
     def state(self, key: StateKey) -> SharePartition | None:
         held = self._held.get(key)
         return None if held is None else held.state
@@ -153,15 +150,6 @@ class LeaderShareState:
             del self._held[key]
             log.warning("share state of %s not written (%s): read again before its next use",
                         key.placement(), error.name)
-
-    def replace(self, key: StateKey, start_offset: int | None) -> Appended:
-        held = self._held.pop(key, None)
-        if held is None:
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER
-        if start_offset is not None:
-            return self.create(key, start_offset, held.partition)[1]
-        return self._link.write(key, held.partition.leader_epoch,
-                                StateRecord(key, True, -1, None))
 
     async def durable(self, appended: Appended) -> ErrorCode:
         if isinstance(appended, ErrorCode):
