@@ -28,6 +28,7 @@ _ELSEWHERE: dict[str, str] = {
     "acl": "bmq.tools.acl",
     "quota": "bmq.tools.quota",
     "txn": "bmq.tools.txn",
+    "dlq": "bmq.tools.dlq",
     "controller": "bmq.controller.command",
     "broker": "bmq.broker.command",
     "admin": "bmq.controller.command",

@@ -93,6 +93,19 @@ TRANSACTIONS_ENDED = Counter(
     "bmq_transactions_ended", "Transactions this broker's coordinator completed, by result "
     "(commit, abort; aborts include timed-out transactions).", ["result"], registry=REGISTRY)
 
+# Share groups (KIP-932), counted by the broker that leads the partitions.
+SHARE_REDELIVERIES = Counter(
+    "bmq_share_redeliveries", "Records a share group acquired again: deliveries after the "
+    "first (released, timed out, or held by a consumer or broker that went away), by group.",
+    ["group"], registry=REGISTRY)
+SHARE_LOCK_EXPIRIES = Counter(
+    "bmq_share_lock_expiries", "Acquired records of a share group whose acquisition lock "
+    "expired before they were acknowledged, by group.", ["group"], registry=REGISTRY)
+SHARE_DEAD_LETTERS = Counter(
+    "bmq_share_dead_letters", "Records written to a share group's dead-letter topic "
+    "(KIP-1191), by group and reason (rejected, delivery.count.limit).", ["group", "reason"],
+    registry=REGISTRY)
+
 
 class TransactionStats(NamedTuple):
     """What a broker reports of transactions at a scrape."""

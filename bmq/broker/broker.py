@@ -12,6 +12,7 @@ from dataclasses import replace
 from bmq.broker.fetch_views import BrokerFetchViews
 from bmq.broker.group_config import group_config_defaults
 from bmq.broker.membership import Membership
+from bmq.broker.share_peers import ClusterStateAdmin, ShareStatePeers
 from bmq.broker.topic_config import log_config, validate_topic_configs
 from bmq.broker.txn_peers import TxnPeers
 from bmq.broker.view_config import check_view
@@ -19,6 +20,7 @@ from bmq.config import Config
 from bmq.coordinators.base import InternalLogCoordinator
 from bmq.coordinators.groups import GroupCoordinator
 from bmq.coordinators.share import ShareCoordinator
+from bmq.coordinators.share.admin import LocalStateAdmin, StateAdmin
 from bmq.coordinators.transactions import TRANSACTION_TOPIC, TransactionCoordinator
 from bmq.metadata.broker_configs import BrokerConfigStore
 from bmq.metadata.group_configs import GroupConfigStore
@@ -74,7 +76,16 @@ class Broker:
         self._group_config_defaults = group_config_defaults(config)
         # Share groups (KIP-932): membership here, share-partition state on its own log.
         self.share = ShareCoordinator(self, executor, self.fetch_views, self.group_config)
-        self.coordinators[self.share.state.topic] = self.share.state
+        self.coordinators[self.share.state_log.topic] = self.share.state_log
+        # In a cluster a share-partition's leader and its state's coordinator may be two
+        # brokers: the leader reads and writes the state there (``share_peers``).
+        self.share_peers = ShareStatePeers(membership, self.share.state_log, link_security) \
+            if membership.controller_assigns_partitions else None
+        # How the group's coordinator alters, deletes offsets and deletes share groups.
+        self.share_admin: StateAdmin = LocalStateAdmin(self.share)
+        if self.share_peers is not None:
+            self.share_peers.leader_state = self.share.lead_through(self.share_peers)
+            self.share_admin = ClusterStateAdmin(self.share, self.share_peers)
 
     def _txn_partition_for(self, transactional_id: str) -> int:
         return self.transactions.partition_for(transactional_id)
@@ -145,8 +156,9 @@ class Broker:
         self.fetch_views.stop()
         for coordinator in self.coordinators.values():
             await coordinator.stop()
-        if self.txn_peers is not None:
-            self.txn_peers.close()
+        for peers in (self.txn_peers, self.share_peers):
+            if peers is not None:
+                peers.close()
         await self.partitions.close_all()
 
     async def _open_partitions(self, topic: TopicInfo, indexes: range) -> None:

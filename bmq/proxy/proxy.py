@@ -27,6 +27,7 @@ from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.messages import BmqWatchPartitionsRequest
 from bmq.protocol.messages.bmq_watch_partitions_request import WatchPartition, WatchTopic
 from bmq.proxy.cluster_view import ClusterView
+from bmq.proxy.share import ShareSessionRelay
 from bmq.readpath.cache import RecordCache
 from bmq.readpath.partition_view import PartitionView
 from bmq.readpath.views import FilteredView, ViewResolver
@@ -60,6 +61,8 @@ class Proxy:
         self._opening: dict[TopicPartition, asyncio.Task[PartitionView]] = {}
         self.views = ViewResolver(cluster.topics, self.cache)
         self._watchers: dict[int, BrokerWatcher] = {}
+        # Share consumers' sessions, each split over the partitions' owners (bmq.proxy.share).
+        self.share_sessions = ShareSessionRelay()
 
     @property
     def node(self) -> BrokerNode:

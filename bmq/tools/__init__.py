@@ -12,6 +12,7 @@ import click
 from bmq.tools.acl import acl
 from bmq.tools.cluster import cluster
 from bmq.tools.consume import consume
+from bmq.tools.dlq import dlq
 from bmq.tools.group import group
 from bmq.tools.produce import produce
 from bmq.tools.quota import quota
@@ -20,6 +21,6 @@ from bmq.tools.txn import txn
 from bmq.tools.user import user
 
 COMMANDS: list[click.Command] = [topic, produce, consume, group, cluster, user, txn, acl,
-                                  quota]
+                                  quota, dlq]
 
 __all__ = ["COMMANDS"]

@@ -18,6 +18,12 @@ from bmq.tools.common import (
     print_table,
     say,
 )
+from bmq.tools.share_group import (
+    GROUP_TYPE,
+    describe_share_group,
+    list_share_groups,
+    print_share_group,
+)
 
 #: States in which a group has no live members, so its offsets may be changed from outside.
 INACTIVE = ("EMPTY", "DEAD", "UNKNOWN")
@@ -46,7 +52,8 @@ def _state(description: Any) -> str:
 @output_option
 @connection_options
 def list_(conn: Connection, output: str) -> None:
-    """List consumer groups with their state and protocol (classic, or KIP-848's consumer).
+    """List consumer and share groups with their state and protocol (classic, KIP-848's
+    consumer, or KIP-932's share).
 
     \b
     Example:
@@ -54,9 +61,12 @@ def list_(conn: Connection, output: str) -> None:
     """
     result = conn.wait(conn.admin().list_consumer_groups(request_timeout=conn.timeout),
                        "cannot list groups")
-    rows = sorted((g.group_id, str(getattr(g.state, "name", g.state)),
-                   "simple" if g.is_simple_consumer_group else "consumer", _protocol(g))
-                  for g in result.valid)
+    shared = list_share_groups(conn)
+    share_ids = {row[0] for row in shared}
+    rows = sorted([*shared, *((g.group_id, str(getattr(g.state, "name", g.state)),
+                               "simple" if g.is_simple_consumer_group else "consumer",
+                               _protocol(g))
+                              for g in result.valid if g.group_id not in share_ids)])
     if output == "json":
         print_json([{"group": g, "state": s, "type": t, "protocol": p} for g, s, t, p in rows])
     else:
@@ -146,17 +156,22 @@ def describe_group(conn: Connection, group_id: str) -> dict[str, Any]:
 @output_option
 @connection_options
 def describe(conn: Connection, group_ids: Sequence[str], output: str) -> None:
-    """Show the state, members, and per partition the committed offset, end offset and lag.
+    """Show the state, members, and per partition the committed offset, end offset and lag;
+    for a share group its members' assignments and per share-partition the records in
+    flight, available again and archived, and the lag.
 
     \b
     Example:
       bmq group describe billing
     """
-    docs = [describe_group(conn, g) for g in group_ids]
+    docs = [describe_share_group(conn, g) or describe_group(conn, g) for g in group_ids]
     if output == "json":
         print_json(docs if len(docs) > 1 else docs[0])
         return
     for doc in docs:
+        if doc.get("type") == GROUP_TYPE:
+            print_share_group(doc)
+            continue
         click.echo(f"Group {doc['group']}: {doc['state']}, protocol {doc['protocol']}, "
                    f"{counted(doc['members'], 'member')}, "
                    f"assignor {doc['assignor'] or '-'}, coordinator {doc['coordinator'] or '-'}, "

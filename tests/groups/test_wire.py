@@ -7,6 +7,7 @@ stale members and generations, protocol selection, static membership, the admin 
 from __future__ import annotations
 
 import time
+import uuid
 from typing import Any
 
 import pytest
@@ -263,15 +264,16 @@ def test_find_coordinator_batches_and_key_types(group_broker: Any) -> None:
                                                        coordinator_keys=["a", "b", ""]), version)
             assert [(c.key, c.error_code, c.node_id) for c in found.coordinators] == [
                 ("a", 0, 0), ("b", 0, 0), ("", 0, 0)]
-            # bmq serve coordinates transactional ids too; share groups do not exist yet.
+            # bmq serve coordinates transactional ids and share-partition keys too.
             txn = client.call(FindCoordinatorRequest(key_type=1, coordinator_keys=["tx"]),
                               version)
             assert [(c.key, c.error_code, c.node_id) for c in txn.coordinators] == [
                 ("tx", 0, 0)]
-            share = client.call(FindCoordinatorRequest(key_type=2, coordinator_keys=["sh"]),
-                                version)
+            share_key = f"sh:{uuid.uuid4()}:0"
+            share = client.call(FindCoordinatorRequest(
+                key_type=2, coordinator_keys=[share_key, "sh"]), version)
             assert [(c.key, c.error_code, c.node_id) for c in share.coordinators] == [
-                ("sh", ErrorCode.COORDINATOR_NOT_AVAILABLE, -1)]
+                (share_key, 0, 0), ("sh", ErrorCode.INVALID_REQUEST, -1)]
         for version in (1, 2, 3):
             txn = client.call(FindCoordinatorRequest(key="tx", key_type=1), version)
             assert (txn.error_code, txn.node_id) == (0, 0)
@@ -570,9 +572,10 @@ def test_offsets_topic_is_internal_and_protected(group_broker: Any) -> None:
         everything = client.call(MetadataRequest(topics=None), 12)
         internal = {t.name: t.is_internal for t in everything.topics}
         assert internal["__consumer_offsets"] is True
-        # (__transaction_state too, once a transactional producer made the broker create it.)
+        # (__transaction_state and __share_group_state too, once a transactional producer or
+        # a share group, or FindCoordinator asking for them, made the broker create them.)
         assert {name for name, flag in internal.items() if flag} <= {
-            "__consumer_offsets", "__transaction_state"}
+            "__consumer_offsets", "__transaction_state", "__share_group_state"}
         assert not any(flag for name, flag in internal.items() if not name.startswith("__"))
         asked = client.call(MetadataRequest(topics=[
             MetadataRequestTopic(name="__consumer_offsets")], allow_auto_topic_creation=False),

@@ -13,6 +13,7 @@ from confluent_kafka import AcknowledgeType, Consumer, ShareConsumer
 
 from bmq.protocol.messages import ShareGroupDescribeRequest
 from tests.groups.wire import RawClient
+from tests.metrics.scrape import scrape, value
 from tests.share.helpers import (
     SHARE_ENV,
     ShareWorker,
@@ -196,6 +197,11 @@ def test_reject_and_the_delivery_limit_go_to_the_dead_letter_topic(share_broker:
         assert h == {"bmq.dlq.topic": topic.encode(), "bmq.dlq.partition": b"0",
                      "bmq.dlq.offset": str(offset).encode(), "bmq.dlq.group": group.encode(),
                      "bmq.dlq.delivery.count": count, "bmq.dlq.reason": reason}
+    samples = scrape(share_broker.metrics_port)
+    assert value(samples, "bmq_share_dead_letters_total", group=group, reason="rejected") == 1
+    assert value(samples, "bmq_share_dead_letters_total", group=group,
+                 reason="delivery.count.limit") == 1
+    assert value(samples, "bmq_share_redeliveries_total", group=group) == 1   # offset 1
 
 
 def test_records_of_a_killed_consumer_come_back_after_the_lock_duration(
@@ -220,6 +226,10 @@ def test_records_of_a_killed_consumer_come_back_after_the_lock_duration(
     # Locked for 3 s from when they were acquired (before the holder printed them).
     assert came_back - holder.held_at >= 2.0 and came_back - killed_at > 1.0
     assert {n for o, n, _ in taker.got if o in holder.holding} == {2}
+    samples = scrape(share_broker.metrics_port)
+    expired = value(samples, "bmq_share_lock_expiries_total", group=group)
+    assert expired >= len(holder.holding), expired
+    assert value(samples, "bmq_share_redeliveries_total", group=group) >= len(holder.holding)
 
 
 def test_kill_9_of_the_broker_loses_no_record_and_redelivers_no_acknowledged_one(

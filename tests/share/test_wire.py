@@ -322,3 +322,36 @@ def test_a_dead_letter_topic_must_be_a_legal_user_topic(share_broker: Any, name:
         set_group_configs(share_broker.bootstrap, unique("g"),
                           {"errors.deadletterqueue.topic.name": name})
     assert refused.value.args[0].code() == KafkaError.INVALID_CONFIG
+
+
+def test_delete_groups_deletes_an_empty_share_group(share_broker: Any) -> None:
+    """DeleteGroups (the admin client's delete_consumer_groups) of a share group: refused
+    with NON_EMPTY_GROUP while it has a member; once empty, its share-partitions are forgotten
+    and the group is gone, so it starts over by share.auto.offset.reset."""
+    topic, group = unique("delgroup"), unique("g")
+    create_topic(share_broker.bootstrap, topic, 1)
+    set_group_configs(share_broker.bootstrap, group, {"share.auto.offset.reset": "earliest"})
+    produce(share_broker.bootstrap, topic, 5)
+    admin = AdminClient({"bootstrap.servers": share_broker.bootstrap})
+
+    def delete() -> int:
+        try:
+            admin.delete_consumer_groups([group], request_timeout=10)[group].result(15)
+        except KafkaException as error:
+            return int(error.args[0].code())
+        return 0
+
+    with RawClient(share_broker.bootstrap) as client:
+        topic_id = heartbeat(client, group, "a", 0, [topic]).assignment.topic_partitions[0] \
+            .topic_id
+        assert acquired(fetch(client, group, "a", 0, topic_id)) == [(0, 4, 1)]
+        acknowledge(client, group, "a", 1, topic_id, [(0, 4, ACCEPT)])
+        assert delete() == ErrorCode.NON_EMPTY_GROUP
+        heartbeat(client, group, "a", -1)
+        assert delete() == 0
+        gone = client.call(DescribeShareGroupOffsetsRequest(groups=[
+            DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None)]), 1)
+        assert gone.groups[0].error_code == ErrorCode.GROUP_ID_NOT_FOUND
+        assert delete() == ErrorCode.GROUP_ID_NOT_FOUND
+        heartbeat(client, group, "b", 0, [topic])
+        assert acquired(fetch(client, group, "b", 0, topic_id)) == [(0, 4, 1)]

@@ -5,20 +5,17 @@ only show when a client first sends that API."""
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import typing
 from collections.abc import Mapping
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from bmq.broker.handlers import HANDLERS as BROKER_HANDLERS
-from bmq.broker.handlers.api_versions import handle_api_versions
 from bmq.net.api import FIRST_INTERNAL_API_KEY, ApiSpec, supported_versions
-from bmq.net.broker_apis import BROKER_REQUESTS, SINGLE_BROKER_REQUESTS
-from bmq.protocol.messages import REQUEST_APIS, ApiVersionsRequest
+from bmq.net.broker_apis import BROKER_REQUESTS
+from bmq.protocol.messages import REQUEST_APIS
 from bmq.proxy.handlers import HANDLERS as PROXY_HANDLERS
 
 TABLES: dict[str, Mapping[int, ApiSpec]] = {"broker": BROKER_HANDLERS, "proxy": PROXY_HANDLERS}
@@ -43,13 +40,9 @@ def test_each_entry_resolves_to_a_handler_of_its_request(role: str, api_key: int
 def test_the_broker_serves_every_api_of_its_list_and_the_proxy_every_public_one() -> None:
     broker = {REQUEST_APIS[name][0] for name in BROKER_REQUESTS}
     assert set(BROKER_HANDLERS) == broker
-    single = {REQUEST_APIS[name][0] for name in SINGLE_BROKER_REQUESTS}
-    assert single <= broker
-    public = {key for key in broker if key < FIRST_INTERNAL_API_KEY} - single
-    # The proxy answers some itself (OffsetForLeaderEpoch among them) and relays the others,
-    # but not those a single broker serves (share groups: `bmq serve` only).
+    public = {key for key in broker if key < FIRST_INTERNAL_API_KEY}
+    # The proxy answers some itself (OffsetForLeaderEpoch among them) and relays the others.
     assert public <= set(PROXY_HANDLERS)
-    assert not single & set(PROXY_HANDLERS)
     assert all(key < FIRST_INTERNAL_API_KEY for key in PROXY_HANDLERS)
 
 
@@ -65,17 +58,3 @@ def test_a_misspelt_handler_is_caught() -> None:
     spec = ApiSpec("HeartbeatRequest", "bmq.broker.handlers.heartbeat:handle_heartbeet")
     with pytest.raises(AttributeError):
         _ = spec.handler
-
-
-def test_a_cluster_broker_does_not_advertise_share_groups() -> None:
-    """Share groups are `bmq serve`'s only (bmq.net.broker_apis.SINGLE_BROKER_REQUESTS): a
-    cluster broker leaves them out of ApiVersions, as a Kafka broker with share groups off."""
-    single = {REQUEST_APIS[name][0] for name in SINGLE_BROKER_REQUESTS}
-    advertised = {}
-    for enabled in (True, False):
-        ctx: Any = SimpleNamespace(broker=SimpleNamespace(share=SimpleNamespace(enabled=enabled)))
-        response = asyncio.run(handle_api_versions(ctx, ApiVersionsRequest(), 3))
-        advertised[enabled] = {v.api_key: v.max_version for v in response.api_keys}
-    assert single <= set(advertised[True]) and not single & set(advertised[False])
-    assert advertised[True][78] == 1          # ShareFetch v1, what librdkafka 2.16 sends
-    assert set(advertised[True]) - single == set(advertised[False])

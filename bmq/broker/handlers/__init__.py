@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from bmq.broker.handlers.base import RequestContext
 from bmq.net.api import ApiSpec
-from bmq.net.broker_apis import BROKER_REQUESTS, SINGLE_BROKER_REQUESTS, handler_module
+from bmq.net.broker_apis import BROKER_REQUESTS, handler_module
 from bmq.security.handlers import SASL_APIS, SASL_REQUESTS
 
 HANDLERS: dict[int, ApiSpec] = {
@@ -22,8 +22,5 @@ HANDLERS: dict[int, ApiSpec] = {
 }
 # SASL is answered as on every role that serves clients.
 HANDLERS.update({spec.api_key: spec for spec in SASL_APIS})
-# The api keys of SINGLE_BROKER_REQUESTS (not advertised in cluster mode).
-SINGLE_BROKER_HANDLERS = frozenset(
-    key for key, spec in HANDLERS.items() if f"{spec.name}Request" in SINGLE_BROKER_REQUESTS)
 
-__all__ = ["HANDLERS", "SINGLE_BROKER_HANDLERS", "ApiSpec", "RequestContext"]
+__all__ = ["HANDLERS", "ApiSpec", "RequestContext"]

@@ -18,15 +18,15 @@ async def handle_alter_share_group_offsets(
         version: int) -> AlterShareGroupOffsetsResponse:
     if not ctx.authorize(Operation.READ, ResourceType.GROUP, request.group_id):
         return AlterShareGroupOffsetsResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    error = ctx.broker.groups.shard_error(request.group_id) if ctx.broker.share.enabled \
-        else ErrorCode.UNSUPPORTED_VERSION
+    error = ctx.broker.groups.shard_error(request.group_id)
     if error != ErrorCode.NONE:
         return AlterShareGroupOffsetsResponse(error_code=error)
     refused = [t.topic_name for t in request.topics
                if not ctx.authorize(Operation.READ, ResourceType.TOPIC, t.topic_name)]
-    error, altered = await alter_offsets(ctx.broker.share, request.group_id, [
-        (t.topic_name, [(p.partition_index, p.start_offset) for p in t.partitions])
-        for t in request.topics if t.topic_name not in refused])
+    error, altered = await alter_offsets(
+        ctx.broker.share, ctx.broker.share_admin, request.group_id, [
+            (t.topic_name, [(p.partition_index, p.start_offset) for p in t.partitions])
+            for t in request.topics if t.topic_name not in refused])
     responses = [AlterShareGroupOffsetsResponseTopic(
         topic_name=t.name, topic_id=t.topic_id, partitions=[
             AlterShareGroupOffsetsResponsePartition(partition_index=p.partition,

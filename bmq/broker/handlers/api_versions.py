@@ -1,5 +1,4 @@
-"""ApiVersions: which APIs and versions this broker serves (share groups: `bmq serve` only,
-see bmq.net.broker_apis)."""
+"""ApiVersions: which APIs and versions this broker serves."""
 
 from __future__ import annotations
 
@@ -11,8 +10,6 @@ from bmq.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
 
 async def handle_api_versions(ctx: RequestContext, request: ApiVersionsRequest,
                               version: int) -> ApiVersionsResponse:
-    from bmq.broker.handlers import HANDLERS, SINGLE_BROKER_HANDLERS  # (lists this module too)
+    from bmq.broker.handlers import HANDLERS  # (lists this module too)
 
-    handlers = HANDLERS if ctx.broker.share.enabled else {
-        key: spec for key, spec in HANDLERS.items() if key not in SINGLE_BROKER_HANDLERS}
-    return ApiVersionsResponse(error_code=ErrorCode.NONE, api_keys=supported_versions(handlers))
+    return ApiVersionsResponse(error_code=ErrorCode.NONE, api_keys=supported_versions(HANDLERS))

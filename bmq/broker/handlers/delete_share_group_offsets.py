@@ -18,13 +18,13 @@ async def handle_delete_share_group_offsets(
         version: int) -> DeleteShareGroupOffsetsResponse:
     if not ctx.authorize(Operation.DELETE, ResourceType.GROUP, request.group_id):
         return DeleteShareGroupOffsetsResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    error = ctx.broker.groups.shard_error(request.group_id) if ctx.broker.share.enabled \
-        else ErrorCode.UNSUPPORTED_VERSION
+    error = ctx.broker.groups.shard_error(request.group_id)
     if error != ErrorCode.NONE:
         return DeleteShareGroupOffsetsResponse(error_code=error)
     names = [t.topic_name for t in request.topics]
     refused = [n for n in names if not ctx.authorize(Operation.READ, ResourceType.TOPIC, n)]
-    error, deleted = await delete_offsets(ctx.broker.share, request.group_id,
+    error, deleted = await delete_offsets(ctx.broker.share, ctx.broker.share_admin,
+                                          request.group_id,
                                           [n for n in names if n not in refused])
     return DeleteShareGroupOffsetsResponse(error_code=error, responses=[
         DeleteShareGroupOffsetsResponseTopic(topic_name=t.name, topic_id=t.topic_id,

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
+
 from bmq.broker.handlers.base import RequestContext
-from bmq.coordinators.share.admin import describe_offsets
+from bmq.coordinators.share.admin import describe_offsets, summaries
 from bmq.metadata.acls import Operation, ResourceType
 from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import (
@@ -27,15 +29,19 @@ async def handle_describe_share_group_offsets(
         if not ctx.authorize(Operation.DESCRIBE, ResourceType.GROUP, asked.group_id):
             group.error_code = ErrorCode.GROUP_AUTHORIZATION_FAILED
             continue
-        error = ctx.broker.groups.shard_error(asked.group_id) if ctx.broker.share.enabled \
-            else ErrorCode.UNSUPPORTED_VERSION
+        error = ctx.broker.groups.shard_error(asked.group_id)
         if error != ErrorCode.NONE:
             group.error_code = error
             continue
         topics = None if asked.topics is None else [
             (t.topic_name, list(t.partitions)) for t in asked.topics
             if ctx.authorize(Operation.DESCRIBE, ResourceType.TOPIC, t.topic_name)]
-        group.error_code, described = describe_offsets(ctx.broker.share, asked.group_id, topics)
+        share, peers = ctx.broker.share, ctx.broker.share_peers
+        # In a cluster each share-partition is kept by its partition's leader: ask them all.
+        found = summaries(share, asked.group_id) if peers is None \
+            else await peers.summaries(share, asked.group_id)
+        group.error_code, described = describe_offsets(
+            share, asked.group_id, topics, found, functools.partial(_leader_epoch, ctx))
         group.topics = [
             DescribeShareGroupOffsetsResponseTopic(
                 topic_name=t.name, topic_id=t.topic_id, partitions=[
@@ -45,3 +51,8 @@ async def handle_describe_share_group_offsets(
                     for p in t.partitions])
             for t in described]
     return DescribeShareGroupOffsetsResponse(groups=groups)
+
+
+def _leader_epoch(ctx: RequestContext, topic: str, index: int) -> int:
+    leader = ctx.broker.partition_leader(topic, index)
+    return -1 if leader is None else leader[1]

@@ -1,8 +1,10 @@
 """FindCoordinator: which broker coordinates a group or a transactional id (v4+ answers a batch
 of keys, KIP-699): the owner of the key's ``__consumer_offsets`` or ``__transaction_state``
 partition (every partition's, on the embedded broker). ``__transaction_state`` is created on the
-first transactional producer's request, as Kafka does. Share-group coordinators do not exist
-yet: COORDINATOR_NOT_AVAILABLE.
+first transactional producer's request, as Kafka does. Key type 2 (KIP-932) names the share
+coordinator of a share-partition key ``group:topicId:partition``: the owner of the key's
+``__share_group_state`` partition (created on first use), asked by brokers (CLUSTER_ACTION, as
+in Kafka) and tools.
 """
 
 from __future__ import annotations
@@ -52,12 +54,26 @@ async def _find(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
         node = broker.membership.owner_node(TRANSACTION_TOPIC, transactions.partition_for(key))
         return _located(broker, key, node, transactions.shard_error(key), listener)
     if key_type == KEY_TYPE_SHARE:
-        code, message = (ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                         "BMQ has no share-group coordinator yet.")
-    else:
-        code, message = ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type}."
-    return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=code,
-                       error_message=message)
+        return await _find_share(ctx, key)
+    return Coordinator(key=key, node_id=-1, host="", port=-1,
+                       error_code=ErrorCode.INVALID_REQUEST,
+                       error_message=f"Unknown coordinator type {key_type}.")
+
+
+async def _find_share(ctx: RequestContext, key: str) -> Coordinator:
+    if not ctx.authorize_cluster(Operation.CLUSTER_ACTION):
+        return Coordinator(key=key, node_id=-1, host="", port=-1,
+                           error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=None)
+    parts = key.rsplit(":", 2)
+    if len(parts) != 3 or not parts[0] or not parts[2].lstrip("-").isdigit():
+        return Coordinator(key=key, node_id=-1, host="", port=-1,
+                           error_code=ErrorCode.INVALID_REQUEST,
+                           error_message=f"Share coordinator key {key!r} is not "
+                                         "group:topicId:partition.")
+    state_log = ctx.broker.share.state_log
+    await state_log.ensure_started()     # __share_group_state on first use
+    node = ctx.broker.membership.owner_node(state_log.topic, state_log.partition_for(key))
+    return _located(ctx.broker, key, node, state_log.shard_error(key), ctx.listener)
 
 
 async def handle_find_coordinator(ctx: RequestContext, request: FindCoordinatorRequest,

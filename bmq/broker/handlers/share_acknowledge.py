@@ -55,8 +55,6 @@ def leader(ctx: RequestContext, result: PartitionResult) -> LeaderIdAndEpoch:
 
 async def handle_share_acknowledge(ctx: RequestContext, request: ShareAcknowledgeRequest,
                                    version: int) -> ShareAcknowledgeResponse:
-    if not ctx.broker.share.enabled:
-        return ShareAcknowledgeResponse(error_code=ErrorCode.UNSUPPORTED_VERSION)
     group_id = request.group_id or ""
     if not ctx.authorize(Operation.READ, ResourceType.GROUP, group_id):
         return ShareAcknowledgeResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)

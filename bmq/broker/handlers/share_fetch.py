@@ -21,8 +21,6 @@ from bmq.protocol.messages.share_fetch_response import (
 
 async def handle_share_fetch(ctx: RequestContext, request: ShareFetchRequest,
                              version: int) -> ShareFetchResponse:
-    if not ctx.broker.share.enabled:
-        return ShareFetchResponse(error_code=ErrorCode.UNSUPPORTED_VERSION)
     group_id = request.group_id or ""
     if not ctx.authorize(Operation.READ, ResourceType.GROUP, group_id):
         return ShareFetchResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)

@@ -29,9 +29,6 @@ async def handle_share_group_describe(ctx: RequestContext, request: ShareGroupDe
         if not ctx.authorize(Operation.DESCRIBE, ResourceType.GROUP, group_id):
             result.error_code = ErrorCode.GROUP_AUTHORIZATION_FAILED
             continue
-        if not ctx.broker.share.enabled:
-            result.error_code = ErrorCode.UNSUPPORTED_VERSION
-            continue
         error = ctx.broker.groups.shard_error(group_id)
         if error != ErrorCode.NONE:
             result.error_code = error

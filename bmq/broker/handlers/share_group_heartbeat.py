@@ -13,8 +13,6 @@ from bmq.protocol.messages.share_group_heartbeat_response import Assignment, Top
 
 async def handle_share_group_heartbeat(ctx: RequestContext, request: ShareGroupHeartbeatRequest,
                                        version: int) -> ShareGroupHeartbeatResponse:
-    if not ctx.broker.share.enabled:
-        return ShareGroupHeartbeatResponse(error_code=ErrorCode.UNSUPPORTED_VERSION)
     if not ctx.authorize(Operation.READ, ResourceType.GROUP, request.group_id):
         return ShareGroupHeartbeatResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     topics = request.subscribed_topic_names

@@ -7,9 +7,12 @@ members (NON_EMPTY_GROUP otherwise), as in Kafka, and are written before they ar
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from bmq.coordinators.share.coordinator import ShareCoordinator
+from bmq.coordinators.share.partition import RecordState
 from bmq.coordinators.share.records import StateKey
 from bmq.protocol.errors import ErrorCode
 
@@ -31,22 +34,51 @@ class TopicOffsets:
     partitions: list[PartitionOffset] = field(default_factory=list)
 
 
+@dataclass(frozen=True, slots=True)
+class ShareSummary:
+    """One share-partition as the leader of its partition sees it."""
+
+    topic: str
+    partition: int
+    start_offset: int
+    end_offset: int
+    high_watermark: int
+    counts: dict[RecordState, int]
+    lag: int
+
+
+def summaries(share: ShareCoordinator, group_id: str) -> list[ShareSummary]:
+    """The group's share-partitions of the partitions this broker leads."""
+    host = share.host
+    found = []
+    for key, state in share.state.all_states():
+        info = host.topics.by_id(key.topic_id)
+        partition = None if info is None else host.partitions.get(info.name, key.partition)
+        if key.group_id != group_id or info is None or partition is None:
+            continue
+        high_watermark = partition.log.high_watermark
+        found.append(ShareSummary(info.name, key.partition, state.start_offset,
+                                  state.end_offset, high_watermark, state.counts(),
+                                  state.lag(high_watermark)))
+    return sorted(found, key=lambda s: (s.topic, s.partition))
+
+
 def describe_offsets(share: ShareCoordinator, group_id: str,
-                     topics: list[tuple[str, list[int]]] | None
+                     topics: list[tuple[str, list[int]]] | None, found: list[ShareSummary],
+                     leader_epoch: Callable[[str, int], int]
                      ) -> tuple[ErrorCode, list[TopicOffsets]]:
     """The start offset and lag of each asked partition (``topics`` None: every partition
-    the group has a share-partition of); -1 where the group has not fetched it yet."""
-    states = {(key.topic_id, key.partition): state for key, state in share.state.all_states()
-              if key.group_id == group_id}
+    the group has a share-partition of), from the share-partitions ``found`` at their leaders;
+    -1 where the group has not fetched it yet."""
+    states = {(s.topic, s.partition): s for s in found}
     if not states and group_id not in share.groups.groups:
         return ErrorCode.GROUP_ID_NOT_FOUND, []
     host = share.host
     if topics is None:
-        by_id: dict[uuid.UUID, list[int]] = {}
-        for topic_id, index in sorted(states):
-            by_id.setdefault(topic_id, []).append(index)
-        named = [(share.groups.topic_name(t), parts) for t, parts in by_id.items()]
-        topics = [(name, parts) for name, parts in named if name]
+        by_name: dict[str, list[int]] = {}
+        for name, index in sorted(states):
+            by_name.setdefault(name, []).append(index)
+        topics = list(by_name.items())
     described = []
     for name, indexes in topics:
         info = host.topics.get(name)
@@ -58,21 +90,49 @@ def describe_offsets(share: ShareCoordinator, group_id: str,
         topic = TopicOffsets(name, info.topic_id)
         described.append(topic)
         for index in indexes:
-            partition = host.partitions.get(name, index)
-            state = states.get((info.topic_id, index))
-            if partition is None:
+            state = states.get((name, index))
+            if not 0 <= index < info.partitions:
                 topic.partitions.append(PartitionOffset(
                     index, error=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
             elif state is None:
                 topic.partitions.append(PartitionOffset(index))
             else:
                 topic.partitions.append(PartitionOffset(
-                    index, state.start_offset, partition.leader_epoch,
-                    state.lag(partition.log.high_watermark)))
+                    index, state.start_offset, leader_epoch(name, index), state.lag))
     return ErrorCode.NONE, described
 
 
-async def alter_offsets(share: ShareCoordinator, group_id: str,
+class StateAdmin(Protocol):
+    """How the group's coordinator finds and rewrites a group's share-partitions: on `bmq
+    serve` in its own state log (``LocalStateAdmin``); in a cluster at the partitions' leaders
+    and through their share coordinators (bmq.broker.share_peers)."""
+
+    async def keys(self, group_id: str) -> list[StateKey]:
+        """The group's share-partitions."""
+
+    async def write(self, key: StateKey, start_offset: int | None) -> ErrorCode:
+        """Start the share-partition afresh at ``start_offset``, or forget it (None)."""
+
+
+class LocalStateAdmin:
+    """`bmq serve`'s: its state log holds every share-partition."""
+
+    def __init__(self, share: ShareCoordinator) -> None:
+        self._share = share
+
+    async def keys(self, group_id: str) -> list[StateKey]:
+        return [key for key, _ in self._share.state_log.all_states()
+                if key.group_id == group_id]
+
+    async def write(self, key: StateKey, start_offset: int | None) -> ErrorCode:
+        state = self._share.state_log
+        error = state.key_error(key)
+        if error != ErrorCode.NONE:
+            return error
+        return await state.durable(state.replace(key, start_offset))
+
+
+async def alter_offsets(share: ShareCoordinator, admin: StateAdmin, group_id: str,
                         topics: list[tuple[str, list[tuple[int, int]]]]
                         ) -> tuple[ErrorCode, list[TopicOffsets]]:
     """Start each named share-partition afresh at its new start offset."""
@@ -93,20 +153,18 @@ async def alter_offsets(share: ShareCoordinator, group_id: str,
             elif start < 0:
                 result.error = ErrorCode.INVALID_REQUEST
             else:
-                key = StateKey(group_id, info.topic_id, index)
-                result.error = share.state.key_error(key)
-                if result.error == ErrorCode.NONE:
-                    result.error = await share.state.durable(share.state.replace(key, start))
+                result.error = await admin.write(StateKey(group_id, info.topic_id, index),
+                                                 start)
     return ErrorCode.NONE, altered
 
 
-async def delete_offsets(share: ShareCoordinator, group_id: str,
+async def delete_offsets(share: ShareCoordinator, admin: StateAdmin, group_id: str,
                          names: list[str]) -> tuple[ErrorCode, list[TopicOffsets]]:
     """Forget the group's share-partitions of ``names`` (its next fetch of them starts by
     share.auto.offset.reset)."""
     if share.groups.has_members(group_id):
         return ErrorCode.NON_EMPTY_GROUP, []
-    keys = [key for key, _ in share.state.all_states() if key.group_id == group_id]
+    keys = await admin.keys(group_id)
     if not keys and group_id not in share.groups.groups:
         return ErrorCode.GROUP_ID_NOT_FOUND, []
     deleted = []
@@ -120,7 +178,25 @@ async def delete_offsets(share: ShareCoordinator, group_id: str,
         deleted.append(topic)
         for key in keys:
             if key.topic_id == info.topic_id:
-                code = await share.state.durable(share.state.replace(key, None))
+                code = await admin.write(key, None)
                 if code != ErrorCode.NONE:
                     topic.error = code
     return ErrorCode.NONE, deleted
+
+
+async def delete_group(share: ShareCoordinator, admin: StateAdmin,
+                       group_id: str) -> ErrorCode | None:
+    """DeleteGroups of a share group: without members, its share-partitions are forgotten
+    (tombstones in the state log) and the group is gone; None if ``group_id`` is no share
+    group here."""
+    keys = await admin.keys(group_id)
+    if not keys and group_id not in share.groups.groups:
+        return None
+    if share.groups.has_members(group_id):
+        return ErrorCode.NON_EMPTY_GROUP
+    for key in keys:
+        code = await admin.write(key, None)
+        if code != ErrorCode.NONE:
+            return code
+    share.groups.groups.pop(group_id, None)
+    return ErrorCode.NONE

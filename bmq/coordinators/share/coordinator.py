@@ -22,12 +22,14 @@ import uuid
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
+from bmq import metrics
 from bmq.coordinators.base import CoordinatorHost
 from bmq.coordinators.sharded import Appended
-from bmq.coordinators.share.dlq import dead_letter
+from bmq.coordinators.share.dlq import RemoteAppend, dead_letter
 from bmq.coordinators.share.groups import ShareGroups
+from bmq.coordinators.share.leader import LeaderShareState, StateLink
 from bmq.coordinators.share.partition import Acquired, DeadLetter, SharePartition, ShareSettings
 from bmq.coordinators.share.reads import aligned_end, read_covering
 from bmq.coordinators.share.records import StateKey
@@ -38,7 +40,7 @@ from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.primitives import Buffer
 from bmq.readpath.fetch import FetchServer
 from bmq.readpath.partition_view import PartitionView
-from bmq.writepath.partitions import now_ms
+from bmq.writepath.partitions import Partition, now_ms
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +69,19 @@ class _Applied:
     appended: Appended = ErrorCode.NONE
 
 
+# The share state cannot be read or written now (its coordinator is starting or moving): a
+# partition of a ShareFetch is answered KAFKA_STORAGE_ERROR (the state is on storage), which
+# share consumers retry after a metadata refresh; librdkafka hands the coordinator codes to the
+# application as fatal.
+_STATE_UNAVAILABLE = frozenset({ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                                ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                                ErrorCode.NOT_COORDINATOR})
+
+
+def _partition_error(code: ErrorCode) -> ErrorCode:
+    return ErrorCode.KAFKA_STORAGE_ERROR if code in _STATE_UNAVAILABLE else code
+
+
 def settings_of(configs: dict[str, str]) -> ShareSettings:
     return ShareSettings(
         lock_ms=int(configs["share.record.lock.duration.ms"]),
@@ -75,16 +90,32 @@ def settings_of(configs: dict[str, str]) -> ShareSettings:
         dlq_topic=configs["errors.deadletterqueue.topic.name"])
 
 
+class ShareStateStore(Protocol):
+    """Where the share-partitions of the partitions this broker leads are kept and written:
+    the state log itself on `bmq serve` (``ShareStateCoordinator``), its coordinators
+    elsewhere in a cluster (``LeaderShareState``)."""
+
+    async def ensure_started(self) -> bool: ...
+    async def prepare(self, key: StateKey, partition: Partition) -> ErrorCode: ...
+    def state(self, key: StateKey) -> SharePartition | None: ...
+    def all_states(self) -> list[tuple[StateKey, SharePartition]]: ...
+    def create(self, key: StateKey, start_offset: int, partition: Partition
+               ) -> tuple[SharePartition, Appended]: ...
+    def persist(self, key: StateKey, state: SharePartition,
+                snapshot: bool = False) -> Appended: ...
+    async def durable(self, appended: Appended) -> ErrorCode: ...
+
+
 class ShareCoordinator:
     def __init__(self, host: CoordinatorHost, executor: Executor, views: FetchServer,
                  group_config: Callable[[str], dict[str, str]]) -> None:
         self.host = host
-        # Share groups are served by a single broker (`bmq serve`) only: see
-        # bmq.net.broker_apis.SINGLE_BROKER_REQUESTS.
-        self.enabled = not host.controller_assigns_partitions
         self._views = views
         self._group_config = group_config
-        self.state = ShareStateCoordinator(host, executor)
+        # The share coordinator: the shards of __share_group_state this broker owns.
+        self.state_log = ShareStateCoordinator(host, executor)
+        self.state: ShareStateStore = self.state_log
+        self._append_elsewhere: RemoteAppend | None = None     # cluster mode: dead letters
         self.groups = ShareGroups(host.topics, group_config)
         self.sessions = ShareSessions()
         self._available: asyncio.Future[None] | None = None
@@ -94,13 +125,18 @@ class ShareCoordinator:
         self._lettering: dict[StateKey, int] = {}
         self._retry_at: dict[StateKey, int] = {}
 
+    def lead_through(self, link: StateLink) -> LeaderShareState:
+        """Cluster mode: keep the share-partitions of the partitions this broker leads here,
+        their state written through its coordinators over ``link``."""
+        self.state = leading = LeaderShareState(self.state_log, link, self.host.partitions)
+        self._append_elsewhere = link.append_elsewhere
+        return leading
+
     def settings(self, group_id: str) -> ShareSettings:
         return settings_of(self._group_config(group_id))
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
-        if not self.enabled:
-            return
         self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
 
     async def stop(self) -> None:
@@ -147,20 +183,21 @@ class ShareCoordinator:
         if is_view(info.configs):     # before the ownership check: a view has no owner
             raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
                              f"{info.name} is a view: share groups read unfiltered topics only")
-        if self.host.partitions.get(info.name, index) is None:
+        partition = self.host.partitions.get(info.name, index)
+        if partition is None:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         view = await self._topic_view(info.name, index)
         if not await self.state.ensure_started():
-            raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            raise KafkaError(_partition_error(ErrorCode.COORDINATOR_NOT_AVAILABLE))
         key = StateKey(group_id, topic_id, index)
-        error = self.state.key_error(key)
+        error = await self.state.prepare(key, partition)
         if error != ErrorCode.NONE:
-            raise KafkaError(error)
+            raise KafkaError(_partition_error(error))
         state = self.state.state(key)
         if state is None:
             reset = self._group_config(group_id)["share.auto.offset.reset"]
             start = view.log_start_offset if reset == "earliest" else view.high_watermark
-            state, appended = self.state.create(key, start)
+            state, appended = self.state.create(key, start, partition)
             await self._durable(appended)
         elif state.start_offset < view.log_start_offset:
             # Retention deleted records the group never finished with: they are gone.
@@ -179,7 +216,7 @@ class ShareCoordinator:
     async def _durable(self, appended: Appended) -> None:
         error = await self.state.durable(appended)
         if error != ErrorCode.NONE:
-            raise KafkaError(error)
+            raise KafkaError(_partition_error(error))
 
     # ------------------------------------------------------------------ sessions
     async def close_session(self, group_id: str, member_id: str) -> None:
@@ -237,7 +274,7 @@ class ShareCoordinator:
         for result, appended in writes:
             code = await self.state.durable(appended)
             if code != ErrorCode.NONE:
-                result.error = code
+                result.error = _partition_error(code)
                 result.acquired = []
         for item in applied:
             item.result.ack_error = await self.state.durable(item.appended)
@@ -267,7 +304,8 @@ class ShareCoordinator:
                     return
                 view = await self._topic_view(name, key.partition)
             try:
-                await dead_letter(self.host, view, key.group_id, settings.dlq_topic, dead)
+                await dead_letter(self.host, view, key.group_id, settings.dlq_topic, dead,
+                                  self._append_elsewhere)
             except KafkaError as error:
                 # They stay ARCHIVING (never delivered) until the sweep tries again.
                 self._retry_at[key] = now_ms() + DEAD_LETTER_RETRY_MS
@@ -275,6 +313,8 @@ class ShareCoordinator:
                           key.group_id, view.topic, view.index, error)
                 return
             for letter in dead:
+                metrics.SHARE_DEAD_LETTERS.labels(key.group_id, letter.reason).inc(
+                    letter.last - letter.first + 1)
                 state.archive(letter)
             await self.state.durable(self.state.persist(key, state))
         finally:
@@ -362,6 +402,9 @@ class ShareCoordinator:
             acquired = target.state.acquire(member_id, left, new_end, now_ms(), settings)
             if not acquired:
                 continue
+            again = sum(a.last - a.first + 1 for a in acquired if a.count > 1)
+            if again:
+                metrics.SHARE_REDELIVERIES.labels(target.key.group_id).inc(again)
             left -= sum(a.last - a.first + 1 for a in acquired)
             result = results.setdefault(tp, PartitionResult(*tp))
             result.acquired = acquired
@@ -410,6 +453,7 @@ class ShareCoordinator:
                     if not expired:
                         continue
                     settings = self.settings(key.group_id)
+                    metrics.SHARE_LOCK_EXPIRIES.labels(key.group_id).inc(state.expiring(now))
                     dead = state.expire_locks(now, settings)
                     _log_failure(key, self.state.persist(key, state))
                     self._spawn(self._settle_dead(key, state, settings, dead))

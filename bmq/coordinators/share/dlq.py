@@ -11,6 +11,8 @@ record's own headers. Key, value and timestamp are the record's.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from bmq.coordinators.base import CoordinatorHost
 from bmq.coordinators.share.partition import DeadLetter
 from bmq.coordinators.share.reads import read_records
@@ -19,11 +21,22 @@ from bmq.protocol.record_codec import Record, encode_batch
 from bmq.readpath.partition_view import PartitionView
 from bmq.writepath.partitions import now_ms
 
+# The provenance headers (all named HEADER_PREFIX + ...); `bmq dlq redrive` reads them back.
+HEADER_PREFIX = "bmq.dlq."
+TOPIC_HEADER = HEADER_PREFIX + "topic"
+PARTITION_HEADER = HEADER_PREFIX + "partition"
+
+
+# Cluster mode: append a batch to a partition another broker owns, durably (acks=all).
+RemoteAppend = Callable[[str, int, bytes], Awaitable[None]]
+
 
 async def dead_letter(host: CoordinatorHost, view: PartitionView, group_id: str,
-                      dlq_topic: str, letters: list[DeadLetter]) -> None:
-    """Write ``letters`` of ``view``'s partition to ``dlq_topic`` and wait until durable.
-    Raises KafkaError if the topic cannot take them."""
+                      dlq_topic: str, letters: list[DeadLetter],
+                      append_elsewhere: RemoteAppend | None = None) -> None:
+    """Write ``letters`` of ``view``'s partition to ``dlq_topic`` and wait until durable
+    (through its owner when another broker owns the partition). Raises KafkaError if the
+    topic cannot take them."""
     info = host.topics.get(dlq_topic)
     if info is None:
         try:
@@ -34,12 +47,13 @@ async def dead_letter(host: CoordinatorHost, view: PartitionView, group_id: str,
             info = host.topics.get(dlq_topic)
     if info is None:
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, dlq_topic)
-    partition = host.partitions.get(dlq_topic, view.index % info.partitions)
-    if partition is None:
+    index = view.index % info.partitions
+    partition = host.partitions.get(dlq_topic, index)
+    if partition is None and append_elsewhere is None:
         raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{dlq_topic} is not local")
     records = []
     for letter in letters:
-        context = [("bmq.dlq.topic", view.topic), ("bmq.dlq.partition", str(view.index)),
+        context = [(TOPIC_HEADER, view.topic), (PARTITION_HEADER, str(view.index)),
                    ("bmq.dlq.group", group_id), ("bmq.dlq.delivery.count", str(letter.count)),
                    ("bmq.dlq.reason", letter.reason)]
         for record in await read_records(view, letter.first, letter.last):
@@ -47,6 +61,10 @@ async def dead_letter(host: CoordinatorHost, view: PartitionView, group_id: str,
             headers.append(("bmq.dlq.offset", str(record.offset).encode()))
             records.append(Record(0, record.timestamp, record.key, record.value, headers))
     if not records:
+        return
+    if partition is None:
+        assert append_elsewhere is not None
+        await append_elsewhere(dlq_topic, index, bytes(encode_batch(records)[0]))
         return
     batch, header = encode_batch(records, partition.leader_epoch)
     await partition.append_batch(batch, header, now_ms())

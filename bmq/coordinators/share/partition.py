@@ -295,6 +295,18 @@ class SharePartition:
         self._advance()
         return dead
 
+    def counts(self) -> dict[RecordState, int]:
+        """Records per state from the start offset to the end offset."""
+        found = dict.fromkeys(RecordState, 0)
+        for run in self.runs:
+            found[run.state] += run.last - run.first + 1
+        return found
+
+    def expiring(self, now: int) -> int:
+        """How many acquired records' locks have expired by ``now``."""
+        return sum(r.last - r.first + 1 for r in self.runs
+                   if r.state == RecordState.ACQUIRED and r.deadline <= now)
+
     def due(self, since: int, now: int) -> tuple[bool, bool, bool]:
         """(a lock has expired by ``now``, a back-off ended in (since, now], records wait to
         be dead-lettered): what a sweep of the share-partition's timers acts on."""

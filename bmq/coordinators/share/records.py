@@ -76,12 +76,8 @@ def decode_key(key_data: bytes) -> StateKey | None:
     return StateKey(r.read_string(), r.read_uuid(), r.read_int32())
 
 
-def decode(key_data: bytes, value_data: bytes) -> StateRecord | None:
-    """A record of the log, or None for a key type this version does not know."""
-    key = decode_key(key_data)
-    if key is None:
-        return None
-    snapshot = Reader(key_data).read_int16() == SNAPSHOT
+def decode_value(value_data: bytes) -> tuple[int, list[Run]]:
+    """(start offset, runs) of a state value."""
     v = Reader(value_data)
     version = v.read_int16()
     if version != VALUE_VERSION:
@@ -92,4 +88,13 @@ def decode(key_data: bytes, value_data: bytes) -> StateRecord | None:
         first, last = v.read_int64(), v.read_int64()
         state = RecordState(v.read_int8())
         runs.append(Run(first, last, state, v.read_int16(), available_at=v.read_int64()))
-    return StateRecord(key, snapshot, start, runs)
+    return start, runs
+
+
+def decode(key_data: bytes, value_data: bytes) -> StateRecord | None:
+    """A record of the log, or None for a key type this version does not know."""
+    key = decode_key(key_data)
+    if key is None:
+        return None
+    snapshot = Reader(key_data).read_int16() == SNAPSHOT
+    return StateRecord(key, snapshot, *decode_value(value_data))

@@ -72,6 +72,10 @@ class ShareStateShard:
         # Updates appended per key since its last snapshot, and the key's last append.
         self.updates: dict[StateKey, int] = {}
         self.appended: dict[StateKey, asyncio.Future[None]] = {}
+        # Cluster mode: the newest leader epoch of each key's data partition that read or wrote.
+        self.leader_epochs: dict[StateKey, int] = {}
+        # Keys an administrative write replaced since their leader last read them.
+        self.stale: set[StateKey] = set()
         self._executor = executor
         self._bytes = 0         # appended since the last compaction
         self._compaction: asyncio.Task[None] | None = None

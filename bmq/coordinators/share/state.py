@@ -15,7 +15,7 @@ from concurrent.futures import Executor
 
 from bmq.coordinators.base import CoordinatorHost
 from bmq.coordinators.sharded import Appended, ShardedCoordinator, internal_topic_configs
-from bmq.coordinators.share.partition import SharePartition
+from bmq.coordinators.share.partition import Run, SharePartition
 from bmq.coordinators.share.records import StateKey, StateRecord
 from bmq.coordinators.share.shard import ShareStateShard
 from bmq.coordinators.transactions.shard import coordinator_error
@@ -84,6 +84,11 @@ class ShareStateCoordinator(ShardedCoordinator[ShareStateShard, StateRecord]):
             return ErrorCode.NONE
         return self.shard_error(key.placement())
 
+    async def prepare(self, key: StateKey, partition: Partition) -> ErrorCode:
+        """NONE once ``key``'s state (None if it has none yet) is here to use: this broker
+        owns the key's shard (``bmq serve`` owns them all)."""
+        return self.key_error(key)
+
     def state(self, key: StateKey) -> SharePartition | None:
         shard = self.shards.get(self.index_of(key))
         return None if shard is None else shard.states.get(key)
@@ -91,7 +96,8 @@ class ShareStateCoordinator(ShardedCoordinator[ShareStateShard, StateRecord]):
     def all_states(self) -> list[tuple[StateKey, SharePartition]]:
         return [item for shard in self.shards.values() for item in shard.states.items()]
 
-    def create(self, key: StateKey, start_offset: int) -> tuple[SharePartition, Appended]:
+    def create(self, key: StateKey, start_offset: int, partition: Partition | None = None
+               ) -> tuple[SharePartition, Appended]:
         """A share-partition starting at ``start_offset``, written at once (so a restart keeps
         the start ``share.auto.offset.reset`` chose)."""
         shard = self.shards[self.index_of(key)]
@@ -105,7 +111,10 @@ class ShareStateCoordinator(ShardedCoordinator[ShareStateShard, StateRecord]):
         shard = self.shards.get(self.index_of(key))
         if shard is None:
             return ErrorCode.NOT_COORDINATOR
-        changes = state.take_changes()
+        return self._append_state(shard, key, state, state.take_changes(), snapshot)
+
+    def _append_state(self, shard: ShareStateShard, key: StateKey, state: SharePartition,
+                      changes: list[Run], snapshot: bool) -> Appended:
         count = shard.updates.get(key, UPDATES_PER_SNAPSHOT)
         if snapshot or count >= UPDATES_PER_SNAPSHOT:
             record = StateRecord(key, True, state.start_offset, list(state.runs))
@@ -120,6 +129,56 @@ class ShareStateCoordinator(ShardedCoordinator[ShareStateShard, StateRecord]):
         except KafkaError as error:
             return self._write_error(error.code)
         return appended
+
+    # ------------------------------------------------------------------ for data leaders
+    # In cluster mode the broker that leads a data partition keeps its share-partitions and
+    # reads and writes their state here, at the owner of the key's partition of the log
+    # (bmq.coordinators.share.leader); the shard keeps a copy, for reads and snapshots.
+    def _fence(self, key: StateKey, leader_epoch: int) -> tuple[ErrorCode, ShareStateShard | None]:
+        error = self.key_error(key)
+        if error != ErrorCode.NONE:
+            return error, None
+        shard = self.shards[self.index_of(key)]
+        if leader_epoch < shard.leader_epochs.get(key, -1) or key in shard.stale:
+            return ErrorCode.FENCED_LEADER_EPOCH, None
+        shard.leader_epochs[key] = leader_epoch
+        return ErrorCode.NONE, shard
+
+    def read_for_leader(self, key: StateKey, leader_epoch: int
+                        ) -> tuple[ErrorCode, SharePartition | None]:
+        """The key's state for the data partition's leader at ``leader_epoch``; from now on
+        writes of older leaders are refused."""
+        shard = self.shards.get(self.index_of(key))
+        if shard is not None:
+            shard.stale.discard(key)
+        error, shard = self._fence(key, leader_epoch)
+        if shard is None:
+            return error, None
+        return ErrorCode.NONE, shard.states.get(key)
+
+    def admin_write(self, key: StateKey, start_offset: int | None) -> Appended:
+        """Replace the key's state for the group's coordinator (offsets altered or deleted,
+        the group deleted); the leader's copy is stale: its next write is refused, and it
+        reads the state again."""
+        error = self.key_error(key)
+        if error != ErrorCode.NONE:
+            return error
+        self.shards[self.index_of(key)].stale.add(key)
+        return self.replace(key, start_offset)
+
+    def write_for_leader(self, key: StateKey, leader_epoch: int, record: StateRecord
+                         ) -> Appended:
+        """Apply a leader's write to the copy and append it (in the order they come)."""
+        error, shard = self._fence(key, leader_epoch)
+        if shard is None:
+            return error
+        if record.runs is None:
+            return self.replace(key, None)
+        state = shard.states.get(key)
+        if record.snapshot or state is None:
+            state = shard.states[key] = SharePartition(record.start_offset)
+        state.apply(record.start_offset, record.runs)
+        return self._append_state(shard, key, state, record.runs, record.snapshot)
 
     def replace(self, key: StateKey, start_offset: int | None) -> Appended:
         """Start the share-partition afresh at ``start_offset`` (its records' states

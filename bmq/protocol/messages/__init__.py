@@ -43,6 +43,14 @@ if TYPE_CHECKING:
     from bmq.protocol.messages.api_versions_response import ApiVersionsResponse
     from bmq.protocol.messages.bmq_act_as_request import BmqActAsRequest
     from bmq.protocol.messages.bmq_act_as_response import BmqActAsResponse
+    from bmq.protocol.messages.bmq_describe_share_partitions_request import (
+        BmqDescribeSharePartitionsRequest,
+    )
+    from bmq.protocol.messages.bmq_describe_share_partitions_response import (
+        BmqDescribeSharePartitionsResponse,
+    )
+    from bmq.protocol.messages.bmq_share_state_request import BmqShareStateRequest
+    from bmq.protocol.messages.bmq_share_state_response import BmqShareStateResponse
     from bmq.protocol.messages.bmq_watch_partitions_request import BmqWatchPartitionsRequest
     from bmq.protocol.messages.bmq_watch_partitions_response import BmqWatchPartitionsResponse
     from bmq.protocol.messages.consumer_group_describe_request import ConsumerGroupDescribeRequest
@@ -200,6 +208,10 @@ _MODULES: dict[str, str] = {
     "ApiVersionsResponse": "api_versions_response",
     "BmqActAsRequest": "bmq_act_as_request",
     "BmqActAsResponse": "bmq_act_as_response",
+    "BmqDescribeSharePartitionsRequest": "bmq_describe_share_partitions_request",
+    "BmqDescribeSharePartitionsResponse": "bmq_describe_share_partitions_response",
+    "BmqShareStateRequest": "bmq_share_state_request",
+    "BmqShareStateResponse": "bmq_share_state_response",
     "BmqWatchPartitionsRequest": "bmq_watch_partitions_request",
     "BmqWatchPartitionsResponse": "bmq_watch_partitions_response",
     "ConsumerGroupDescribeRequest": "consumer_group_describe_request",
@@ -403,6 +415,8 @@ REQUEST_TYPES: Mapping[int, type[Any]] = _ByApiKey(
         92: "DeleteShareGroupOffsetsRequest",
         32000: "BmqWatchPartitionsRequest",
         32001: "BmqActAsRequest",
+        32002: "BmqShareStateRequest",
+        32003: "BmqDescribeSharePartitionsRequest",
     }
 )
 
@@ -472,6 +486,8 @@ RESPONSE_TYPES: Mapping[int, type[Any]] = _ByApiKey(
         92: "DeleteShareGroupOffsetsResponse",
         32000: "BmqWatchPartitionsResponse",
         32001: "BmqActAsResponse",
+        32002: "BmqShareStateResponse",
+        32003: "BmqDescribeSharePartitionsResponse",
     }
 )
 
@@ -541,6 +557,8 @@ REQUEST_FLEXIBLE_MIN_VERSIONS: dict[int, int | None] = {
     92: 0,
     32000: 0,
     32001: 0,
+    32002: 0,
+    32003: 0,
 }
 
 # request class name -> (api key, lowest version, highest version), so a server can list
@@ -556,6 +574,8 @@ REQUEST_APIS: dict[str, tuple[int, int, int]] = {
     "AlterUserScramCredentialsRequest": (51, 0, 0),
     "ApiVersionsRequest": (18, 0, 4),
     "BmqActAsRequest": (32001, 0, 0),
+    "BmqDescribeSharePartitionsRequest": (32003, 0, 0),
+    "BmqShareStateRequest": (32002, 0, 0),
     "BmqWatchPartitionsRequest": (32000, 0, 0),
     "ConsumerGroupDescribeRequest": (69, 0, 1),
     "ConsumerGroupHeartbeatRequest": (68, 0, 1),
@@ -636,6 +656,10 @@ __all__ = [
     "ApiVersionsResponse",
     "BmqActAsRequest",
     "BmqActAsResponse",
+    "BmqDescribeSharePartitionsRequest",
+    "BmqDescribeSharePartitionsResponse",
+    "BmqShareStateRequest",
+    "BmqShareStateResponse",
     "BmqWatchPartitionsRequest",
     "BmqWatchPartitionsResponse",
     "ConsumerGroupDescribeRequest",

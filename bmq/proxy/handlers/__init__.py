@@ -2,16 +2,16 @@
 
 Answered here: SASL (the proxy authenticates its clients itself), Metadata (proxies as leaders),
 Fetch, ListOffsets and OffsetForLeaderEpoch (from storage), Produce (forwarded to the owners),
-FindCoordinator and DescribeCluster (relayed, with addresses for the client's listener). Every
-other API the broker serves is relayed to a broker unchanged, at the same versions, on links
-that act for the client's principal; BMQ's internal APIs are not served, nor share groups'
-(`bmq serve` only, see bmq.net.broker_apis).
+FindCoordinator and DescribeCluster (relayed, with addresses for the client's listener),
+ShareFetch and ShareAcknowledge (split by partition owner, bmq.proxy.share). Every other API
+the broker serves is relayed to a broker unchanged, at the same versions, on links that act for
+the client's principal; BMQ's internal APIs are not served.
 """
 
 from __future__ import annotations
 
 from bmq.net.api import FIRST_INTERNAL_API_KEY, ApiSpec
-from bmq.net.broker_apis import BROKER_REQUESTS, SINGLE_BROKER_REQUESTS
+from bmq.net.broker_apis import BROKER_REQUESTS
 from bmq.proxy.handlers.base import ProxyContext
 from bmq.security.handlers import SASL_APIS
 
@@ -30,10 +30,12 @@ _ANSWERED = [
     _api("ProduceRequest", "produce"),
     _api("FindCoordinatorRequest", "find_coordinator"),
     _api("DescribeClusterRequest", "describe_cluster"),
+    _api("ShareFetchRequest", "share_fetch"),
+    _api("ShareAcknowledgeRequest", "share_acknowledge"),
 ]
 
 _RELAYED = (ApiSpec(name, "bmq.proxy.handlers.forward:relay_to_broker")
-            for name in BROKER_REQUESTS if name not in SINGLE_BROKER_REQUESTS)
+            for name in BROKER_REQUESTS)
 HANDLERS: dict[int, ApiSpec] = {
     s.api_key: s for s in _RELAYED if s.api_key < FIRST_INTERNAL_API_KEY}
 HANDLERS.update({s.api_key: s for s in [*_ANSWERED, *SASL_APIS]})
