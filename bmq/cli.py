@@ -28,6 +28,8 @@ _ELSEWHERE: dict[str, str] = {
     "acl": "bmq.tools.acl",
     "quota": "bmq.tools.quota",
     "txn": "bmq.tools.txn",
+    "index": "bmq.tools.index",
+    "query": "bmq.tools.index",
     "controller": "bmq.controller.command",
     "broker": "bmq.broker.command",
     "admin": "bmq.controller.command",

@@ -105,9 +105,10 @@ class IndexBuilder:
             fields = tuple(self._fields_of(topic))
             key = (topic, partition)
             try:
-                if self._seen.get(key) != fields:
+                previous = self._seen.get(key, ())
+                if previous != fields or (key not in self._seen and fields):
                     self._forget_dropped(topic, partition, fields)
-                    self._seen[key] = fields
+                self._seen[key] = fields
                 while fields and not self._stop.is_set() and \
                         self._build(topic, partition, partition_log, fields):
                     worked = True

@@ -149,7 +149,7 @@ class PartitionProgress:
     partition: int
     log_start_offset: int
     high_watermark: int
-    indexed_up_to: int | None       # None: nothing indexed yet
+    indexed_up_to: int
     records: int
     malformed: int
 
@@ -199,14 +199,13 @@ class QueryService:
         result = []
         for partition in range(partitions):
             source = self._open_log(topic, partition)
-            ends: list[int | None] = []
+            start = source.log_start_offset
+            upto = source.high_watermark
             records = malformed = 0
-            for field in fields:
+            for field in fields:    # a field without chunks has indexed nothing past the start
                 files = chain(self._store.files(topic, partition, field))
-                ends.append(files[-1].end if files else None)
+                upto = min(upto, max(files[-1].end, start) if files else start)
                 records, malformed = self._store.totals(topic, partition, field, files)
-            known = [e for e in ends if e is not None]
-            upto = min(known) if known and len(known) == len(ends) else None
             result.append(PartitionProgress(partition, source.log_start_offset,
                                             source.high_watermark, upto, records, malformed))
         return result
