@@ -10,4 +10,6 @@ setup(ext_modules=[
     Extension("bmq.spark._recdecode", ["bmq/spark/_recdecode.c"], extra_compile_args=_FLAGS),
     Extension("bmq.readpath._viewfilter", ["bmq/readpath/_viewfilter.c"],
               extra_compile_args=_FLAGS),
+    # bmq.index._fieldindex: field values of records to index entries, index chunks
+    Extension("bmq.index._fieldindex", ["bmq/index/_fieldindex.c"], extra_compile_args=_FLAGS),
 ])

@@ -2,11 +2,11 @@
 
 A daemon thread walks the partitions this process owns whose topic sets ``bmq.index.fields``.
 For each, it reads the log from where its indexes end up to the high watermark (durable data
-only, closed and active segments alike, through the log's own reads), has a worker process turn
-the batches into one chunk per field, and writes the chunks beside the segments
-(``bmq.index.store``). The thread only does I/O and waits; the parsing of every record runs in
-the worker process, so building never takes the event loop's GIL for long and never blocks a
-produce or a fetch.
+only, closed and active segments alike, through the log's own reads), turns the batches into one
+chunk per field, and writes the chunks beside the segments (``bmq.index.store``). Records are
+parsed and chunks sorted by the C module ``_fieldindex`` without the GIL, so building never
+holds up the event loop for long and never blocks a produce or a fetch; the thread yields
+between stretches (``PAUSE_S``).
 
 Crash safety: a chunk is written whole or not at all, and only ever from durable data (below
 the high watermark, which no owner ever truncates), so after kill -9 the next owner resumes at
@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import multiprocessing
 import threading
+import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import Executor, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 
-from bmq.index.extract import index_batches, merge_chunks
+from bmq.index import chunk
+from bmq.index.extract import index_batches
 from bmq.index.fields import Field
 from bmq.index.store import ChunkFile, IndexStore, chain
 from bmq.protocol.errors import KafkaError
@@ -39,6 +38,7 @@ READ_BYTES = 1 << 20
 CHUNK_BYTES = 16 << 20          # log bytes indexed into one chunk at most
 MERGE_FANIN = 4
 MAX_MERGED_ENTRIES = 4_000_000
+PAUSE_S = 0.001                 # between stretches: the event loop gets the GIL back
 
 OwnedLogs = Callable[[], Iterable[tuple[str, int, PartitionLog]]]
 FieldsOf = Callable[[str], list[Field]]
@@ -62,7 +62,6 @@ class IndexBuilder:
         self._interval = interval_s
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._pool: ProcessPoolExecutor | None = None
         # (topic, partition) -> the field spec last seen (dropped fields' files are removed)
         self._seen: dict[tuple[str, int], tuple[Field, ...]] = {}
         # (topic, partition, field) -> its chain of chunks, as this builder left it
@@ -76,22 +75,11 @@ class IndexBuilder:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-
-    def _worker(self) -> Executor:
-        if self._pool is None:
-            # spawn: a fork of a threaded broker could inherit locks held by other threads
-            self._pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
-        return self._pool
 
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
                 self.run_once()
-            except BrokenProcessPool:
-                log.warning("index worker process died; starting another")
-                self._pool = None
             except Exception:
                 log.exception("index builder pass failed; retrying")
             self._stop.wait(self._interval)
@@ -112,6 +100,7 @@ class IndexBuilder:
                 while fields and not self._stop.is_set() and \
                         self._build(topic, partition, partition_log, fields):
                     worked = True
+                    time.sleep(PAUSE_S)
             except KafkaError as error:   # retention moved the start, the log closed: retry
                 log.info("index of %s-%d: %s", topic, partition, error)
                 self._drop_state(topic, partition)
@@ -162,7 +151,7 @@ class IndexBuilder:
         pieces, end = self._read(partition_log, start, min(limit, high_watermark))
         if end <= start:
             return False
-        built = self._worker().submit(index_batches, pieces, list(behind), start, end).result()
+        built = index_batches(pieces, list(behind), start, end)
         if not any(owned is partition_log for *_, owned in self._owned()):
             return False        # closed meanwhile (moved, deleted): leave it to its owner
         for field, data in zip(behind, built.chunks, strict=True):
@@ -201,7 +190,7 @@ class IndexBuilder:
                     sum(entries) > MAX_MERGED_ENTRIES:
                 return
             datas = [self._store.read(topic, partition, field, f) for f in tail]
-            merged = self._worker().submit(merge_chunks, datas).result()
+            merged = chunk.merge(datas)
             made = self._store.write(topic, partition, field, tail[0].start, tail[-1].end,
                                      merged)
             files[-MERGE_FANIN:] = [made]

@@ -1,16 +1,14 @@
-"""The CPU work of index building, run in a worker process (``bmq.index.builder``) so that
-parsing every record's JSON never holds the broker's GIL: record batches in, chunk files out.
-
-Everything here is a pure function of its arguments (picklable in and out)."""
+"""Index entries from record batches: the Python side of the C module ``_fieldindex`` (batch
+headers, decompression) and the chunks built from its entries."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bmq.index import chunk
-from bmq.index.fields import Field, MalformedValue, field_text, parse_value
-from bmq.protocol.record_codec import RecordDecodeError, decode_batch
-from bmq.protocol.records import iter_batches
+from bmq.index import _fieldindex, chunk
+from bmq.index.fields import Field
+from bmq.protocol.record_codec import NONE, RecordDecodeError, decompress
+from bmq.protocol.records import HEADER_SIZE, iter_batches
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,39 +24,31 @@ class Built:
 
 def index_batches(pieces: list[bytes], fields: list[Field], start: int, end: int) -> Built:
     """Index chunks of ``fields`` over the whole batches in ``pieces`` (consecutive reads of a
-    log covering ``[start, end)``). A record whose value is not JSON counts as malformed once
-    and gets no JSON field entries (its key and headers are still indexed); a batch that cannot
-    be decoded at all (not written by a Kafka client) counts all its records as malformed."""
-    keys: list[list[int]] = [[] for _ in fields]
-    wants_json = any(f.kind == "json" for f in fields)
+    log covering ``[start, end)``). A record whose value is not JSON counts as malformed (when
+    a JSON field is indexed) and gets no JSON field entries (its key and headers are still
+    indexed); a batch whose records cannot be decoded counts all its records as malformed.
+    The records are parsed without the GIL."""
+    specs = tuple(f.scan_spec for f in fields)
+    entries: list[list[bytes]] = [[] for _ in fields]
     records = malformed = 0
     for piece in pieces:
         view = memoryview(piece)
         for pos, header in iter_batches(view):
             if header.is_control or header.next_offset <= start or header.base_offset >= end:
                 continue
+            records += header.record_count
+            body = view[pos + HEADER_SIZE:pos + header.size]
             try:
-                decoded = decode_batch(view[pos:pos + header.size], header)
-            except RecordDecodeError:
-                records += header.record_count
+                payload = body if header.compression == NONE else decompress(
+                    header.compression, bytes(body))
+                bad, found = _fieldindex.scan(payload, header.base_offset,
+                                              header.record_count, specs)
+            except (RecordDecodeError, ValueError):
                 malformed += header.record_count
                 continue
-            base = header.base_offset
-            for record in decoded:
-                records += 1
-                document: object = None
-                if wants_json:
-                    try:
-                        document = parse_value(record.value)
-                    except MalformedValue:
-                        malformed += 1
-                for field, out in zip(fields, keys, strict=True):
-                    text = field_text(field, record, document)
-                    if text is not None:
-                        out.append((chunk.value_hash(text) << 64) | base)
+            malformed += bad
+            for out, more in zip(entries, found, strict=True):
+                out.append(more)
     return Built(start, end, records, malformed,
-                 [chunk.encode(start, end, records, malformed, k) for k in keys])
-
-
-def merge_chunks(chunks: list[bytes]) -> bytes:
-    return chunk.merge(chunks)
+                 [chunk.encode(start, end, records, malformed, b"".join(parts))
+                  for parts in entries])

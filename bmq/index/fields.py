@@ -9,10 +9,12 @@ A spec is a comma-separated list of fields, each one of:
   ``order_id`` or ``order.id`` (``value:key`` is a JSON field named ``key``). A path segment is
   letters, digits, ``_``, ``-``, ``$`` or ``@``.
 
-A field's text is what queries compare with: a JSON string's contents, a number or ``true``,
-``false``, ``null`` as JSON writes it; so ``order_id=42`` matches ``42`` and ``"42"``. Objects
-and arrays, and records without the field (or whose value is not a JSON object), have no text
-and are not indexed. A value that is not JSON at all is skipped and counted as malformed.
+A field's text is what queries compare with: a JSON string's contents (unescaped), a number as
+it is written (``42``, ``4.20``, ``1e3``), ``true``, ``false`` or ``null``; so ``order_id=42``
+matches ``42`` and ``"42"`` (but not ``42.0``). Objects and arrays, and records without the
+field (or whose value is not a JSON object), have no text and are not indexed. A value that is
+not JSON (or not UTF-8) is skipped and counted as malformed. The C module ``_fieldindex`` reads
+fields when indexes are built and this module when queries check records: both the same way.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ _PATH = re.compile(r"[A-Za-z0-9_$@-]+(\.[A-Za-z0-9_$@-]+)*")
 _HEADER = re.compile(r"[^,=\s][^,=]*")
 
 Kind = Literal["key", "header", "json"]
+_SCAN_KINDS: dict[Kind, int] = {"key": 0, "header": 1, "json": 2}
 
 
 class FieldSpecError(ValueError):
@@ -45,6 +48,11 @@ class Field:
     name: str
     kind: Kind
     path: tuple[str, ...] = ()      # the JSON path, or (header name,)
+
+    @property
+    def scan_spec(self) -> tuple[int, tuple[bytes, ...]]:
+        """The field as ``_fieldindex.scan`` takes it."""
+        return _SCAN_KINDS[self.kind], tuple(step.encode() for step in self.path)
 
     @property
     def dir_name(self) -> str:
@@ -106,17 +114,16 @@ class MalformedValue(ValueError):
 
 
 def scalar_text(value: object) -> bytes | None:
-    """The text a JSON scalar compares as; None for objects and arrays."""
+    """The text of a JSON scalar as ``parse_value`` gives it (numbers as written, as str);
+    None for objects and arrays."""
     if isinstance(value, str):
-        return value.encode()
+        return value.encode("utf-8", "surrogatepass")
     if value is True:
         return b"true"
     if value is False:
         return b"false"
     if value is None:
         return b"null"
-    if isinstance(value, int | float):
-        return json.dumps(value).encode()
     return None
 
 
@@ -128,13 +135,19 @@ def json_text(document: object, path: tuple[str, ...]) -> bytes | None:
     return scalar_text(document)
 
 
+def _not_json(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")
+
+
 def parse_value(value: bytes | None) -> object:
-    """A record value as JSON (None for a null value); raises ``MalformedValue``."""
+    """A record value as JSON, numbers kept as written (str); None for a null value. Raises
+    ``MalformedValue``."""
     if value is None:
         return None
     try:
-        return json.loads(value)
-    except (ValueError, UnicodeDecodeError) as error:   # JSONDecodeError is a ValueError
+        return json.loads(value.decode("utf-8"), parse_int=str, parse_float=str,
+                          parse_constant=_not_json)
+    except (ValueError, RecursionError) as error:   # UnicodeDecodeError is a ValueError
         raise MalformedValue(str(error)) from None
 
 

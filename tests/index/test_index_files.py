@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from bmq.index import chunk
 from bmq.index.extract import index_batches
-from bmq.index.fields import FieldSpecError, parse_fields
+from bmq.index.fields import (
+    FieldSpecError,
+    MalformedValue,
+    field_text,
+    parse_fields,
+    parse_value,
+)
 from bmq.index.query import QueryError, parse_query
 from bmq.index.store import ChunkFile, IndexStore, chain
-from bmq.protocol.record_codec import Record, encode_batch
+from bmq.protocol.record_codec import Record, decode_batch, encode_batch
 from bmq.storage import open_storage
 
 
@@ -26,10 +34,14 @@ def test_field_specs() -> None:
             parse_fields(bad)
 
 
+def _entries(pairs: list[tuple[int, int]]) -> bytes:
+    return b"".join(h.to_bytes(8, "little") + o.to_bytes(8, "little") for h, o in pairs)
+
+
 def test_chunk_lookup_and_merge() -> None:
     pairs = [(chunk.value_hash(str(i % 500).encode()), 1000 + i) for i in range(5000)]
-    first = chunk.encode(1000, 3000, 2000, 3, chunk.pack_keys(pairs[:2000]))
-    second = chunk.encode(3000, 6000, 3000, 0, chunk.pack_keys(pairs[2000:]))
+    first = chunk.encode(1000, 3000, 2000, 3, _entries(pairs[:2000] * 2))   # duplicates too
+    second = chunk.encode(3000, 6000, 3000, 0, _entries(pairs[2000:]))
     merged = chunk.merge([first, second])
     header = chunk.ChunkHeader.decode(merged)
     assert (header.start, header.end, header.records, header.malformed, header.entries) == \
@@ -41,6 +53,43 @@ def test_chunk_lookup_and_merge() -> None:
     assert sorted(found) == [1000 + i for i in range(5000) if i % 500 == 42]
     with pytest.raises(chunk.ChunkError):
         chunk.ChunkHeader.decode(b"garbage" * 10)
+
+
+# Values whose JSON the C scanner and Python's json module must read alike.
+TRICKY = [b'{"id": 42}', b'{"id": "42"}', b'{"id": 4.20e1}', b'{"id": -0}', b'{"id": true}',
+          b'{"id": null}', b'{"id": {"x": 1}}', b'{"id": [1]}', b'{"id": 1, "id": "last"}',
+          b'{"id": "caf\\u00e9 \\ud83d\\ude00 \\"q\\" \\ud800"}',
+          '{"id": "café"}'.encode(), b'{"a": {"id": 7}, "id": 8}', b' {"id" : 9 } ',
+          b'[{"id": 1}]', b'"id"', b'{"id": 01}', b'{"id": NaN}', b'{"id": 1,}', b'{"id": "\x01"}',
+          b'{"id": "\xff"}', b'{"id": 1} x', b"", b"{", b'{"id": .5}', b'{"id": "a\\x"}',
+          b'{"x": [[[[{"id": 1}]]]], "id": [2]}', b'\xef\xbb\xbf{"id": 1}', None]
+
+
+def test_c_scanner_reads_fields_as_queries_do() -> None:
+    fields = parse_fields("id,a.id,key,header:h")
+    records = [Record(i, 0, None if i % 5 == 0 else f"k{i}".encode(), value,
+                      [("h", b"x"), ("h", b"second")] if i % 2 else [])
+               for i, value in enumerate(TRICKY)]
+    batches = []
+    for record in records:           # a batch each: an entry names its record's batch
+        batch, header = encode_batch([record])
+        batch[:8] = record.offset.to_bytes(8, "big")
+        batches.append((batch, replace(header, base_offset=record.offset)))
+    built = index_batches([b"".join(bytes(b) for b, _ in batches)], fields, 0, len(TRICKY))
+    expected_malformed = 0
+    for record in (r for b, h in batches for r in decode_batch(b, h)):
+        try:
+            document = parse_value(record.value)
+        except MalformedValue:
+            document, expected_malformed = None, expected_malformed + 1
+        for field, data in zip(fields, built.chunks, strict=True):
+            text = field_text(field, record, document)
+            hashed = chunk.value_hash(text) if text is not None else None
+            head = chunk.ChunkHeader.decode(data)
+            flat = data[head.entry_position(0):]
+            present = hashed is not None and record.offset in chunk.offsets_with(flat, hashed)
+            assert present == (text is not None), (field.name, record.value, text)
+    assert built.malformed == expected_malformed == 11
 
 
 def test_chain_prefers_the_widest_chunk() -> None:
