@@ -21,8 +21,6 @@ import sys
 from array import array
 from dataclasses import dataclass
 
-from bmq.index import _fieldindex
-
 MAGIC = b"BMQFIDX1"
 _HEADER = struct.Struct("<8sqqqqqII")
 HEADER_SIZE = _HEADER.size
@@ -31,7 +29,14 @@ ENTRY_SIZE = 16
 BUCKET_TARGET = 8
 MAX_BITS = 22
 
-value_hash = _fieldindex.hash
+
+
+def value_hash(text: bytes) -> int:
+    # The C module is imported when first used (also in extract.py): a broker whose tree was
+    # not rebuilt since it appeared (setup.py build_ext) still serves all but Index Query.
+    from bmq.index import _fieldindex
+
+    return _fieldindex.hash(text)
 
 
 def _u64s(data: bytes) -> array[int]:
@@ -78,6 +83,8 @@ class ChunkHeader:
 
 def encode(start: int, end: int, records: int, malformed: int, entries: bytes) -> bytes:
     """A chunk from entries as ``_fieldindex.scan`` returns them (any order, duplicates)."""
+    from bmq.index import _fieldindex
+
     return _fieldindex.build(entries, start, end, records, malformed, MAX_BITS, BUCKET_TARGET)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bmq.index import _fieldindex, chunk
+from bmq.index import chunk
 from bmq.index.fields import Field
 from bmq.protocol.record_codec import NONE, RecordDecodeError, decompress
 from bmq.protocol.records import HEADER_SIZE, iter_batches
@@ -28,6 +28,8 @@ def index_batches(pieces: list[bytes], fields: list[Field], start: int, end: int
     a JSON field is indexed) and gets no JSON field entries (its key and headers are still
     indexed); a batch whose records cannot be decoded counts all its records as malformed.
     The records are parsed without the GIL."""
+    from bmq.index import _fieldindex
+
     specs = tuple(f.scan_spec for f in fields)
     entries: list[list[bytes]] = [[] for _ in fields]
     records = malformed = 0
