@@ -1,9 +1,11 @@
 /* The hot loops of field indexes (bmq.index), run without the GIL so that index building never
  * holds up the broker's event loop:
  *
- * scan(records, base_offset, count, fields) -> (malformed, entries)
+ * scan(records, base_offset, count, fields[, by_record]) -> (malformed, entries)
  *   records:     bytes-like, the (decompressed) records section of one v2 batch
- *   base_offset: the batch's base offset, recorded with every value found
+ *   base_offset: the batch's base offset, recorded with every value found (with by_record,
+ *                the position of the record in ``records`` instead: queries then decode
+ *                only the records that match)
  *   count:       the batch's record count
  *   fields:      tuple of (kind, steps): kind 0 the key, 1 a header (steps: (name,)),
  *                2 a JSON dot path into the value (steps: its names), names as bytes
@@ -330,13 +332,15 @@ static int bytes_field(const unsigned char **p, const unsigned char *end,
 
 /* 0 done; -1 records that do not parse; -2 out of memory. */
 static int scan_records(const unsigned char *p, const unsigned char *end, uint64_t base,
-                        int64_t count, const FieldSpec *fields, int nfields, Buf *outs,
-                        long *malformed) {
+                        int by_record, int64_t count, const FieldSpec *fields, int nfields,
+                        Buf *outs, long *malformed) {
+    const unsigned char *first = p;
     Buf key = {0}, text = {0};
     int wants_json = 0, rc = 0;
     for (int f = 0; f < nfields; f++) wants_json |= fields[f].kind == 2;
     for (int64_t r = 0; r < count && !rc; r++) {
         int64_t length, ts, delta, klen, vlen, nheaders;
+        uint64_t where = by_record ? (uint64_t)(p - first) : base;
         const unsigned char *k, *v;
         if (varint(&p, end, &length) || length < 1 || length > end - p) { rc = -1; break; }
         const unsigned char *rec_end = p + length;
@@ -378,7 +382,7 @@ static int scan_records(const unsigned char *p, const unsigned char *end, uint64
                 else if (found < 0) is_json = 0;
                 else have = found;
             }
-            if (have && put_entry(&outs[f], hashed, base)) rc = -2;
+            if (have && put_entry(&outs[f], hashed, where)) rc = -2;
         }
         if (!is_json) (*malformed)++;
         p = rec_end;
@@ -398,8 +402,10 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     unsigned long long base;
     long long count;
     PyObject *spec;
+    int by_record = 0;
     (void)self;
-    if (!PyArg_ParseTuple(args, "y*KLO!", &data, &base, &count, &PyTuple_Type, &spec))
+    if (!PyArg_ParseTuple(args, "y*KLO!|p", &data, &base, &count, &PyTuple_Type, &spec,
+                          &by_record))
         return NULL;
     int nfields = (int)PyTuple_GET_SIZE(spec);
     FieldSpec fields[MAX_FIELDS];
@@ -431,8 +437,8 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     long malformed = 0;
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = scan_records(data.buf, (const unsigned char *)data.buf + data.len, base, count, fields,
-                      nfields, outs, &malformed);
+    rc = scan_records(data.buf, (const unsigned char *)data.buf + data.len, base, by_record,
+                      count, fields, nfields, outs, &malformed);
     Py_END_ALLOW_THREADS
     if (rc == -2) { PyErr_NoMemory(); goto done; }
     if (rc == -1) { PyErr_SetString(PyExc_ValueError, "records do not parse"); goto done; }

@@ -1,5 +1,6 @@
 """Index entries from record batches: the Python side of the C module ``_fieldindex`` (batch
-headers, decompression) and the chunks built from its entries."""
+headers, decompression) and the chunks built from its entries; and, for queries, the records of
+a batch whose fields hash as asked, found without decoding the others."""
 
 from __future__ import annotations
 
@@ -7,8 +8,14 @@ from dataclasses import dataclass
 
 from bmq.index import chunk
 from bmq.index.fields import Field
-from bmq.protocol.record_codec import NONE, RecordDecodeError, decompress
-from bmq.protocol.records import HEADER_SIZE, iter_batches
+from bmq.protocol.record_codec import (
+    NONE,
+    Record,
+    RecordDecodeError,
+    decode_record_at,
+    decompress,
+)
+from bmq.protocol.records import HEADER_SIZE, BatchHeader, iter_batches
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,3 +61,22 @@ def index_batches(pieces: list[bytes], fields: list[Field], start: int, end: int
     return Built(start, end, records, malformed,
                  [chunk.encode(start, end, records, malformed, b"".join(parts))
                   for parts in entries])
+
+
+def records_hashing_to(batch: memoryview, header: BatchHeader, fields: list[Field],
+                       hashes: list[int]) -> list[Record]:
+    """The records of one whole batch whose ``fields`` have texts hashing to ``hashes`` (the
+    caller checks the texts themselves); only those records are decoded. Raises
+    ``RecordDecodeError`` or ``ValueError`` for a batch whose records do not parse."""
+    from bmq.index import _fieldindex
+
+    body = batch[HEADER_SIZE:header.size]
+    payload = bytes(body) if header.compression == NONE else decompress(header.compression,
+                                                                        bytes(body))
+    _, found = _fieldindex.scan(payload, 0, header.record_count,
+                                tuple(f.scan_spec for f in fields), True)
+    positions: set[int] | None = None
+    for entries, hashed in zip(found, hashes, strict=True):
+        here = set(chunk.offsets_with(entries, hashed))
+        positions = here if positions is None else positions & here
+    return [decode_record_at(payload, position, header) for position in sorted(positions or ())]

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from bmq.index.chunk import value_hash
+from bmq.index.extract import records_hashing_to
 from bmq.index.fields import (
     INDEX_FIELDS,
     Field,
@@ -30,7 +32,7 @@ from bmq.index.fields import (
 from bmq.index.store import ChunkFile, IndexStore, chain
 from bmq.metadata.topics import TopicRegistry
 from bmq.protocol.errors import ErrorCode, KafkaError
-from bmq.protocol.record_codec import Record, RecordDecodeError, decode_batch
+from bmq.protocol.record_codec import Record, RecordDecodeError
 from bmq.protocol.records import iter_batches, read_header
 
 DEFAULT_LIMIT = 100
@@ -284,6 +286,8 @@ class QueryService:
                  ) -> Iterator[Record]:
         """Records of the batches in ``data`` that begin in ``[start, end)`` and match."""
         view = memoryview(data)
+        fields = [t.field for t in query.terms]
+        hashes = [value_hash(t.text) for t in query.terms]
         for pos, header in iter_batches(view):
             if header.base_offset >= end:
                 return
@@ -291,8 +295,9 @@ class QueryService:
                 continue
             if query.start_ms is not None and header.max_timestamp < query.start_ms:
                 continue
-            with contextlib.suppress(RecordDecodeError):
-                for record in decode_batch(view[pos:pos + header.size], header):
+            with contextlib.suppress(RecordDecodeError, ValueError):
+                for record in records_hashing_to(view[pos:pos + header.size], header, fields,
+                                                 hashes):
                     if record.offset >= start and query.matches(record):
                         yield record
 
