@@ -29,6 +29,7 @@ import statistics
 import time
 import urllib.request
 import uuid
+from collections.abc import Callable
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -116,18 +117,31 @@ def lookups(bootstrap: str, http: str, records: int, count: int) -> None:
           f"p99 {percentile(latencies, 0.99):.1f} ms, max {max(latencies):.1f} ms")
 
 
-def produce_on_off(bootstrap: str, http: str, records: int, runs: int) -> None:
+def produce_on_off(bootstrap: str, http: str, records: int, runs: int,
+                   cpu: Callable[[], float | None]) -> None:
+    """MB/s, and the broker's CPU seconds per produced MB (indexing included, until the index
+    caught up): the machine this runs on may be shared, which moves MB/s more than CPU."""
     rates: dict[bool, list[float]] = {False: [], True: []}
+    costs: dict[bool, list[float]] = {False: [], True: []}
     for indexed in [False, True, True, False] * runs:
         topic = make_topic(bootstrap, indexed)
+        cpu_before = cpu()
         seconds, size = produce(bootstrap, topic, 0, records)
         rates[indexed].append(size / 1e6 / seconds)
-        print(f"index {'on ' if indexed else 'off'}: {rates[indexed][-1]:.1f} MB/s")
+        line = f"index {'on ' if indexed else 'off'}: {rates[indexed][-1]:.1f} MB/s"
         if indexed:
-            print(f"  index caught up {wait_indexed(http, topic):.1f} s after the last ack")
+            line += f", index caught up {wait_indexed(http, topic):.1f} s after the last ack"
+        cpu_after = cpu()
+        if cpu_before is not None and cpu_after is not None:
+            costs[indexed].append((cpu_after - cpu_before) / (size / 1e6))
+            line += f", broker {costs[indexed][-1]:.3f} CPU s/MB"
+        print(line)
     off, on = statistics.mean(rates[False]), statistics.mean(rates[True])
     print(f"produce of {records} records: index off {off:.1f} MB/s, on {on:.1f} MB/s "
           f"(mean of {2 * runs} each): {100 * (off - on) / off:+.1f}% slower with the index")
+    if costs[False] and costs[True]:
+        print(f"broker CPU per MB: off {statistics.mean(costs[False]):.3f} s, on "
+              f"{statistics.mean(costs[True]):.3f} s (indexing included)")
 
 
 def main() -> None:
@@ -142,21 +156,21 @@ def main() -> None:
     parser.add_argument("--http", default=None, help="the broker's HTTP (metrics) port's URL")
     args = parser.parse_args()
 
-    def run(bootstrap: str, http: str) -> None:
+    def run(bootstrap: str, http: str, cpu: Callable[[], float | None]) -> None:
         if not args.skip_produce:
-            produce_on_off(bootstrap, http, args.produce_records, args.runs)
+            produce_on_off(bootstrap, http, args.produce_records, args.runs, cpu)
         if not args.skip_lookups:
             lookups(bootstrap, http, args.records, args.lookups)
 
     if args.bootstrap:
         if not args.http:
             raise SystemExit("--http is needed with --bootstrap")
-        run(args.bootstrap, args.http)
+        run(args.bootstrap, args.http, lambda: None)
         return
     port = free_port()
     command = shlex.join([*default_command(), "--metrics-port", str(port)])
     with LocalServer(command) as server:
-        run(server.bootstrap, f"http://127.0.0.1:{port}")
+        run(server.bootstrap, f"http://127.0.0.1:{port}", server.cpu_seconds)
 
 
 if __name__ == "__main__":
