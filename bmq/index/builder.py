@@ -139,9 +139,10 @@ class IndexBuilder:
         progress: dict[Field, int] = {}
         for field in fields:
             files = self._chain(topic, partition, field)
-            if files and files[-1].end <= log_start:   # retention passed it: start again
-                self._store.delete(topic, partition, field, [f.name for f in files])
-                files = self._chains[(topic, partition, field)] = []
+            expired = [f for f in files if f.end <= log_start]   # retention deleted their data
+            if expired:
+                self._store.delete(topic, partition, field, [f.name for f in expired])
+                files = self._chains[(topic, partition, field)] = files[len(expired):]
             progress[field] = files[-1].end if files else log_start
         start = min(progress.values())
         behind = [f for f in fields if progress[f] == start]

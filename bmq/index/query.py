@@ -33,7 +33,7 @@ from bmq.index.store import ChunkFile, IndexStore, chain
 from bmq.metadata.topics import TopicRegistry
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.record_codec import Record, RecordDecodeError
-from bmq.protocol.records import iter_batches, read_header
+from bmq.protocol.records import HEADER_SIZE, iter_batches, read_header
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 10_000
@@ -219,9 +219,13 @@ class QueryService:
         start = source.log_start_offset
         if lo > start:
             yield from self._scan(source, query, start, min(lo, end))
-        for offset in sorted(batches):
-            if start <= offset < min(hi, end):
-                yield from self._batch(source, query, offset)
+        # Batches from the log start on, and the last one before it (it may hold offsets past
+        # the start: DeleteRecords moves the start inside a batch).
+        below = [offset for offset in batches if offset < start]
+        straddling = [max(below)] if below else []
+        for offset in sorted([offset for offset in batches if offset >= start] + straddling):
+            if offset < min(hi, end):
+                yield from self._batch(source, query, offset, start)
         yield from self._scan(source, query, max(hi, start), end)
 
     def _candidates_retried(self, topic: str, partition: int, query: Query
@@ -253,16 +257,19 @@ class QueryService:
                 break
         return (lo, hi), batches or set()
 
-    def _batch(self, source: ReadableLog, query: Query, offset: int) -> Iterator[Record]:
+    def _batch(self, source: ReadableLog, query: Query, offset: int, log_start: int
+               ) -> Iterator[Record]:
+        """The matching records of the batch at ``offset`` (those from ``log_start`` on)."""
+        at = max(offset, log_start)
         try:
-            data = source.read(offset, 1)
+            data = source.read(at, 1)
         except KafkaError as error:       # retention deleted it meanwhile
             if error.code == ErrorCode.OFFSET_OUT_OF_RANGE:
                 return
             raise
-        if len(data) < 61 or read_header(data).base_offset != offset:
+        if len(data) < HEADER_SIZE or read_header(data).base_offset != offset:
             return
-        yield from self._records(data, query, offset, offset + 1)
+        yield from self._records(data, query, at, offset + 1)
 
     def _scan(self, source: ReadableLog, query: Query, start: int, end: int
               ) -> Iterator[Record]:

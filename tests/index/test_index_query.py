@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -167,3 +167,25 @@ def test_bad_input_clear_errors_nothing_changed(broker_factory: BrokerFactory,
     assert [p["indexed_up_to"] for p in progress(port, topic)] == [11]
     dirs = list((Path(broker.data_dir) / "topics" / topic / "0" / "field-index").iterdir())
     assert len(dirs) == len(FIELDS) - 1
+
+
+def test_deleted_records_leave_the_index(broker_factory: BrokerFactory, topic: str) -> None:
+    broker, port = start_broker(broker_factory)
+    make_topic(broker.bootstrap, topic, partitions=1)
+    sent = produce_orders(broker.bootstrap, topic, range(3000))
+    wait_indexed(port, topic, len(sent))
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    cut = TopicPartition(topic, 0, 2000)
+    admin.delete_records([cut])[cut].result(15)
+    assert query(port, topic, "order_id=1999") == []          # below the log start: gone
+    assert positions(query(port, topic, "order_id=2000")) == {(0, 2000)}
+    chunks = Path(broker.data_dir) / "topics" / topic / "0" / "field-index"
+
+    def ends() -> list[int]:
+        return [int(p.name.split("-")[1].split(".")[0]) for p in chunks.glob("*/*.fidx")]
+
+    deadline = time.monotonic() + 30
+    while any(e <= 2000 for e in ends()):   # chunks of deleted data only: removed
+        assert time.monotonic() < deadline, sorted(ends())
+        time.sleep(0.2)
+    assert progress(port, topic)[0]["log_start_offset"] == 2000
