@@ -10,7 +10,7 @@ between stretches (``PAUSE_S``).
 
 Crash safety: a chunk is written whole or not at all, and only ever from durable data (below
 the high watermark, which no owner ever truncates), so after kill -9 the next owner resumes at
-the end of the chunks it finds. Small chunks are merged (four of a size into one, up to
+the end of the chunks it finds. Small chunks are merged (``_merge``, up to
 ``MAX_MERGED_ENTRIES`` entries) so a lookup reads few files; the merged chunk is written before
 its parts are deleted, and queries take whichever covers more.
 """
@@ -36,21 +36,11 @@ log = logging.getLogger(__name__)
 INTERVAL_S = 1.0
 READ_BYTES = 1 << 20
 CHUNK_BYTES = 16 << 20          # log bytes indexed into one chunk at most
-MERGE_FANIN = 4
 MAX_MERGED_ENTRIES = 4_000_000
 PAUSE_S = 0.001                 # between stretches: the event loop gets the GIL back
 
 OwnedLogs = Callable[[], Iterable[tuple[str, int, PartitionLog]]]
 FieldsOf = Callable[[str], list[Field]]
-
-
-def _size_class(file_entries: int) -> int:
-    """Chunks of one class (about the same size: factors of ``MERGE_FANIN``) merge together."""
-    size_class = 0
-    while file_entries >= 4096:
-        file_entries //= MERGE_FANIN
-        size_class += 1
-    return size_class
 
 
 class IndexBuilder:
@@ -182,19 +172,19 @@ class IndexBuilder:
         return pieces, offset
 
     def _merge(self, topic: str, partition: int, field: Field) -> None:
-        """Merge the newest ``MERGE_FANIN`` chunks when they are of one size class."""
+        """Keep a field's chunks growing older-to-bigger, each at least twice the next (so a
+        lookup reads O(log n) chunks and an entry is rewritten O(log n) times): merge the
+        newest two while the older is not twice the newer."""
         files = self._chains[(topic, partition, field)]
-        while len(files) >= MERGE_FANIN:
-            tail = files[-MERGE_FANIN:]
-            entries = [self._store.header_of(topic, partition, field, f).entries for f in tail]
-            if len({_size_class(e) for e in entries}) != 1 or \
-                    sum(entries) > MAX_MERGED_ENTRIES:
+        while len(files) >= 2:
+            older, newer = (self._store.header_of(topic, partition, field, f).entries
+                            for f in files[-2:])
+            if older >= 2 * newer or older + newer > MAX_MERGED_ENTRIES:
                 return
-            datas = [self._store.read(topic, partition, field, f) for f in tail]
-            merged = chunk.merge(datas)
-            made = self._store.write(topic, partition, field, tail[0].start, tail[-1].end,
+            pair = files[-2:]
+            merged = chunk.merge([self._store.read(topic, partition, field, f) for f in pair])
+            made = self._store.write(topic, partition, field, pair[0].start, pair[1].end,
                                      merged)
-            files[-MERGE_FANIN:] = [made]
+            files[-2:] = [made]
             with contextlib.suppress(OSError):
-                self._store.delete(topic, partition, field, [f.name for f in tail])
-
+                self._store.delete(topic, partition, field, [f.name for f in pair])
