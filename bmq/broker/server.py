@@ -122,7 +122,7 @@ def serve_metrics_of(config: Config, broker: Callable[[], Broker | None]) -> Any
         partitions=lambda: _count_partitions(broker()),
         groups=lambda: _count_groups(broker()),
         transactions=lambda: _transaction_stats(broker()),
-        topics_app=index_app(lambda: _queries(broker())))
+        topics_app=index_app(lambda: _queries(broker()), bool(config.authorizer_class_name)))
 
 
 def _queries(broker: Broker | None) -> QueryService | None:

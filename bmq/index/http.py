@@ -5,7 +5,8 @@
 * ``GET /topics/TOPIC/index``: the indexed fields and how far each partition is indexed.
 
 A malformed query is 400 and an unknown topic 404, each with ``{"error": "..."}``; 503 while
-the role is still starting."""
+the role is still starting. With ACLs on (``authorizer.class.name``) every request is 403: the
+HTTP port authenticates no one, so it must not hand out records the ACLs keep from people."""
 
 from __future__ import annotations
 
@@ -34,10 +35,14 @@ def _error(start_response: StartResponse, status: str, message: str) -> list[byt
     return _answer(start_response, status, json.dumps({"error": message}).encode() + b"\n")
 
 
-def index_app(service: Callable[[], QueryService | None]) -> WsgiApp:
+def index_app(service: Callable[[], QueryService | None], acls_on: bool = False) -> WsgiApp:
     """The WSGI app of ``/topics/...`` (``service()`` is None until the role has started)."""
 
     def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        if acls_on:
+            return _error(start_response, "403 Forbidden",
+                          "Index Query over HTTP is off while ACLs are on (authorizer.class."
+                          "name): this port authenticates no one")
         parts = environ.get("PATH_INFO", "").split("/")
         if len(parts) != 4 or parts[1] != "topics" or parts[3] not in ("query", "index"):
             return _error(start_response, "404 Not Found",

@@ -84,7 +84,8 @@ class ProxyServer:
         if self.config.metrics_port:
             self._metrics_server = metrics.serve_for_role(
                 self.config.metrics_port, self.config.listen_host,
-                topics_app=index_app(lambda: None if self.proxy is None else self.proxy.queries))
+                topics_app=index_app(lambda: None if self.proxy is None else self.proxy.queries,
+                                     bool(self.config.authorizer_class_name)))
         loop = asyncio.get_running_loop()
         host, port = self.config.advertised
         await loop.run_in_executor(self._executor, self.cluster.connect, host, port,

@@ -189,3 +189,11 @@ def test_deleted_records_leave_the_index(broker_factory: BrokerFactory, topic: s
         assert time.monotonic() < deadline, sorted(ends())
         time.sleep(0.2)
     assert progress(port, topic)[0]["log_start_offset"] == 2000
+
+
+def test_http_queries_are_refused_while_acls_are_on(broker_factory: BrokerFactory) -> None:
+    port = free_port()
+    broker_factory(config={"metrics_port": port, "authorizer_class_name": "acls",
+                           "allow_everyone_if_no_acl_found": True})
+    status, body = http_get(port, "/topics/any/query", [("where", "key=1")])
+    assert status == 403 and "ACLs are on" in json.loads(body)["error"]
