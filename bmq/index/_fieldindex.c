@@ -475,6 +475,28 @@ static int by_entry(const void *a, const void *b) {
     return x->offset < y->offset ? -1 : x->offset > y->offset;
 }
 
+static int entry_less(const Entry *x, const Entry *y) {
+    return x->hash < y->hash || (x->hash == y->hash && x->offset < y->offset);
+}
+
+/* Sort ``n`` entries: a linear merge when they are two sorted runs (what merging two chunks
+ * gives), else qsort. Returns the sorted array (``entries`` or ``spare``). */
+static Entry *sort_entries(Entry *entries, Entry *spare, size_t n) {
+    size_t cut = 1, i;
+    while (cut < n && !entry_less(&entries[cut], &entries[cut - 1])) cut++;
+    for (i = cut + 1; i < n && !entry_less(&entries[i], &entries[i - 1]); i++) {}
+    if (cut >= n || i < n) {
+        if (cut < n) qsort(entries, n, sizeof(Entry), by_entry);
+        return entries;
+    }
+    size_t a = 0, b = cut, o = 0;
+    while (a < cut && b < n)
+        spare[o++] = entry_less(&entries[b], &entries[a]) ? entries[b++] : entries[a++];
+    while (a < cut) spare[o++] = entries[a++];
+    while (b < n) spare[o++] = entries[b++];
+    return spare;
+}
+
 static void put_le(unsigned char *p, uint64_t v, int n) {
     for (int i = 0; i < n; i++) p[i] = (unsigned char)(v >> (8 * i));
 }
@@ -488,7 +510,7 @@ static PyObject *build(PyObject *self, PyObject *args) {
                           &max_bits, &target))
         return NULL;
     size_t n = (size_t)raw.len / 16;
-    Entry *entries = malloc(n ? n * sizeof(Entry) : 1);
+    Entry *entries = malloc(n ? 2 * n * sizeof(Entry) : 1), *spare = entries + n;
     if (!entries) { PyBuffer_Release(&raw); return PyErr_NoMemory(); }
     const unsigned char *in = raw.buf;
     size_t unique = 0;
@@ -497,11 +519,11 @@ static PyObject *build(PyObject *self, PyObject *args) {
         entries[i].hash = le64(in + 16 * i);
         entries[i].offset = le64(in + 16 * i + 8);
     }
-    qsort(entries, n, sizeof(Entry), by_entry);
+    Entry *sorted = sort_entries(entries, spare, n);
     for (size_t i = 0; i < n; i++)
-        if (unique == 0 || entries[unique - 1].hash != entries[i].hash ||
-            entries[unique - 1].offset != entries[i].offset)
-            entries[unique++] = entries[i];
+        if (unique == 0 || entries[unique - 1].hash != sorted[i].hash ||
+            entries[unique - 1].offset != sorted[i].offset)
+            entries[unique++] = sorted[i];
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&raw);
     int bits = 0;
