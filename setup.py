@@ -11,4 +11,6 @@ setup(ext_modules=[
     Extension("bmq.readpath._viewfilter", ["bmq/readpath/_viewfilter.c"],
               extra_compile_args=_FLAGS),
     Extension("bmq.cleaner._keymap", ["bmq/cleaner/_keymap.c"], extra_compile_args=_FLAGS),
+    # bmq.index._fieldindex: field values of records to index entries, index chunks
+    Extension("bmq.index._fieldindex", ["bmq/index/_fieldindex.c"], extra_compile_args=_FLAGS),
 ])

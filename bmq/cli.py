@@ -29,6 +29,8 @@ _ELSEWHERE: dict[str, str] = {
     "quota": "bmq.tools.quota",
     "txn": "bmq.tools.txn",
     "dlq": "bmq.tools.dlq",
+    "index": "bmq.tools.index",
+    "query": "bmq.tools.index",
     "controller": "bmq.controller.command",
     "broker": "bmq.broker.command",
     "admin": "bmq.controller.command",

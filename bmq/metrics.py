@@ -199,12 +199,14 @@ def start_http_server(port: int, host: str = "") -> Any:
 
 def serve_for_role(port: int, host: str, partitions: Callable[[], float] | None = None,
                    groups: Callable[[], float] | None = None,
-                   transactions: Callable[[], TransactionStats | None] | None = None) -> Any:
+                   transactions: Callable[[], TransactionStats | None] | None = None,
+                   topics_app: Callable[..., Any] | None = None) -> Any:
     """What a role calls at start when ``metrics_port`` is set (``serve``, ``broker``, ...).
 
     Binds ``host:port`` (the role's listen host), hooks the partition and group gauges to the
     given callables (read at each scrape, from the HTTP thread) and returns the server for
-    :func:`stop`. A port that cannot be bound is a ``StartupError`` (exit 3).
+    :func:`stop`. ``topics_app``, a WSGI app, answers the paths under ``/topics/`` (Index
+    Query, bmq.index.http). A port that cannot be bound is a ``StartupError`` (exit 3).
     """
     if partitions is not None:
         track_partitions(partitions)
@@ -214,12 +216,23 @@ def serve_for_role(port: int, host: str, partitions: Callable[[], float] | None 
         track_transactions(transactions)
     try:
         server = start_http_server(port, host)
+        if topics_app is not None:
+            server.set_app(_with_topics(server.get_app(), topics_app))
     except OSError as error:
         reason = error.strerror or str(error)
         raise StartupError(f"cannot serve metrics on {host}:{port}: {reason}",
                            ExitCode.ADDRESS_IN_USE) from error
     log.info("metrics at http://%s:%d/metrics", host or "0.0.0.0", port)
     return server
+
+
+def _with_topics(metrics_app: Callable[..., Any], topics_app: Callable[..., Any]
+                 ) -> Callable[..., Any]:
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        if environ.get("PATH_INFO", "").startswith("/topics/"):
+            return topics_app(environ, start_response)
+        return metrics_app(environ, start_response)
+    return app
 
 
 def stop(server: Any) -> None:

@@ -22,6 +22,11 @@ from bmq.coordinators.groups import GroupCoordinator
 from bmq.coordinators.share import ShareCoordinator
 from bmq.coordinators.share.admin import LocalStateAdmin, StateAdmin
 from bmq.coordinators.transactions import TRANSACTION_TOPIC, TransactionCoordinator
+from bmq.index.builder import IndexBuilder
+from bmq.index.fields import Field, configured_fields
+from bmq.index.query import QueryService
+from bmq.index.readers import PartitionLogs
+from bmq.index.store import IndexStore
 from bmq.metadata.broker_configs import BrokerConfigStore
 from bmq.metadata.group_configs import GroupConfigStore
 from bmq.metadata.nodes import BrokerNode
@@ -30,6 +35,7 @@ from bmq.metadata.views import is_view, lane_view, served_topic, views_of
 from bmq.net.client import LinkSecurity
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.storage import Storage
+from bmq.storage.log import PartitionLog
 from bmq.writepath.partitions import Partition, PartitionManager
 
 log = logging.getLogger(__name__)
@@ -86,6 +92,23 @@ class Broker:
         if self.share_peers is not None:
             self.share_peers.leader_state = self.share.lead_through(self.share_peers)
             self.share_admin = ClusterStateAdmin(self.share, self.share_peers)
+        # Index Query (bmq.index): this broker indexes the partitions it owns, and answers
+        # queries of any partition from the shared storage.
+        index_store = IndexStore(log_storage)
+        self.index_builder = IndexBuilder(index_store, self._owned_logs, self._index_fields)
+        self._query_logs = PartitionLogs(log_storage, self._owned_log)
+        self.queries = QueryService(index_store, self.topics, self._query_logs)
+
+    def _owned_logs(self) -> list[tuple[str, int, PartitionLog]]:
+        return [(p.topic, p.index, p.log) for p in self.partitions.all()]
+
+    def _owned_log(self, topic: str, index: int) -> PartitionLog | None:
+        partition = self.partitions.get(topic, index)
+        return None if partition is None else partition.log
+
+    def _index_fields(self, topic: str) -> list[Field]:
+        info = self.topics.get(topic)
+        return [] if info is None or is_view(info.configs) else configured_fields(info.configs)
 
     def _txn_partition_for(self, transactional_id: str) -> int:
         return self.transactions.partition_for(transactional_id)
@@ -150,8 +173,12 @@ class Broker:
         for coordinator in self.coordinators.values():
             await coordinator.start()
         self.share.start()
+        self.index_builder.start()
 
     async def stop(self) -> None:
+        await asyncio.get_running_loop().run_in_executor(self._executor,
+                                                         self.index_builder.stop)
+        self._query_logs.close()
         await self.share.stop()
         self.fetch_views.stop()
         for coordinator in self.coordinators.values():

@@ -18,6 +18,8 @@ from bmq.broker.service import broker_connection
 from bmq.cleaner import CleanerService
 from bmq.config import Config
 from bmq.coordinators.transactions import TxnState
+from bmq.index.http import index_app
+from bmq.index.query import QueryService
 from bmq.lifecycle import run_until_signalled
 from bmq.metadata.broker_configs import BrokerConfigStore
 from bmq.metadata.documents import StorageDocuments
@@ -121,7 +123,12 @@ def serve_metrics_of(config: Config, broker: Callable[[], Broker | None]) -> Any
         config.metrics_port, config.listen_host,
         partitions=lambda: _count_partitions(broker()),
         groups=lambda: _count_groups(broker()),
-        transactions=lambda: _transaction_stats(broker()))
+        transactions=lambda: _transaction_stats(broker()),
+        topics_app=index_app(lambda: _queries(broker()), bool(config.authorizer_class_name)))
+
+
+def _queries(broker: Broker | None) -> QueryService | None:
+    return None if broker is None else broker.queries
 
 
 def _count_partitions(broker: Broker | None) -> float:

@@ -16,6 +16,7 @@ from enum import IntEnum
 
 from bmq.broker.view_config import check_filter
 from bmq.config import COMPRESSION_TYPES, Config, explicitly_set, field_default, kafka_name
+from bmq.index.fields import FieldSpecError, parse_fields
 from bmq.metadata.topics import LEGAL_TOPIC as _LEGAL_NAME
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.storage import LogConfig
@@ -122,6 +123,16 @@ def _kafka(name: str, kind: ConfigType, default: str, validate: Validator, doc: 
            server_default: str | None = None, enforced: bool = False) -> TopicConfigDef:
     """A config with Kafka's fixed default (no BMQ broker setting)."""
     return TopicConfigDef(name, kind, default, validate, doc, server_default, enforced=enforced)
+
+
+def _index_fields(spec: str) -> bool:
+    """Valid, or INVALID_CONFIG saying which field is wrong and why."""
+    try:
+        parse_fields(spec)
+    except FieldSpecError as error:
+        raise KafkaError(ErrorCode.INVALID_CONFIG,
+                         f"Invalid value {spec} for config bmq.index.fields: {error}") from None
+    return True
 
 
 def _parses(expression: str) -> bool:
@@ -259,6 +270,11 @@ _DEFINITIONS = (
     _kafka("bmq.lanes.enable", ConfigType.BOOLEAN, "false", _is_bool,
            "BMQ: lanes. Consumers of this topic never see records with a bmq.lane header; "
            "TOPIC.lane.LANE is a view of one lane's records, made on first use.",
+           enforced=True),
+    # BMQ's field indexes (bmq.index): built in the background, read by Index Query.
+    _kafka("bmq.index.fields", ConfigType.STRING, "", _index_fields,
+           "BMQ: fields to index for Index Query, comma-separated: key, header:NAME or a JSON "
+           "dot path into the value (order.id; value:key for a JSON field named key).",
            enforced=True),
 )
 TOPIC_CONFIGS: dict[str, TopicConfigDef] = {d.name: d for d in _DEFINITIONS}

@@ -190,27 +190,36 @@ def decode_batch(batch: bytes | memoryview, header: BatchHeader) -> list[Record]
     """The records of one whole batch (``batch`` starts at the batch's first byte)."""
     payload = decompress(header.compression, bytes(batch[HEADER_SIZE : header.size]))
     cursor = _Cursor(payload)
+    return [_read_record(cursor, header) for _ in range(header.record_count)]
+
+
+def decode_record_at(payload: bytes, position: int, header: BatchHeader) -> Record:
+    """The one record at ``position`` of a batch's (decompressed) records: for readers that
+    found where a record starts without decoding the others (bmq.index)."""
+    cursor = _Cursor(payload)
+    cursor.pos = position
+    return _read_record(cursor, header)
+
+
+def _read_record(cursor: _Cursor, header: BatchHeader) -> Record:
+    length = cursor.varint()
+    end = cursor.pos + length
+    cursor.pos += 1  # record attributes, unused
+    timestamp_delta = cursor.varint()
+    offset_delta = cursor.varint()
+    key = cursor.take(cursor.varint())
+    value = cursor.take(cursor.varint())
+    headers = []
+    for _ in range(cursor.varint()):
+        name = cursor.take(cursor.varint())
+        if name is None:   # as the Java client's DefaultRecord: a header key is required
+            raise RecordDecodeError("null header key")
+        headers.append((name.decode("utf-8", "replace"), cursor.take(cursor.varint())))
+    if cursor.pos != end:
+        raise RecordDecodeError("record length does not match its fields")
     log_append = bool(header.attributes & TIMESTAMP_TYPE_LOG_APPEND)
-    records = []
-    for _ in range(header.record_count):
-        length = cursor.varint()
-        end = cursor.pos + length
-        cursor.pos += 1  # record attributes, unused
-        timestamp_delta = cursor.varint()
-        offset_delta = cursor.varint()
-        key = cursor.take(cursor.varint())
-        value = cursor.take(cursor.varint())
-        headers = []
-        for _ in range(cursor.varint()):
-            name = cursor.take(cursor.varint())
-            if name is None:   # as the Java client's DefaultRecord: a header key is required
-                raise RecordDecodeError("null header key")
-            headers.append((name.decode("utf-8", "replace"), cursor.take(cursor.varint())))
-        if cursor.pos != end:
-            raise RecordDecodeError("record length does not match its fields")
-        timestamp = header.max_timestamp if log_append else header.base_timestamp + timestamp_delta
-        records.append(Record(header.base_offset + offset_delta, timestamp, key, value, headers))
-    return records
+    timestamp = header.max_timestamp if log_append else header.base_timestamp + timestamp_delta
+    return Record(header.base_offset + offset_delta, timestamp, key, value, headers)
 
 
 def iter_records(data: bytes | memoryview) -> Iterator[Record]:

@@ -9,6 +9,7 @@ from typing import Any
 
 from bmq import metrics
 from bmq.config import Config
+from bmq.index.http import index_app
 from bmq.lifecycle import run_until_signalled
 from bmq.metadata.zookeeper.documents import ZkDocuments
 from bmq.net.client import LinkPool
@@ -81,8 +82,10 @@ class ProxyServer:
         # Ports first: a port in use stops us before we touch ZooKeeper or storage.
         self._listening.bind()
         if self.config.metrics_port:
-            self._metrics_server = metrics.serve_for_role(self.config.metrics_port,
-                                                          self.config.listen_host)
+            self._metrics_server = metrics.serve_for_role(
+                self.config.metrics_port, self.config.listen_host,
+                topics_app=index_app(lambda: None if self.proxy is None else self.proxy.queries,
+                                     bool(self.config.authorizer_class_name)))
         loop = asyncio.get_running_loop()
         host, port = self.config.advertised
         await loop.run_in_executor(self._executor, self.cluster.connect, host, port,

@@ -153,6 +153,8 @@ CHECKS: dict[str, Callable[[list[str]], None]] = {
     ".venv/bin/python": _existing_path,
     # docker-compose.yml: test_compose_schema.py and tests/cluster/test_compose.py.
     "docker compose": lambda args: None,
+    # Index Query's HTTP examples: run by tests/index/test_index_readme.py.
+    "curl": lambda args: None,
 }
 
 
