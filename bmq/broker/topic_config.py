@@ -257,6 +257,10 @@ _DEFINITIONS = (
            "BMQ: lanes. Consumers of this topic never see records with a bmq.lane header; "
            "TOPIC.lane.LANE is a view of one lane's records, made on first use.",
            enforced=True),
+    _kafka("bmq.delay.enable", ConfigType.BOOLEAN, "false", _is_bool,
+           "BMQ: scheduled delivery. A record with a header bmq.deliver.at (ms since the epoch) "
+           "or bmq.delay.ms is held in the partition's timer log and appended at that time.",
+           enforced=True),
 )
 TOPIC_CONFIGS: dict[str, TopicConfigDef] = {d.name: d for d in _DEFINITIONS}
 
@@ -338,4 +342,5 @@ def log_config(broker: Config, overrides: Mapping[str, str]) -> LogConfig:
         compression_type=compression,
         compression_level=None if level is None else int(level),
         compact="compact" in policies,
+        delay_enable=value("bmq.delay.enable").lower() == "true",
     )

@@ -37,6 +37,9 @@ class LogConfig:
     compression_type: str = "producer"
     compression_level: int | None = None
     compact: bool = False
+    # Scheduled delivery (bmq.delay.enable): produced records with a schedule header are held
+    # in the partition's timer log (bmq.coordinators.timers) instead of this log.
+    delay_enable: bool = False
     # Cluster mode (epoch > 0): how often flushes also publish the checkpoint, which is what
     # readers in other processes (``PartitionLog.open_reader``) see. Object stores publish on
     # every flush (the manifest is part of the flush).
