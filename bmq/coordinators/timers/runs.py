@@ -57,6 +57,7 @@ def write_run(storage: Storage, path: str, entries: list[Entry]) -> Run:
     body = bytearray(_HEAD.pack(MAGIC, len(entries), entries[-1][0], min_offset))
     body += struct.pack(f">{len(blocks)}q", *blocks)
     body += b"".join(_ENTRY.pack(*e) for e in entries)
+    storage.makedirs(path.rsplit("/", 1)[0])
     storage.write_atomic(path, body)
     return Run(path, len(entries), entries[-1][0], min_offset, blocks, 0, entries[0][0])
 
