@@ -5,7 +5,8 @@ A record in the timer log is a wrapper: its key is the due time (8 bytes, big-en
 the epoch, after the broker's adjustments, so replaying the log orders records exactly as they
 were ordered when they were accepted), its value the delivered record's fields (key, value and
 headers with ``bmq.scheduled.at`` added, as the record format encodes them) and its timestamp
-the producer's. A delivered record is those fields framed anew: nothing is decoded again.
+the producer's. A delivered record is those fields framed anew: nothing is decoded again. The
+per-record loops are C (``_timerrec.c``).
 """
 
 from __future__ import annotations
@@ -14,26 +15,17 @@ import re
 import struct
 from dataclasses import dataclass
 
+from bmq.coordinators.timers._timerrec import frame_records, hold_records
 from bmq.protocol.errors import ErrorCode, KafkaError
-from bmq.protocol.record_codec import (
-    Record,
-    RecordDecodeError,
-    decode_batch,
-    encode_record_fields,
-    frame_batch,
-    frame_record,
-)
-from bmq.protocol.records import TRANSACTIONAL_FLAG, BatchHeader
+from bmq.protocol.record_codec import RecordDecodeError, decode_batch, decompress, frame_batch
+from bmq.protocol.records import HEADER_SIZE, TRANSACTIONAL_FLAG, BatchHeader
 
-DELIVER_AT = "bmq.deliver.at"
-DELAY_MS = "bmq.delay.ms"
-SCHEDULED_AT = "bmq.scheduled.at"
+# The headers (bmq.deliver.at, bmq.delay.ms, bmq.scheduled.at) are read and written in C.
 MAX_DELAY_MS = 40 * 24 * 3600 * 1000
 SEQUENCE_MASK = 0x7FFFFFFF
 
 # Either header name in a batch's bytes: uncompressed batches without it go the normal way.
 _SCHEDULE_MARK = re.compile(rb"bmq\.de(?:liver\.at|lay\.ms)")
-_DECIMAL = re.compile(rb"[0-9]{1,19}")
 _DUE = struct.Struct(">q")
 
 
@@ -53,55 +45,27 @@ def mentions_schedule(records: memoryview, headers: list[BatchHeader]) -> bool:
     return any(h.compression for h in headers) or _SCHEDULE_MARK.search(records) is not None
 
 
-def _decimal(name: str, value: bytes | None) -> int:
-    if value is None or _DECIMAL.fullmatch(value) is None:
-        raise KafkaError(ErrorCode.INVALID_RECORD,
-                         f"header {name} must be an ASCII decimal number, not {value!r}")
-    return int(value)
-
-
-def due_time(record: Record, accepted: int) -> int:
-    """When ``record`` is due: its ``bmq.deliver.at``, else ``accepted`` plus its
-    ``bmq.delay.ms``, else ``accepted``. Raises INVALID_RECORD for a malformed value or a time
-    more than 40 days ahead."""
-    for name, value in record.headers:
-        if name == DELIVER_AT:
-            due = _decimal(name, value)
-            break
-        if name == DELAY_MS:
-            due = accepted + _decimal(name, value)
-            break
-    else:
-        return accepted
-    if due > accepted + MAX_DELAY_MS:
-        raise KafkaError(ErrorCode.INVALID_RECORD,
-                         f"a record may be scheduled at most {MAX_DELAY_MS} ms ahead")
-    return due
-
-
-def hold_batch(batch: memoryview, header: BatchHeader, accepted: int, floor: int) -> list[Held]:
-    """The records of one produced batch as held records; none is due before ``floor``."""
-    try:
-        records = decode_batch(batch, header)
-    except RecordDecodeError as error:
-        raise KafkaError(ErrorCode.INVALID_RECORD, f"undecodable records: {error}") from error
-    stamp = (SCHEDULED_AT, str(accepted).encode())
-    return [Held(max(due_time(r, accepted), floor), r.timestamp,
-                 bytes(encode_record_fields(r.key, r.value, [*r.headers, stamp])))
-            for r in records]
-
-
-def timer_batch(held: list[Held], header: BatchHeader) -> tuple[bytearray, BatchHeader]:
-    """The timer log's batch for one produced batch: one wrapper per record, with the produced
+def hold_batch(batch: memoryview, header: BatchHeader, accepted: int,
+               floor: int) -> tuple[bytearray, BatchHeader, list[Held]]:
+    """One produced batch as the timer log's batch (one wrapper per record, with the produced
     batch's producer id, epoch, sequence and transactional flag, so that the timer log drops a
-    retried batch as the partition would."""
-    first = min(h.timestamp for h in held)
-    payload = b"".join(frame_record(i, h.timestamp - first, encode_record_fields(
-        _DUE.pack(h.due), h.fields, [])) for i, h in enumerate(held))
-    return frame_batch(payload, len(held), first, max(h.timestamp for h in held),
-                       producer_id=header.producer_id, producer_epoch=header.producer_epoch,
-                       base_sequence=header.base_sequence,
-                       attributes=header.attributes & TRANSACTIONAL_FLAG)
+    retried batch as the partition would) and its held records, none due before ``floor``.
+    A record is due at its ``bmq.deliver.at``, else ``accepted`` plus its ``bmq.delay.ms``,
+    else at ``accepted``. Raises INVALID_RECORD for a malformed record or schedule header, or
+    a time more than 40 days ahead."""
+    records: bytes | memoryview = batch[HEADER_SIZE:header.size]
+    try:
+        if header.compression:
+            records = decompress(header.compression, bytes(records))
+        wrappers, held = hold_records(records, header.record_count, header.base_timestamp,
+                                      accepted, floor, MAX_DELAY_MS)
+    except (ValueError, RecordDecodeError) as error:
+        raise KafkaError(ErrorCode.INVALID_RECORD, str(error)) from error
+    timer_batch, timer_header = frame_batch(
+        wrappers, header.record_count, header.base_timestamp, header.max_timestamp,
+        producer_id=header.producer_id, producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence, attributes=header.attributes & TRANSACTIONAL_FLAG)
+    return timer_batch, timer_header, [Held(due, ts, fields) for due, ts, fields in held]
 
 
 def read_held(batch: memoryview, header: BatchHeader) -> list[Held]:
@@ -114,9 +78,7 @@ def delivery_batch(held: list[Held], producer_id: int, sequence: int,
                    leader_epoch: int) -> tuple[bytearray, BatchHeader]:
     """The batch that appends ``held`` to their partition, as the timer's idempotent producer
     (``producer_id``, epoch 0, first sequence ``sequence``)."""
-    first = min(h.timestamp for h in held)
-    payload = b"".join(frame_record(i, h.timestamp - first, h.fields)
-                       for i, h in enumerate(held))
-    return frame_batch(payload, len(held), first, max(h.timestamp for h in held),
-                       leader_epoch=leader_epoch, producer_id=producer_id, producer_epoch=0,
+    payload, first, last = frame_records([(h.timestamp, h.fields) for h in held])
+    return frame_batch(payload, len(held), first, last, leader_epoch=leader_epoch,
+                       producer_id=producer_id, producer_epoch=0,
                        base_sequence=sequence & SEQUENCE_MASK)

@@ -35,7 +35,6 @@ from bmq.coordinators.timers.records import (
     hold_batch,
     mentions_schedule,
     read_held,
-    timer_batch,
 )
 from bmq.coordinators.timers.runs import Entry, Run, load_window, open_run, write_run
 from bmq.coordinators.timers.state import (
@@ -191,9 +190,8 @@ class PartitionTimer:
         timer_headers: list[BatchHeader] = []
         position = 0
         for header in headers:
-            batch_held = hold_batch(records[position:position + header.size], header, now,
-                                    floor)
-            batch, timer_header = timer_batch(batch_held, header)
+            batch, timer_header, batch_held = hold_batch(
+                records[position:position + header.size], header, now, floor)
             held.append(batch_held)
             parts.append(batch)
             timer_headers.append(timer_header)
