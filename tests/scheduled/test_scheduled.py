@@ -161,3 +161,23 @@ def test_transactions_deliver_only_what_they_commit(broker: BrokerProcess,
                             + [b"commit-now"] * 2), values
     assert not any(r.value.startswith(b"abort") for r in arrived)
     assert all(r.seen_ms >= due_of(r) for r in arrived if r.header(DELAY))
+
+
+def test_kcat_and_the_bmq_command_as_in_the_readme(broker: BrokerProcess, topic: str) -> None:
+    bmq = [*bmq_command(), "topic"]
+    created = subprocess.run([*bmq, "create", topic, "-p", "1", "-b", broker.bootstrap,
+                              "--config", "bmq.delay.enable=true"], capture_output=True,
+                             text=True, timeout=60)
+    assert created.returncode == 0, created.stderr
+    sent = now_ms()
+    subprocess.run(["kcat", "-P", "-b", broker.bootstrap, "-t", topic, "-H",
+                    f"{DELAY}=1000"], input=b"call back", check=True, timeout=30)
+    out = subprocess.run([*bmq, "describe", topic, "-b", broker.bootstrap],
+                         capture_output=True, text=True, timeout=60)
+    assert "SCHEDULED" in out.stdout, out.stdout + out.stderr
+    read = subprocess.run(["kcat", "-C", "-b", broker.bootstrap, "-t", topic, "-c", "1",
+                           "-f", "%s|%h\n"], capture_output=True, text=True, timeout=30)
+    arrived = now_ms()
+    value, headers = read.stdout.strip().split("|")
+    assert value == "call back" and f"{DELAY}=1000" in headers and SCHEDULED_AT in headers
+    assert arrived - sent >= 1000

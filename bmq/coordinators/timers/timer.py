@@ -56,14 +56,15 @@ log = logging.getLogger(__name__)
 
 WINDOW_MS = 1000            # the index is loaded into memory this much at a time ...
 LOOKAHEAD_MS = 2000         # ... this far ahead of the clock
-KEEP_MS = 30_000            # records due this soon keep their fields in memory after a run
+KEEP_MS = 10_000            # records due this soon wait in memory with their fields
 HEAP_LIMIT = 500_000        # a window is not loaded while this many records wait in memory
-RUN_ENTRIES = 200_000       # a run is written at this many new records ...
+RUN_ENTRIES = 100_000       # a run is written at this many new records ...
 RUN_INTERVAL_S = 10.0       # ... or this long after the last one
 STATE_INTERVAL_S = 1.0      # delivery progress is written at most this often
 TICK_S = 0.05               # the longest sleep when nothing is due sooner
 DELIVERY_RECORDS = 4000     # at most this many records per delivery batch
 _READ_BYTES = 1 << 20
+_NEVER = 2**63 - 1
 
 
 class PartitionTimer:
@@ -85,6 +86,7 @@ class PartitionTimer:
         self._indexed_end = 0                   # past the newest non-transactional record
         self._heap: list[tuple[int, int, Held | None]] = []   # due before _loaded_until
         self._far: list[tuple[int, int, Held]] = []           # later, not in a run yet
+        self._unheld_due = _NEVER       # the soonest memtable record in neither heap
         self._loaded_until = 0
         self._txn_open: dict[int, list[Held]] = {}
         self._txn_unspilled: dict[int, int] = {}   # committed since the last run: first offset
@@ -248,18 +250,21 @@ class PartitionTimer:
     def _index(self, held: list[Held]) -> None:
         """Durable records join the index (also called by the replay, off the loop)."""
         cursor = (self.state.due, self.state.offset)
+        keep_until = now_ms() + KEEP_MS
         wake = False
         for record in held:
             key = (record.due, record.offset)
             self._memtable.append(key)
+            self._indexed_end = max(self._indexed_end, record.offset + 1)
             if key <= cursor:
                 continue        # replay: delivered already
             if record.due < self._loaded_until:
                 heapq.heappush(self._heap, (record.due, record.offset, record))
                 wake = wake or self._heap[0][1] == record.offset
-            else:
+            elif record.due < keep_until:
                 heapq.heappush(self._far, (record.due, record.offset, record))
-            self._indexed_end = max(self._indexed_end, record.offset + 1)
+            else:   # waits in the memtable (due time and offset only) for the next run
+                self._unheld_due = min(self._unheld_due, record.due)
         self.accepted += len(held)
         if self._task is not None:
             self._pending_gauge.inc(len(held))
@@ -276,7 +281,7 @@ class PartitionTimer:
                 now = now_ms()
                 if self._memtable and (len(self._memtable) >= RUN_ENTRIES or
                                        time.monotonic() - self._last_run >= RUN_INTERVAL_S):
-                    await self._write_run(now)
+                    await self._write_run()
                 await self._advance(now)
                 await self._deliver(now_ms())
                 if self._dirty and time.monotonic() - self._last_save >= STATE_INTERVAL_S:
@@ -296,6 +301,8 @@ class PartitionTimer:
     async def _advance(self, now: int) -> None:
         """Load the index up to ``LOOKAHEAD_MS`` + ``WINDOW_MS`` ahead into the heap."""
         target = now + LOOKAHEAD_MS
+        if self._unheld_due < target + 2 * WINDOW_MS:
+            await self._write_run()     # a window must find every record in a run or in memory
         while self._loaded_until <= target and len(self._heap) < HEAP_LIMIT:
             lows = [run.next_due for run in self._runs if not run.exhausted]
             if self._far:
@@ -399,7 +406,7 @@ class PartitionTimer:
         return found
 
     # ------------------------------------------------------------------ runs and state
-    async def _write_run(self, now: int) -> None:
+    async def _write_run(self) -> None:
         cursor = (self.state.due, self.state.offset)
         entries = sorted(key for key in self._memtable if key > cursor)
         indexed = len(self._memtable)
@@ -407,15 +414,15 @@ class PartitionTimer:
         self._memtable = []
         self._txn_unspilled = {}
         self._last_run = time.monotonic()
-        keep_until = max(self._loaded_until, now + KEEP_MS)
-        self._far = [entry for entry in self._far if entry[0] < keep_until]
-        heapq.heapify(self._far)
+        # Everything not yet in the heap is in the run now: read back from it (the fields
+        # from the timer log) as its window comes.
+        self._far = []
+        self._unheld_due = _NEVER
         if entries:
             path = f"{self._dir}/run.{self._epoch:010d}.{time.time_ns():020d}"
             run = await asyncio.get_running_loop().run_in_executor(
                 self._executor, write_run, self._storage, path, entries)
-            # Entries due before keep_until are in memory (heap or far): load only the rest.
-            run.position = bisect_left(entries, (keep_until, -1))
+            run.position = bisect_left(entries, (self._loaded_until, -1))
             if not run.exhausted:
                 run.next_due = entries[run.position][0]
             self._runs.append(run)
