@@ -14,7 +14,13 @@ from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
 from kafka import KafkaProducer
 
 from tests.conftest import BrokerProcess, bmq_command
@@ -181,3 +187,32 @@ def test_kcat_and_the_bmq_command_as_in_the_readme(broker: BrokerProcess, topic:
     value, headers = read.stdout.strip().split("|")
     assert value == "call back" and f"{DELAY}=1000" in headers and SCHEDULED_AT in headers
     assert arrived - sent >= 1000
+
+
+def test_idempotent_producer_mixes_plain_and_scheduled_after_alter(broker: BrokerProcess,
+                                                                   topic: str) -> None:
+    create_topic(broker.bootstrap, topic, 1)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    resource = ConfigResource("topic", topic, incremental_configs=[ConfigEntry(
+        "bmq.delay.enable", "true", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([resource])[resource].result(15)
+    assert topic_configs(broker.bootstrap, topic)["bmq.delay.enable"] == "true"
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "broker.address.family": "v4",
+                         "enable.idempotence": True})
+    errors: list[KafkaError] = []
+    sent = now_ms()
+    for i in range(6):       # one batch each: plain, scheduled, plain, ... of one producer
+        headers = [(DELAY, b"1500")] if i % 2 else []
+        producer.produce(topic, f"m{i}".encode(), headers=headers,
+                         on_delivery=lambda e, _: e is None or errors.append(e))
+        assert producer.flush(15) == 0
+    assert not errors, errors
+    watcher = Watcher(broker.bootstrap, topic, 1)
+    try:
+        arrived = watcher.wait_for(6, 15)
+    finally:
+        watcher.close()
+    assert sorted(r.value for r in arrived) == [f"m{i}".encode() for i in range(6)]
+    plain = [r for r in arrived if r.header(DELAY) is None]
+    assert all(r.seen_ms - sent < 1500 for r in plain)
+    assert all(r.seen_ms >= due_of(r) for r in arrived)

@@ -180,10 +180,12 @@ class PartitionTimer:
     def hold(self, records: memoryview, headers: list[BatchHeader],
              now: int) -> tuple[AppendResult, asyncio.Future[None]] | None:
         """Hold a produce's batches in the timer log if any record is scheduled (a batch is
-        held whole: its other records are due at once, after the ones before them); None if
-        none is. Returns the timer log append (offsets there) and its durability. Raises
-        INVALID_RECORD for a malformed schedule header; then nothing is written."""
-        if not mentions_schedule(records, headers):
+        held whole: its other records are due at once, after the ones before them), and
+        always those of idempotent and transactional producers, whose sequence numbers must
+        stay in one log; None for the rest. Returns the timer log append (offsets there) and
+        its durability. Raises INVALID_RECORD for a malformed schedule header; then nothing is
+        written."""
+        if headers[0].producer_id < 0 and not mentions_schedule(records, headers):
             return None
         self.timer_log.check_writable()
         floor = max(now, self._popped[0])
