@@ -1,6 +1,7 @@
-"""The C part of the package: bmq.spark._recdecode, the Spark data source's record decoder,
-bmq.readpath._viewfilter, the record filter of views, and bmq.cleaner._keymap, the log cleaner's
-offset map (everything else is declared in pyproject.toml)."""
+"""The C part of the package (everything else is declared in pyproject.toml):
+bmq.spark._recdecode, the Spark data source's record decoder; bmq.readpath._viewfilter, the record
+filter of views; bmq.cleaner._keymap, the log cleaner's offset map; bmq.index._fieldindex, Index
+Query's field scanner; bmq.coordinators.timers._timerrec, scheduled delivery's record rewriting."""
 
 from setuptools import Extension, setup
 
@@ -11,6 +12,7 @@ setup(ext_modules=[
     Extension("bmq.readpath._viewfilter", ["bmq/readpath/_viewfilter.c"],
               extra_compile_args=_FLAGS),
     Extension("bmq.cleaner._keymap", ["bmq/cleaner/_keymap.c"], extra_compile_args=_FLAGS),
-    # bmq.index._fieldindex: field values of records to index entries, index chunks
     Extension("bmq.index._fieldindex", ["bmq/index/_fieldindex.c"], extra_compile_args=_FLAGS),
+    Extension("bmq.coordinators.timers._timerrec", ["bmq/coordinators/timers/_timerrec.c"],
+              extra_compile_args=_FLAGS),
 ])

@@ -23,6 +23,9 @@ Metric names (all prefixed ``bmq_``):
   from its record cache / had to read from storage; ``proxy_cache_bytes``: the cache's size;
   ``proxy_storage_reads_total``: the proxy's reads of shared storage (data, state and listings).
 * ``fetch_wait_seconds``: how long a Fetch waited for new data before it was answered.
+* ``scheduled_pending`` {topic}, ``scheduled_delivered_total`` {topic} and
+  ``scheduled_lateness_seconds``: scheduled delivery's held records, delivered records, and
+  how long after its due time each delivery was durable.
 * ``zookeeper_connected``: 1/0, registered only once a role calls :func:`set_zookeeper_connected`.
 * ``controller_active`` (1/0), ``controller_brokers`` {draining} and ``controller_partitions``
   {state}: the controller role's view (:func:`controller`); a standby exports active 0 and no
@@ -365,3 +368,17 @@ VIEW_CACHE_HITS = Counter(
     "answered from filtered batches in the record cache.", registry=REGISTRY)
 VIEW_FILTERED_BYTES = Counter(
     "bmq_view_filtered_bytes", "Bytes of source batches filtered for views.", registry=REGISTRY)
+
+# Scheduled delivery (bmq/coordinators/timers): per topic, records held in timer logs this
+# broker owns, records delivered, and how late each was appended (durable) after its due time.
+SCHEDULED_PENDING = Gauge("bmq_scheduled_pending",
+                          "Scheduled records held in this broker's timer logs, not delivered.",
+                          ["topic"], registry=REGISTRY)
+SCHEDULED_DELIVERED = Counter("bmq_scheduled_delivered",
+                              "Scheduled records appended to their partition at their time.",
+                              ["topic"], registry=REGISTRY)
+SCHEDULED_LATENESS = Histogram(
+    "bmq_scheduled_lateness_seconds",
+    "Time from a scheduled record's due time until its delivery was durable.",
+    registry=REGISTRY,
+    buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0))

@@ -6,9 +6,9 @@ cd "$(dirname "$0")/.."
 with_tests=${1:-}
 
 need=()
-# pip compiles bmq's two C modules (bmq/spark/_recdecode.c, the Spark data source's record
-# decoder, and bmq/readpath/_viewfilter.c, the record filter of views): that needs a C compiler
-# and Python's headers (python3-dev for Debian's python3).
+# pip compiles bmq's C modules (setup.py lists them: the Spark decoder, the views' filter, the
+# cleaner's offset map, Index Query's scanner, scheduled delivery's record rewriting): that needs a
+# C compiler and Python's headers (python3-dev for Debian's python3).
 command -v cc >/dev/null 2>&1 || need+=(gcc libc6-dev)
 python3 -c 'import os, sysconfig; os.stat(sysconfig.get_paths()["include"] + "/Python.h")' \
   2>/dev/null || need+=(python3-dev)

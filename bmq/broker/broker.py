@@ -21,6 +21,7 @@ from bmq.coordinators.base import InternalLogCoordinator
 from bmq.coordinators.groups import GroupCoordinator
 from bmq.coordinators.share import ShareCoordinator
 from bmq.coordinators.share.admin import LocalStateAdmin, StateAdmin
+from bmq.coordinators.timers import TIMER_LOG_PREFIX, TimerService
 from bmq.coordinators.transactions import TRANSACTION_TOPIC, TransactionCoordinator
 from bmq.index.builder import IndexBuilder
 from bmq.index.fields import Field, configured_fields
@@ -63,6 +64,10 @@ class Broker:
         self.partitions = PartitionManager(log_storage, executor, membership.write_guard(),
                                            config.object_flush_interval_ms)
         self._executor = executor
+        # Scheduled delivery: a timer log beside each partition of a topic with
+        # bmq.delay.enable, opened, moved and deleted with the partition.
+        self.timers = TimerService(self.partitions, log_storage, executor,
+                                   self.allocate_producer_id)
         # Serialises topic create/delete/alter so concurrent admin requests cannot interleave.
         self._admin_lock = asyncio.Lock()
         self.groups = GroupCoordinator(self, executor)
@@ -226,6 +231,10 @@ class Broker:
                         configs: Mapping[str, str | None]) -> tuple[int, dict[str, str]]:
         """Validate a CreateTopics entry; returns the partition count and configs to use."""
         check_topic_name(name)
+        if name.startswith(TIMER_LOG_PREFIX):
+            raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                             f"Topic names starting with {TIMER_LOG_PREFIX} are reserved "
+                             "(timer logs of scheduled delivery)")
         if self.topics.get(name) is not None:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
         if is_view(configs) or lane_view(self.topics, name) is not None:

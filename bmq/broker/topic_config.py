@@ -276,6 +276,10 @@ _DEFINITIONS = (
            "BMQ: fields to index for Index Query, comma-separated: key, header:NAME or a JSON "
            "dot path into the value (order.id; value:key for a JSON field named key).",
            enforced=True),
+    _kafka("bmq.delay.enable", ConfigType.BOOLEAN, "false", _is_bool,
+           "BMQ: scheduled delivery. A record with a header bmq.deliver.at (ms since the epoch) "
+           "or bmq.delay.ms is held in the partition's timer log and appended at that time.",
+           enforced=True),
 )
 TOPIC_CONFIGS: dict[str, TopicConfigDef] = {d.name: d for d in _DEFINITIONS}
 
@@ -362,4 +366,5 @@ def log_config(broker: Config, overrides: Mapping[str, str]) -> LogConfig:
         min_compaction_lag_ms=int(value("min.compaction.lag.ms")),
         max_compaction_lag_ms=int(value("max.compaction.lag.ms")),
         file_delete_delay_ms=int(value("file.delete.delay.ms")),
+        delay_enable=value("bmq.delay.enable").lower() == "true",
     )

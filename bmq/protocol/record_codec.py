@@ -228,27 +228,53 @@ def iter_records(data: bytes | memoryview) -> Iterator[Record]:
         yield from decode_batch(memoryview(data)[pos : pos + header.size], header)
 
 
-def _encode_record(offset_delta: int, timestamp_delta: int, record: Record) -> bytes:
-    body = bytearray(b"\x00")                       # attributes
-    body += encode_varint(timestamp_delta)
-    body += encode_varint(offset_delta)
-    for data in (record.key, record.value):
+def encode_record_fields(key: bytes | None, value: bytes | None,
+                         headers: list[tuple[str, bytes | None]]) -> bytearray:
+    """A record's key, value and headers as the record format encodes them (what follows its
+    attributes, timestamp delta and offset delta)."""
+    body = bytearray()
+    for data in (key, value):
         if data is None:
             body += encode_varint(-1)
         else:
             body += encode_varint(len(data))
             body += data
-    body += encode_varint(len(record.headers))
-    for name, value in record.headers:
+    body += encode_varint(len(headers))
+    for name, header_value in headers:
         raw = name.encode()
         body += encode_varint(len(raw))
         body += raw
-        if value is None:
+        if header_value is None:
             body += encode_varint(-1)
         else:
-            body += encode_varint(len(value))
-            body += value
-    return bytes(encode_varint(len(body))) + bytes(body)
+            body += encode_varint(len(header_value))
+            body += header_value
+    return body
+
+
+def frame_record(offset_delta: int, timestamp_delta: int, fields: bytes | bytearray) -> bytes:
+    """One record: length, attributes, the two deltas, then ``fields``
+    (``encode_record_fields``)."""
+    head = b"\x00" + encode_varint(timestamp_delta) + encode_varint(offset_delta)
+    return encode_varint(len(head) + len(fields)) + head + bytes(fields)
+
+
+def _encode_record(offset_delta: int, timestamp_delta: int, record: Record) -> bytes:
+    return frame_record(offset_delta, timestamp_delta,
+                        encode_record_fields(record.key, record.value, record.headers))
+
+
+def frame_batch(payload: bytes | bytearray, count: int, first_ts: int, max_ts: int, *,
+                leader_epoch: int = -1, producer_id: int = -1, producer_epoch: int = -1,
+                base_sequence: int = -1, attributes: int = 0) -> tuple[bytearray, BatchHeader]:
+    """An uncompressed RecordBatch v2 around ``count`` framed records (base offset 0)."""
+    buf = bytearray(HEADER_SIZE + len(payload))
+    _BATCH_HEAD.pack_into(buf, 0, 0, HEADER_SIZE - LOG_OVERHEAD + len(payload), leader_epoch,
+                          MAGIC_V2, 0, attributes, count - 1, first_ts, max_ts, producer_id,
+                          producer_epoch, base_sequence, count)
+    buf[HEADER_SIZE:] = payload
+    struct.pack_into(">I", buf, 17, crc32c.crc32c(memoryview(buf)[21:]))
+    return buf, read_header(buf)
 
 
 def encode_batch(records: list[Record], leader_epoch: int = -1) -> tuple[bytearray, BatchHeader]:
@@ -260,10 +286,4 @@ def encode_batch(records: list[Record], leader_epoch: int = -1) -> tuple[bytearr
     max_ts = max(r.timestamp for r in records)
     payload = b"".join(_encode_record(i, r.timestamp - first_ts, r)
                        for i, r in enumerate(records))
-    count = len(records)
-    buf = bytearray(HEADER_SIZE + len(payload))
-    _BATCH_HEAD.pack_into(buf, 0, 0, HEADER_SIZE - LOG_OVERHEAD + len(payload), leader_epoch,
-                          MAGIC_V2, 0, 0, count - 1, first_ts, max_ts, -1, -1, -1, count)
-    buf[HEADER_SIZE:] = payload
-    struct.pack_into(">I", buf, 17, crc32c.crc32c(memoryview(buf)[21:]))
-    return buf, read_header(buf)
+    return frame_batch(payload, len(records), first_ts, max_ts, leader_epoch=leader_epoch)

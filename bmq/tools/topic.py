@@ -122,12 +122,20 @@ def _describe_one(conn: Connection, name: str) -> dict[str, Any]:
     resource = ConfigResource(ResourceType.TOPIC, name)
     entries = conn.wait(admin.describe_configs([resource], request_timeout=conn.timeout)[resource],
                         f"configs of {name}")
+    # Scheduled delivery: records held per partition, as "0:12,1:0" (a read-only config).
+    held = entries.get("bmq.delay.pending")
+    scheduled: dict[int, int] = {}
+    for item in held.value.split(",") if held is not None and held.value else []:
+        index, count = item.split(":")
+        scheduled[int(index)] = int(count)
     partitions = []
     for p in ids:
         pm = meta.partitions[p]
         partitions.append({"partition": p, "leader": pm.leader, "replicas": list(pm.replicas),
                            "isr": list(pm.isrs), "low_watermark": low[p],
                            "high_watermark": high[p], "messages": high[p] - low[p]})
+        if held is not None:
+            partitions[-1]["scheduled_pending"] = scheduled.get(p, 0)
     configs = []
     for key in sorted(entries):
         entry = entries[key]
@@ -165,12 +173,20 @@ def describe(conn: Connection, names: Sequence[str], all_configs: bool, output: 
         print_json(docs if len(docs) > 1 else docs[0])
         return
     for doc in docs:
+        columns: tuple[str, ...] = ("PARTITION", "LEADER", "REPLICAS", "ISR", "LOW", "HIGH",
+                                    "MESSAGES")
+        rows: list[tuple[Any, ...]] = [
+            (p["partition"], p["leader"], ",".join(map(str, p["replicas"])),
+             ",".join(map(str, p["isr"])), p["low_watermark"], p["high_watermark"],
+             p["messages"]) for p in doc["partitions"]]
+        scheduled = any("scheduled_pending" in p for p in doc["partitions"])
+        if scheduled:     # records held for scheduled delivery, not in the partition yet
+            columns += ("SCHEDULED",)
+            rows = [(*row, p["scheduled_pending"]) for row, p in zip(rows, doc["partitions"],
+                                                                 strict=True)]
         print_table(f"Topic {doc['topic']}: {counted(doc['partition_count'], 'partition')}",
-                    ("PARTITION", "LEADER", "REPLICAS", "ISR", "LOW", "HIGH", "MESSAGES"),
-                    [(p["partition"], p["leader"], ",".join(map(str, p["replicas"])),
-                      ",".join(map(str, p["isr"])), p["low_watermark"], p["high_watermark"],
-                      p["messages"]) for p in doc["partitions"]],
-                    right=("PARTITION", "LEADER", "LOW", "HIGH", "MESSAGES"))
+                    columns, rows, right=("PARTITION", "LEADER", "LOW", "HIGH", "MESSAGES",
+                                          "SCHEDULED"))
         shown = [c for c in doc["configs"] if all_configs or not c["default"]]
         click.echo()
         if shown:

@@ -15,6 +15,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Executor
+from typing import Protocol
 
 from bmq import metrics
 from bmq.cleaner import CleanerService
@@ -27,6 +28,12 @@ log = logging.getLogger(__name__)
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+# A transaction marker appended to a partition goes to what the partition holds elsewhere too
+# (its timer log): (producer id, producer epoch, commit, coordinator epoch, now) -> the
+# durability of that copy, or None if nothing was held for the producer.
+MarkerHook = Callable[[int, int, bool, int, int], "asyncio.Future[None] | None"]
 
 
 class Partition:
@@ -53,6 +60,7 @@ class Partition:
         self._data_waiter: asyncio.Future[None] | None = None
         self._idle: asyncio.Event = asyncio.Event()
         self._idle.set()
+        self.marker_hook: MarkerHook | None = None
 
     @property
     def topic(self) -> str:
@@ -178,6 +186,19 @@ class Partition:
         await self._idle.wait()
 
 
+class PartitionHooks(Protocol):
+    """What runs with a partition's life on this broker (the timer log of scheduled records)."""
+
+    async def opened(self, partition: Partition) -> None:
+        """The partition was opened (for this leader epoch); before it is served."""
+
+    async def closing(self, partition: Partition, delete: bool) -> None:
+        """The partition is being closed (handed over, or deleted with its topic)."""
+
+    def abandoned(self, partition: Partition) -> None:
+        """The partition was dropped without flushing (its write right is gone)."""
+
+
 class PartitionManager:
     """All partitions of this broker, keyed by (topic, index)."""
 
@@ -190,6 +211,7 @@ class PartitionManager:
             0.0 if storage.supports_append else object_flush_interval_ms / 1000)
         self.write_allowed = write_allowed
         self._partitions: dict[tuple[str, int], Partition] = {}
+        self.hooks: PartitionHooks | None = None
 
     def get(self, topic: str, index: int) -> Partition | None:
         return self._partitions.get((topic, index))
@@ -206,14 +228,25 @@ class PartitionManager:
         existing = self._partitions.get((topic, index))
         if existing is not None:
             return existing
-        loop = asyncio.get_running_loop()
-        opener = functools.partial(PartitionLog.open, self._storage, topic, index, config,
-                                   epoch=leader_epoch or 0)
-        log_ = await loop.run_in_executor(self._executor, opener)
-        partition = Partition(log_, self._executor, leader_epoch or 0, self.write_allowed,
-                              self._min_flush_interval_s)
+        partition = await self.open_unlisted(topic, index, config, leader_epoch)
+        if self.hooks is not None:
+            try:
+                await self.hooks.opened(partition)
+            except BaseException:
+                partition.abandon()
+                raise
         self._partitions[(topic, index)] = partition
         return partition
+
+    async def open_unlisted(self, topic: str, index: int, config: LogConfig,
+                            leader_epoch: int | None = None) -> Partition:
+        """Open a log as ``open`` does, without listing it among the broker's partitions (an
+        internal log that belongs to one of them)."""
+        opener = functools.partial(PartitionLog.open, self._storage, topic, index, config,
+                                   epoch=leader_epoch or 0)
+        log_ = await asyncio.get_running_loop().run_in_executor(self._executor, opener)
+        return Partition(log_, self._executor, leader_epoch or 0, self.write_allowed,
+                         self._min_flush_interval_s)
 
     def abandon(self, topic: str, index: int) -> None:
         """Drop a partition without flushing (its write right is gone): queued batches are
@@ -221,11 +254,15 @@ class PartitionManager:
         partition = self._partitions.pop((topic, index), None)
         if partition is not None:
             partition.abandon()
+            if self.hooks is not None:
+                self.hooks.abandoned(partition)
 
     async def close(self, topic: str, index: int, delete: bool = False) -> None:
         partition = self._partitions.pop((topic, index), None)
         if partition is None:
             return
+        if self.hooks is not None:
+            await self.hooks.closing(partition, delete)
         await partition.drain()
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(

@@ -99,6 +99,21 @@ def topic_entries(broker: Broker, info: TopicInfo) -> list[ConfigEntry]:
     return entries
 
 
+# Read-only, on topics with scheduled delivery: records held per partition ("0:12,1:0").
+PENDING_CONFIG = "bmq.delay.pending"
+
+
+async def pending_entry(broker: Broker, info: TopicInfo) -> ConfigEntry:
+    """Scheduled records not delivered yet, per partition (its owner's count: live here,
+    else as it last wrote it on storage)."""
+    counts = await asyncio.get_running_loop().run_in_executor(
+        None, broker.timers.pending, info.name, info.partitions)
+    value = ",".join(f"{index}:{count}" for index, count in sorted(counts.items()))
+    return ConfigEntry(PENDING_CONFIG, value, ConfigSource.DYNAMIC_BROKER_CONFIG,
+                       ConfigType.STRING, True, "BMQ: scheduled records held, per partition "
+                       "(partition:count), not delivered yet.", [])
+
+
 def group_entries(broker: Broker, group: str) -> list[ConfigEntry]:
     """Every group config, the group's own value (GROUP_CONFIG) or the default."""
     store = broker.group_configs

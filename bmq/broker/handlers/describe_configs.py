@@ -7,9 +7,10 @@ from bmq.broker.handlers.config_resources import (
     ConfigEntry,
     broker_entries,
     group_entries,
+    pending_entry,
     topic_entries,
 )
-from bmq.broker.topic_config import ConfigSource, ResourceType
+from bmq.broker.topic_config import ConfigSource, ResourceType, log_config
 from bmq.metadata.acls import CLUSTER_NAME, Operation
 from bmq.metadata.acls import ResourceType as AclResource
 from bmq.protocol.errors import ErrorCode, KafkaError
@@ -28,7 +29,10 @@ async def _entries(ctx: RequestContext, resource_type: int, name: str) -> list[C
         info = await broker.lookup_topic(name)
         if info is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist")
-        return topic_entries(broker, info)
+        entries = topic_entries(broker, info)
+        if log_config(broker.config, info.configs).delay_enable:
+            entries.append(await pending_entry(broker, info))
+        return entries
     if resource_type == ResourceType.BROKER:
         ctx.require(Operation.DESCRIBE_CONFIGS, AclResource.CLUSTER, CLUSTER_NAME)
         if name not in ("", str(broker.node.node_id)):

@@ -25,6 +25,7 @@ from bmq.protocol.records import (
     set_leader_epoch,
     validate_batches,
 )
+from bmq.storage import AppendResult
 from bmq.writepath.conversion import InvalidRecordsError, convert_batches, needs_conversion
 from bmq.writepath.partitions import Partition, now_ms
 
@@ -97,6 +98,15 @@ async def verify_elsewhere(broker: Broker, request: ProduceRequest
     return {tp: future.result() for tp, future in asked.items()}
 
 
+async def hold_scheduled(broker: Broker, partition: Partition, records: memoryview,
+                         headers: list[BatchHeader], now: int
+                         ) -> tuple[AppendResult, asyncio.Future[None]] | None:
+    """Scheduled delivery: batches with scheduled records go to the partition's timer log
+    (opened on first use, e.g. after bmq.delay.enable was turned on); None for the others."""
+    timer = broker.timers.timer(partition) or await broker.timers.start(partition)
+    return timer.hold(records, headers, now)
+
+
 async def handle_produce(ctx: RequestContext, request: ProduceRequest,
                          version: int) -> ProduceResponse | None:
     broker = ctx.broker
@@ -147,6 +157,16 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest,
                 headers = validate_batches(records, config.max_message_bytes)
                 check_transactional(broker, partition, request.transactional_id, headers,
                                     (name, data.index), verified)
+                # One check per batch for topics without scheduled delivery.
+                held = await hold_scheduled(broker, partition, records, headers, timestamp) \
+                    if config.delay_enable else None
+                if held is not None:    # answered with offsets in the timer log
+                    appended, durable = held
+                    result.base_offset = appended.base_offset
+                    result.log_start_offset = partition.log.log_start_offset
+                    if acks == -1:
+                        durable_waits.append((result, durable))
+                    continue
                 if needs_conversion(config):  # compression.type or compact set on the topic
                     records, headers = convert_batches(records, headers, config,
                                                        f"{name}-{data.index}")

@@ -63,7 +63,18 @@ def append_marker(partition: Partition, producer_id: int, producer_epoch: int, c
     broker owns): the future is done once it is durable. Raises KafkaError."""
     batch, header = marker_batch(producer_id, producer_epoch, commit, coordinator_epoch, now,
                                  partition.leader_epoch)
-    return partition.append_batch(batch, header, now)
+    written = partition.append_batch(batch, header, now)
+    hook = partition.marker_hook
+    held = None if hook is None else hook(producer_id, producer_epoch, commit,
+                                          coordinator_epoch, now)
+    # Scheduled records of the transaction wait in the partition's timer log: the marker is
+    # durable (and the coordinator may complete the transaction) once it is in both.
+    return written if held is None else asyncio.ensure_future(_both(written, held))
+
+
+async def _both(first: asyncio.Future[None], second: asyncio.Future[None]) -> None:
+    await first
+    await second
 
 
 class TxnCoordinatorCore(ShardedCoordinator[TxnShard, TxnMetadata | str]):

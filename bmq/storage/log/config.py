@@ -44,6 +44,9 @@ class LogConfig:
     min_compaction_lag_ms: int = 0
     max_compaction_lag_ms: int = 2**63 - 1
     file_delete_delay_ms: int = 60_000
+    # Scheduled delivery (bmq.delay.enable): produced records with a schedule header are held
+    # in the partition's timer log (bmq.coordinators.timers) instead of this log.
+    delay_enable: bool = False
     # Cluster mode (epoch > 0): how often flushes also publish the checkpoint, which is what
     # readers in other processes (``PartitionLog.open_reader``) see. Object stores publish on
     # every flush (the manifest is part of the flush).

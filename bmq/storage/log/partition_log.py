@@ -250,6 +250,12 @@ class PartitionLog(Recovery, Reading, Cleaning):
             entry = self._producers.producers.get(producer_id)
             return entry is not None and entry.epoch == producer_epoch and entry.txn_first >= 0
 
+    def last_sequence(self, producer_id: int) -> tuple[int, int] | None:
+        """(epoch, last sequence) of the producer's newest durable batch, None if unknown."""
+        with self._lock:
+            entry = self._durable_producers.producers.get(producer_id)
+            return None if entry is None else (entry.epoch, entry.last_seq)
+
     def open_transactions(self) -> dict[int, int]:
         """producer id -> first offset of its open transaction (durable data)."""
         with self._lock:

@@ -1,0 +1,93 @@
+"""The timer's index on storage: sorted runs of (due time, timer log offset) entries.
+
+Every few seconds the entries the timer accepted since the last run are written, sorted, as one
+immutable object (a file, or an S3 object): a run. A run is read forward as time passes, one
+window at a time, so memory holds only each run's read position and a sparse index (the due
+time of every ``BLOCK``-th entry), never its entries: pending records cost storage, not memory.
+
+File layout (big-endian): magic, entry count, last due, smallest timer log offset, the sparse
+index (one int64 per block), then the entries, 16 bytes each (due, offset), sorted.
+"""
+
+from __future__ import annotations
+
+import struct
+from bisect import bisect_left
+from dataclasses import dataclass, field
+
+from bmq.storage import Storage
+
+BLOCK = 4096
+MAGIC = b"BMQTRUN1"
+_HEAD = struct.Struct(">8sqqq")
+_ENTRY = struct.Struct(">qq")
+Entry = tuple[int, int]          # (due ms, timer log offset)
+
+
+@dataclass(slots=True)
+class Run:
+    path: str
+    count: int
+    last_due: int
+    min_offset: int
+    block_dues: list[int]
+    # The next entry to load into the timer's window (those before it are loaded or delivered),
+    # and a lower bound of its due time (how the window skips runs with nothing to give).
+    position: int = 0
+    next_due: int = field(default=0)
+
+    @property
+    def exhausted(self) -> bool:
+        return self.position >= self.count
+
+    def _entries_at(self) -> int:
+        return _HEAD.size + 8 * len(self.block_dues)
+
+    def seek(self, due: int) -> None:
+        """Start loading at the block holding the first entry due at ``due`` or later."""
+        block = max(0, bisect_left(self.block_dues, due) - 1)
+        self.position = block * BLOCK
+        self.next_due = self.block_dues[block] if self.block_dues else 0
+
+
+def write_run(storage: Storage, path: str, entries: list[Entry]) -> Run:
+    """Write ``entries`` (sorted) as a run."""
+    blocks = [entries[i][0] for i in range(0, len(entries), BLOCK)]
+    min_offset = min(e[1] for e in entries)
+    body = bytearray(_HEAD.pack(MAGIC, len(entries), entries[-1][0], min_offset))
+    body += struct.pack(f">{len(blocks)}q", *blocks)
+    body += b"".join(_ENTRY.pack(*e) for e in entries)
+    storage.makedirs(path.rsplit("/", 1)[0])
+    storage.write_atomic(path, body)
+    return Run(path, len(entries), entries[-1][0], min_offset, blocks, 0, entries[0][0])
+
+
+def open_run(storage: Storage, path: str) -> Run:
+    magic, count, last_due, min_offset = _HEAD.unpack(storage.read_range(path, 0, _HEAD.size))
+    if magic != MAGIC:
+        raise ValueError(f"{path} is not a timer run")
+    blocks = (count + BLOCK - 1) // BLOCK
+    raw = storage.read_range(path, _HEAD.size, 8 * blocks)
+    dues = list(struct.unpack(f">{blocks}q", raw))
+    return Run(path, count, last_due, min_offset, dues, 0, dues[0] if dues else 0)
+
+
+def load_window(storage: Storage, run: Run, end: int) -> list[Entry]:
+    """The run's next entries due before ``end``; moves its position past them."""
+    if run.exhausted or run.next_due >= end:
+        return []
+    # Blocks before ``last_block`` start before ``end``: read through the last of them.
+    last_block = bisect_left(run.block_dues, end)
+    stop = min(run.count, max(last_block, run.position // BLOCK + 1) * BLOCK)
+    raw = storage.read_range(run.path, run._entries_at() + run.position * _ENTRY.size,
+                             (stop - run.position) * _ENTRY.size)
+    out: list[Entry] = []
+    for due, offset in _ENTRY.iter_unpack(raw):
+        if due >= end:
+            run.next_due = due
+            return out
+        out.append((due, offset))
+        run.position += 1
+    if not run.exhausted:     # read through a whole block: the next one starts here
+        run.next_due = run.block_dues[run.position // BLOCK]
+    return out

@@ -1,0 +1,107 @@
+"""The timers of every partition this broker owns: opened, handed over and deleted with their
+partitions (``PartitionHooks``), so a timer log moves with its partition in cluster mode and
+the new owner resumes it with the partition's new leader epoch."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from concurrent.futures import Executor
+
+from bmq.coordinators.timers.state import index_dir, read_state, timer_log_name
+from bmq.coordinators.timers.timer import PartitionTimer
+from bmq.protocol.errors import KafkaError
+from bmq.storage import LogConfig, Storage
+from bmq.writepath.partitions import Partition, PartitionManager
+
+log = logging.getLogger(__name__)
+
+# The timer log keeps what the timer has not delivered (the timer moves its start); segments
+# are small so that delivered ones are deleted soon.
+TIMER_LOG_CONFIG = LogConfig(segment_bytes=64 << 20, retention_ms=-1, retention_bytes=-1,
+                             max_message_bytes=2**31 - 1)
+
+
+class TimerService:
+    """Scheduled delivery on this broker: one ``PartitionTimer`` per partition of a topic
+    with ``bmq.delay.enable=true``."""
+
+    def __init__(self, partitions: PartitionManager, storage: Storage, executor: Executor,
+                 allocate_producer_id: Callable[[], Awaitable[int]]) -> None:
+        self._partitions = partitions
+        self._storage = storage
+        self._executor = executor
+        self._allocate = allocate_producer_id
+        self._timers: dict[tuple[str, int], PartitionTimer] = {}
+        self._starting: dict[tuple[str, int], asyncio.Future[PartitionTimer]] = {}
+        partitions.hooks = self
+
+    def timer(self, partition: Partition) -> PartitionTimer | None:
+        return self._timers.get((partition.topic, partition.index))
+
+    async def start(self, partition: Partition) -> PartitionTimer:
+        """The partition's timer, opened (its timer log recovered and replayed) if need be."""
+        key = (partition.topic, partition.index)
+        timer = self._timers.get(key)
+        if timer is not None:
+            return timer
+        starting = self._starting.get(key)
+        if starting is None:
+            starting = self._starting[key] = asyncio.ensure_future(self._open(partition))
+            starting.add_done_callback(lambda _: self._starting.pop(key, None))
+        return await asyncio.shield(starting)
+
+    async def _open(self, partition: Partition) -> PartitionTimer:
+        timer_log = await self._partitions.open_unlisted(
+            timer_log_name(partition.topic), partition.index, TIMER_LOG_CONFIG,
+            partition.leader_epoch)
+        timer = PartitionTimer(partition, timer_log, self._storage, self._executor,
+                               self._allocate)
+        try:
+            await timer.load()
+        except BaseException:
+            timer.abandon()
+            raise
+        partition.marker_hook = timer.on_marker
+        self._timers[(partition.topic, partition.index)] = timer
+        return timer
+
+    # ------------------------------------------------------------------ PartitionHooks
+    async def opened(self, partition: Partition) -> None:
+        if partition.log.config.delay_enable:
+            await self.start(partition)
+
+    async def closing(self, partition: Partition, delete: bool) -> None:
+        partition.marker_hook = None
+        timer = self._timers.pop((partition.topic, partition.index), None)
+        if timer is None:
+            return
+        try:
+            await (timer.delete() if delete else timer.close())
+        except (KafkaError, OSError) as error:
+            log.warning("timer of %s-%d not closed cleanly: %s", partition.topic,
+                        partition.index, error)
+
+    def abandoned(self, partition: Partition) -> None:
+        partition.marker_hook = None
+        timer = self._timers.pop((partition.topic, partition.index), None)
+        if timer is not None:
+            timer.abandon()
+
+    # ------------------------------------------------------------------ describing
+    def pending(self, topic: str, partitions: int) -> dict[int, int]:
+        """Scheduled records not delivered yet, per partition: live for the partitions this
+        broker owns, else as their owner last wrote in the timer's state (storage I/O)."""
+        counts = {}
+        for index in range(partitions):
+            timer = self._timers.get((topic, index))
+            if timer is not None:
+                counts[index] = timer.pending
+                continue
+            try:
+                state = read_state(self._storage, index_dir(topic, index), 2**31)
+            except (KafkaError, OSError, ValueError):
+                state = None
+            counts[index] = 0 if state is None else state.pending
+        return counts

@@ -1,0 +1,462 @@
+"""The timer of one partition (RocketMQ 5's TimerLog and TimerWheel, on shared storage).
+
+* **Timer log**: a produce batch with scheduled records is appended, as wrappers
+  (``records``), to the partition's timer log, a log beside it with the same leader epoch
+  (fenced like it); the produce is answered once that is durable.
+* **Index**: a durable record is indexed by (due time, timer log offset). Records due within
+  the loaded window (up to ``LOOKAHEAD_MS`` + ``WINDOW_MS`` ahead) wait in a heap in memory;
+  later ones wait in memory only until the next run is written (``runs``), then on storage,
+  and are read back one window at a time as their time comes: memory follows the near future,
+  not the number of pending records.
+* **Delivery**: every tick the records due are popped in (due, offset) order, framed into
+  batches and appended to the partition as the timer's own idempotent producer, whose sequence
+  number is the count of records delivered. After a crash the partition's producer state says
+  how many were really appended, so the records the state document had not yet counted are
+  skipped: each record is delivered once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import heapq
+import logging
+import time
+from bisect import bisect_left
+from collections.abc import Awaitable, Callable
+from concurrent.futures import Executor
+
+from bmq import metrics
+from bmq.coordinators.timers.records import (
+    SEQUENCE_MASK,
+    Held,
+    delivery_batch,
+    hold_batch,
+    mentions_schedule,
+    read_held,
+)
+from bmq.coordinators.timers.runs import Entry, Run, load_window, open_run, write_run
+from bmq.coordinators.timers.state import (
+    TimerState,
+    drop_older_states,
+    fenced,
+    index_dir,
+    read_state,
+    replay,
+    write_state,
+)
+from bmq.coordinators.transactions.records import marker_batch
+from bmq.protocol.errors import ErrorCode, KafkaError
+from bmq.protocol.records import HEADER_SIZE, TRANSACTIONAL_FLAG, BatchHeader, iter_batches
+from bmq.storage import AppendResult, Storage
+from bmq.writepath.partitions import Partition, now_ms
+
+log = logging.getLogger(__name__)
+
+WINDOW_MS = 1000            # the index is loaded into memory this much at a time ...
+LOOKAHEAD_MS = 2000         # ... this far ahead of the clock
+KEEP_MS = 10_000            # records due this soon wait in memory with their fields
+HEAP_LIMIT = 500_000        # a window is not loaded while this many records wait in memory
+RUN_ENTRIES = 100_000       # a run is written at this many new records ...
+RUN_INTERVAL_S = 10.0       # ... or this long after the last one
+STATE_INTERVAL_S = 1.0      # delivery progress is written at most this often
+TICK_S = 0.05               # the longest sleep when nothing is due sooner
+DELIVERY_RECORDS = 4000     # at most this many records per delivery batch
+_READ_BYTES = 1 << 20
+_NEVER = 2**63 - 1
+
+
+class PartitionTimer:
+    """Holds and delivers the scheduled records of one partition this broker owns."""
+
+    def __init__(self, partition: Partition, timer_log: Partition, storage: Storage,
+                 executor: Executor, allocate_producer_id: Callable[[], Awaitable[int]]) -> None:
+        self.partition = partition
+        self.timer_log = timer_log
+        self._storage = storage
+        self._executor = executor
+        self._allocate = allocate_producer_id
+        self.topic = partition.topic
+        self._dir = index_dir(partition.topic, partition.index)
+        self._epoch = partition.leader_epoch
+        self.state = TimerState()
+        self._runs: list[Run] = []
+        self._memtable: list[Entry] = []        # indexed since the last run
+        self._indexed_end = 0                   # past the newest non-transactional record
+        self._heap: list[tuple[int, int, Held | None]] = []   # due before _loaded_until
+        self._far: list[tuple[int, int, Held]] = []           # later, not in a run yet
+        self._unheld_due = _NEVER       # the soonest memtable record in neither heap
+        self._loaded_until = 0
+        self._txn_open: dict[int, list[Held]] = {}
+        self._txn_unspilled: dict[int, int] = {}   # committed since the last run: first offset
+        self._popped: Entry = (-1, -1)          # the last record taken for delivery
+        self._skip = 0                          # delivered before a crash, not yet counted
+        self._next_sequence = 0
+        self.accepted = 0                       # records indexed, ever
+        self._last_run = time.monotonic()
+        self._last_save = 0.0
+        self._dirty = False
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._pending_gauge = metrics.SCHEDULED_PENDING.labels(self.topic)
+        self._delivered_counter = metrics.SCHEDULED_DELIVERED.labels(self.topic)
+
+    # ------------------------------------------------------------------ life
+    @property
+    def pending(self) -> int:
+        return self.accepted - self.state.delivered
+
+    async def load(self) -> None:
+        """Read the state, the runs and the timer log after them; start delivering."""
+        loop = asyncio.get_running_loop()
+        state = await loop.run_in_executor(self._executor, read_state, self._storage,
+                                           self._dir, self._epoch)
+        self.state = state or TimerState()
+        if self.state.producer_id < 0:
+            self.state.producer_id = await self._allocate()
+        self._runs = await loop.run_in_executor(
+            self._executor, lambda: [open_run(self._storage, p) for p in self.state.runs])
+        for run in self._runs:
+            run.seek(self.state.due)
+        self._popped = (self.state.due, self.state.offset)
+        self._loaded_until = max(self.state.due, 0)
+        self.accepted = self.state.accepted
+        await loop.run_in_executor(self._executor, replay, self.timer_log.log, self.state,
+                                   self._index, self._txn_open)
+        self._indexed_end = max(self._indexed_end, self.state.spilled_through)
+        self._count_skipped()
+        await self._save_state(claim=True)
+        self._update_gauge()
+        self._task = loop.create_task(self._run())
+        log.info("timer of %s-%d: %d pending, %d delivered, %d runs", self.topic,
+                 self.partition.index, self.pending, self.state.delivered, len(self._runs))
+
+    def _count_skipped(self) -> None:
+        """Records appended before a crash that the state document does not count yet."""
+        appended = self.partition.log.last_sequence(self.state.producer_id)
+        counted = self.state.delivered
+        if appended is not None and appended[0] == 0 and appended[1] >= 0:
+            skip = (appended[1] + 1 - counted) & SEQUENCE_MASK
+            if skip > self.pending:
+                log.warning("timer of %s-%d: the partition has %d more deliveries than "
+                            "pending records; none skipped", self.topic, self.partition.index,
+                            skip)
+                skip = 0
+            self._skip = skip
+        self._next_sequence = counted + self._skip
+
+    async def close(self) -> None:
+        """Hand over: stop delivering, write the state, close the timer log."""
+        await self._stop()
+        await self.timer_log.drain()
+        self._pending_gauge.dec(self.pending)
+        await self._save_state()
+        await asyncio.get_running_loop().run_in_executor(self._executor,
+                                                         self.timer_log.log.close)
+
+    def abandon(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+        self.timer_log.abandon()
+        self._pending_gauge.dec(self.pending)
+
+    async def delete(self) -> None:
+        """The topic is deleted: the timer log and the index go with it."""
+        await self._stop()
+        await self.timer_log.drain()
+        self._pending_gauge.dec(self.pending)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._executor, self.timer_log.log.delete)
+        await loop.run_in_executor(self._executor, self._storage.delete_tree, self._dir)
+
+    async def _stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+    # ------------------------------------------------------------------ accepting
+    def hold(self, records: memoryview, headers: list[BatchHeader],
+             now: int) -> tuple[AppendResult, asyncio.Future[None]] | None:
+        """Hold a produce's batches in the timer log if any record is scheduled (a batch is
+        held whole: its other records are due at once, after the ones before them), and
+        always those of idempotent and transactional producers, whose sequence numbers must
+        stay in one log; None for the rest. Returns the timer log append (offsets there) and
+        its durability. Raises INVALID_RECORD for a malformed schedule header; then nothing is
+        written."""
+        if headers[0].producer_id < 0 and not mentions_schedule(records, headers):
+            return None
+        self.timer_log.check_writable()
+        floor = max(now, self._popped[0])
+        held: list[list[Held]] = []
+        parts: list[bytearray] = []
+        timer_headers: list[BatchHeader] = []
+        position = 0
+        for header in headers:
+            batch, timer_header, batch_held = hold_batch(
+                records[position:position + header.size], header, now, floor)
+            held.append(batch_held)
+            parts.append(batch)
+            timer_headers.append(timer_header)
+            position += header.size
+        appended = self.timer_log.log.append(memoryview(bytearray().join(parts)), timer_headers,
+                                             now)
+        answer = self.timer_log.durable(appended.last_offset)
+        if appended.duplicate:
+            return appended, answer
+        self.timer_log.schedule_flush()
+        offset = appended.base_offset
+        flat = []
+        for batch_held in held:
+            for record in batch_held:
+                record.offset = offset
+                offset += 1
+                flat.append(record)
+        first = headers[0]
+        txn = first.producer_id if first.attributes & TRANSACTIONAL_FLAG else None
+        self.timer_log.durable(appended.last_offset).add_done_callback(
+            functools.partial(self._held_durable, flat, txn))
+        return appended, answer
+
+    def _held_durable(self, held: list[Held], txn: int | None,
+                      future: asyncio.Future[None]) -> None:
+        if future.cancelled() or future.exception() is not None:
+            return      # the timer log failed: the next owner replays what was durable
+        if txn is None:
+            self._index(held)
+        else:
+            self._txn_open.setdefault(txn, []).extend(held)
+
+    def on_marker(self, producer_id: int, producer_epoch: int, commit: bool,
+                  coordinator_epoch: int, now: int) -> asyncio.Future[None] | None:
+        """A transaction marker for the partition: the same marker in the timer log, then the
+        transaction's held records are indexed (COMMIT) or dropped (ABORT)."""
+        if producer_id not in self._txn_open:
+            return None
+        batch, header = marker_batch(producer_id, producer_epoch, commit, coordinator_epoch,
+                                     now, self.timer_log.leader_epoch)
+        durable = self.timer_log.append_batch(batch, header, now)
+        durable.add_done_callback(functools.partial(self._marker_durable, producer_id, commit))
+        return durable
+
+    def _marker_durable(self, producer_id: int, commit: bool,
+                        future: asyncio.Future[None]) -> None:
+        if future.cancelled() or future.exception() is not None:
+            return
+        held = self._txn_open.pop(producer_id, [])
+        if commit and held:
+            self._txn_unspilled.setdefault(producer_id, held[0].offset)
+            self._index(held)
+
+    def _index(self, held: list[Held]) -> None:
+        """Durable records join the index (also called by the replay, off the loop)."""
+        cursor = (self.state.due, self.state.offset)
+        keep_until = now_ms() + KEEP_MS
+        wake = False
+        for record in held:
+            key = (record.due, record.offset)
+            self._memtable.append(key)
+            self._indexed_end = max(self._indexed_end, record.offset + 1)
+            if key <= cursor:
+                continue        # replay: delivered already
+            if record.due < self._loaded_until:
+                heapq.heappush(self._heap, (record.due, record.offset, record))
+                wake = wake or self._heap[0][1] == record.offset
+            elif record.due < keep_until:
+                heapq.heappush(self._far, (record.due, record.offset, record))
+            else:   # waits in the memtable (due time and offset only) for the next run
+                self._unheld_due = min(self._unheld_due, record.due)
+        self.accepted += len(held)
+        if self._task is not None:
+            self._pending_gauge.inc(len(held))
+            if wake:
+                self._wake.set()
+
+    def _update_gauge(self) -> None:
+        self._pending_gauge.inc(self.pending)
+
+    # ------------------------------------------------------------------ the wheel
+    async def _run(self) -> None:
+        try:
+            while True:
+                now = now_ms()
+                if self._memtable and (len(self._memtable) >= RUN_ENTRIES or
+                                       time.monotonic() - self._last_run >= RUN_INTERVAL_S):
+                    await self._write_run()
+                await self._advance(now)
+                await self._deliver(now_ms())
+                if self._dirty and time.monotonic() - self._last_save >= STATE_INTERVAL_S:
+                    await self._save_state()
+                self._wake.clear()
+                delay = TICK_S
+                if self._heap:
+                    delay = min(delay, max(0.0, (self._heap[0][0] - now_ms()) / 1000))
+                if delay > 0:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._wake.wait(), delay)
+        except KafkaError as error:
+            log.warning("timer of %s-%d stopped: %s", self.topic, self.partition.index, error)
+        except Exception:
+            log.exception("timer of %s-%d failed", self.topic, self.partition.index)
+
+    async def _advance(self, now: int) -> None:
+        """Load the index up to ``LOOKAHEAD_MS`` + ``WINDOW_MS`` ahead into the heap."""
+        target = now + LOOKAHEAD_MS
+        if self._unheld_due < target + 2 * WINDOW_MS:
+            await self._write_run()     # a window must find every record in a run or in memory
+        while self._loaded_until <= target and len(self._heap) < HEAP_LIMIT:
+            lows = [run.next_due for run in self._runs if not run.exhausted]
+            if self._far:
+                lows.append(self._far[0][0])
+            if not lows or min(lows) > target + WINDOW_MS:
+                self._loaded_until = target + WINDOW_MS     # nothing due meanwhile
+                return
+            end = max(self._loaded_until, min(lows)) + WINDOW_MS
+            due_runs = [run for run in self._runs if run.next_due < end]
+            if due_runs:
+                loaded = await asyncio.get_running_loop().run_in_executor(
+                    self._executor, self._load_runs, due_runs, end)
+                cursor = (self.state.due, self.state.offset)
+                for due, offset in loaded:
+                    if (due, offset) > cursor:
+                        heapq.heappush(self._heap, (due, offset, None))
+            while self._far and self._far[0][0] < end:
+                heapq.heappush(self._heap, heapq.heappop(self._far))
+            self._loaded_until = end
+
+    def _load_runs(self, runs: list[Run], end: int) -> list[Entry]:
+        return [entry for run in runs for entry in load_window(self._storage, run, end)]
+
+    async def _deliver(self, now: int) -> None:
+        heap = self._heap
+        while heap and heap[0][0] <= now:
+            taken: list[tuple[int, int, Held | None]] = []
+            while heap and heap[0][0] <= now and len(taken) < DELIVERY_RECORDS:
+                entry = heapq.heappop(heap)
+                self._popped = (entry[0], entry[1])
+                if self._skip:
+                    self._skip -= 1
+                    self._counted([entry[:2]], now)
+                    continue
+                taken.append(entry)
+            if not taken:
+                continue
+            if any(held is None for _, _, held in taken):
+                found = await asyncio.get_running_loop().run_in_executor(
+                    self._executor, self._read_held, [o for _, o, h in taken if h is None])
+                records = [held or found[offset] for _, offset, held in taken]
+            else:
+                records = [held for _, _, held in taken if held is not None]
+            self._append(records, now)
+
+    def _append(self, records: list[Held], now: int) -> None:
+        limit = self.partition.log.config.max_message_bytes - HEADER_SIZE
+        start = 0
+        while start < len(records):
+            size = 0
+            stop = start
+            while stop < len(records) and (stop == start or
+                                           size + len(records[stop].fields) + 32 <= limit):
+                size += len(records[stop].fields) + 32
+                stop += 1
+            chunk = records[start:stop]
+            batch, header = delivery_batch(chunk, self.state.producer_id,
+                                           self._next_sequence, self.partition.leader_epoch)
+            self._next_sequence += len(chunk)
+            durable = self.partition.append_batch(batch, header, now)
+            durable.add_done_callback(functools.partial(
+                self._delivered, [(h.due, h.offset) for h in chunk]))
+            start = stop
+
+    def _delivered(self, keys: list[Entry], future: asyncio.Future[None]) -> None:
+        if future.cancelled() or future.exception() is not None:
+            if self._task is not None:
+                self._task.cancel()     # the partition moved or failed: its next owner goes on
+            return
+        now = now_ms()
+        self._counted(keys, now)
+        self._delivered_counter.inc(len(keys))
+        observe = metrics.SCHEDULED_LATENESS.observe
+        for due, _ in keys:
+            observe(max(0, now - due) / 1000)
+
+    def _counted(self, keys: list[Entry], now: int) -> None:
+        self.state.due, self.state.offset = keys[-1]
+        self.state.delivered += len(keys)
+        self._pending_gauge.dec(len(keys))
+        self._dirty = True
+
+    def _read_held(self, offsets: list[int]) -> dict[int, Held]:
+        """The held records at ``offsets`` of the timer log (loaded from runs)."""
+        wanted = sorted(set(offsets))
+        found: dict[int, Held] = {}
+        i = 0
+        while i < len(wanted):
+            data = memoryview(self.timer_log.log.read(wanted[i], _READ_BYTES))
+            end = wanted[i]
+            for pos, header in iter_batches(data):
+                end = header.next_offset
+                if not header.is_control:
+                    for record in read_held(data[pos:pos + header.size], header):
+                        found[record.offset] = record
+            if end <= wanted[i]:
+                raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
+                                 f"timer log record {wanted[i]} is missing")
+            while i < len(wanted) and wanted[i] < end:
+                i += 1
+        return found
+
+    # ------------------------------------------------------------------ runs and state
+    async def _write_run(self) -> None:
+        cursor = (self.state.due, self.state.offset)
+        entries = sorted(key for key in self._memtable if key > cursor)
+        indexed = len(self._memtable)
+        spilled_through = self._indexed_end
+        self._memtable = []
+        self._txn_unspilled = {}
+        self._last_run = time.monotonic()
+        # Everything not yet in the heap is in the run now: read back from it (the fields
+        # from the timer log) as its window comes.
+        self._far = []
+        self._unheld_due = _NEVER
+        if entries:
+            path = f"{self._dir}/run.{self._epoch:010d}.{time.time_ns():020d}"
+            run = await asyncio.get_running_loop().run_in_executor(
+                self._executor, write_run, self._storage, path, entries)
+            run.position = bisect_left(entries, (self._loaded_until, -1))
+            if not run.exhausted:
+                run.next_due = entries[run.position][0]
+            self._runs.append(run)
+        self.state.accepted += indexed
+        self.state.spilled_through = spilled_through
+        await self._save_state()
+
+    async def _save_state(self, claim: bool = False) -> None:
+        state = self.state
+        cursor_due = state.due
+        done = [run for run in self._runs if run.exhausted and run.last_due < cursor_due]
+        self._runs = [run for run in self._runs if run not in done]
+        state.runs = [run.path for run in self._runs]
+        state.txn_pending = {**self._txn_unspilled,
+                             **{pid: held[0].offset for pid, held in self._txn_open.items()
+                                if held}}
+        state.pending = self.pending
+        self._dirty = False
+        self._last_save = time.monotonic()
+        low = min([state.replay_from, *(run.min_offset for run in self._runs)])
+        await asyncio.get_running_loop().run_in_executor(
+            self._executor, self._persist, state, [run.path for run in done], low, claim)
+
+    def _persist(self, state: TimerState, dropped: list[str], low: int, claim: bool) -> None:
+        if fenced(self._storage, self._dir, self._epoch):
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "a newer owner has the timer")
+        write_state(self._storage, self._dir, self._epoch, state)
+        if claim:
+            drop_older_states(self._storage, self._dir, self._epoch)
+        for path in dropped:
+            self._storage.delete(path)
+        timer_log = self.timer_log.log
+        if timer_log.log_start_offset < low <= timer_log.high_watermark:
+            timer_log.delete_records(low)
+            timer_log.checkpoint()

@@ -1,0 +1,97 @@
+"""The timer's index on storage, in process on a local directory: with runs written every
+0.1 s and nothing kept in memory past them, records come back from runs and from the timer log,
+survive a hand-over (close, reopen) in the middle, and are delivered once each, in due order."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from bmq.coordinators.timers import TimerService, timer
+from bmq.coordinators.timers.runs import load_window, open_run, write_run
+from bmq.protocol.record_codec import Record, encode_batch, iter_records
+from bmq.protocol.records import read_header
+from bmq.storage import LogConfig
+from bmq.storage.local import LocalStorage
+from bmq.writepath.partitions import PartitionManager, now_ms
+
+CONFIG = LogConfig(delay_enable=True)
+
+
+def test_runs_load_window_by_window(tmp_path: Path) -> None:
+    storage = LocalStorage(str(tmp_path))
+    rng = random.Random(3)
+    entries = sorted((rng.randint(0, 100_000), offset) for offset in range(20_000))
+    write_run(storage, "timers/t/0/run.a", entries)
+    run = open_run(storage, "timers/t/0/run.a")
+    loaded = []
+    for end in [*range(0, 100_001, 997), 100_001]:
+        got = load_window(storage, run, end)
+        assert all(due < end for due, _ in got)
+        loaded += got
+    assert loaded == entries and run.exhausted
+    run.seek(50_000)       # a restart: from the block before the first entry due then
+    assert run.position <= next(i for i, e in enumerate(entries) if e[0] >= 50_000)
+
+
+async def _scenario(tmp_path: Path) -> list[Record]:
+    storage = LocalStorage(str(tmp_path))
+    pool = ThreadPoolExecutor(4)
+
+    async def producer_id() -> int:
+        return 4242
+
+    def open_manager() -> tuple[PartitionManager, TimerService]:
+        manager = PartitionManager(storage, pool)
+        return manager, TimerService(manager, storage, pool, producer_id)
+
+    manager, timers = open_manager()
+    partition = await manager.open("t", 0, CONFIG)
+    start = now_ms()
+    for i in range(40):
+        records = [Record(0, start, f"k{i}-{j}".encode(), f"v{i}-{j}".encode(),
+                          [("bmq.deliver.at", str(start + 300 + (i * 37 + j * 11) % 1500)
+                            .encode())]) for j in range(5)]
+        batch, _ = encode_batch(records)
+        view = memoryview(batch)
+        held = timers.timer(partition).hold(view, [read_header(view)], now_ms())  # type: ignore[union-attr]
+        assert held is not None
+        await held[1]
+    await asyncio.sleep(0.9)           # some delivered, the rest in runs
+    await manager.close("t", 0)        # a hand-over: the state is written
+    manager, timers = open_manager()
+    partition = await manager.open("t", 0, CONFIG)
+    deadline = time.monotonic() + 10
+    while partition.log.high_watermark < 200 and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.3)
+    data = partition.log.read(0, 1 << 24)
+    await manager.close("t", 0)
+    pool.shutdown()
+    return list(iter_records(data))
+
+
+def test_records_come_back_from_runs_and_survive_a_handover(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, "bmq.coordinators.timers.timer")
+    monkeypatch.setattr(timer, "RUN_INTERVAL_S", 0.1)
+    monkeypatch.setattr(timer, "KEEP_MS", 0)
+    monkeypatch.setattr(timer, "LOOKAHEAD_MS", 100)
+    monkeypatch.setattr(timer, "WINDOW_MS", 100)
+    records = asyncio.run(_scenario(tmp_path))
+    # The reopened timer had records both delivered and pending, and runs to read them from.
+    reopened = [r.args for r in caplog.records if "pending" in r.msg][-1]
+    assert isinstance(reopened, tuple)
+    _, _, pending, delivered, runs = reopened
+    assert pending and delivered and runs, reopened
+    values = [r.value for r in records]
+    assert sorted(values) == sorted(f"v{i}-{j}".encode() for i in range(40) for j in range(5))
+    dues = [int(dict(r.headers)["bmq.deliver.at"] or b"0") for r in records]
+    assert dues == sorted(dues)
+    assert all(r.timestamp >= 0 and dict(r.headers).get("bmq.scheduled.at") for r in records)
