@@ -20,12 +20,6 @@ from bmq.coordinators.share.state import ShareStateCoordinator
 from bmq.metadata.nodes import BrokerNode
 from bmq.net.client import LinkError, LinkPool, LinkSecurity
 from bmq.protocol.errors import ErrorCode, KafkaError
-from bmq.protocol.messages import (
-    BmqDescribeSharePartitionsRequest,
-    BmqShareStateRequest,
-    ProduceRequest,
-)
-from bmq.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +41,12 @@ class ShareStatePeers:
 
     async def append_elsewhere(self, topic: str, index: int, batch: bytes) -> None:
         """Produce ``batch`` to the partition's owner, acks=all (dead letters)."""
+        from bmq.protocol.messages import ProduceRequest  # (messages load on first use)
+        from bmq.protocol.messages.produce_request import (
+            PartitionProduceData,
+            TopicProduceData,
+        )
+
         node = self._membership.owner_node(topic, index)
         if node is None or self._is_me(node):    # (ours: not open yet, or moving)
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{topic}-{index} has no owner")
@@ -64,6 +64,8 @@ class ShareStatePeers:
     async def summaries(self, share: ShareCoordinator, group_id: str) -> list[ShareSummary]:
         """The group's share-partitions at every broker (each leader answers for its own);
         a broker that cannot be reached is left out."""
+        from bmq.protocol.messages import BmqDescribeSharePartitionsRequest
+
         me = self._membership.node.node_id
         found = summaries(share, group_id)
 
@@ -149,6 +151,8 @@ class ShareStatePeers:
     async def _ask(self, node: BrokerNode, key: StateKey, leader_epoch: int, read: bool,
                    snapshot: bool, value: bytes | None, reset: bool = False,
                    forwarded: bool = False) -> tuple[ErrorCode, bytes | None]:
+        from bmq.protocol.messages import BmqShareStateRequest
+
         request = BmqShareStateRequest(
             group_id=key.group_id, topic_id=key.topic_id, partition=key.partition,
             leader_epoch=leader_epoch, read_state=read, snapshot=snapshot, value=value,

@@ -23,13 +23,13 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bmq.net.client import LinkError, LinkPool
 from bmq.protocol.errors import ErrorCode
-from bmq.protocol.messages import ShareAcknowledgeRequest, ShareFetchRequest
-from bmq.protocol.messages.share_acknowledge_request import AcknowledgePartition, AcknowledgeTopic
-from bmq.protocol.messages.share_fetch_request import FetchPartition, FetchTopic, ForgottenTopic
+
+if TYPE_CHECKING:
+    from bmq.protocol.messages import ShareAcknowledgeRequest, ShareFetchRequest
 
 log = logging.getLogger(__name__)
 
@@ -160,6 +160,14 @@ def settle(call: OwnerCall, error: ErrorCode) -> None:
 
 
 def fetch_request(request: ShareFetchRequest, call: OwnerCall) -> ShareFetchRequest:
+    # (message modules load on first use, as the handlers do)
+    from bmq.protocol.messages import ShareFetchRequest
+    from bmq.protocol.messages.share_fetch_request import (
+        FetchPartition,
+        FetchTopic,
+        ForgottenTopic,
+    )
+
     topics: dict[uuid.UUID, list[FetchPartition]] = {}
     for tp in dict.fromkeys([*call.added, *call.acks]):
         topics.setdefault(tp[0], []).append(FetchPartition(
@@ -179,6 +187,12 @@ def fetch_request(request: ShareFetchRequest, call: OwnerCall) -> ShareFetchRequ
 
 def acknowledge_request(request: ShareAcknowledgeRequest, call: OwnerCall
                         ) -> ShareAcknowledgeRequest:
+    from bmq.protocol.messages import ShareAcknowledgeRequest
+    from bmq.protocol.messages.share_acknowledge_request import (
+        AcknowledgePartition,
+        AcknowledgeTopic,
+    )
+
     topics: dict[uuid.UUID, list[AcknowledgePartition]] = {}
     for (topic_id, index), batches in call.acks.items():
         topics.setdefault(topic_id, []).append(AcknowledgePartition(
