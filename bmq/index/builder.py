@@ -37,6 +37,8 @@ INTERVAL_S = 1.0
 READ_BYTES = 1 << 20
 CHUNK_BYTES = 16 << 20          # log bytes indexed into one chunk at most
 MAX_MERGED_ENTRIES = 4_000_000
+MIN_RECORDS = 2000              # a chunk is written for this many new offsets ...
+MAX_WAIT_S = 3.0                # ... or for fewer, once they waited this long
 PAUSE_S = 0.001                 # between stretches: the event loop gets the GIL back
 
 OwnedLogs = Callable[[], Iterable[tuple[str, int, PartitionLog]]]
@@ -54,6 +56,8 @@ class IndexBuilder:
         self._thread: threading.Thread | None = None
         # (topic, partition) -> the field spec last seen (dropped fields' files are removed)
         self._seen: dict[tuple[str, int], tuple[Field, ...]] = {}
+        # (topic, partition) -> when offsets not yet indexed were first seen (see _due)
+        self._pending_since: dict[tuple[str, int], float] = {}
         # (topic, partition, field) -> its chain of chunks, as this builder left it
         self._chains: dict[tuple[str, int, Field], list[ChunkFile]] = {}
 
@@ -137,7 +141,7 @@ class IndexBuilder:
         start = min(progress.values())
         behind = [f for f in fields if progress[f] == start]
         limit = min([p for p in progress.values() if p > start], default=high_watermark)
-        if start >= high_watermark:
+        if not self._due(topic, partition, high_watermark - start):
             return False
         pieces, end = self._read(partition_log, start, min(limit, high_watermark))
         if end <= start:
@@ -150,6 +154,20 @@ class IndexBuilder:
             self._chains[(topic, partition, field)].append(made)
             self._merge(topic, partition, field)
         return True
+
+    def _due(self, topic: str, partition: int, pending: int) -> bool:
+        """Whether ``pending`` unindexed offsets are worth a chunk now: ``MIN_RECORDS`` of them,
+        or any that waited ``MAX_WAIT_S`` (fewer, bigger chunks: fewer writes to an object
+        store and fewer merges; queries scan what is not indexed yet meanwhile)."""
+        key = (topic, partition)
+        if pending <= 0:
+            self._pending_since.pop(key, None)
+            return False
+        since = self._pending_since.setdefault(key, time.monotonic())
+        if pending >= MIN_RECORDS or time.monotonic() - since >= MAX_WAIT_S:
+            del self._pending_since[key]
+            return True
+        return False
 
     def _read(self, partition_log: PartitionLog, start: int, limit: int
               ) -> tuple[list[bytes], int]:
