@@ -87,8 +87,9 @@ class IndexBuilder:
             fields = tuple(self._fields_of(topic))
             key = (topic, partition)
             try:
-                previous = self._seen.get(key, ())
-                if previous != fields or (key not in self._seen and fields):
+                # First sight (an index dropped while no owner ran) or a change of fields:
+                # remove the files of fields no longer indexed (internal topics have none).
+                if self._seen.get(key) != fields and not topic.startswith("__"):
                     self._forget_dropped(topic, partition, fields)
                 self._seen[key] = fields
                 while fields and not self._stop.is_set() and \
