@@ -81,7 +81,9 @@ class IndexBuilder:
     def run_once(self) -> bool:
         """One pass over the owned partitions; True if anything was indexed."""
         worked = False
-        for topic, partition, partition_log in list(self._owned()):
+        owned = list(self._owned())
+        self._forget_gone({(topic, partition) for topic, partition, _ in owned})
+        for topic, partition, partition_log in owned:
             if self._stop.is_set():
                 break
             fields = tuple(self._fields_of(topic))
@@ -103,6 +105,13 @@ class IndexBuilder:
                 log.warning("index of %s-%d: storage: %s", topic, partition, error)
                 self._drop_state(topic, partition)
         return worked
+
+    def _forget_gone(self, owned: set[tuple[str, int]]) -> None:
+        """Drop what this builder remembers of partitions it no longer owns."""
+        for key in [k for k in self._seen if k not in owned]:
+            del self._seen[key]
+            self._pending_since.pop(key, None)
+            self._drop_state(*key)
 
     def _drop_state(self, topic: str, partition: int) -> None:
         for key in [k for k in self._chains if k[:2] == (topic, partition)]:
