@@ -13,6 +13,7 @@ from bmq.tools.acl import acl
 from bmq.tools.cluster import cluster
 from bmq.tools.consume import consume
 from bmq.tools.group import group
+from bmq.tools.index import index, query
 from bmq.tools.produce import produce
 from bmq.tools.quota import quota
 from bmq.tools.topic import topic
@@ -20,6 +21,6 @@ from bmq.tools.txn import txn
 from bmq.tools.user import user
 
 COMMANDS: list[click.Command] = [topic, produce, consume, group, cluster, user, txn, acl,
-                                  quota]
+                                  quota, index, query]
 
 __all__ = ["COMMANDS"]
