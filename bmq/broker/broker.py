@@ -183,6 +183,7 @@ class Broker:
     async def stop(self) -> None:
         await asyncio.get_running_loop().run_in_executor(self._executor,
                                                          self.index_builder.stop)
+        self.queries.close()
         self._query_logs.close()
         await self.share.stop()
         self.fetch_views.stop()

@@ -37,6 +37,8 @@ INTERVAL_S = 1.0
 READ_BYTES = 1 << 20
 CHUNK_BYTES = 16 << 20          # log bytes indexed into one chunk at most
 MAX_MERGED_ENTRIES = 4_000_000
+MIN_RECORDS = 2000              # a chunk is written for this many new offsets ...
+MAX_WAIT_S = 3.0                # ... or for fewer, once they waited this long
 PAUSE_S = 0.001                 # between stretches: the event loop gets the GIL back
 
 OwnedLogs = Callable[[], Iterable[tuple[str, int, PartitionLog]]]
@@ -54,6 +56,8 @@ class IndexBuilder:
         self._thread: threading.Thread | None = None
         # (topic, partition) -> the field spec last seen (dropped fields' files are removed)
         self._seen: dict[tuple[str, int], tuple[Field, ...]] = {}
+        # (topic, partition) -> when offsets not yet indexed were first seen (see _due)
+        self._pending_since: dict[tuple[str, int], float] = {}
         # (topic, partition, field) -> its chain of chunks, as this builder left it
         self._chains: dict[tuple[str, int, Field], list[ChunkFile]] = {}
 
@@ -77,14 +81,17 @@ class IndexBuilder:
     def run_once(self) -> bool:
         """One pass over the owned partitions; True if anything was indexed."""
         worked = False
-        for topic, partition, partition_log in list(self._owned()):
+        owned = list(self._owned())
+        self._forget_gone({(topic, partition) for topic, partition, _ in owned})
+        for topic, partition, partition_log in owned:
             if self._stop.is_set():
                 break
             fields = tuple(self._fields_of(topic))
             key = (topic, partition)
             try:
-                previous = self._seen.get(key, ())
-                if previous != fields or (key not in self._seen and fields):
+                # First sight (an index dropped while no owner ran) or a change of fields:
+                # remove the files of fields no longer indexed (internal topics have none).
+                if self._seen.get(key) != fields and not topic.startswith("__"):
                     self._forget_dropped(topic, partition, fields)
                 self._seen[key] = fields
                 while fields and not self._stop.is_set() and \
@@ -98,6 +105,13 @@ class IndexBuilder:
                 log.warning("index of %s-%d: storage: %s", topic, partition, error)
                 self._drop_state(topic, partition)
         return worked
+
+    def _forget_gone(self, owned: set[tuple[str, int]]) -> None:
+        """Drop what this builder remembers of partitions it no longer owns."""
+        for key in [k for k in self._seen if k not in owned]:
+            del self._seen[key]
+            self._pending_since.pop(key, None)
+            self._drop_state(*key)
 
     def _drop_state(self, topic: str, partition: int) -> None:
         for key in [k for k in self._chains if k[:2] == (topic, partition)]:
@@ -137,7 +151,7 @@ class IndexBuilder:
         start = min(progress.values())
         behind = [f for f in fields if progress[f] == start]
         limit = min([p for p in progress.values() if p > start], default=high_watermark)
-        if start >= high_watermark:
+        if not self._due(topic, partition, high_watermark - start):
             return False
         pieces, end = self._read(partition_log, start, min(limit, high_watermark))
         if end <= start:
@@ -150,6 +164,20 @@ class IndexBuilder:
             self._chains[(topic, partition, field)].append(made)
             self._merge(topic, partition, field)
         return True
+
+    def _due(self, topic: str, partition: int, pending: int) -> bool:
+        """Whether ``pending`` unindexed offsets are worth a chunk now: ``MIN_RECORDS`` of them,
+        or any that waited ``MAX_WAIT_S`` (fewer, bigger chunks: fewer writes to an object
+        store and fewer merges; queries scan what is not indexed yet meanwhile)."""
+        key = (topic, partition)
+        if pending <= 0:
+            self._pending_since.pop(key, None)
+            return False
+        since = self._pending_since.setdefault(key, time.monotonic())
+        if pending >= MIN_RECORDS or time.monotonic() - since >= MAX_WAIT_S:
+            del self._pending_since[key]
+            return True
+        return False
 
     def _read(self, partition_log: PartitionLog, start: int, limit: int
               ) -> tuple[list[bytes], int]:

@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote
 
 from bmq.index.query import QueryError, QueryService, UnknownTopic, query_params
+from bmq.protocol.errors import KafkaError
 
 log = logging.getLogger(__name__)
 
@@ -65,9 +66,9 @@ def index_app(service: Callable[[], QueryService | None], acls_on: bool = False)
             return _error(start_response, "404 Not Found", str(error))
         except QueryError as error:
             return _error(start_response, "400 Bad Request", str(error))
-        except OSError as error:
-            log.warning("query of %s: storage: %s", topic, error)
-            return _error(start_response, "503 Service Unavailable", f"storage: {error}")
+        except (OSError, KafkaError) as error:   # storage unreachable, a log closing
+            log.warning("query of %s: %s", topic, error)
+            return _error(start_response, "503 Service Unavailable", str(error))
         body = b"".join(json.dumps(r).encode() + b"\n" for r in records)
         return _answer(start_response, "200 OK", body, "application/x-ndjson")
 

@@ -14,8 +14,10 @@ from __future__ import annotations
 import base64
 import contextlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from itertools import islice
 from typing import Any, Protocol
 
 from bmq.index.chunk import value_hash
@@ -38,6 +40,7 @@ from bmq.protocol.records import HEADER_SIZE, iter_batches, read_header
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 10_000
 SCAN_BYTES = 1 << 20
+PARALLEL_PARTITIONS = 8
 _RETRIES = 3
 
 
@@ -170,6 +173,7 @@ class QueryService:
         self._store = store
         self._topics = topics
         self._open_log = open_log
+        self._pool = ThreadPoolExecutor(PARALLEL_PARTITIONS, thread_name_prefix="bmq-query")
 
     def fields(self, topic: str) -> tuple[int, list[Field]]:
         """(partition count, indexed fields) of ``topic``."""
@@ -188,13 +192,25 @@ class QueryService:
             raise QueryError(f"topic {topic!r} has no indexed fields (bmq index create "
                              f"{topic} --field FIELD)")
         query = parse_query(fields, where, start, end, limit)
+
+        def first(partition: int) -> list[Record]:
+            return list(islice(self._partition(topic, partition, query), query.limit))
+
+        # Partitions are looked up side by side, ``PARALLEL_PARTITIONS`` at a time (on an
+        # object store each is a few requests), each up to the limit; the answer is the first
+        # ``limit`` records in partition order.
         found: list[dict[str, Any]] = []
-        for partition in range(partitions):
-            for record in self._partition(topic, partition, query):
-                found.append(record_json(partition, record))
-                if len(found) >= query.limit:
-                    return found
+        for group in range(0, partitions, PARALLEL_PARTITIONS):
+            indexes = range(group, min(group + PARALLEL_PARTITIONS, partitions))
+            for partition, records in zip(indexes, self._pool.map(first, indexes), strict=True):
+                found.extend(record_json(partition, r)
+                             for r in records[:query.limit - len(found)])
+            if len(found) >= query.limit:
+                break
         return found
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
     def progress(self, topic: str) -> list[PartitionProgress]:
         partitions, fields = self.fields(topic)

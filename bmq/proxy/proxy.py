@@ -85,6 +85,7 @@ class Proxy:
         self.links.close()
         for view in self._views.values():
             view.close()
+        self.queries.close()
         self._query_logs.close()
         await self.cluster.stop()
 

@@ -14,6 +14,7 @@ from bmq.tools.cluster import cluster
 from bmq.tools.consume import consume
 from bmq.tools.dlq import dlq
 from bmq.tools.group import group
+from bmq.tools.index import index, query
 from bmq.tools.produce import produce
 from bmq.tools.quota import quota
 from bmq.tools.topic import topic
@@ -21,6 +22,6 @@ from bmq.tools.txn import txn
 from bmq.tools.user import user
 
 COMMANDS: list[click.Command] = [topic, produce, consume, group, cluster, user, txn, acl,
-                                  quota, dlq]
+                                  quota, dlq, index, query]
 
 __all__ = ["COMMANDS"]

@@ -169,6 +169,7 @@ def test_bad_input_clear_errors_nothing_changed(broker_factory: BrokerFactory,
     assert len(dirs) == len(FIELDS) - 1
 
 
+@pytest.mark.slow
 def test_deleted_records_leave_the_index(broker_factory: BrokerFactory, topic: str) -> None:
     broker, port = start_broker(broker_factory)
     make_topic(broker.bootstrap, topic, partitions=1)
