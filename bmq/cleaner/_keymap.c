@@ -279,6 +279,34 @@ static void keymap_dealloc(KeyMap *m) {
     Py_TYPE(m)->tp_free((PyObject *)m);
 }
 
+/* Adds the keys of one batch's records to the map; 0 if they are malformed. */
+static int map_records(KeyMap *m, const uint8_t *body, const uint8_t *end, int64_t base) {
+    const uint8_t *p = body;
+    record r;
+    while (p < end) {
+        if (!next_record(&p, end, &r))
+            return 0;
+        if (r.key == NULL)
+            continue;
+        uint64_t h[2];
+        murmur3_128(r.key, (size_t)r.key_length, h);
+        entry *e = find(m, h);
+        if (e->stored == 0) {
+            if (m->size >= m->limit)     /* more records than the header said */
+                return 0;
+            e->h1 = h[0];
+            e->h2 = h[1];
+            m->size++;
+        }
+        e->stored = base + r.offset_delta + 1;
+    }
+    return 1;
+}
+
+/* The loops below run without the GIL (Py_BEGIN_ALLOW_THREADS around all the batches of a
+ * call: the cleaner's thread then never competes with the event loop for it batch by batch)
+ * and take it back only to call into Python: to decompress or compress a batch. */
+
 static PyObject *keymap_add_batches(KeyMap *m, PyObject *args) {
     Py_buffer view;
     PyObject *aborted_obj, *decompress;
@@ -286,11 +314,15 @@ static PyObject *keymap_add_batches(KeyMap *m, PyObject *args) {
         return NULL;
     aborted_list aborted;
     PyObject *result = NULL;
-    if (!parse_aborted(aborted_obj, &aborted))
-        goto done;
+    if (!parse_aborted(aborted_obj, &aborted)) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
     const uint8_t *data = view.buf;
     size_t n = (size_t)view.len, stop = 0;
-    int full = 0, bad = 0;
+    int full = 0, failed = 0;
+    int64_t bad_offset = -1;
+    Py_BEGIN_ALLOW_THREADS
     FOR_EACH_BATCH(data, n, pos, size) {
         const uint8_t *batch = data + pos;
         stop = pos;
@@ -299,51 +331,37 @@ static PyObject *keymap_add_batches(KeyMap *m, PyObject *args) {
             stop = pos + size;
             continue;
         }
-        size_t count = get_u32be(batch + 57);
-        if (m->size + count > m->limit) {
+        if (m->size + get_u32be(batch + 57) > m->limit) {
             full = 1;
             break;
         }
-        const uint8_t *body, *end;
-        PyObject *owner;
-        if (!batch_records(batch, size, decompress, &body, &end, &owner))
-            goto done;
-        int64_t base = get_i64be(batch);
-        Py_BEGIN_ALLOW_THREADS
-        const uint8_t *p = body;
-        record r;
-        while (p < end) {
-            if (!next_record(&p, end, &r)) {
-                bad = 1;
+        const uint8_t *body = batch + HEADER_SIZE, *end = batch + size;
+        PyObject *owner = NULL;
+        if (attributes & COMPRESSION_MASK) {
+            Py_BLOCK_THREADS
+            failed = !batch_records(batch, size, decompress, &body, &end, &owner);
+            Py_UNBLOCK_THREADS
+            if (failed)
                 break;
-            }
-            if (r.key == NULL)
-                continue;
-            uint64_t h[2];
-            murmur3_128(r.key, (size_t)r.key_length, h);
-            entry *e = find(m, h);
-            if (e->stored == 0) {
-                if (m->size >= m->limit) {   /* more records than the header said */
-                    bad = 1;
-                    break;
-                }
-                e->h1 = h[0];
-                e->h2 = h[1];
-                m->size++;
-            }
-            e->stored = base + r.offset_delta + 1;
         }
-        Py_END_ALLOW_THREADS
-        Py_XDECREF(owner);
-        if (bad) {
-            PyErr_Format(PyExc_ValueError, "malformed records in the batch at offset %lld",
-                         (long long)base);
-            goto done;
+        int ok = map_records(m, body, end, get_i64be(batch));
+        if (owner != NULL) {
+            Py_BLOCK_THREADS
+            Py_DECREF(owner);
+            Py_UNBLOCK_THREADS
+        }
+        if (!ok) {
+            bad_offset = get_i64be(batch);
+            break;
         }
         stop = pos + size;
     }
-    result = Py_BuildValue("nO", (Py_ssize_t)stop, full ? Py_True : Py_False);
-done:
+    Py_END_ALLOW_THREADS
+    if (bad_offset >= 0)
+        PyErr_Format(PyExc_ValueError, "malformed records in the batch at offset %lld",
+                     (long long)bad_offset);
+    else if (!failed)
+        result = Py_BuildValue("nO", (Py_ssize_t)stop, full ? Py_True : Py_False);
     PyBuffer_Release(&view);
     return result;
 }
@@ -369,48 +387,65 @@ static int append(buffer *b, const void *src, size_t n) {
     return 1;
 }
 
-/* Appends one rebuilt batch: the original header, then `records` (compressed again with the
- * batch's codec), with its length, record count and CRC made anew. */
-static int rebuild(buffer *out, const uint8_t *batch, const buffer *records, int64_t kept,
-                   PyObject *compress, PyObject *crc) {
-    uint16_t attributes = (uint16_t)((batch[21] << 8) | batch[22]);
-    int codec = attributes & COMPRESSION_MASK;
-    PyObject *packed = NULL;
-    const uint8_t *body = records->data;
-    size_t body_size = records->size;
-    if (codec) {
-        packed = PyObject_CallFunction(compress, "iy#", codec, (const char *)records->data,
-                                       (Py_ssize_t)records->size);
-        if (packed == NULL)
-            return 0;
-        if (!PyBytes_Check(packed)) {
-            Py_DECREF(packed);
-            PyErr_SetString(PyExc_TypeError, "compress must return bytes");
-            return 0;
+/* Keeps the records of one batch body to keep in `kept_records`; -1 if malformed. */
+static int64_t retain_records(KeyMap *m, const uint8_t *body, const uint8_t *end, int64_t base,
+                              int drop_tombstones, buffer *kept_records, int64_t *seen,
+                              int64_t *tombstones) {
+    const uint8_t *p = body;
+    record r;
+    int64_t kept = 0;
+    while (p < end) {
+        if (!next_record(&p, end, &r))
+            return -1;
+        (*seen)++;
+        int keep = !(r.tombstone && drop_tombstones);
+        if (keep && r.key != NULL) {
+            uint64_t h[2];
+            murmur3_128(r.key, (size_t)r.key_length, h);
+            entry *e = find(m, h);
+            keep = e->stored == 0 || e->stored - 1 <= base + r.offset_delta;
         }
-        body = (const uint8_t *)PyBytes_AS_STRING(packed);
-        body_size = (size_t)PyBytes_GET_SIZE(packed);
+        if (keep) {
+            kept++;
+            *tombstones += r.tombstone;
+            if (!append(kept_records, r.start, (size_t)(r.end - r.start)))
+                return -2;
+        }
     }
+    return kept;
+}
+
+/* Appends one rebuilt batch: the original header, then `body` (the kept records, compressed
+ * again with the batch's codec by the caller), with its length and record count made anew;
+ * its CRC is set once the GIL is back (`rebuilt` keeps where the batch is). */
+static int rebuild(buffer *out, const uint8_t *batch, const uint8_t *body, size_t body_size,
+                   int64_t kept, buffer *rebuilt) {
     size_t at = out->size;
-    int ok = append(out, batch, HEADER_SIZE) && append(out, body, body_size);
-    Py_XDECREF(packed);
-    if (!ok) {
-        PyErr_NoMemory();
+    if (!append(out, batch, HEADER_SIZE) || !append(out, body, body_size) ||
+        !append(rebuilt, &at, sizeof at))
         return 0;
-    }
     uint8_t *h = out->data + at;
-    size_t length = HEADER_SIZE + body_size;
-    put_u32be(h + 8, (uint32_t)(length - LOG_OVERHEAD));
+    put_u32be(h + 8, (uint32_t)(HEADER_SIZE + body_size - LOG_OVERHEAD));
     put_u32be(h + 57, (uint32_t)kept);
-    PyObject *sum = PyObject_CallFunction(crc, "y#", (const char *)h + 21,
-                                          (Py_ssize_t)(length - 21));
-    if (sum == NULL)
-        return 0;
-    unsigned long value = PyLong_AsUnsignedLong(sum);
-    Py_DECREF(sum);
-    if (value == (unsigned long)-1 && PyErr_Occurred())
-        return 0;
-    put_u32be(out->data + at + 17, (uint32_t)value);
+    return 1;
+}
+
+static int set_crcs(buffer *out, const buffer *rebuilt, PyObject *crc) {
+    for (size_t i = 0; i < rebuilt->size / sizeof(size_t); i++) {
+        size_t at;
+        memcpy(&at, rebuilt->data + i * sizeof at, sizeof at);
+        uint8_t *h = out->data + at;
+        size_t length = get_u32be(h + 8) + LOG_OVERHEAD;
+        PyObject *sum = PyObject_CallFunction(crc, "y#", (const char *)h + 21,
+                                              (Py_ssize_t)(length - 21));
+        if (sum == NULL)
+            return 0;
+        unsigned long value = PyLong_AsUnsignedLong(sum);
+        Py_DECREF(sum);
+        if (value == (unsigned long)-1 && PyErr_Occurred())
+            return 0;
+        put_u32be(h + 17, (uint32_t)value);
+    }
     return 1;
 }
 
@@ -422,14 +457,17 @@ static PyObject *keymap_retain_batches(KeyMap *m, PyObject *args) {
                           &compress, &crc))
         return NULL;
     aborted_list aborted;
-    buffer out = {NULL, 0, 0}, kept_records = {NULL, 0, 0};
-    int64_t kept_total = 0, removed_total = 0, tombstones = 0;
+    if (!parse_aborted(aborted_obj, &aborted)) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    buffer out = {NULL, 0, 0}, kept_records = {NULL, 0, 0}, rebuilt = {NULL, 0, 0};
+    int64_t kept_total = 0, removed_total = 0, tombstones = 0, bad_offset = -1;
+    int failed = 0, nomem = 0;
     size_t consumed = 0;
-    PyObject *result = NULL;
-    if (!parse_aborted(aborted_obj, &aborted))
-        goto done;
     const uint8_t *data = view.buf;
     size_t n = (size_t)view.len;
+    Py_BEGIN_ALLOW_THREADS
     FOR_EACH_BATCH(data, n, pos, size) {
         const uint8_t *batch = data + pos;
         uint16_t attributes = (uint16_t)((batch[21] << 8) | batch[22]);
@@ -437,8 +475,8 @@ static PyObject *keymap_retain_batches(KeyMap *m, PyObject *args) {
         consumed = pos + size;
         if (batch[16] != 2 || (attributes & CONTROL_FLAG)) {
             if (!append(&out, batch, size)) {
-                PyErr_NoMemory();
-                goto done;
+                nomem = 1;
+                break;
             }
             continue;
         }
@@ -446,65 +484,89 @@ static PyObject *keymap_retain_batches(KeyMap *m, PyObject *args) {
             removed_total += count;
             continue;
         }
-        const uint8_t *body, *end;
-        PyObject *owner;
-        if (!batch_records(batch, size, decompress, &body, &end, &owner))
-            goto done;
-        int64_t base = get_i64be(batch), kept = 0, seen = 0;
-        int bad = 0, nomem = 0;
-        kept_records.size = 0;
-        Py_BEGIN_ALLOW_THREADS
-        const uint8_t *p = body;
-        record r;
-        while (p < end) {
-            if (!next_record(&p, end, &r)) {
-                bad = 1;
+        int codec = attributes & COMPRESSION_MASK;
+        const uint8_t *body = batch + HEADER_SIZE, *end = batch + size;
+        PyObject *owner = NULL;
+        if (codec) {
+            Py_BLOCK_THREADS
+            failed = !batch_records(batch, size, decompress, &body, &end, &owner);
+            Py_UNBLOCK_THREADS
+            if (failed)
                 break;
-            }
-            seen++;
-            int keep = !(r.tombstone && drop_tombstones);
-            if (keep && r.key != NULL) {
-                uint64_t h[2];
-                murmur3_128(r.key, (size_t)r.key_length, h);
-                entry *e = find(m, h);
-                keep = e->stored == 0 || e->stored - 1 <= base + r.offset_delta;
-            }
-            if (keep) {
-                kept++;
-                tombstones += r.tombstone;
-                if (!append(&kept_records, r.start, (size_t)(r.end - r.start))) {
-                    nomem = 1;
-                    break;
-                }
-            }
         }
-        Py_END_ALLOW_THREADS
-        Py_XDECREF(owner);
-        if (bad || nomem) {
-            if (nomem)
-                PyErr_NoMemory();
+        int64_t base = get_i64be(batch), seen = 0;
+        kept_records.size = 0;
+        int64_t kept = retain_records(m, body, end, base, drop_tombstones, &kept_records, &seen,
+                                      &tombstones);
+        if (owner != NULL) {
+            Py_BLOCK_THREADS
+            Py_DECREF(owner);
+            Py_UNBLOCK_THREADS
+        }
+        if (kept < 0) {
+            if (kept == -2)
+                nomem = 1;
             else
-                PyErr_Format(PyExc_ValueError, "malformed records in the batch at offset %lld",
-                             (long long)base);
-            goto done;
+                bad_offset = base;
+            break;
         }
         kept_total += kept;
         removed_total += seen - kept;
         if (kept == seen) {
             if (!append(&out, batch, size)) {
-                PyErr_NoMemory();
-                goto done;
+                nomem = 1;
+                break;
             }
-        } else if (kept > 0 && !rebuild(&out, batch, &kept_records, kept, compress, crc)) {
-            goto done;
+            continue;
+        }
+        if (kept == 0)
+            continue;
+        const uint8_t *packed = kept_records.data;
+        size_t packed_size = kept_records.size;
+        PyObject *compressed = NULL;
+        if (codec) {
+            Py_BLOCK_THREADS
+            compressed = PyObject_CallFunction(compress, "iy#", codec,
+                                               (const char *)kept_records.data,
+                                               (Py_ssize_t)kept_records.size);
+            if (compressed != NULL && !PyBytes_Check(compressed)) {
+                Py_CLEAR(compressed);
+                PyErr_SetString(PyExc_TypeError, "compress must return bytes");
+            }
+            Py_UNBLOCK_THREADS
+            if (compressed == NULL) {
+                failed = 1;
+                break;
+            }
+            packed = (const uint8_t *)PyBytes_AS_STRING(compressed);
+            packed_size = (size_t)PyBytes_GET_SIZE(compressed);
+        }
+        int ok = rebuild(&out, batch, packed, packed_size, kept, &rebuilt);
+        if (compressed != NULL) {
+            Py_BLOCK_THREADS
+            Py_DECREF(compressed);
+            Py_UNBLOCK_THREADS
+        }
+        if (!ok) {
+            nomem = 1;
+            break;
         }
     }
-    result = Py_BuildValue("y#LLnL", out.data ? (const char *)out.data : "", (Py_ssize_t)out.size,
-                           (long long)kept_total, (long long)removed_total,
-                           (Py_ssize_t)consumed, (long long)tombstones);
-done:
+    Py_END_ALLOW_THREADS
+    PyObject *result = NULL;
+    if (nomem)
+        PyErr_NoMemory();
+    else if (bad_offset >= 0)
+        PyErr_Format(PyExc_ValueError, "malformed records in the batch at offset %lld",
+                     (long long)bad_offset);
+    else if (!failed && set_crcs(&out, &rebuilt, crc))
+        result = Py_BuildValue("y#LLnL", out.data ? (const char *)out.data : "",
+                               (Py_ssize_t)out.size, (long long)kept_total,
+                               (long long)removed_total, (Py_ssize_t)consumed,
+                               (long long)tombstones);
     free(out.data);
     free(kept_records.data);
+    free(rebuilt.data);
     PyBuffer_Release(&view);
     return result;
 }
