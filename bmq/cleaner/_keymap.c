@@ -5,11 +5,13 @@
  *                                      two), 24 bytes each: a 128-bit key hash (MurmurHash3
  *                                      x64/128, as Kafka's map keeps MD5's 16 bytes) and the
  *                                      offset; allocated zeroed, so untouched pages cost nothing.
- * KeyMap.add_batches(data, aborted, decompress) -> (position, full)
+ * KeyMap.add_batches(data, aborted, from_offset, decompress) -> (position, full)
  *                                      records every key of the data batches of `data` with its
- *                                      offset, skipping control batches and aborted transactional
- *                                      batches; stops before the first batch that could take the
- *                                      table past 3/4 full and returns its position with full=True.
+ *                                      offset, skipping control batches, aborted transactional
+ *                                      batches and batches wholly before `from_offset`; stops
+ *                                      before the first batch that could take the table past 3/4
+ *                                      full and returns its position with full=True (ValueError
+ *                                      if not even one batch fits the empty table).
  * KeyMap.retain_batches(data, aborted, drop_tombstones, decompress, compress, crc)
  *        -> (bytes, kept, removed, consumed, tombstones)
  *                                      the whole batches of `data` (`consumed` bytes of it) with
@@ -310,7 +312,8 @@ static int map_records(KeyMap *m, const uint8_t *body, const uint8_t *end, int64
 static PyObject *keymap_add_batches(KeyMap *m, PyObject *args) {
     Py_buffer view;
     PyObject *aborted_obj, *decompress;
-    if (!PyArg_ParseTuple(args, "y*OO", &view, &aborted_obj, &decompress))
+    long long from_offset;
+    if (!PyArg_ParseTuple(args, "y*OLO", &view, &aborted_obj, &from_offset, &decompress))
         return NULL;
     aborted_list aborted;
     PyObject *result = NULL;
@@ -327,12 +330,16 @@ static PyObject *keymap_add_batches(KeyMap *m, PyObject *args) {
         const uint8_t *batch = data + pos;
         stop = pos;
         uint16_t attributes = (uint16_t)((batch[21] << 8) | batch[22]);
-        if (batch[16] != 2 || (attributes & CONTROL_FLAG) || is_aborted(&aborted, batch)) {
+        int64_t last = get_i64be(batch) + (int32_t)get_u32be(batch + 23);
+        if (batch[16] != 2 || (attributes & CONTROL_FLAG) || last < from_offset ||
+                is_aborted(&aborted, batch)) {
             stop = pos + size;
             continue;
         }
         if (m->size + get_u32be(batch + 57) > m->limit) {
             full = 1;
+            if (m->size == 0)
+                bad_offset = get_i64be(batch);
             break;
         }
         const uint8_t *body = batch + HEADER_SIZE, *end = batch + size;
@@ -358,8 +365,9 @@ static PyObject *keymap_add_batches(KeyMap *m, PyObject *args) {
     }
     Py_END_ALLOW_THREADS
     if (bad_offset >= 0)
-        PyErr_Format(PyExc_ValueError, "malformed records in the batch at offset %lld",
-                     (long long)bad_offset);
+        PyErr_Format(PyExc_ValueError, full ? "the offset map cannot hold the batch at offset "
+                     "%lld (log.cleaner.dedupe.buffer.size)" : "malformed records in the batch "
+                     "at offset %lld", (long long)bad_offset);
     else if (!failed)
         result = Py_BuildValue("nO", (Py_ssize_t)stop, full ? Py_True : Py_False);
     PyBuffer_Release(&view);
@@ -583,7 +591,7 @@ static PyObject *keymap_get_limit(KeyMap *m, void *closure) {
 
 static PyMethodDef keymap_methods[] = {
     {"add_batches", (PyCFunction)keymap_add_batches, METH_VARARGS,
-     "add_batches(data, aborted, decompress) -> (position, full)"},
+     "add_batches(data, aborted, from_offset, decompress) -> (position, full)"},
     {"retain_batches", (PyCFunction)keymap_retain_batches, METH_VARARGS,
      "retain_batches(data, aborted, drop_tombstones, decompress, compress, crc) -> "
      "(bytes, kept, removed, consumed, tombstones)"},
