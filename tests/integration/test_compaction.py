@@ -4,6 +4,7 @@ storage, never shows a reader a half-cleaned log, and survives kill -9 mid-clean
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -159,7 +160,8 @@ def test_kill_9_mid_cleaning_loses_nothing(broker_factory, unique_topic, step) -
     assert segment_bytes(broker.data_dir, topic) < written // 3
 
 
-def test_admin_clients_create_and_alter_compacted_topics(broker, unique_topic) -> None:
+def test_admin_clients_create_and_alter_compacted_topics(broker, unique_topic,
+                                                        bmq_cli) -> None:
     from kafka.admin import ConfigResource as KpResource
     from kafka.admin import ConfigResourceType, KafkaAdminClient, NewTopic
     from kafka.errors import InvalidConfigurationError
@@ -201,6 +203,18 @@ def test_admin_clients_create_and_alter_compacted_topics(broker, unique_topic) -
     configs = topic_configs(broker.bootstrap, name)
     assert (configs["cleanup.policy"], configs["delete.retention.ms"]) == \
         ("compact,delete", "1000")
+    # And `bmq topic create --config`.
+    created, refused = unique_topic("cli"), unique_topic("cli-bad")
+    run = [*bmq_cli, "topic", "create", "--bootstrap", broker.bootstrap]
+    ok = subprocess.run([*run, created, "--config", "cleanup.policy=compact", "--config",
+                         "min.compaction.lag.ms=100"], capture_output=True, text=True, timeout=60)
+    assert ok.returncode == 0, ok.stderr
+    bad = subprocess.run([*run, refused, "--config", "cleanup.policy=compact,shred"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "INVALID_CONFIG" in bad.stderr, bad.stderr
+    listed = admin(broker.bootstrap).list_topics(timeout=10).topics
+    assert created in listed and refused not in listed
+    assert topic_configs(broker.bootstrap, created)["min.compaction.lag.ms"] == "100"
 
 
 def test_the_readme_example_runs(broker, capsys) -> None:
