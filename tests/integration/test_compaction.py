@@ -141,8 +141,9 @@ def test_kill_9_mid_cleaning_loses_nothing(broker_factory, unique_topic, step) -
     produce_all(broker.bootstrap, topic, items, linger_ms=5, batch_size=8192)
     wait_until(lambda: not broker.is_running(), 60, message="the cleaner never reached " + step)
     broker.kill()
-    # Everything acknowledged is there after the crash, before any further cleaning...
-    broker.env = {"BMQ_LOG_CLEANER_BACKOFF_MS": "600000"}
+    # Everything acknowledged is there after the crash (whether or not the cleaner has run
+    # again: the last values stay, the last offset is in the active segment)...
+    broker.env = {"BMQ_LOG_CLEANER_BACKOFF_MS": "200"}
     broker.start()
     messages = consume(broker.bootstrap, topic)[0]
     values, _counts = latest(messages)
@@ -150,10 +151,7 @@ def test_kill_9_mid_cleaning_loses_nothing(broker_factory, unique_topic, step) -
     assert {k: v for k, v in values.items() if v is not None} == \
         {k: v for k, v in expected.items() if v is not None}
     assert messages[-1].offset == len(items) - 1
-    # ... and the next cleaner finishes the job.
-    broker.stop()
-    broker.env = {"BMQ_LOG_CLEANER_BACKOFF_MS": "200"}
-    broker.start()
+    # ... and the cleaner finishes the job.
     wait_until(lambda: _clean_state(broker.bootstrap, topic, expected, None), 60,
                interval=0.5, message="the cleaner did not clean after the restart")
     written = sum(len(i["key"]) + len(i["value"] or b"") for i in items)
@@ -223,7 +221,7 @@ def test_the_readme_example_runs(broker, capsys) -> None:
     example = section[section.index("```python") + len("```python"):]
     example = example[:example.index("```")]
     exec(example.replace("localhost:9092", broker.bootstrap)
-         .replace("time.sleep(40)", "time.sleep(5)"), {})
+         .replace("time.sleep(40)", "time.sleep(3)"), {})
     out = capsys.readouterr().out
     assert "90 live users" in out, out
     assert int(out.split()[0]) < 1000, out
