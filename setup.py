@@ -11,8 +11,9 @@ setup(ext_modules=[
     Extension("bmq.spark._recdecode", ["bmq/spark/_recdecode.c"], extra_compile_args=_FLAGS),
     Extension("bmq.readpath._viewfilter", ["bmq/readpath/_viewfilter.c"],
               extra_compile_args=_FLAGS),
-    Extension("bmq.cleaner._keymap", ["bmq/cleaner/_keymap.c"], extra_compile_args=_FLAGS),
     Extension("bmq.index._fieldindex", ["bmq/index/_fieldindex.c"], extra_compile_args=_FLAGS),
     Extension("bmq.coordinators.timers._timerrec", ["bmq/coordinators/timers/_timerrec.c"],
               extra_compile_args=_FLAGS),
+    Extension("bmq.cleaner._keymap", ["bmq/cleaner/_keymap.c"],
+              depends=["bmq/cleaner/_batches.h"], extra_compile_args=_FLAGS),
 ])

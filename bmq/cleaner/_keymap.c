@@ -5,11 +5,13 @@
  *                                      two), 24 bytes each: a 128-bit key hash (MurmurHash3
  *                                      x64/128, as Kafka's map keeps MD5's 16 bytes) and the
  *                                      offset; allocated zeroed, so untouched pages cost nothing.
- * KeyMap.add_batches(data, aborted, decompress) -> (position, full)
+ * KeyMap.add_batches(data, aborted, from_offset, decompress) -> (position, full)
  *                                      records every key of the data batches of `data` with its
- *                                      offset, skipping control batches and aborted transactional
- *                                      batches; stops before the first batch that could take the
- *                                      table past 3/4 full and returns its position with full=True.
+ *                                      offset, skipping control batches, aborted transactional
+ *                                      batches and batches wholly before `from_offset`; stops
+ *                                      before the first batch that could take the table past 3/4
+ *                                      full and returns its position with full=True (ValueError
+ *                                      if not even one batch fits the empty table).
  * KeyMap.retain_batches(data, aborted, drop_tombstones, decompress, compress, crc)
  *        -> (bytes, kept, removed, consumed, tombstones)
  *                                      the whole batches of `data` (`consumed` bytes of it) with
@@ -38,100 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define HEADER_SIZE 61
-#define LOG_OVERHEAD 12
-#define COMPRESSION_MASK 0x07
-#define TRANSACTIONAL_FLAG 0x10
-#define CONTROL_FLAG 0x20
-
-/* ------------------------------------------------------------------ bytes */
-static uint32_t get_u32be(const uint8_t *p) {
-    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
-}
-
-static int64_t get_i64be(const uint8_t *p) {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v = (v << 8) | p[i];
-    return (int64_t)v;
-}
-
-static void put_u32be(uint8_t *p, uint32_t v) {
-    p[0] = (uint8_t)(v >> 24);
-    p[1] = (uint8_t)(v >> 16);
-    p[2] = (uint8_t)(v >> 8);
-    p[3] = (uint8_t)v;
-}
-
-/* A zigzag varint (int64) at *p, not past end; 0 if malformed. */
-static int varint(const uint8_t **p, const uint8_t *end, int64_t *out) {
-    uint64_t v = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-        if (*p >= end)
-            return 0;
-        uint8_t b = *(*p)++;
-        v |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80)) {
-            *out = (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
-            return 1;
-        }
-    }
-    return 0;
-}
-
-/* ------------------------------------------------------------------ MurmurHash3 x64/128 */
-static uint64_t rotl64(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
-
-static uint64_t fmix64(uint64_t k) {
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdULL;
-    k ^= k >> 33;
-    k *= 0xc4ceb9fe1a85ec53ULL;
-    k ^= k >> 33;
-    return k;
-}
-
-static void murmur3_128(const uint8_t *data, size_t len, uint64_t out[2]) {
-    const size_t nblocks = len / 16;
-    uint64_t h1 = 0x9368e53c2f6af274ULL, h2 = 0x586dcd208f7cd3fdULL;
-    const uint64_t c1 = 0x87c37b91114253d5ULL, c2 = 0x4cf5ad432745937fULL;
-    for (size_t i = 0; i < nblocks; i++) {
-        uint64_t k1, k2;
-        memcpy(&k1, data + i * 16, 8);
-        memcpy(&k2, data + i * 16 + 8, 8);
-        k1 *= c1; k1 = rotl64(k1, 31); k1 *= c2; h1 ^= k1;
-        h1 = rotl64(h1, 27); h1 += h2; h1 = h1 * 5 + 0x52dce729;
-        k2 *= c2; k2 = rotl64(k2, 33); k2 *= c1; h2 ^= k2;
-        h2 = rotl64(h2, 31); h2 += h1; h2 = h2 * 5 + 0x38495ab5;
-    }
-    const uint8_t *tail = data + nblocks * 16;
-    uint64_t k1 = 0, k2 = 0;
-    switch (len & 15) {
-    case 15: k2 ^= (uint64_t)tail[14] << 48; /* fall through */
-    case 14: k2 ^= (uint64_t)tail[13] << 40; /* fall through */
-    case 13: k2 ^= (uint64_t)tail[12] << 32; /* fall through */
-    case 12: k2 ^= (uint64_t)tail[11] << 24; /* fall through */
-    case 11: k2 ^= (uint64_t)tail[10] << 16; /* fall through */
-    case 10: k2 ^= (uint64_t)tail[9] << 8;   /* fall through */
-    case 9:  k2 ^= (uint64_t)tail[8];
-             k2 *= c2; k2 = rotl64(k2, 33); k2 *= c1; h2 ^= k2; /* fall through */
-    case 8:  k1 ^= (uint64_t)tail[7] << 56;  /* fall through */
-    case 7:  k1 ^= (uint64_t)tail[6] << 48;  /* fall through */
-    case 6:  k1 ^= (uint64_t)tail[5] << 40;  /* fall through */
-    case 5:  k1 ^= (uint64_t)tail[4] << 32;  /* fall through */
-    case 4:  k1 ^= (uint64_t)tail[3] << 24;  /* fall through */
-    case 3:  k1 ^= (uint64_t)tail[2] << 16;  /* fall through */
-    case 2:  k1 ^= (uint64_t)tail[1] << 8;   /* fall through */
-    case 1:  k1 ^= (uint64_t)tail[0];
-             k1 *= c1; k1 = rotl64(k1, 31); k1 *= c2; h1 ^= k1;
-    }
-    h1 ^= len; h2 ^= len;
-    h1 += h2; h2 += h1;
-    h1 = fmix64(h1); h2 = fmix64(h2);
-    h1 += h2; h2 += h1;
-    out[0] = h1;
-    out[1] = h2;
-}
+#include "_batches.h"
 
 /* ------------------------------------------------------------------ the table */
 typedef struct {
@@ -155,100 +64,6 @@ static entry *find(KeyMap *m, const uint64_t h[2]) {
     }
 }
 
-/* ------------------------------------------------------------------ records */
-typedef struct {
-    const uint8_t *start, *end;   /* the whole record, length prefix included */
-    int64_t offset_delta;
-    const uint8_t *key;           /* NULL: null key */
-    int64_t key_length;
-    int tombstone;
-} record;
-
-/* Parse the record at *p; 0 if malformed. */
-static int next_record(const uint8_t **p, const uint8_t *end, record *r) {
-    int64_t length, n;
-    r->start = *p;
-    if (!varint(p, end, &length) || length <= 0 || length > end - *p)
-        return 0;
-    const uint8_t *q = *p, *record_end = *p + length;
-    q += 1;                                           /* attributes */
-    if (q > record_end || !varint(&q, record_end, &n) ||
-        !varint(&q, record_end, &r->offset_delta))
-        return 0;
-    if (!varint(&q, record_end, &r->key_length) || r->key_length < -1 ||
-        r->key_length > record_end - q)
-        return 0;
-    r->key = r->key_length >= 0 ? q : NULL;
-    if (r->key_length > 0)
-        q += r->key_length;
-    if (!varint(&q, record_end, &n) || n < -1 || n > record_end - q)
-        return 0;
-    r->tombstone = n < 0;
-    *p = r->end = record_end;
-    return 1;
-}
-
-typedef struct {
-    const uint8_t *data;
-    Py_ssize_t count;    /* triples */
-} aborted_list;
-
-static int is_aborted(const aborted_list *a, const uint8_t *batch) {
-    uint16_t attributes = (uint16_t)((batch[21] << 8) | batch[22]);
-    if (!(attributes & TRANSACTIONAL_FLAG))
-        return 0;
-    int64_t pid = get_i64be(batch + 43), base = get_i64be(batch);
-    for (Py_ssize_t i = 0; i < a->count; i++) {
-        int64_t t[3];
-        memcpy(t, a->data + i * 24, 24);
-        if (t[0] == pid && t[1] <= base && base < t[2])
-            return 1;
-    }
-    return 0;
-}
-
-/* The records of a batch, decompressed if need be: *owner holds the bytes (NULL if none). */
-static int batch_records(const uint8_t *batch, size_t size, PyObject *decompress,
-                         const uint8_t **body, const uint8_t **end, PyObject **owner) {
-    uint16_t attributes = (uint16_t)((batch[21] << 8) | batch[22]);
-    int codec = attributes & COMPRESSION_MASK;
-    *owner = NULL;
-    *body = batch + HEADER_SIZE;
-    *end = batch + size;
-    if (!codec)
-        return 1;
-    PyObject *inflated = PyObject_CallFunction(decompress, "iy#", codec, (const char *)*body,
-                                               (Py_ssize_t)(*end - *body));
-    if (inflated == NULL)
-        return 0;
-    if (!PyBytes_Check(inflated)) {
-        Py_DECREF(inflated);
-        PyErr_SetString(PyExc_TypeError, "decompress must return bytes");
-        return 0;
-    }
-    *owner = inflated;
-    *body = (const uint8_t *)PyBytes_AS_STRING(inflated);
-    *end = *body + PyBytes_GET_SIZE(inflated);
-    return 1;
-}
-
-/* Calls f(batch position, size) for each whole batch of data; stops at a partial one. */
-#define FOR_EACH_BATCH(data, n, pos, size)                                        \
-    for (size_t pos = 0, size = 0;                                                \
-         pos + HEADER_SIZE <= (n) &&                                              \
-         (size = (size_t)get_u32be((data) + pos + 8) + LOG_OVERHEAD) >= HEADER_SIZE && \
-         size <= (n) - pos;                                                       \
-         pos += size)
-
-static int parse_aborted(PyObject *obj, aborted_list *a) {
-    if (!PyBytes_Check(obj) || PyBytes_GET_SIZE(obj) % 24) {
-        PyErr_SetString(PyExc_TypeError, "aborted must be bytes of int64 triples");
-        return 0;
-    }
-    a->data = (const uint8_t *)PyBytes_AS_STRING(obj);
-    a->count = PyBytes_GET_SIZE(obj) / 24;
-    return 1;
-}
 
 /* ------------------------------------------------------------------ KeyMap methods */
 static PyObject *keymap_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
@@ -279,71 +94,95 @@ static void keymap_dealloc(KeyMap *m) {
     Py_TYPE(m)->tp_free((PyObject *)m);
 }
 
+/* Adds the keys of one batch's records to the map; 0 if they are malformed. */
+static int map_records(KeyMap *m, const uint8_t *body, const uint8_t *end, int64_t base) {
+    const uint8_t *p = body;
+    record r;
+    while (p < end) {
+        if (!next_record(&p, end, &r))
+            return 0;
+        if (r.key == NULL)
+            continue;
+        uint64_t h[2];
+        murmur3_128(r.key, (size_t)r.key_length, h);
+        entry *e = find(m, h);
+        if (e->stored == 0) {
+            if (m->size >= m->limit)     /* more records than the header said */
+                return 0;
+            e->h1 = h[0];
+            e->h2 = h[1];
+            m->size++;
+        }
+        e->stored = base + r.offset_delta + 1;
+    }
+    return 1;
+}
+
+/* The loops below run without the GIL (Py_BEGIN_ALLOW_THREADS around all the batches of a
+ * call: the cleaner's thread then never competes with the event loop for it batch by batch)
+ * and take it back only to call into Python: to decompress or compress a batch. */
+
 static PyObject *keymap_add_batches(KeyMap *m, PyObject *args) {
     Py_buffer view;
     PyObject *aborted_obj, *decompress;
-    if (!PyArg_ParseTuple(args, "y*OO", &view, &aborted_obj, &decompress))
+    long long from_offset;
+    if (!PyArg_ParseTuple(args, "y*OLO", &view, &aborted_obj, &from_offset, &decompress))
         return NULL;
     aborted_list aborted;
     PyObject *result = NULL;
-    if (!parse_aborted(aborted_obj, &aborted))
-        goto done;
+    if (!parse_aborted(aborted_obj, &aborted)) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
     const uint8_t *data = view.buf;
     size_t n = (size_t)view.len, stop = 0;
-    int full = 0, bad = 0;
+    int full = 0, failed = 0;
+    int64_t bad_offset = -1;
+    Py_BEGIN_ALLOW_THREADS
     FOR_EACH_BATCH(data, n, pos, size) {
         const uint8_t *batch = data + pos;
         stop = pos;
         uint16_t attributes = (uint16_t)((batch[21] << 8) | batch[22]);
-        if (batch[16] != 2 || (attributes & CONTROL_FLAG) || is_aborted(&aborted, batch)) {
+        int64_t last = get_i64be(batch) + (int32_t)get_u32be(batch + 23);
+        if (batch[16] != 2 || (attributes & CONTROL_FLAG) || last < from_offset ||
+                is_aborted(&aborted, batch)) {
             stop = pos + size;
             continue;
         }
-        size_t count = get_u32be(batch + 57);
-        if (m->size + count > m->limit) {
+        if (m->size + get_u32be(batch + 57) > m->limit) {
             full = 1;
+            if (m->size == 0)
+                bad_offset = get_i64be(batch);
             break;
         }
-        const uint8_t *body, *end;
-        PyObject *owner;
-        if (!batch_records(batch, size, decompress, &body, &end, &owner))
-            goto done;
-        int64_t base = get_i64be(batch);
-        Py_BEGIN_ALLOW_THREADS
-        const uint8_t *p = body;
-        record r;
-        while (p < end) {
-            if (!next_record(&p, end, &r)) {
-                bad = 1;
+        const uint8_t *body = batch + HEADER_SIZE, *end = batch + size;
+        PyObject *owner = NULL;
+        if (attributes & COMPRESSION_MASK) {
+            Py_BLOCK_THREADS
+            failed = !batch_records(batch, size, decompress, &body, &end, &owner);
+            Py_UNBLOCK_THREADS
+            if (failed)
                 break;
-            }
-            if (r.key == NULL)
-                continue;
-            uint64_t h[2];
-            murmur3_128(r.key, (size_t)r.key_length, h);
-            entry *e = find(m, h);
-            if (e->stored == 0) {
-                if (m->size >= m->limit) {   /* more records than the header said */
-                    bad = 1;
-                    break;
-                }
-                e->h1 = h[0];
-                e->h2 = h[1];
-                m->size++;
-            }
-            e->stored = base + r.offset_delta + 1;
         }
-        Py_END_ALLOW_THREADS
-        Py_XDECREF(owner);
-        if (bad) {
-            PyErr_Format(PyExc_ValueError, "malformed records in the batch at offset %lld",
-                         (long long)base);
-            goto done;
+        int ok = map_records(m, body, end, get_i64be(batch));
+        if (owner != NULL) {
+            Py_BLOCK_THREADS
+            Py_DECREF(owner);
+            Py_UNBLOCK_THREADS
+        }
+        if (!ok) {
+            bad_offset = get_i64be(batch);
+            break;
         }
         stop = pos + size;
     }
-    result = Py_BuildValue("nO", (Py_ssize_t)stop, full ? Py_True : Py_False);
-done:
+    Py_END_ALLOW_THREADS
+    if (bad_offset >= 0)
+        PyErr_Format(PyExc_ValueError, full ? "the offset map cannot hold the batch at offset "
+                     "%lld (log.cleaner.dedupe.buffer.size)" : "malformed records in the batch "
+                     "at offset %lld", (long long)bad_offset);
+    else if (!failed)
+        result = Py_BuildValue("nO", (Py_ssize_t)stop, full ? Py_True : Py_False);
     PyBuffer_Release(&view);
     return result;
 }
@@ -369,48 +208,65 @@ static int append(buffer *b, const void *src, size_t n) {
     return 1;
 }
 
-/* Appends one rebuilt batch: the original header, then `records` (compressed again with the
- * batch's codec), with its length, record count and CRC made anew. */
-static int rebuild(buffer *out, const uint8_t *batch, const buffer *records, int64_t kept,
-                   PyObject *compress, PyObject *crc) {
-    uint16_t attributes = (uint16_t)((batch[21] << 8) | batch[22]);
-    int codec = attributes & COMPRESSION_MASK;
-    PyObject *packed = NULL;
-    const uint8_t *body = records->data;
-    size_t body_size = records->size;
-    if (codec) {
-        packed = PyObject_CallFunction(compress, "iy#", codec, (const char *)records->data,
-                                       (Py_ssize_t)records->size);
-        if (packed == NULL)
-            return 0;
-        if (!PyBytes_Check(packed)) {
-            Py_DECREF(packed);
-            PyErr_SetString(PyExc_TypeError, "compress must return bytes");
-            return 0;
+/* Keeps the records of one batch body to keep in `kept_records`; -1 if malformed. */
+static int64_t retain_records(KeyMap *m, const uint8_t *body, const uint8_t *end, int64_t base,
+                              int drop_tombstones, buffer *kept_records, int64_t *seen,
+                              int64_t *tombstones) {
+    const uint8_t *p = body;
+    record r;
+    int64_t kept = 0;
+    while (p < end) {
+        if (!next_record(&p, end, &r))
+            return -1;
+        (*seen)++;
+        int keep = !(r.tombstone && drop_tombstones);
+        if (keep && r.key != NULL) {
+            uint64_t h[2];
+            murmur3_128(r.key, (size_t)r.key_length, h);
+            entry *e = find(m, h);
+            keep = e->stored == 0 || e->stored - 1 <= base + r.offset_delta;
         }
-        body = (const uint8_t *)PyBytes_AS_STRING(packed);
-        body_size = (size_t)PyBytes_GET_SIZE(packed);
+        if (keep) {
+            kept++;
+            *tombstones += r.tombstone;
+            if (!append(kept_records, r.start, (size_t)(r.end - r.start)))
+                return -2;
+        }
     }
+    return kept;
+}
+
+/* Appends one rebuilt batch: the original header, then `body` (the kept records, compressed
+ * again with the batch's codec by the caller), with its length and record count made anew;
+ * its CRC is set once the GIL is back (`rebuilt` keeps where the batch is). */
+static int rebuild(buffer *out, const uint8_t *batch, const uint8_t *body, size_t body_size,
+                   int64_t kept, buffer *rebuilt) {
     size_t at = out->size;
-    int ok = append(out, batch, HEADER_SIZE) && append(out, body, body_size);
-    Py_XDECREF(packed);
-    if (!ok) {
-        PyErr_NoMemory();
+    if (!append(out, batch, HEADER_SIZE) || !append(out, body, body_size) ||
+        !append(rebuilt, &at, sizeof at))
         return 0;
-    }
     uint8_t *h = out->data + at;
-    size_t length = HEADER_SIZE + body_size;
-    put_u32be(h + 8, (uint32_t)(length - LOG_OVERHEAD));
+    put_u32be(h + 8, (uint32_t)(HEADER_SIZE + body_size - LOG_OVERHEAD));
     put_u32be(h + 57, (uint32_t)kept);
-    PyObject *sum = PyObject_CallFunction(crc, "y#", (const char *)h + 21,
-                                          (Py_ssize_t)(length - 21));
-    if (sum == NULL)
-        return 0;
-    unsigned long value = PyLong_AsUnsignedLong(sum);
-    Py_DECREF(sum);
-    if (value == (unsigned long)-1 && PyErr_Occurred())
-        return 0;
-    put_u32be(out->data + at + 17, (uint32_t)value);
+    return 1;
+}
+
+static int set_crcs(buffer *out, const buffer *rebuilt, PyObject *crc) {
+    for (size_t i = 0; i < rebuilt->size / sizeof(size_t); i++) {
+        size_t at;
+        memcpy(&at, rebuilt->data + i * sizeof at, sizeof at);
+        uint8_t *h = out->data + at;
+        size_t length = get_u32be(h + 8) + LOG_OVERHEAD;
+        PyObject *sum = PyObject_CallFunction(crc, "y#", (const char *)h + 21,
+                                              (Py_ssize_t)(length - 21));
+        if (sum == NULL)
+            return 0;
+        unsigned long value = PyLong_AsUnsignedLong(sum);
+        Py_DECREF(sum);
+        if (value == (unsigned long)-1 && PyErr_Occurred())
+            return 0;
+        put_u32be(h + 17, (uint32_t)value);
+    }
     return 1;
 }
 
@@ -422,14 +278,17 @@ static PyObject *keymap_retain_batches(KeyMap *m, PyObject *args) {
                           &compress, &crc))
         return NULL;
     aborted_list aborted;
-    buffer out = {NULL, 0, 0}, kept_records = {NULL, 0, 0};
-    int64_t kept_total = 0, removed_total = 0, tombstones = 0;
+    if (!parse_aborted(aborted_obj, &aborted)) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    buffer out = {NULL, 0, 0}, kept_records = {NULL, 0, 0}, rebuilt = {NULL, 0, 0};
+    int64_t kept_total = 0, removed_total = 0, tombstones = 0, bad_offset = -1;
+    int failed = 0, nomem = 0;
     size_t consumed = 0;
-    PyObject *result = NULL;
-    if (!parse_aborted(aborted_obj, &aborted))
-        goto done;
     const uint8_t *data = view.buf;
     size_t n = (size_t)view.len;
+    Py_BEGIN_ALLOW_THREADS
     FOR_EACH_BATCH(data, n, pos, size) {
         const uint8_t *batch = data + pos;
         uint16_t attributes = (uint16_t)((batch[21] << 8) | batch[22]);
@@ -437,8 +296,8 @@ static PyObject *keymap_retain_batches(KeyMap *m, PyObject *args) {
         consumed = pos + size;
         if (batch[16] != 2 || (attributes & CONTROL_FLAG)) {
             if (!append(&out, batch, size)) {
-                PyErr_NoMemory();
-                goto done;
+                nomem = 1;
+                break;
             }
             continue;
         }
@@ -446,65 +305,89 @@ static PyObject *keymap_retain_batches(KeyMap *m, PyObject *args) {
             removed_total += count;
             continue;
         }
-        const uint8_t *body, *end;
-        PyObject *owner;
-        if (!batch_records(batch, size, decompress, &body, &end, &owner))
-            goto done;
-        int64_t base = get_i64be(batch), kept = 0, seen = 0;
-        int bad = 0, nomem = 0;
-        kept_records.size = 0;
-        Py_BEGIN_ALLOW_THREADS
-        const uint8_t *p = body;
-        record r;
-        while (p < end) {
-            if (!next_record(&p, end, &r)) {
-                bad = 1;
+        int codec = attributes & COMPRESSION_MASK;
+        const uint8_t *body = batch + HEADER_SIZE, *end = batch + size;
+        PyObject *owner = NULL;
+        if (codec) {
+            Py_BLOCK_THREADS
+            failed = !batch_records(batch, size, decompress, &body, &end, &owner);
+            Py_UNBLOCK_THREADS
+            if (failed)
                 break;
-            }
-            seen++;
-            int keep = !(r.tombstone && drop_tombstones);
-            if (keep && r.key != NULL) {
-                uint64_t h[2];
-                murmur3_128(r.key, (size_t)r.key_length, h);
-                entry *e = find(m, h);
-                keep = e->stored == 0 || e->stored - 1 <= base + r.offset_delta;
-            }
-            if (keep) {
-                kept++;
-                tombstones += r.tombstone;
-                if (!append(&kept_records, r.start, (size_t)(r.end - r.start))) {
-                    nomem = 1;
-                    break;
-                }
-            }
         }
-        Py_END_ALLOW_THREADS
-        Py_XDECREF(owner);
-        if (bad || nomem) {
-            if (nomem)
-                PyErr_NoMemory();
+        int64_t base = get_i64be(batch), seen = 0;
+        kept_records.size = 0;
+        int64_t kept = retain_records(m, body, end, base, drop_tombstones, &kept_records, &seen,
+                                      &tombstones);
+        if (owner != NULL) {
+            Py_BLOCK_THREADS
+            Py_DECREF(owner);
+            Py_UNBLOCK_THREADS
+        }
+        if (kept < 0) {
+            if (kept == -2)
+                nomem = 1;
             else
-                PyErr_Format(PyExc_ValueError, "malformed records in the batch at offset %lld",
-                             (long long)base);
-            goto done;
+                bad_offset = base;
+            break;
         }
         kept_total += kept;
         removed_total += seen - kept;
         if (kept == seen) {
             if (!append(&out, batch, size)) {
-                PyErr_NoMemory();
-                goto done;
+                nomem = 1;
+                break;
             }
-        } else if (kept > 0 && !rebuild(&out, batch, &kept_records, kept, compress, crc)) {
-            goto done;
+            continue;
+        }
+        if (kept == 0)
+            continue;
+        const uint8_t *packed = kept_records.data;
+        size_t packed_size = kept_records.size;
+        PyObject *compressed = NULL;
+        if (codec) {
+            Py_BLOCK_THREADS
+            compressed = PyObject_CallFunction(compress, "iy#", codec,
+                                               (const char *)kept_records.data,
+                                               (Py_ssize_t)kept_records.size);
+            if (compressed != NULL && !PyBytes_Check(compressed)) {
+                Py_CLEAR(compressed);
+                PyErr_SetString(PyExc_TypeError, "compress must return bytes");
+            }
+            Py_UNBLOCK_THREADS
+            if (compressed == NULL) {
+                failed = 1;
+                break;
+            }
+            packed = (const uint8_t *)PyBytes_AS_STRING(compressed);
+            packed_size = (size_t)PyBytes_GET_SIZE(compressed);
+        }
+        int ok = rebuild(&out, batch, packed, packed_size, kept, &rebuilt);
+        if (compressed != NULL) {
+            Py_BLOCK_THREADS
+            Py_DECREF(compressed);
+            Py_UNBLOCK_THREADS
+        }
+        if (!ok) {
+            nomem = 1;
+            break;
         }
     }
-    result = Py_BuildValue("y#LLnL", out.data ? (const char *)out.data : "", (Py_ssize_t)out.size,
-                           (long long)kept_total, (long long)removed_total,
-                           (Py_ssize_t)consumed, (long long)tombstones);
-done:
+    Py_END_ALLOW_THREADS
+    PyObject *result = NULL;
+    if (nomem)
+        PyErr_NoMemory();
+    else if (bad_offset >= 0)
+        PyErr_Format(PyExc_ValueError, "malformed records in the batch at offset %lld",
+                     (long long)bad_offset);
+    else if (!failed && set_crcs(&out, &rebuilt, crc))
+        result = Py_BuildValue("y#LLnL", out.data ? (const char *)out.data : "",
+                               (Py_ssize_t)out.size, (long long)kept_total,
+                               (long long)removed_total, (Py_ssize_t)consumed,
+                               (long long)tombstones);
     free(out.data);
     free(kept_records.data);
+    free(rebuilt.data);
     PyBuffer_Release(&view);
     return result;
 }
@@ -521,7 +404,7 @@ static PyObject *keymap_get_limit(KeyMap *m, void *closure) {
 
 static PyMethodDef keymap_methods[] = {
     {"add_batches", (PyCFunction)keymap_add_batches, METH_VARARGS,
-     "add_batches(data, aborted, decompress) -> (position, full)"},
+     "add_batches(data, aborted, from_offset, decompress) -> (position, full)"},
     {"retain_batches", (PyCFunction)keymap_retain_batches, METH_VARARGS,
      "retain_batches(data, aborted, drop_tombstones, decompress, compress, crc) -> "
      "(bytes, kept, removed, consumed, tombstones)"},

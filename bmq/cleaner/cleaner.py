@@ -9,7 +9,8 @@ oldest record waited ``max.compaction.lag.ms``, or when tombstones are due for r
 
 1. The offset map (``_keymap.KeyMap``, fixed memory) takes each key of the dirty part with its
    latest offset, segment by segment, until it is full: the pass then ends before the segment
-   that did not fit (the next pass goes on from there).
+   that did not fit, or, in the first dirty segment, at the batch that did not (the cleaned
+   segment stays dirty from there, ``Segment.dirty_from``); the next pass goes on from there.
 2. Every segment from the log start to the end of what was mapped is rewritten, in groups of
    adjacent segments that fit one segment: a record stays unless the map holds a later offset
    for its key, its batch belongs to an aborted transaction, or it is a tombstone of a segment
@@ -69,13 +70,14 @@ class CleanResult:
 
 
 class _MapFull(Exception):
-    pass
+    """The offset map is full; its argument is the offset of the first batch not mapped."""
 
 
 def map_slots(buffer_bytes: int) -> int:
-    """Slots of an offset map in ``buffer_bytes`` of memory (a power of two, at least 16)."""
+    """Slots of an offset map in ``buffer_bytes`` of memory (a power of two, at least 16; at
+    most 3/4 of them are filled)."""
     slots = 16
-    while slots * 2 * _ENTRY_BYTES <= buffer_bytes:
+    while slots * 2 * _ENTRY_BYTES <= buffer_bytes:   # the next power of two fits too
         slots *= 2
     return slots
 
@@ -122,14 +124,19 @@ class LogCleaner:
             return None
         result = CleanResult()
         aborted = _packed(cleanable.aborted)
-        keymap = KeyMap(self.slots)
-        end = self._map_dirty(log, segments, keymap, aborted, result)
+        # No more slots than the dirty part has offsets: a small log costs little memory.
+        dirty_offsets = sum(s.next_offset - s.base for s in segments if s.cleaned_ms < 0)
+        keymap = KeyMap(min(self.slots, map_slots(_ENTRY_BYTES * 4 * dirty_offsets)))
+        end, cut = self._map_dirty(log, segments, keymap, aborted)
         groups = self._groups(log, segments[:end])
         replacements: list[tuple[list[Segment], Segment]] = []
         try:
             for group in groups:
-                replacements.append((group, self._rewrite(log, group, keymap, aborted, now_ms,
-                                                          result)))
+                new = self._rewrite(log, group, keymap, aborted, now_ms, result)
+                if cut >= 0 and group[-1] is segments[end - 1]:
+                    # Partly mapped: still dirty from the cut on (the next pass maps the rest).
+                    new.cleaned_ms, new.dirty_from = -1, cut
+                replacements.append((group, new))
         except BaseException:
             log.discard_cleaned([new for _group, new in replacements])
             raise
@@ -140,24 +147,29 @@ class LogCleaner:
         return result
 
     @staticmethod
-    def _map_dirty(log: PartitionLog, segments: list[Segment], keymap: KeyMap, aborted: bytes,
-                   result: CleanResult) -> int:
-        """Map the dirty segments' keys; returns how many of ``segments`` this pass cleans."""
+    def _map_dirty(log: PartitionLog, segments: list[Segment], keymap: KeyMap, aborted: bytes
+                   ) -> tuple[int, int]:
+        """Map the dirty segments' keys: (how many of ``segments`` this pass cleans, the
+        offset where the map filled up in the last of them, or -1)."""
         first_dirty = next((i for i, s in enumerate(segments) if s.cleaned_ms < 0),
                            len(segments))
         for i in range(first_dirty, len(segments)):
-            def add(data: bytes) -> int:
-                taken, full = keymap.add_batches(data, aborted, decompress)
+            seg = segments[i]
+
+            def add(data: bytes, seg: Segment = seg) -> int:
+                taken, full = keymap.add_batches(data, aborted, seg.dirty_from, decompress)
                 if full:
-                    raise _MapFull
+                    raise _MapFull(int.from_bytes(data[taken:taken + 8], "big"))
                 return taken
             try:
-                log.each_chunk(segments[i], add)
-            except _MapFull:
-                # Kafka's rule: the pass ends before the segment that did not fit, unless it
-                # is the first dirty one (then its later duplicates wait for a later pass).
-                return i if i > first_dirty else i + 1
-        return len(segments)
+                log.each_chunk(seg, add)
+            except _MapFull as full:
+                # As Kafka: the pass ends where the map filled up. Within the first dirty
+                # segment that is mid-segment: the cleaned segment stays dirty from there.
+                if i > first_dirty:
+                    return i, -1
+                return i + 1, int(full.args[0])
+        return len(segments), -1
 
     @staticmethod
     def _groups(log: PartitionLog, segments: list[Segment]) -> list[list[Segment]]:

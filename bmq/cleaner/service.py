@@ -9,7 +9,10 @@ coordinators compact them with snapshots of their own.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
+import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -20,12 +23,22 @@ from bmq.storage.log import PartitionLog
 
 log = logging.getLogger(__name__)
 
+CLEANER_NICE = 10
+
+
+def _lower_priority() -> None:
+    """The cleaner's thread yields the CPU to the event loop and the writer (Linux: a thread
+    has a nice value of its own)."""
+    with contextlib.suppress(OSError, AttributeError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), CLEANER_NICE)
+
 
 class CleanerService:
     def __init__(self, backoff_ms: int, buffer_bytes: int) -> None:
         self.backoff_ms = backoff_ms
         self._cleaner = LogCleaner(buffer_bytes)
-        self._thread = ThreadPoolExecutor(1, thread_name_prefix="bmq-cleaner")
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="bmq-cleaner",
+                                          initializer=_lower_priority)
 
     async def run(self, logs: Callable[[], Iterable[PartitionLog]]) -> None:
         """Clean the due partitions of ``logs()`` every backoff, until cancelled."""

@@ -155,8 +155,8 @@ class Segment:
     """Metadata of one segment. Fields read by readers change only under the log's lock."""
 
     __slots__ = (
-        "appender", "base", "bytes_since_index", "cleaned_ms", "created_ms", "epoch",
-        "idx_pending",
+        "appender", "base", "bytes_since_index", "cleaned_ms", "created_ms", "dirty_from",
+        "epoch", "idx_pending",
         "idx_persisted", "idx_pos", "idx_rel", "index_epoch", "lock", "max_timestamp",
         "next_offset", "offset_of_max_timestamp", "origin_epoch", "reader", "readers", "retired",
         "seq", "size", "tidx_pending", "tidx_persisted", "tidx_rel", "tidx_ts", "tombstones",
@@ -173,9 +173,11 @@ class Segment:
         self.offset_of_max_timestamp = base
         self.created_ms = created_ms       # append time of the first batch (-1: empty)
         # Log cleaner (bmq.cleaner): when the records were first cleaned (-1: never, "dirty"),
+        # in a dirty segment the offset below which a pass already mapped its keys (-1: none),
         # tombstones still in the segment, and the leader epoch that wrote the records (a
         # cleaned segment's file is named after the cleaning owner's epoch; -1: ``epoch``).
         self.cleaned_ms = -1
+        self.dirty_from = -1
         self.tombstones = 0
         self.origin_epoch = -1
         # Indexes; None while not loaded (sealed segments load on first use).
@@ -290,6 +292,8 @@ class Segment:
             extra["tombstones"] = self.tombstones
         if self.origin_epoch >= 0:
             extra["origin_epoch"] = self.origin_epoch
+        if self.dirty_from >= 0:
+            extra["dirty_from"] = self.dirty_from
         return {
             "base_offset": self.base,
             "size": self.size,
@@ -317,5 +321,6 @@ class Segment:
         seg.cleaned_ms = int(meta.get("cleaned_ms", -1))
         seg.tombstones = int(meta.get("tombstones", 0))
         seg.origin_epoch = int(meta.get("origin_epoch", -1))
+        seg.dirty_from = int(meta.get("dirty_from", -1))
         seg.idx_rel = seg.idx_pos = seg.tidx_ts = seg.tidx_rel = None
         return seg

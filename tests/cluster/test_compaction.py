@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from confluent_kafka.admin import NewTopic
 
+from bmq.storage import PartitionLog, open_storage
 from tests.cluster.conftest import ClusterFactory, SharedStorage
 from tests.conftest import make_topic_name
 from tests.integration.compaction import COMPACTED, latest, offsets_grow, updates
@@ -51,3 +53,36 @@ def test_owner_cleans_on_s3_and_a_kill_9_loses_nothing(cluster_factory: ClusterF
                message="the new owner did not clean the log")
     messages = consume(cluster.bootstrap, topic)[0]
     assert messages[-1].offset == len(items) + len(more) - 1
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_a_million_updates_on_s3(cluster_factory: ClusterFactory, seaweedfs: SeaweedFS) -> None:
+    """Issue 19's scenario on S3: 1,000,000 updates over 10,000 keys, 1,000 of them deleted;
+    the log shrinks to about the live set and the tombstones go after delete.retention.ms."""
+    storage = SharedStorage(seaweedfs.url(f"c-{time.time_ns()}"), seaweedfs.storage_options())
+    cluster = cluster_factory(brokers=2, storage=storage,
+                              env={"BMQ_LOG_CLEANER_BACKOFF_MS": 500})
+    topic = make_topic_name("million-s3")
+    client = admin(cluster.bootstrap)
+    client.create_topics([NewTopic(topic, 1, 1, config={
+        **COMPACTED, "segment.bytes": str(1 << 20), "delete.retention.ms": "4000"})])[topic] \
+        .result(30)
+    cluster.wait_writable(topic)
+    items, expected = updates(1_000_000, keys=10_000, deleted=1000, fillers=12_000)
+    produce_all(cluster.bootstrap, topic, items, timeout=600, linger_ms=20)
+    live = {k: v for k, v in expected.items() if v is not None}
+
+    def compacted_without_tombstones() -> bool:
+        messages = consume(cluster.bootstrap, topic)[0]
+        assert offsets_grow(messages)
+        values, counts = latest(messages)
+        return max(counts.values()) == 1 and values == live
+    wait_until(compacted_without_tombstones, 600, interval=2,
+               message="not compacted to the live keys")
+    reader = PartitionLog.open_reader(open_storage(storage.url, storage.options), topic, 0)
+    try:
+        live_bytes = sum(len(k) + len(v) for k, v in live.items())
+        assert reader.size_bytes < 3 * live_bytes + (2 << 20)
+    finally:
+        reader.close()

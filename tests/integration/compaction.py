@@ -22,12 +22,13 @@ COMPACTED: dict[str, str] = {
 FILLER_KEY = b"filler"
 
 
-def updates(count: int, keys: int, deleted: int, seed: int = 7
+def updates(count: int, keys: int, deleted: int, seed: int = 7, fillers: int = 400
             ) -> tuple[list[dict[str, Any]], dict[bytes, bytes | None]]:
     """``count`` updates over ``keys`` keys, of which the last ``deleted`` end with a tombstone
-    (others get tombstones along the way too), then filler records of one key so that every
-    update is in a sealed segment (the active segment is never cleaned). Returns the produce
-    arguments and the last value of each key (None: deleted)."""
+    (others get tombstones along the way too), then ``fillers`` records of 100 bytes of one key,
+    more than a segment of the topic, so that every update is in a sealed segment (the active
+    segment is never cleaned). Returns the produce arguments and the last value of each key
+    (None: deleted)."""
     rng = random.Random(seed)
     items: list[dict[str, Any]] = []
     last: dict[bytes, bytes | None] = {}
@@ -40,7 +41,7 @@ def updates(count: int, keys: int, deleted: int, seed: int = 7
         key = b"key-%05d" % k
         items.append({"key": key, "value": None})
         last[key] = None
-    items += [{"key": FILLER_KEY, "value": b"f" * 100} for _ in range(400)]
+    items += [{"key": FILLER_KEY, "value": b"f" * 100} for _ in range(fillers)]
     return items, last
 
 

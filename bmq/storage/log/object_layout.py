@@ -294,7 +294,8 @@ class ObjectLayout(Layout):
     def sealed(self, log: LogCore) -> list[Segment]:
         """Objects never change, but the newest ones are what the append layout's active
         segment would hold: those less than ``segment.bytes`` from the end and younger than
-        ``segment.ms`` are left alone, as Kafka leaves its active segment."""
+        ``segment.ms`` are left alone, as Kafka leaves its active segment. An object the
+        cleaner wrote was sealed once already, and so is everything before it."""
         objects = log._segments[:-1]
         cfg = log.config
         now = clock_ms()
@@ -302,7 +303,8 @@ class ObjectLayout(Layout):
         start = len(objects)
         while start > 0:
             seg = objects[start - 1]
-            if size + seg.size >= cfg.segment_bytes or now - seg.created_ms >= cfg.segment_ms:
+            if size + seg.size >= cfg.segment_bytes or now - seg.created_ms >= cfg.segment_ms \
+                    or seg.cleaned_ms >= 0 or seg.dirty_from >= 0:
                 break
             size += seg.size
             start -= 1
@@ -348,7 +350,7 @@ class ObjectLayout(Layout):
 
     def _merge(self, log: PartitionLog, run: list[Segment]) -> int:
         data = b"".join(log.storage.read_range(log._path(seg.log_file), 0, seg.size)
-                        for seg in run)
+                        for seg in run if seg.size)   # (the cleaner may leave empty objects)
         with log._lock:
             seq = self._next_seq
             self._next_seq += 1

@@ -1,0 +1,39 @@
+"""A compacted topic read through `bmq proxy`: the proxy's view follows the owner's
+checkpoints, so once the broker's cleaner swapped its cleaned segments in, consumers of the
+proxy read the compacted log, never batches of the replaced segments from the proxy's cache."""
+
+from __future__ import annotations
+
+from confluent_kafka.admin import NewTopic
+
+from tests.cluster.conftest import ClusterFactory
+from tests.conftest import make_topic_name
+from tests.integration.compaction import COMPACTED, latest, offsets_grow, updates
+from tests.integration.helpers import admin, consume, produce_all, wait_until
+from tests.proxy.conftest import Proxies
+
+
+def test_proxy_consumers_read_the_compacted_log(cluster_factory: ClusterFactory,
+                                                proxies: Proxies) -> None:
+    cluster = cluster_factory(brokers=1, env={"BMQ_LOG_CLEANER_BACKOFF_MS": 200})
+    proxy = proxies(cluster)
+    topic = make_topic_name("compact-proxy")
+    client = admin(cluster.bootstrap)
+    client.create_topics([NewTopic(topic, 1, 1, config={
+        **COMPACTED, "min.compaction.lag.ms": "3000"})])[topic].result(30)
+    cluster.wait_writable(topic)
+    items, expected = updates(4000, keys=200, deleted=20, seed=9)
+    produce_all(cluster.bootstrap, topic, items, linger_ms=5, batch_size=8192)
+    # Read through the proxy before the cleaner may clean (min.compaction.lag.ms): the proxy
+    # caches the uncompacted batches.
+    before = consume(proxy.bootstrap, topic)[0]
+    assert len(before) == len(items)
+    live = {k: v for k, v in expected.items() if v is not None}
+
+    def compacted() -> bool:
+        messages = consume(proxy.bootstrap, topic)[0]
+        assert offsets_grow(messages)
+        values, counts = latest(messages)
+        assert {k: v for k, v in values.items() if v is not None} == live
+        return max(counts.values()) == 1
+    wait_until(compacted, 60, interval=0.5, message="the proxy kept serving replaced batches")
