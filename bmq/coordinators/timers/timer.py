@@ -434,8 +434,8 @@ class PartitionTimer:
 
     async def _save_state(self, claim: bool = False) -> None:
         state = self.state
-        cursor_due = state.due
-        done = [run for run in self._runs if run.exhausted and run.last_due < cursor_due]
+        cursor = (state.due, state.offset)
+        done = [run for run in self._runs if run.exhausted and run.last <= cursor]
         self._runs = [run for run in self._runs if run not in done]
         state.runs = [run.path for run in self._runs]
         state.txn_pending = {**self._txn_unspilled,
