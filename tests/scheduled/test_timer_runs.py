@@ -28,8 +28,8 @@ def test_runs_load_window_by_window(tmp_path: Path) -> None:
     storage = LocalStorage(str(tmp_path))
     rng = random.Random(3)
     entries = sorted((rng.randint(0, 100_000), offset) for offset in range(20_000))
-    write_run(storage, "timers/t/0/run.a", entries)
-    run = open_run(storage, "timers/t/0/run.a")
+    write_run(storage, "__bmq_timers/t/0/run.a", entries)
+    run = open_run(storage, "__bmq_timers/t/0/run.a")
     loaded = []
     for end in [*range(0, 100_001, 997), 100_001]:
         got = load_window(storage, run, end)
@@ -74,7 +74,7 @@ async def _scenario(tmp_path: Path) -> list[Record]:
     data = partition.log.read(0, 1 << 24)
     timer_log = timers.timer(partition).timer_log.log  # type: ignore[union-attr]
     assert timer_log.log_start_offset == timer_log.high_watermark == 200
-    assert not [name for name in storage.list("timers/t/0") if "run." in name]
+    assert not [name for name in storage.list("__bmq_timers/t/0") if "run." in name]
     await manager.close("t", 0)
     pool.shutdown()
     return list(iter_records(data))
