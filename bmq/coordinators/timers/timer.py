@@ -280,14 +280,12 @@ class PartitionTimer:
     async def _run(self) -> None:
         try:
             while True:
-                now = now_ms()
-                if self._memtable and (len(self._memtable) >= RUN_ENTRIES or
-                                       time.monotonic() - self._last_run >= RUN_INTERVAL_S):
-                    await self._write_run()
-                await self._advance(now)
-                await self._deliver(now_ms())
-                if self._dirty and time.monotonic() - self._last_save >= STATE_INTERVAL_S:
-                    await self._save_state()
+                try:
+                    await self._tick()
+                except OSError as error:    # storage trouble: the next tick tries again
+                    log.warning("timer of %s-%d: %s", self.topic, self.partition.index, error)
+                    await asyncio.sleep(1)
+                    continue
                 self._wake.clear()
                 delay = TICK_S
                 if self._heap:
@@ -299,6 +297,15 @@ class PartitionTimer:
             log.warning("timer of %s-%d stopped: %s", self.topic, self.partition.index, error)
         except Exception:
             log.exception("timer of %s-%d failed", self.topic, self.partition.index)
+
+    async def _tick(self) -> None:
+        if self._memtable and (len(self._memtable) >= RUN_ENTRIES or
+                               time.monotonic() - self._last_run >= RUN_INTERVAL_S):
+            await self._write_run()
+        await self._advance(now_ms())
+        await self._deliver(now_ms())
+        if self._dirty and time.monotonic() - self._last_save >= STATE_INTERVAL_S:
+            await self._save_state()
 
     async def _advance(self, now: int) -> None:
         """Load the index up to ``LOOKAHEAD_MS`` + ``WINDOW_MS`` ahead into the heap."""
@@ -313,10 +320,10 @@ class PartitionTimer:
                 self._loaded_until = target + WINDOW_MS     # nothing due meanwhile
                 return
             end = max(self._loaded_until, min(lows)) + WINDOW_MS
-            due_runs = [run for run in self._runs if run.next_due < end]
-            if due_runs:
+            for run in [run for run in self._runs if run.next_due < end]:
+                # One run at a time: a failed read leaves that run where it was.
                 loaded = await asyncio.get_running_loop().run_in_executor(
-                    self._executor, self._load_runs, due_runs, end)
+                    self._executor, load_window, self._storage, run, end)
                 cursor = (self.state.due, self.state.offset)
                 for due, offset in loaded:
                     if (due, offset) > cursor:
@@ -324,9 +331,6 @@ class PartitionTimer:
             while self._far and self._far[0][0] < end:
                 heapq.heappush(self._heap, heapq.heappop(self._far))
             self._loaded_until = end
-
-    def _load_runs(self, runs: list[Run], end: int) -> list[Entry]:
-        return [entry for run in runs for entry in load_window(self._storage, run, end)]
 
     async def _deliver(self, now: int) -> None:
         heap = self._heap
@@ -343,8 +347,13 @@ class PartitionTimer:
             if not taken:
                 continue
             if any(held is None for _, _, held in taken):
-                found = await asyncio.get_running_loop().run_in_executor(
-                    self._executor, self._read_held, [o for _, o, h in taken if h is None])
+                try:
+                    found = await asyncio.get_running_loop().run_in_executor(
+                        self._executor, self._read_held, [o for _, o, h in taken if h is None])
+                except OSError:
+                    for entry in taken:     # delivered at the next try
+                        heapq.heappush(heap, entry)
+                    raise
                 records = [held or found[offset] for _, offset, held in taken]
             else:
                 records = [held for _, _, held in taken if held is not None]
@@ -410,8 +419,9 @@ class PartitionTimer:
     # ------------------------------------------------------------------ runs and state
     async def _write_run(self) -> None:
         cursor = (self.state.due, self.state.offset)
-        entries = sorted(key for key in self._memtable if key > cursor)
-        indexed = len(self._memtable)
+        memtable, far, unheld, unspilled = (self._memtable, self._far, self._unheld_due,
+                                            self._txn_unspilled)
+        entries = sorted(key for key in memtable if key > cursor)
         spilled_through = self._indexed_end
         self._memtable = []
         self._txn_unspilled = {}
@@ -422,13 +432,21 @@ class PartitionTimer:
         self._unheld_due = _NEVER
         if entries:
             path = f"{self._dir}/run.{self._epoch:010d}.{time.time_ns():020d}"
-            run = await asyncio.get_running_loop().run_in_executor(
-                self._executor, write_run, self._storage, path, entries)
+            try:
+                run = await asyncio.get_running_loop().run_in_executor(
+                    self._executor, write_run, self._storage, path, entries)
+            except OSError:     # as it was, with what was indexed meanwhile: retried later
+                self._memtable = memtable + self._memtable
+                self._far = far + self._far
+                heapq.heapify(self._far)
+                self._unheld_due = min(unheld, self._unheld_due)
+                self._txn_unspilled = {**unspilled, **self._txn_unspilled}
+                raise
             run.position = bisect_left(entries, (self._loaded_until, -1))
             if not run.exhausted:
                 run.next_due = entries[run.position][0]
             self._runs.append(run)
-        self.state.accepted += indexed
+        self.state.accepted += len(memtable)
         self.state.spilled_through = spilled_through
         await self._save_state()
 
