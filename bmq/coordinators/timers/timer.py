@@ -18,7 +18,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import heapq
 import logging
@@ -62,6 +61,7 @@ RUN_ENTRIES = 100_000       # a run is written at this many new records ...
 RUN_INTERVAL_S = 10.0       # ... or this long after the last one
 STATE_INTERVAL_S = 1.0      # delivery progress is written at most this often
 TICK_S = 0.05               # the longest sleep when nothing is due sooner
+MIN_TICK_S = 0.004          # the shortest sleep between deliveries
 DELIVERY_RECORDS = 4000     # at most this many records per delivery batch
 _READ_BYTES = 1 << 20
 _NEVER = 2**63 - 1
@@ -97,7 +97,7 @@ class PartitionTimer:
         self._last_run = time.monotonic()
         self._last_save = 0.0
         self._dirty = False
-        self._wake = asyncio.Event()
+        self._waiter: asyncio.Future[None] | None = None   # the loop's sleep
         self._task: asyncio.Task[None] | None = None
         self._pending_gauge = metrics.SCHEDULED_PENDING.labels(self.topic)
         self._delivered_counter = metrics.SCHEDULED_DELIVERED.labels(self.topic)
@@ -271,7 +271,11 @@ class PartitionTimer:
         if self._task is not None:
             self._pending_gauge.inc(len(held))
             if wake:
-                self._wake.set()
+                self._wake_up()
+
+    def _wake_up(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
 
     def _update_gauge(self) -> None:
         self._pending_gauge.inc(self.pending)
@@ -286,13 +290,19 @@ class PartitionTimer:
                     log.warning("timer of %s-%d: %s", self.topic, self.partition.index, error)
                     await asyncio.sleep(1)
                     continue
-                self._wake.clear()
+                # Until the next record is due, at least MIN_TICK_S (deliveries of a few
+                # milliseconds go out together), or until a record due sooner arrives.
                 delay = TICK_S
                 if self._heap:
-                    delay = min(delay, max(0.0, (self._heap[0][0] - now_ms()) / 1000))
-                if delay > 0:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._wake.wait(), delay)
+                    delay = min(delay, max(MIN_TICK_S, (self._heap[0][0] - now_ms()) / 1000))
+                loop = asyncio.get_running_loop()
+                self._waiter = loop.create_future()
+                alarm = loop.call_later(delay, self._wake_up)
+                try:
+                    await self._waiter
+                finally:
+                    alarm.cancel()
+                    self._waiter = None
         except KafkaError as error:
             log.warning("timer of %s-%d stopped: %s", self.topic, self.partition.index, error)
         except Exception:
