@@ -87,6 +87,7 @@ def test_records_come_back_from_runs_and_survive_a_handover(
     monkeypatch.setattr(timer, "KEEP_MS", 0)
     monkeypatch.setattr(timer, "LOOKAHEAD_MS", 100)
     monkeypatch.setattr(timer, "WINDOW_MS", 100)
+    monkeypatch.setattr(timer, "STATE_INTERVAL_S", 0.2)
     records = asyncio.run(_scenario(tmp_path))
     # The reopened timer had records both delivered and pending, and runs to read them from.
     reopened = [r.args for r in caplog.records if "pending" in r.msg][-1]

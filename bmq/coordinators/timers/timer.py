@@ -59,7 +59,7 @@ KEEP_MS = 10_000            # records due this soon wait in memory with their fi
 HEAP_LIMIT = 500_000        # a window is not loaded while this many records wait in memory
 RUN_ENTRIES = 100_000       # a run is written at this many new records ...
 RUN_INTERVAL_S = 10.0       # ... or this long after the last one
-STATE_INTERVAL_S = 1.0      # delivery progress is written at most this often
+STATE_INTERVAL_S = 5.0      # delivery progress is written at most this often
 TICK_S = 0.05               # the longest sleep when nothing is due sooner
 MIN_TICK_S = 0.004          # the shortest sleep between deliveries
 DELIVERY_RECORDS = 4000     # at most this many records per delivery batch
@@ -458,9 +458,11 @@ class PartitionTimer:
             self._runs.append(run)
         self.state.accepted += len(memtable)
         self.state.spilled_through = spilled_through
-        await self._save_state()
+        await self._save_state(truncate=True)
 
-    async def _save_state(self, claim: bool = False) -> None:
+    async def _save_state(self, claim: bool = False, truncate: bool = False) -> None:
+        """Write the state; with ``truncate`` (after a run) or when runs were delivered, also
+        move the timer log's start past what no run or replay needs."""
         state = self.state
         cursor = (state.due, state.offset)
         done = [run for run in self._runs if run.exhausted and run.last <= cursor]
@@ -474,7 +476,8 @@ class PartitionTimer:
         self._last_save = time.monotonic()
         low = min([state.replay_from, *(run.min_offset for run in self._runs)])
         await asyncio.get_running_loop().run_in_executor(
-            self._executor, self._persist, state, [run.path for run in done], low, claim)
+            self._executor, self._persist, state, [run.path for run in done],
+            low if truncate or done else -1, claim)
 
     def _persist(self, state: TimerState, dropped: list[str], low: int, claim: bool) -> None:
         if fenced(self._storage, self._dir, self._epoch):
@@ -485,6 +488,6 @@ class PartitionTimer:
         for path in dropped:
             self._storage.delete(path)
         timer_log = self.timer_log.log
-        if timer_log.log_start_offset < low <= timer_log.high_watermark:
+        if timer_log.log_start_offset < low <= timer_log.high_watermark:     # -1: not now
             timer_log.delete_records(low)
             timer_log.checkpoint()
