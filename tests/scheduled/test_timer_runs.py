@@ -28,7 +28,7 @@ def test_runs_load_window_by_window(tmp_path: Path) -> None:
     storage = LocalStorage(str(tmp_path))
     rng = random.Random(3)
     entries = sorted((rng.randint(0, 100_000), offset) for offset in range(20_000))
-    write_run(storage, "__bmq_timers/t/0/run.a", entries)
+    write_run(storage, "__bmq_timers/t/0/run.a", entries, (-1, -1), 0)
     run = open_run(storage, "__bmq_timers/t/0/run.a")
     loaded = []
     for end in [*range(0, 100_001, 997), 100_001]:

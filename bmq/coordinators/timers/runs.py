@@ -12,6 +12,7 @@ timer log offset, the sparse index (one int64 per block), then the entries, 16 b
 
 from __future__ import annotations
 
+import itertools
 import struct
 from bisect import bisect_left
 from dataclasses import dataclass, field
@@ -51,16 +52,24 @@ class Run:
         self.next_due = self.block_dues[block] if self.block_dues else 0
 
 
-def write_run(storage: Storage, path: str, entries: list[Entry]) -> Run:
-    """Write ``entries`` (sorted) as a run."""
+def write_run(storage: Storage, path: str, keys: list[Entry], after: Entry,
+              load_from: int) -> Run | None:
+    """Write the entries of ``keys`` past ``after`` (what is not delivered yet), sorted, as a
+    run whose loading starts at the first entry due at ``load_from`` or later; None if there
+    is nothing to write. Runs on a worker thread: the sort and the packing stay off the loop."""
+    entries = sorted(key for key in keys if key > after)
+    if not entries:
+        return None
     blocks = [entries[i][0] for i in range(0, len(entries), BLOCK)]
     min_offset = min(e[1] for e in entries)
     body = bytearray(_HEAD.pack(MAGIC, len(entries), *entries[-1], min_offset))
     body += struct.pack(f">{len(blocks)}q", *blocks)
-    body += b"".join(_ENTRY.pack(*e) for e in entries)
+    body += struct.pack(f">{2 * len(entries)}q", *itertools.chain.from_iterable(entries))
     storage.makedirs(path.rsplit("/", 1)[0])
     storage.write_atomic(path, body)
-    return Run(path, len(entries), entries[-1], min_offset, blocks, 0, entries[0][0])
+    position = bisect_left(entries, (load_from, -1))
+    next_due = entries[position][0] if position < len(entries) else 0
+    return Run(path, len(entries), entries[-1], min_offset, blocks, position, next_due)
 
 
 def open_run(storage: Storage, path: str) -> Run:

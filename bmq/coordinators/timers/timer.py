@@ -22,7 +22,6 @@ import functools
 import heapq
 import logging
 import time
-from bisect import bisect_left
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 
@@ -431,7 +430,6 @@ class PartitionTimer:
         cursor = (self.state.due, self.state.offset)
         memtable, far, unheld, unspilled = (self._memtable, self._far, self._unheld_due,
                                             self._txn_unspilled)
-        entries = sorted(key for key in memtable if key > cursor)
         spilled_through = self._indexed_end
         self._memtable = []
         self._txn_unspilled = {}
@@ -440,11 +438,12 @@ class PartitionTimer:
         # from the timer log) as its window comes.
         self._far = []
         self._unheld_due = _NEVER
-        if entries:
+        if memtable:
             path = f"{self._dir}/run.{self._epoch:010d}.{time.time_ns():020d}"
             try:
                 run = await asyncio.get_running_loop().run_in_executor(
-                    self._executor, write_run, self._storage, path, entries)
+                    self._executor, write_run, self._storage, path, memtable, cursor,
+                    self._loaded_until)
             except OSError:     # as it was, with what was indexed meanwhile: retried later
                 self._memtable = memtable + self._memtable
                 self._far = far + self._far
@@ -452,10 +451,8 @@ class PartitionTimer:
                 self._unheld_due = min(unheld, self._unheld_due)
                 self._txn_unspilled = {**unspilled, **self._txn_unspilled}
                 raise
-            run.position = bisect_left(entries, (self._loaded_until, -1))
-            if not run.exhausted:
-                run.next_due = entries[run.position][0]
-            self._runs.append(run)
+            if run is not None:
+                self._runs.append(run)
         self.state.accepted += len(memtable)
         self.state.spilled_through = spilled_through
         await self._save_state(truncate=True)
