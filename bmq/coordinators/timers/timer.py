@@ -84,7 +84,8 @@ class PartitionTimer:
         self._memtable: list[Entry] = []        # indexed since the last run
         self._indexed_end = 0                   # past the newest non-transactional record
         self._heap: list[tuple[int, int, Held | None]] = []   # due before _loaded_until
-        self._far: list[tuple[int, int, Held]] = []           # later, not in a run yet
+        self._far: list[tuple[int, int, Held]] = []           # due within KEEP_MS
+        self._far_offsets: set[int] = set()     # theirs: a run's copy of them is skipped
         self._unheld_due = _NEVER       # the soonest memtable record in neither heap
         self._loaded_until = 0
         self._txn_open: dict[int, list[Held]] = {}
@@ -264,6 +265,7 @@ class PartitionTimer:
                 wake = wake or self._heap[0][1] == record.offset
             elif record.due < keep_until:
                 heapq.heappush(self._far, (record.due, record.offset, record))
+                self._far_offsets.add(record.offset)
             else:   # waits in the memtable (due time and offset only) for the next run
                 self._unheld_due = min(self._unheld_due, record.due)
         self.accepted += len(held)
@@ -335,10 +337,12 @@ class PartitionTimer:
                     self._executor, load_window, self._storage, run, end)
                 cursor = (self.state.due, self.state.offset)
                 for due, offset in loaded:
-                    if (due, offset) > cursor:
+                    if (due, offset) > cursor and offset not in self._far_offsets:
                         heapq.heappush(self._heap, (due, offset, None))
             while self._far and self._far[0][0] < end:
-                heapq.heappush(self._heap, heapq.heappop(self._far))
+                entry = heapq.heappop(self._far)
+                self._far_offsets.discard(entry[1])
+                heapq.heappush(self._heap, entry)
             self._loaded_until = end
 
     async def _deliver(self, now: int) -> None:
@@ -428,15 +432,14 @@ class PartitionTimer:
     # ------------------------------------------------------------------ runs and state
     async def _write_run(self) -> None:
         cursor = (self.state.due, self.state.offset)
-        memtable, far, unheld, unspilled = (self._memtable, self._far, self._unheld_due,
-                                            self._txn_unspilled)
+        memtable, unheld, unspilled = self._memtable, self._unheld_due, self._txn_unspilled
         spilled_through = self._indexed_end
         self._memtable = []
         self._txn_unspilled = {}
         self._last_run = time.monotonic()
-        # Everything not yet in the heap is in the run now: read back from it (the fields
-        # from the timer log) as its window comes.
-        self._far = []
+        # Records not in memory are in the run now: read back from it (the fields from the
+        # timer log) as their window comes. Those in memory stay there (the run's copy of
+        # them is skipped), with their fields.
         self._unheld_due = _NEVER
         if memtable:
             path = f"{self._dir}/run.{self._epoch:010d}.{time.time_ns():020d}"
@@ -446,8 +449,6 @@ class PartitionTimer:
                     self._loaded_until)
             except OSError:     # as it was, with what was indexed meanwhile: retried later
                 self._memtable = memtable + self._memtable
-                self._far = far + self._far
-                heapq.heapify(self._far)
                 self._unheld_due = min(unheld, self._unheld_due)
                 self._txn_unspilled = {**unspilled, **self._txn_unspilled}
                 raise
