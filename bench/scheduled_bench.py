@@ -10,7 +10,8 @@ ticks by one confluent-kafka producer (acks=all). A consumer tails the topic (fe
 10: the broker answers a long poll as soon as new data is durable) and notes when each record
 arrives; lateness is that time minus the record's due time (its ``bmq.scheduled.at`` plus its
 delay), so it includes the fetch, an upper bound of the broker's own (the broker's histogram
-``bmq_scheduled_lateness_seconds`` times until delivery is durable). ``--pending N`` first
+``bmq_scheduled_lateness_seconds`` times until delivery is durable; ``--metrics URL``, the
+broker's metrics endpoint, prints its shares too). ``--pending N`` first
 schedules N records 1 hour ahead (held in the timer logs' runs on storage meanwhile) and prints
 the broker's RSS before and after them. Without ``--bootstrap`` it spawns a throw-away
 ``bmq serve``.
@@ -20,8 +21,10 @@ from __future__ import annotations
 
 import argparse
 import random
+import re
 import threading
 import time
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -74,7 +77,19 @@ def rss_mib(pid: int) -> float:
     return 0.0
 
 
-def measure(bootstrap: str, rate: int, duration: float, pending: int, pid: int) -> None:
+def broker_lateness(url: str) -> str:
+    """The share of deliveries within each bucket of the broker's lateness histogram."""
+    text = urllib.request.urlopen(url, timeout=10).read().decode()
+    buckets = {float(m.group(1)): float(m.group(2)) for m in re.finditer(
+        r'bmq_scheduled_lateness_seconds_bucket\{le="([0-9.]+)"\} ([0-9.e+]+)', text)}
+    total = float(re.search(r"bmq_scheduled_lateness_seconds_count ([0-9.e+]+)", text)
+                  .group(1))  # type: ignore[union-attr]
+    return ", ".join(f"{count / total:.1%} <= {le * 1000:g} ms"
+                     for le, count in sorted(buckets.items()) if le <= 1.0)
+
+
+def measure(bootstrap: str, rate: int, duration: float, pending: int, pid: int,
+            metrics_url: str | None = None) -> None:
     topic = f"scheduled-bench-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, PARTITIONS, 1, config={
@@ -127,6 +142,9 @@ def measure(bootstrap: str, rate: int, duration: float, pending: int, pid: int) 
     print(f"{total} records at {total / produced_s:.0f}/s (delays 1-3 s), {len(late)} "
           f"delivered: lateness p50 {percentile(late, 0.5)} ms, p99 {percentile(late, 0.99)} "
           f"ms, max {late[-1]} ms, min {late[0]} ms")
+    if metrics_url:
+        print(f"broker (due to durable, all records since it started): "
+              f"{broker_lateness(metrics_url)}")
     if pid:
         print(f"broker RSS at the end: {rss_mib(pid):.0f} MiB")
 
@@ -137,9 +155,11 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=20)
     parser.add_argument("--pending", type=int, default=0)
     parser.add_argument("--bootstrap", default=None)
+    parser.add_argument("--metrics", default=None,
+                        help="the broker's metrics URL, e.g. http://127.0.0.1:9100/metrics")
     args = parser.parse_args()
     if args.bootstrap:
-        measure(args.bootstrap, args.rate, args.duration, args.pending, 0)
+        measure(args.bootstrap, args.rate, args.duration, args.pending, 0, args.metrics)
     else:
         with LocalServer() as server:
             measure(server.bootstrap, args.rate, args.duration, args.pending, server.pid)

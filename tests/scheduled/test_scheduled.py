@@ -10,6 +10,7 @@ import json
 import random
 import subprocess
 import time
+import urllib.request
 from typing import Any
 
 import pytest
@@ -23,7 +24,7 @@ from confluent_kafka.admin import (
 )
 from kafka import KafkaProducer
 
-from tests.conftest import BrokerProcess, bmq_command
+from tests.conftest import BrokerFactory, BrokerProcess, bmq_command, free_port
 from tests.integration.helpers import create_topic, topic_configs, watermarks
 from tests.scheduled.helpers import (
     DELAY,
@@ -169,7 +170,10 @@ def test_transactions_deliver_only_what_they_commit(broker: BrokerProcess,
     assert all(r.seen_ms >= due_of(r) for r in arrived if r.header(DELAY))
 
 
-def test_kcat_and_the_bmq_command_as_in_the_readme(broker: BrokerProcess, topic: str) -> None:
+def test_kcat_and_the_bmq_command_as_in_the_readme(broker_factory: BrokerFactory,
+                                                    topic: str) -> None:
+    metrics_port = free_port()
+    broker = broker_factory(extra_args=["--metrics-port", str(metrics_port)])
     bmq = [*bmq_command(), "topic"]
     created = subprocess.run([*bmq, "create", topic, "-p", "1", "-b", broker.bootstrap,
                               "--config", "bmq.delay.enable=true"], capture_output=True,
@@ -187,6 +191,11 @@ def test_kcat_and_the_bmq_command_as_in_the_readme(broker: BrokerProcess, topic:
     value, headers = read.stdout.strip().split("|")
     assert value == "call back" and f"{DELAY}=1000" in headers and SCHEDULED_AT in headers
     assert arrived - sent >= 1000
+    scraped = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics",
+                                     timeout=10).read().decode()
+    assert f'bmq_scheduled_delivered_total{{topic="{topic}"}} 1.0' in scraped
+    assert f'bmq_scheduled_pending{{topic="{topic}"}} 0.0' in scraped
+    assert "bmq_scheduled_lateness_seconds_count 1.0" in scraped
 
 
 def test_idempotent_producer_mixes_plain_and_scheduled_after_alter(broker: BrokerProcess,

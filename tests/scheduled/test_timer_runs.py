@@ -28,8 +28,8 @@ def test_runs_load_window_by_window(tmp_path: Path) -> None:
     storage = LocalStorage(str(tmp_path))
     rng = random.Random(3)
     entries = sorted((rng.randint(0, 100_000), offset) for offset in range(20_000))
-    write_run(storage, "timers/t/0/run.a", entries)
-    run = open_run(storage, "timers/t/0/run.a")
+    write_run(storage, "__bmq_timers/t/0/run.a", entries, (-1, -1), 0)
+    run = open_run(storage, "__bmq_timers/t/0/run.a")
     loaded = []
     for end in [*range(0, 100_001, 997), 100_001]:
         got = load_window(storage, run, end)
@@ -70,8 +70,11 @@ async def _scenario(tmp_path: Path) -> list[Record]:
     deadline = time.monotonic() + 10
     while partition.log.high_watermark < 200 and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
-    await asyncio.sleep(0.3)
+    await asyncio.sleep(1.5)           # the next progress write drops what was delivered
     data = partition.log.read(0, 1 << 24)
+    timer_log = timers.timer(partition).timer_log.log  # type: ignore[union-attr]
+    assert timer_log.log_start_offset == timer_log.high_watermark == 200
+    assert not [name for name in storage.list("__bmq_timers/t/0") if "run." in name]
     await manager.close("t", 0)
     pool.shutdown()
     return list(iter_records(data))
@@ -84,6 +87,7 @@ def test_records_come_back_from_runs_and_survive_a_handover(
     monkeypatch.setattr(timer, "KEEP_MS", 0)
     monkeypatch.setattr(timer, "LOOKAHEAD_MS", 100)
     monkeypatch.setattr(timer, "WINDOW_MS", 100)
+    monkeypatch.setattr(timer, "STATE_INTERVAL_S", 0.2)
     records = asyncio.run(_scenario(tmp_path))
     # The reopened timer had records both delivered and pending, and runs to read them from.
     reopened = [r.args for r in caplog.records if "pending" in r.msg][-1]

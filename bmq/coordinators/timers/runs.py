@@ -5,12 +5,14 @@ immutable object (a file, or an S3 object): a run. A run is read forward as time
 window at a time, so memory holds only each run's read position and a sparse index (the due
 time of every ``BLOCK``-th entry), never its entries: pending records cost storage, not memory.
 
-File layout (big-endian): magic, entry count, last due, smallest timer log offset, the sparse
-index (one int64 per block), then the entries, 16 bytes each (due, offset), sorted.
+File layout (big-endian): magic, entry count, the last entry (due, offset), the smallest
+timer log offset, the sparse index (one int64 per block), then the entries, 16 bytes each
+(due, offset), sorted.
 """
 
 from __future__ import annotations
 
+import itertools
 import struct
 from bisect import bisect_left
 from dataclasses import dataclass, field
@@ -19,7 +21,7 @@ from bmq.storage import Storage
 
 BLOCK = 4096
 MAGIC = b"BMQTRUN1"
-_HEAD = struct.Struct(">8sqqq")
+_HEAD = struct.Struct(">8sqqqq")
 _ENTRY = struct.Struct(">qq")
 Entry = tuple[int, int]          # (due ms, timer log offset)
 
@@ -28,7 +30,7 @@ Entry = tuple[int, int]          # (due ms, timer log offset)
 class Run:
     path: str
     count: int
-    last_due: int
+    last: Entry
     min_offset: int
     block_dues: list[int]
     # The next entry to load into the timer's window (those before it are loaded or delivered),
@@ -50,26 +52,36 @@ class Run:
         self.next_due = self.block_dues[block] if self.block_dues else 0
 
 
-def write_run(storage: Storage, path: str, entries: list[Entry]) -> Run:
-    """Write ``entries`` (sorted) as a run."""
+def write_run(storage: Storage, path: str, keys: list[Entry], after: Entry,
+              load_from: int) -> Run | None:
+    """Write the entries of ``keys`` past ``after`` (what is not delivered yet), sorted, as a
+    run whose loading starts at the first entry due at ``load_from`` or later; None if there
+    is nothing to write. Runs on a worker thread: the sort and the packing stay off the loop."""
+    entries = sorted(key for key in keys if key > after)
+    if not entries:
+        return None
     blocks = [entries[i][0] for i in range(0, len(entries), BLOCK)]
     min_offset = min(e[1] for e in entries)
-    body = bytearray(_HEAD.pack(MAGIC, len(entries), entries[-1][0], min_offset))
+    body = bytearray(_HEAD.pack(MAGIC, len(entries), *entries[-1], min_offset))
     body += struct.pack(f">{len(blocks)}q", *blocks)
-    body += b"".join(_ENTRY.pack(*e) for e in entries)
+    body += struct.pack(f">{2 * len(entries)}q", *itertools.chain.from_iterable(entries))
     storage.makedirs(path.rsplit("/", 1)[0])
     storage.write_atomic(path, body)
-    return Run(path, len(entries), entries[-1][0], min_offset, blocks, 0, entries[0][0])
+    position = bisect_left(entries, (load_from, -1))
+    next_due = entries[position][0] if position < len(entries) else 0
+    return Run(path, len(entries), entries[-1], min_offset, blocks, position, next_due)
 
 
 def open_run(storage: Storage, path: str) -> Run:
-    magic, count, last_due, min_offset = _HEAD.unpack(storage.read_range(path, 0, _HEAD.size))
+    magic, count, last_due, last_offset, min_offset = _HEAD.unpack(
+        storage.read_range(path, 0, _HEAD.size))
     if magic != MAGIC:
         raise ValueError(f"{path} is not a timer run")
     blocks = (count + BLOCK - 1) // BLOCK
     raw = storage.read_range(path, _HEAD.size, 8 * blocks)
     dues = list(struct.unpack(f">{blocks}q", raw))
-    return Run(path, count, last_due, min_offset, dues, 0, dues[0] if dues else 0)
+    return Run(path, count, (last_due, last_offset), min_offset, dues, 0,
+               dues[0] if dues else 0)
 
 
 def load_window(storage: Storage, run: Run, end: int) -> list[Entry]:

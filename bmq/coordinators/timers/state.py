@@ -31,7 +31,8 @@ def timer_log_name(topic: str) -> str:
 
 
 def index_dir(topic: str, index: int) -> str:
-    return f"timers/{topic}/{index}"
+    """Where a timer's runs and state live: under the reserved name, apart from any log."""
+    return f"{TIMER_LOG_PREFIX}/{topic}/{index}"
 
 
 @dataclass(slots=True)

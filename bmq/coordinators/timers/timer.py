@@ -18,12 +18,10 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import heapq
 import logging
 import time
-from bisect import bisect_left
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 
@@ -60,8 +58,9 @@ KEEP_MS = 10_000            # records due this soon wait in memory with their fi
 HEAP_LIMIT = 500_000        # a window is not loaded while this many records wait in memory
 RUN_ENTRIES = 100_000       # a run is written at this many new records ...
 RUN_INTERVAL_S = 10.0       # ... or this long after the last one
-STATE_INTERVAL_S = 1.0      # delivery progress is written at most this often
+STATE_INTERVAL_S = 5.0      # delivery progress is written at most this often
 TICK_S = 0.05               # the longest sleep when nothing is due sooner
+MIN_TICK_S = 0.004          # the shortest sleep between deliveries
 DELIVERY_RECORDS = 4000     # at most this many records per delivery batch
 _READ_BYTES = 1 << 20
 _NEVER = 2**63 - 1
@@ -85,7 +84,8 @@ class PartitionTimer:
         self._memtable: list[Entry] = []        # indexed since the last run
         self._indexed_end = 0                   # past the newest non-transactional record
         self._heap: list[tuple[int, int, Held | None]] = []   # due before _loaded_until
-        self._far: list[tuple[int, int, Held]] = []           # later, not in a run yet
+        self._far: list[tuple[int, int, Held]] = []           # due within KEEP_MS
+        self._far_offsets: set[int] = set()     # theirs: a run's copy of them is skipped
         self._unheld_due = _NEVER       # the soonest memtable record in neither heap
         self._loaded_until = 0
         self._txn_open: dict[int, list[Held]] = {}
@@ -97,7 +97,7 @@ class PartitionTimer:
         self._last_run = time.monotonic()
         self._last_save = 0.0
         self._dirty = False
-        self._wake = asyncio.Event()
+        self._waiter: asyncio.Future[None] | None = None   # the loop's sleep
         self._task: asyncio.Task[None] | None = None
         self._pending_gauge = metrics.SCHEDULED_PENDING.labels(self.topic)
         self._delivered_counter = metrics.SCHEDULED_DELIVERED.labels(self.topic)
@@ -265,13 +265,18 @@ class PartitionTimer:
                 wake = wake or self._heap[0][1] == record.offset
             elif record.due < keep_until:
                 heapq.heappush(self._far, (record.due, record.offset, record))
+                self._far_offsets.add(record.offset)
             else:   # waits in the memtable (due time and offset only) for the next run
                 self._unheld_due = min(self._unheld_due, record.due)
         self.accepted += len(held)
         if self._task is not None:
             self._pending_gauge.inc(len(held))
             if wake:
-                self._wake.set()
+                self._wake_up()
+
+    def _wake_up(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
 
     def _update_gauge(self) -> None:
         self._pending_gauge.inc(self.pending)
@@ -280,25 +285,38 @@ class PartitionTimer:
     async def _run(self) -> None:
         try:
             while True:
-                now = now_ms()
-                if self._memtable and (len(self._memtable) >= RUN_ENTRIES or
-                                       time.monotonic() - self._last_run >= RUN_INTERVAL_S):
-                    await self._write_run()
-                await self._advance(now)
-                await self._deliver(now_ms())
-                if self._dirty and time.monotonic() - self._last_save >= STATE_INTERVAL_S:
-                    await self._save_state()
-                self._wake.clear()
+                try:
+                    await self._tick()
+                except OSError as error:    # storage trouble: the next tick tries again
+                    log.warning("timer of %s-%d: %s", self.topic, self.partition.index, error)
+                    await asyncio.sleep(1)
+                    continue
+                # Until the next record is due, at least MIN_TICK_S (deliveries of a few
+                # milliseconds go out together), or until a record due sooner arrives.
                 delay = TICK_S
                 if self._heap:
-                    delay = min(delay, max(0.0, (self._heap[0][0] - now_ms()) / 1000))
-                if delay > 0:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._wake.wait(), delay)
+                    delay = min(delay, max(MIN_TICK_S, (self._heap[0][0] - now_ms()) / 1000))
+                loop = asyncio.get_running_loop()
+                self._waiter = loop.create_future()
+                alarm = loop.call_later(delay, self._wake_up)
+                try:
+                    await self._waiter
+                finally:
+                    alarm.cancel()
+                    self._waiter = None
         except KafkaError as error:
             log.warning("timer of %s-%d stopped: %s", self.topic, self.partition.index, error)
         except Exception:
             log.exception("timer of %s-%d failed", self.topic, self.partition.index)
+
+    async def _tick(self) -> None:
+        if self._memtable and (len(self._memtable) >= RUN_ENTRIES or
+                               time.monotonic() - self._last_run >= RUN_INTERVAL_S):
+            await self._write_run()
+        await self._advance(now_ms())
+        await self._deliver(now_ms())
+        if self._dirty and time.monotonic() - self._last_save >= STATE_INTERVAL_S:
+            await self._save_state()
 
     async def _advance(self, now: int) -> None:
         """Load the index up to ``LOOKAHEAD_MS`` + ``WINDOW_MS`` ahead into the heap."""
@@ -313,20 +331,19 @@ class PartitionTimer:
                 self._loaded_until = target + WINDOW_MS     # nothing due meanwhile
                 return
             end = max(self._loaded_until, min(lows)) + WINDOW_MS
-            due_runs = [run for run in self._runs if run.next_due < end]
-            if due_runs:
+            for run in [run for run in self._runs if run.next_due < end]:
+                # One run at a time: a failed read leaves that run where it was.
                 loaded = await asyncio.get_running_loop().run_in_executor(
-                    self._executor, self._load_runs, due_runs, end)
+                    self._executor, load_window, self._storage, run, end)
                 cursor = (self.state.due, self.state.offset)
                 for due, offset in loaded:
-                    if (due, offset) > cursor:
+                    if (due, offset) > cursor and offset not in self._far_offsets:
                         heapq.heappush(self._heap, (due, offset, None))
             while self._far and self._far[0][0] < end:
-                heapq.heappush(self._heap, heapq.heappop(self._far))
+                entry = heapq.heappop(self._far)
+                self._far_offsets.discard(entry[1])
+                heapq.heappush(self._heap, entry)
             self._loaded_until = end
-
-    def _load_runs(self, runs: list[Run], end: int) -> list[Entry]:
-        return [entry for run in runs for entry in load_window(self._storage, run, end)]
 
     async def _deliver(self, now: int) -> None:
         heap = self._heap
@@ -343,8 +360,13 @@ class PartitionTimer:
             if not taken:
                 continue
             if any(held is None for _, _, held in taken):
-                found = await asyncio.get_running_loop().run_in_executor(
-                    self._executor, self._read_held, [o for _, o, h in taken if h is None])
+                try:
+                    found = await asyncio.get_running_loop().run_in_executor(
+                        self._executor, self._read_held, [o for _, o, h in taken if h is None])
+                except OSError:
+                    for entry in taken:     # delivered at the next try
+                        heapq.heappush(heap, entry)
+                    raise
                 records = [held or found[offset] for _, offset, held in taken]
             else:
                 records = [held for _, _, held in taken if held is not None]
@@ -410,32 +432,38 @@ class PartitionTimer:
     # ------------------------------------------------------------------ runs and state
     async def _write_run(self) -> None:
         cursor = (self.state.due, self.state.offset)
-        entries = sorted(key for key in self._memtable if key > cursor)
-        indexed = len(self._memtable)
+        memtable, unheld, unspilled = self._memtable, self._unheld_due, self._txn_unspilled
         spilled_through = self._indexed_end
         self._memtable = []
         self._txn_unspilled = {}
         self._last_run = time.monotonic()
-        # Everything not yet in the heap is in the run now: read back from it (the fields
-        # from the timer log) as its window comes.
-        self._far = []
+        # Records not in memory are in the run now: read back from it (the fields from the
+        # timer log) as their window comes. Those in memory stay there (the run's copy of
+        # them is skipped), with their fields.
         self._unheld_due = _NEVER
-        if entries:
+        if memtable:
             path = f"{self._dir}/run.{self._epoch:010d}.{time.time_ns():020d}"
-            run = await asyncio.get_running_loop().run_in_executor(
-                self._executor, write_run, self._storage, path, entries)
-            run.position = bisect_left(entries, (self._loaded_until, -1))
-            if not run.exhausted:
-                run.next_due = entries[run.position][0]
-            self._runs.append(run)
-        self.state.accepted += indexed
+            try:
+                run = await asyncio.get_running_loop().run_in_executor(
+                    self._executor, write_run, self._storage, path, memtable, cursor,
+                    self._loaded_until)
+            except OSError:     # as it was, with what was indexed meanwhile: retried later
+                self._memtable = memtable + self._memtable
+                self._unheld_due = min(unheld, self._unheld_due)
+                self._txn_unspilled = {**unspilled, **self._txn_unspilled}
+                raise
+            if run is not None:
+                self._runs.append(run)
+        self.state.accepted += len(memtable)
         self.state.spilled_through = spilled_through
-        await self._save_state()
+        await self._save_state(truncate=True)
 
-    async def _save_state(self, claim: bool = False) -> None:
+    async def _save_state(self, claim: bool = False, truncate: bool = False) -> None:
+        """Write the state; with ``truncate`` (after a run) or when runs were delivered, also
+        move the timer log's start past what no run or replay needs."""
         state = self.state
-        cursor_due = state.due
-        done = [run for run in self._runs if run.exhausted and run.last_due < cursor_due]
+        cursor = (state.due, state.offset)
+        done = [run for run in self._runs if run.exhausted and run.last <= cursor]
         self._runs = [run for run in self._runs if run not in done]
         state.runs = [run.path for run in self._runs]
         state.txn_pending = {**self._txn_unspilled,
@@ -446,7 +474,8 @@ class PartitionTimer:
         self._last_save = time.monotonic()
         low = min([state.replay_from, *(run.min_offset for run in self._runs)])
         await asyncio.get_running_loop().run_in_executor(
-            self._executor, self._persist, state, [run.path for run in done], low, claim)
+            self._executor, self._persist, state, [run.path for run in done],
+            low if truncate or done else -1, claim)
 
     def _persist(self, state: TimerState, dropped: list[str], low: int, claim: bool) -> None:
         if fenced(self._storage, self._dir, self._epoch):
@@ -457,6 +486,6 @@ class PartitionTimer:
         for path in dropped:
             self._storage.delete(path)
         timer_log = self.timer_log.log
-        if timer_log.log_start_offset < low <= timer_log.high_watermark:
+        if timer_log.log_start_offset < low <= timer_log.high_watermark:     # -1: not now
             timer_log.delete_records(low)
             timer_log.checkpoint()
