@@ -198,3 +198,31 @@ def test_killed_driver_restarts_from_its_checkpoint(
     finally:
         job.kill()
     check_equal(sink_rows(spark, job.output), produced)
+
+
+def test_watch_reads_new_data_as_the_broker_announces_it(
+        spark: Any, spark_broker: BrokerProcess, tmp_path: Path) -> None:
+    """With `watch`, an idle stream waits on the broker's partition notifications: a record
+    produced long before the next 30 s trigger tick are in the sink within seconds."""
+    produced = Produced(make_topic_name("stream-watch"), 2)
+    create_topic(spark_broker.bootstrap, produced.topic, 2)
+    commits = tmp_path / "chk" / "commits"
+    query = (spark.readStream.format("bmq").option("storage", brokers_url(spark_broker))
+             .option("subscribe", produced.topic).option("watch", spark_broker.bootstrap)
+             .option("watchMaxWait", "30s").load()
+             .writeStream.format("parquet").option("path", str(tmp_path / "out"))
+             .option("checkpointLocation", str(tmp_path / "chk"))
+             .trigger(processingTime="30 seconds").start())
+    try:
+        time.sleep(5)   # the first trigger found nothing: the stream waits on the broker
+        started = time.monotonic()
+        produce(spark_broker.bootstrap, produced, mixed_messages(1, 2, "a"))
+        while not commits.exists() or not any(p.name.isdigit() for p in commits.iterdir()):
+            assert query.exception() is None, query.exception()
+            assert time.monotonic() - started < 20, "new data waited for the trigger"
+            time.sleep(0.1)
+        waited = time.monotonic() - started
+    finally:
+        query.stop()
+    check_equal(sink_rows(spark, tmp_path / "out"), produced)
+    print(f"produce to sink commit with watch: {waited:.1f} s")
