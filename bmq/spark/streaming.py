@@ -156,8 +156,9 @@ class BMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._list()
             if opts.watch is None:
                 return self._views
-        if any(end > begin.get(tp, 0) for tp, end in self._ends(self._views).items()):
-            return self._views   # something to read already
+        if self._available_now is not None or any(
+                end > begin.get(tp, 0) for tp, end in self._ends(self._views).items()):
+            return self._views   # something to read already, or no waiting (AvailableNow)
         try:
             if self._owners is None:
                 self._owners = partition_owners(opts.watch, sorted({t for t, _p in self._views}))
