@@ -82,6 +82,8 @@ def stream_latency(spark: Any, bootstrap: str, storage: str, work: Path, seconds
              .trigger(processingTime="1 second").start())
     while not (checkpoint / "commits").exists() or not any(
             p.name.isdigit() for p in (checkpoint / "commits").iterdir()):
+        if query.exception() is not None:
+            raise RuntimeError(f"the streaming query failed: {query.exception()}")
         time.sleep(0.2)   # the first (empty) batch: the query has its starting offsets
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
     sent: dict[tuple[int, int], float] = {}
@@ -106,6 +108,8 @@ def stream_latency(spark: Any, bootstrap: str, storage: str, work: Path, seconds
     producer.flush(30)
     deadline = time.monotonic() + 60
     while True:   # until a committed batch covers every acknowledged record
+        if query.exception() is not None:
+            raise RuntimeError(f"the streaming query failed: {query.exception()}")
         ends = _batch_ends(checkpoint)
         committed = {int(p.name) for p in (output / "_spark_metadata").iterdir()
                      if p.name.isdigit()} if (output / "_spark_metadata").exists() else set()

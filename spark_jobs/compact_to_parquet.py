@@ -98,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
             summary = run_stream(spark, cfg, stop, args.stream_interval)
         else:
             summary = run(spark, cfg)
+    except ValueError as error:   # a wrong URL, topic or partition: say so in one line
+        print(f"compact_to_parquet: error: {error}", file=sys.stderr, flush=True)
+        return 2
     finally:
         spark.stop()
     text = json.dumps(summary)

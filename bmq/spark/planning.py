@@ -148,6 +148,10 @@ class SourceOptions:
     max_offsets_per_trigger: int | None = None
     min_offsets_per_trigger: int | None = None
     max_trigger_delay_ms: int = 15 * 60_000
+    # Streams: the brokers' bootstrap servers to wait on for new data (option ``watch``) instead
+    # of listing storage at every trigger, waiting at most watch_max_wait_ms per trigger.
+    watch: str | None = None
+    watch_max_wait_ms: int = 1000
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
@@ -198,6 +202,8 @@ class SourceOptions:
             min_offsets_per_trigger=_count(opts, "minOffsetsPerTrigger"),
             max_trigger_delay_ms=parse_duration_ms(opts.get("maxtriggerdelay", "15m"),
                                                    "maxTriggerDelay"),
+            watch=opts.get("watch") or None,
+            watch_max_wait_ms=parse_duration_ms(opts.get("watchmaxwait", "1s"), "watchMaxWait"),
         )
         if parsed.record_filter is not None:
             try:

@@ -46,6 +46,7 @@ from bmq.spark.planning import (
     topic_not_found,
 )
 from bmq.spark.ranges import DataLossError
+from bmq.spark.watch import WatchUnavailable, partition_owners, wait_for_news
 from bmq.storage.base import Storage
 from bmq.storage.log.durable import DurableLog, list_partitions, open_durable
 
@@ -57,6 +58,10 @@ Offsets = dict[TopicPartition, int]
 # so that Spark passes a limit (not ReadAllAvailable, which means "ignore the options": its
 # Trigger.AvailableNow) and the minimum can be applied.
 _NO_MAXIMUM = (1 << 63) - 1
+
+# With ``watch``: how often the stream still lists storage in full (new topics and partitions,
+# which no notification announces).
+_FULL_LISTING_S = 10.0
 
 _LOSS_WHEN_FAILING = (
     "Some data may have been lost because they are not available in BMQ any more; either the "
@@ -109,6 +114,8 @@ class BMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._views: dict[TopicPartition, DurableLog] = {}
         self._last_batch = time.monotonic()
         self._available_now: Offsets | None = None
+        self._listed_at = 0.0
+        self._owners: dict[TopicPartition, tuple[str, int]] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         return {"options": self.options}
@@ -134,7 +141,37 @@ class BMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             for partition in partitions:
                 views[(topic, partition)] = open_durable(storage, topic, partition)
         self._views = views
+        self._listed_at = time.monotonic()
+        self._owners = None   # partitions may have moved: ask the brokers again
         return views
+
+    def _refresh(self, begin: Offsets) -> dict[TopicPartition, DurableLog]:
+        """The views ``latestOffset`` works from. Without ``watch``: a full listing. With it:
+        a full listing now and then (new topics and partitions), and while there is nothing
+        new to read, a wait of up to ``watchMaxWait`` for the brokers to report a partition
+        that changed, which alone is looked at again on storage."""
+        opts = self.options
+        if opts.watch is None or not self._views \
+                or time.monotonic() - self._listed_at > _FULL_LISTING_S:
+            self._list()
+            if opts.watch is None:
+                return self._views
+        if self._available_now is not None or any(
+                end > begin.get(tp, 0) for tp, end in self._ends(self._views).items()):
+            return self._views   # something to read already, or no waiting (AvailableNow)
+        try:
+            if self._owners is None:
+                self._owners = partition_owners(opts.watch, sorted({t for t, _p in self._views}))
+            changed = wait_for_news(self._owners, {tp: view.high_watermark for tp, view
+                                                   in self._views.items()},
+                                    opts.watch_max_wait_ms)
+        except WatchUnavailable as error:
+            log.info("watch: %s; listing storage instead", error)
+            return self._list()
+        storage = self._store()
+        for topic, partition in changed:
+            self._views[(topic, partition)] = open_durable(storage, topic, partition)
+        return self._views
 
     def _ends(self, views: dict[TopicPartition, DurableLog]) -> Offsets:
         return {tp: view.end(self.options.read_committed) for tp, view in views.items()}
@@ -188,7 +225,7 @@ class BMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         begin = offsets_from_json(start)
-        views = self._list()
+        views = self._refresh(begin)
         latest = self._ends(views)
         if self._available_now is not None:
             latest = {tp: min(end, self._available_now.get(tp, 0))

@@ -53,3 +53,22 @@ def test_read_committed_by_default_and_read_uncommitted_on_request(
     rows = output_rows(tmp_path / "out")
     assert sorted(row["value"].decode() for row in rows.values()) == committed
     producer.abort_transaction(30)
+
+
+def test_stream_stops_at_the_last_stable_offset(spark: Any, spark_broker: BrokerProcess,
+                                                tmp_path: Path) -> None:
+    """A read_committed stream reads committed records only and stops at the open
+    transaction; once it commits, the next micro-batch reads it (and never the aborted)."""
+    from tests.spark.test_streaming import run_available_now, sink_rows
+
+    topic = make_topic_name("stream-txn")
+    create_topic(spark_broker.bootstrap, topic, PARTITIONS)
+    producer = _write(spark_broker.bootstrap, topic)
+    options = {"storage": str(spark_broker.data_dir), "subscribe": topic}
+    run_available_now(spark, tmp_path / "out", tmp_path / "chk", **options)
+    values = sorted(r.value.decode() for r in sink_rows(spark, tmp_path / "out").values())
+    assert values == sorted(f"{t}-{i}" for t in "ac" for i in range(20))
+    producer.commit_transaction(30)
+    run_available_now(spark, tmp_path / "out", tmp_path / "chk", **options)
+    values = sorted(r.value.decode() for r in sink_rows(spark, tmp_path / "out").values())
+    assert values == sorted(f"{t}-{i}" for t in "acd" for i in range(20))
