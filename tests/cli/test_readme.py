@@ -214,7 +214,7 @@ def test_quick_start_runs(readme_broker: BrokerProcess) -> None:
 
 
 def test_client_commands_run(readme_broker: BrokerProcess) -> None:
-    block = next(b for b in _shell_blocks() if "bmq topic create" in b.text)
+    block = next(b for b in _shell_blocks() if "bmq topic create orders" in b.text)
     outputs = [_run(c, readme_broker) for c in _commands(block) if _is_run_against_a_broker(c)]
     assert len(outputs) >= 7
     consumed = next(o for o in outputs if "hello" in o)
