@@ -25,8 +25,9 @@ def test_proxy_consumers_read_the_compacted_log(cluster_factory: ClusterFactory,
     items, expected = updates(4000, keys=200, deleted=20, seed=9)
     produce_all(cluster.bootstrap, topic, items, linger_ms=5, batch_size=8192)
     # Read through the proxy before the cleaner may clean (min.compaction.lag.ms): the proxy
-    # caches the uncompacted batches.
-    before = consume(proxy.bootstrap, topic)[0]
+    # caches the uncompacted batches. The proxy sees what the owner's checkpoint has published,
+    # which may lag the acknowledgements by a moment: read until every record is there.
+    before = consume(proxy.bootstrap, topic, expected=len(items), timeout=30)[0]
     assert len(before) == len(items)
     live = {k: v for k, v in expected.items() if v is not None}
 

@@ -58,6 +58,7 @@ class LogCore:
         self._checkpointed = b""   # the state document last written
         self._published_ms = 0.0   # monotonic time of the last state document write
         self._published_hw = 0     # the high watermark the last state document names
+        self._published_active = ""  # the stem of the newest segment it names
         # Segments the log cleaner replaced (when, segment): deleted after a delay (cleaning).
         self._replaced: list[tuple[float, Segment]] = []
         # Bumped when segments are replaced by others (the cleaner's, or, in a reader, any
@@ -118,6 +119,7 @@ class LogCore:
             self.state_files.write(self.leader_epoch, data)
             self._checkpointed = data
         self._published_ms = time.monotonic()
+        self._published_active = self._segments[-1].stem if self._segments else ""
         self._published_hw = int(state.get("high_watermark", 0))
 
     def _shut(self) -> None:

@@ -162,14 +162,22 @@ class PartitionLog(Recovery, Reading, Cleaning):
                 self._failed = exc
                 logger.error("%s: write failed, log unavailable until reopened: %s", self, exc)
                 raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{self}: {exc}") from exc
-            if self.leader_epoch > 0 and self.config.publish_interval_ms >= 0 and \
-                    (time.monotonic() - self._published_ms) * 1000 >= \
-                    self.config.publish_interval_ms:
+            if self.leader_epoch > 0 and self.config.publish_interval_ms >= 0 and (
+                    (time.monotonic() - self._published_ms) * 1000 >=
+                    self.config.publish_interval_ms or self._tail_outran_checkpoint()):
                 try:
                     self._checkpoint_locked()
                 except OSError as exc:   # the data is durable; the next checkpoint retries
                     logger.warning("%s: could not publish the checkpoint: %s", self, exc)
             return self.high_watermark
+
+    def _tail_outran_checkpoint(self) -> bool:
+        """Whether the segments a tail lists no longer reach back to the last published state
+        document: a reader at that document could not follow the tail (``LogReader.advance``)
+        and would see nothing new until the next publication, which an idle writer never makes.
+        Publishing then costs one state write per roll or two (segments roll rarely)."""
+        tail = self.layout.tail_segments(self)
+        return bool(tail) and all(seg.stem != self._published_active for seg in tail)
 
     def checkpoint(self) -> None:
         if self._closed:
