@@ -1,5 +1,6 @@
 """The streaming source on a cluster's S3 storage (SeaweedFS): given the brokers' own --storage
-URL, it reads the partitions while a broker is killed -9 and its partitions move."""
+URL, it reads the partitions while a broker is killed -9 and its partitions move, and a
+partition added meanwhile."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 
 from tests.cluster.conftest import (  # noqa: F401 (fixtures)
     ClusterFactory,
@@ -19,7 +21,7 @@ from tests.cluster.test_cluster import create_topic, owned_by
 from tests.cluster.workload import SteadyProducer, read_all, verify
 from tests.conftest import make_topic_name
 from tests.seaweedfs import SeaweedFS
-from tests.spark.test_streaming import sink_rows
+from tests.spark.test_streaming import add_partitions, sink_rows
 
 PARTITIONS = 4
 
@@ -49,15 +51,22 @@ def test_stream_from_s3_while_a_broker_dies(spark: Any, cluster_factory: Cluster
             cluster.brokers[1].kill()
             cluster.wait_writable(topic, owners={2, 3})
             assert moved
+            add_partitions(cluster.bootstrap, topic, PARTITIONS + 1)
+            cluster.wait_writable(topic)
+            added = Producer({"bootstrap.servers": cluster.bootstrap})
+            for i in range(50):
+                added.produce(topic, value=b"added-%d" % i, partition=PARTITIONS)
+            assert added.flush(30) == 0
             time.sleep(4)
         finally:
             producer.stop()
         assert not producer.failed, producer.failed[:5]
         acked = verify(producer, cluster.bootstrap)
         topic_records = {(p, o): v for p, records in
-                         read_all(cluster.bootstrap, topic, PARTITIONS).items()
+                         read_all(cluster.bootstrap, topic, PARTITIONS + 1).items()
                          for o, v in records}
-        assert len(topic_records) >= acked
+        assert len(topic_records) >= acked + 50
+        assert sum(p == PARTITIONS for p, _o in topic_records) == 50
         deadline = time.monotonic() + 120
         while len(rows := sink_rows(spark, output)) < len(topic_records):
             assert query.exception() is None, query.exception()
