@@ -1,6 +1,7 @@
 """The streaming source on a cluster's S3 storage (SeaweedFS): given the brokers' own --storage
-URL, it reads the partitions while a broker is killed -9 and its partitions move, and a
-partition added meanwhile."""
+URL, a streaming query (its own Spark driver) reads the partitions while a broker is killed -9
+and its partitions move, a partition is added, and the driver itself is killed -9 and restarted
+from its checkpoint: the sink equals the topic, record by record."""
 
 from __future__ import annotations
 
@@ -21,14 +22,16 @@ from tests.cluster.test_cluster import create_topic, owned_by
 from tests.cluster.workload import SteadyProducer, read_all, verify
 from tests.conftest import make_topic_name
 from tests.seaweedfs import SeaweedFS
-from tests.spark.test_streaming import add_partitions, sink_rows
+from tests.spark.test_streaming import StreamJob, add_partitions, sink_rows
 
 PARTITIONS = 4
+ADDED = 50   # records produced into the partition added mid-stream
 
 
 @pytest.mark.slow
-def test_stream_from_s3_while_a_broker_dies(spark: Any, cluster_factory: ClusterFactory,  # noqa: F811
-                                            seaweedfs: SeaweedFS, tmp_path: Path) -> None:
+def test_stream_from_s3_while_a_broker_and_the_driver_die(
+        spark: Any, cluster_factory: ClusterFactory,  # noqa: F811
+        seaweedfs: SeaweedFS, tmp_path: Path) -> None:
     storage = SharedStorage(seaweedfs.url(f"spark-{time.time_ns()}"),
                             seaweedfs.storage_options())
     assert storage.url is not None
@@ -36,28 +39,27 @@ def test_stream_from_s3_while_a_broker_dies(spark: Any, cluster_factory: Cluster
     topic = make_topic_name("stream-s3")
     create_topic(cluster, topic, PARTITIONS)
     producer = SteadyProducer(cluster.bootstrap, topic, PARTITIONS, rate=200).start()
-    reader = (spark.readStream.format("bmq").option("storage", storage.url)
-              .option("subscribe", topic))
-    for key, value in storage.options.items():
-        reader = reader.option(f"storage.{key}", value)
-    output = tmp_path / "out"
-    query = (reader.load().writeStream.format("parquet").option("path", str(output))
-             .option("checkpointLocation", str(tmp_path / "chk"))
-             .trigger(processingTime="1 second").start())
+    job = StreamJob(tmp_path, {"storage": storage.url, "subscribe": topic,
+                               **{f"storage.{k}": v for k, v in storage.options.items()}})
     try:
         try:
-            time.sleep(4)
+            job.start()
+            job.wait(lambda: job.committed_batches() >= 2, 240, "two committed micro-batches")
             moved = owned_by(cluster, topic, 1)
             cluster.brokers[1].kill()
             cluster.wait_writable(topic, owners={2, 3})
             assert moved
+            job.kill()                       # the driver dies mid-stream too
             add_partitions(cluster.bootstrap, topic, PARTITIONS + 1)
             cluster.wait_writable(topic)
             added = Producer({"bootstrap.servers": cluster.bootstrap})
-            for i in range(50):
+            for i in range(ADDED):
                 added.produce(topic, value=b"added-%d" % i, partition=PARTITIONS)
             assert added.flush(30) == 0
-            time.sleep(4)
+            job.start()                      # from its checkpoint
+            restarted = job.committed_batches()
+            job.wait(lambda: job.committed_batches() >= restarted + 1, 240,
+                     "a micro-batch after the restart")
         finally:
             producer.stop()
         assert not producer.failed, producer.failed[:5]
@@ -65,14 +67,11 @@ def test_stream_from_s3_while_a_broker_dies(spark: Any, cluster_factory: Cluster
         topic_records = {(p, o): v for p, records in
                          read_all(cluster.bootstrap, topic, PARTITIONS + 1).items()
                          for o, v in records}
-        assert len(topic_records) >= acked + 50
-        assert sum(p == PARTITIONS for p, _o in topic_records) == 50
-        deadline = time.monotonic() + 120
-        while len(rows := sink_rows(spark, output)) < len(topic_records):
-            assert query.exception() is None, query.exception()
-            assert time.monotonic() < deadline, \
-                f"the sink has {len(rows)} of {len(topic_records)} records"
-            time.sleep(1)
+        assert len(topic_records) >= acked + ADDED
+        assert sum(p == PARTITIONS for p, _o in topic_records) == ADDED
+        job.wait(lambda: len(sink_rows(spark, job.output)) >= len(topic_records), 180,
+                 f"all {len(topic_records)} records in the sink")
     finally:
-        query.stop()
-    assert {k: r.value for k, r in sink_rows(spark, output).items()} == topic_records
+        if job.proc is not None and job.proc.poll() is None:
+            job.kill()
+    assert {k: r.value for k, r in sink_rows(spark, job.output).items()} == topic_records
