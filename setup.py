@@ -6,14 +6,17 @@ Query's field scanner; bmq.coordinators.timers._timerrec, scheduled delivery's r
 from setuptools import Extension, setup
 
 _FLAGS = ["-O2", "-std=c11", "-Wall", "-Wextra", "-Werror=vla"]
+# The bytes of Kafka's record format, shared by the modules that include it.
+_SHARED = ["bmq/protocol"]
+_BYTES = "bmq/protocol/_kafka_bytes.h"
 
 setup(ext_modules=[
     Extension("bmq.spark._recdecode", ["bmq/spark/_recdecode.c"], extra_compile_args=_FLAGS),
     Extension("bmq.readpath._viewfilter", ["bmq/readpath/_viewfilter.c"],
-              extra_compile_args=_FLAGS),
+              include_dirs=_SHARED, depends=[_BYTES], extra_compile_args=_FLAGS),
     Extension("bmq.index._fieldindex", ["bmq/index/_fieldindex.c"], extra_compile_args=_FLAGS),
     Extension("bmq.coordinators.timers._timerrec", ["bmq/coordinators/timers/_timerrec.c"],
               extra_compile_args=_FLAGS),
-    Extension("bmq.cleaner._keymap", ["bmq/cleaner/_keymap.c"],
-              depends=["bmq/cleaner/_batches.h"], extra_compile_args=_FLAGS),
+    Extension("bmq.cleaner._keymap", ["bmq/cleaner/_keymap.c"], include_dirs=_SHARED,
+              depends=["bmq/cleaner/_batches.h", _BYTES], extra_compile_args=_FLAGS),
 ])

@@ -8,46 +8,13 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_kafka_bytes.h"
+
 #define HEADER_SIZE 61
 #define LOG_OVERHEAD 12
 #define COMPRESSION_MASK 0x07
 #define TRANSACTIONAL_FLAG 0x10
 #define CONTROL_FLAG 0x20
-
-/* ------------------------------------------------------------------ bytes */
-static uint32_t get_u32be(const uint8_t *p) {
-    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
-}
-
-static int64_t get_i64be(const uint8_t *p) {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v = (v << 8) | p[i];
-    return (int64_t)v;
-}
-
-static void put_u32be(uint8_t *p, uint32_t v) {
-    p[0] = (uint8_t)(v >> 24);
-    p[1] = (uint8_t)(v >> 16);
-    p[2] = (uint8_t)(v >> 8);
-    p[3] = (uint8_t)v;
-}
-
-/* A zigzag varint (int64) at *p, not past end; 0 if malformed. */
-static int varint(const uint8_t **p, const uint8_t *end, int64_t *out) {
-    uint64_t v = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-        if (*p >= end)
-            return 0;
-        uint8_t b = *(*p)++;
-        v |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80)) {
-            *out = (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
-            return 1;
-        }
-    }
-    return 0;
-}
 
 /* ------------------------------------------------------------------ MurmurHash3 x64/128 */
 static uint64_t rotl64(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }

@@ -187,22 +187,10 @@ static PyObject *keymap_add_batches(KeyMap *m, PyObject *args) {
     return result;
 }
 
-typedef struct {
-    uint8_t *data;
-    size_t size, capacity;
-} buffer;
 
 static int append(buffer *b, const void *src, size_t n) {
-    if (b->size + n > b->capacity) {
-        size_t capacity = b->capacity ? b->capacity : 1 << 16;
-        while (capacity < b->size + n)
-            capacity *= 2;
-        uint8_t *data = realloc(b->data, capacity);
-        if (data == NULL)
-            return 0;
-        b->data = data;
-        b->capacity = capacity;
-    }
+    if (!reserve(b, n))
+        return 0;
     memcpy(b->data + b->size, src, n);
     b->size += n;
     return 1;

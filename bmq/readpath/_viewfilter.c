@@ -26,6 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "_kafka_bytes.h"
+
 #define HEADER_SIZE 61
 #define LOG_OVERHEAD 12
 #define CRC_FROM 21
@@ -97,34 +99,6 @@ static uint32_t crc32c(const uint8_t *p, size_t n) {
         return crc32c_hw(p, n);
 #endif
     return crc32c_sw(p, n);
-}
-
-/* ------------------------------------------------------------------ bytes */
-static uint32_t get_u32be(const uint8_t *p) {
-    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
-}
-
-static void put_u32be(uint8_t *p, uint32_t v) {
-    p[0] = (uint8_t)(v >> 24);
-    p[1] = (uint8_t)(v >> 16);
-    p[2] = (uint8_t)(v >> 8);
-    p[3] = (uint8_t)v;
-}
-
-/* A zigzag varint (int64) at *p, not past end; 0 if malformed. */
-static int varint(const uint8_t **p, const uint8_t *end, int64_t *out) {
-    uint64_t v = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-        if (*p >= end)
-            return 0;
-        uint8_t b = *(*p)++;
-        v |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80)) {
-            *out = (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
-            return 1;
-        }
-    }
-    return 0;
 }
 
 /* ------------------------------------------------------------------ evaluation */
@@ -266,26 +240,6 @@ static int eval(program *pr, const slots *s) {
         pr->bad = 1;
         return U;
     }
-}
-
-/* ------------------------------------------------------------------ output buffer */
-typedef struct {
-    uint8_t *data;
-    size_t size, capacity;
-} buffer;
-
-static int reserve(buffer *b, size_t more) {
-    if (b->size + more <= b->capacity)
-        return 1;
-    size_t capacity = b->capacity ? b->capacity : 1 << 16;
-    while (capacity < b->size + more)
-        capacity *= 2;
-    uint8_t *data = realloc(b->data, capacity);
-    if (data == NULL)
-        return 0;
-    b->data = data;
-    b->capacity = capacity;
-    return 1;
 }
 
 /* ------------------------------------------------------------------ filtering */
