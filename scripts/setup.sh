@@ -15,6 +15,8 @@ python3 -c 'import os, sysconfig; os.stat(sysconfig.get_paths()["include"] + "/P
 need_java=""
 if [ "$with_tests" = "--tests" ]; then
   command -v kcat >/dev/null 2>&1 || need+=(kcat)
+  # tests/index runs the README's Index Query examples, which query the HTTP port with curl.
+  command -v curl >/dev/null 2>&1 || need+=(curl)
   # tests/security make their TLS certificates with the openssl command.
   command -v openssl >/dev/null 2>&1 || need+=(openssl)
   # tests/cluster runs a real ZooKeeper (it brings Java); started by the tests, not systemd.
