@@ -105,13 +105,18 @@ def produce_all(bootstrap: str, topic: str, items: Iterable[Mapping[str, Any]],
     """Produce dicts of Producer.produce() keyword arguments; assert all were delivered."""
     log = DeliveryLog()
     p = producer(bootstrap, **conf)
-    for item in items:
+    for count, item in enumerate(items):
         while True:
             try:
                 p.produce(topic, on_delivery=log, **item)
                 break
             except BufferError:
                 p.poll(0.05)
+        if count == 0:
+            # librdkafka (without idempotence) numbers the records it holds before it knows the
+            # topic's partitions after those produced once it does, so they could be appended
+            # after later ones: records of a key would not be in produce order.
+            p.flush(timeout)
         p.poll(0)
     remaining = p.flush(timeout)
     assert remaining == 0, f"{remaining} messages not delivered within {timeout}s"
