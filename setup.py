@@ -16,7 +16,7 @@ setup(ext_modules=[
               include_dirs=_SHARED, depends=[_BYTES], extra_compile_args=_FLAGS),
     Extension("bmq.index._fieldindex", ["bmq/index/_fieldindex.c"], extra_compile_args=_FLAGS),
     Extension("bmq.coordinators.timers._timerrec", ["bmq/coordinators/timers/_timerrec.c"],
-              extra_compile_args=_FLAGS),
+              include_dirs=_SHARED, depends=[_BYTES], extra_compile_args=_FLAGS),
     Extension("bmq.cleaner._keymap", ["bmq/cleaner/_keymap.c"], include_dirs=_SHARED,
               depends=["bmq/cleaner/_batches.h", _BYTES], extra_compile_args=_FLAGS),
 ])

@@ -43,6 +43,18 @@ static inline int varint(const uint8_t **p, const uint8_t *end, int64_t *out) {
     return 0;
 }
 
+/* The zigzag varint of v at out (at most 10 bytes); returns its length. */
+static inline int put_varint(uint8_t *out, int64_t v) {
+    uint64_t u = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+    int n = 0;
+    while (u >= 0x80) {
+        out[n++] = (uint8_t)(u | 0x80);
+        u >>= 7;
+    }
+    out[n++] = (uint8_t)u;
+    return n;
+}
+
 /* An output buffer that doubles as it fills (from 64 KiB); the caller frees data. */
 typedef struct {
     uint8_t *data;
@@ -62,6 +74,21 @@ static inline int reserve(buffer *b, size_t more) {
     b->data = data;
     b->capacity = capacity;
     return 1;
+}
+
+/* Appends n bytes at src; 0 if out of memory. */
+static inline int append(buffer *b, const void *src, size_t n) {
+    if (!reserve(b, n))
+        return 0;
+    memcpy(b->data + b->size, src, n);
+    b->size += n;
+    return 1;
+}
+
+/* Appends the zigzag varint of v; 0 if out of memory. */
+static inline int append_varint(buffer *b, int64_t v) {
+    uint8_t tmp[10];
+    return append(b, tmp, (size_t)put_varint(tmp, v));
 }
 
 #endif
