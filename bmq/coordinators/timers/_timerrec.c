@@ -5,6 +5,8 @@
  *   wrapper records: key = the due time (8 bytes, big-endian), value = the record's key,
  *   value and headers with bmq.scheduled.at added; timestamp and offset deltas as produced.
  * frame_records: frame held records' fields into a batch's record bytes for delivery.
+ * merge_entries: merge sorted runs' entries (16 bytes each: due, offset, big-endian) into one
+ *   sorted sequence, without the GIL.
  *
  * Record format (Kafka's RecordBatch v2): length varint, attributes int8, timestamp delta
  * varlong, offset delta varint, key length varint + key, value length varint + value, header
@@ -16,72 +18,33 @@
 #include <stdint.h>
 #include <string.h>
 
-typedef struct {
-    char *data;
-    Py_ssize_t len, cap;
-} Buf;
+#include "_kafka_bytes.h"
 
-static int buf_reserve(Buf *b, Py_ssize_t extra) {
-    if (b->len + extra <= b->cap) return 0;
-    Py_ssize_t cap = b->cap ? b->cap : 4096;
-    while (cap < b->len + extra) cap *= 2;
-    char *data = PyMem_Realloc(b->data, cap);
-    if (!data) { PyErr_NoMemory(); return -1; }
-    b->data = data;
-    b->cap = cap;
-    return 0;
-}
-
-static int buf_put(Buf *b, const void *src, Py_ssize_t n) {
-    if (buf_reserve(b, n) < 0) return -1;
-    memcpy(b->data + b->len, src, n);
-    b->len += n;
-    return 0;
-}
-
-/* Zig-zag varint of v into out (at most 10 bytes); returns its length. */
-static int varint_encode(int64_t v, unsigned char *out) {
-    uint64_t u = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
-    int n = 0;
-    while (u >= 0x80) { out[n++] = (unsigned char)(u | 0x80); u >>= 7; }
-    out[n++] = (unsigned char)u;
-    return n;
-}
-
-static int buf_varint(Buf *b, int64_t v) {
-    unsigned char tmp[10];
-    return buf_put(b, tmp, varint_encode(v, tmp));
-}
-
-/* Zig-zag varint at *pos (below end); -1 and a ValueError if truncated. */
-static int varint_decode(const unsigned char *p, Py_ssize_t *pos, Py_ssize_t end, int64_t *out) {
-    uint64_t u = 0;
-    int shift = 0;
-    while (*pos < end && shift <= 63) {
-        unsigned char byte = p[(*pos)++];
-        u |= (uint64_t)(byte & 0x7F) << shift;
-        if (!(byte & 0x80)) { *out = (int64_t)(u >> 1) ^ -(int64_t)(u & 1); return 0; }
-        shift += 7;
+/* A length-prefixed field (length -1: null) at *p, not past end: its bytes start at *start;
+ * -1 and a ValueError if truncated. */
+static int field(const uint8_t **p, const uint8_t *end, const uint8_t **start, int64_t *len) {
+    if (!varint(p, end, len)) {
+        PyErr_SetString(PyExc_ValueError, "truncated varint");
+        return -1;
     }
+    *start = *p;
+    if (*len < 0) return 0;
+    if (*len > end - *p) {
+        PyErr_SetString(PyExc_ValueError, "truncated record field");
+        return -1;
+    }
+    *p += *len;
+    return 0;
+}
+
+/* A varint that must be there: -1 and a ValueError if truncated. */
+static int need_varint(const uint8_t **p, const uint8_t *end, int64_t *out) {
+    if (varint(p, end, out)) return 0;
     PyErr_SetString(PyExc_ValueError, "truncated varint");
     return -1;
 }
 
-/* A length-prefixed field (length -1: null) at *pos; its bytes start at *start. */
-static int field(const unsigned char *p, Py_ssize_t *pos, Py_ssize_t end, Py_ssize_t *start,
-                 int64_t *len) {
-    if (varint_decode(p, pos, end, len) < 0) return -1;
-    *start = *pos;
-    if (*len < 0) return 0;
-    if (*len > end - *pos) {
-        PyErr_SetString(PyExc_ValueError, "truncated record field");
-        return -1;
-    }
-    *pos += *len;
-    return 0;
-}
-
-static int decimal(const unsigned char *s, int64_t len, const char *name, int64_t *out) {
+static int decimal(const uint8_t *s, int64_t len, const char *name, int64_t *out) {
     if (len < 1 || len > 18) goto bad;
     int64_t v = 0;
     for (int64_t i = 0; i < len; i++) {
@@ -109,60 +72,58 @@ static PyObject *hold_records(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*nLLLL", &view, &count, &base_ts, &accepted, &floor_ms,
                           &max_delay))
         return NULL;
-    const unsigned char *p = view.buf;
-    Py_ssize_t pos = 0, total = view.len;
+    const uint8_t *p = view.buf, *total_end = p + view.len;
     char stamp[24];
     int stamp_len = snprintf(stamp, sizeof stamp, "%lld", accepted);
-    Buf out = {0}, fields = {0};
+    buffer out = {0}, fields = {0};
     PyObject *held = PyList_New(0);
     if (!held) goto fail;
     for (Py_ssize_t i = 0; i < count; i++) {
         int64_t length, ts_delta, offset_delta, key_len, value_len, header_count;
-        Py_ssize_t key_start, value_start;
-        if (varint_decode(p, &pos, total, &length) < 0) goto fail;
-        if (length < 1 || length > total - pos) {
+        const uint8_t *key_start, *value_start;
+        if (need_varint(&p, total_end, &length) < 0) goto fail;
+        if (length < 1 || length > total_end - p) {
             PyErr_SetString(PyExc_ValueError, "record length does not match the batch");
             goto fail;
         }
-        Py_ssize_t end = pos + length;
-        pos++;                                   /* attributes */
-        if (varint_decode(p, &pos, end, &ts_delta) < 0) goto fail;
-        if (varint_decode(p, &pos, end, &offset_delta) < 0) goto fail;
-        Py_ssize_t fields_start = pos;
-        if (field(p, &pos, end, &key_start, &key_len) < 0) goto fail;
-        if (field(p, &pos, end, &value_start, &value_len) < 0) goto fail;
-        Py_ssize_t kv_end = pos;
-        if (varint_decode(p, &pos, end, &header_count) < 0) goto fail;
+        const uint8_t *end = p + length;
+        p++;                                     /* attributes */
+        if (need_varint(&p, end, &ts_delta) < 0) goto fail;
+        if (need_varint(&p, end, &offset_delta) < 0) goto fail;
+        const uint8_t *fields_start = p;
+        if (field(&p, end, &key_start, &key_len) < 0) goto fail;
+        if (field(&p, end, &value_start, &value_len) < 0) goto fail;
+        const uint8_t *kv_end = p;
+        if (need_varint(&p, end, &header_count) < 0) goto fail;
         if (header_count < 0) {
             PyErr_SetString(PyExc_ValueError, "negative header count");
             goto fail;
         }
-        Py_ssize_t headers_start = pos;
+        const uint8_t *headers_start = p;
         int64_t due = accepted;
         int found = 0;
         for (int64_t h = 0; h < header_count; h++) {
-            Py_ssize_t name_start, hv_start;
+            const uint8_t *name, *value;
             int64_t name_len, hv_len;
-            if (field(p, &pos, end, &name_start, &name_len) < 0) goto fail;
+            if (field(&p, end, &name, &name_len) < 0) goto fail;
             if (name_len < 0) {
                 PyErr_SetString(PyExc_ValueError, "null header key");
                 goto fail;
             }
-            if (field(p, &pos, end, &hv_start, &hv_len) < 0) goto fail;
+            if (field(&p, end, &value, &hv_len) < 0) goto fail;
             if (found) continue;
-            if (name_len == (int64_t)strlen(DELIVER_AT) &&
-                    !memcmp(p + name_start, DELIVER_AT, name_len)) {
-                if (decimal(p + hv_start, hv_len, DELIVER_AT, &due) < 0) goto fail;
+            if (name_len == (int64_t)strlen(DELIVER_AT) && !memcmp(name, DELIVER_AT, name_len)) {
+                if (decimal(value, hv_len, DELIVER_AT, &due) < 0) goto fail;
                 found = 1;
             } else if (name_len == (int64_t)strlen(DELAY_MS) &&
-                       !memcmp(p + name_start, DELAY_MS, name_len)) {
+                       !memcmp(name, DELAY_MS, name_len)) {
                 int64_t delay;
-                if (decimal(p + hv_start, hv_len, DELAY_MS, &delay) < 0) goto fail;
+                if (decimal(value, hv_len, DELAY_MS, &delay) < 0) goto fail;
                 due = accepted + delay;
                 found = 1;
             }
         }
-        if (pos != end) {
+        if (p != end) {
             PyErr_SetString(PyExc_ValueError, "record length does not match its fields");
             goto fail;
         }
@@ -173,47 +134,49 @@ static PyObject *hold_records(PyObject *self, PyObject *args) {
         }
         if (due < floor_ms) due = floor_ms;
         /* The delivered record's fields: key, value, headers + bmq.scheduled.at. */
-        fields.len = 0;
-        if (buf_put(&fields, p + fields_start, kv_end - fields_start) < 0 ||
-            buf_varint(&fields, header_count + 1) < 0 ||
-            buf_put(&fields, p + headers_start, end - headers_start) < 0 ||
-            buf_varint(&fields, (int64_t)strlen(SCHEDULED_AT)) < 0 ||
-            buf_put(&fields, SCHEDULED_AT, strlen(SCHEDULED_AT)) < 0 ||
-            buf_varint(&fields, stamp_len) < 0 || buf_put(&fields, stamp, stamp_len) < 0)
-            goto fail;
+        fields.size = 0;
+        if (!append(&fields, fields_start, kv_end - fields_start) ||
+            !append_varint(&fields, header_count + 1) ||
+            !append(&fields, headers_start, end - headers_start) ||
+            !append_varint(&fields, (int64_t)strlen(SCHEDULED_AT)) ||
+            !append(&fields, SCHEDULED_AT, strlen(SCHEDULED_AT)) ||
+            !append_varint(&fields, stamp_len) || !append(&fields, stamp, stamp_len))
+            goto no_memory;
         /* The wrapper record. */
-        unsigned char head[64];
+        uint8_t head[64];
         int n = 0;
         head[n++] = 0;                                          /* attributes */
-        n += varint_encode(ts_delta, head + n);
-        n += varint_encode((int64_t)i, head + n);
-        n += varint_encode(8, head + n);                        /* key: the due time */
-        for (int shift = 56; shift >= 0; shift -= 8) head[n++] = (unsigned char)(due >> shift);
-        n += varint_encode(fields.len, head + n);               /* value: the fields */
-        unsigned char tail = 0;                                 /* no headers */
-        if (buf_varint(&out, n + fields.len + 1) < 0 || buf_put(&out, head, n) < 0 ||
-            buf_put(&out, fields.data, fields.len) < 0 || buf_put(&out, &tail, 1) < 0)
-            goto fail;
+        n += put_varint(head + n, ts_delta);
+        n += put_varint(head + n, (int64_t)i);
+        n += put_varint(head + n, 8);                           /* key: the due time */
+        for (int shift = 56; shift >= 0; shift -= 8) head[n++] = (uint8_t)(due >> shift);
+        n += put_varint(head + n, (int64_t)fields.size);        /* value: the fields */
+        uint8_t tail = 0;                                       /* no headers */
+        if (!append_varint(&out, n + (int64_t)fields.size + 1) || !append(&out, head, n) ||
+            !append(&out, fields.data, fields.size) || !append(&out, &tail, 1))
+            goto no_memory;
         PyObject *item = Py_BuildValue("(LLy#)", (long long)due, base_ts + ts_delta,
-                                       fields.data, fields.len);
+                                       (const char *)fields.data, (Py_ssize_t)fields.size);
         if (!item || PyList_Append(held, item) < 0) { Py_XDECREF(item); goto fail; }
         Py_DECREF(item);
         (void)offset_delta;
     }
-    if (pos != total) {
+    if (p != total_end) {
         PyErr_SetString(PyExc_ValueError, "bytes after the batch's last record");
         goto fail;
     }
-    PyObject *payload = PyBytes_FromStringAndSize(out.data ? out.data : "", out.len);
-    PyMem_Free(out.data);
-    PyMem_Free(fields.data);
+    PyObject *payload = PyBytes_FromStringAndSize(out.data ? (const char *)out.data : "",
+                                                  (Py_ssize_t)out.size);
+    free(out.data);
+    free(fields.data);
     PyBuffer_Release(&view);
     if (!payload) { Py_DECREF(held); return NULL; }
-    PyObject *result = Py_BuildValue("(NN)", payload, held);
-    return result;
+    return Py_BuildValue("(NN)", payload, held);
+no_memory:
+    PyErr_NoMemory();
 fail:
-    PyMem_Free(out.data);
-    PyMem_Free(fields.data);
+    free(out.data);
+    free(fields.data);
     Py_XDECREF(held);
     PyBuffer_Release(&view);
     return NULL;
@@ -233,31 +196,96 @@ static PyObject *frame_records(PyObject *self, PyObject *arg) {
         if (ts < first) first = ts;
         if (ts > last) last = ts;
     }
-    Buf out = {0};
+    buffer out = {0};
     for (Py_ssize_t i = 0; i < count; i++) {
         long long ts = PyLong_AsLongLong(PyTuple_GET_ITEM(items[i], 0));
         char *fields;
         Py_ssize_t fields_len;
         if (PyBytes_AsStringAndSize(PyTuple_GET_ITEM(items[i], 1), &fields, &fields_len) < 0)
             goto fail;
-        unsigned char head[32];
+        uint8_t head[32];
         int n = 0;
         head[n++] = 0;
-        n += varint_encode(ts - first, head + n);
-        n += varint_encode((int64_t)i, head + n);
-        if (buf_varint(&out, n + fields_len) < 0 || buf_put(&out, head, n) < 0 ||
-            buf_put(&out, fields, fields_len) < 0)
+        n += put_varint(head + n, ts - first);
+        n += put_varint(head + n, (int64_t)i);
+        if (!append_varint(&out, n + fields_len) || !append(&out, head, n) ||
+            !append(&out, fields, fields_len)) {
+            PyErr_NoMemory();
             goto fail;
+        }
     }
     Py_DECREF(seq);
-    PyObject *payload = PyBytes_FromStringAndSize(out.data ? out.data : "", out.len);
-    PyMem_Free(out.data);
+    PyObject *payload = PyBytes_FromStringAndSize(out.data ? (const char *)out.data : "",
+                                                  (Py_ssize_t)out.size);
+    free(out.data);
     if (!payload) return NULL;
     return Py_BuildValue("(NLL)", payload, first, last);
 fail:
     Py_DECREF(seq);
-    PyMem_Free(out.data);
+    free(out.data);
     return NULL;
+}
+
+/* merge_entries([entries, ...], after_due, after_offset) -> (entries, smallest offset)
+ * Each input is sorted; entries at or before (after_due, after_offset) are dropped. */
+static PyObject *merge_entries(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *list;
+    long long after_due, after_offset;
+    if (!PyArg_ParseTuple(args, "O!LL", &PyList_Type, &list, &after_due, &after_offset))
+        return NULL;
+    Py_ssize_t k = PyList_GET_SIZE(list), total = 0;
+    Py_buffer *views = PyMem_Calloc(k ? k : 1, sizeof(Py_buffer));
+    Py_ssize_t *at = PyMem_Calloc(k ? k : 1, sizeof(Py_ssize_t));
+    PyObject *merged = NULL;
+    Py_ssize_t got = 0;
+    if (!views || !at) { PyErr_NoMemory(); goto done; }
+    for (; got < k; got++) {
+        if (PyObject_GetBuffer(PyList_GET_ITEM(list, got), &views[got], PyBUF_SIMPLE) < 0)
+            goto done;
+        if (views[got].len % 16) {
+            PyBuffer_Release(&views[got]);
+            PyErr_SetString(PyExc_ValueError, "entries are 16 bytes each");
+            goto done;
+        }
+        total += views[got].len;
+    }
+    merged = PyBytes_FromStringAndSize(NULL, total);
+    if (!merged) goto done;
+    uint8_t *out = (uint8_t *)PyBytes_AS_STRING(merged);
+    Py_ssize_t size = 0;
+    int64_t low = INT64_MAX;
+    Py_BEGIN_ALLOW_THREADS
+    for (;;) {
+        Py_ssize_t best = -1;
+        int64_t best_due = 0, best_offset = 0;
+        for (Py_ssize_t i = 0; i < k; i++) {
+            if (at[i] >= views[i].len) continue;
+            const uint8_t *e = (const uint8_t *)views[i].buf + at[i];
+            int64_t due = get_i64be(e), offset = get_i64be(e + 8);
+            if (best < 0 || due < best_due || (due == best_due && offset < best_offset)) {
+                best = i;
+                best_due = due;
+                best_offset = offset;
+            }
+        }
+        if (best < 0) break;
+        if (best_due > after_due || (best_due == after_due && best_offset > after_offset)) {
+            memcpy(out + size, (const uint8_t *)views[best].buf + at[best], 16);
+            size += 16;
+            if (best_offset < low) low = best_offset;
+        }
+        at[best] += 16;
+    }
+    Py_END_ALLOW_THREADS
+    if (_PyBytes_Resize(&merged, size) < 0) { merged = NULL; goto done; }
+    PyObject *result = Py_BuildValue("(NL)", merged, (long long)(size ? low : -1));
+    merged = result;
+done:
+    for (Py_ssize_t i = 0; i < got; i++) PyBuffer_Release(&views[i]);
+    PyMem_Free(views);
+    PyMem_Free(at);
+    return merged;
 }
 
 static PyMethodDef methods[] = {
@@ -266,6 +294,9 @@ static PyMethodDef methods[] = {
      "bytes, [(due, timestamp, fields)]); ValueError for a malformed record or header."},
     {"frame_records", frame_records, METH_O,
      "frame_records([(timestamp, fields)]) -> (record bytes, first timestamp, max timestamp)"},
+    {"merge_entries", merge_entries, METH_VARARGS,
+     "merge_entries([sorted 16-byte entries], after_due, after_offset) -> (merged entries past "
+     "(after_due, after_offset), their smallest offset or -1)"},
     {NULL, NULL, 0, NULL},
 };
 
