@@ -70,11 +70,17 @@ def schedule_pending(bootstrap: str, topic: str, count: int) -> None:
         raise SystemExit("could not schedule every pending record")
 
 
-def rss_mib(pid: int) -> float:
+def rss_mib(pid: int, field: str = "VmRSS") -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(field + ":"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+def memory(pid: int) -> str:
+    """The broker's RSS, and how much of it is its heap (anonymous) and mapped files."""
+    return (f"RSS {rss_mib(pid):.0f} MiB (anon {rss_mib(pid, 'RssAnon'):.0f}, "
+            f"file {rss_mib(pid, 'RssFile'):.0f})")
 
 
 def broker_lateness(url: str) -> str:
@@ -95,11 +101,11 @@ def measure(bootstrap: str, rate: int, duration: float, pending: int, pid: int,
     admin.create_topics([NewTopic(topic, PARTITIONS, 1, config={
         "bmq.delay.enable": "true"})])[topic].result(30)
     if pending:
-        before = rss_mib(pid) if pid else 0.0
+        before = memory(pid) if pid else "?"
         started = time.monotonic()
         schedule_pending(bootstrap, topic, pending)
         print(f"{pending} records pending (1 h ahead) in {time.monotonic() - started:.0f} s; "
-              f"broker RSS {before:.0f} -> {rss_mib(pid) if pid else 0:.0f} MiB")
+              f"broker {before} -> {memory(pid) if pid else '?'}")
     late: list[int] = []
     stop = threading.Event()
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "scheduled-bench",
@@ -146,7 +152,7 @@ def measure(bootstrap: str, rate: int, duration: float, pending: int, pid: int,
         print(f"broker (due to durable, all records since it started): "
               f"{broker_lateness(metrics_url)}")
     if pid:
-        print(f"broker RSS at the end: {rss_mib(pid):.0f} MiB")
+        print(f"broker at the end: {memory(pid)}")
 
 
 def main() -> None:

@@ -28,7 +28,9 @@ class InvalidRecordsError(KafkaError):
         self.record_errors = record_errors
 
 
-def _require_keys(records: memoryview, headers: list[BatchHeader], where: str) -> None:
+def require_keys(records: memoryview, headers: list[BatchHeader], where: str) -> None:
+    """A compacted topic's rule: every record has a key, else INVALID_RECORD naming the
+    keyless ones (``where``: the topic-partition, for the message)."""
     position = 0
     for header in headers:
         batch = records[position : position + header.size]
@@ -48,7 +50,7 @@ def convert_batches(records: memoryview, headers: list[BatchHeader], config: Log
     """The record set to append and its headers: ``records`` itself unless a batch had to be
     recompressed. Raises KafkaError (INVALID_RECORD, CORRUPT_MESSAGE, MESSAGE_TOO_LARGE)."""
     if config.compact:
-        _require_keys(records, headers, where)
+        require_keys(records, headers, where)
     codec = CODEC_IDS.get(config.compression_type)
     if codec is None or all(header.compression == codec for header in headers):
         return records, headers

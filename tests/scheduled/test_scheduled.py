@@ -104,6 +104,19 @@ def test_malformed_headers_are_refused_and_nothing_is_written(broker: BrokerProc
     confluent_schedule(broker.bootstrap, plain, [{"value": b"x", "headers": [(DELAY, b"9")]}])
     assert watermarks(broker.bootstrap, plain) == (0, 1)
     assert watermarks(broker.bootstrap, topic) == (0, 0)
+    # A compacted topic refuses keyless records on the scheduled path too, holding nothing;
+    # a keyed one is held and delivered.
+    compacted = f"{topic}-compacted"
+    create_topic(broker.bootstrap, compacted, 1, {**SCHEDULED, "cleanup.policy": "compact"})
+    assert produce_errors(broker.bootstrap, compacted, [(DELAY, b"10")]) == [
+        KafkaError.INVALID_RECORD]
+    assert topic_configs(broker.bootstrap, compacted)["bmq.delay.pending"] == "0:0"
+    confluent_schedule(broker.bootstrap, compacted,
+                       [{"key": b"k", "value": b"kept", "headers": [(DELAY, b"10")]}])
+    deadline = time.monotonic() + 15
+    while watermarks(broker.bootstrap, compacted) != (0, 1) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert watermarks(broker.bootstrap, compacted) == (0, 1)
     # Timer logs' names are reserved.
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     with pytest.raises(Exception, match="reserved"):

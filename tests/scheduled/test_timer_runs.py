@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from bmq.coordinators.timers import TimerService, timer
-from bmq.coordinators.timers.runs import load_window, open_run, write_run
+from bmq.coordinators.timers.runs import load_window, merge_runs, open_run, write_run
 from bmq.protocol.record_codec import Record, encode_batch, iter_records
 from bmq.protocol.records import read_header
 from bmq.storage import LogConfig
@@ -40,6 +40,26 @@ def test_runs_load_window_by_window(tmp_path: Path) -> None:
     assert run.position <= next(i for i, e in enumerate(entries) if e[0] >= 50_000)
 
 
+def test_merged_runs_hold_what_was_not_delivered(tmp_path: Path) -> None:
+    storage = LocalStorage(str(tmp_path))
+    rng = random.Random(5)
+    parts = [[(rng.randint(0, 50_000), offset) for offset in range(first, 30_000, 3)]
+             for first in range(3)]
+    runs = [write_run(storage, f"__bmq_timers/t/0/run.{i}", part, (-1, -1), 0)
+            for i, part in enumerate(parts)]
+    delivered = (20_000, 7)
+    merged = merge_runs(storage, "__bmq_timers/t/0/run.m", runs, delivered, 30_000)  # type: ignore[arg-type]
+    assert merged is not None
+    expected = sorted(e for part in parts for e in part if e > delivered)
+    assert (merged.count, merged.last, merged.min_offset) == (
+        len(expected), expected[-1], min(o for _, o in expected))
+    # Entries due before 30,000 were loaded from the old runs already: loading starts after.
+    assert merged.position == next(i for i, e in enumerate(expected) if e[0] >= 30_000)
+    reopened = open_run(storage, merged.path)
+    loaded = load_window(storage, reopened, 60_000)
+    assert loaded == expected
+
+
 async def _scenario(tmp_path: Path) -> list[Record]:
     storage = LocalStorage(str(tmp_path))
     pool = ThreadPoolExecutor(4)
@@ -56,13 +76,14 @@ async def _scenario(tmp_path: Path) -> list[Record]:
     start = now_ms()
     for i in range(40):
         records = [Record(0, start, f"k{i}-{j}".encode(), f"v{i}-{j}".encode(),
-                          [("bmq.deliver.at", str(start + 300 + (i * 37 + j * 11) % 1500)
+                          [("bmq.deliver.at", str(start + 1000 + (i * 37 + j * 11) % 1500)
                             .encode())]) for j in range(5)]
         batch, _ = encode_batch(records)
         view = memoryview(batch)
         held = timers.timer(partition).hold(view, [read_header(view)], now_ms())  # type: ignore[union-attr]
         assert held is not None
         await held[1]
+        await asyncio.sleep(0.02)      # a run every few batches
     await asyncio.sleep(0.9)           # some delivered, the rest in runs
     await manager.close("t", 0)        # a hand-over: the state is written
     manager, timers = open_manager()
@@ -88,12 +109,13 @@ def test_records_come_back_from_runs_and_survive_a_handover(
     monkeypatch.setattr(timer, "LOOKAHEAD_MS", 100)
     monkeypatch.setattr(timer, "WINDOW_MS", 100)
     monkeypatch.setattr(timer, "STATE_INTERVAL_S", 0.2)
+    monkeypatch.setattr(timer, "MAX_RUNS", 2)     # runs are merged all along
     records = asyncio.run(_scenario(tmp_path))
     # The reopened timer had records both delivered and pending, and runs to read them from.
     reopened = [r.args for r in caplog.records if "pending" in r.msg][-1]
     assert isinstance(reopened, tuple)
     _, _, pending, delivered, runs = reopened
-    assert pending and delivered and runs, reopened
+    assert pending and delivered and 0 < runs <= 2, reopened
     values = [r.value for r in records]
     assert sorted(values) == sorted(f"v{i}-{j}".encode() for i in range(40) for j in range(5))
     dues = [int(dict(r.headers)["bmq.deliver.at"] or b"0") for r in records]

@@ -26,7 +26,12 @@ from bmq.protocol.records import (
     validate_batches,
 )
 from bmq.storage import AppendResult
-from bmq.writepath.conversion import InvalidRecordsError, convert_batches, needs_conversion
+from bmq.writepath.conversion import (
+    InvalidRecordsError,
+    convert_batches,
+    needs_conversion,
+    require_keys,
+)
 from bmq.writepath.partitions import Partition, now_ms
 
 # Produce v0-2 (message formats v0/v1) are listed for librdkafka's sake (KAFKA-18659) but, as
@@ -99,11 +104,15 @@ async def verify_elsewhere(broker: Broker, request: ProduceRequest
 
 
 async def hold_scheduled(broker: Broker, partition: Partition, records: memoryview,
-                         headers: list[BatchHeader], now: int
+                         headers: list[BatchHeader], now: int, where: str
                          ) -> tuple[AppendResult, asyncio.Future[None]] | None:
     """Scheduled delivery: batches with scheduled records go to the partition's timer log
-    (opened on first use, e.g. after bmq.delay.enable was turned on); None for the others."""
+    (opened on first use, e.g. after bmq.delay.enable was turned on); None for the others.
+    A compacted topic's keyless records are refused first, as on the normal path: nothing of
+    the produce is held or written."""
     timer = broker.timers.timer(partition) or await broker.timers.start(partition)
+    if partition.log.config.compact and timer.would_hold(records, headers):
+        require_keys(records, headers, where)
     return timer.hold(records, headers, now)
 
 
@@ -158,7 +167,8 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest,
                 check_transactional(broker, partition, request.transactional_id, headers,
                                     (name, data.index), verified)
                 # One check per batch for topics without scheduled delivery.
-                held = await hold_scheduled(broker, partition, records, headers, timestamp) \
+                held = await hold_scheduled(broker, partition, records, headers, timestamp,
+                                            f"{name}-{data.index}") \
                     if config.delay_enable else None
                 if held is not None:    # answered with offsets in the timer log
                     appended, durable = held

@@ -4,6 +4,8 @@ Every few seconds the entries the timer accepted since the last run are written,
 immutable object (a file, or an S3 object): a run. A run is read forward as time passes, one
 window at a time, so memory holds only each run's read position and a sparse index (the due
 time of every ``BLOCK``-th entry), never its entries: pending records cost storage, not memory.
+So that the number of runs stays bounded too (a timer that takes records for weeks writes a
+run every few seconds), the smallest runs are merged into one (``merge_runs``).
 
 File layout (big-endian): magic, entry count, the last entry (due, offset), the smallest
 timer log offset, the sparse index (one int64 per block), then the entries, 16 bytes each
@@ -17,12 +19,14 @@ import struct
 from bisect import bisect_left
 from dataclasses import dataclass, field
 
+from bmq.coordinators.timers._timerrec import merge_entries
 from bmq.storage import Storage
 
 BLOCK = 4096
 MAGIC = b"BMQTRUN1"
 _HEAD = struct.Struct(">8sqqqq")
 _ENTRY = struct.Struct(">qq")
+_DUE = struct.Struct(">q")
 Entry = tuple[int, int]          # (due ms, timer log offset)
 
 
@@ -60,16 +64,41 @@ def write_run(storage: Storage, path: str, keys: list[Entry], after: Entry,
     entries = sorted(key for key in keys if key > after)
     if not entries:
         return None
-    blocks = [entries[i][0] for i in range(0, len(entries), BLOCK)]
-    min_offset = min(e[1] for e in entries)
-    body = bytearray(_HEAD.pack(MAGIC, len(entries), *entries[-1], min_offset))
+    packed = struct.pack(f">{2 * len(entries)}q", *itertools.chain.from_iterable(entries))
+    return _write(storage, path, packed, min(e[1] for e in entries), load_from)
+
+
+def merge_runs(storage: Storage, path: str, runs: list[Run], after: Entry,
+               load_from: int) -> Run | None:
+    """Merge ``runs`` into one run (their entries past ``after``), written at ``path``, whose
+    loading starts at the first entry due at ``load_from`` or later (the entries due before
+    it were loaded from the merged runs already); None if none is left. The caller names the
+    new run in the state document before deleting the old ones: a crash in between leaves
+    either set whole. Worker thread; the merge itself is C, without the GIL."""
+    merged, min_offset = merge_entries(
+        [storage.read_range(run.path, run._entries_at(), run.count * _ENTRY.size)
+         for run in runs], *after)
+    if not merged:
+        return None
+    return _write(storage, path, merged, min_offset, load_from)
+
+
+def _write(storage: Storage, path: str, entries: bytes, min_offset: int,
+           load_from: int) -> Run:
+    count = len(entries) // _ENTRY.size
+    blocks = [_DUE.unpack_from(entries, i * _ENTRY.size)[0] for i in range(0, count, BLOCK)]
+    last = _ENTRY.unpack_from(entries, (count - 1) * _ENTRY.size)
+    body = bytearray(_HEAD.pack(MAGIC, count, *last, min_offset))
     body += struct.pack(f">{len(blocks)}q", *blocks)
-    body += struct.pack(f">{2 * len(entries)}q", *itertools.chain.from_iterable(entries))
+    body += entries
     storage.makedirs(path.rsplit("/", 1)[0])
     storage.write_atomic(path, body)
-    position = bisect_left(entries, (load_from, -1))
-    next_due = entries[position][0] if position < len(entries) else 0
-    return Run(path, len(entries), entries[-1], min_offset, blocks, position, next_due)
+    # The first entry due at load_from or later: from its block on, one entry at a time.
+    position = max(0, bisect_left(blocks, load_from) - 1) * BLOCK
+    while position < count and _DUE.unpack_from(entries, position * _ENTRY.size)[0] < load_from:
+        position += 1
+    next_due = _DUE.unpack_from(entries, position * _ENTRY.size)[0] if position < count else 0
+    return Run(path, count, last, min_offset, blocks, position, next_due)
 
 
 def open_run(storage: Storage, path: str) -> Run:

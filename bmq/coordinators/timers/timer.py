@@ -8,6 +8,10 @@
   later ones wait in memory only until the next run is written (``runs``), then on storage,
   and are read back one window at a time as their time comes: memory follows the near future,
   not the number of pending records.
+* **Merging**: a timer that accepts records for weeks writes a run every few seconds; above
+  ``MAX_RUNS`` runs the smallest are merged into one (written first, then named in the state
+  document, then the old ones deleted), so their number grows with the logarithm of the
+  pending records at most (runs stop growing at ``MERGE_ENTRIES``), not with their number.
 * **Delivery**: every tick the records due are popped in (due, offset) order, framed into
   batches and appended to the partition as the timer's own idempotent producer, whose sequence
   number is the count of records delivered. After a crash the partition's producer state says
@@ -34,7 +38,14 @@ from bmq.coordinators.timers.records import (
     mentions_schedule,
     read_held,
 )
-from bmq.coordinators.timers.runs import Entry, Run, load_window, open_run, write_run
+from bmq.coordinators.timers.runs import (
+    Entry,
+    Run,
+    load_window,
+    merge_runs,
+    open_run,
+    write_run,
+)
 from bmq.coordinators.timers.state import (
     TimerState,
     drop_older_states,
@@ -58,6 +69,9 @@ KEEP_MS = 10_000            # records due this soon wait in memory with their fi
 HEAP_LIMIT = 500_000        # a window is not loaded while this many records wait in memory
 RUN_ENTRIES = 100_000       # a run is written at this many new records ...
 RUN_INTERVAL_S = 10.0       # ... or this long after the last one
+MAX_RUNS = 16               # above this many runs, the smallest are merged, ...
+MERGE_FAN = 8               # ... up to this many at a time ...
+MERGE_ENTRIES = 500_000     # ... with this many entries together at most (8 MB)
 STATE_INTERVAL_S = 5.0      # delivery progress is written at most this often
 TICK_S = 0.05               # the longest sleep when nothing is due sooner
 MIN_TICK_S = 0.004          # the shortest sleep between deliveries
@@ -88,6 +102,8 @@ class PartitionTimer:
         self._far_offsets: set[int] = set()     # theirs: a run's copy of them is skipped
         self._unheld_due = _NEVER       # the soonest memtable record in neither heap
         self._loaded_until = 0
+        self._window_partial = False    # some runs loaded past _loaded_until (a read failed)
+        self._unlinked: list[str] = []  # runs merged into another, deleted once it is named
         self._txn_open: dict[int, list[Held]] = {}
         self._txn_unspilled: dict[int, int] = {}   # committed since the last run: first offset
         self._popped: Entry = (-1, -1)          # the last record taken for delivery
@@ -177,6 +193,11 @@ class PartitionTimer:
             self._task = None
 
     # ------------------------------------------------------------------ accepting
+    @staticmethod
+    def would_hold(records: memoryview, headers: list[BatchHeader]) -> bool:
+        """Whether ``hold`` takes these batches (else they go to the partition as usual)."""
+        return headers[0].producer_id >= 0 or mentions_schedule(records, headers)
+
     def hold(self, records: memoryview, headers: list[BatchHeader],
              now: int) -> tuple[AppendResult, asyncio.Future[None]] | None:
         """Hold a produce's batches in the timer log if any record is scheduled (a batch is
@@ -185,7 +206,7 @@ class PartitionTimer:
         stay in one log; None for the rest. Returns the timer log append (offsets there) and
         its durability. Raises INVALID_RECORD for a malformed schedule header; then nothing is
         written."""
-        if headers[0].producer_id < 0 and not mentions_schedule(records, headers):
+        if not self.would_hold(records, headers):
             return None
         self.timer_log.check_writable()
         floor = max(now, self._popped[0])
@@ -313,6 +334,7 @@ class PartitionTimer:
         if self._memtable and (len(self._memtable) >= RUN_ENTRIES or
                                time.monotonic() - self._last_run >= RUN_INTERVAL_S):
             await self._write_run()
+        await self._merge_runs()
         await self._advance(now_ms())
         await self._deliver(now_ms())
         if self._dirty and time.monotonic() - self._last_save >= STATE_INTERVAL_S:
@@ -331,6 +353,7 @@ class PartitionTimer:
                 self._loaded_until = target + WINDOW_MS     # nothing due meanwhile
                 return
             end = max(self._loaded_until, min(lows)) + WINDOW_MS
+            self._window_partial = True
             for run in [run for run in self._runs if run.next_due < end]:
                 # One run at a time: a failed read leaves that run where it was.
                 loaded = await asyncio.get_running_loop().run_in_executor(
@@ -344,6 +367,7 @@ class PartitionTimer:
                 self._far_offsets.discard(entry[1])
                 heapq.heappush(self._heap, entry)
             self._loaded_until = end
+            self._window_partial = False
 
     async def _deliver(self, now: int) -> None:
         heap = self._heap
@@ -442,11 +466,10 @@ class PartitionTimer:
         # them is skipped), with their fields.
         self._unheld_due = _NEVER
         if memtable:
-            path = f"{self._dir}/run.{self._epoch:010d}.{time.time_ns():020d}"
             try:
                 run = await asyncio.get_running_loop().run_in_executor(
-                    self._executor, write_run, self._storage, path, memtable, cursor,
-                    self._loaded_until)
+                    self._executor, write_run, self._storage, self._run_path(), memtable,
+                    cursor, self._loaded_until)
             except OSError:     # as it was, with what was indexed meanwhile: retried later
                 self._memtable = memtable + self._memtable
                 self._unheld_due = min(unheld, self._unheld_due)
@@ -458,9 +481,37 @@ class PartitionTimer:
         self.state.spilled_through = spilled_through
         await self._save_state(truncate=True)
 
+    def _run_path(self) -> str:
+        return f"{self._dir}/run.{self._epoch:010d}.{time.time_ns():020d}"
+
+    async def _merge_runs(self) -> None:
+        """Above ``MAX_RUNS`` runs, merge the smallest (at most ``MERGE_FAN``, together at
+        most ``MERGE_ENTRIES``) into one. Not while a window is loaded in part: the merged
+        run's loading starts at ``_loaded_until``, which every run must have reached."""
+        if len(self._runs) <= MAX_RUNS or self._window_partial:
+            return
+        chosen: list[Run] = []
+        for run in sorted(self._runs, key=lambda run: run.count):
+            if len(chosen) == MERGE_FAN or sum(r.count for r in chosen) + run.count > \
+                    MERGE_ENTRIES:
+                break
+            chosen.append(run)
+        if len(chosen) < 2:
+            return
+        merged = await asyncio.get_running_loop().run_in_executor(
+            self._executor, merge_runs, self._storage, self._run_path(), chosen,
+            (self.state.due, self.state.offset), self._loaded_until)
+        paths = {run.path for run in chosen}
+        self._runs = [run for run in self._runs if run.path not in paths]
+        if merged is not None:
+            self._runs.append(merged)
+        self._unlinked += paths
+        await self._save_state()
+
     async def _save_state(self, claim: bool = False, truncate: bool = False) -> None:
-        """Write the state; with ``truncate`` (after a run) or when runs were delivered, also
-        move the timer log's start past what no run or replay needs."""
+        """Write the state, then delete the runs it no longer names (delivered or merged);
+        with ``truncate`` (after a run) or when runs were delivered, also move the timer log's
+        start past what no run or replay needs."""
         state = self.state
         cursor = (state.due, state.offset)
         done = [run for run in self._runs if run.exhausted and run.last <= cursor]
@@ -473,9 +524,16 @@ class PartitionTimer:
         self._dirty = False
         self._last_save = time.monotonic()
         low = min([state.replay_from, *(run.min_offset for run in self._runs)])
-        await asyncio.get_running_loop().run_in_executor(
-            self._executor, self._persist, state, [run.path for run in done],
-            low if truncate or done else -1, claim)
+        # Runs delivered or merged into another are deleted once this state is durable.
+        self._unlinked += [run.path for run in done]
+        unlinked, self._unlinked = self._unlinked, []
+        try:
+            await asyncio.get_running_loop().run_in_executor(
+                self._executor, self._persist, state, unlinked,
+                low if truncate or done else -1, claim)
+        except OSError:
+            self._unlinked = unlinked + self._unlinked
+            raise
 
     def _persist(self, state: TimerState, dropped: list[str], low: int, claim: bool) -> None:
         if fenced(self._storage, self._dir, self._epoch):
