@@ -238,3 +238,30 @@ def test_idempotent_producer_mixes_plain_and_scheduled_after_alter(broker: Broke
     plain = [r for r in arrived if r.header(DELAY) is None]
     assert all(r.seen_ms - sent < 1500 for r in plain)
     assert all(r.seen_ms >= due_of(r) for r in arrived)
+
+
+def test_turning_scheduling_off_keeps_pending_records_due(broker: BrokerProcess,
+                                                          topic: str) -> None:
+    """bmq.delay.enable=false stops holding new records (the header is only a header, as in
+    Kafka); the records already held are still delivered at their time, across a restart."""
+    create_topic(broker.bootstrap, topic, 1, SCHEDULED)
+    due = now_ms() + 4000
+    confluent_schedule(broker.bootstrap, topic, [
+        {"key": b"k", "value": f"held{i}".encode(), "headers": [(DELIVER_AT, str(due).encode())]}
+        for i in range(20)])
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    resource = ConfigResource("topic", topic, incremental_configs=[ConfigEntry(
+        "bmq.delay.enable", "false", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([resource])[resource].result(15)
+    broker.kill()
+    broker.start()
+    confluent_schedule(broker.bootstrap, topic, [{"value": b"now", "headers": [(DELAY, b"9")]}])
+    watcher = Watcher(broker.bootstrap, topic, 1)
+    try:
+        arrived = watcher.wait_for(21, 30)
+        time.sleep(0.5)
+        arrived = list(watcher.arrived)
+    finally:
+        watcher.close()
+    assert [r.value for r in arrived] == [b"now"] + [f"held{i}".encode() for i in range(20)]
+    assert arrived[0].seen_ms < due and all(r.seen_ms >= due for r in arrived[1:])

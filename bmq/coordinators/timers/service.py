@@ -9,7 +9,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 
-from bmq.coordinators.timers.state import index_dir, read_state, timer_log_name
+from bmq.coordinators.timers.state import has_state, index_dir, read_state, timer_log_name
 from bmq.coordinators.timers.timer import PartitionTimer
 from bmq.protocol.errors import KafkaError
 from bmq.storage import LogConfig, Storage
@@ -69,7 +69,12 @@ class TimerService:
 
     # ------------------------------------------------------------------ PartitionHooks
     async def opened(self, partition: Partition) -> None:
-        if partition.log.config.delay_enable:
+        """A timer starts with its partition if the topic has scheduled delivery, or had it:
+        turning ``bmq.delay.enable`` off stops holding new records (their headers are then
+        only headers, as in Kafka), but what is pending is still delivered at its time."""
+        if partition.log.config.delay_enable or await asyncio.get_running_loop(
+                ).run_in_executor(self._executor, has_state, self._storage,
+                                  index_dir(partition.topic, partition.index)):
             await self.start(partition)
 
     async def closing(self, partition: Partition, delete: bool) -> None:

@@ -84,6 +84,11 @@ def write_state(storage: Storage, directory: str, epoch: int, state: TimerState)
                          json.dumps(asdict(state), separators=(",", ":")).encode())
 
 
+def has_state(storage: Storage, directory: str) -> bool:
+    """Whether a timer ever ran here (its state document is written when it starts)."""
+    return bool(_epochs(storage, directory))
+
+
 def fenced(storage: Storage, directory: str, epoch: int) -> bool:
     """Whether a newer owner has taken the timer over (its state document exists)."""
     epochs = _epochs(storage, directory)
