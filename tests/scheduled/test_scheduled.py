@@ -24,7 +24,9 @@ from confluent_kafka.admin import (
 )
 from kafka import KafkaProducer
 
+from bmq.protocol.record_codec import CODEC_IDS
 from tests.conftest import BrokerFactory, BrokerProcess, bmq_command, free_port
+from tests.integration import kwire
 from tests.integration.helpers import create_topic, topic_configs, watermarks
 from tests.scheduled.helpers import (
     DELAY,
@@ -265,3 +267,29 @@ def test_turning_scheduling_off_keeps_pending_records_due(broker: BrokerProcess,
         watcher.close()
     assert [r.value for r in arrived] == [b"now"] + [f"held{i}".encode() for i in range(20)]
     assert arrived[0].seen_ms < due and all(r.seen_ms >= due for r in arrived[1:])
+
+
+@pytest.mark.parametrize("codec", ["zstd", "producer"])
+def test_deliveries_follow_the_topic_compression(broker: BrokerProcess, topic: str,
+                                                codec: str) -> None:
+    """Delivered batches use the topic's compression.type; with ``producer`` (a delivery
+    mixes many producers' records) they are uncompressed."""
+    create_topic(broker.bootstrap, topic, 1, {**SCHEDULED, "compression.type": codec})
+    values = [f"record {i} ".encode() * 20 for i in range(50)]
+    confluent_schedule(broker.bootstrap, topic, [
+        {"key": b"k", "value": v, "headers": [(DELAY, b"200")]} for v in values],
+        compression_type="lz4")
+    deadline = time.monotonic() + 15
+    while watermarks(broker.bootstrap, topic)[1] < 50 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    with kwire.KafkaWire(broker.bootstrap) as wire:
+        fetched = wire.fetch(topic, 0, 0, max_bytes=16 << 20)
+        batches = kwire.parse_record_batches(fetched.records or b"")
+    assert batches and all(b.crc_ok() for b in batches)
+    assert {b.compression for b in batches} == {CODEC_IDS.get(codec, 0)}
+    watcher = Watcher(broker.bootstrap, topic, 1)
+    try:
+        arrived = watcher.wait_for(50, 15)
+    finally:
+        watcher.close()
+    assert [r.value for r in arrived] == values

@@ -17,8 +17,17 @@ from dataclasses import dataclass
 
 from bmq.coordinators.timers._timerrec import frame_records, hold_records
 from bmq.protocol.errors import ErrorCode, KafkaError
-from bmq.protocol.record_codec import RecordDecodeError, decode_batch, decompress, frame_batch
+from bmq.protocol.record_codec import (
+    CODEC_IDS,
+    NONE,
+    RecordDecodeError,
+    compress,
+    decode_batch,
+    decompress,
+    frame_batch,
+)
 from bmq.protocol.records import HEADER_SIZE, TRANSACTIONAL_FLAG, BatchHeader
+from bmq.storage import LogConfig
 
 # The headers (bmq.deliver.at, bmq.delay.ms, bmq.scheduled.at) are read and written in C.
 MAX_DELAY_MS = 40 * 24 * 3600 * 1000
@@ -74,11 +83,14 @@ def read_held(batch: memoryview, header: BatchHeader) -> list[Held]:
             for r in decode_batch(batch, header)]
 
 
-def delivery_batch(held: list[Held], producer_id: int, sequence: int,
-                   leader_epoch: int) -> tuple[bytearray, BatchHeader]:
+def delivery_batch(held: list[Held], producer_id: int, sequence: int, leader_epoch: int,
+                   config: LogConfig) -> tuple[bytearray, BatchHeader]:
     """The batch that appends ``held`` to their partition, as the timer's idempotent producer
-    (``producer_id``, epoch 0, first sequence ``sequence``)."""
+    (``producer_id``, epoch 0, first sequence ``sequence``), compressed with the topic's
+    ``compression.type``; uncompressed for ``producer`` (it mixes many producers' records)."""
     payload, first, last = frame_records([(h.timestamp, h.fields) for h in held])
-    return frame_batch(payload, len(held), first, last, leader_epoch=leader_epoch,
-                       producer_id=producer_id, producer_epoch=0,
-                       base_sequence=sequence & SEQUENCE_MASK)
+    codec = CODEC_IDS.get(config.compression_type, NONE)
+    return frame_batch(compress(codec, payload, config.compression_level), len(held), first,
+                       last, leader_epoch=leader_epoch, producer_id=producer_id,
+                       producer_epoch=0, base_sequence=sequence & SEQUENCE_MASK,
+                       attributes=codec)

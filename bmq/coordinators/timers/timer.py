@@ -408,7 +408,8 @@ class PartitionTimer:
                 stop += 1
             chunk = records[start:stop]
             batch, header = delivery_batch(chunk, self.state.producer_id,
-                                           self._next_sequence, self.partition.leader_epoch)
+                                           self._next_sequence, self.partition.leader_epoch,
+                                           self.partition.log.config)
             self._next_sequence += len(chunk)
             durable = self.partition.append_batch(batch, header, now)
             durable.add_done_callback(functools.partial(
