@@ -5,9 +5,11 @@ survive a hand-over (close, reopen) in the middle, and are delivered once each, 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import random
 import time
+from array import array
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -24,11 +26,16 @@ from bmq.writepath.partitions import PartitionManager, now_ms
 CONFIG = LogConfig(delay_enable=True)
 
 
+def pairs(entries: list[tuple[int, int]]) -> array[int]:
+    """Entries as the timer keeps them before a run: flat (due, offset) pairs."""
+    return array("q", itertools.chain.from_iterable(entries))
+
+
 def test_runs_load_window_by_window(tmp_path: Path) -> None:
     storage = LocalStorage(str(tmp_path))
     rng = random.Random(3)
     entries = sorted((rng.randint(0, 100_000), offset) for offset in range(20_000))
-    write_run(storage, "__bmq_timers/t/0/run.a", entries, (-1, -1), 0)
+    write_run(storage, "__bmq_timers/t/0/run.a", pairs(entries), (-1, -1), 0)
     run = open_run(storage, "__bmq_timers/t/0/run.a")
     loaded = []
     for end in [*range(0, 100_001, 997), 100_001]:
@@ -45,7 +52,7 @@ def test_merged_runs_hold_what_was_not_delivered(tmp_path: Path) -> None:
     rng = random.Random(5)
     parts = [[(rng.randint(0, 50_000), offset) for offset in range(first, 30_000, 3)]
              for first in range(3)]
-    runs = [write_run(storage, f"__bmq_timers/t/0/run.{i}", part, (-1, -1), 0)
+    runs = [write_run(storage, f"__bmq_timers/t/0/run.{i}", pairs(part), (-1, -1), 0)
             for i, part in enumerate(parts)]
     delivered = (20_000, 7)
     merged = merge_runs(storage, "__bmq_timers/t/0/run.m", runs, delivered, 30_000)  # type: ignore[arg-type]

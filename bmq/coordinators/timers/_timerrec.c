@@ -7,6 +7,7 @@
  * frame_records: frame held records' fields into a batch's record bytes for delivery.
  * merge_entries: merge sorted runs' entries (16 bytes each: due, offset, big-endian) into one
  *   sorted sequence, without the GIL.
+ * sort_entries: the timer's new entries (native int64 pairs) sorted as a run's entries.
  *
  * Record format (Kafka's RecordBatch v2): length varint, attributes int8, timestamp delta
  * varlong, offset delta varint, key length varint + key, value length varint + value, header
@@ -288,6 +289,52 @@ done:
     return merged;
 }
 
+static int compare_pairs(const void *a, const void *b) {
+    const int64_t *x = a, *y = b;
+    if (x[0] != y[0]) return x[0] < y[0] ? -1 : 1;
+    return (x[1] > y[1]) - (x[1] < y[1]);
+}
+
+/* sort_entries(pairs, after_due, after_offset) -> (entries, smallest offset)
+ * pairs: native int64 (due, offset) pairs (an array('q')); the result: those after
+ * (after_due, after_offset), sorted, 16 big-endian bytes each. */
+static PyObject *sort_entries(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer view;
+    long long after_due, after_offset;
+    if (!PyArg_ParseTuple(args, "y*LL", &view, &after_due, &after_offset))
+        return NULL;
+    Py_ssize_t count = view.len / 16;
+    int64_t *pairs = malloc(count ? count * 16 : 1);
+    PyObject *sorted = pairs ? PyBytes_FromStringAndSize(NULL, count * 16) : PyErr_NoMemory();
+    if (!sorted) {
+        free(pairs);
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    uint8_t *out = (uint8_t *)PyBytes_AS_STRING(sorted);
+    Py_ssize_t size = 0;
+    int64_t low = INT64_MAX;
+    Py_BEGIN_ALLOW_THREADS
+    memcpy(pairs, view.buf, count * 16);
+    qsort(pairs, count, 16, compare_pairs);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int64_t due = pairs[2 * i], offset = pairs[2 * i + 1];
+        if (due < after_due || (due == after_due && offset <= after_offset)) continue;
+        for (int b = 0; b < 8; b++) {
+            out[size + b] = (uint8_t)((uint64_t)due >> (56 - 8 * b));
+            out[size + 8 + b] = (uint8_t)((uint64_t)offset >> (56 - 8 * b));
+        }
+        size += 16;
+        if (offset < low) low = offset;
+    }
+    Py_END_ALLOW_THREADS
+    free(pairs);
+    PyBuffer_Release(&view);
+    if (_PyBytes_Resize(&sorted, size) < 0) return NULL;
+    return Py_BuildValue("(NL)", sorted, (long long)(size ? low : -1));
+}
+
 static PyMethodDef methods[] = {
     {"hold_records", hold_records, METH_VARARGS,
      "hold_records(records, count, base_ts, accepted, floor, max_delay) -> (wrapper record "
@@ -297,6 +344,9 @@ static PyMethodDef methods[] = {
     {"merge_entries", merge_entries, METH_VARARGS,
      "merge_entries([sorted 16-byte entries], after_due, after_offset) -> (merged entries past "
      "(after_due, after_offset), their smallest offset or -1)"},
+    {"sort_entries", sort_entries, METH_VARARGS,
+     "sort_entries(native int64 (due, offset) pairs, after_due, after_offset) -> (sorted "
+     "16-byte big-endian entries past (after_due, after_offset), their smallest offset or -1)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -14,12 +14,12 @@ timer log offset, the sparse index (one int64 per block), then the entries, 16 b
 
 from __future__ import annotations
 
-import itertools
 import struct
+from array import array
 from bisect import bisect_left
 from dataclasses import dataclass, field
 
-from bmq.coordinators.timers._timerrec import merge_entries
+from bmq.coordinators.timers._timerrec import merge_entries, sort_entries
 from bmq.storage import Storage
 
 BLOCK = 4096
@@ -56,16 +56,16 @@ class Run:
         self.next_due = self.block_dues[block] if self.block_dues else 0
 
 
-def write_run(storage: Storage, path: str, keys: list[Entry], after: Entry,
+def write_run(storage: Storage, path: str, keys: array[int], after: Entry,
               load_from: int) -> Run | None:
-    """Write the entries of ``keys`` past ``after`` (what is not delivered yet), sorted, as a
-    run whose loading starts at the first entry due at ``load_from`` or later; None if there
-    is nothing to write. Runs on a worker thread: the sort and the packing stay off the loop."""
-    entries = sorted(key for key in keys if key > after)
+    """Write the entries of ``keys`` (flat (due, offset) pairs) past ``after`` (what is not
+    delivered yet), sorted, as a run whose loading starts at the first entry due at
+    ``load_from`` or later; None if there is nothing to write. Worker thread; the sort is C,
+    without the GIL."""
+    entries, min_offset = sort_entries(keys, *after)
     if not entries:
         return None
-    packed = struct.pack(f">{2 * len(entries)}q", *itertools.chain.from_iterable(entries))
-    return _write(storage, path, packed, min(e[1] for e in entries), load_from)
+    return _write(storage, path, entries, min_offset, load_from)
 
 
 def merge_runs(storage: Storage, path: str, runs: list[Run], after: Entry,

@@ -26,6 +26,7 @@ import functools
 import heapq
 import logging
 import time
+from array import array
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 
@@ -71,7 +72,7 @@ RUN_ENTRIES = 100_000       # a run is written at this many new records ...
 RUN_INTERVAL_S = 10.0       # ... or this long after the last one
 MAX_RUNS = 16               # above this many runs, the smallest are merged, ...
 MERGE_FAN = 8               # ... up to this many at a time ...
-MERGE_ENTRIES = 500_000     # ... with this many entries together at most (8 MB)
+MERGE_ENTRIES = RUN_ENTRIES  # ... with this many entries together at most (1.6 MB)
 STATE_INTERVAL_S = 5.0      # delivery progress is written at most this often
 TICK_S = 0.05               # the longest sleep when nothing is due sooner
 MIN_TICK_S = 0.004          # the shortest sleep between deliveries
@@ -95,7 +96,10 @@ class PartitionTimer:
         self._epoch = partition.leader_epoch
         self.state = TimerState()
         self._runs: list[Run] = []
-        self._memtable: list[Entry] = []        # indexed since the last run
+        # Indexed since the last run: (due, offset) pairs flat in one array, not a Python
+        # object each (long-lived small objects among the many short-lived ones of a produce
+        # burst would keep the allocator's arenas from being returned).
+        self._memtable = array("q")
         self._indexed_end = 0                   # past the newest non-transactional record
         self._heap: list[tuple[int, int, Held | None]] = []   # due before _loaded_until
         self._far: list[tuple[int, int, Held]] = []           # due within KEEP_MS
@@ -277,7 +281,7 @@ class PartitionTimer:
         wake = False
         for record in held:
             key = (record.due, record.offset)
-            self._memtable.append(key)
+            self._memtable.extend(key)
             self._indexed_end = max(self._indexed_end, record.offset + 1)
             if key <= cursor:
                 continue        # replay: delivered already
@@ -331,7 +335,7 @@ class PartitionTimer:
             log.exception("timer of %s-%d failed", self.topic, self.partition.index)
 
     async def _tick(self) -> None:
-        if self._memtable and (len(self._memtable) >= RUN_ENTRIES or
+        if self._memtable and (len(self._memtable) >= 2 * RUN_ENTRIES or
                                time.monotonic() - self._last_run >= RUN_INTERVAL_S):
             await self._write_run()
         await self._merge_runs()
@@ -459,7 +463,7 @@ class PartitionTimer:
         cursor = (self.state.due, self.state.offset)
         memtable, unheld, unspilled = self._memtable, self._unheld_due, self._txn_unspilled
         spilled_through = self._indexed_end
-        self._memtable = []
+        self._memtable = array("q")
         self._txn_unspilled = {}
         self._last_run = time.monotonic()
         # Records not in memory are in the run now: read back from it (the fields from the
@@ -478,7 +482,7 @@ class PartitionTimer:
                 raise
             if run is not None:
                 self._runs.append(run)
-        self.state.accepted += len(memtable)
+        self.state.accepted += len(memtable) // 2
         self.state.spilled_through = spilled_through
         await self._save_state(truncate=True)
 
