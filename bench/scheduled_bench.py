@@ -13,8 +13,8 @@ delay), so it includes the fetch, an upper bound of the broker's own (the broker
 ``bmq_scheduled_lateness_seconds`` times until delivery is durable; ``--metrics URL``, the
 broker's metrics endpoint, prints its shares too). ``--pending N`` first
 schedules N records 1 hour ahead (held in the timer logs' runs on storage meanwhile) and prints
-the broker's RSS before and after them. Without ``--bootstrap`` it spawns a throw-away
-``bmq serve``.
+the broker's RSS before and after them, and 15 s later. Without ``--bootstrap`` it spawns a
+throw-away ``bmq serve`` (with a metrics port: the broker's histogram is printed too).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import random
 import re
+import shlex
 import threading
 import time
 import urllib.request
@@ -31,9 +32,10 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.server import LocalServer
+from bench.server import LocalServer, default_command, free_port
 
 PARTITIONS = 4
+SETTLE_S = 15
 VALUE = b"x" * 100
 
 
@@ -106,6 +108,9 @@ def measure(bootstrap: str, rate: int, duration: float, pending: int, pid: int,
         schedule_pending(bootstrap, topic, pending)
         print(f"{pending} records pending (1 h ahead) in {time.monotonic() - started:.0f} s; "
               f"broker {before} -> {memory(pid) if pid else '?'}")
+        if pid:
+            time.sleep(SETTLE_S)
+            print(f"broker {SETTLE_S} s later: {memory(pid)}")
     late: list[int] = []
     stop = threading.Event()
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "scheduled-bench",
@@ -167,8 +172,11 @@ def main() -> None:
     if args.bootstrap:
         measure(args.bootstrap, args.rate, args.duration, args.pending, 0, args.metrics)
     else:
-        with LocalServer() as server:
-            measure(server.bootstrap, args.rate, args.duration, args.pending, server.pid)
+        port = free_port()
+        command = shlex.join([*default_command(), "--metrics-port", str(port)])
+        with LocalServer(command) as server:
+            measure(server.bootstrap, args.rate, args.duration, args.pending, server.pid,
+                    f"http://127.0.0.1:{port}/metrics")
 
 
 if __name__ == "__main__":

@@ -18,9 +18,11 @@ from bmq.writepath.partitions import Partition, PartitionManager
 log = logging.getLogger(__name__)
 
 # The timer log keeps what the timer has not delivered (the timer moves its start); segments
-# are small so that delivered ones are deleted soon.
+# are small so that delivered ones are deleted soon. Its offset index, which stays in memory,
+# has an entry per 32 KiB rather than 4 KiB: with every pending record in the timer log, that
+# is 0.1 byte of memory per pending record instead of 0.8 (reads start up to 32 KiB early).
 TIMER_LOG_CONFIG = LogConfig(segment_bytes=64 << 20, retention_ms=-1, retention_bytes=-1,
-                             max_message_bytes=2**31 - 1)
+                             max_message_bytes=2**31 - 1, index_interval_bytes=32 << 10)
 
 
 class TimerService:
