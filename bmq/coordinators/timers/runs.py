@@ -83,6 +83,17 @@ def merge_runs(storage: Storage, path: str, runs: list[Run], after: Entry,
     return _write(storage, path, merged, min_offset, load_from)
 
 
+def smallest_runs(runs: list[Run], most: int, entries: int) -> list[Run]:
+    """The smallest runs, at most ``most`` of them and ``entries`` entries together: the next
+    merge (fewer than two: none)."""
+    chosen: list[Run] = []
+    for run in sorted(runs, key=lambda run: run.count):
+        if len(chosen) == most or sum(r.count for r in chosen) + run.count > entries:
+            break
+        chosen.append(run)
+    return chosen
+
+
 def _write(storage: Storage, path: str, entries: bytes, min_offset: int,
            load_from: int) -> Run:
     count = len(entries) // _ENTRY.size

@@ -1,6 +1,6 @@
 """What a partition's timer keeps on storage besides its timer log: the state document (how far
-delivery got, which runs hold the index, where a replay of the timer log starts) and the
-replay itself.
+delivery got, which runs hold the index, where a replay of the timer log starts), the
+replay itself, and reading held records back from the timer log.
 
 State documents are named by the owner's leader epoch (``state.<epoch>.json``) and the newest
 epoch's wins, so a stale owner (fenced on the logs it writes) cannot change what the next owner
@@ -23,6 +23,7 @@ from bmq.storage.producer_state import TXN_COMMIT, txn_kind
 TIMER_LOG_PREFIX = "__bmq_timers"
 _STATE_NAME = re.compile(r"state\.(\d{10})\.json")
 _READ_BYTES = 4 << 20
+_HELD_READ_BYTES = 1 << 20
 
 
 def timer_log_name(topic: str) -> str:
@@ -99,6 +100,28 @@ def drop_older_states(storage: Storage, directory: str, epoch: int) -> None:
     for older in _epochs(storage, directory):
         if older < epoch:
             storage.delete(f"{directory}/state.{older:010d}.json")
+
+
+def read_held_at(log: PartitionLog, offsets: list[int]) -> dict[int, Held]:
+    """The held records at ``offsets`` of the timer log ``log`` (their fields, for the
+    entries loaded from runs). Worker thread."""
+    wanted = sorted(set(offsets))
+    found: dict[int, Held] = {}
+    i = 0
+    while i < len(wanted):
+        data = memoryview(log.read(wanted[i], _HELD_READ_BYTES))
+        end = wanted[i]
+        for pos, header in iter_batches(data):
+            end = header.next_offset
+            if not header.is_control:
+                for record in read_held(data[pos:pos + header.size], header):
+                    found[record.offset] = record
+        if end <= wanted[i]:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
+                             f"timer log record {wanted[i]} is missing")
+        while i < len(wanted) and wanted[i] < end:
+            i += 1
+    return found
 
 
 def replay(log: PartitionLog, state: TimerState, index: Callable[[list[Held]], None],

@@ -37,7 +37,6 @@ from bmq.coordinators.timers.records import (
     delivery_batch,
     hold_batch,
     mentions_schedule,
-    read_held,
 )
 from bmq.coordinators.timers.runs import (
     Entry,
@@ -45,6 +44,7 @@ from bmq.coordinators.timers.runs import (
     load_window,
     merge_runs,
     open_run,
+    smallest_runs,
     write_run,
 )
 from bmq.coordinators.timers.state import (
@@ -52,13 +52,14 @@ from bmq.coordinators.timers.state import (
     drop_older_states,
     fenced,
     index_dir,
+    read_held_at,
     read_state,
     replay,
     write_state,
 )
 from bmq.coordinators.transactions.records import marker_batch
 from bmq.protocol.errors import ErrorCode, KafkaError
-from bmq.protocol.records import HEADER_SIZE, TRANSACTIONAL_FLAG, BatchHeader, iter_batches
+from bmq.protocol.records import HEADER_SIZE, TRANSACTIONAL_FLAG, BatchHeader
 from bmq.storage import AppendResult, Storage
 from bmq.writepath.partitions import Partition, now_ms
 
@@ -77,7 +78,6 @@ STATE_INTERVAL_S = 5.0      # delivery progress is written at most this often
 TICK_S = 0.05               # the longest sleep when nothing is due sooner
 MIN_TICK_S = 0.004          # the shortest sleep between deliveries
 DELIVERY_RECORDS = 4000     # at most this many records per delivery batch
-_READ_BYTES = 1 << 20
 _NEVER = 2**63 - 1
 
 
@@ -390,7 +390,8 @@ class PartitionTimer:
             if any(held is None for _, _, held in taken):
                 try:
                     found = await asyncio.get_running_loop().run_in_executor(
-                        self._executor, self._read_held, [o for _, o, h in taken if h is None])
+                        self._executor, read_held_at, self.timer_log.log,
+                        [o for _, o, h in taken if h is None])
                 except OSError:
                     for entry in taken:     # delivered at the next try
                         heapq.heappush(heap, entry)
@@ -438,26 +439,6 @@ class PartitionTimer:
         self._pending_gauge.dec(len(keys))
         self._dirty = True
 
-    def _read_held(self, offsets: list[int]) -> dict[int, Held]:
-        """The held records at ``offsets`` of the timer log (loaded from runs)."""
-        wanted = sorted(set(offsets))
-        found: dict[int, Held] = {}
-        i = 0
-        while i < len(wanted):
-            data = memoryview(self.timer_log.log.read(wanted[i], _READ_BYTES))
-            end = wanted[i]
-            for pos, header in iter_batches(data):
-                end = header.next_offset
-                if not header.is_control:
-                    for record in read_held(data[pos:pos + header.size], header):
-                        found[record.offset] = record
-            if end <= wanted[i]:
-                raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
-                                 f"timer log record {wanted[i]} is missing")
-            while i < len(wanted) and wanted[i] < end:
-                i += 1
-        return found
-
     # ------------------------------------------------------------------ runs and state
     async def _write_run(self) -> None:
         cursor = (self.state.due, self.state.offset)
@@ -495,12 +476,7 @@ class PartitionTimer:
         run's loading starts at ``_loaded_until``, which every run must have reached."""
         if len(self._runs) <= MAX_RUNS or self._window_partial:
             return
-        chosen: list[Run] = []
-        for run in sorted(self._runs, key=lambda run: run.count):
-            if len(chosen) == MERGE_FAN or sum(r.count for r in chosen) + run.count > \
-                    MERGE_ENTRIES:
-                break
-            chosen.append(run)
+        chosen = smallest_runs(self._runs, MERGE_FAN, MERGE_ENTRIES)
         if len(chosen) < 2:
             return
         merged = await asyncio.get_running_loop().run_in_executor(
