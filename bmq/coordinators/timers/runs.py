@@ -36,7 +36,7 @@ class Run:
     count: int
     last: Entry
     min_offset: int
-    block_dues: list[int]
+    block_dues: array[int]       # an array, not an int object each: runs live for weeks
     # The next entry to load into the timer's window (those before it are loaded or delivered),
     # and a lower bound of its due time (how the window skips runs with nothing to give).
     position: int = 0
@@ -97,7 +97,8 @@ def smallest_runs(runs: list[Run], most: int, entries: int) -> list[Run]:
 def _write(storage: Storage, path: str, entries: bytes, min_offset: int,
            load_from: int) -> Run:
     count = len(entries) // _ENTRY.size
-    blocks = [_DUE.unpack_from(entries, i * _ENTRY.size)[0] for i in range(0, count, BLOCK)]
+    blocks = array("q", (_DUE.unpack_from(entries, i * _ENTRY.size)[0]
+                         for i in range(0, count, BLOCK)))
     last = _ENTRY.unpack_from(entries, (count - 1) * _ENTRY.size)
     body = bytearray(_HEAD.pack(MAGIC, count, *last, min_offset))
     body += struct.pack(f">{len(blocks)}q", *blocks)
@@ -119,7 +120,7 @@ def open_run(storage: Storage, path: str) -> Run:
         raise ValueError(f"{path} is not a timer run")
     blocks = (count + BLOCK - 1) // BLOCK
     raw = storage.read_range(path, _HEAD.size, 8 * blocks)
-    dues = list(struct.unpack(f">{blocks}q", raw))
+    dues = array("q", struct.unpack(f">{blocks}q", raw))
     return Run(path, count, (last_due, last_offset), min_offset, dues, 0,
                dues[0] if dues else 0)
 
