@@ -78,3 +78,66 @@ def test_a_small_offset_map_cleans_over_several_passes(cstorage: Storage) -> Non
     reopened = PartitionLog.open(cstorage, "t", 0, CONFIG, epoch=1)
     assert [r.offset for r in _records(reopened)] == offsets
     reopened.close()
+
+
+def _corrupt_state_documents(log: PartitionLog) -> None:
+    """What a lost or damaged checkpoint (manifest) looks like to the next owner."""
+    for epoch in log.state_files.epochs():
+        log.storage.write_atomic(log.state_files.path(epoch), b'{"version": 2, "segm')
+
+
+@pytest.mark.parametrize("originals", ["deleted", "left"])
+def test_a_cleaned_log_survives_an_unreadable_checkpoint(cstorage: Storage, originals: str
+                                                         ) -> None:
+    """Recovery that lists the files instead of a checkpoint reads the cleaned segments (the
+    originals are gone after ``file.delete.delay.ms``; before that both are there): every live
+    key's last value, offsets growing, no record twice; the log goes on after."""
+    log = PartitionLog.open(cstorage, "t", 0, CONFIG, epoch=1)
+    last = _fill(log, keys=40, rounds=5)
+    result = LogCleaner(1 << 20).clean(log, NOW + 1, force=True)
+    assert result is not None and result.swapped and result.records_removed
+    if originals == "deleted":
+        assert log.delete_replaced(0) > 0
+    cleaned = [r.offset for r in _records(log)]
+    end = log.high_watermark
+    log.close()
+    _corrupt_state_documents(log)
+
+    reopened = PartitionLog.open(cstorage, "t", 0, CONFIG, epoch=1)
+    assert reopened.high_watermark == end
+    records = _records(reopened)
+    offsets = [r.offset for r in records]
+    assert offsets == sorted(set(offsets))
+    assert {r.key: r.value for r in records} == last
+    if originals == "deleted":
+        assert offsets == cleaned
+    batch, header = encode_batch([Record(0, NOW, b"k000", b"after", [])])
+    reopened.append(memoryview(batch), [header], NOW)
+    reopened.flush()
+    assert _records(reopened)[-1].offset == end
+    reopened.close()
+
+
+def test_an_unfinished_cleaned_segment_is_not_recovered(tmp_path: Path) -> None:
+    """A cleaned segment file cut short by a crash mid-write (its index files, written last,
+    missing) is not taken for the originals it would have replaced."""
+    store = LocalStorage(str(tmp_path / "data"))
+    log = PartitionLog.open(store, "t", 0, CONFIG, epoch=1)
+    last = _fill(log, keys=40, rounds=5)
+    before = [r.offset for r in _records(log)]
+    result = LogCleaner(1 << 20).clean(log, NOW + 1, force=True)
+    assert result is not None
+    log.close()
+    _corrupt_state_documents(log)
+    for name in store.list(log.dir):
+        stem = name.rsplit(".", 1)[0]
+        if name.endswith(".log") and stem.count("-") == 2:   # the cleaner's segments
+            path = f"{log.dir}/{name}"
+            store.truncate(path, store.size(path) // 2)
+            store.delete(f"{log.dir}/{stem}.index")
+            store.delete(f"{log.dir}/{stem}.timeindex")
+    reopened = PartitionLog.open(store, "t", 0, CONFIG, epoch=1)
+    records = _records(reopened)
+    assert [r.offset for r in records] == before
+    assert {r.key: r.value for r in records} == last
+    reopened.close()
