@@ -188,14 +188,6 @@ static PyObject *keymap_add_batches(KeyMap *m, PyObject *args) {
 }
 
 
-static int append(buffer *b, const void *src, size_t n) {
-    if (!reserve(b, n))
-        return 0;
-    memcpy(b->data + b->size, src, n);
-    b->size += n;
-    return 1;
-}
-
 /* Keeps the records of one batch body to keep in `kept_records`; -1 if malformed. */
 static int64_t retain_records(KeyMap *m, const uint8_t *body, const uint8_t *end, int64_t base,
                               int drop_tombstones, buffer *kept_records, int64_t *seen,

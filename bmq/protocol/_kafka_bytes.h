@@ -64,4 +64,13 @@ static inline int reserve(buffer *b, size_t more) {
     return 1;
 }
 
+/* Append n bytes; 0 if out of memory. */
+static inline int append(buffer *b, const void *src, size_t n) {
+    if (!reserve(b, n))
+        return 0;
+    memcpy(b->data + b->size, src, n);
+    b->size += n;
+    return 1;
+}
+
 #endif
