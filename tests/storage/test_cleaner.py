@@ -16,6 +16,7 @@ from bmq.protocol.records import TRANSACTIONAL_FLAG, BatchHeader, iter_batches
 from bmq.storage import LocalStorage, LogConfig, PartitionLog, Storage
 
 from .batches import make_batch
+from .conftest import make_storage
 from .helpers import append, read_batches
 
 CONFIG = LogConfig(segment_bytes=4096, retention_ms=-1, compact=True, delete_retention_ms=0,
@@ -25,6 +26,8 @@ NOW = 1_700_000_000_000
 
 @pytest.fixture(params=["files", "objects"])
 def cstorage(request: pytest.FixtureRequest, tmp_path: Path) -> Storage:
+    if request.param == "s3":
+        return make_storage("s3", tmp_path, request)
     store = LocalStorage(str(tmp_path / "data"))
     if request.param == "objects":
         store = copy.copy(store)
@@ -94,6 +97,7 @@ def _corrupt_state_documents(log: PartitionLog) -> None:
         log.storage.write_atomic(log.state_files.path(epoch), b'{"version": 2, "segm')
 
 
+@pytest.mark.parametrize("cstorage", ["files", "objects", "s3"], indirect=True)
 @pytest.mark.parametrize("originals", ["deleted", "left"])
 def test_a_cleaned_log_survives_an_unreadable_checkpoint(cstorage: Storage, originals: str
                                                          ) -> None:
