@@ -93,6 +93,16 @@ def test_cleaner_keeps_the_last_value_of_each_key(broker, unique_topic) -> None:
     assert [(m.offset, m.key, m.value) for m in again] == \
         [(m.offset, m.key, m.value) for m in messages]
 
+    # And a kill -9 with the checkpoint unreadable after it: recovery lists the segment files,
+    # the cleaned ones (the originals are gone: file.delete.delay.ms 0) included.
+    broker.kill()
+    for checkpoint in Path(broker.data_dir, "topics", topic, "0").glob("checkpoint*.json"):
+        checkpoint.write_bytes(b'{"version": 1, "segm')
+    broker.start()
+    recovered = consume(broker.bootstrap, topic)[0]
+    assert [(m.offset, m.key, m.value) for m in recovered] == \
+        [(m.offset, m.key, m.value) for m in messages]
+
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
