@@ -189,7 +189,6 @@ class AppendLayout(Layout):
             if segments and ck_metas is None:
                 if not continues(segments[-1], seg):
                     continue
-                close_gap(segments[-1], seg, now)
             elif segments and seg.base != segments[-1].next_offset:
                 logger.warning("%s: segment %d does not follow offset %d; dropping it and later "
                                "ones", log, seg.base, segments[-1].next_offset)
@@ -224,6 +223,8 @@ class AppendLayout(Layout):
                                              gaps=ck_metas is None)
             if start == 0 or valid_end > start:
                 scanned.append(seg)   # bytes the checkpoint did not vouch for
+            if segments and ck_metas is None:
+                close_gap(segments[-1], seg, now)
             segments.append(seg)
             if valid_end < file_size:
                 logger.warning("%s: %s ends at %d of its %d bytes (torn or corrupt tail, or "
