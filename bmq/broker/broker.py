@@ -24,7 +24,7 @@ from bmq.coordinators.share.admin import LocalStateAdmin, StateAdmin
 from bmq.coordinators.timers import TIMER_LOG_PREFIX, TimerService
 from bmq.coordinators.transactions import TRANSACTION_TOPIC, TransactionCoordinator
 from bmq.index.builder import IndexBuilder
-from bmq.index.fields import Field, configured_fields
+from bmq.index.fields import Field, configured_fields, ever_indexed, keep_index_marker
 from bmq.index.query import QueryService
 from bmq.index.readers import PartitionLogs
 from bmq.index.store import IndexStore
@@ -100,7 +100,8 @@ class Broker:
         # Index Query (bmq.index): this broker indexes the partitions it owns, and answers
         # queries of any partition from the shared storage.
         index_store = IndexStore(log_storage)
-        self.index_builder = IndexBuilder(index_store, self._owned_logs, self._index_fields)
+        self.index_builder = IndexBuilder(index_store, self._owned_logs, self._index_fields,
+                                          self._ever_indexed)
         self._query_logs = PartitionLogs(log_storage, self._owned_log)
         self.queries = QueryService(index_store, self.topics, self._query_logs)
 
@@ -114,6 +115,10 @@ class Broker:
     def _index_fields(self, topic: str) -> list[Field]:
         info = self.topics.get(topic)
         return [] if info is None or is_view(info.configs) else configured_fields(info.configs)
+
+    def _ever_indexed(self, topic: str) -> bool:
+        info = self.topics.get(topic)
+        return info is not None and ever_indexed(info.configs)
 
     def _txn_partition_for(self, transactional_id: str) -> int:
         return self.transactions.partition_for(transactional_id)
@@ -298,6 +303,7 @@ class Broker:
 
     async def set_topic_configs(self, info: TopicInfo, configs: dict[str, str]) -> None:
         """Replace a topic's config overrides and apply them to its open logs."""
+        configs = keep_index_marker(info.configs, configs)
         async with self._admin_lock:
             await asyncio.get_running_loop().run_in_executor(
                 self._executor, self.topics.save, replace(info, configs=configs))

@@ -13,7 +13,7 @@
  *                                      full and returns its position with full=True (ValueError
  *                                      if not even one batch fits the empty table).
  * KeyMap.retain_batches(data, aborted, drop_tombstones, decompress, compress, crc)
- *        -> (bytes, kept, removed, consumed, tombstones)
+ *        -> (bytes, kept, removed, consumed, tombstones, markers)
  *                                      the whole batches of `data` (`consumed` bytes of it) with
  *                                      only the records to keep (`tombstones` of them null): a
  *                                      record is removed when the map holds a later offset for its
@@ -26,7 +26,16 @@
  *                                      codec), as Kafka's cleaner rebuilds them, with the kept
  *                                      records byte for byte (their deltas are relative to the
  *                                      unchanged base). Control batches (transaction markers) are
- *                                      kept whole.
+ *                                      kept whole, but for a COMMIT marker whose transaction has
+ *                                      no data left (Kafka's rule): no batch of its producer since
+ *                                      that producer's previous marker keeps a record in this
+ *                                      pass. Such a marker goes with `drop_tombstones` (`markers`
+ *                                      counts them) and otherwise counts among `tombstones` (what
+ *                                      goes once delete.retention.ms has passed). ABORT markers
+ *                                      stay: the aborted-transaction index names them.
+ *
+ * A KeyMap serves one pass, whose retain_batches calls see the log in offset order from its
+ * start: it also keeps which producers still have transactional data since their last marker.
  *
  * `aborted` is a bytes object of native int64 triples (producer id, first offset, marker offset);
  * a transactional batch of that producer starting in [first, marker) is aborted. `decompress`
@@ -48,10 +57,18 @@ typedef struct {
     int64_t stored;     /* offset + 1; 0: empty slot */
 } entry;
 
+/* A producer id and whether the pass kept transactional data of it since its last marker. */
+typedef struct {
+    int64_t pid;        /* -1: empty slot */
+    int data;
+} producer_slot;
+
 typedef struct {
     PyObject_HEAD
     entry *table;
     size_t mask, size, limit;
+    producer_slot *producers;
+    size_t producers_mask, producers_size;
 } KeyMap;
 
 static entry *find(KeyMap *m, const uint64_t h[2]) {
@@ -64,6 +81,47 @@ static entry *find(KeyMap *m, const uint64_t h[2]) {
     }
 }
 
+
+/* The slot of producer `pid` (created, the table grown, as needed); NULL if out of memory. */
+static producer_slot *producer(KeyMap *m, int64_t pid) {
+    if (m->producers == NULL || (m->producers_size + 1) * 2 > m->producers_mask + 1) {
+        size_t slots = m->producers == NULL ? 64 : (m->producers_mask + 1) * 2;
+        producer_slot *grown = malloc(slots * sizeof *grown);
+        if (grown == NULL)
+            return NULL;
+        for (size_t i = 0; i < slots; i++)
+            grown[i].pid = -1;
+        producer_slot *old = m->producers;
+        size_t old_slots = old == NULL ? 0 : m->producers_mask + 1;
+        m->producers = grown;
+        m->producers_mask = slots - 1;
+        m->producers_size = 0;
+        for (size_t i = 0; i < old_slots; i++)
+            if (old[i].pid >= 0)
+                *producer(m, old[i].pid) = old[i];   /* fits: no growth, no NULL */
+        free(old);
+    }
+    size_t i = (size_t)fmix64((uint64_t)pid) & m->producers_mask;
+    while (m->producers[i].pid >= 0 && m->producers[i].pid != pid)
+        i = (i + 1) & m->producers_mask;
+    producer_slot *slot = &m->producers[i];
+    if (slot->pid < 0) {
+        slot->pid = pid;
+        slot->data = 0;
+        m->producers_size++;
+    }
+    return slot;
+}
+
+/* The control type of a marker batch (0 ABORT, 1 COMMIT), -1 if it cannot be read here. */
+static int marker_type(const uint8_t *batch, size_t size) {
+    uint16_t attributes = (uint16_t)((batch[21] << 8) | batch[22]);
+    const uint8_t *p = batch + HEADER_SIZE, *end = batch + size;
+    record r;
+    if ((attributes & COMPRESSION_MASK) || !next_record(&p, end, &r) || r.key_length < 4)
+        return -1;
+    return (r.key[2] << 8) | r.key[3];
+}
 
 /* ------------------------------------------------------------------ KeyMap methods */
 static PyObject *keymap_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
@@ -86,11 +144,14 @@ static PyObject *keymap_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     m->mask = (size_t)slots - 1;
     m->limit = (size_t)slots / 4 * 3;
     m->size = 0;
+    m->producers = NULL;
+    m->producers_mask = m->producers_size = 0;
     return (PyObject *)m;
 }
 
 static void keymap_dealloc(KeyMap *m) {
     free(m->table);
+    free(m->producers);
     Py_TYPE(m)->tp_free((PyObject *)m);
 }
 
@@ -262,7 +323,7 @@ static PyObject *keymap_retain_batches(KeyMap *m, PyObject *args) {
         return NULL;
     }
     buffer out = {NULL, 0, 0}, kept_records = {NULL, 0, 0}, rebuilt = {NULL, 0, 0};
-    int64_t kept_total = 0, removed_total = 0, tombstones = 0, bad_offset = -1;
+    int64_t kept_total = 0, removed_total = 0, tombstones = 0, markers = 0, bad_offset = -1;
     int failed = 0, nomem = 0;
     size_t consumed = 0;
     const uint8_t *data = view.buf;
@@ -273,7 +334,25 @@ static PyObject *keymap_retain_batches(KeyMap *m, PyObject *args) {
         uint16_t attributes = (uint16_t)((batch[21] << 8) | batch[22]);
         int64_t count = get_u32be(batch + 57);
         consumed = pos + size;
+        producer_slot *txn = NULL;
+        if (batch[16] == 2 && (attributes & TRANSACTIONAL_FLAG)) {
+            if ((txn = producer(m, get_i64be(batch + 43))) == NULL) {
+                nomem = 1;
+                break;
+            }
+        }
         if (batch[16] != 2 || (attributes & CONTROL_FLAG)) {
+            int had_data = txn == NULL || txn->data;
+            if (txn != NULL)
+                txn->data = 0;    /* the marker ends the producer's transaction */
+            if (!had_data && marker_type(batch, size) == 1) {
+                /* a COMMIT marker of a transaction with no data left */
+                if (drop_tombstones) {
+                    markers++;
+                    continue;
+                }
+                tombstones++;
+            }
             if (!append(&out, batch, size)) {
                 nomem = 1;
                 break;
@@ -312,6 +391,8 @@ static PyObject *keymap_retain_batches(KeyMap *m, PyObject *args) {
         }
         kept_total += kept;
         removed_total += seen - kept;
+        if (txn != NULL && kept > 0)
+            txn->data = 1;
         if (kept == seen) {
             if (!append(&out, batch, size)) {
                 nomem = 1;
@@ -360,10 +441,10 @@ static PyObject *keymap_retain_batches(KeyMap *m, PyObject *args) {
         PyErr_Format(PyExc_ValueError, "malformed records in the batch at offset %lld",
                      (long long)bad_offset);
     else if (!failed && set_crcs(&out, &rebuilt, crc))
-        result = Py_BuildValue("y#LLnL", out.data ? (const char *)out.data : "",
+        result = Py_BuildValue("y#LLnLL", out.data ? (const char *)out.data : "",
                                (Py_ssize_t)out.size, (long long)kept_total,
                                (long long)removed_total, (Py_ssize_t)consumed,
-                               (long long)tombstones);
+                               (long long)tombstones, (long long)markers);
     free(out.data);
     free(kept_records.data);
     free(rebuilt.data);
@@ -386,7 +467,7 @@ static PyMethodDef keymap_methods[] = {
      "add_batches(data, aborted, from_offset, decompress) -> (position, full)"},
     {"retain_batches", (PyCFunction)keymap_retain_batches, METH_VARARGS,
      "retain_batches(data, aborted, drop_tombstones, decompress, compress, crc) -> "
-     "(bytes, kept, removed, consumed, tombstones)"},
+     "(bytes, kept, removed, consumed, tombstones, markers)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -15,12 +15,15 @@ oldest record waited ``max.compaction.lag.ms``, or when tombstones are due for r
    adjacent segments that fit one segment: a record stays unless the map holds a later offset
    for its key, its batch belongs to an aborted transaction, or it is a tombstone of a segment
    cleaned ``delete.retention.ms`` ago. Batches keep their base offset, last offset delta,
-   producer id, epoch and base sequence (offsets keep their gaps); transaction markers are kept.
+   producer id, epoch and base sequence (offsets keep their gaps). A COMMIT marker goes as
+   tombstones do (see below) once no record of its transaction is left (Kafka's rule); ABORT
+   markers are kept (see ``_keymap.c``).
 3. The cleaned segments replace the originals with one state document write (see
    ``bmq.storage.log.cleaning``); the originals' files go ``file.delete.delay.ms`` later.
 
 Tombstones: a cleaned segment remembers when its records were first cleaned; its tombstones
-are removed by the first pass ``delete.retention.ms`` after that (Kafka counts from the first
+(and COMMIT markers left without records, counted with them: ``Segment.tombstones``) are
+removed by the first pass ``delete.retention.ms`` after that (Kafka counts from the first
 cleaning too, per batch), so a consumer that starts reading from the log start within that time
 sees every delete.
 """
@@ -66,6 +69,7 @@ class CleanResult:
     bytes_written: int = 0
     records_kept: int = 0
     records_removed: int = 0
+    markers_removed: int = 0
     swapped: bool = False
 
 
@@ -206,8 +210,9 @@ class LogCleaner:
 
                 def retain(data: bytes, drop: bool = drop_tombstones) -> int:
                     nonlocal tombstones
-                    out, kept, removed, taken, tombs = keymap.retain_batches(
+                    out, kept, removed, taken, tombs, markers = keymap.retain_batches(
                         data, aborted, drop, decompress, compress, crc32c.crc32c)
+                    result.markers_removed += markers
                     writer.write(out)
                     result.records_kept += kept
                     result.records_removed += removed

@@ -59,9 +59,10 @@ class CleanerService:
             started = time.monotonic()
             result = self._cleaner.clean(partition_log, time.time_ns() // 1_000_000)
             if result is not None:
-                log.info("cleaned %s: %d -> %d bytes, %d records removed, in %.2f s%s",
-                         partition_log, result.bytes_read, result.bytes_written,
-                         result.records_removed, time.monotonic() - started,
+                log.info("cleaned %s: %d -> %d bytes, %d records and %d markers removed, "
+                         "in %.2f s%s", partition_log, result.bytes_read, result.bytes_written,
+                         result.records_removed, result.markers_removed,
+                         time.monotonic() - started,
                          "" if result.swapped else " (log changed meanwhile: discarded)")
             partition_log.delete_replaced(partition_log.config.file_delete_delay_ms)
             return result

@@ -32,6 +32,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "_kafka_bytes.h"   /* zigzag varints and the growable output buffer */
+
 #define MAX_FIELDS 16
 #define MAX_STEPS 32
 #define MAX_DEPTH 900
@@ -52,33 +54,13 @@ static uint64_t hash_bytes(const unsigned char *p, size_t n) {
     return h;
 }
 
-/* ------------------------------------------------------------------ growable buffers */
-typedef struct {
-    unsigned char *data;
-    size_t len, cap;
-} Buf;
-
-static int buf_put(Buf *b, const void *p, size_t n) {
-    if (b->len + n > b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 256;
-        while (cap < b->len + n) cap *= 2;
-        unsigned char *grown = realloc(b->data, cap);
-        if (!grown) return -1;
-        b->data = grown;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, p, n);
-    b->len += n;
-    return 0;
-}
-
-static int put_entry(Buf *b, uint64_t hashed, uint64_t offset) {
+static int put_entry(buffer *b, uint64_t hashed, uint64_t offset) {
     unsigned char e[16];
     for (int i = 0; i < 8; i++) {
         e[i] = (unsigned char)(hashed >> (8 * i));
         e[8 + i] = (unsigned char)(offset >> (8 * i));
     }
-    return buf_put(b, e, 16);
+    return append(b, e, 16) ? 0 : -1;
 }
 
 /* ------------------------------------------------------------------ UTF-8 (strict) */
@@ -111,8 +93,8 @@ typedef struct {
     const unsigned char *p, *end;
     const Py_buffer *steps;   /* the path looked for */
     int nsteps;
-    Buf key;                  /* scratch: an object key, unescaped */
-    Buf *text;                /* where a found string's text goes */
+    buffer key;                  /* scratch: an object key, unescaped */
+    buffer *text;                /* where a found string's text goes */
     const unsigned char *lit; /* a found number or literal: its bytes */
     size_t lit_len;
     int found;                /* 0 none, 1 text in *text, 2 literal at lit */
@@ -137,7 +119,7 @@ static int hex4(const unsigned char *p, uint32_t *out) {
     return 0;
 }
 
-static int put_code_point(Buf *b, uint32_t cp) {
+static int put_code_point(buffer *b, uint32_t cp) {
     unsigned char u[4];
     size_t n;
     if (cp < 0x80) { u[0] = (unsigned char)cp; n = 1; }
@@ -149,14 +131,14 @@ static int put_code_point(Buf *b, uint32_t cp) {
     else { u[0] = (unsigned char)(0xF0 | (cp >> 18)); u[1] = (unsigned char)(0x80 | ((cp >> 12) & 0x3F));
            u[2] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F)); u[3] = (unsigned char)(0x80 | (cp & 0x3F));
            n = 4; }
-    return buf_put(b, u, n);
+    return append(b, u, n) ? 0 : -1;
 }
 
 /* A string at j->p (the opening quote), unescaped into ``out`` when not NULL. Lone surrogates
  * are kept as their 3-byte forms (Python's "surrogatepass"). */
-static int string(Json *j, Buf *out) {
+static int string(Json *j, buffer *out) {
     j->p++;
-    if (out) out->len = 0;
+    if (out) out->size = 0;
     while (j->p < j->end) {
         unsigned char c = *j->p;
         if (c == '"') { j->p++; return 0; }
@@ -164,7 +146,7 @@ static int string(Json *j, Buf *out) {
         if (c != '\\') {
             const unsigned char *run = j->p;
             while (j->p < j->end && *j->p != '"' && *j->p != '\\' && *j->p >= 0x20) j->p++;
-            if (out && buf_put(out, run, (size_t)(j->p - run))) return -2;
+            if (out && !append(out, run, (size_t)(j->p - run))) return -2;
             continue;
         }
         if (j->p + 1 >= j->end) return -1;
@@ -198,7 +180,7 @@ static int string(Json *j, Buf *out) {
         }
         default: return -1;
         }
-        if (out && buf_put(out, &plain, 1)) return -2;
+        if (out && !append(out, &plain, 1)) return -2;
     }
     return -1;
 }
@@ -251,8 +233,8 @@ static int value(Json *j, int level, int depth) {
                 int on_path = level >= 0 && level < j->nsteps;
                 int r = string(j, on_path ? &j->key : NULL);
                 if (r) return r;
-                if (on_path && j->key.len == (size_t)j->steps[level].len &&
-                    memcmp(j->key.data, j->steps[level].buf, j->key.len) == 0)
+                if (on_path && j->key.size == (size_t)j->steps[level].len &&
+                    memcmp(j->key.data, j->steps[level].buf, j->key.size) == 0)
                     next = level + 1;
                 ws(j);
                 if (j->p >= j->end || *j->p != ':') return -1;
@@ -290,14 +272,14 @@ static int value(Json *j, int level, int depth) {
 /* The field at ``steps`` of a JSON document: 1 found (hash in *out), 0 absent, -1 not JSON,
  * -2 out of memory. */
 static int json_field(const unsigned char *doc, size_t n, const Py_buffer *steps, int nsteps,
-                      Buf *key, Buf *text, uint64_t *out) {
+                      buffer *key, buffer *text, uint64_t *out) {
     Json j = {doc, doc + n, steps, nsteps, *key, text, NULL, 0, 0};
     int r = value(&j, 0, 0);
     *key = j.key;
     if (r) return r == -2 ? -2 : -1;
     ws(&j);
     if (j.p != j.end) return -1;
-    if (j.found == 1) { *out = hash_bytes(text->data, text->len); return 1; }
+    if (j.found == 1) { *out = hash_bytes(text->data, text->size); return 1; }
     if (j.found == 2) { *out = hash_bytes(j.lit, j.lit_len); return 1; }
     return 0;
 }
@@ -309,20 +291,9 @@ typedef struct {
     Py_buffer steps[MAX_STEPS];
 } FieldSpec;
 
-static int varint(const unsigned char **p, const unsigned char *end, int64_t *out) {
-    uint64_t v = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-        if (*p >= end) return -1;
-        unsigned char b = *(*p)++;
-        v |= (uint64_t)(b & 0x7F) << shift;
-        if (!(b & 0x80)) { *out = (int64_t)(v >> 1) ^ -(int64_t)(v & 1); return 0; }
-    }
-    return -1;
-}
-
 static int bytes_field(const unsigned char **p, const unsigned char *end,
                        const unsigned char **data, int64_t *len) {
-    if (varint(p, end, len)) return -1;
+    if (!varint(p, end, len)) return -1;
     if (*len < 0) { *data = NULL; return 0; }
     if (*len > end - *p) return -1;
     *data = *p;
@@ -333,21 +304,21 @@ static int bytes_field(const unsigned char **p, const unsigned char *end,
 /* 0 done; -1 records that do not parse; -2 out of memory. */
 static int scan_records(const unsigned char *p, const unsigned char *end, uint64_t base,
                         int by_record, int64_t count, const FieldSpec *fields, int nfields,
-                        Buf *outs, long *malformed) {
+                        buffer *outs, long *malformed) {
     const unsigned char *first = p;
-    Buf key = {0}, text = {0};
+    buffer key = {0}, text = {0};
     int wants_json = 0, rc = 0;
     for (int f = 0; f < nfields; f++) wants_json |= fields[f].kind == 2;
     for (int64_t r = 0; r < count && !rc; r++) {
         int64_t length, ts, delta, klen, vlen, nheaders;
         uint64_t where = by_record ? (uint64_t)(p - first) : base;
         const unsigned char *k, *v;
-        if (varint(&p, end, &length) || length < 1 || length > end - p) { rc = -1; break; }
+        if (!varint(&p, end, &length) || length < 1 || length > end - p) { rc = -1; break; }
         const unsigned char *rec_end = p + length;
         p++;   /* attributes */
-        if (varint(&p, rec_end, &ts) || varint(&p, rec_end, &delta) ||
+        if (!varint(&p, rec_end, &ts) || !varint(&p, rec_end, &delta) ||
             bytes_field(&p, rec_end, &k, &klen) || bytes_field(&p, rec_end, &v, &vlen) ||
-            varint(&p, rec_end, &nheaders) || nheaders < 0) { rc = -1; break; }
+            !varint(&p, rec_end, &nheaders) || nheaders < 0) { rc = -1; break; }
         const unsigned char *headers = p;
         for (int64_t h = 0; h < nheaders; h++) {
             const unsigned char *hk, *hv;
@@ -409,7 +380,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         return NULL;
     int nfields = (int)PyTuple_GET_SIZE(spec);
     FieldSpec fields[MAX_FIELDS];
-    Buf outs[MAX_FIELDS];
+    buffer outs[MAX_FIELDS];
     memset(outs, 0, sizeof outs);
     int ready = 0;
     PyObject *result = NULL;
@@ -446,7 +417,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     if (!entries) goto done;
     for (int f = 0; f < nfields; f++) {
         PyObject *b = PyBytes_FromStringAndSize((const char *)outs[f].data,
-                                                (Py_ssize_t)outs[f].len);
+                                                (Py_ssize_t)outs[f].size);
         if (!b) { Py_DECREF(entries); goto done; }
         PyTuple_SET_ITEM(entries, f, b);
     }

@@ -43,14 +43,16 @@ PAUSE_S = 0.001                 # between stretches: the event loop gets the GIL
 
 OwnedLogs = Callable[[], Iterable[tuple[str, int, PartitionLog]]]
 FieldsOf = Callable[[str], list[Field]]
+EverIndexed = Callable[[str], bool]
 
 
 class IndexBuilder:
     def __init__(self, store: IndexStore, owned: OwnedLogs, fields_of: FieldsOf,
-                 interval_s: float = INTERVAL_S) -> None:
+                 ever_indexed: EverIndexed, interval_s: float = INTERVAL_S) -> None:
         self._store = store
         self._owned = owned
         self._fields_of = fields_of
+        self._ever_indexed = ever_indexed
         self._interval = interval_s
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -90,8 +92,11 @@ class IndexBuilder:
             key = (topic, partition)
             try:
                 # First sight (an index dropped while no owner ran) or a change of fields:
-                # remove the files of fields no longer indexed (internal topics have none).
-                if self._seen.get(key) != fields and not topic.startswith("__"):
+                # remove the files of fields no longer indexed. Internal topics have none,
+                # nor, on first sight, a topic that never had an index (no listing for it).
+                seen = self._seen.get(key)
+                if seen != fields and not topic.startswith("__") and \
+                        (seen is not None or self._ever_indexed(topic)):
                     self._forget_dropped(topic, partition, fields)
                 self._seen[key] = fields
                 while fields and not self._stop.is_set() and \

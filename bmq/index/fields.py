@@ -101,6 +101,21 @@ def format_fields(fields: list[Field]) -> str:
     return ",".join(f.name for f in fields)
 
 
+def ever_indexed(configs: Mapping[str, str]) -> bool:
+    """Whether a topic has or had indexed fields (``keep_index_marker``): only then may index
+    files of dropped fields lie beside its segments for the builder to remove."""
+    return INDEX_FIELDS in configs
+
+
+def keep_index_marker(old: Mapping[str, str], new: dict[str, str]) -> dict[str, str]:
+    """``new`` configs of a topic; if they drop ``bmq.index.fields`` altogether, it stays, empty:
+    the owner, even one that starts later, then knows to remove the dropped fields' files
+    (without the marker it would list the storage of every partition of every topic)."""
+    if INDEX_FIELDS in old and INDEX_FIELDS not in new:
+        return {**new, INDEX_FIELDS: ""}
+    return new
+
+
 def configured_fields(configs: Mapping[str, str]) -> list[Field]:
     """The indexed fields a topic's configs declare (validated when they were set)."""
     try:

@@ -4,9 +4,12 @@ For each partition the index chunks name the batches that may match every term (
 intersection of the terms' lookups); only those batches are read, and every record in them is
 checked against every term (hash collisions and batch neighbours never leak through). The part
 of the log the index does not cover yet (newer than the builder's progress) is scanned batch by
-batch, so an answer is complete up to the high watermark the reader sees, whatever the builder's
-progress. Any process that can read the partition from the shared storage can answer: the
-owner reads its own log, other brokers and proxies a ``LogReader``.
+batch, so an answer is complete up to the last stable offset the reader sees, whatever the
+builder's progress. Answers are read_committed, as a Kafka consumer's at isolation level 1:
+nothing at or past the last stable offset (open transactions), no record of an aborted
+transaction (the partition's aborted-transaction index, as Fetch answers with it). Any
+process that can read the partition from the shared storage can answer: the owner reads its
+own log, other brokers and proxies a ``LogReader``.
 """
 
 from __future__ import annotations
@@ -35,7 +38,14 @@ from bmq.index.store import ChunkFile, IndexStore, chain
 from bmq.metadata.topics import TopicRegistry
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.record_codec import Record, RecordDecodeError
-from bmq.protocol.records import HEADER_SIZE, iter_batches, read_header
+from bmq.protocol.records import (
+    HEADER_SIZE,
+    TRANSACTIONAL_FLAG,
+    BatchHeader,
+    iter_batches,
+    read_header,
+)
+from bmq.storage.producer_state import AbortedTxn
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 10_000
@@ -61,7 +71,29 @@ class ReadableLog(Protocol):
     @property
     def high_watermark(self) -> int: ...
 
+    def last_stable_offset(self) -> int: ...
+
+    def aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]: ...
+
     def read(self, offset: int, max_bytes: int) -> bytes | memoryview: ...
+
+
+class Aborted:
+    """Which transactional batches of ``[start, end)`` belong to aborted transactions: a
+    producer has one transaction open at a time, so its batch at offset o is aborted if an
+    aborted transaction of that producer spans o (first offset <= o < its ABORT marker)."""
+
+    def __init__(self, aborted: list[AbortedTxn]) -> None:
+        self._spans: dict[int, list[tuple[int, int]]] = {}
+        for txn in aborted:
+            self._spans.setdefault(txn.producer_id, []).append(
+                (txn.first_offset, txn.last_offset))
+
+    def __contains__(self, header: BatchHeader) -> bool:
+        if not self._spans or not header.attributes & TRANSACTIONAL_FLAG:
+            return False
+        return any(first <= header.base_offset < marker
+                   for first, marker in self._spans.get(header.producer_id, ()))
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,19 +262,20 @@ class QueryService:
 
     def _partition(self, topic: str, partition: int, query: Query) -> Iterator[Record]:
         source = self._open_log(topic, partition)
-        end = source.high_watermark
+        end = source.last_stable_offset()
         (lo, hi), batches = self._candidates_retried(topic, partition, query)
         start = source.log_start_offset
+        aborted = Aborted(source.aborted_transactions(start, end) if end > start else [])
         if lo > start:
-            yield from self._scan(source, query, start, min(lo, end))
+            yield from self._scan(source, query, aborted, start, min(lo, end))
         # Batches from the log start on, and the last one before it (it may hold offsets past
         # the start: DeleteRecords moves the start inside a batch).
         below = [offset for offset in batches if offset < start]
         straddling = [max(below)] if below else []
         for offset in sorted([offset for offset in batches if offset >= start] + straddling):
             if offset < min(hi, end):
-                yield from self._batch(source, query, offset, start)
-        yield from self._scan(source, query, max(hi, start), end)
+                yield from self._batch(source, query, aborted, offset, start)
+        yield from self._scan(source, query, aborted, max(hi, start), end)
 
     def _candidates_retried(self, topic: str, partition: int, query: Query
                             ) -> tuple[tuple[int, int], set[int]]:
@@ -273,8 +306,8 @@ class QueryService:
                 break
         return (lo, hi), batches or set()
 
-    def _batch(self, source: ReadableLog, query: Query, offset: int, log_start: int
-               ) -> Iterator[Record]:
+    def _batch(self, source: ReadableLog, query: Query, aborted: Aborted, offset: int,
+               log_start: int) -> Iterator[Record]:
         """The matching records of the batch at ``offset`` (those from ``log_start`` on)."""
         at = max(offset, log_start)
         try:
@@ -285,9 +318,9 @@ class QueryService:
             raise
         if len(data) < HEADER_SIZE or read_header(data).base_offset != offset:
             return
-        yield from self._records(data, query, at, offset + 1)
+        yield from self._records(data, query, aborted, at, offset + 1)
 
-    def _scan(self, source: ReadableLog, query: Query, start: int, end: int
+    def _scan(self, source: ReadableLog, query: Query, aborted: Aborted, start: int, end: int
               ) -> Iterator[Record]:
         offset = start
         while offset < end:
@@ -298,23 +331,24 @@ class QueryService:
                     return
                 raise
             last = offset
-            yield from self._records(data, query, offset, end)
+            yield from self._records(data, query, aborted, offset, end)
             for _, header in iter_batches(data):
                 last = header.next_offset
             if last <= offset:
                 return
             offset = last
 
-    def _records(self, data: bytes | memoryview, query: Query, start: int, end: int
-                 ) -> Iterator[Record]:
-        """Records of the batches in ``data`` that begin in ``[start, end)`` and match."""
+    def _records(self, data: bytes | memoryview, query: Query, aborted: Aborted, start: int,
+                 end: int) -> Iterator[Record]:
+        """Records of the batches in ``data`` that begin in ``[start, end)``, not aborted,
+        that match."""
         view = memoryview(data)
         fields = [t.field for t in query.terms]
         hashes = [value_hash(t.text) for t in query.terms]
         for pos, header in iter_batches(view):
             if header.base_offset >= end:
                 return
-            if header.is_control or header.next_offset <= start:
+            if header.is_control or header.next_offset <= start or header in aborted:
                 continue
             if query.start_ms is not None and header.max_timestamp < query.start_ms:
                 continue

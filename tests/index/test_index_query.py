@@ -167,6 +167,11 @@ def test_bad_input_clear_errors_nothing_changed(broker_factory: BrokerFactory,
     assert [p["indexed_up_to"] for p in progress(port, topic)] == [11]
     dirs = list((Path(broker.data_dir) / "topics" / topic / "0" / "field-index").iterdir())
     assert len(dirs) == len(FIELDS) - 1
+    # Dropping every field leaves the config, empty: the topic had an index (see the builder).
+    bmq("index", "drop", topic, "-b", broker.bootstrap)
+    configs = admin.describe_configs([described])[described].result(15)
+    assert configs["bmq.index.fields"].value in ("", None)
+    assert not configs["bmq.index.fields"].is_default
 
 
 @pytest.mark.slow

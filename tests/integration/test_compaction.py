@@ -13,7 +13,7 @@ import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
-from .compaction import COMPACTED, latest, offsets_grow, segment_bytes, updates
+from .compaction import COMPACTED, FILLER_KEY, latest, offsets_grow, segment_bytes, updates
 from .helpers import (
     admin,
     consume,
@@ -23,6 +23,7 @@ from .helpers import (
     wait_until,
     watermarks,
 )
+from .test_kcat import kcat
 
 pytestmark = [
     pytest.mark.timeout(240),
@@ -48,6 +49,19 @@ def _clean_state(bootstrap: str, topic: str, expected: dict[bytes, bytes | None]
     return values == want
 
 
+def _kcat_reads_the_live_keys(broker, topic: str, expected: dict[bytes, bytes | None]
+                              ) -> None:
+    """kcat (librdkafka's consumer) reads the cleaned log from the start: exactly one record
+    per live key, its last value, offsets growing across the gaps the cleaner left."""
+    out, _ = kcat(broker, "-C", "-t", topic, "-o", "beginning", "-e", "-q",
+                  "-f", "%p %o %k %s\\n")
+    lines = [line.split(" ") for line in out.splitlines()]
+    offsets = [int(o) for p, o, _k, _v in lines if p == "0"]
+    assert len(offsets) == len(lines) and offsets == sorted(set(offsets))
+    got = [(k.encode(), v.encode()) for _p, _o, k, v in lines if k.encode() != FILLER_KEY]
+    assert sorted(got) == sorted((k, v) for k, v in expected.items() if v is not None)
+
+
 def test_cleaner_keeps_the_last_value_of_each_key(broker, unique_topic) -> None:
     topic = unique_topic("c")
     create_topic(broker.bootstrap, topic,
@@ -71,11 +85,22 @@ def test_cleaner_keeps_the_last_value_of_each_key(broker, unique_topic) -> None:
     assert (low, high) == (0, len(items))
     live_bytes = sum(len(k) + len(v) for k, v in expected.items() if v is not None)
     assert segment_bytes(broker.data_dir, topic) < max(written // 4, 3 * live_bytes)
+    _kcat_reads_the_live_keys(broker, topic, expected)
 
     # Survives a restart as it is.
     broker.restart()
     again = consume(broker.bootstrap, topic)[0]
     assert [(m.offset, m.key, m.value) for m in again] == \
+        [(m.offset, m.key, m.value) for m in messages]
+
+    # And a kill -9 with the checkpoint unreadable after it: recovery lists the segment files,
+    # the cleaned ones (the originals are gone: file.delete.delay.ms 0) included.
+    broker.kill()
+    for checkpoint in Path(broker.data_dir, "topics", topic, "0").glob("checkpoint*.json"):
+        checkpoint.write_bytes(b'{"version": 1, "segm')
+    broker.start()
+    recovered = consume(broker.bootstrap, topic)[0]
+    assert [(m.offset, m.key, m.value) for m in recovered] == \
         [(m.offset, m.key, m.value) for m in messages]
 
 

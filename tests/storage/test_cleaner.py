@@ -10,10 +10,14 @@ from pathlib import Path
 import pytest
 
 from bmq.cleaner import LogCleaner
+from bmq.coordinators.transactions.records import marker_batch
 from bmq.protocol.record_codec import Record, decode_batch, encode_batch
+from bmq.protocol.records import TRANSACTIONAL_FLAG, BatchHeader, iter_batches
 from bmq.storage import LocalStorage, LogConfig, PartitionLog, Storage
 
-from .helpers import read_batches
+from .batches import make_batch
+from .conftest import make_storage
+from .helpers import append, read_batches
 
 CONFIG = LogConfig(segment_bytes=4096, retention_ms=-1, compact=True, delete_retention_ms=0,
                    index_interval_bytes=256)
@@ -22,6 +26,8 @@ NOW = 1_700_000_000_000
 
 @pytest.fixture(params=["files", "objects"])
 def cstorage(request: pytest.FixtureRequest, tmp_path: Path) -> Storage:
+    if request.param == "s3":
+        return make_storage("s3", tmp_path, request)
     store = LocalStorage(str(tmp_path / "data"))
     if request.param == "objects":
         store = copy.copy(store)
@@ -39,13 +45,18 @@ def _fill(log: PartitionLog, keys: int, rounds: int) -> dict[bytes, bytes | None
             log.append(memoryview(batch), [header], NOW)
             last[key] = value
         log.flush()
-    for i in range(60):   # a full active segment (and, with objects, newest objects) after
+    _filler(log)
+    return last
+
+
+def _filler(log: PartitionLog) -> None:
+    """A full active segment (and, with objects, newest objects): what is before is sealed."""
+    for i in range(60):
         batch, header = encode_batch([Record(0, NOW, b"filler", b"f" * 60, [])])
         log.append(memoryview(batch), [header], NOW)
         if i % 10 == 9:
             log.flush()
     log.flush()
-    return last
 
 
 def _records(log: PartitionLog) -> list[Record]:
@@ -78,3 +89,126 @@ def test_a_small_offset_map_cleans_over_several_passes(cstorage: Storage) -> Non
     reopened = PartitionLog.open(cstorage, "t", 0, CONFIG, epoch=1)
     assert [r.offset for r in _records(reopened)] == offsets
     reopened.close()
+
+
+def _corrupt_state_documents(log: PartitionLog) -> None:
+    """What a lost or damaged checkpoint (manifest) looks like to the next owner."""
+    for epoch in log.state_files.epochs():
+        log.storage.write_atomic(log.state_files.path(epoch), b'{"version": 2, "segm')
+
+
+@pytest.mark.parametrize("cstorage", ["files", "objects", "s3"], indirect=True)
+@pytest.mark.parametrize("originals", ["deleted", "left"])
+def test_a_cleaned_log_survives_an_unreadable_checkpoint(cstorage: Storage, originals: str
+                                                         ) -> None:
+    """Recovery that lists the files instead of a checkpoint reads the cleaned segments (the
+    originals are gone after ``file.delete.delay.ms``; before that both are there): every live
+    key's last value, offsets growing, no record twice; the log goes on after."""
+    log = PartitionLog.open(cstorage, "t", 0, CONFIG, epoch=1)
+    last = _fill(log, keys=40, rounds=5)
+    result = LogCleaner(1 << 20).clean(log, NOW + 1, force=True)
+    assert result is not None and result.swapped and result.records_removed
+    if originals == "deleted":
+        assert log.delete_replaced(0) > 0
+    cleaned = [r.offset for r in _records(log)]
+    end = log.high_watermark
+    log.close()
+    _corrupt_state_documents(log)
+
+    reopened = PartitionLog.open(cstorage, "t", 0, CONFIG, epoch=1)
+    assert reopened.high_watermark == end
+    records = _records(reopened)
+    offsets = [r.offset for r in records]
+    assert offsets == sorted(set(offsets))
+    assert {r.key: r.value for r in records} == last
+    if originals == "deleted":
+        assert offsets == cleaned
+    batch, header = encode_batch([Record(0, NOW, b"k000", b"after", [])])
+    reopened.append(memoryview(batch), [header], NOW)
+    reopened.flush()
+    assert _records(reopened)[-1].offset == end
+    reopened.close()
+
+
+def test_an_unfinished_cleaned_segment_is_not_recovered(tmp_path: Path) -> None:
+    """A cleaned segment file cut short by a crash mid-write (its index files, written last,
+    missing) is not taken for the originals it would have replaced."""
+    store = LocalStorage(str(tmp_path / "data"))
+    log = PartitionLog.open(store, "t", 0, CONFIG, epoch=1)
+    last = _fill(log, keys=40, rounds=5)
+    before = [r.offset for r in _records(log)]
+    result = LogCleaner(1 << 20).clean(log, NOW + 1, force=True)
+    assert result is not None
+    log.close()
+    _corrupt_state_documents(log)
+    for name in store.list(log.dir):
+        stem = name.rsplit(".", 1)[0]
+        if name.endswith(".log") and stem.count("-") == 2:   # the cleaner's segments
+            path = f"{log.dir}/{name}"
+            store.truncate(path, store.size(path) // 2)
+            store.delete(f"{log.dir}/{stem}.index")
+            store.delete(f"{log.dir}/{stem}.timeindex")
+    reopened = PartitionLog.open(store, "t", 0, CONFIG, epoch=1)
+    records = _records(reopened)
+    assert [r.offset for r in records] == before
+    assert {r.key: r.value for r in records} == last
+    reopened.close()
+
+
+def _batches(log: PartitionLog) -> list[tuple[BatchHeader, bytes]]:
+    """Every batch from the log start, markers included (which ``read_batches`` refuses)."""
+    out: list[tuple[BatchHeader, bytes]] = []
+    offset = log.log_start_offset
+    while offset < log.high_watermark:
+        data = bytes(log.read(offset, 1 << 20))
+        assert data, f"empty read at {offset}"
+        for pos, header in iter_batches(data):
+            out.append((header, data[pos:pos + header.size]))
+            offset = header.next_offset
+    return out
+
+
+def _markers(log: PartitionLog) -> list[tuple[int, int]]:
+    """(producer id, control type: 0 ABORT, 1 COMMIT) of each marker left in the log."""
+    markers = []
+    for header, raw in _batches(log):
+        if header.is_control:
+            key = decode_batch(raw, header)[0].key
+            assert key is not None
+            markers.append((header.producer_id, int.from_bytes(key[2:4], "big")))
+    return markers
+
+
+def test_commit_markers_go_once_their_transaction_has_no_data_left(cstorage: Storage) -> None:
+    """Kafka's rule: a COMMIT marker is removed (its segment past ``delete.retention.ms``) once
+    the pass finds no data of its transaction; one whose transaction still has a record stays,
+    and ABORT markers stay (the aborted-transaction index names them)."""
+    log = PartitionLog.open(cstorage, "t", 0, CONFIG, epoch=1)
+    seq = {100: 0, 200: 0}
+
+    def txn(pid: int, key: bytes, value: bytes, commit: bool) -> None:
+        append(log, make_batch([value], key=key, producer_id=pid, producer_epoch=0,
+                               base_sequence=seq[pid], attributes=TRANSACTIONAL_FLAG),
+               now_ms=NOW)
+        seq[pid] += 1
+        batch, header = marker_batch(pid, 0, commit, 0, NOW, log.leader_epoch)
+        log.append(memoryview(batch), [header], NOW)
+        log.flush()
+
+    txn(100, b"a", b"a1", commit=True)     # overwritten below: its marker can go
+    txn(200, b"b", b"b1", commit=False)    # aborted: data removed, ABORT marker kept
+    txn(100, b"a", b"a2", commit=True)     # the live value: its marker stays
+    _filler(log)
+    cleaner = LogCleaner(1 << 20)
+    first = cleaner.clean(log, NOW + 1, force=True)
+    assert first is not None and first.markers_removed == 0   # markers wait as tombstones do
+    assert _markers(log) == [(100, 1), (200, 0), (100, 1)]
+    second = cleaner.clean(log, NOW + 2)   # due: a marker waits for delete.retention.ms (0)
+    assert second is not None and second.markers_removed == 1
+    assert _markers(log) == [(200, 0), (100, 1)]
+    assert [(r.key, r.value) for h, raw in _batches(log) if not h.is_control
+            for r in decode_batch(raw, h) if r.key in (b"a", b"b")] == [(b"a", b"a2")]
+    assert log.last_stable_offset() == log.high_watermark
+    third = cleaner.clean(log, NOW + 3, force=True)
+    assert third is not None and third.markers_removed == 0
+    log.close()

@@ -35,7 +35,7 @@ async def handle_alter_configs(ctx: RequestContext, request: AlterConfigsRequest
                 continue
             info = await find_topic(ctx, resource.resource_type, resource.resource_name)
             configs = validate_topic_configs({c.name: c.value for c in resource.configs})
-            check_view_change(info.configs, configs)
+            check_view_change(info.name, info.configs, configs)
             if not request.validate_only:
                 await ctx.broker.set_topic_configs(info, configs)
         except KafkaError as error:

@@ -93,7 +93,7 @@ async def handle_incremental_alter_configs(ctx: RequestContext,
                                      f"Unknown topic config name: {change.name}")
                 _apply(configs, change, definition.default(broker.config), definition.type)
             configs = validate_topic_configs(configs)
-            check_view_change(info.configs, configs)
+            check_view_change(info.name, info.configs, configs)
             if not request.validate_only:
                 await broker.set_topic_configs(info, configs)
         except KafkaError as error:

@@ -67,6 +67,7 @@ from bmq.storage.log.aborted_index import load_sealed
 from bmq.storage.log.config import BatchMeta, Queued, clock_ms, parse_files
 from bmq.storage.log.fencing import FencedEpochError
 from bmq.storage.log.layout import Layout
+from bmq.storage.log.recovery import close_gap, continues, listed_segments
 from bmq.storage.log.scan import visible_size
 from bmq.storage.log.state import CHECKPOINT_VERSION, CHECKPOINT_VERSION_EPOCHS, CheckpointFiles
 from bmq.storage.producer_state import ProducerStateTable
@@ -157,7 +158,8 @@ class AppendLayout(Layout):
                 producers = ProducerStateTable()
 
         # The chain of segments to recover: what the checkpoint lists, then the files its
-        # data epoch rolled to afterwards. Without a checkpoint: every file, in offset order.
+        # data epoch rolled to afterwards. Without a checkpoint: every file, in offset order
+        # (``listed_segments``), skipping what a cleaned segment replaced.
         chain: list[tuple[Segment, dict[str, int] | None]] = []
         if ck_metas is not None:
             for ck_meta in ck_metas:
@@ -168,11 +170,12 @@ class AppendLayout(Layout):
                 if e == data_epoch and base > last_base and seq < 0:
                     chain.append((Segment(base, epoch=e), None))
         else:
-            by_base: dict[int, int] = {}
-            for base, e, seq in files:
-                if e <= epoch and seq < 0:
-                    by_base[base] = max(by_base.get(base, e), e)
-            chain = [(Segment(b, epoch=e), None) for b, e in sorted(by_base.items())]
+            # (A cleaned segment counts once its index files, written last, exist: the
+            # cleaner's crash mid-write leaves a file shorter than the originals it replaces.)
+            finished = {n.split(".", 1)[0].split("-i", 1)[0] for n in names
+                        if n.endswith(".timeindex")}
+            chain = [(seg, None) for seg in listed_segments(files, epoch)
+                     if seg.seq < 0 or seg.stem in finished]
             if chain:
                 log_start = chain[0][0].base
         ck_last = ck_metas[-1] if ck_metas else None
@@ -183,7 +186,10 @@ class AppendLayout(Layout):
         scanning = False
         for seg, meta in chain:
             own = seg.epoch == epoch   # our own file (a restart in the same epoch)
-            if segments and seg.base != segments[-1].next_offset:
+            if segments and ck_metas is None:
+                if not continues(segments[-1], seg):
+                    continue
+            elif segments and seg.base != segments[-1].next_offset:
                 logger.warning("%s: segment %d does not follow offset %d; dropping it and later "
                                "ones", log, seg.base, segments[-1].next_offset)
                 break
@@ -202,7 +208,7 @@ class AppendLayout(Layout):
                 continue
             scanning = True
             start = 0
-            fresh = Segment(seg.base, epoch=seg.epoch)
+            fresh = Segment(seg.base, epoch=seg.epoch, seq=seg.seq)
             if meta is not None and file_size >= meta["size"]:
                 seg.idx_rel = seg.idx_pos = seg.tidx_ts = seg.tidx_rel = None
                 indexes = log._read_indexes(seg)
@@ -213,9 +219,12 @@ class AppendLayout(Layout):
                     seg = fresh
             else:
                 seg = fresh
-            valid_end = log._recover_segment(seg, start, file_size, producers, now)
+            valid_end = log._recover_segment(seg, start, file_size, producers, now,
+                                             gaps=ck_metas is None)
             if start == 0 or valid_end > start:
                 scanned.append(seg)   # bytes the checkpoint did not vouch for
+            if segments and ck_metas is None:
+                close_gap(segments[-1], seg, now)
             segments.append(seg)
             if valid_end < file_size:
                 logger.warning("%s: %s ends at %d of its %d bytes (torn or corrupt tail, or "

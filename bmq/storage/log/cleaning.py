@@ -7,9 +7,12 @@ owner's epoch and a fresh sequence number, ``segment_stem``) and synced with its
 only then does one state document write (the checkpoint or manifest, replaced atomically) list
 it instead of the segments it replaces. A kill -9 before that write leaves files no state
 document names, which the next owner's garbage collection deletes; after it, the originals are
-such files. Readers in this process keep reading a replaced segment they hold; readers elsewhere
-(proxies, Spark) follow the state document, and the replaced files are deleted only
-``file.delete.delay.ms`` later (a read that still misses one re-reads the state document).
+such files. If no state document is readable, recovery lists the files and takes a cleaned
+segment (once its index files, written last, exist) before the originals it replaced
+(``recovery.listed_segments``). Readers in this process keep reading a replaced segment they
+hold; readers elsewhere (proxies, Spark) follow the state document, and the replaced files are
+deleted only ``file.delete.delay.ms`` later (a read that still misses one re-reads the state
+document).
 """
 
 from __future__ import annotations

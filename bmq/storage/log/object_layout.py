@@ -56,6 +56,7 @@ from bmq.storage.log.aborted_index import load_sealed
 from bmq.storage.log.config import MAX_READ_BYTES, BatchMeta, Queued, clock_ms, parse_files
 from bmq.storage.log.fencing import FencedEpochError
 from bmq.storage.log.layout import Layout
+from bmq.storage.log.recovery import close_gap, continues, listed_segments
 from bmq.storage.log.state import CHECKPOINT_VERSION_EPOCHS, ManifestFiles
 from bmq.storage.producer_state import ProducerStateTable
 from bmq.storage.segment import MAX_POSITION, Segment
@@ -155,21 +156,24 @@ class ObjectLayout(Layout):
             tail = [seg for seg in tail if seg.stem not in listed]
         else:
             # No manifest to go by: every object, in offset order (newer writers first).
-            tail = [Segment(base, epoch=e, seq=seq)
-                    for base, e, seq in sorted(found, key=lambda t: (t[0], -t[1], -t[2]))
-                    if e <= epoch]
+            tail = listed_segments(found, epoch)
         end = objects[-1].next_offset if objects else max(log_start, recovery_point)
         now = clock_ms()
         for seg in tail:
-            if (objects or metas is not None) and seg.base != end:
+            if metas is None and objects:
+                if not continues(objects[-1], seg):
+                    continue
+            elif (objects or metas is not None) and seg.base != end:
                 continue   # not the continuation (e.g. a merged object never swapped in)
             try:
                 size = storage.size(log._path(seg.log_file))
             except FileNotFoundError:
                 continue
-            valid_end = log._recover_segment(seg, 0, size, producers, now)
+            valid_end = log._recover_segment(seg, 0, size, producers, now, gaps=metas is None)
             if valid_end == 0:
                 continue
+            if metas is None and objects:
+                close_gap(objects[-1], seg, now)
             if valid_end < size:
                 logger.warning("%s: object %s is valid up to %d of %d bytes", log,
                                seg.log_file, valid_end, size)

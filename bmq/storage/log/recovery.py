@@ -16,6 +16,42 @@ from bmq.storage.segment import Segment, parse_stem
 
 logger = logging.getLogger(__name__)
 
+def listed_segments(files: list[tuple[int, int, int]], epoch: int) -> list[Segment]:
+    """Without a state document, the segment files (``parse_files``) recovery may take, up to
+    ``epoch``'s, by base offset; at one base the newest writer's first, so a cleaned segment
+    comes before the original it replaced (deleted only ``file.delete.delay.ms`` after the
+    swap) and, of two originals, the higher epoch's (what a new owner wrote after the claim)."""
+    originals: dict[int, int] = {}
+    others: list[tuple[int, int, int]] = []
+    for base, e, seq in files:
+        if e > epoch:
+            continue
+        if seq < 0:
+            originals[base] = max(originals.get(base, e), e)
+        else:
+            others.append((base, e, seq))
+    found = others + [(base, e, -1) for base, e in originals.items()]
+    found.sort(key=lambda f: (f[0], -f[1], -f[2]))
+    return [Segment(base, epoch=e, seq=seq) for base, e, seq in found]
+
+
+def continues(last: Segment, seg: Segment) -> bool:
+    """Whether ``seg``, next in ``listed_segments``, continues a log recovered up to ``last``:
+    not if it starts within ``last`` (an original that ``last``, a cleaned segment, replaced)
+    or at its base (``last`` is empty and ``seg`` an older writer's file)."""
+    return seg.base >= last.next_offset and seg.base != last.base
+
+
+def close_gap(last: Segment, seg: Segment, now: int) -> None:
+    """``seg`` continues the log after ``last``: offsets between are a gap the cleaner left
+    (it removed the records at the end of ``last``), which reads skip in a cleaned segment;
+    ``now`` stands for when it was cleaned (tombstones stay ``delete.retention.ms`` more)."""
+    if seg.base > last.next_offset:
+        last.next_offset = seg.base
+        if last.cleaned_ms < 0:
+            last.cleaned_ms = now
+
+
 class Recovery(SegmentIndexes):
     def _claim(self, state: dict[str, Any] | None, data_epoch: int) -> None:
         """Write this epoch's state file before looking at the data: from now on the previous
@@ -67,9 +103,11 @@ class Recovery(SegmentIndexes):
                 self.state_files.delete(e)
 
     def _recover_segment(self, seg: Segment, start: int, file_size: int,
-                         producers: ProducerStateTable, now: int) -> int:
+                         producers: ProducerStateTable, now: int, gaps: bool = False) -> int:
         """Scan [start, file_size) of a segment with full checks, extending ``seg`` (sizes,
-        indexes, timestamps) and ``producers``; return the end of the valid data."""
+        indexes, timestamps) and ``producers``; return the end of the valid data. With
+        ``gaps`` (no state document says which segments the cleaner wrote) offsets may skip,
+        and a segment where they do is taken as cleaned (``now``)."""
         path = self._path(seg.log_file)
         interval = self.config.index_interval_bytes
         assert seg.idx_rel is not None and seg.idx_pos is not None
@@ -77,7 +115,9 @@ class Recovery(SegmentIndexes):
         since = start - (seg.idx_pos[-1] if seg.idx_pos else 0)
         end = start
         for pos, h in valid_batches(self.storage, path, start, file_size, seg.next_offset,
-                                    seg.base):
+                                    seg.base, gaps):
+            if h.base_offset != seg.next_offset and seg.cleaned_ms < 0:
+                seg.cleaned_ms = now
             if seg.created_ms < 0:
                 seg.created_ms = h.max_timestamp if h.max_timestamp >= 0 else now
             if h.max_timestamp > seg.max_timestamp:

@@ -36,9 +36,10 @@ def record_producer_batch(storage: Storage, path: str, pos: int, h: BatchHeader,
 
 
 def valid_batches(storage: Storage, path: str, start: int, end: int, expected_offset: int,
-                  segment_base: int) -> Iterator[tuple[int, BatchHeader]]:
+                  segment_base: int, gaps: bool = False) -> Iterator[tuple[int, BatchHeader]]:
     """(position, header) of each valid batch of ``path`` from ``start`` (where the batch of
-    ``expected_offset`` must begin) up to ``end`` bytes; stops at the first invalid one."""
+    ``expected_offset`` must begin; with ``gaps``, a batch of a later offset may, as after the
+    log cleaner) up to ``end`` bytes; stops at the first invalid one."""
     pos = start
     expected = expected_offset
     buf = b""
@@ -52,7 +53,8 @@ def valid_batches(storage: Storage, path: str, start: int, end: int, expected_of
                 return
         h = read_header(buf, off)
         if (h.magic != MAGIC_V2 or h.batch_length < _MIN_BATCH_LENGTH
-                or pos + h.size > end or h.base_offset != expected
+                or pos + h.size > end
+                or (h.base_offset < expected if gaps else h.base_offset != expected)
                 or h.last_offset_delta < 0 or pos + h.size > MAX_POSITION
                 or h.last_offset - segment_base > MAX_RELATIVE_OFFSET):
             return
