@@ -8,10 +8,11 @@
   later ones wait in memory only until the next run is written (``runs``), then on storage,
   and are read back one window at a time as their time comes: memory follows the near future,
   not the number of pending records.
-* **Merging**: a timer that accepts records for weeks writes a run every few seconds; above
-  ``MAX_RUNS`` runs the smallest are merged into one (written first, then named in the state
-  document, then the old ones deleted), so their number grows with the logarithm of the
-  pending records at most (runs stop growing at ``MERGE_ENTRIES``), not with their number.
+* **Merging**: a timer that accepts a few records a second for weeks writes a run every
+  ``RUN_INTERVAL_S``; above ``MAX_RUNS`` runs the smallest are merged into one (written first,
+  then named in the state document, then the old ones deleted), up to ``MERGE_ENTRIES``
+  entries, the size of a run written at full rate: so there are about ``MAX_RUNS`` runs plus
+  one per 100,000 pending records (a few hundred bytes of memory each), whatever the rate.
 * **Delivery**: every tick the records due are popped in (due, offset) order, framed into
   batches and appended to the partition as the timer's own idempotent producer, whose sequence
   number is the count of records delivered. After a crash the partition's producer state says
@@ -107,7 +108,7 @@ class PartitionTimer:
         self._unheld_due = _NEVER       # the soonest memtable record in neither heap
         self._loaded_until = 0
         self._window_partial = False    # some runs loaded past _loaded_until (a read failed)
-        self._unlinked: list[str] = []  # runs merged into another, deleted once it is named
+        self._unlinked: list[str] = []  # runs merged or delivered: deleted after a state write
         self._txn_open: dict[int, list[Held]] = {}
         self._txn_unspilled: dict[int, int] = {}   # committed since the last run: first offset
         self._popped: Entry = (-1, -1)          # the last record taken for delivery
