@@ -221,7 +221,7 @@ class PartitionTimer:
         position = 0
         for header in headers:
             batch, timer_header, batch_held = hold_batch(
-                records[position:position + header.size], header, now, floor)
+                records[position:position + header.size], header, now, floor, now + KEEP_MS)
             held.append(batch_held)
             parts.append(batch)
             timer_headers.append(timer_header)
@@ -286,10 +286,11 @@ class PartitionTimer:
             self._indexed_end = max(self._indexed_end, record.offset + 1)
             if key <= cursor:
                 continue        # replay: delivered already
+            kept = record if record.fields is not None else None
             if record.due < self._loaded_until:
-                heapq.heappush(self._heap, (record.due, record.offset, record))
+                heapq.heappush(self._heap, (record.due, record.offset, kept))
                 wake = wake or self._heap[0][1] == record.offset
-            elif record.due < keep_until:
+            elif record.due < keep_until and kept is not None:
                 heapq.heappush(self._far, (record.due, record.offset, record))
                 self._far_offsets.add(record.offset)
             else:   # waits in the memtable (due time and offset only) for the next run
@@ -409,8 +410,8 @@ class PartitionTimer:
             size = 0
             stop = start
             while stop < len(records) and (stop == start or
-                                           size + len(records[stop].fields) + 32 <= limit):
-                size += len(records[stop].fields) + 32
+                                           size + len(records[stop].fields or b"") + 32 <= limit):
+                size += len(records[stop].fields or b"") + 32
                 stop += 1
             chunk = records[start:stop]
             batch, header = delivery_batch(chunk, self.state.producer_id,
