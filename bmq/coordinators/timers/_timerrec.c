@@ -63,15 +63,17 @@ static const char DELIVER_AT[] = "bmq.deliver.at";
 static const char DELAY_MS[] = "bmq.delay.ms";
 static const char SCHEDULED_AT[] = "bmq.scheduled.at";
 
-/* hold_records(records, count, base_ts, accepted, floor, max_delay)
- *   -> (wrapper record bytes, [(due, timestamp, fields), ...]) ; ValueError if malformed. */
+/* hold_records(records, count, base_ts, accepted, floor, max_delay, keep_until)
+ *   -> (wrapper record bytes, [(due, timestamp, fields), ...]) ; ValueError if malformed.
+ * fields is None for records due at keep_until or later: the timer reads those back from
+ * the timer log when they come due, and a bytes object each would only churn the heap. */
 static PyObject *hold_records(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer view;
     Py_ssize_t count;
-    long long base_ts, accepted, floor_ms, max_delay;
-    if (!PyArg_ParseTuple(args, "y*nLLLL", &view, &count, &base_ts, &accepted, &floor_ms,
-                          &max_delay))
+    long long base_ts, accepted, floor_ms, max_delay, keep_until;
+    if (!PyArg_ParseTuple(args, "y*nLLLLL", &view, &count, &base_ts, &accepted, &floor_ms,
+                          &max_delay, &keep_until))
         return NULL;
     const uint8_t *p = view.buf, *total_end = p + view.len;
     char stamp[24];
@@ -156,8 +158,10 @@ static PyObject *hold_records(PyObject *self, PyObject *args) {
         if (!append_varint(&out, n + (int64_t)fields.size + 1) || !append(&out, head, n) ||
             !append(&out, fields.data, fields.size) || !append(&out, &tail, 1))
             goto no_memory;
-        PyObject *item = Py_BuildValue("(LLy#)", (long long)due, base_ts + ts_delta,
-                                       (const char *)fields.data, (Py_ssize_t)fields.size);
+        PyObject *item = due >= keep_until
+            ? Py_BuildValue("(LLO)", (long long)due, base_ts + ts_delta, Py_None)
+            : Py_BuildValue("(LLy#)", (long long)due, base_ts + ts_delta,
+                            (const char *)fields.data, (Py_ssize_t)fields.size);
         if (!item || PyList_Append(held, item) < 0) { Py_XDECREF(item); goto fail; }
         Py_DECREF(item);
         (void)offset_delta;
@@ -337,8 +341,9 @@ static PyObject *sort_entries(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"hold_records", hold_records, METH_VARARGS,
-     "hold_records(records, count, base_ts, accepted, floor, max_delay) -> (wrapper record "
-     "bytes, [(due, timestamp, fields)]); ValueError for a malformed record or header."},
+     "hold_records(records, count, base_ts, accepted, floor, max_delay, keep_until) -> "
+     "(wrapper record bytes, [(due, timestamp, fields or None from keep_until on)]); "
+     "ValueError for a malformed record or header."},
     {"frame_records", frame_records, METH_O,
      "frame_records([(timestamp, fields)]) -> (record bytes, first timestamp, max timestamp)"},
     {"merge_entries", merge_entries, METH_VARARGS,

@@ -41,11 +41,12 @@ _DUE = struct.Struct(">q")
 @dataclass(slots=True)
 class Held:
     """One record held for later: when it is due, the producer's timestamp, the fields the
-    delivered record carries, and its offset in the timer log (once appended there)."""
+    delivered record carries (None when not kept in memory: read back from the timer log
+    when they come due), and its offset in the timer log (once appended there)."""
 
     due: int
     timestamp: int
-    fields: bytes
+    fields: bytes | None
     offset: int = -1
 
 
@@ -54,20 +55,21 @@ def mentions_schedule(records: memoryview, headers: list[BatchHeader]) -> bool:
     return any(h.compression for h in headers) or _SCHEDULE_MARK.search(records) is not None
 
 
-def hold_batch(batch: memoryview, header: BatchHeader, accepted: int,
-               floor: int) -> tuple[bytearray, BatchHeader, list[Held]]:
+def hold_batch(batch: memoryview, header: BatchHeader, accepted: int, floor: int,
+               keep_until: int) -> tuple[bytearray, BatchHeader, list[Held]]:
     """One produced batch as the timer log's batch (one wrapper per record, with the produced
     batch's producer id, epoch, sequence and transactional flag, so that the timer log drops a
     retried batch as the partition would) and its held records, none due before ``floor``.
     A record is due at its ``bmq.deliver.at``, else ``accepted`` plus its ``bmq.delay.ms``,
-    else at ``accepted``. Raises INVALID_RECORD for a malformed record or schedule header, or
+    else at ``accepted``. Only records due before ``keep_until`` keep their fields in memory.
+    Raises INVALID_RECORD for a malformed record or schedule header, or
     a time more than 40 days ahead."""
     records: bytes | memoryview = batch[HEADER_SIZE:header.size]
     try:
         if header.compression:
             records = decompress(header.compression, bytes(records))
         wrappers, held = hold_records(records, header.record_count, header.base_timestamp,
-                                      accepted, floor, MAX_DELAY_MS)
+                                      accepted, floor, MAX_DELAY_MS, keep_until)
     except (ValueError, RecordDecodeError) as error:
         raise KafkaError(ErrorCode.INVALID_RECORD, str(error)) from error
     timer_batch, timer_header = frame_batch(
@@ -88,7 +90,7 @@ def delivery_batch(held: list[Held], producer_id: int, sequence: int, leader_epo
     """The batch that appends ``held`` to their partition, as the timer's idempotent producer
     (``producer_id``, epoch 0, first sequence ``sequence``), compressed with the topic's
     ``compression.type``; uncompressed for ``producer`` (it mixes many producers' records)."""
-    payload, first, last = frame_records([(h.timestamp, h.fields) for h in held])
+    payload, first, last = frame_records([(h.timestamp, h.fields or b"") for h in held])
     codec = CODEC_IDS.get(config.compression_type, NONE)
     return frame_batch(compress(codec, payload, config.compression_level), len(held), first,
                        last, leader_epoch=leader_epoch, producer_id=producer_id,

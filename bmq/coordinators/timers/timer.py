@@ -8,10 +8,11 @@
   later ones wait in memory only until the next run is written (``runs``), then on storage,
   and are read back one window at a time as their time comes: memory follows the near future,
   not the number of pending records.
-* **Merging**: a timer that accepts records for weeks writes a run every few seconds; above
-  ``MAX_RUNS`` runs the smallest are merged into one (written first, then named in the state
-  document, then the old ones deleted), so their number grows with the logarithm of the
-  pending records at most (runs stop growing at ``MERGE_ENTRIES``), not with their number.
+* **Merging**: a timer that accepts a few records a second for weeks writes a run every
+  ``RUN_INTERVAL_S``; above ``MAX_RUNS`` runs the smallest are merged into one (written first,
+  then named in the state document, then the old ones deleted), up to ``MERGE_ENTRIES``
+  entries, the size of a run written at full rate: so there are about ``MAX_RUNS`` runs plus
+  one per 100,000 pending records (a few hundred bytes of memory each), whatever the rate.
 * **Delivery**: every tick the records due are popped in (due, offset) order, framed into
   batches and appended to the partition as the timer's own idempotent producer, whose sequence
   number is the count of records delivered. After a crash the partition's producer state says
@@ -107,7 +108,7 @@ class PartitionTimer:
         self._unheld_due = _NEVER       # the soonest memtable record in neither heap
         self._loaded_until = 0
         self._window_partial = False    # some runs loaded past _loaded_until (a read failed)
-        self._unlinked: list[str] = []  # runs merged into another, deleted once it is named
+        self._unlinked: list[str] = []  # runs merged or delivered: deleted after a state write
         self._txn_open: dict[int, list[Held]] = {}
         self._txn_unspilled: dict[int, int] = {}   # committed since the last run: first offset
         self._popped: Entry = (-1, -1)          # the last record taken for delivery
@@ -220,7 +221,7 @@ class PartitionTimer:
         position = 0
         for header in headers:
             batch, timer_header, batch_held = hold_batch(
-                records[position:position + header.size], header, now, floor)
+                records[position:position + header.size], header, now, floor, now + KEEP_MS)
             held.append(batch_held)
             parts.append(batch)
             timer_headers.append(timer_header)
@@ -285,10 +286,11 @@ class PartitionTimer:
             self._indexed_end = max(self._indexed_end, record.offset + 1)
             if key <= cursor:
                 continue        # replay: delivered already
+            kept = record if record.fields is not None else None
             if record.due < self._loaded_until:
-                heapq.heappush(self._heap, (record.due, record.offset, record))
+                heapq.heappush(self._heap, (record.due, record.offset, kept))
                 wake = wake or self._heap[0][1] == record.offset
-            elif record.due < keep_until:
+            elif record.due < keep_until and kept is not None:
                 heapq.heappush(self._far, (record.due, record.offset, record))
                 self._far_offsets.add(record.offset)
             else:   # waits in the memtable (due time and offset only) for the next run
@@ -408,8 +410,8 @@ class PartitionTimer:
             size = 0
             stop = start
             while stop < len(records) and (stop == start or
-                                           size + len(records[stop].fields) + 32 <= limit):
-                size += len(records[stop].fields) + 32
+                                           size + len(records[stop].fields or b"") + 32 <= limit):
+                size += len(records[stop].fields or b"") + 32
                 stop += 1
             chunk = records[start:stop]
             batch, header = delivery_batch(chunk, self.state.producer_id,
