@@ -79,19 +79,24 @@ class ReadableLog(Protocol):
 
 
 class Aborted:
-    """Which transactional batches of ``[start, end)`` belong to aborted transactions: a
-    producer has one transaction open at a time, so its batch at offset o is aborted if an
-    aborted transaction of that producer spans o (first offset <= o < its ABORT marker)."""
+    """Which transactional batches of a partition belong to aborted transactions: a producer
+    has one transaction open at a time, so its batch at offset o is aborted if an aborted
+    transaction of that producer spans o (first offset <= o < its ABORT marker). ``load``
+    gives the aborted transactions of the range read, asked for at the first transactional
+    batch (a topic without transactions never asks)."""
 
-    def __init__(self, aborted: list[AbortedTxn]) -> None:
+    def __init__(self, load: Callable[[], list[AbortedTxn]]) -> None:
+        self._load: Callable[[], list[AbortedTxn]] | None = load
         self._spans: dict[int, list[tuple[int, int]]] = {}
-        for txn in aborted:
-            self._spans.setdefault(txn.producer_id, []).append(
-                (txn.first_offset, txn.last_offset))
 
     def __contains__(self, header: BatchHeader) -> bool:
-        if not self._spans or not header.attributes & TRANSACTIONAL_FLAG:
+        if not header.attributes & TRANSACTIONAL_FLAG:
             return False
+        if self._load is not None:
+            for txn in self._load():
+                self._spans.setdefault(txn.producer_id, []).append(
+                    (txn.first_offset, txn.last_offset))
+            self._load = None
         return any(first <= header.base_offset < marker
                    for first, marker in self._spans.get(header.producer_id, ()))
 
@@ -265,7 +270,7 @@ class QueryService:
         end = source.last_stable_offset()
         (lo, hi), batches = self._candidates_retried(topic, partition, query)
         start = source.log_start_offset
-        aborted = Aborted(source.aborted_transactions(start, end) if end > start else [])
+        aborted = Aborted(lambda: source.aborted_transactions(start, end))
         if lo > start:
             yield from self._scan(source, query, aborted, start, min(lo, end))
         # Batches from the log start on, and the last one before it (it may hold offsets past
