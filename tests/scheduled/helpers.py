@@ -75,6 +75,19 @@ class Watcher:
         self._consumer.close()
 
 
+def settled_arrivals(bootstrap: str, topic: str, partitions: int, count: int,
+                     isolation: str = "read_uncommitted") -> list[Arrived]:
+    """What a watcher sees once ``count`` records arrived (within 60 s) and a second more,
+    long enough for a record delivered twice to show."""
+    watcher = Watcher(bootstrap, topic, partitions, isolation)
+    try:
+        watcher.wait_for(count, 60)
+        time.sleep(1.0)
+        return list(watcher.arrived)
+    finally:
+        watcher.close()
+
+
 def confluent_schedule(bootstrap: str, topic: str, records: Iterable[dict[str, Any]],
                        **conf: Any) -> list[tuple[bytes, int]]:
     """Produce ``records`` (Producer.produce keyword arguments) with acks=all; returns each

@@ -5,8 +5,6 @@ their time."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
@@ -14,7 +12,7 @@ from confluent_kafka.admin import NewTopic
 from tests.cluster.conftest import ClusterFactory, cluster_factory, zookeeper
 from tests.integration.helpers import admin, watermarks
 from tests.proxy.conftest import Proxies, proxies
-from tests.scheduled.helpers import DELAY, Watcher, confluent_schedule, due_of, now_ms
+from tests.scheduled.helpers import DELAY, confluent_schedule, due_of, now_ms, settled_arrivals
 
 __all__ = ["cluster_factory", "proxies", "zookeeper"]
 
@@ -56,12 +54,6 @@ def test_through_a_proxy_and_in_transactions(cluster_factory: ClusterFactory,
 
     expected = sorted([f"proxied-{i}".encode() for i in range(40)]
                       + [f"commit-{i}".encode() for i in range(6)] * 2)
-    watcher = Watcher(proxy.bootstrap, topic, 2, isolation="read_committed")
-    try:
-        watcher.wait_for(len(expected), 60)
-        time.sleep(1.0)                      # anything delivered twice would show by now
-        arrived = list(watcher.arrived)
-    finally:
-        watcher.close()
+    arrived = settled_arrivals(proxy.bootstrap, topic, 2, len(expected), "read_committed")
     assert sorted(r.value for r in arrived) == expected, cluster.logs()
     assert all(r.seen_ms >= due_of(r) for r in arrived)

@@ -10,7 +10,13 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.cluster.conftest import ClusterFactory, SharedStorage, cluster_factory, zookeeper
-from tests.scheduled.helpers import DELIVER_AT, Watcher, confluent_schedule, due_of, now_ms
+from tests.scheduled.helpers import (
+    DELIVER_AT,
+    confluent_schedule,
+    due_of,
+    now_ms,
+    settled_arrivals,
+)
 from tests.seaweedfs import SeaweedFS
 
 __all__ = ["cluster_factory", "zookeeper"]
@@ -40,13 +46,7 @@ def test_new_owner_delivers_after_kill_9_on_s3(cluster_factory: ClusterFactory,
     cluster.brokers[victim].kill()
     survivors = {b for b in cluster.brokers if b != victim}
     cluster.wait_writable("later", owners=survivors)
-    watcher = Watcher(cluster.bootstrap, "later", PARTITIONS)
-    try:
-        watcher.wait_for(len(records), 60)
-        time.sleep(1.0)                      # a duplicate would show up by now
-        arrived = list(watcher.arrived)
-    finally:
-        watcher.close()
+    arrived = settled_arrivals(cluster.bootstrap, "later", PARTITIONS, len(records))
     values = sorted(r.value for r in arrived)
     assert values == sorted(r["value"] for r in records), \
         f"{len(values)} arrived, {len(set(values))} distinct\n{cluster.logs()}"
