@@ -13,7 +13,9 @@ delay), so it includes the fetch, an upper bound of the broker's own (the broker
 ``bmq_scheduled_lateness_seconds`` times until delivery is durable; ``--metrics URL``, the
 broker's metrics endpoint, prints its shares too). ``--pending N`` first
 schedules N records 1 hour ahead (held in the timer logs' runs on storage meanwhile) and prints
-the broker's RSS before and after them, and 15 s later. Without ``--bootstrap`` it spawns a
+the broker's RSS before and after them, and 15 s later; ``--plain`` sends those N records to a
+topic without scheduling instead (the same produce burst with nothing pending: a control of
+what the burst itself leaves in the broker's memory). Without ``--bootstrap`` it spawns a
 throw-away ``bmq serve`` (with a metrics port: the broker's histogram is printed too).
 """
 
@@ -97,16 +99,21 @@ def broker_lateness(url: str) -> str:
 
 
 def measure(bootstrap: str, rate: int, duration: float, pending: int, pid: int,
-            metrics_url: str | None = None) -> None:
+            metrics_url: str | None = None, plain: bool = False) -> None:
     topic = f"scheduled-bench-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, PARTITIONS, 1, config={
         "bmq.delay.enable": "true"})])[topic].result(30)
     if pending:
+        target = topic
+        if plain:
+            target = f"{topic}-plain"
+            admin.create_topics([NewTopic(target, PARTITIONS, 1)])[target].result(30)
         before = memory(pid) if pid else "?"
         started = time.monotonic()
-        schedule_pending(bootstrap, topic, pending)
-        print(f"{pending} records pending (1 h ahead) in {time.monotonic() - started:.0f} s; "
+        schedule_pending(bootstrap, target, pending)
+        print(f"{pending} records {'to a plain topic' if plain else 'pending (1 h ahead)'} "
+              f"in {time.monotonic() - started:.0f} s; "
               f"broker {before} -> {memory(pid) if pid else '?'}")
         if pid:
             time.sleep(SETTLE_S)
@@ -165,18 +172,21 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=10_000)
     parser.add_argument("--duration", type=float, default=20)
     parser.add_argument("--pending", type=int, default=0)
+    parser.add_argument("--plain", action="store_true",
+                        help="send the --pending records to a topic without scheduling")
     parser.add_argument("--bootstrap", default=None)
     parser.add_argument("--metrics", default=None,
                         help="the broker's metrics URL, e.g. http://127.0.0.1:9100/metrics")
     args = parser.parse_args()
     if args.bootstrap:
-        measure(args.bootstrap, args.rate, args.duration, args.pending, 0, args.metrics)
+        measure(args.bootstrap, args.rate, args.duration, args.pending, 0, args.metrics,
+                args.plain)
     else:
         port = free_port()
         command = shlex.join([*default_command(), "--metrics-port", str(port)])
         with LocalServer(command) as server:
             measure(server.bootstrap, args.rate, args.duration, args.pending, server.pid,
-                    f"http://127.0.0.1:{port}/metrics")
+                    f"http://127.0.0.1:{port}/metrics", args.plain)
 
 
 if __name__ == "__main__":
