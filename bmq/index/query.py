@@ -40,12 +40,10 @@ from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.record_codec import Record, RecordDecodeError
 from bmq.protocol.records import (
     HEADER_SIZE,
-    TRANSACTIONAL_FLAG,
-    BatchHeader,
     iter_batches,
     read_header,
 )
-from bmq.storage.producer_state import AbortedTxn
+from bmq.storage.producer_state import AbortedBatches, AbortedTxn
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 10_000
@@ -76,29 +74,6 @@ class ReadableLog(Protocol):
     def aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]: ...
 
     def read(self, offset: int, max_bytes: int) -> bytes | memoryview: ...
-
-
-class Aborted:
-    """Which transactional batches of a partition belong to aborted transactions: a producer
-    has one transaction open at a time, so its batch at offset o is aborted if an aborted
-    transaction of that producer spans o (first offset <= o < its ABORT marker). ``load``
-    gives the aborted transactions of the range read, asked for at the first transactional
-    batch (a topic without transactions never asks)."""
-
-    def __init__(self, load: Callable[[], list[AbortedTxn]]) -> None:
-        self._load: Callable[[], list[AbortedTxn]] | None = load
-        self._spans: dict[int, list[tuple[int, int]]] = {}
-
-    def __contains__(self, header: BatchHeader) -> bool:
-        if not header.attributes & TRANSACTIONAL_FLAG:
-            return False
-        if self._load is not None:
-            for txn in self._load():
-                self._spans.setdefault(txn.producer_id, []).append(
-                    (txn.first_offset, txn.last_offset))
-            self._load = None
-        return any(first <= header.base_offset < marker
-                   for first, marker in self._spans.get(header.producer_id, ()))
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,7 +245,7 @@ class QueryService:
         end = source.last_stable_offset()
         (lo, hi), batches = self._candidates_retried(topic, partition, query)
         start = source.log_start_offset
-        aborted = Aborted(lambda: source.aborted_transactions(start, end))
+        aborted = AbortedBatches(lambda: source.aborted_transactions(start, end))
         if lo > start:
             yield from self._scan(source, query, aborted, start, min(lo, end))
         # Batches from the log start on, and the last one before it (it may hold offsets past
@@ -311,8 +286,8 @@ class QueryService:
                 break
         return (lo, hi), batches or set()
 
-    def _batch(self, source: ReadableLog, query: Query, aborted: Aborted, offset: int,
-               log_start: int) -> Iterator[Record]:
+    def _batch(self, source: ReadableLog, query: Query, aborted: AbortedBatches,
+               offset: int, log_start: int) -> Iterator[Record]:
         """The matching records of the batch at ``offset`` (those from ``log_start`` on)."""
         at = max(offset, log_start)
         try:
@@ -325,8 +300,8 @@ class QueryService:
             return
         yield from self._records(data, query, aborted, at, offset + 1)
 
-    def _scan(self, source: ReadableLog, query: Query, aborted: Aborted, start: int, end: int
-              ) -> Iterator[Record]:
+    def _scan(self, source: ReadableLog, query: Query, aborted: AbortedBatches, start: int,
+              end: int) -> Iterator[Record]:
         offset = start
         while offset < end:
             try:
@@ -343,8 +318,8 @@ class QueryService:
                 return
             offset = last
 
-    def _records(self, data: bytes | memoryview, query: Query, aborted: Aborted, start: int,
-                 end: int) -> Iterator[Record]:
+    def _records(self, data: bytes | memoryview, query: Query, aborted: AbortedBatches,
+                 start: int, end: int) -> Iterator[Record]:
         """Records of the batches in ``data`` that begin in ``[start, end)``, not aborted,
         that match."""
         view = memoryview(data)

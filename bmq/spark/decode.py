@@ -25,7 +25,6 @@ from bmq.protocol.records import (
     LOG_OVERHEAD,
     MAGIC_V2,
     TIMESTAMP_TYPE_LOG_APPEND,
-    TRANSACTIONAL_FLAG,
     BatchHeader,
     crc_ok,
     read_header,
@@ -34,6 +33,7 @@ from bmq.readpath.filters import apply_filter, compile_filter
 from bmq.spark.ranges import DataLossError, ReadRange
 from bmq.storage.base import Storage
 from bmq.storage.log import PartitionLog
+from bmq.storage.producer_state import AbortedBatches
 
 HEADERS_TYPE = pa.list_(pa.struct([pa.field("key", pa.string()),
                                    pa.field("value", pa.binary())]))
@@ -240,13 +240,6 @@ class ColumnBuilder:
         return pa.RecordBatch.from_arrays(columns, names=names)
 
 
-def _aborted_by_producer(rng: ReadRange) -> dict[int, list[tuple[int, int]]]:
-    by_producer: dict[int, list[tuple[int, int]]] = {}
-    for producer_id, first, last in rng.aborted:
-        by_producer.setdefault(producer_id, []).append((first, last))
-    return by_producer
-
-
 def read_range(storage: Storage, rng: ReadRange, *, include_headers: bool = True,
                verify_crc: bool = True, chunk_bytes: int = ARROW_CHUNK_BYTES,
                chunk_records: int = ARROW_CHUNK_RECORDS,
@@ -259,10 +252,9 @@ def read_range(storage: Storage, rng: ReadRange, *, include_headers: bool = True
                             include_headers, record_filter)
     source = (iter_reader_batches(storage, rng, verify_crc=verify_crc) if rng.segment < 0
               else iter_file_batches(storage, rng, verify_crc=verify_crc))
-    aborted = _aborted_by_producer(rng)
+    aborted = AbortedBatches(lambda: rng.aborted)
     for data, pos, h in source:
-        if aborted and h.attributes & TRANSACTIONAL_FLAG and any(
-                first <= h.base_offset <= last for first, last in aborted.get(h.producer_id, ())):
+        if h in aborted:
             continue    # a batch of an aborted transaction (read_committed)
         builder.add(data, pos, h)
         if on_batch is not None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
 from bmq.protocol.errors import ErrorCode, KafkaError
@@ -60,6 +60,29 @@ class AbortedTxn(NamedTuple):
     producer_id: int
     first_offset: int
     last_offset: int   # the ABORT marker's offset
+
+
+class AbortedBatches:
+    """Which transactional batches belong to aborted transactions, for readers that skip them
+    themselves at read_committed (Index Query, the Spark source): a producer has one
+    transaction open at a time, so its batch at offset o is aborted if one of its aborted
+    transactions spans o (first offset <= o <= the ABORT marker). ``load`` gives the aborted
+    transactions, (producer id, first offset, marker offset) each; it is called at the first
+    transactional batch, so a log without transactions never asks for them."""
+
+    def __init__(self, load: Callable[[], Iterable[tuple[int, int, int]]]) -> None:
+        self._load: Callable[[], Iterable[tuple[int, int, int]]] | None = load
+        self._spans: dict[int, list[tuple[int, int]]] = {}
+
+    def __contains__(self, header: BatchHeader) -> bool:
+        if not header.attributes & TRANSACTIONAL_FLAG:
+            return False
+        if self._load is not None:
+            for producer_id, first, marker in self._load():
+                self._spans.setdefault(producer_id, []).append((first, marker))
+            self._load = None
+        return any(first <= header.base_offset <= marker
+                   for first, marker in self._spans.get(header.producer_id, ()))
 
 
 def marker_order(aborted: AbortedTxn) -> tuple[int, int]:
