@@ -16,6 +16,7 @@ from bmq.storage.segment import Segment, parse_stem
 
 logger = logging.getLogger(__name__)
 
+
 def listed_segments(files: list[tuple[int, int, int]], epoch: int) -> list[Segment]:
     """Without a state document, the segment files (``parse_files``) recovery may take, up to
     ``epoch``'s, by base offset; at one base the newest writer's first, so a cleaned segment
