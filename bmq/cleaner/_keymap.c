@@ -13,7 +13,7 @@
  *                                      full and returns its position with full=True (ValueError
  *                                      if not even one batch fits the empty table).
  * KeyMap.retain_batches(data, aborted, drop_tombstones, decompress, compress, crc)
- *        -> (bytes, kept, removed, consumed, tombstones, markers)
+ *        -> (bytes, kept, removed, consumed, tombstones, markers, aborts)
  *                                      the whole batches of `data` (`consumed` bytes of it) with
  *                                      only the records to keep (`tombstones` of them null): a
  *                                      record is removed when the map holds a later offset for its
@@ -26,13 +26,17 @@
  *                                      codec), as Kafka's cleaner rebuilds them, with the kept
  *                                      records byte for byte (their deltas are relative to the
  *                                      unchanged base). Control batches (transaction markers) are
- *                                      kept whole, but for a COMMIT marker whose transaction has
- *                                      no data left (Kafka's rule): no batch of its producer since
- *                                      that producer's previous marker keeps a record in this
- *                                      pass. Such a marker goes with `drop_tombstones` (`markers`
- *                                      counts them) and otherwise counts among `tombstones` (what
- *                                      goes once delete.retention.ms has passed). ABORT markers
- *                                      stay: the aborted-transaction index names them.
+ *                                      kept whole, but for those whose transaction has no data
+ *                                      left (Kafka's rule): a COMMIT marker when no batch of its
+ *                                      producer since that producer's previous marker keeps a
+ *                                      record in this pass, an ABORT marker always (the batches
+ *                                      of an aborted transaction never stay). Such a marker goes
+ *                                      with `drop_tombstones` (`markers` counts them) and
+ *                                      otherwise counts among `tombstones` (what goes once
+ *                                      delete.retention.ms has passed). `aborts` lists the
+ *                                      offsets of the ABORT markers removed (native int64): the
+ *                                      caller removes their aborted-transaction index entries
+ *                                      with them, in the same swap.
  *
  * A KeyMap serves one pass, whose retain_batches calls see the log in offset order from its
  * start: it also keeps which producers still have transactional data since their last marker.
@@ -113,7 +117,11 @@ static producer_slot *producer(KeyMap *m, int64_t pid) {
     return slot;
 }
 
-/* The control type of a marker batch (0 ABORT, 1 COMMIT), -1 if it cannot be read here. */
+#define CONTROL_ABORT 0
+#define CONTROL_COMMIT 1
+
+/* The control type of a marker batch (CONTROL_ABORT, CONTROL_COMMIT), -1 if it cannot be read
+ * here. */
 static int marker_type(const uint8_t *batch, size_t size) {
     uint16_t attributes = (uint16_t)((batch[21] << 8) | batch[22]);
     const uint8_t *p = batch + HEADER_SIZE, *end = batch + size;
@@ -322,7 +330,8 @@ static PyObject *keymap_retain_batches(KeyMap *m, PyObject *args) {
         PyBuffer_Release(&view);
         return NULL;
     }
-    buffer out = {NULL, 0, 0}, kept_records = {NULL, 0, 0}, rebuilt = {NULL, 0, 0};
+    buffer out = {NULL, 0, 0}, kept_records = {NULL, 0, 0}, rebuilt = {NULL, 0, 0},
+           aborts = {NULL, 0, 0};
     int64_t kept_total = 0, removed_total = 0, tombstones = 0, markers = 0, bad_offset = -1;
     int failed = 0, nomem = 0;
     size_t consumed = 0;
@@ -342,12 +351,21 @@ static PyObject *keymap_retain_batches(KeyMap *m, PyObject *args) {
             }
         }
         if (batch[16] != 2 || (attributes & CONTROL_FLAG)) {
-            int had_data = txn == NULL || txn->data;
-            if (txn != NULL)
+            int type = -1, had_data = 1;
+            if (txn != NULL) {
+                type = marker_type(batch, size);
+                had_data = txn->data;
                 txn->data = 0;    /* the marker ends the producer's transaction */
-            if (!had_data && marker_type(batch, size) == 1) {
-                /* a COMMIT marker of a transaction with no data left */
+            }
+            if (type == CONTROL_ABORT || (type == CONTROL_COMMIT && !had_data)) {
+                /* a marker of a transaction with no data left (an aborted one has none once
+                 * this pass is over: its batches are removed below) */
                 if (drop_tombstones) {
+                    int64_t offset = get_i64be(batch) + (int32_t)get_u32be(batch + 23);
+                    if (type == CONTROL_ABORT && !append(&aborts, &offset, sizeof offset)) {
+                        nomem = 1;
+                        break;
+                    }
                     markers++;
                     continue;
                 }
@@ -441,11 +459,14 @@ static PyObject *keymap_retain_batches(KeyMap *m, PyObject *args) {
         PyErr_Format(PyExc_ValueError, "malformed records in the batch at offset %lld",
                      (long long)bad_offset);
     else if (!failed && set_crcs(&out, &rebuilt, crc))
-        result = Py_BuildValue("y#LLnLL", out.data ? (const char *)out.data : "",
+        result = Py_BuildValue("y#LLnLLy#", out.data ? (const char *)out.data : "",
                                (Py_ssize_t)out.size, (long long)kept_total,
                                (long long)removed_total, (Py_ssize_t)consumed,
-                               (long long)tombstones, (long long)markers);
+                               (long long)tombstones, (long long)markers,
+                               aborts.data ? (const char *)aborts.data : "",
+                               (Py_ssize_t)aborts.size);
     free(out.data);
+    free(aborts.data);
     free(kept_records.data);
     free(rebuilt.data);
     PyBuffer_Release(&view);
@@ -467,7 +488,7 @@ static PyMethodDef keymap_methods[] = {
      "add_batches(data, aborted, from_offset, decompress) -> (position, full)"},
     {"retain_batches", (PyCFunction)keymap_retain_batches, METH_VARARGS,
      "retain_batches(data, aborted, drop_tombstones, decompress, compress, crc) -> "
-     "(bytes, kept, removed, consumed, tombstones, markers)"},
+     "(bytes, kept, removed, consumed, tombstones, markers, aborts)"},
     {NULL, NULL, 0, NULL},
 };
 

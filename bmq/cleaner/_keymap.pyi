@@ -11,4 +11,5 @@ class KeyMap:
     def retain_batches(self, data: _Buffer, aborted: bytes, drop_tombstones: bool,
                        decompress: Callable[[int, bytes], bytes],
                        compress: Callable[[int, bytes], bytes],
-                       crc: Callable[[bytes], int]) -> tuple[bytes, int, int, int, int, int]: ...
+                       crc: Callable[[bytes], int]
+                       ) -> tuple[bytes, int, int, int, int, int, bytes]: ...

@@ -15,17 +15,25 @@ oldest record waited ``max.compaction.lag.ms``, or when tombstones are due for r
    adjacent segments that fit one segment: a record stays unless the map holds a later offset
    for its key, its batch belongs to an aborted transaction, or it is a tombstone of a segment
    cleaned ``delete.retention.ms`` ago. Batches keep their base offset, last offset delta,
-   producer id, epoch and base sequence (offsets keep their gaps). A COMMIT marker goes as
-   tombstones do (see below) once no record of its transaction is left (Kafka's rule); ABORT
-   markers are kept (see ``_keymap.c``).
+   producer id, epoch and base sequence (offsets keep their gaps). A transaction marker goes
+   as tombstones do (see below) once no record of its transaction is left (Kafka's rule): a
+   COMMIT marker when the pass keeps no record of its transaction, an ABORT marker always (the
+   records of aborted transactions never stay; see ``_keymap.c``).
 3. The cleaned segments replace the originals with one state document write (see
-   ``bmq.storage.log.cleaning``); the originals' files go ``file.delete.delay.ms`` later.
+   ``bmq.storage.log.cleaning``); the originals' files go ``file.delete.delay.ms`` later. The
+   same write drops the aborted-transaction index entries of the ABORT markers removed, as
+   Kafka's cleaner drops them from the cleaned segment's ``.txnindex``: a read_committed
+   client given an entry skips its producer's batches from the entry's first offset until it
+   meets the ABORT marker, so an entry without its marker would hide that producer's later
+   committed records. Chunk files of the index losing entries are written again under new
+   names first (``bmq.storage.log.aborted_index``): a kill -9 at any step leaves the old
+   segments with the old index or the new ones with the new.
 
 Tombstones: a cleaned segment remembers when its records were first cleaned; its tombstones
-(and COMMIT markers left without records, counted with them: ``Segment.tombstones``) are
+(and the markers left without records, counted with them: ``Segment.tombstones``) are
 removed by the first pass ``delete.retention.ms`` after that (Kafka counts from the first
 cleaning too, per batch), so a consumer that starts reading from the log start within that time
-sees every delete.
+sees every delete and every transaction's outcome.
 """
 
 from __future__ import annotations
@@ -134,9 +142,10 @@ class LogCleaner:
         end, cut = self._map_dirty(log, segments, keymap, aborted)
         groups = self._groups(log, segments[:end])
         replacements: list[tuple[list[Segment], Segment]] = []
+        aborts: list[int] = []   # offsets of the ABORT markers removed
         try:
             for group in groups:
-                new = self._rewrite(log, group, keymap, aborted, now_ms, result)
+                new = self._rewrite(log, group, keymap, aborted, now_ms, result, aborts)
                 if cut >= 0 and group[-1] is segments[end - 1]:
                     # Partly mapped: still dirty from the cut on (the next pass maps the rest).
                     new.cleaned_ms, new.dirty_from = -1, cut
@@ -146,7 +155,7 @@ class LogCleaner:
             raise
         result.segments_written = len(replacements)
         crash_point("written")
-        result.swapped = log.replace_cleaned(replacements)
+        result.swapped = log.replace_cleaned(replacements, set(aborts))
         crash_point("swapped")
         return result
 
@@ -200,7 +209,7 @@ class LogCleaner:
 
     @staticmethod
     def _rewrite(log: PartitionLog, group: list[Segment], keymap: KeyMap, aborted: bytes,
-                 now_ms: int, result: CleanResult) -> Segment:
+                 now_ms: int, result: CleanResult, aborts: list[int]) -> Segment:
         cfg = log.config
         writer = log.start_cleaned(group[0].base, group[-1].next_offset)
         tombstones = 0
@@ -210,9 +219,10 @@ class LogCleaner:
 
                 def retain(data: bytes, drop: bool = drop_tombstones) -> int:
                     nonlocal tombstones
-                    out, kept, removed, taken, tombs, markers = keymap.retain_batches(
+                    out, kept, removed, taken, tombs, markers, gone = keymap.retain_batches(
                         data, aborted, drop, decompress, compress, crc32c.crc32c)
                     result.markers_removed += markers
+                    aborts.extend(offset for (offset,) in struct.iter_unpack("=q", gone))
                     writer.write(out)
                     result.records_kept += kept
                     result.records_removed += removed

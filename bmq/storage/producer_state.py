@@ -16,9 +16,9 @@ The last stable offset is the smallest ``txn_first`` (see ``first_unstable_offse
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any, NamedTuple
 
 from bmq.protocol.errors import ErrorCode, KafkaError
@@ -44,6 +44,10 @@ TXN_ABORT = 3
 # bmq/storage/log/aborted_index.py), so a checkpoint stays small however many aborts there are.
 ABORTED_KEY = "txn_aborted"
 CHUNKS_KEY = "txn_aborted_chunks"
+# How many times the log cleaner removed entries (with their ABORT markers): a reader that
+# merged an older document's entries rebuilds its index when this changes (published_txns).
+REMOVALS_KEY = "txn_aborted_removals"
+INDEX_KEYS = (ABORTED_KEY, CHUNKS_KEY, REMOVALS_KEY)
 
 
 def txn_kind(header: BatchHeader, body: bytes | bytearray | memoryview) -> int:
@@ -161,6 +165,7 @@ class ProducerStateTable:
         # names (each with the marker offset of its last entry).
         self.sealed: list[tuple[str, int]] = []
         self.sealed_count = 0
+        self.removals = 0   # REMOVALS_KEY
         # producer id -> first offset of its open transaction: the LSO is asked on every fetch,
         # so it is found among the open transactions, not among all producers.
         self.open_txns: dict[int, int] = {}
@@ -281,6 +286,30 @@ class ProducerStateTable:
         self.sealed.append((name, self.aborted[count - 1].last_offset))
         self.sealed_count = count
 
+    def sealed_chunks(self) -> list[tuple[str, int, list[AbortedTxn]]]:
+        """Each sealed chunk file (``sealed``) with its entries (those not dropped below the
+        log start)."""
+        chunks: list[tuple[str, int, list[AbortedTxn]]] = []
+        start = 0
+        for name, end in self.sealed:
+            stop = bisect_right(self.aborted, end, start, self.sealed_count, key=_marker_offset)
+            chunks.append((name, end, self.aborted[start:stop]))
+            start = stop
+        return chunks
+
+    def remove_aborted(self, markers: Collection[int], sealed: list[tuple[str, int]]) -> None:
+        """Forget the aborted transactions whose ABORT marker (offset in ``markers``) the log
+        cleaner removed; ``sealed`` names the chunk files that hold the sealed ones left."""
+        kept = [a for a in self.aborted[:self.sealed_count] if a.last_offset not in markers]
+        left = kept + [a for a in self.aborted[self.sealed_count:]
+                       if a.last_offset not in markers]
+        if len(left) == len(self.aborted):
+            return   # markers without an entry (written again after a coordinator's crash)
+        self.aborted = left
+        self.sealed_count = len(kept)
+        self.sealed = sealed
+        self.removals += 1
+
     def add_sealed(self, entries: list[AbortedTxn]) -> None:
         """Entries read back from the chunk files (at load): they precede the unsealed ones."""
         self.aborted = entries + self.aborted
@@ -316,6 +345,7 @@ class ProducerStateTable:
         other.aborted = list(self.aborted)
         other.sealed = list(self.sealed)
         other.sealed_count = self.sealed_count
+        other.removals = self.removals
         other.open_txns = dict(self.open_txns)
         return other
 
@@ -333,6 +363,8 @@ class ProducerStateTable:
             data[ABORTED_KEY] = [list(a) for a in self.unsealed()]
         if self.sealed:
             data[CHUNKS_KEY] = [list(chunk) for chunk in self.sealed]
+        if self.removals:
+            data[REMOVALS_KEY] = self.removals
         return data
 
     @classmethod
@@ -344,6 +376,9 @@ class ProducerStateTable:
                 continue
             if pid == CHUNKS_KEY:   # read back by the log (aborted_index.load_sealed)
                 table.sealed = [(str(name), int(end)) for name, end in item]
+                continue
+            if pid == REMOVALS_KEY:
+                table.removals = int(item)
                 continue
             entry = ProducerEntry(int(item["epoch"]), int(item.get("last_ms", -1)),
                                   int(item.get("txn_first", -1)))

@@ -5,6 +5,7 @@ offset stays, and a restart sees the cleaned log."""
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,8 @@ from bmq.coordinators.transactions.records import marker_batch
 from bmq.protocol.record_codec import Record, decode_batch, encode_batch
 from bmq.protocol.records import TRANSACTIONAL_FLAG, BatchHeader, iter_batches
 from bmq.storage import LocalStorage, LogConfig, PartitionLog, Storage
+from bmq.storage.log import core as log_core
+from bmq.storage.log.aborted_index import SUFFIX as CHUNK_SUFFIX
 
 from .batches import make_batch
 from .conftest import make_storage
@@ -179,36 +182,117 @@ def _markers(log: PartitionLog) -> list[tuple[int, int]]:
     return markers
 
 
-def test_commit_markers_go_once_their_transaction_has_no_data_left(cstorage: Storage) -> None:
-    """Kafka's rule: a COMMIT marker is removed (its segment past ``delete.retention.ms``) once
-    the pass finds no data of its transaction; one whose transaction still has a record stays,
-    and ABORT markers stay (the aborted-transaction index names them)."""
+def _txn(log: PartitionLog, seq: dict[int, int], pid: int, key: bytes, value: bytes,
+         commit: bool) -> int:
+    """A transaction of one record, then its marker; returns the marker's offset."""
+    append(log, make_batch([value], key=key, producer_id=pid, producer_epoch=0,
+                           base_sequence=seq.get(pid, 0), attributes=TRANSACTIONAL_FLAG),
+           now_ms=NOW)
+    seq[pid] = seq.get(pid, 0) + 1
+    batch, header = marker_batch(pid, 0, commit, 0, NOW, log.leader_epoch)
+    offset = log.append(memoryview(batch), [header], NOW).base_offset
+    log.flush()
+    return offset
+
+
+def test_markers_go_once_their_transaction_has_no_data_left(cstorage: Storage) -> None:
+    """Kafka's rule: a transaction marker is removed (its segment past
+    ``delete.retention.ms``) once the pass finds no data of its transaction: a COMMIT marker
+    whose transaction still has a record stays, an ABORT marker goes (its records went in the
+    first pass) and its aborted-transaction index entry with it."""
     log = PartitionLog.open(cstorage, "t", 0, CONFIG, epoch=1)
-    seq = {100: 0, 200: 0}
-
-    def txn(pid: int, key: bytes, value: bytes, commit: bool) -> None:
-        append(log, make_batch([value], key=key, producer_id=pid, producer_epoch=0,
-                               base_sequence=seq[pid], attributes=TRANSACTIONAL_FLAG),
-               now_ms=NOW)
-        seq[pid] += 1
-        batch, header = marker_batch(pid, 0, commit, 0, NOW, log.leader_epoch)
-        log.append(memoryview(batch), [header], NOW)
-        log.flush()
-
-    txn(100, b"a", b"a1", commit=True)     # overwritten below: its marker can go
-    txn(200, b"b", b"b1", commit=False)    # aborted: data removed, ABORT marker kept
-    txn(100, b"a", b"a2", commit=True)     # the live value: its marker stays
+    seq: dict[int, int] = {}
+    _txn(log, seq, 100, b"a", b"a1", commit=True)     # overwritten below: its marker can go
+    _txn(log, seq, 200, b"b", b"b1", commit=False)    # aborted: data, then marker removed
+    _txn(log, seq, 100, b"a", b"a2", commit=True)     # the live value: its marker stays
     _filler(log)
+    assert len(log.aborted_transactions(0, log.high_watermark)) == 1
     cleaner = LogCleaner(1 << 20)
     first = cleaner.clean(log, NOW + 1, force=True)
     assert first is not None and first.markers_removed == 0   # markers wait as tombstones do
     assert _markers(log) == [(100, 1), (200, 0), (100, 1)]
+    assert len(log.aborted_transactions(0, log.high_watermark)) == 1
     second = cleaner.clean(log, NOW + 2)   # due: a marker waits for delete.retention.ms (0)
-    assert second is not None and second.markers_removed == 1
-    assert _markers(log) == [(200, 0), (100, 1)]
+    assert second is not None and second.markers_removed == 2
+    assert _markers(log) == [(100, 1)]
+    assert log.aborted_transactions(0, log.high_watermark) == []
     assert [(r.key, r.value) for h, raw in _batches(log) if not h.is_control
             for r in decode_batch(raw, h) if r.key in (b"a", b"b")] == [(b"a", b"a2")]
     assert log.last_stable_offset() == log.high_watermark
     third = cleaner.clean(log, NOW + 3, force=True)
     assert third is not None and third.markers_removed == 0
     log.close()
+    reopened = PartitionLog.open(cstorage, "t", 0, CONFIG, epoch=1)
+    assert reopened.aborted_transactions(0, reopened.high_watermark) == []
+    reopened.close()
+
+
+def _chunk_files(log: PartitionLog) -> set[str]:
+    return {n for n in log.storage.list(log.dir) if n.endswith(CHUNK_SUFFIX)}
+
+
+@pytest.mark.parametrize("cstorage", ["files", "objects", "s3"], indirect=True)
+def test_abort_markers_leave_the_sealed_index_and_readers_elsewhere(
+        cstorage: Storage, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Entries sealed in chunk files go with their markers: a chunk losing some is written
+    again under a new name, one losing all is no longer named, and the old files are deleted
+    after ``file.delete.delay.ms``. A reader elsewhere drops them too, also one that saw a
+    tail from before the swap; a restart sees the same index."""
+    monkeypatch.setattr(log_core, "CHUNK_ENTRIES", 2)
+    config = replace(CONFIG, publish_interval_ms=60_000)   # files: checkpoints when asked
+    log = PartitionLog.open(cstorage, "t", 0, config, epoch=1)
+    reader = PartitionLog.open_reader(cstorage, "t", 0, config)
+    seq: dict[int, int] = {}
+
+    def abort(value: bytes) -> int:
+        return _txn(log, seq, 200, b"b", value, commit=False)
+    # Chunk [early 0, early 1], then chunk [early 2, late 0] (objects seal when a flush finds
+    # two unsealed entries, files at a checkpoint), then late 1 not sealed; the late aborts
+    # follow a transaction left open: the cleaner stops before it (the last stable offset).
+    early = [abort(b"e0"), abort(b"e1")]
+    log.checkpoint()
+    early.append(abort(b"e2"))
+    _filler(log)
+    append(log, make_batch([b"open"], key=b"o", producer_id=300, producer_epoch=0,
+                           base_sequence=0, attributes=TRANSACTIONAL_FLAG), now_ms=NOW)
+    late = [abort(b"l0")]
+    log.checkpoint()
+    late.append(abort(b"l1"))
+    _txn(log, seq, 200, b"c", b"c1", commit=True)   # the same producer commits afterwards
+    log.checkpoint()
+    chunks = _chunk_files(log)
+    assert chunks == {name for name, _end in log._durable_producers.sealed}
+    assert len(chunks) == 2
+    everything = log.aborted_transactions(0, log.high_watermark)
+    assert [a.last_offset for a in everything] == early + late
+    assert reader.refresh() and reader.aborted_transactions(0, log.high_watermark) == everything
+
+    cleaner = LogCleaner(1 << 20)
+    cleaner.clean(log, NOW + 1, force=True)      # the aborted records go, the markers wait
+    assert log.aborted_transactions(0, log.high_watermark) == everything
+    assert reader.advance(log.tail()) or reader.refresh()
+    before_swap = log.tail()
+    reader.advance(before_swap)
+    second = cleaner.clean(log, NOW + 2)
+    assert second is not None and second.markers_removed == len(early)
+    left = [a for a in everything if a.last_offset in late]
+    assert log.aborted_transactions(0, log.high_watermark) == left
+    assert [m for m in _markers(log) if m[1] == 0] == [(200, 0)] * len(late)
+    named = {name for name, _end in log._durable_producers.sealed}
+    assert len(named) == 1 and not named & chunks
+    assert _chunk_files(log) == named | chunks   # the old ones until file.delete.delay.ms
+    assert log.delete_replaced(0) > len(chunks)
+    assert _chunk_files(log) == named
+
+    assert reader.refresh()
+    assert reader.aborted_transactions(0, log.high_watermark) == left
+    reader.advance(before_swap)   # a tail older than the swap does not bring them back
+    assert reader.aborted_transactions(0, log.high_watermark) == left
+    fresh = PartitionLog.open_reader(cstorage, "t", 0, config)
+    assert fresh.aborted_transactions(0, log.high_watermark) == left
+    log.close()
+    reopened = PartitionLog.open(cstorage, "t", 0, config, epoch=2)
+    assert reopened.aborted_transactions(0, reopened.high_watermark) == left
+    reopened.close()
+    for view in (reader, fresh):
+        view.close()

@@ -11,7 +11,8 @@ from bmq.coordinators.transactions.records import marker_batch
 from bmq.protocol.records import TRANSACTIONAL_FLAG
 from bmq.storage import LogConfig, PartitionLog, Storage
 from bmq.storage.log.aborted_index import CHUNK_ENTRIES, SUFFIX
-from bmq.storage.producer_state import ABORTED_KEY, CHUNKS_KEY, AbortedTxn
+from bmq.storage.log.published_txns import PublishedTxns
+from bmq.storage.producer_state import ABORTED_KEY, CHUNKS_KEY, REMOVALS_KEY, AbortedTxn
 
 from .batches import make_batch
 from .helpers import append
@@ -127,3 +128,24 @@ def test_the_aborted_index_is_sealed_into_chunks_and_read_back(storage: Storage)
         [a for a in everything if a.last_offset > first_end]
     reader.close()
     successor.close()
+
+
+def test_a_reader_drops_entries_the_cleaner_removed() -> None:
+    """The owner's cleaner removed aborted transactions with their ABORT markers: a reader
+    rebuilds its index from the state document that says so, keeping what tails told past it,
+    and a tail older than that document (kept by an idle partition's reader and applied again
+    at each refresh) does not bring them back."""
+    txns = PublishedTxns()
+    removed, kept, newer = AbortedTxn(7, 0, 1), AbortedTxn(7, 2, 3), AbortedTxn(8, 11, 12)
+    txns.apply_state({"high_watermark": 0, "producers": {}}, lambda name: [])
+    old_tail = {"high_watermark": 4, "txn": {"lso": 4, "since": 0,
+                                             "aborted": [list(removed), list(kept)]}}
+    txns.apply_tail(old_tail)
+    txns.apply_tail({"high_watermark": 13, "txn": {"lso": 13, "since": 0,
+                                                   "aborted": [list(newer)]}})
+    assert txns.aborted_between(0, 13) == [removed, kept, newer]
+    txns.apply_state({"high_watermark": 10, "producers": {
+        ABORTED_KEY: [list(kept)], REMOVALS_KEY: 1}}, lambda name: [])
+    assert txns.aborted_between(0, 13) == [kept, newer]
+    txns.apply_tail(old_tail)
+    assert txns.aborted_between(0, 13) == [kept, newer]

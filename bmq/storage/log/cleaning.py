@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from bmq.protocol.records import LOG_OVERHEAD
 from bmq.storage.base import AppendFile
+from bmq.storage.log.aborted_index import RewrittenChunks, rewrite_chunks
 from bmq.storage.log.config import SCAN_CHUNK, clock_ms
 from bmq.storage.log.indexes import SegmentIndexes
 from bmq.storage.log.retention import Retention
@@ -145,12 +146,17 @@ class Cleaning(Retention, SegmentIndexes):
     def start_cleaned(self, base: int, next_offset: int) -> CleanedSegment:
         return CleanedSegment(self, base, next_offset)
 
-    def replace_cleaned(self, replacements: list[tuple[list[Segment], Segment]]) -> bool:
+    def replace_cleaned(self, replacements: list[tuple[list[Segment], Segment]],
+                        aborts: Collection[int] = ()) -> bool:
         """Put each cleaned segment in place of the run of segments it replaces, with one state
         document write; False (and the cleaned files deleted) if the log changed meanwhile
-        (retention, DeleteRecords, a merge of objects) or is closed."""
+        (retention, DeleteRecords, a merge of objects) or is closed. ``aborts`` are the
+        offsets of the ABORT markers the cleaned segments no longer hold: their entries leave
+        the aborted-transaction index in the same write (a read_committed client given an
+        entry skips its producer's batches until it meets the marker)."""
         with self._io_lock:
             stale = self._closed or self._failed is not None
+            chunks = None if stale or not aborts else self._rewrite_chunks(aborts)
             if not stale:
                 with self._lock:
                     segments = list(self._segments)
@@ -167,14 +173,33 @@ class Cleaning(Retention, SegmentIndexes):
                         for run, _new in replacements:
                             for seg in run:
                                 seg.retired = True
+                        if chunks is not None:
+                            # (Under the same lock as the segments: no fetch here sees the
+                            # new segments with the old index.)
+                            self._durable_producers.remove_aborted(aborts, chunks.sealed)
+                            self._producers.remove_aborted(aborts, chunks.sealed)
             if stale:
                 self.discard_cleaned([new for _run, new in replacements])
+                for name in chunks.written if chunks is not None else ():
+                    self.storage.delete(self._path(name))
                 return False
             self._checkpoint_locked()
             self._fence_check()
             now = time.monotonic()
             self._replaced.extend((now, seg) for run, _new in replacements for seg in run)
+            if chunks is not None:
+                self._replaced_chunks.extend((now, name) for name in chunks.replaced)
         return True
+
+    def _rewrite_chunks(self, aborts: Collection[int]) -> RewrittenChunks:
+        """Under ``_io_lock`` (nothing seals meanwhile): the sealed chunks of the aborted-
+        transaction index without the entries of ``aborts``, written under new names."""
+        with self._lock:
+            chunks = self._durable_producers.sealed_chunks()
+        stamp = f"{self.leader_epoch:010d}-{self.layout.cleaned_seq(self):012d}"
+        return rewrite_chunks(chunks, aborts, stamp,
+                              lambda name, data: self.storage.write_atomic(self._path(name),
+                                                                           data))
 
     def discard_cleaned(self, cleaned: list[Segment]) -> None:
         """Delete cleaned segments that were never swapped in."""
@@ -182,14 +207,22 @@ class Cleaning(Retention, SegmentIndexes):
             self._delete_files(seg)
 
     def delete_replaced(self, delay_ms: int) -> int:
-        """Delete the files of segments the cleaner replaced at least ``delay_ms`` ago."""
+        """Delete the files of segments (and aborted-transaction index chunks) the cleaner
+        replaced at least ``delay_ms`` ago; returns how many segments and chunks."""
         with self._io_lock:
             if self._closed:
                 return 0   # the next owner's garbage collection deletes them
             cutoff = time.monotonic() - delay_ms / 1000
             due = [seg for when, seg in self._replaced if when <= cutoff]
-            if not due:
+            chunks = [name for when, name in self._replaced_chunks if when <= cutoff]
+            if not due and not chunks:
                 return 0
+            self._fence_check()   # a new owner's claim may still name them
             self._replaced = [(when, seg) for when, seg in self._replaced if when > cutoff]
+            self._replaced_chunks = [(when, name) for when, name in self._replaced_chunks
+                                     if when > cutoff]
             self._delete_segments(due)
-            return len(due)
+            for name in chunks:
+                with contextlib.suppress(FileNotFoundError):
+                    self.storage.delete(self._path(name))
+            return len(due) + len(chunks)

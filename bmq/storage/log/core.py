@@ -61,6 +61,8 @@ class LogCore:
         self._published_active = ""  # the stem of the newest segment it names
         # Segments the log cleaner replaced (when, segment): deleted after a delay (cleaning).
         self._replaced: list[tuple[float, Segment]] = []
+        # ... and the aborted-transaction index chunks it wrote again (when, file name).
+        self._replaced_chunks: list[tuple[float, str]] = []
         # Bumped when segments are replaced by others (the cleaner's, or, in a reader, any
         # segment leaving its view): batches cached from the old ones are stale.
         self.rewrites = 0

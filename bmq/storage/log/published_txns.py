@@ -10,6 +10,14 @@ aborted transactions, without scanning data. The owner publishes them in two pla
   has transactional state: the LSO now, and the aborted transactions whose ABORT marker is at
   or past the high watermark of its last published state document (``since``), which a reader
   holding that document (or a newer one) lacks. A reader holding an older one re-reads it.
+
+The log cleaner removes ABORT markers with their index entries (``bmq.cleaner``), counting the
+removals in the state document (``REMOVALS_KEY``): a reader whose count differs rebuilds its
+index from the document (chunks it holds are not read again) instead of merging it, so it
+never returns an entry whose marker is gone. (The Spark source and Index Query, which skip
+aborted batches themselves, would not mind one: an entry only spans its own transaction's
+batches, none of which is left; but a Fetch's read_committed client skips every batch of the
+producer after the entry's first offset until it meets the marker.)
 """
 
 from __future__ import annotations
@@ -22,6 +30,8 @@ from typing import Any
 from bmq.storage.producer_state import (
     ABORTED_KEY,
     CHUNKS_KEY,
+    INDEX_KEYS,
+    REMOVALS_KEY,
     AbortedTxn,
     ProducerStateTable,
     aborted_after,
@@ -54,7 +64,9 @@ class PublishedTxns:
         self._first_open: int | None = None     # from the state document
         self._tail_lso: int | None = None       # from the newest tail, if newer than the state
         self.state_hw = 0                       # high watermark of the state document applied
-        self._chunks: set[str] = set()          # chunk files of the index already merged
+        # The chunk files of the index the state document names, with their entries.
+        self._chunks: dict[str, list[AbortedTxn]] = {}
+        self._removals = 0                      # REMOVALS_KEY of the state document applied
 
     def apply_state(self, state: dict[str, Any],
                     read_chunk: Callable[[str], list[AbortedTxn]]) -> None:
@@ -62,16 +74,29 @@ class PublishedTxns:
         file of the aborted-transaction index it names (each is read once: chunks never
         change)."""
         producers = state.get("producers") or {}
-        for name, _end in producers.get(CHUNKS_KEY, ()):
-            if name not in self._chunks:
-                self._merge(read_chunk(name))
-                self._chunks.add(name)
+        known = self._chunks
+        names = [str(name) for name, _end in producers.get(CHUNKS_KEY, ())]
+        self._chunks = {name: known[name] if name in known else read_chunk(name)
+                        for name in names}
         firsts = [int(p["txn_first"]) for key, p in producers.items()
-                  if key not in (ABORTED_KEY, CHUNKS_KEY) and "txn_first" in p]
+                  if key not in INDEX_KEYS and "txn_first" in p]
         self._first_open = min(firsts) if firsts else None
         self.state_hw = int(state.get("high_watermark", state.get("recovery_point", 0)))
         self._tail_lso = None
-        self._merge(AbortedTxn(*(int(x) for x in a)) for a in producers.get(ABORTED_KEY, ()))
+        unsealed = [AbortedTxn(*(int(x) for x in a)) for a in producers.get(ABORTED_KEY, ())]
+        removals = int(producers.get(REMOVALS_KEY, 0))
+        if removals != self._removals:
+            # Entries were removed: this document's index, and the tails' past it.
+            newer = self.aborted[aborted_after(self.aborted, self.state_hw):]
+            self.aborted = [a for name in names for a in self._chunks[name]]
+            self._removals = removals
+            self._merge(unsealed)
+            self._merge(newer)
+            return
+        for name in names:
+            if name not in known:
+                self._merge(self._chunks[name])
+        self._merge(unsealed)
 
     def needs_state(self, tail: dict[str, Any]) -> bool:
         """True if the tail's aborted list starts after what this reader's state document
@@ -88,7 +113,10 @@ class PublishedTxns:
             self._tail_lso = int(tail["high_watermark"])
             return
         self._tail_lso = int(txn["lso"])
-        self._merge(AbortedTxn(*(int(x) for x in a)) for a in txn["aborted"])
+        # (Entries before the state document's high watermark are the document's: a tail
+        # older than it may still list one the cleaner removed since.)
+        self._merge(entry for entry in (AbortedTxn(*(int(x) for x in a)) for a in txn["aborted"])
+                    if entry.last_offset >= self.state_hw)
 
     def _merge(self, found: Iterable[AbortedTxn]) -> None:
         """Add the entries not known yet, keeping ``aborted`` by marker offset. Most follow

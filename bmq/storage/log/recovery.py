@@ -4,10 +4,12 @@ state document refers to any more."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from typing import Any
 
+from bmq.storage.log.aborted_index import SUFFIX as CHUNK_SUFFIX
 from bmq.storage.log.indexes import SegmentIndexes
 from bmq.storage.log.scan import record_producer_batch, valid_batches
 from bmq.storage.log.state import CHECKPOINT_VERSION_EPOCHS
@@ -84,10 +86,19 @@ class Recovery(SegmentIndexes):
 
     def _collect_garbage(self, names: list[str]) -> None:
         """Remove what no longer belongs to the log: files of segments not in it (deleted,
-        dropped, or written by a fenced owner) and the state files of lower epochs."""
+        dropped, or written by a fenced owner), chunks of the aborted-transaction index no
+        state document names (replaced by the cleaner, or written by a crashed one) and the
+        state files of lower epochs. (``names`` were listed before this owner's fence check
+        passed: none is a newer owner's file.)"""
         keep: set[str] = set()
         for seg in self._segments:
             keep.update(seg.file_names())
+        with self._io_lock:   # no chunk sealed or rewritten meanwhile
+            named = {name for name, _end in self._durable_producers.sealed}
+            for name in names:
+                if name.endswith(CHUNK_SUFFIX) and name not in named and not self._closed:
+                    with contextlib.suppress(FileNotFoundError):
+                        self.storage.delete(self._path(name))
         for name in names:
             if self._closed:
                 return      # handed over or shutting down: the next owner collects the rest

@@ -101,8 +101,10 @@ class LogReader:
                 return False
             if state.get("segments") is None:
                 return False          # a claim without a known state: keep the current view
-            self._apply(state)
+            # The index first: a fetch between the two then sees the old segments with the
+            # new index, never the cleaner's segments (ABORT markers removed) with the old.
             self._txns.apply_state(state, lambda name: read_chunk(log.storage, log.dir, name))
+            self._apply(state)
             self._state = raw
             self.leader_epoch = epoch
             tail = self._tail
