@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from bmq.cleaner import LogCleaner
+from bmq.cleaner import cleaner as cleaner_module
 from bmq.coordinators.transactions.records import marker_batch
 from bmq.protocol.record_codec import Record, decode_batch, encode_batch
 from bmq.protocol.records import TRANSACTIONAL_FLAG, BatchHeader, iter_batches
@@ -231,24 +232,20 @@ def _chunk_files(log: PartitionLog) -> set[str]:
     return {n for n in log.storage.list(log.dir) if n.endswith(CHUNK_SUFFIX)}
 
 
-@pytest.mark.parametrize("cstorage", ["files", "objects", "s3"], indirect=True)
-def test_abort_markers_leave_the_sealed_index_and_readers_elsewhere(
-        cstorage: Storage, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Entries sealed in chunk files go with their markers: a chunk losing some is written
-    again under a new name, one losing all is no longer named, and the old files are deleted
-    after ``file.delete.delay.ms``. A reader elsewhere drops them too, also one that saw a
-    tail from before the swap; a restart sees the same index."""
-    monkeypatch.setattr(log_core, "CHUNK_ENTRIES", 2)
-    config = replace(CONFIG, publish_interval_ms=60_000)   # files: checkpoints when asked
-    log = PartitionLog.open(cstorage, "t", 0, config, epoch=1)
-    reader = PartitionLog.open_reader(cstorage, "t", 0, config)
+# Checkpoints (and, on files, chunks of the aborted-transaction index) only when asked.
+CHECKPOINTED = replace(CONFIG, publish_interval_ms=60_000)
+
+
+def _aborts_in_chunks(log: PartitionLog) -> tuple[list[int], list[int]]:
+    """Aborted transactions of one producer, sealed (CHUNK_ENTRIES 2) in chunk [early 0,
+    early 1], then chunk [early 2, late 0] (objects seal when a flush finds two unsealed
+    entries, files at a checkpoint), then late 1 not sealed; then a commit of the same
+    producer. The late ones follow a transaction left open: the cleaner stops before it (the
+    last stable offset). Returns the marker offsets, early and late."""
     seq: dict[int, int] = {}
 
     def abort(value: bytes) -> int:
         return _txn(log, seq, 200, b"b", value, commit=False)
-    # Chunk [early 0, early 1], then chunk [early 2, late 0] (objects seal when a flush finds
-    # two unsealed entries, files at a checkpoint), then late 1 not sealed; the late aborts
-    # follow a transaction left open: the cleaner stops before it (the last stable offset).
     early = [abort(b"e0"), abort(b"e1")]
     log.checkpoint()
     early.append(abort(b"e2"))
@@ -258,11 +255,27 @@ def test_abort_markers_leave_the_sealed_index_and_readers_elsewhere(
     late = [abort(b"l0")]
     log.checkpoint()
     late.append(abort(b"l1"))
-    _txn(log, seq, 200, b"c", b"c1", commit=True)   # the same producer commits afterwards
+    _txn(log, seq, 200, b"c", b"c1", commit=True)
     log.checkpoint()
     chunks = _chunk_files(log)
     assert chunks == {name for name, _end in log._durable_producers.sealed}
     assert len(chunks) == 2
+    return early, late
+
+
+@pytest.mark.parametrize("cstorage", ["files", "objects", "s3"], indirect=True)
+def test_abort_markers_leave_the_sealed_index_and_readers_elsewhere(
+        cstorage: Storage, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Entries sealed in chunk files go with their markers: a chunk losing some is written
+    again under a new name, one losing all is no longer named, and the old files are deleted
+    after ``file.delete.delay.ms``. A reader elsewhere drops them too, also one that saw a
+    tail from before the swap; a restart sees the same index."""
+    monkeypatch.setattr(log_core, "CHUNK_ENTRIES", 2)
+    config = CHECKPOINTED
+    log = PartitionLog.open(cstorage, "t", 0, config, epoch=1)
+    reader = PartitionLog.open_reader(cstorage, "t", 0, config)
+    early, late = _aborts_in_chunks(log)
+    chunks = _chunk_files(log)
     everything = log.aborted_transactions(0, log.high_watermark)
     assert [a.last_offset for a in everything] == early + late
     assert reader.refresh() and reader.aborted_transactions(0, log.high_watermark) == everything
@@ -296,3 +309,46 @@ def test_abort_markers_leave_the_sealed_index_and_readers_elsewhere(
     reopened.close()
     for view in (reader, fresh):
         view.close()
+
+
+class _Killed(Exception):
+    """Stands for a kill -9 at a step of a cleaning pass."""
+
+
+@pytest.mark.parametrize("step", ["chunks written", "swapped"])
+def test_a_crash_while_removing_abort_markers(cstorage: Storage, step: str,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pass removing ABORT markers stopped after it wrote the new chunk files (its state
+    document write fails) or after its swap: the next owner has the old segments with the old
+    index or the new with the new, no chunk file left that its state document does not name,
+    and its own pass removes what is left to remove."""
+    monkeypatch.setattr(log_core, "CHUNK_ENTRIES", 2)
+    log = PartitionLog.open(cstorage, "t", 0, CHECKPOINTED, epoch=1)
+    _early, late = _aborts_in_chunks(log)
+    everything = log.aborted_transactions(0, log.high_watermark)
+    left = [a for a in everything if a.last_offset in late]
+    cleaner = LogCleaner(1 << 20)
+    cleaner.clean(log, NOW + 1, force=True)
+
+    def kill(*_args: object) -> None:
+        raise _Killed
+    if step == "swapped":
+        monkeypatch.setattr(cleaner_module, "crash_point",
+                            lambda name: kill() if name == step else None)
+    else:
+        monkeypatch.setattr(log.state_files, "write", kill)
+    with pytest.raises(_Killed):
+        cleaner.clean(log, NOW + 2)
+    log.abandon()
+
+    reopened = PartitionLog.open(cstorage, "t", 0, CHECKPOINTED, epoch=1)
+    index = everything if step == "chunks written" else left
+    assert reopened.aborted_transactions(0, reopened.high_watermark) == index
+    assert len([m for m in _markers(reopened) if m[1] == 0]) == len(index)
+    cleaner.clean(reopened, NOW + 3)
+    assert reopened.aborted_transactions(0, reopened.high_watermark) == left
+    assert [m for m in _markers(reopened) if m[1] == 0] == [(200, 0)] * len(late)
+    reopened.delete_replaced(0)
+    reopened.compact_objects()   # (objects: garbage is collected at the first merge)
+    assert _chunk_files(reopened) == {name for name, _ in reopened._durable_producers.sealed}
+    reopened.close()
