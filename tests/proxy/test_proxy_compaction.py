@@ -4,13 +4,18 @@ proxy read the compacted log, never batches of the replaced segments from the pr
 
 from __future__ import annotations
 
+import time
+
 from confluent_kafka.admin import NewTopic
 
-from tests.cluster.conftest import ClusterFactory
+from bmq.storage import open_storage
+from tests.cluster.conftest import ClusterFactory, SharedStorage
 from tests.conftest import make_topic_name
 from tests.integration.compaction import COMPACTED, latest, offsets_grow, updates
 from tests.integration.helpers import admin, consume, produce_all, wait_until
 from tests.proxy.conftest import Proxies
+from tests.seaweedfs import SeaweedFS
+from tests.transactions.helpers import abort_markers, committed_rounds, read_rounds, txn_rounds
 
 
 def test_proxy_consumers_read_the_compacted_log(cluster_factory: ClusterFactory,
@@ -38,3 +43,29 @@ def test_proxy_consumers_read_the_compacted_log(cluster_factory: ClusterFactory,
         assert {k: v for k, v in values.items() if v is not None} == live
         return max(counts.values()) == 1
     wait_until(compacted, 60, interval=0.5, message="the proxy kept serving replaced batches")
+
+
+def test_proxy_reads_committed_after_abort_markers_go_on_s3(cluster_factory: ClusterFactory,
+                                                            proxies: Proxies,
+                                                            seaweedfs: SeaweedFS) -> None:
+    """A transactional producer's aborted transactions on a compacted topic on S3: once the
+    owner's cleaner removed their ABORT markers (and the index entries, in the same manifest),
+    read_committed consumers of the proxy, which follows the manifests, read every committed
+    record, the same producer's after its aborts included."""
+    storage = SharedStorage(seaweedfs.url(f"txn-{time.time_ns()}"), seaweedfs.storage_options())
+    cluster = cluster_factory(brokers=1, storage=storage, env={
+        "BMQ_LOG_CLEANER_BACKOFF_MS": 200, "BMQ_TRANSACTION_STATE_LOG_NUM_PARTITIONS": 2})
+    proxy = proxies(cluster)
+    topic = make_topic_name("txn-compact-proxy")
+    client = admin(cluster.bootstrap)
+    client.create_topics([NewTopic(topic, 1, 1, config={
+        **COMPACTED, "delete.retention.ms": "300"})])[topic].result(30)
+    cluster.wait_writable(topic)
+    _producer, last = txn_rounds(cluster.bootstrap, topic)
+    store = open_storage(storage.url, storage.options)
+    wait_until(lambda: read_rounds(proxy.bootstrap, topic, "read_uncommitted")[0] == last, 60,
+               interval=0.5, message="the owner did not clean")
+    wait_until(lambda: abort_markers(store, topic) == 0, 60, interval=0.5,
+               message="ABORT markers outlived delete.retention.ms")
+    assert committed_rounds(proxy.bootstrap, topic) == last
+    assert committed_rounds(cluster.bootstrap, topic) == last

@@ -9,6 +9,9 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
+from bmq.protocol.records import CONTROL_ABORT, HEADER_SIZE, control_type, iter_batches
+from bmq.storage import PartitionLog, Storage
+
 
 def txn_producer(bootstrap: str, transactional_id: str, **conf: Any) -> Producer:
     base: dict[str, Any] = {"bootstrap.servers": bootstrap, "broker.address.family": "v4",
@@ -60,3 +63,67 @@ def end_offsets(bootstrap: str, topic: str, partition: int, isolation: str) -> i
                                                   cached=False)[1])
     finally:
         consumer.close()
+
+
+# Transactions on a compacted topic (tests/transactions/test_compaction.py and the proxy's).
+KEYS = 100
+ROUNDS = 8          # committed and aborted in turn: the last committed is round 6
+FILLER = "f" * 100
+
+
+def txn_round(producer: Any, topic: str, name: str, commit: bool, keys: int = KEYS) -> None:
+    producer.begin_transaction()
+    for i in range(keys):
+        producer.produce(topic, key=b"key-%03d" % i, value=f"{name}-{i}".encode())
+    if commit:
+        producer.commit_transaction(30)
+    else:
+        producer.flush(30)
+        producer.abort_transaction(30)
+
+
+def txn_rounds(bootstrap: str, topic: str) -> tuple[Any, list[str]]:
+    """One producer's transactions, committed and aborted in turn, then a committed one of
+    fillers that fills the active segment (every round is cleanable); the producer, and what
+    a consumer reads of the rounds once the topic is compacted."""
+    producer = txn_producer(bootstrap, "compact-" + topic, batch_size=8192)
+    producer.init_transactions(30)
+    for r in range(ROUNDS):
+        txn_round(producer, topic, f"{'commit' if r % 2 == 0 else 'abort'}-{r}", r % 2 == 0)
+    producer.begin_transaction()
+    for _ in range(300):
+        producer.produce(topic, key=b"filler", value=FILLER.encode())
+    producer.commit_transaction(30)
+    return producer, sorted(f"commit-{ROUNDS - 2}-{i}" for i in range(KEYS))
+
+
+def abort_markers(storage: Storage, topic: str) -> int:
+    """ABORT markers in the partition's log as its owner last published it."""
+    reader = PartitionLog.open_reader(storage, topic, 0)
+    try:
+        count = 0
+        offset = reader.log_start_offset
+        while offset < reader.high_watermark:
+            data = bytes(reader.read(offset, 1 << 20))
+            for pos, header in iter_batches(data):
+                count += header.is_control and \
+                    control_type(data[pos + HEADER_SIZE:pos + header.size]) == CONTROL_ABORT
+                offset = header.next_offset
+        return count
+    finally:
+        reader.close()
+
+
+def read_rounds(bootstrap: str, topic: str, isolation: str) -> tuple[list[str], int]:
+    """The values a consumer of ``isolation`` reads from the start, but the fillers, and how
+    many fillers it reads (the active segment's are never cleaned)."""
+    values = read_values(bootstrap, topic, 1, isolation)
+    return sorted(v for v in values if v != FILLER), values.count(FILLER)
+
+
+def committed_rounds(bootstrap: str, topic: str) -> list[str]:
+    """What a read_committed consumer reads, checked against a read_uncommitted one: every
+    filler, the same producer's committed records after its aborted transactions, too."""
+    values, fillers = read_rounds(bootstrap, topic, "read_committed")
+    assert fillers == read_rounds(bootstrap, topic, "read_uncommitted")[1] > 0
+    return values

@@ -14,75 +14,20 @@ from typing import Any
 
 import pytest
 
-from bmq.protocol.records import CONTROL_ABORT, HEADER_SIZE, control_type, iter_batches
-from bmq.storage import LocalStorage, PartitionLog, Storage
+from bmq.storage import LocalStorage
 from tests.conftest import BrokerFactory
 from tests.integration.compaction import COMPACTED
 from tests.integration.helpers import create_topic, wait_until
 from tests.transactions.conftest import TXN_CONFIG
-from tests.transactions.helpers import read_values, txn_producer
-
-KEYS = 100
-ROUNDS = 8          # committed and aborted in turn: the last committed is round 6
-FILLER = "f" * 100
-
-
-def _round(producer: Any, topic: str, name: str, commit: bool, keys: int = KEYS) -> None:
-    producer.begin_transaction()
-    for i in range(keys):
-        producer.produce(topic, key=b"key-%03d" % i, value=f"{name}-{i}".encode())
-    if commit:
-        producer.commit_transaction(30)
-    else:
-        producer.flush(30)
-        producer.abort_transaction(30)
-
-
-def _rounds(bootstrap: str, topic: str) -> tuple[Any, list[str]]:
-    """One producer's transactions, committed and aborted in turn, then a committed one of
-    fillers that fills the active segment (every round is cleanable); the producer, and what
-    a consumer reads of the rounds once the topic is compacted."""
-    producer = txn_producer(bootstrap, "compact-" + topic, batch_size=8192)
-    producer.init_transactions(30)
-    for r in range(ROUNDS):
-        _round(producer, topic, f"{'commit' if r % 2 == 0 else 'abort'}-{r}", r % 2 == 0)
-    producer.begin_transaction()
-    for _ in range(300):
-        producer.produce(topic, key=b"filler", value=FILLER.encode())
-    producer.commit_transaction(30)
-    return producer, sorted(f"commit-{ROUNDS - 2}-{i}" for i in range(KEYS))
-
-
-def _abort_markers(storage: Storage, topic: str) -> int:
-    """ABORT markers in the partition's log as its owner last published it."""
-    reader = PartitionLog.open_reader(storage, topic, 0)
-    try:
-        count = 0
-        offset = reader.log_start_offset
-        while offset < reader.high_watermark:
-            data = bytes(reader.read(offset, 1 << 20))
-            for pos, header in iter_batches(data):
-                count += header.is_control and \
-                    control_type(data[pos + HEADER_SIZE:pos + header.size]) == CONTROL_ABORT
-                offset = header.next_offset
-        return count
-    finally:
-        reader.close()
-
-
-def _read(bootstrap: str, topic: str, isolation: str) -> tuple[list[str], int]:
-    """The values a consumer of ``isolation`` reads from the start, but the fillers, and how
-    many fillers it reads (the active segment's are never cleaned)."""
-    values = read_values(bootstrap, topic, 1, isolation)
-    return sorted(v for v in values if v != FILLER), values.count(FILLER)
-
-
-def _committed(bootstrap: str, topic: str) -> list[str]:
-    """What a read_committed consumer reads, checked against a read_uncommitted one: every
-    filler, the same producer's committed records after its aborted transactions, too."""
-    values, fillers = _read(bootstrap, topic, "read_committed")
-    assert fillers == _read(bootstrap, topic, "read_uncommitted")[1] > 0
-    return values
+from tests.transactions.helpers import (
+    ROUNDS,
+    abort_markers,
+    committed_rounds,
+    read_rounds,
+    read_values,
+    txn_round,
+    txn_rounds,
+)
 
 
 def test_cleaner_drops_aborted_records_then_their_markers(broker_factory: BrokerFactory,
@@ -90,22 +35,23 @@ def test_cleaner_drops_aborted_records_then_their_markers(broker_factory: Broker
     broker = broker_factory(config={**TXN_CONFIG, "log_cleaner_backoff_ms": 200})
     topic = unique_topic("txn")
     create_topic(broker.bootstrap, topic, config={**COMPACTED, "delete.retention.ms": "300"})
-    producer, last = _rounds(broker.bootstrap, topic)
+    producer, last = txn_rounds(broker.bootstrap, topic)
     storage = LocalStorage(str(Path(broker.data_dir) / "topics"))
 
     def cleaned() -> bool:
-        return _read(broker.bootstrap, topic, "read_uncommitted")[0] == last
+        return read_rounds(broker.bootstrap, topic, "read_uncommitted")[0] == last
     wait_until(cleaned, 60, interval=0.5, message="aborted or overwritten records remain")
-    wait_until(lambda: _abort_markers(storage, topic) == 0, 60, interval=0.5,
+    wait_until(lambda: abort_markers(storage, topic) == 0, 60, interval=0.5,
                message="ABORT markers outlived delete.retention.ms")
-    assert _committed(broker.bootstrap, topic) == last
+    assert committed_rounds(broker.bootstrap, topic) == last
 
     # The same producer goes on: its state survived the cleaning.
-    _round(producer, topic, "after", True, keys=10)
+    txn_round(producer, topic, "after", True, keys=10)
     values = read_values(broker.bootstrap, topic, 1, "read_committed")
     assert [v for v in values if v.startswith("after")] == [f"after-{i}" for i in range(10)]
     broker.restart()
-    assert [v for v in _committed(broker.bootstrap, topic) if not v.startswith("after")] == last
+    assert [v for v in committed_rounds(broker.bootstrap, topic)
+            if not v.startswith("after")] == last
 
 
 @pytest.mark.parametrize("step", ["written", pytest.param("swapped", marks=pytest.mark.slow)])
@@ -117,11 +63,11 @@ def test_kill_9_while_removing_abort_markers_loses_nothing(broker_factory: Broke
     broker = broker_factory(config={**TXN_CONFIG, "log_cleaner_backoff_ms": 200})
     topic = unique_topic(step)
     create_topic(broker.bootstrap, topic, config={**COMPACTED, "delete.retention.ms": "3000"})
-    _producer, last = _rounds(broker.bootstrap, topic)
+    _producer, last = txn_rounds(broker.bootstrap, topic)
     storage = LocalStorage(str(Path(broker.data_dir) / "topics"))
-    wait_until(lambda: _read(broker.bootstrap, topic, "read_uncommitted")[0] == last, 60,
-               interval=0.5, message="the first pass did not clean")
-    assert _abort_markers(storage, topic) == ROUNDS // 2   # they wait delete.retention.ms
+    wait_until(lambda: read_rounds(broker.bootstrap, topic, "read_uncommitted")[0] == last,
+               60, interval=0.5, message="the first pass did not clean")
+    assert abort_markers(storage, topic) == ROUNDS // 2   # they wait delete.retention.ms
     broker.kill()
     broker.env = {"BMQ_CLEANER_CRASH_AT": step}
     broker.start()
@@ -129,8 +75,8 @@ def test_kill_9_while_removing_abort_markers_loses_nothing(broker_factory: Broke
     broker.kill()
     broker.env = {}
     broker.start()
-    assert _committed(broker.bootstrap, topic) == last
-    wait_until(lambda: _abort_markers(storage, topic) == 0, 60, interval=0.5,
+    assert committed_rounds(broker.bootstrap, topic) == last
+    wait_until(lambda: abort_markers(storage, topic) == 0, 60, interval=0.5,
                message="the ABORT markers were not removed after the restart")
-    assert _committed(broker.bootstrap, topic) == last
+    assert committed_rounds(broker.bootstrap, topic) == last
     assert "Traceback" not in broker.log_text()
