@@ -72,7 +72,9 @@ class AbortedBatches:
     transaction open at a time, so its batch at offset o is aborted if one of its aborted
     transactions spans o (first offset <= o <= the ABORT marker). ``load`` gives the aborted
     transactions, (producer id, first offset, marker offset) each; it is called at the first
-    transactional batch, so a log without transactions never asks for them."""
+    transactional batch, so a log without transactions never asks for them. (An entry whose
+    ABORT marker the log cleaner has removed since, from an older state document, is
+    harmless here: it spans only its own transaction's batches, and none of those is left.)"""
 
     def __init__(self, load: Callable[[], Iterable[tuple[int, int, int]]]) -> None:
         self._load: Callable[[], Iterable[tuple[int, int, int]]] | None = load
