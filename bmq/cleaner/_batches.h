@@ -1,5 +1,6 @@
 /* Record batches as the log cleaner (_keymap.c) reads them: Kafka v2 batch header fields,
- * records and their keys, aborted transactions, and the 128-bit key hash of the offset map.
+ * records and their keys, transaction markers, aborted transactions, and the 128-bit key hash
+ * of the offset map.
  * Static functions, included by _keymap.c only. */
 #ifndef BMQ_CLEANER_BATCHES_H
 #define BMQ_CLEANER_BATCHES_H
@@ -102,6 +103,20 @@ static int next_record(const uint8_t **p, const uint8_t *end, record *r) {
     r->tombstone = n < 0;
     *p = r->end = record_end;
     return 1;
+}
+
+#define CONTROL_ABORT 0
+#define CONTROL_COMMIT 1
+
+/* The control type of a marker batch (CONTROL_ABORT, CONTROL_COMMIT), -1 if it cannot be read
+ * here. */
+static int marker_type(const uint8_t *batch, size_t size) {
+    uint16_t attributes = (uint16_t)((batch[21] << 8) | batch[22]);
+    const uint8_t *p = batch + HEADER_SIZE, *end = batch + size;
+    record r;
+    if ((attributes & COMPRESSION_MASK) || !next_record(&p, end, &r) || r.key_length < 4)
+        return -1;
+    return (r.key[2] << 8) | r.key[3];
 }
 
 typedef struct {

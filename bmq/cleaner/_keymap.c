@@ -117,20 +117,6 @@ static producer_slot *producer(KeyMap *m, int64_t pid) {
     return slot;
 }
 
-#define CONTROL_ABORT 0
-#define CONTROL_COMMIT 1
-
-/* The control type of a marker batch (CONTROL_ABORT, CONTROL_COMMIT), -1 if it cannot be read
- * here. */
-static int marker_type(const uint8_t *batch, size_t size) {
-    uint16_t attributes = (uint16_t)((batch[21] << 8) | batch[22]);
-    const uint8_t *p = batch + HEADER_SIZE, *end = batch + size;
-    record r;
-    if ((attributes & COMPRESSION_MASK) || !next_record(&p, end, &r) || r.key_length < 4)
-        return -1;
-    return (r.key[2] << 8) | r.key[3];
-}
-
 /* ------------------------------------------------------------------ KeyMap methods */
 static PyObject *keymap_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     Py_ssize_t slots;
