@@ -9,7 +9,8 @@ Batches without a producer id (-1) are not checked.
 Transactions: a transactional batch opens its producer's transaction at its base offset unless
 one is open (``txn_first``); a control batch (marker, written by the transaction coordinator)
 closes it, and an ABORT marker records (producer id, first offset, marker offset) in
-``aborted``: the aborted-transaction index read_committed fetches answer with. Both are part of
+``aborted``: the aborted-transaction index read_committed fetches answer with (the log cleaner
+takes an entry out when it removes its marker: ``remove_aborted``). Both are part of
 the checkpoint (and rebuilt by recovery's scan past it), so they survive restarts and kill -9.
 The last stable offset is the smallest ``txn_first`` (see ``first_unstable_offset``).
 """

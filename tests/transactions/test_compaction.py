@@ -5,14 +5,17 @@ after the cleaning (its producer id, epoch and sequences are intact). After
 delete.retention.ms the markers of transactions without data left go too, ABORT markers with
 their aborted-transaction index entries: a read_committed consumer from the start still reads
 every committed record of the producer that aborted (it would skip them if it were told of an
-aborted transaction whose marker it never meets)."""
+aborted transaction whose marker it never meets), with confluent-kafka's and kafka-python's
+consumers."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from kafka import KafkaConsumer, TopicPartition
 
 from bmq.storage import LocalStorage
 from tests.conftest import BrokerFactory
@@ -20,6 +23,7 @@ from tests.integration.compaction import COMPACTED
 from tests.integration.helpers import create_topic, wait_until
 from tests.transactions.conftest import TXN_CONFIG
 from tests.transactions.helpers import (
+    FILLER,
     ROUNDS,
     abort_markers,
     committed_rounds,
@@ -28,6 +32,27 @@ from tests.transactions.helpers import (
     txn_round,
     txn_rounds,
 )
+
+
+def _kafka_python_committed(bootstrap: str, topic: str) -> tuple[list[str], int]:
+    """``read_rounds`` at read_committed, with kafka-python's consumer (which skips aborted
+    transactions itself, as librdkafka does)."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed",
+                             enable_auto_commit=False)
+    try:
+        partition = TopicPartition(topic, 0)
+        consumer.assign([partition])
+        consumer.seek_to_beginning(partition)
+        end = consumer.end_offsets([partition])[partition]   # the last stable offset
+        values: list[str] = []
+        deadline = time.monotonic() + 30
+        while consumer.position(partition) < end:
+            assert time.monotonic() < deadline, f"kafka-python read {len(values)} of {topic}"
+            for records in consumer.poll(500).values():
+                values += [r.value.decode() for r in records]
+        return sorted(v for v in values if v != FILLER), values.count(FILLER)
+    finally:
+        consumer.close()
 
 
 def test_cleaner_drops_aborted_records_then_their_markers(broker_factory: BrokerFactory,
@@ -44,6 +69,8 @@ def test_cleaner_drops_aborted_records_then_their_markers(broker_factory: Broker
     wait_until(lambda: abort_markers(storage, topic) == 0, 60, interval=0.5,
                message="ABORT markers outlived delete.retention.ms")
     assert committed_rounds(broker.bootstrap, topic) == last
+    assert _kafka_python_committed(broker.bootstrap, topic) == \
+        read_rounds(broker.bootstrap, topic, "read_committed")
 
     # The same producer goes on: its state survived the cleaning.
     txn_round(producer, topic, "after", True, keys=10)
