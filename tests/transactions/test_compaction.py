@@ -89,7 +89,7 @@ def test_kill_9_while_removing_abort_markers_loses_nothing(broker_factory: Broke
     pass finishes the job."""
     broker = broker_factory(config={**TXN_CONFIG, "log_cleaner_backoff_ms": 200})
     topic = unique_topic(step)
-    create_topic(broker.bootstrap, topic, config={**COMPACTED, "delete.retention.ms": "3000"})
+    create_topic(broker.bootstrap, topic, config={**COMPACTED, "delete.retention.ms": "5000"})
     _producer, last = txn_rounds(broker.bootstrap, topic)
     storage = LocalStorage(str(Path(broker.data_dir) / "topics"))
     wait_until(lambda: read_rounds(broker.bootstrap, topic, "read_uncommitted")[0] == last,
