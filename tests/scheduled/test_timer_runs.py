@@ -5,16 +5,18 @@ survive a hand-over (close, reopen) in the middle, and are delivered once each, 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import random
 import time
+from array import array
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from bmq.coordinators.timers import TimerService, timer
-from bmq.coordinators.timers.runs import Memtable, load_window, merge_runs, open_run, write_run
+from bmq.coordinators.timers.runs import load_window, merge_runs, open_run, write_run
 from bmq.protocol.record_codec import Record, encode_batch, iter_records
 from bmq.protocol.records import read_header
 from bmq.storage import LogConfig
@@ -24,12 +26,9 @@ from bmq.writepath.partitions import PartitionManager, now_ms
 CONFIG = LogConfig(delay_enable=True)
 
 
-def pairs(entries: list[tuple[int, int]]) -> Memtable:
-    """Entries as the timer keeps them before a run (more than one 64 KiB chunk of them)."""
-    memtable = Memtable()
-    for due, offset in entries:
-        memtable.add(due, offset)
-    return memtable
+def pairs(entries: list[tuple[int, int]]) -> array[int]:
+    """Entries as the timer keeps them before a run: flat (due, offset) pairs."""
+    return array("q", itertools.chain.from_iterable(entries))
 
 
 def test_runs_load_window_by_window(tmp_path: Path) -> None:

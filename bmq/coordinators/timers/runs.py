@@ -28,38 +28,6 @@ _HEAD = struct.Struct(">8sqqqq")
 _ENTRY = struct.Struct(">qq")
 _DUE = struct.Struct(">q")
 Entry = tuple[int, int]          # (due ms, timer log offset)
-CHUNK_VALUES = 8192              # a memtable chunk: 4096 entries, 64 KiB
-
-
-class Memtable:
-    """The entries indexed since the last run, (due, offset) pairs flat in fixed 64 KiB arrays.
-    Not a Python object each (long-lived small objects among a produce burst's short-lived
-    ones kept pymalloc's arenas from being returned), and not one growing array either: that
-    was realloc'ed up to megabytes among the produce path's frames, each move left a hole in
-    glibc's heap, and the broker's memory grew with the number of records pending."""
-
-    __slots__ = ("chunks", "entries")
-
-    def __init__(self) -> None:
-        self.chunks: list[array[int]] = [array("q")]
-        self.entries = 0
-
-    def __len__(self) -> int:
-        return self.entries
-
-    def add(self, due: int, offset: int) -> None:
-        chunk = self.chunks[-1]
-        if len(chunk) == CHUNK_VALUES:
-            chunk = array("q")
-            self.chunks.append(chunk)
-        chunk.append(due)
-        chunk.append(offset)
-        self.entries += 1
-
-    def take(self, older: Memtable) -> None:
-        """Put ``older``'s entries (a run that could not be written) back before these."""
-        self.chunks[:0] = older.chunks
-        self.entries += older.entries
 
 
 @dataclass(slots=True)
@@ -88,13 +56,13 @@ class Run:
         self.next_due = self.block_dues[block] if self.block_dues else 0
 
 
-def write_run(storage: Storage, path: str, keys: Memtable, after: Entry,
+def write_run(storage: Storage, path: str, keys: array[int], after: Entry,
               load_from: int) -> Run | None:
-    """Write the entries of ``keys`` past ``after`` (what is not
+    """Write the entries of ``keys`` (flat (due, offset) pairs) past ``after`` (what is not
     delivered yet), sorted, as a run whose loading starts at the first entry due at
     ``load_from`` or later; None if there is nothing to write. Worker thread; the sort is C,
     without the GIL."""
-    entries, min_offset = sort_entries(b"".join(keys.chunks), *after)
+    entries, min_offset = sort_entries(keys, *after)
     if not entries:
         return None
     return _write(storage, path, entries, min_offset, load_from)

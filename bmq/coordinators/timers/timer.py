@@ -27,6 +27,7 @@ import functools
 import heapq
 import logging
 import time
+from array import array
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 
@@ -40,7 +41,6 @@ from bmq.coordinators.timers.records import (
 )
 from bmq.coordinators.timers.runs import (
     Entry,
-    Memtable,
     Run,
     load_window,
     merge_runs,
@@ -97,7 +97,10 @@ class PartitionTimer:
         self._epoch = partition.leader_epoch
         self.state = TimerState()
         self._runs: list[Run] = []
-        self._memtable = Memtable()     # indexed since the last run
+        # Indexed since the last run: (due, offset) pairs flat in one array, not a Python
+        # object each (long-lived small objects among the many short-lived ones of a produce
+        # burst would keep the allocator's arenas from being returned).
+        self._memtable = array("q")
         self._indexed_end = 0                   # past the newest non-transactional record
         self._heap: list[tuple[int, int, Held | None]] = []   # due before _loaded_until
         self._far: list[tuple[int, int, Held]] = []           # due within KEEP_MS
@@ -279,7 +282,7 @@ class PartitionTimer:
         wake = False
         for record in held:
             key = (record.due, record.offset)
-            self._memtable.add(*key)
+            self._memtable.extend(key)
             self._indexed_end = max(self._indexed_end, record.offset + 1)
             if key <= cursor:
                 continue        # replay: delivered already
@@ -334,7 +337,7 @@ class PartitionTimer:
             log.exception("timer of %s-%d failed", self.topic, self.partition.index)
 
     async def _tick(self) -> None:
-        if self._memtable and (len(self._memtable) >= RUN_ENTRIES or
+        if self._memtable and (len(self._memtable) >= 2 * RUN_ENTRIES or
                                time.monotonic() - self._last_run >= RUN_INTERVAL_S):
             await self._write_run()
         await self._merge_runs()
@@ -443,7 +446,7 @@ class PartitionTimer:
         cursor = (self.state.due, self.state.offset)
         memtable, unheld, unspilled = self._memtable, self._unheld_due, self._txn_unspilled
         spilled_through = self._indexed_end
-        self._memtable = Memtable()
+        self._memtable = array("q")
         self._txn_unspilled = {}
         self._last_run = time.monotonic()
         # Records not in memory are in the run now: read back from it (the fields from the
@@ -456,13 +459,13 @@ class PartitionTimer:
                     self._executor, write_run, self._storage, self._run_path(), memtable,
                     cursor, self._loaded_until)
             except OSError:     # as it was, with what was indexed meanwhile: retried later
-                self._memtable.take(memtable)
+                self._memtable = memtable + self._memtable
                 self._unheld_due = min(unheld, self._unheld_due)
                 self._txn_unspilled = {**unspilled, **self._txn_unspilled}
                 raise
             if run is not None:
                 self._runs.append(run)
-        self.state.accepted += len(memtable)
+        self.state.accepted += len(memtable) // 2
         self.state.spilled_through = spilled_through
         await self._save_state(truncate=True)
 
