@@ -93,10 +93,7 @@ class PartitionView:
             # Nothing new; or new data on its way into the cache; or (the writer's own log,
             # acks=1) appended but not yet durable, which Kafka answers with no data either.
             return b""
-        if self.reader.rewrites != self._rewrites:
-            # The log cleaner replaced segments: cached batches may be ones it removed.
-            self._rewrites = self.reader.rewrites
-            self._cache.drop(self.key)
+        rewrites = self.current_rewrites()
         data = self._cache.get(self.key, offset, max_bytes)
         if data is not None:
             metrics.PROXY_CACHE_HITS.inc()
@@ -105,13 +102,32 @@ class PartitionView:
         loop = asyncio.get_running_loop()
         read = await loop.run_in_executor(self._executor, self.reader.read, offset,
                                           max(max_bytes, self._read_ahead))
-        self._cache.put(self.key, read)
-        metrics.PROXY_CACHE_BYTES.set(self._cache.size_bytes)
-        cached = self._cache.get(self.key, offset, max_bytes)
-        if cached is not None:
-            return cached
-        # Not cacheable (larger than the whole cache): read just what was asked.
+        if self._cache_read(read, rewrites) is not None:
+            cached = self._cache.get(self.key, offset, max_bytes)
+            if cached is not None:
+                return cached
+        # Not cacheable (larger than the whole cache, or read while the cleaner swapped
+        # segments): read just what was asked.
         return await loop.run_in_executor(self._executor, self.reader.read, offset, max_bytes)
+
+    def current_rewrites(self) -> int:
+        """How many times the log cleaner replaced segments; the cache is dropped when that
+        changed since it was filled (cached batches may be ones the cleaner removed)."""
+        rewrites = self.reader.rewrites
+        if rewrites != self._rewrites:
+            self._rewrites = rewrites
+            self._cache.drop(self.key)
+        return rewrites
+
+    def _cache_read(self, data: bytes | memoryview, rewrites: int) -> int | None:
+        """Cache what a read returned, unless the cleaner replaced segments while it ran
+        (it may hold removed batches, and the cache was dropped for them already: cached
+        now, they would be served until evicted); the cache's end after it, or None."""
+        if self.current_rewrites() != rewrites:
+            return None
+        end = self._cache.put(self.key, data)
+        metrics.PROXY_CACHE_BYTES.set(self._cache.size_bytes)
+        return end
 
     async def list_offset(self, timestamp: int) -> tuple[int, int]:
         self.last_fetch = time.monotonic()
@@ -143,14 +159,14 @@ class PartitionView:
         """Read [start, high watermark) into the cache: what tailing consumers fetch next."""
         loop = asyncio.get_running_loop()
         offset = start
+        rewrites = self.current_rewrites()
         while self.log_start_offset <= offset < self.reader.high_watermark:
             data = await loop.run_in_executor(self._executor, self.reader.read, offset,
                                               self._read_ahead)
-            next_offset = self._cache.put(self.key, data)
-            if next_offset <= offset:
+            next_offset = self._cache_read(data, rewrites)
+            if next_offset is None or next_offset <= offset:
                 break
             offset = next_offset
-        metrics.PROXY_CACHE_BYTES.set(self._cache.size_bytes)
 
     def wake(self) -> None:
         if self._waiter is not None and not self._waiter.done():

@@ -101,6 +101,7 @@ def abort_markers(storage: Storage, topic: str) -> int:
     """ABORT markers in the partition's log as its owner last published it."""
     reader = PartitionLog.open_reader(storage, topic, 0)
     try:
+        assert reader.high_watermark > 0, f"no log of {topic} at {storage.url}"
         count = 0
         offset = reader.log_start_offset
         while offset < reader.high_watermark:
