@@ -9,6 +9,7 @@ acks=all producers waiting on it are answered and long-polling fetches are woken
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import time
@@ -129,10 +130,7 @@ class Partition:
             _, waiter = self._durable_waiters.popleft()
             if not waiter.done():
                 waiter.set_result(None)
-        if self._data_waiter is not None:
-            if not self._data_waiter.done():
-                self._data_waiter.set_result(None)
-            self._data_waiter = None
+        self._wake_data()
         if self.log.pending_bytes():
             self.schedule_flush()
         else:
@@ -164,10 +162,20 @@ class Partition:
         return future
 
     def new_data(self) -> asyncio.Future[None]:
-        """A future done at the next advance of the high watermark (shared by all fetchers)."""
+        """A future done at the next advance of the high watermark, or once the log cleaner
+        swapped segments (shared by all fetchers and watchers)."""
         if self._data_waiter is None or self._data_waiter.done():
-            self._data_waiter = asyncio.get_running_loop().create_future()
+            loop = asyncio.get_running_loop()
+            self._data_waiter = loop.create_future()
+            if self.log.on_rewrite is None:
+                self.log.on_rewrite = functools.partial(_call_soon, loop, self._wake_data)
         return self._data_waiter
+
+    def _wake_data(self) -> None:
+        if self._data_waiter is not None:
+            if not self._data_waiter.done():
+                self._data_waiter.set_result(None)
+            self._data_waiter = None
 
     def abandon(self) -> None:
         if self._retry is not None:
@@ -184,6 +192,12 @@ class Partition:
         """Wait until everything appended so far is flushed."""
         self.schedule_flush()
         await self._idle.wait()
+
+
+def _call_soon(loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) -> None:
+    """``callback`` on ``loop`` from another thread (nothing if the loop has closed)."""
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(callback)
 
 
 class PartitionHooks(Protocol):

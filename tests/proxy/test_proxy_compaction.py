@@ -48,12 +48,12 @@ def test_proxy_consumers_read_the_compacted_log(cluster_factory: ClusterFactory,
 def test_proxy_reads_committed_after_abort_markers_go_on_s3(cluster_factory: ClusterFactory,
                                                             proxies: Proxies,
                                                             seaweedfs: SeaweedFS) -> None:
-    """A transactional producer's aborted transactions on a compacted topic on S3: once the
-    owner's cleaner removed their ABORT markers (and the index entries, in the same manifest),
-    read_committed consumers of the proxy, which reads the manifests, read every committed
-    record, the same producer's after its aborts included. (The proxy first reads the
-    partition after the cleaner's passes: a proxy that read it before keeps its view until the
-    owner reports new data, as the stop note of 2026-11-28 says.)"""
+    """A transactional producer's aborted transactions on a compacted topic on S3, read
+    through a proxy before the owner's cleaner cleans them (``min.compaction.lag.ms``): once
+    the cleaner removed the aborted records and then their ABORT markers (and the index
+    entries, in the same manifest), the proxy's consumers read the compacted log with no new
+    data written meanwhile (the owner's watch notices tell the proxy of each pass), and
+    read_committed ones every committed record, the same producer's after its aborts too."""
     storage = SharedStorage(seaweedfs.url(f"txn-{time.time_ns()}"), seaweedfs.storage_options())
     cluster = cluster_factory(brokers=1, storage=storage, env={
         "BMQ_LOG_CLEANER_BACKOFF_MS": 200, "BMQ_TRANSACTION_STATE_LOG_NUM_PARTITIONS": 2})
@@ -61,12 +61,15 @@ def test_proxy_reads_committed_after_abort_markers_go_on_s3(cluster_factory: Clu
     topic = make_topic_name("txn-compact-proxy")
     client = admin(cluster.bootstrap)
     client.create_topics([NewTopic(topic, 1, 1, config={
-        **COMPACTED, "delete.retention.ms": "300"})])[topic].result(30)
+        **COMPACTED, "delete.retention.ms": "300", "min.compaction.lag.ms": "3000"})])[topic] \
+        .result(30)
     cluster.wait_writable(topic)
     _producer, last = txn_rounds(cluster.bootstrap, topic)
+    assert read_rounds(proxy.bootstrap, topic, "read_uncommitted")[0] != last   # not yet
     store = open_log_storage(storage.url, storage.options)
     wait_until(lambda: abort_markers(store, topic) == 0, 60, interval=0.5,
                message="ABORT markers outlived delete.retention.ms")
-    assert read_rounds(proxy.bootstrap, topic, "read_uncommitted")[0] == last
+    wait_until(lambda: read_rounds(proxy.bootstrap, topic, "read_uncommitted")[0] == last, 30,
+               interval=0.5, message="the proxy kept its view from before the cleaning")
     assert committed_rounds(proxy.bootstrap, topic) == last
     assert committed_rounds(cluster.bootstrap, topic) == last

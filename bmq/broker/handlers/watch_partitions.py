@@ -21,7 +21,11 @@ MAX_WAIT_MS = 30_000
 
 
 def _changes(ctx: RequestContext, request: BmqWatchPartitionsRequest,
-             waits: list[asyncio.Future[None]]) -> list[WatchedTopic]:
+             waits: list[asyncio.Future[None]],
+             rewrites: dict[tuple[str, int], int]) -> list[WatchedTopic]:
+    """The partitions whose high watermark is not the one the watcher knows, or whose log the
+    cleaner rewrote since ``rewrites`` was noted (the first call notes it: a watcher's view
+    of a partition follows these notices, and a cleaning pass adds no data)."""
     topics = []
     for topic in request.topics:
         changed = []
@@ -35,7 +39,9 @@ def _changes(ctx: RequestContext, request: BmqWatchPartitionsRequest,
                                                 error_code=error.code))
                 continue
             log = partition.log
-            if log.high_watermark != asked.known_high_watermark:
+            key = (topic.name, asked.partition_index)
+            if log.high_watermark != asked.known_high_watermark or \
+                    rewrites.setdefault(key, log.rewrites) != log.rewrites:
                 changed.append(WatchedPartition(
                     partition_index=asked.partition_index, error_code=ErrorCode.NONE,
                     leader_epoch=partition.leader_epoch, high_watermark=log.high_watermark,
@@ -52,9 +58,10 @@ async def handle_watch_partitions(ctx: RequestContext, request: BmqWatchPartitio
     if not ctx.authorize_internal():    # BMQ's own brokers and proxies
         return BmqWatchPartitionsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     waits: list[asyncio.Future[None]] = []
-    topics = _changes(ctx, request, waits)
+    rewrites: dict[tuple[str, int], int] = {}
+    topics = _changes(ctx, request, waits, rewrites)
     if not topics and waits:
         timeout = min(max(request.max_wait_ms, 0), MAX_WAIT_MS) / 1000
         await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-        topics = _changes(ctx, request, [])
+        topics = _changes(ctx, request, [], rewrites)
     return BmqWatchPartitionsResponse(error_code=ErrorCode.NONE, topics=topics)

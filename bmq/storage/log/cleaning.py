@@ -189,6 +189,8 @@ class Cleaning(Retention, SegmentIndexes):
             self._replaced.extend((now, seg) for run, _new in replacements for seg in run)
             if chunks is not None:
                 self._replaced_chunks.extend((now, name) for name in chunks.replaced)
+        if self.on_rewrite is not None:
+            self.on_rewrite()
         return True
 
     def _rewrite_chunks(self, aborts: Collection[int]) -> RewrittenChunks:

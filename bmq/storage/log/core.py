@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from bmq.protocol.errors import ErrorCode, KafkaError
@@ -66,6 +67,9 @@ class LogCore:
         # Bumped when segments are replaced by others (the cleaner's, or, in a reader, any
         # segment leaving its view): batches cached from the old ones are stale.
         self.rewrites = 0
+        # Called (from the cleaner's thread) once the cleaner's segments are published: the
+        # owner tells readers elsewhere, whose views follow its notices of new data.
+        self.on_rewrite: Callable[[], None] | None = None
 
     def _path(self, name: str) -> str:
         return f"{self.dir}/{name}"

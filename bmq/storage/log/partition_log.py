@@ -230,7 +230,7 @@ class PartitionLog(Recovery, Reading, Cleaning):
         storage (``LogReader.advance``): the newest segments as a checkpoint would list them."""
         with self._lock:
             doc = {"epoch": self.leader_epoch, "high_watermark": self.high_watermark,
-                   "log_start_offset": self.log_start_offset,
+                   "log_start_offset": self.log_start_offset, "rewrites": self.rewrites,
                    "segments": [seg.meta() for seg in self.layout.tail_segments(self)]}
             txn = tail_txn_state(self._durable_producers, self.high_watermark,
                                  self._published_hw)

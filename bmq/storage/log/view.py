@@ -126,9 +126,14 @@ class LogReader:
         if doc["epoch"] < self.leader_epoch:
             return False
         changed = self._extend(doc) if doc["epoch"] == self.leader_epoch else None
-        if changed is None or self._txns.needs_state(doc):
-            # A tail that does not continue the view, or whose aborted transactions start
-            # past what our state document covers: read the owner's newest state document.
+        # The owner's cleaner swapped segments since its last tail we saw (the new ones are
+        # in its state document; the tail lists only the newest, which it never cleans).
+        cleaned = self._tail is not None and self._tail["epoch"] == doc["epoch"] and \
+            self._tail.get("rewrites", 0) != doc.get("rewrites", 0)
+        if changed is None or cleaned or self._txns.needs_state(doc):
+            # A tail that does not continue the view, that follows a cleaner's swap, or whose
+            # aborted transactions start past what our state document covers: read the
+            # owner's newest state document.
             changed = self.refresh() or bool(changed)
             if doc["epoch"] == self.leader_epoch:
                 changed = bool(self._extend(doc)) or changed
