@@ -58,10 +58,12 @@ def latest(messages: Iterable[Msg]) -> tuple[dict[bytes, bytes | None], dict[byt
     return values, counts
 
 
-def segment_bytes(data_dir: str, topic: str, partition: int = 0) -> int:
-    """Bytes of the partition's segment files on disk."""
-    return sum(p.stat().st_size for p in Path(data_dir, "topics", topic, str(partition))
-               .glob("*.log"))
+def segment_bytes(data_dir: str, topic: str, partition: int = 0, sealed: bool = False) -> int:
+    """Bytes of the partition's segment files on disk; with ``sealed``, without the active
+    segment (the one of the highest base offset), which the cleaner never cleans."""
+    files = sorted(Path(data_dir, "topics", topic, str(partition)).glob("*.log"),
+                   key=lambda p: int(p.name[:20]))
+    return sum(p.stat().st_size for p in (files[:-1] if sealed else files))
 
 
 def offsets_grow(messages: list[Msg]) -> bool:
