@@ -12,7 +12,6 @@ a new one is sent at once.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import uuid
 import weakref
@@ -237,9 +236,11 @@ class BrokerWatcher:
     def _request(self) -> BmqWatchPartitionsRequest:
         topics: dict[str, list[WatchPartition]] = {}
         for view in self._views:
-            topics.setdefault(view.topic, []).append(
-                WatchPartition(partition_index=view.index, known_high_watermark=max(
-                    view.high_watermark, self._reported.get(view.key, -1))))
+            reader = view.reader
+            topics.setdefault(view.topic, []).append(WatchPartition(
+                partition_index=view.index,
+                known_high_watermark=max(view.high_watermark, self._reported.get(view.key, -1)),
+                known_rewrites=reader.owner_rewrites if isinstance(reader, LogReader) else -1))
         return BmqWatchPartitionsRequest(
             max_wait_ms=WATCH_MAX_WAIT_MS,
             topics=[WatchTopic(name=name, partitions=parts) for name, parts in topics.items()])
@@ -271,5 +272,10 @@ class BrokerWatcher:
                         await asyncio.sleep(RETRY_S)
                         continue
                     self._reported[view.key] = changed.high_watermark
-                    with contextlib.suppress(KafkaError, OSError):
+                    try:
                         await view.apply(changed.tail)
+                    except (KafkaError, OSError) as error:
+                        # The view did not take the tail, so the next answer may come at
+                        # once (its swap count is still behind): pace the retries.
+                        log.info("%s-%d: %s (retrying)", view.topic, view.index, error)
+                        await asyncio.sleep(RETRY_S)

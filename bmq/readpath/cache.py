@@ -91,6 +91,7 @@ class RecordCache:
         self.size_bytes = 0
         self._parts: dict[Hashable, _Runs] = {}
         self._lru: OrderedDict[tuple[Hashable, int], _Run] = OrderedDict()
+        self._rewrites: dict[Hashable, int] = {}    # see follow
 
     def get(self, key: Hashable, offset: int, max_bytes: int) -> bytes | memoryview | None:
         """Whole batches from the one containing ``offset`` (at least one, then as many as fit
@@ -129,9 +130,23 @@ class RecordCache:
             return pieces[0]
         return b"".join(pieces)
 
-    def put(self, key: Hashable, data: bytes | memoryview) -> int:
-        """Cache whole batches read from storage; the parts already cached are left out.
-        Returns the offset after the last batch (-1 if ``data`` holds no whole batch)."""
+    def follow(self, key: Hashable, rewrites: int) -> int:
+        """Note how many times the log cleaner has replaced segments of the log ``key``'s
+        batches come from (``LogView.rewrites``); forget them when that changed since they
+        were cached (they may be batches the cleaner removed). Returns ``rewrites``."""
+        if self._rewrites.setdefault(key, rewrites) != rewrites:
+            self.drop(key)
+            self._rewrites[key] = rewrites
+        return rewrites
+
+    def put(self, key: Hashable, data: bytes | memoryview, rewrites: int) -> int | None:
+        """Cache whole batches read from storage when the log had been rewritten ``rewrites``
+        times; the parts already cached are left out. Returns the offset after the last batch
+        (-1 if ``data`` holds no whole batch), or None, caching nothing, if ``follow`` has
+        seen a rewrite since (the read may hold removed batches, and the cache was dropped
+        for them already: cached now, they would be served until evicted)."""
+        if self._rewrites.setdefault(key, rewrites) != rewrites:
+            return None
         run: _Run | None = _Run(data)
         assert run is not None
         if not run.bases:
@@ -159,6 +174,7 @@ class RecordCache:
 
     def drop(self, key: Hashable) -> None:
         """Forget a partition (deleted, or its log was replaced by a new owner's)."""
+        self._rewrites.pop(key, None)
         part = self._parts.pop(key, None)
         for run in part.runs if part is not None else []:
             if self._lru.pop((key, run.base), None) is not None:

@@ -59,7 +59,6 @@ class PartitionView:
         # What fetches see: moves only once new data is in the cache (see apply), so fetches
         # arriving meanwhile do not all miss and read the same bytes from storage.
         self.high_watermark = reader.high_watermark
-        self._rewrites = reader.rewrites
 
     @property
     def log_start_offset(self) -> int:
@@ -93,7 +92,7 @@ class PartitionView:
             # Nothing new; or new data on its way into the cache; or (the writer's own log,
             # acks=1) appended but not yet durable, which Kafka answers with no data either.
             return b""
-        rewrites = self.current_rewrites()
+        rewrites = self._follow_rewrites()
         data = self._cache.get(self.key, offset, max_bytes)
         if data is not None:
             metrics.PROXY_CACHE_HITS.inc()
@@ -110,22 +109,15 @@ class PartitionView:
         # segments): read just what was asked.
         return await loop.run_in_executor(self._executor, self.reader.read, offset, max_bytes)
 
-    def current_rewrites(self) -> int:
-        """How many times the log cleaner replaced segments; the cache is dropped when that
-        changed since it was filled (cached batches may be ones the cleaner removed)."""
-        rewrites = self.reader.rewrites
-        if rewrites != self._rewrites:
-            self._rewrites = rewrites
-            self._cache.drop(self.key)
-        return rewrites
+    def _follow_rewrites(self) -> int:
+        """The log's cleaner swaps so far; the cache forgets what it held before one."""
+        return self._cache.follow(self.key, self.reader.rewrites)
 
     def _cache_read(self, data: bytes | memoryview, rewrites: int) -> int | None:
-        """Cache what a read returned, unless the cleaner replaced segments while it ran
-        (it may hold removed batches, and the cache was dropped for them already: cached
-        now, they would be served until evicted); the cache's end after it, or None."""
-        if self.current_rewrites() != rewrites:
-            return None
-        end = self._cache.put(self.key, data)
+        """Cache what a read returned unless the cleaner swapped segments since ``rewrites``
+        (``RecordCache.put``); the cache's end after it, or None."""
+        self._follow_rewrites()
+        end = self._cache.put(self.key, data, rewrites)
         metrics.PROXY_CACHE_BYTES.set(self._cache.size_bytes)
         return end
 
@@ -159,7 +151,7 @@ class PartitionView:
         """Read [start, high watermark) into the cache: what tailing consumers fetch next."""
         loop = asyncio.get_running_loop()
         offset = start
-        rewrites = self.current_rewrites()
+        rewrites = self._follow_rewrites()
         while self.log_start_offset <= offset < self.reader.high_watermark:
             data = await loop.run_in_executor(self._executor, self.reader.read, offset,
                                               self._read_ahead)

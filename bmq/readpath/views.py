@@ -47,7 +47,6 @@ class FilteredView:
         self._cache = cache
         self.key = (name, source.index, expression)
         cache.drop(self.key)             # anything cached under it came from an older source
-        self._rewrites = source.reader.rewrites
 
     @property
     def reader(self) -> LogReader | PartitionLog:
@@ -87,7 +86,7 @@ class FilteredView:
                              f"offset {offset} is before the log start offset "
                              f"{self.log_start_offset}")
         self._cache.drop_before(self.key, self.log_start_offset)
-        rewrites = self._current_rewrites()
+        rewrites = self._follow_rewrites()
         cached = self._cache.get(self.key, offset, max_bytes)
         if cached is not None:
             metrics.VIEW_CACHE_HITS.inc()
@@ -97,21 +96,17 @@ class FilteredView:
             return b""
         metrics.VIEW_FILTERED_BYTES.inc(len(data))
         filtered = apply_filter(self._filter, data)
-        if self._current_rewrites() != rewrites:
+        self._follow_rewrites()
+        if self._cache.put(self.key, filtered, rewrites) is None:
             return filtered     # the source's cleaner swapped segments meanwhile: not cached
-        self._cache.put(self.key, filtered)
         metrics.PROXY_CACHE_BYTES.set(self._cache.size_bytes)
         cached = self._cache.get(self.key, offset, max_bytes)
         return cached if cached is not None else filtered
 
-    def _current_rewrites(self) -> int:
-        """The source's cleaner swaps (``PartitionView.current_rewrites``); the filtered
-        batches cached before one may hold records it removed: dropped."""
-        rewrites = self.source.current_rewrites()
-        if rewrites != self._rewrites:
-            self._rewrites = rewrites
-            self._cache.drop(self.key)
-        return rewrites
+    def _follow_rewrites(self) -> int:
+        """The source log's cleaner swaps so far; the filtered batches cached before one may
+        hold records it removed: forgotten."""
+        return self._cache.follow(self.key, self.reader.rewrites)
 
 
 class ViewResolver:

@@ -1,9 +1,9 @@
 """BmqWatchPartitions (BMQ-internal): tell a proxy when partitions this broker owns get new
 durable data, so the proxy's long-polling fetches wake on a notice instead of polling storage.
 
-Answered at once with every listed partition whose high watermark differs from the one the proxy
-knows (or that this broker does not own); otherwise after the first flush that advances one of
-them, or after max_wait_ms with no partitions.
+Answered at once with every listed partition whose high watermark or cleaner swap count differs
+from the one the proxy knows (or that this broker does not own); otherwise after the first flush
+that advances one of them or cleaner swap in one, or after max_wait_ms with no partitions.
 """
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ def _changes(ctx: RequestContext, request: BmqWatchPartitionsRequest,
              waits: list[asyncio.Future[None]],
              rewrites: dict[tuple[str, int], int]) -> list[WatchedTopic]:
     """The partitions whose high watermark is not the one the watcher knows, or whose log the
-    cleaner rewrote since ``rewrites`` was noted (the first call notes it: a watcher's view
-    of a partition follows these notices, and a cleaning pass adds no data)."""
+    cleaner rewrote since the swap count the watcher knows (or, if it knows none, since the
+    first call noted it in ``rewrites``): a watcher's view of a partition follows these
+    notices, and a cleaning pass adds no data."""
     topics = []
     for topic in request.topics:
         changed = []
@@ -40,8 +41,10 @@ def _changes(ctx: RequestContext, request: BmqWatchPartitionsRequest,
                 continue
             log = partition.log
             key = (topic.name, asked.partition_index)
+            known_rewrites = asked.known_rewrites if asked.known_rewrites >= 0 else \
+                rewrites.setdefault(key, log.rewrites)
             if log.high_watermark != asked.known_high_watermark or \
-                    rewrites.setdefault(key, log.rewrites) != log.rewrites:
+                    log.rewrites != known_rewrites:
                 changed.append(WatchedPartition(
                     partition_index=asked.partition_index, error_code=ErrorCode.NONE,
                     leader_epoch=partition.leader_epoch, high_watermark=log.high_watermark,

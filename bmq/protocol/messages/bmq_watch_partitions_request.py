@@ -22,6 +22,7 @@ from bmq.protocol.primitives import (
 
 _S_i = struct.Struct(">i")
 _S_iq = struct.Struct(">iq")
+_S_q = struct.Struct(">q")
 
 
 @dataclass(slots=True)
@@ -33,6 +34,9 @@ class WatchPartition:
 
     known_high_watermark: int = -1
     """The high watermark the proxy knows, or -1 if it knows none."""
+
+    known_rewrites: int = -1
+    """How many times the owner's log cleaner had replaced segments in the last tail the proxy applied, or -1 if it knows none (the broker then notes the count when the request arrives)."""
 
     @classmethod
     def read(cls, r: Reader, version: int) -> WatchPartition:
@@ -127,20 +131,43 @@ def _read_WatchPartition(r: Reader, version: int) -> WatchPartition:
     pos = r.pos
     f_partition_index: int
     f_known_high_watermark: int
+    f_known_rewrites: int = -1
     f_partition_index, f_known_high_watermark = _S_iq.unpack_from(buf, pos)
     pos += 12
     _n = buf[pos]
     pos += 1
     if _n:
-        pos = skip_tagged_fields(buf, pos - 1)
+        if _n > 127:
+            _n, pos = read_uvarint(buf, pos - 1)
+        for _ in range(_n):
+            _tag, pos = read_uvarint(buf, pos)
+            _size, pos = read_uvarint(buf, pos)
+            _end = pos + _size
+            if _end > len(buf):
+                raise DecodeError("truncated tagged field")
+            if _tag == 0:
+                f_known_rewrites = _S_q.unpack_from(buf, pos)[0]
+                pos += 8
+                if pos > _end:
+                    raise DecodeError("tagged field overruns its size")
+            pos = _end
     r.pos = pos
-    return WatchPartition(f_partition_index, f_known_high_watermark)
+    return WatchPartition(f_partition_index, f_known_high_watermark, f_known_rewrites)
 
 
 def _write_WatchPartition(o: WatchPartition, w: Writer, version: int) -> None:
     b = w.buf
     b += _S_iq.pack(o.partition_index, o.known_high_watermark)
-    b.append(0)
+    _t0 = o.known_rewrites != -1
+    b.append(_t0)
+    if _t0:
+        _tw = Writer()
+        _tb = _tw.buf
+        _tb += _S_q.pack(o.known_rewrites)
+        _d = _tw.getvalue()
+        b += b"\x00"
+        b += encode_uvarint(len(_d))
+        b += _d
 
 
 def _read_WatchTopic(r: Reader, version: int) -> WatchTopic:

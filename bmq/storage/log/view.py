@@ -69,6 +69,12 @@ class LogReader:
         return self._log.log_end_offset   # a view sees durable data only: the high watermark
 
     @property
+    def owner_rewrites(self) -> int:
+        """The owner's count of cleaner swaps in the newest tail applied (-1: none applied):
+        a watcher sends it so that the owner reports a swap it has not seen."""
+        return int(self._tail.get("rewrites", -1)) if self._tail is not None else -1
+
+    @property
     def log_start_offset(self) -> int:
         return self._log.log_start_offset
 
