@@ -2,8 +2,8 @@
 is 1 by default too) that looks at the compacted partitions this broker owns every
 ``log.cleaner.backoff.ms`` and cleans those due, one at a time. The thread keeps the event loop
 free: parsing and filtering records runs in C without the GIL, and the log's locks are taken
-only for the swap. Internal topics (``__consumer_offsets`` and the like) are left alone: their
-coordinators compact them with snapshots of their own.
+only for the swap. The broker decides which logs it is given (not the internal logs whose
+coordinators compact them with snapshots of their own, ``bmq.metadata.topics``).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ class CleanerService:
             while True:
                 await asyncio.sleep(self.backoff_ms / 1000)
                 for partition_log in logs():
-                    if partition_log.config.compact and not partition_log.topic.startswith("__"):
+                    if partition_log.config.compact:
                         await loop.run_in_executor(self._thread, self.clean_one, partition_log)
         finally:
             self._thread.shutdown(wait=False, cancel_futures=True)

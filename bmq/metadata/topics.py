@@ -21,6 +21,10 @@ MAX_TOPIC_NAME = 249
 OFFSETS_TOPIC = "__consumer_offsets"
 SHARE_STATE_TOPIC = "__share_group_state"
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state", SHARE_STATE_TOPIC})
+# Compacted internal topics whose coordinators compact them with snapshots of their own (the
+# live set is in their memory already: one append and a DeleteRecords); the log cleaner leaves
+# them alone. ``__transaction_state`` has no snapshots: the log cleaner compacts it.
+SNAPSHOTTED_TOPICS = frozenset({OFFSETS_TOPIC, SHARE_STATE_TOPIC})
 
 
 def check_topic_name(name: str | None) -> str:

@@ -20,6 +20,7 @@ from typing import Protocol
 
 from bmq import metrics
 from bmq.cleaner import CleanerService
+from bmq.metadata.topics import SNAPSHOTTED_TOPICS
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.records import BatchHeader
 from bmq.storage import LogConfig, PartitionLog, Storage
@@ -293,7 +294,9 @@ class PartitionManager:
         await asyncio.gather(
             self._every(checkpoint_interval_ms, lambda log_: log_.checkpoint()),
             self._every(retention_interval_ms, lambda log_: log_.apply_retention(now_ms())),
-            *([cleaner.run(lambda: [p.log for p in self.all()])] if cleaner else []),
+            *([cleaner.run(lambda: [p.log for p in self.all()
+                                    if p.log.topic not in SNAPSHOTTED_TOPICS])]
+              if cleaner else []),
         )
 
     async def _every(self, interval_ms: int, work: Callable[[PartitionLog], object]) -> None:

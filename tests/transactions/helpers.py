@@ -9,8 +9,10 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
+from bmq.protocol.messages import DescribeTransactionsRequest
 from bmq.protocol.records import CONTROL_ABORT, HEADER_SIZE, control_type, iter_batches
 from bmq.storage import PartitionLog, Storage
+from tests.groups.wire import RawClient
 
 
 def txn_producer(bootstrap: str, transactional_id: str, **conf: Any) -> Producer:
@@ -18,6 +20,13 @@ def txn_producer(bootstrap: str, transactional_id: str, **conf: Any) -> Producer
                             "transactional.id": transactional_id, "linger.ms": 5}
     base.update({k.replace("_", "."): v for k, v in conf.items()})
     return Producer(base)
+
+
+def described(bootstrap: str, txn_id: str) -> Any:
+    """DescribeTransactions of one id, as the admin API answers it."""
+    with RawClient(bootstrap) as client:
+        answer = client.call(DescribeTransactionsRequest(transactional_ids=[txn_id]), 0)
+    return answer.transaction_states[0]
 
 
 def read_values(bootstrap: str, topic: str, partitions: int, isolation: str,

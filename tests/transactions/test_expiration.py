@@ -8,20 +8,12 @@ import time
 from typing import Any
 
 from bmq.protocol.errors import ErrorCode
-from bmq.protocol.messages import DescribeTransactionsRequest
-from tests.groups.wire import RawClient
 from tests.integration.helpers import create_topic
 from tests.transactions.conftest import TXN_CONFIG
-from tests.transactions.helpers import txn_producer
+from tests.transactions.helpers import described, txn_producer
 
 EXPIRING = {**TXN_CONFIG, "transactional_id_expiration_ms": 1000,
             "transaction_remove_expired_transaction_cleanup_interval_ms": 200}
-
-
-def _described(bootstrap: str, txn_id: str) -> Any:
-    with RawClient(bootstrap) as client:
-        answer = client.call(DescribeTransactionsRequest(transactional_ids=[txn_id]), 0)
-    return answer.transaction_states[0]
 
 
 def test_an_idle_transactional_id_expires_and_stays_expired(broker_factory: Any) -> None:
@@ -32,19 +24,19 @@ def test_an_idle_transactional_id_expires_and_stays_expired(broker_factory: Any)
     producer.begin_transaction()
     producer.produce("expiring", b"x", partition=0)
     producer.commit_transaction(30)
-    before = _described(broker.bootstrap, "idle-id")
+    before = described(broker.bootstrap, "idle-id")
     assert before.error_code == ErrorCode.NONE and before.transaction_state == "CompleteCommit"
     deadline = time.monotonic() + 15
-    while _described(broker.bootstrap, "idle-id").error_code == ErrorCode.NONE:
+    while described(broker.bootstrap, "idle-id").error_code == ErrorCode.NONE:
         assert time.monotonic() < deadline, "the idle id never expired"
         time.sleep(0.2)
-    assert _described(broker.bootstrap, "idle-id").error_code == \
+    assert described(broker.bootstrap, "idle-id").error_code == \
         ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
     broker.restart()
-    assert _described(broker.bootstrap, "idle-id").error_code == \
+    assert described(broker.bootstrap, "idle-id").error_code == \
         ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
     fresh = txn_producer(broker.bootstrap, "idle-id")
     fresh.init_transactions(30)
-    after = _described(broker.bootstrap, "idle-id")
+    after = described(broker.bootstrap, "idle-id")
     assert after.error_code == ErrorCode.NONE
     assert after.producer_id != before.producer_id and after.producer_epoch == 0

@@ -90,7 +90,10 @@ class TxnCoordinatorCore(ShardedCoordinator[TxnShard, TxnMetadata | str]):
         self._starting: asyncio.Task[None] | None = None
 
     def _topic_configs(self) -> dict[str, str]:
-        return internal_topic_configs(self.config.transaction_state_log_segment_bytes)
+        # As Kafka's: the log cleaner keeps each transactional id's last state (and drops
+        # expired ids' tombstones after delete.retention.ms).
+        return {**internal_topic_configs(self.config.transaction_state_log_segment_bytes),
+                "cleanup.policy": "compact"}
 
     async def start(self) -> None:
         """Load the shards if ``__transaction_state`` exists; else it is created on first use

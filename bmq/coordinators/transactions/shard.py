@@ -1,8 +1,8 @@
 """One partition of ``__transaction_state`` and the transactions whose state it stores.
 
 Writes go through the partition's group-commit writer like any coordinator's; a replay keeps
-the last value per transactional id. This first slice does not compact the log (each
-transaction appends three small records); see the README's Transactions section.
+the last value per transactional id, which is all the log cleaner keeps of a compacted log
+(the topic is created ``cleanup.policy=compact``, as Kafka's).
 """
 
 from __future__ import annotations
