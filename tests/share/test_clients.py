@@ -13,6 +13,7 @@ from confluent_kafka import AcknowledgeType, Consumer, ShareConsumer
 
 from bmq.protocol.messages import ShareGroupDescribeRequest
 from tests.groups.wire import RawClient
+from tests.integration.helpers import watermarks
 from tests.metrics.scrape import scrape, value
 from tests.share.helpers import (
     SHARE_ENV,
@@ -163,7 +164,12 @@ def _dead_letters(bootstrap: str, topic: str, count: int) -> list[Any]:
     return found
 
 
-def test_reject_and_the_delivery_limit_go_to_the_dead_letter_topic(share_broker: Any) -> None:
+@pytest.mark.parametrize("sent_by", ["commit", "next poll"])
+def test_reject_and_the_delivery_limit_go_to_the_dead_letter_topic(share_broker: Any,
+                                                                  sent_by: str) -> None:
+    """Each dead letter is written and counted once, whether the acknowledgements go in a
+    ShareAcknowledge (``commit_sync``) or ride on the next ShareFetch, which waits for records
+    (none come) while the broker's timers run."""
     topic, group = unique("dlq-src"), unique("g")
     dlq = f"dlq.{topic}"
     create_topic(share_broker.bootstrap, topic, 1)
@@ -181,7 +187,8 @@ def test_reject_and_the_delivery_limit_go_to_the_dead_letter_topic(share_broker:
                 ack = {0: AcknowledgeType.REJECT, 1: AcknowledgeType.RELEASE}.get(
                     m.offset(), AcknowledgeType.ACCEPT)
                 consumer.acknowledge(m, ack)
-            consumer.commit_sync()
+            if sent_by == "commit":
+                consumer.commit_sync()
         # Nothing comes back: offset 0 was rejected, offset 1 reached the limit.
         for _ in range(5):
             for m in consumer.poll(0.2):
@@ -191,6 +198,7 @@ def test_reject_and_the_delivery_limit_go_to_the_dead_letter_topic(share_broker:
         consumer.close()
     letters = _dead_letters(share_broker.bootstrap, dlq, 2)
     assert [m.value() for m in letters] == [b"v0", b"v1"]
+    assert watermarks(share_broker.bootstrap, dlq) == (0, 2)     # and nothing written twice
     headers = [dict(m.headers()) for m in letters]
     for offset, (h, reason, count) in enumerate(zip(
             headers, [b"rejected", b"delivery.count.limit"], [b"1", b"2"], strict=True)):

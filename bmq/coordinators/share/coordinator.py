@@ -121,7 +121,8 @@ class ShareCoordinator:
         self._available: asyncio.Future[None] | None = None
         self._sweeper: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        # Dead-letter writes under way per share-partition, and when to retry failed ones.
+        # Dead-letter writes under way (or about to be: made by a request that has not written
+        # them yet) per share-partition, and when to retry failed ones.
         self._lettering: dict[StateKey, int] = {}
         self._retry_at: dict[StateKey, int] = {}
 
@@ -246,26 +247,52 @@ class ShareCoordinator:
                           results: dict[TopicPartition, PartitionResult],
                           targets: dict[TopicPartition, Target]) -> list[_Applied]:
         """Check each partition's acknowledgements (all or none of them apply) and apply them
-        in memory; the caller makes them durable before it answers."""
-        applied = []
-        for tp, batches in acks.items():
-            result = results.setdefault(tp, PartitionResult(*tp))
-            try:
-                target = await self._target(group_id, tp, settings, targets)
-            except KafkaError as error:
-                result.ack_error = error.code
-                continue
-            state = target.state
-            errors = [state.check_ack(member_id, *batch) for batch in batches]
-            failed = next((e for e in errors if e != ErrorCode.NONE), None)
-            if failed is not None:
-                result.ack_error = failed
-                continue
-            now = now_ms()
-            dead = [letter for batch in batches
-                    for letter in state.acknowledge(*batch, now, settings)]
-            applied.append(_Applied(result, target, dead))
+        in memory; the caller makes them durable before it answers, then writes their dead
+        letters (``_finish``), and calls ``_drop_claims`` when done."""
+        applied: list[_Applied] = []
+        try:
+            for tp, batches in acks.items():
+                result = results.setdefault(tp, PartitionResult(*tp))
+                try:
+                    target = await self._target(group_id, tp, settings, targets)
+                except KafkaError as error:
+                    result.ack_error = error.code
+                    continue
+                state = target.state
+                errors = [state.check_ack(member_id, *batch) for batch in batches]
+                failed = next((e for e in errors if e != ErrorCode.NONE), None)
+                if failed is not None:
+                    result.ack_error = failed
+                    continue
+                now = now_ms()
+                dead = [letter for batch in batches
+                        for letter in state.acknowledge(*batch, now, settings)]
+                if dead:
+                    # Claimed before anything awaits: the sweep, which writes the ARCHIVING
+                    # records nobody is writing, would otherwise write these too while this
+                    # request waits (for its long poll, for the state log).
+                    self._claim(target.key)
+                applied.append(_Applied(result, target, dead))
+        except BaseException:
+            self._drop_claims(applied)
+            raise
         return applied
+
+    def _claim(self, key: StateKey) -> None:
+        self._lettering[key] = self._lettering.get(key, 0) + 1
+
+    def _unclaim(self, key: StateKey) -> None:
+        left = self._lettering.pop(key) - 1
+        if left:
+            self._lettering[key] = left
+
+    def _drop_claims(self, applied: list[_Applied]) -> None:
+        """The dead letters of ``applied`` not written by now (the request failed or was
+        cancelled first) stay ARCHIVING, for the sweep to write."""
+        for item in applied:
+            if item.dead:
+                item.dead = []
+                self._unclaim(item.target.key)
 
     async def _finish(self, settings: ShareSettings, applied: list[_Applied],
                       writes: list[tuple[PartitionResult, Appended]]) -> None:
@@ -279,18 +306,19 @@ class ShareCoordinator:
         for item in applied:
             item.result.ack_error = await self.state.durable(item.appended)
         for item in applied:
-            if item.dead:
-                await self._settle_dead(item.target.key, item.target.state, settings,
-                                        item.dead, item.target.view)
+            if item.dead:     # claimed by _apply_acks; _write_dead gives the claim up
+                dead, item.dead = item.dead, []
+                await self._write_dead(item.target.key, item.target.state, settings, dead,
+                                       item.target.view)
         if applied:
             self._wake()
 
     def _settle_dead(self, key: StateKey, state: SharePartition, settings: ShareSettings,
                      dead: list[DeadLetter], view: PartitionView | None = None,
                      ) -> Coroutine[Any, Any, None]:
-        """Copy ``dead`` to the dead-letter topic, then archive them (durably). Counted from
+        """Copy ``dead`` to the dead-letter topic, then archive them (durably). Claimed from
         now (not when the coroutine runs), so the sweep never writes them twice at once."""
-        self._lettering[key] = self._lettering.get(key, 0) + 1
+        self._claim(key)
         return self._write_dead(key, state, settings, dead, view)
 
     async def _write_dead(self, key: StateKey, state: SharePartition, settings: ShareSettings,
@@ -318,9 +346,7 @@ class ShareCoordinator:
                 state.archive(letter)
             await self.state.durable(self.state.persist(key, state))
         finally:
-            left = self._lettering.pop(key) - 1
-            if left:
-                self._lettering[key] = left
+            self._unclaim(key)
 
     # ------------------------------------------------------------------ ShareFetch
     async def share_fetch(self, group_id: str, member_id: str, epoch: int, max_wait_ms: int,
@@ -335,41 +361,44 @@ class ShareCoordinator:
         targets = session.targets
         acks = {tp: batches for tp, batches in add.items() if batches}
         applied = await self._apply_acks(group_id, member_id, settings, acks, results, targets)
-        if epoch == -1:
-            self._persist_applied(applied)
-            await self._finish(settings, applied, [])
-            await self.close_session(group_id, member_id)
-            return ErrorCode.NONE, list(results.values())
-        for tp in add:
-            if tp not in session.partitions:
-                session.partitions.append(tp)
-        for tp in forget:
-            if tp in session.partitions:
-                session.partitions.remove(tp)
-        fetched = []
-        for tp in session.partitions:
-            try:
-                fetched.append(await self._target(group_id, tp, settings, targets))
-            except KafkaError as failure:
-                results.setdefault(tp, PartitionResult(*tp)).error = failure.code
-        if fetched:      # every partition gets its turn to be first
-            session.rotation = (session.rotation + 1) % len(fetched)
-            fetched = fetched[session.rotation:] + fetched[:session.rotation]
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + max(max_wait_ms, 0) / 1000
-        writes = await self._acquire(member_id, settings, max(max_records, 1), fetched,
-                                     results)
-        # One write per share-partition for its acknowledgements and acquisitions (when records
-        # were there at once): one flush answers both.
-        self._persist_applied(applied)
-        while not writes and loop.time() < deadline:
-            waits = [target.view.new_data() for target in fetched]
-            waits.append(self._became_available())
-            await asyncio.wait(waits, timeout=deadline - loop.time(),
-                               return_when=asyncio.FIRST_COMPLETED)
+        try:
+            if epoch == -1:
+                self._persist_applied(applied)
+                await self._finish(settings, applied, [])
+                await self.close_session(group_id, member_id)
+                return ErrorCode.NONE, list(results.values())
+            for tp in add:
+                if tp not in session.partitions:
+                    session.partitions.append(tp)
+            for tp in forget:
+                if tp in session.partitions:
+                    session.partitions.remove(tp)
+            fetched = []
+            for tp in session.partitions:
+                try:
+                    fetched.append(await self._target(group_id, tp, settings, targets))
+                except KafkaError as failure:
+                    results.setdefault(tp, PartitionResult(*tp)).error = failure.code
+            if fetched:      # every partition gets its turn to be first
+                session.rotation = (session.rotation + 1) % len(fetched)
+                fetched = fetched[session.rotation:] + fetched[:session.rotation]
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + max(max_wait_ms, 0) / 1000
             writes = await self._acquire(member_id, settings, max(max_records, 1), fetched,
                                          results)
-        await self._finish(settings, applied, writes)
+            # One write per share-partition for its acknowledgements and acquisitions (when
+            # records were there at once): one flush answers both.
+            self._persist_applied(applied)
+            while not writes and loop.time() < deadline:
+                waits = [target.view.new_data() for target in fetched]
+                waits.append(self._became_available())
+                await asyncio.wait(waits, timeout=deadline - loop.time(),
+                                   return_when=asyncio.FIRST_COMPLETED)
+                writes = await self._acquire(member_id, settings, max(max_records, 1), fetched,
+                                             results)
+            await self._finish(settings, applied, writes)
+        finally:
+            self._drop_claims(applied)
         for tp, result in results.items():
             if result.acquired:
                 try:
@@ -424,8 +453,11 @@ class ShareCoordinator:
         results: dict[TopicPartition, PartitionResult] = {}
         applied = await self._apply_acks(group_id, member_id, settings, acks, results,
                                          session.targets)
-        self._persist_applied(applied)
-        await self._finish(settings, applied, [])
+        try:
+            self._persist_applied(applied)
+            await self._finish(settings, applied, [])
+        finally:
+            self._drop_claims(applied)
         if epoch == -1:
             await self.close_session(group_id, member_id)
         return ErrorCode.NONE, list(results.values())
