@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections import deque
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from bmq.protocol.errors import ErrorCode, KafkaError
@@ -160,6 +160,16 @@ class ProducerEntry:
         return other
 
 
+def _newer(here: ProducerEntry | None, there: ProducerEntry | None) -> ProducerEntry | None:
+    """Of one producer's entries in two logs sharing its sequence numbers, the one its next
+    batch continues: the later epoch, else the later append."""
+    if there is None:
+        return here
+    if here is None or (there.epoch, there.last_ms) > (here.epoch, here.last_ms):
+        return there
+    return here
+
+
 class ProducerStateTable:
     def __init__(self) -> None:
         self.producers: dict[int, ProducerEntry] = {}
@@ -176,11 +186,14 @@ class ProducerStateTable:
     def __len__(self) -> int:
         return len(self.producers)
 
-    def check(self, headers: Sequence[BatchHeader]) -> BatchMetadata | None:
+    def check(self, headers: Sequence[BatchHeader],
+              elsewhere: Mapping[int, ProducerEntry] | None = None) -> BatchMetadata | None:
         """Validate every batch of one append (raising KafkaError) before anything changes.
 
         Returns the cached metadata of the first batch found to be a duplicate, in which case
-        nothing of the append must be written (as Kafka does)."""
+        nothing of the append must be written (as Kafka does). ``elsewhere``: the producers
+        of a log sharing this one's sequence numbers (a partition and its timer log); a
+        producer's entry there continues its sequence when it is newer than the one here."""
         after: dict[int, tuple[int, int]] = {}  # producer -> (epoch, last seq) within this append
         for header in headers:
             pid = header.producer_id
@@ -194,12 +207,23 @@ class ProducerStateTable:
                 current_epoch, current_last = after[pid]
             else:
                 entry = self.producers.get(pid)
-                if entry is None:
+                other = elsewhere.get(pid) if elsewhere is not None else None
+                if entry is None and other is None:
                     after[pid] = (epoch, header.last_sequence)
                     continue
-                duplicate = entry.find_duplicate(epoch, first_seq, header.last_sequence)
-                if duplicate is not None:
-                    return duplicate
+                if entry is not None:
+                    duplicate = entry.find_duplicate(epoch, first_seq, header.last_sequence)
+                    if duplicate is not None:
+                        return duplicate
+                if other is not None and \
+                        other.find_duplicate(epoch, first_seq, header.last_sequence):
+                    # Written to the other log (its offsets are not this log's): Kafka's
+                    # answer for a duplicate whose metadata it no longer has, which clients
+                    # take for success.
+                    raise KafkaError(ErrorCode.DUPLICATE_SEQUENCE_NUMBER,
+                                     f"producer {pid} sequence {first_seq} was written")
+                entry = _newer(entry, other)
+                assert entry is not None
                 current_epoch, current_last = entry.epoch, entry.last_seq
             if epoch < current_epoch:
                 raise KafkaError(

@@ -242,6 +242,47 @@ def test_idempotent_producer_mixes_plain_and_scheduled_after_alter(broker: Broke
     assert all(r.seen_ms >= due_of(r) for r in arrived)
 
 
+def _set_delay_enable(bootstrap: str, topic: str, enable: bool) -> None:
+    value = "true" if enable else "false"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    resource = ConfigResource("topic", topic, incremental_configs=[ConfigEntry(
+        "bmq.delay.enable", value, incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([resource])[resource].result(15)
+    assert topic_configs(bootstrap, topic)["bmq.delay.enable"] == value
+
+
+def test_an_idempotent_producer_goes_on_across_turning_scheduling_on_and_off(
+        broker: BrokerProcess, topic: str) -> None:
+    # With scheduling on, an idempotent producer's batches are held in the timer log (its
+    # sequence numbers stay in one log); turned on or off, its next batch lands in the other
+    # log, where its sequence must continue, not fail OUT_OF_ORDER_SEQUENCE_NUMBER (fatal to
+    # librdkafka's idempotent producer), also after a restart.
+    create_topic(broker.bootstrap, topic, 1)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "broker.address.family": "v4",
+                         "enable.idempotence": True, "linger.ms": 5})
+    errors: list[KafkaError] = []
+    values = []
+    for phase, enable in enumerate([None, True, False, True, False]):
+        if phase == 4:      # the producer's newest batches are in the timer log on disk
+            broker.restart()
+        if enable is not None:
+            _set_delay_enable(broker.bootstrap, topic, enable)
+        for i in range(50):
+            values.append(f"p{phase}-{i}".encode())
+            producer.produce(topic, values[-1], headers=[(DELAY, b"300")] if i % 2 else [],
+                             on_delivery=lambda e, _: e is None or errors.append(e))
+        assert producer.flush(15) == 0
+        assert not errors, errors
+    watcher = Watcher(broker.bootstrap, topic, 1)
+    try:
+        arrived = watcher.wait_for(len(values), 30)
+        time.sleep(0.5)
+        arrived = list(watcher.arrived)
+    finally:
+        watcher.close()
+    assert sorted(r.value for r in arrived) == sorted(values)     # each once
+
+
 def test_turning_scheduling_off_keeps_pending_records_due(broker: BrokerProcess,
                                                           topic: str) -> None:
     """bmq.delay.enable=false stops holding new records (the header is only a header, as in

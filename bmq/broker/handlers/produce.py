@@ -187,7 +187,12 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest,
                 for header in headers:  # Kafka stamps the leader epoch into every batch
                     set_leader_epoch(records, position, partition.leader_epoch)
                     position += header.size
-                appended = partition.log.append(records, headers, timestamp)
+                # A partition that held batches in its timer log (scheduling on, or on
+                # before) shares producers' sequence numbers with it.
+                timer = broker.timers.timer(partition)
+                appended = partition.log.append(
+                    records, headers, timestamp,
+                    sequences_from=timer.timer_log.log if timer is not None else None)
                 result.base_offset = appended.base_offset
                 result.log_append_time_ms = appended.log_append_time
                 result.log_start_offset = appended.log_start_offset

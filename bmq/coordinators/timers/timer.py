@@ -227,7 +227,7 @@ class PartitionTimer:
             timer_headers.append(timer_header)
             position += header.size
         appended = self.timer_log.log.append(memoryview(bytearray().join(parts)), timer_headers,
-                                             now)
+                                             now, sequences_from=self.partition.log)
         answer = self.timer_log.durable(appended.last_offset)
         if appended.duplicate:
             return appended, answer

@@ -38,6 +38,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from bmq.protocol.errors import ErrorCode, KafkaError
@@ -57,7 +58,7 @@ from bmq.storage.log.published_txns import TAIL_KEY, tail_txn_state
 from bmq.storage.log.reading import Reading
 from bmq.storage.log.recovery import Recovery
 from bmq.storage.log.view import LogReader, ReadOnlyLog
-from bmq.storage.producer_state import TXN_NONE, AbortedTxn, txn_kind
+from bmq.storage.producer_state import TXN_NONE, AbortedTxn, ProducerEntry, txn_kind
 
 logger = logging.getLogger(__name__)
 
@@ -95,14 +96,20 @@ class PartitionLog(Recovery, Reading, Cleaning):
         return LogReader(ReadOnlyLog(storage, topic, partition, config or LogConfig(), 0,
                                      _layout_for(storage)))
 
-    def append(self, records: memoryview, headers: list[BatchHeader],
-               now_ms: int) -> AppendResult:
+    def append(self, records: memoryview, headers: list[BatchHeader], now_ms: int,
+               sequences_from: PartitionLog | None = None) -> AppendResult:
+        """Append whole batches (their base offsets are set in ``records``). ``sequences_from``:
+        a log sharing this one's producer sequence numbers (a partition and its timer log,
+        which holds idempotent producers' batches while scheduling is on): a producer whose
+        newest batch went there continues its sequence here."""
         if not headers:
             raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "no record batches")
         log_append_time = self.config.message_timestamp_type == "LogAppendTime"
+        elsewhere = None if sequences_from is None else sequences_from.producer_entries(
+            {h.producer_id for h in headers if h.producer_id >= 0})
         with self._lock:
             self._check_writable()
-            duplicate = self._producers.check(headers)
+            duplicate = self._producers.check(headers, elsewhere)
             if duplicate is not None:
                 return AppendResult(
                     duplicate.base_offset, duplicate.last_offset,
@@ -257,6 +264,12 @@ class PartitionLog(Recovery, Reading, Cleaning):
         with self._lock:
             entry = self._producers.producers.get(producer_id)
             return entry is not None and entry.epoch == producer_epoch and entry.txn_first >= 0
+
+    def producer_entries(self, producer_ids: Iterable[int]) -> dict[int, ProducerEntry]:
+        """Copies of the known producers among ``producer_ids`` (appended batches included)."""
+        with self._lock:
+            producers = self._producers.producers
+            return {pid: producers[pid].copy() for pid in producer_ids if pid in producers}
 
     def last_sequence(self, producer_id: int) -> tuple[int, int] | None:
         """(epoch, last sequence) of the producer's newest durable batch, None if unknown."""
