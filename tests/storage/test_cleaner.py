@@ -352,3 +352,30 @@ def test_a_crash_while_removing_abort_markers(cstorage: Storage, step: str,
     reopened.compact_objects()   # (objects: garbage is collected at the first merge)
     assert _chunk_files(reopened) == {name for name, _ in reopened._durable_producers.sealed}
     reopened.close()
+
+
+def test_merging_objects_keeps_the_tombstone_clock(tmp_path: Path) -> None:
+    """On the object layout, small objects are merged; a cleaned object merged with newer,
+    uncleaned ones would count as never cleaned, and its tombstones would wait for another
+    cleaning plus delete.retention.ms. Cleaned objects merge among themselves only."""
+    store = copy.copy(LocalStorage(str(tmp_path / "data")))
+    store.supports_append = False
+    log = PartitionLog.open(store, "t", 0, replace(CONFIG, delete_retention_ms=1000), epoch=1)
+    last = _fill(log, keys=10, rounds=2)
+    cleaner = LogCleaner(1 << 20)
+    assert cleaner.clean(log, NOW + 1) is not None
+    deleted = {k for k, v in last.items() if v is None}
+    assert deleted and deleted <= {r.key for r in _records(log) if r.value is None}
+    first_new = log.log_end_offset
+    for k in range(40, 50):      # newer small objects after the cleaned ones, then sealed
+        batch, header = encode_batch([Record(0, NOW, b"k%03d" % k, b"new", [])])
+        log.append(memoryview(batch), [header], NOW)
+        log.flush()
+    _filler(log)
+    assert log.compact_objects() > 0
+    cleaned = [seg for seg in log._segments if seg.cleaned_ms >= 0]
+    assert cleaned and all(seg.next_offset <= first_new for seg in cleaned)
+    # delete.retention.ms after the first cleaning, the tombstones go.
+    cleaner.clean(log, NOW + 1 + 1000, force=True)
+    assert not [r.key for r in _records(log) if r.value is None]
+    log.close()

@@ -335,8 +335,11 @@ class ObjectLayout(Layout):
         total = 0
         for seg in objects:
             small = seg.size < target * _MERGED_FRACTION
+            # Cleaned objects merge among themselves only: merged with uncleaned ones they
+            # would count as never cleaned, their tombstones waiting another cleaning.
             if small and total + seg.size <= target and \
-                    (not run or seg.next_offset - run[0].base <= 0x7FFFFFFF):
+                    (not run or (seg.next_offset - run[0].base <= 0x7FFFFFFF
+                                 and (seg.cleaned_ms >= 0) == (run[0].cleaned_ms >= 0))):
                 run.append(seg)
                 total += seg.size
                 continue
