@@ -99,6 +99,27 @@ def test_reject_and_the_limit_go_to_the_dead_letter_topic_before_archiving() -> 
     assert sp.start_offset == 4 and sp.runs == []
 
 
+def test_an_unwritten_dead_letter_keeps_its_reason_through_the_log() -> None:
+    """A record rejected on its last allowed delivery is a rejection, also when its dead
+    letter is written after a restart (the state log says why it is ARCHIVING)."""
+    key = StateKey("g", uuid.uuid4(), 0)
+    sp = SharePartition(0)
+    sp.acquire("a", 2, 2, 0, DLQ)
+    sp.acknowledge(0, 1, RELEASE, 0, DLQ)
+    sp.acquire("a", 2, 2, 0, DLQ)                       # second delivery: the limit
+    dead = sp.acknowledge(0, 1, [3, 2], 0, DLQ)         # 0 rejected, 1 released at the limit
+    assert dead == [DeadLetter(0, 0, 2, "rejected"), DeadLetter(1, 1, 2, "delivery.count.limit")]
+    record = decode(encode_key(key, True), encode_value(sp.start_offset, list(sp.runs)))
+    assert record is not None and record.runs is not None
+    replayed = SharePartition(record.start_offset)
+    replayed.apply(record.start_offset, record.runs)
+    assert replayed.unwritten_dead_letters(DLQ) == dead
+    # A record of the first format (no reason) still reads; the reason is then guessed.
+    old = bytearray(encode_value(0, []))
+    old[1] = 0
+    assert decode(encode_key(key, True), bytes(old)) is not None
+
+
 def test_a_member_closing_its_session_releases_only_its_records() -> None:
     sp = SharePartition(0)
     sp.acquire("a", 2, 2, 0, SETTINGS)

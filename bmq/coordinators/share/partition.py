@@ -40,6 +40,10 @@ class AckType(enum.IntEnum):
 
 
 DONE = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
+# Why records go to the dead-letter topic (its ``bmq.dlq.reason`` header; "" for none).
+REJECTED = "rejected"
+DELIVERY_LIMIT = "delivery.count.limit"
+DEAD_LETTER_REASONS = ("", REJECTED, DELIVERY_LIMIT)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,10 +70,11 @@ class Run:
     member: str = ""               # who holds the lock (ACQUIRED)
     deadline: int = 0              # when the lock expires (ms, wall clock)
     available_at: int = 0          # deliverable from (ms, wall clock): the retry back-off
+    reason: str = ""               # why it is ARCHIVING (a DEAD_LETTER_REASONS entry)
 
     def copy(self, first: int, last: int) -> Run:
         return Run(first, last, self.state, self.count, self.member, self.deadline,
-                   self.available_at)
+                   self.available_at, self.reason)
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,7 +250,7 @@ class SharePartition:
             elif ack == AckType.GAP:
                 run.state = RecordState.ARCHIVED        # no record there: nothing to deliver
             elif ack == AckType.REJECT:
-                dead += self._give_up(run, "rejected", settings)
+                dead += self._give_up(run, REJECTED, settings)
             else:
                 dead += self._release(run, now, settings)
             run.member = ""
@@ -257,7 +262,7 @@ class SharePartition:
         """A delivery failed (released, lock expired): deliverable again after the back-off,
         or given up at the delivery limit."""
         if run.count >= settings.delivery_limit:
-            return self._give_up(run, "delivery.count.limit", settings)
+            return self._give_up(run, DELIVERY_LIMIT, settings)
         run.state = RecordState.AVAILABLE
         run.available_at = now + settings.backoff(run.count)
         return []
@@ -268,6 +273,7 @@ class SharePartition:
             run.state = RecordState.ARCHIVED
             return []
         run.state = RecordState.ARCHIVING
+        run.reason = reason
         return [DeadLetter(run.first, run.last, run.count, reason)]
 
     def archive(self, letter: DeadLetter) -> None:
@@ -275,7 +281,7 @@ class SharePartition:
         for i in self._span(letter.first, letter.last):
             run = self.runs[i]
             if run.state == RecordState.ARCHIVING:
-                run.state = RecordState.ARCHIVED
+                run.state, run.reason = RecordState.ARCHIVED, ""
                 self._changed(run)
         self._advance()
 
@@ -354,8 +360,8 @@ class SharePartition:
 
     def unwritten_dead_letters(self, settings: ShareSettings) -> list[DeadLetter]:
         """The ARCHIVING records (their dead letters were not written, or not known to be:
-        a failed write, a restart), to write again."""
-        return [DeadLetter(r.first, r.last, r.count,
-                           "delivery.count.limit" if r.count >= settings.delivery_limit
-                           else "rejected")
+        a failed write, a restart), to write again. (A run read from a record of the first
+        state format has no reason: guessed from its delivery count.)"""
+        return [DeadLetter(r.first, r.last, r.count, r.reason or (
+                    DELIVERY_LIMIT if r.count >= settings.delivery_limit else REJECTED))
                 for r in self.runs if r.state == RecordState.ARCHIVING]

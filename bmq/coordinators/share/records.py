@@ -1,8 +1,9 @@
 """The records of the ``__share_group_state`` log: one share-partition's state per key.
 
 Key::   int16 type (0 snapshot, 1 update), group id string, topic id uuid, partition int32
-Value:: int16 version 0, start offset int64, run count int32, per run: first int64,
-        last int64, state int8, delivery count int16, deliverable-from timestamp int64 (ms)
+Value:: int16 version 1, start offset int64, run count int32, per run: first int64,
+        last int64, state int8, delivery count int16, deliverable-from timestamp int64 (ms),
+        dead-letter reason int8 (an index of ``DEAD_LETTER_REASONS``; version 0 had none)
 
 A snapshot is the whole state; an update the start offset and the runs that changed since the
 previous record of the key; a null value (a tombstone) deletes the key. A replay applies them
@@ -15,12 +16,12 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from bmq.coordinators.share.partition import RecordState, Run
+from bmq.coordinators.share.partition import DEAD_LETTER_REASONS, RecordState, Run
 from bmq.protocol.primitives import DecodeError, Reader, Writer
 
 SNAPSHOT = 0
 UPDATE = 1
-VALUE_VERSION = 0
+VALUE_VERSION = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +66,7 @@ def encode_value(start_offset: int, runs: list[Run]) -> bytes:
         w.write_int8(int(run.state))
         w.write_int16(min(run.count, 0x7FFF))
         w.write_int64(run.available_at)
+        w.write_int8(DEAD_LETTER_REASONS.index(run.reason))
     return w.getvalue()
 
 
@@ -80,14 +82,20 @@ def decode_value(value_data: bytes) -> tuple[int, list[Run]]:
     """(start offset, runs) of a state value."""
     v = Reader(value_data)
     version = v.read_int16()
-    if version != VALUE_VERSION:
+    if version not in (0, VALUE_VERSION):
         raise DecodeError(f"unknown share state value version {version}")
     start = v.read_int64()
     runs = []
     for _ in range(v.read_int32()):
         first, last = v.read_int64(), v.read_int64()
         state = RecordState(v.read_int8())
-        runs.append(Run(first, last, state, v.read_int16(), available_at=v.read_int64()))
+        run = Run(first, last, state, v.read_int16(), available_at=v.read_int64())
+        if version > 0:
+            code = v.read_int8()
+            if not 0 <= code < len(DEAD_LETTER_REASONS):
+                raise DecodeError(f"unknown dead-letter reason {code}")
+            run.reason = DEAD_LETTER_REASONS[code]
+        runs.append(run)
     return start, runs
 
 
