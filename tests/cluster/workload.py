@@ -12,6 +12,7 @@ import itertools
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
@@ -111,15 +112,19 @@ def read_all(bootstrap: str, topic: str, partitions: int,
     return found
 
 
-def verify(producer: SteadyProducer, bootstrap: str) -> int:
-    """Every acknowledged message exactly once at its offset, in order; returns the count."""
+def verify(producer: SteadyProducer, bootstrap: str,
+           describe: Callable[[int, list[int]], str] | None = None) -> int:
+    """Every acknowledged message exactly once at its offset, in order; returns the count.
+    ``describe(partition, offsets)``: what to add to a duplicate's report (the batches)."""
     data = read_all(bootstrap, producer.topic, producer.partitions)
     total = 0
     for partition, records in data.items():
         seqs = [int(value.decode().split(":")[1]) for _, value in records]
-        assert len(seqs) == len(set(seqs)), (
-            f"partition {partition} has duplicates: "
-            f"{[(o, v) for o, v in records if seqs.count(int(v.decode().split(':')[1])) > 1][:10]}")
+        if len(seqs) != len(set(seqs)):
+            twice = [(o, v) for o, v in records
+                     if seqs.count(int(v.decode().split(":")[1])) > 1][:10]
+            detail = describe(partition, [o for o, _ in twice]) if describe else ""
+            raise AssertionError(f"partition {partition} has duplicates: {twice} {detail}")
         assert seqs == sorted(seqs), f"partition {partition} is out of order"
         at = {int(value.decode().split(":")[1]): offset for offset, value in records}
         for seq, offset in producer.acked[partition].items():
