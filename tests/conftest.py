@@ -18,6 +18,7 @@ import atexit
 import contextlib
 import importlib.util
 import os
+import random
 import re
 import signal
 import socket
@@ -52,11 +53,36 @@ def _kill_leftovers() -> None:
 atexit.register(_kill_leftovers)
 
 
+_HANDED_OUT: set[int] = set()
+_PORT_CHOICE = random.Random()    # its own: tests seed the global one
+
+
+def _ephemeral_low() -> int:
+    """The first port of the kernel's range for outgoing connections."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nobody listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A TCP port on 127.0.0.1 that nobody listens on right now, below the kernel's range for
+    outgoing connections and not handed out before in this run. (A port from bind(0) is from
+    that range: an outgoing connection (S3, ZooKeeper, a client) could take it before the
+    server binds it; a cluster broker failed to start so in CI, and the readiness check,
+    which connected to the port's new owner, took it for started.)"""
+    low = max(_ephemeral_low(), 20_000)
+    while True:
+        port = _PORT_CHOICE.randrange(10_000, low)
+        if port in _HANDED_OUT:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _HANDED_OUT.add(port)
+        return port
 
 
 def bmq_command() -> list[str]:
