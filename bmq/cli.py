@@ -16,21 +16,21 @@ from bmq.logs import setup_logging
 from bmq.startup import ExitCode, StartupError
 
 # Subcommands defined elsewhere, imported only when they run (or `bmq --help` lists them): a
-# role then does not pay for the client tools' imports (rich, ...) at start-up, nor a tool for
+# role then does not pay for the client commands' imports (rich, ...) at start-up, nor a tool for
 # the roles'.
 _ELSEWHERE: dict[str, str] = {
-    "topic": "bmq.tools.topic",
-    "produce": "bmq.tools.produce",
-    "consume": "bmq.tools.consume",
-    "group": "bmq.tools.group",
-    "cluster": "bmq.tools.cluster",
-    "user": "bmq.tools.user",
-    "acl": "bmq.tools.acl",
-    "quota": "bmq.tools.quota",
-    "txn": "bmq.tools.txn",
-    "dlq": "bmq.tools.dlq",
-    "index": "bmq.tools.index",
-    "query": "bmq.tools.index",
+    "topic": "bmq.commands.topic",
+    "produce": "bmq.commands.produce",
+    "consume": "bmq.commands.consume",
+    "group": "bmq.commands.group",
+    "cluster": "bmq.commands.cluster",
+    "user": "bmq.commands.user",
+    "acl": "bmq.commands.acl",
+    "quota": "bmq.commands.quota",
+    "txn": "bmq.commands.txn",
+    "dlq": "bmq.commands.dlq",
+    "index": "bmq.commands.index",
+    "query": "bmq.commands.index",
     "controller": "bmq.controller.command",
     "broker": "bmq.broker.command",
     "admin": "bmq.controller.command",

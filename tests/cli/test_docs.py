@@ -31,7 +31,7 @@ def test_toml_example_loads(tmp_path: Path) -> None:
 
 
 def test_cli_doc_names_every_command() -> None:
-    from bmq.tools import COMMANDS
+    from bmq.commands import COMMANDS
 
     text = (ROOT / "docs" / "cli.md").read_text()
     for command in COMMANDS:

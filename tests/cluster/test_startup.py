@@ -38,20 +38,20 @@ def test_broker_imports_messages_and_handlers_on_first_use() -> None:
                                                           produce.request_type.MAX_VERSION)
 
 
-def test_roles_do_not_import_the_client_tools() -> None:
+def test_roles_do_not_import_the_client_commands() -> None:
     loaded = modules_of_bmq_broker()
-    assert "bmq.tools" not in loaded and "rich" not in loaded
+    assert "bmq.commands" not in loaded and "rich" not in loaded
     assert "bmq.broker.command" in loaded
 
 
 def test_every_command_is_listed_and_found() -> None:
     from bmq.cli import main
-    from bmq.tools import COMMANDS as TOOLS
+    from bmq.commands import COMMANDS
 
     ctx = click.Context(main)
     names = main.list_commands(ctx)
     roles = {"serve", "broker", "controller", "admin", "proxy"}
-    assert {c.name for c in TOOLS} | roles == set(names)
+    assert {c.name for c in COMMANDS} | roles == set(names)
     for name in names:
         command = main.get_command(ctx, name)
         assert command is not None and command.name == name

@@ -1,6 +1,6 @@
 """`bmq txn ...`: list and describe transactions (as Kafka's kafka-transactions.sh does):
 ListTransactions to every broker (each answers for the transactional ids it coordinates),
-FindCoordinator + DescribeTransactions for one id, through ``bmq.tools.wire`` (the client
+FindCoordinator + DescribeTransactions for one id, through ``bmq.commands.wire`` (the client
 library has no admin calls for them)."""
 
 from __future__ import annotations
@@ -9,13 +9,7 @@ from datetime import UTC, datetime
 
 import click
 
-from bmq.protocol.errors import ErrorCode
-from bmq.protocol.messages import (
-    DescribeTransactionsRequest,
-    FindCoordinatorRequest,
-    ListTransactionsRequest,
-)
-from bmq.tools.common import (
+from bmq.commands.common import (
     Connection,
     connection_options,
     fail,
@@ -23,7 +17,13 @@ from bmq.tools.common import (
     print_json,
     print_table,
 )
-from bmq.tools.wire import brokers, call
+from bmq.commands.wire import brokers, call
+from bmq.protocol.errors import ErrorCode
+from bmq.protocol.messages import (
+    DescribeTransactionsRequest,
+    FindCoordinatorRequest,
+    ListTransactionsRequest,
+)
 
 LIST_VERSION = 1
 DESCRIBE_VERSION = 0

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from bmq.tools.common import (
+from bmq.commands.common import (
     Connection,
     connection_options,
     counted,

@@ -9,10 +9,10 @@ import asyncio
 import ssl
 from typing import Any
 
+from bmq.commands.common import EXIT_UNREACHABLE, Connection, fail
 from bmq.net.client import BrokerLink, LinkError
 from bmq.security.link import NodeLogin
 from bmq.security.scram import MECHANISMS
-from bmq.tools.common import EXIT_UNREACHABLE, Connection, fail
 
 
 def brokers(conn: Connection) -> list[tuple[str, int]]:

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from bmq.tools.common import Connection, connection_options, counted, fail, say
+from bmq.commands.common import Connection, connection_options, counted, fail, say
 
 #: Placeholders of --format (Python format syntax, so {offset:>8} works too).
 PLACEHOLDERS = {

@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from bmq.tools.common import (
+from bmq.commands.common import (
     EXIT_UNREACHABLE,
     Connection,
     connection_options,

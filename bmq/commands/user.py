@@ -16,6 +16,8 @@ from contextlib import contextmanager
 
 import click
 
+from bmq.commands.cluster import open_zookeeper, zookeeper_options
+from bmq.commands.common import F, fail, say
 from bmq.metadata.credentials import CredentialStore
 from bmq.metadata.documents import StorageDocuments
 from bmq.metadata.zookeeper.documents import ZkDocuments
@@ -29,8 +31,6 @@ from bmq.security.scram import (
 from bmq.startup import StartupError
 from bmq.storage import open_storage
 from bmq.storage.data_dir import lock_data_dir
-from bmq.tools.cluster import open_zookeeper, zookeeper_options
-from bmq.tools.common import F, fail, say
 
 _MECHANISM = click.option("--mechanism", type=click.Choice(list(MECHANISMS)), multiple=True,
                           default=["SCRAM-SHA-512"], show_default=True,

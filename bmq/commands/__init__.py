@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import click
 
-from bmq.tools.acl import acl
-from bmq.tools.cluster import cluster
-from bmq.tools.consume import consume
-from bmq.tools.dlq import dlq
-from bmq.tools.group import group
-from bmq.tools.index import index, query
-from bmq.tools.produce import produce
-from bmq.tools.quota import quota
-from bmq.tools.topic import topic
-from bmq.tools.txn import txn
-from bmq.tools.user import user
+from bmq.commands.acl import acl
+from bmq.commands.cluster import cluster
+from bmq.commands.consume import consume
+from bmq.commands.dlq import dlq
+from bmq.commands.group import group
+from bmq.commands.index import index, query
+from bmq.commands.produce import produce
+from bmq.commands.quota import quota
+from bmq.commands.topic import topic
+from bmq.commands.txn import txn
+from bmq.commands.user import user
 
 COMMANDS: list[click.Command] = [topic, produce, consume, group, cluster, user, txn, acl,
                                   quota, dlq, index, query]

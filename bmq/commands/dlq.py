@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from bmq.tools.common import Connection, connection_options, counted, fail, say
+from bmq.commands.common import Connection, connection_options, counted, fail, say
 
 
 @click.group()

@@ -8,7 +8,7 @@ from typing import Any, BinaryIO
 
 import click
 
-from bmq.tools.common import (
+from bmq.commands.common import (
     Connection,
     connection_options,
     counted,

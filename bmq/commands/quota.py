@@ -1,5 +1,5 @@
 """`bmq quota set|list|remove`: client quotas (AlterClientQuotas, DescribeClientQuotas), as
-Kafka's kafka-configs.sh --entity-type users/clients does, through ``bmq.tools.wire``."""
+Kafka's kafka-configs.sh --entity-type users/clients does, through ``bmq.commands.wire``."""
 
 from __future__ import annotations
 
@@ -7,12 +7,7 @@ from typing import Any
 
 import click
 
-from bmq.metadata.quotas import CLIENT_ID, QUOTA_KEYS, USER
-from bmq.protocol.errors import ErrorCode
-from bmq.protocol.messages import AlterClientQuotasRequest, DescribeClientQuotasRequest
-from bmq.protocol.messages.alter_client_quotas_request import EntityData, EntryData, OpData
-from bmq.protocol.messages.describe_client_quotas_request import ComponentData
-from bmq.tools.common import (
+from bmq.commands.common import (
     Connection,
     connection_options,
     fail,
@@ -21,7 +16,12 @@ from bmq.tools.common import (
     print_table,
     say,
 )
-from bmq.tools.wire import brokers, call
+from bmq.commands.wire import brokers, call
+from bmq.metadata.quotas import CLIENT_ID, QUOTA_KEYS, USER
+from bmq.protocol.errors import ErrorCode
+from bmq.protocol.messages import AlterClientQuotasRequest, DescribeClientQuotasRequest
+from bmq.protocol.messages.alter_client_quotas_request import EntityData, EntryData, OpData
+from bmq.protocol.messages.describe_client_quotas_request import ComponentData
 
 DEFAULT = "<default>"
 VERSION = 1

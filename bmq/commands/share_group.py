@@ -10,8 +10,8 @@ from typing import Any
 
 import click
 
-from bmq.tools.common import Connection, UnreachableError, counted, print_table
-from bmq.tools.wire import brokers, call
+from bmq.commands.common import Connection, UnreachableError, counted, print_table
+from bmq.commands.wire import brokers, call
 
 GROUP_TYPE = "share"
 LIST_GROUPS_VERSION = 5

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from bmq.tools.common import (
+from bmq.commands.common import (
     EXIT_UNREACHABLE,
     Connection,
     F,

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import click
 
-from bmq.tools.common import (
+from bmq.commands.common import (
     Connection,
     connection_options,
     counted,

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from bmq.tools.common import (
+from bmq.commands.common import (
     Connection,
     connection_options,
     counted,
@@ -18,7 +18,7 @@ from bmq.tools.common import (
     print_table,
     say,
 )
-from bmq.tools.share_group import (
+from bmq.commands.share_group import (
     GROUP_TYPE,
     describe_share_group,
     list_share_groups,
