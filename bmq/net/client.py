@@ -1,4 +1,5 @@
-"""The client side of the Kafka protocol, for roles that talk to brokers (the proxy).
+"""The client side of the Kafka protocol: connections to brokers, for brokers (their peers) and
+for BMQ's Kafka client layer (``bmq.client``).
 
 A ``BrokerLink`` is one TCP connection with requests pipelined on it; responses come back in
 request order (Kafka guarantees it), matched by correlation id all the same. Requests are either

@@ -18,25 +18,22 @@ owners a fetch can wait up to MaxWaitMs at an owner with nothing to deliver.
 
 from __future__ import annotations
 
-import asyncio
-import logging
 import time
 import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from bmq.net.client import LinkError, LinkPool
+from bmq.client.requests import Address, ask_each
+from bmq.net.client import LinkPool
 from bmq.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from bmq.protocol.messages import ShareAcknowledgeRequest, ShareFetchRequest
 
-log = logging.getLogger(__name__)
 
 SESSION_IDLE_S = 300.0       # as a broker's share sessions
 MAX_EPOCH = 2**31 - 1
 IdPartition = tuple[uuid.UUID, int]
-Address = tuple[str, int]
 Batches = list[Any]          # a request's acknowledgement batches (either API's class)
 
 
@@ -206,13 +203,5 @@ def acknowledge_request(request: ShareAcknowledgeRequest, call: OwnerCall
 async def ask_owners(links: LinkPool, calls: list[OwnerCall], build: Any, version: int
                      ) -> list[tuple[OwnerCall, Any]]:
     """Each owner's answer (None if it cannot be reached), in parallel."""
-    async def ask(call: OwnerCall) -> tuple[OwnerCall, Any]:
-        try:
-            response = await links.get(*call.address).request(build(call), version)
-        except (LinkError, OSError) as error:
-            log.info("share request to %s:%d failed: %s", *call.address, error)
-            return call, None
-        return call, response
-
-    return list(await asyncio.gather(*(ask(call) for call in calls)))
-
+    answers = await ask_each(links, [(call.address, build(call)) for call in calls], version)
+    return list(zip(calls, answers, strict=True))
