@@ -391,7 +391,7 @@ def test_offsets_log_is_compacted_and_still_replays(tmp_path: Path) -> None:
                 for name in names))
         await groups.delete_groups(["compact-c"])
         for _ in range(50):  # let the last snapshot and deletion finish
-            if all(groups.shards[i]._compaction is None for i in shards):
+            if all(not groups.shards[i].snapshots.running for i in shards):
                 break
             await asyncio.sleep(0.05)
         logs = [groups.shards[i].partition.log for i in shards]
