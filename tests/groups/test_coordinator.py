@@ -377,7 +377,7 @@ def test_unloading_a_partition_answers_waiters_and_loading_restores(tmp_path: Pa
     run(test, tmp_path)
 
 
-def test_offsets_log_is_compacted_and_still_replays(tmp_path: Path) -> None:
+def test_offsets_log_is_snapshotted_and_still_replays(tmp_path: Path) -> None:
     async def test(open_broker: Callable[[], Awaitable[Broker]]) -> None:
         broker = await open_broker()
         groups = broker.groups
