@@ -19,7 +19,7 @@ from bmq.broker.view_config import check_view
 from bmq.config import Config
 from bmq.coordinators.base import InternalLogCoordinator
 from bmq.coordinators.groups import GroupCoordinator
-from bmq.coordinators.share import ShareCoordinator
+from bmq.coordinators.share import SharePartitionManager
 from bmq.coordinators.share.admin import LocalStateAdmin, StateAdmin
 from bmq.coordinators.timers import TIMER_LOG_PREFIX, TimerService
 from bmq.coordinators.transactions import TRANSACTION_TOPIC, TransactionCoordinator
@@ -86,7 +86,7 @@ class Broker:
                                             executor)
         self._group_config_defaults = group_config_defaults(config)
         # Share groups (KIP-932): membership here, share-partition state on its own log.
-        self.share = ShareCoordinator(self, executor, self.fetch_views, self.group_config)
+        self.share = SharePartitionManager(self, executor, self.fetch_views, self.group_config)
         self.coordinators[self.share.state_log.topic] = self.share.state_log
         # In a cluster a share-partition's leader and its state's coordinator may be two
         # brokers: the leader reads and writes the state there (``share_peers``).

@@ -12,7 +12,7 @@ import logging
 
 from bmq.broker.membership import Membership
 from bmq.coordinators.sharded import Appended
-from bmq.coordinators.share import ShareCoordinator
+from bmq.coordinators.share import SharePartitionManager
 from bmq.coordinators.share.admin import ShareSummary, summaries
 from bmq.coordinators.share.leader import LeaderShareState
 from bmq.coordinators.share.records import StateKey, StateRecord, decode_value, encode_value
@@ -61,7 +61,7 @@ class ShareStatePeers:
         if code != ErrorCode.NONE:
             raise KafkaError(code, f"{topic}-{index}")
 
-    async def summaries(self, share: ShareCoordinator, group_id: str) -> list[ShareSummary]:
+    async def summaries(self, share: SharePartitionManager, group_id: str) -> list[ShareSummary]:
         """The group's share-partitions at every broker (each leader answers for its own);
         a broker that cannot be reached is left out."""
         from bmq.protocol.messages import BmqDescribeSharePartitionsRequest
@@ -177,7 +177,7 @@ class ClusterStateAdmin:
     group's share-partitions are found at every broker (each leads some), and rewritten
     through their share coordinators (bmq.coordinators.share.admin.StateAdmin)."""
 
-    def __init__(self, share: ShareCoordinator, peers: ShareStatePeers) -> None:
+    def __init__(self, share: SharePartitionManager, peers: ShareStatePeers) -> None:
         self._share = share
         self._peers = peers
 

@@ -11,6 +11,7 @@ import re
 import uuid
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 from bmq.protocol.errors import ErrorCode, KafkaError
@@ -19,12 +20,54 @@ LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 MAX_TOPIC_NAME = 249
 # Kafka's internal topics: clients may read them but never produce to or delete them.
 OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_TOPIC = "__transaction_state"
 SHARE_STATE_TOPIC = "__share_group_state"
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state", SHARE_STATE_TOPIC})
-# Compacted internal topics whose coordinators compact them with snapshots of their own (the
-# live set is in their memory already: one append and a DeleteRecords); the log cleaner leaves
-# them alone. ``__transaction_state`` has no snapshots: the log cleaner compacts it.
-SNAPSHOTTED_TOPICS = frozenset({OFFSETS_TOPIC, SHARE_STATE_TOPIC})
+
+
+class Compaction(Enum):
+    """How an internal log is kept about as small as its live state."""
+
+    #: Its coordinator has the live state in memory already: it appends all of it again (a
+    #: snapshot) and deletes the records before it (DeleteRecords). The log cleaner leaves it
+    #: alone.
+    SNAPSHOTS = "snapshots"
+    #: The log cleaner keeps each key's last record, as for any ``cleanup.policy=compact`` topic.
+    LOG_CLEANER = "log cleaner"
+
+
+@dataclass(frozen=True, slots=True)
+class InternalLog:
+    """What is decided once per internal log, whichever coordinator writes it."""
+
+    topic: str
+    compaction: Compaction
+    #: The ``cleanup.policy`` it is created with, as Kafka creates it (None: not set, the
+    #: brokers' ``log.cleanup.policy``). The log cleaner's logs need ``compact``; for
+    #: snapshotted ones it is only what DescribeConfigs shows: the cleaner skips them by name.
+    cleanup_policy: str | None
+    #: Created on first use (as Kafka does) rather than when the broker starts: a broker whose
+    #: clients never use transactions or share groups keeps no partitions for them.
+    created_on_first_use: bool
+
+    def __post_init__(self) -> None:
+        if self.compaction is Compaction.LOG_CLEANER and self.cleanup_policy != "compact":
+            raise ValueError(f"{self.topic}: the log cleaner compacts only compact topics")
+
+    def configs(self) -> dict[str, str]:
+        """The configs that follow from the declaration (the coordinator adds the rest)."""
+        return {} if self.cleanup_policy is None else {"cleanup.policy": self.cleanup_policy}
+
+
+INTERNAL_LOGS = {internal.topic: internal for internal in (
+    InternalLog(OFFSETS_TOPIC, Compaction.SNAPSHOTS, "compact", created_on_first_use=False),
+    InternalLog(TRANSACTION_TOPIC, Compaction.LOG_CLEANER, "compact",
+                created_on_first_use=True),
+    InternalLog(SHARE_STATE_TOPIC, Compaction.SNAPSHOTS, None, created_on_first_use=True),
+)}
+INTERNAL_TOPICS = frozenset(INTERNAL_LOGS)
+# The internal logs the log cleaner leaves alone (their coordinators snapshot them).
+SNAPSHOTTED_TOPICS = frozenset(topic for topic, internal in INTERNAL_LOGS.items()
+                               if internal.compaction is Compaction.SNAPSHOTS)
 
 
 def check_topic_name(name: str | None) -> str:

@@ -377,7 +377,7 @@ def test_unloading_a_partition_answers_waiters_and_loading_restores(tmp_path: Pa
     run(test, tmp_path)
 
 
-def test_offsets_log_is_compacted_and_still_replays(tmp_path: Path) -> None:
+def test_offsets_log_is_snapshotted_and_still_replays(tmp_path: Path) -> None:
     async def test(open_broker: Callable[[], Awaitable[Broker]]) -> None:
         broker = await open_broker()
         groups = broker.groups
@@ -391,7 +391,7 @@ def test_offsets_log_is_compacted_and_still_replays(tmp_path: Path) -> None:
                 for name in names))
         await groups.delete_groups(["compact-c"])
         for _ in range(50):  # let the last snapshot and deletion finish
-            if all(groups.shards[i]._compaction is None for i in shards):
+            if all(not groups.shards[i].snapshots.running for i in shards):
                 break
             await asyncio.sleep(0.05)
         logs = [groups.shards[i].partition.log for i in shards]

@@ -164,11 +164,11 @@ def test_bad_acknowledgements_and_sessions_change_nothing(share_broker: Any) -> 
             {ErrorCode.UNKNOWN_TOPIC_ID}
 
 
-def test_state_log_compaction_and_a_crash_keep_acknowledgements_and_back_offs(
+def test_state_log_snapshots_and_a_crash_keep_acknowledgements_and_back_offs(
         broker_factory: Any) -> None:
-    """Hundreds of small writes compact the share state log (tiny segments); after a kill -9
-    the replay from the compacted log still knows what was acknowledged and which released
-    records wait for their back-off."""
+    """Hundreds of small writes make the share state log snapshot itself and drop what is
+    before (tiny segments); after a kill -9 the replay from the snapshots still knows what was
+    acknowledged and which released records wait for their back-off."""
     broker = broker_factory(env={**SHARE_ENV,
                                  "BMQ_SHARE_COORDINATOR_STATE_TOPIC_SEGMENT_BYTES": "4096"})
     topic, group = unique("compact"), unique("g")
@@ -192,7 +192,7 @@ def test_state_log_compaction_and_a_crash_keep_acknowledgements_and_back_offs(
     starts = [consumer.get_watermark_offsets(TopicPartition(SHARE_STATE_TOPIC, p), 10)[0]
               for p in range(3)]
     consumer.close()
-    assert max(starts) > 0, "the share state log was never compacted"
+    assert max(starts) > 0, "the share state log never dropped what a snapshot replaced"
     broker.kill()
     broker.start()
     produce(broker.bootstrap, topic, 1, start=150)

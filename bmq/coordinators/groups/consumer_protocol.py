@@ -97,7 +97,7 @@ class ConsumerGroupProtocol(GroupCoordinatorCore):
         except KafkaError as failure:
             return HeartbeatResult(failure.code, failure.message)
         if changed:
-            code = await self._durable(self._store(hb.group_id))
+            code = await self.durable(self._store(hb.group_id))
             if code != ErrorCode.NONE:
                 return HeartbeatResult(code)
         return result
@@ -312,7 +312,7 @@ class ConsumerGroupProtocol(GroupCoordinatorCore):
         if cg is None or cg.members.get(member.member_id) is not member:
             return
         self._fence(group, member, reason)
-        self._spawn(self._store_in_background(group.group_id))
+        self.tasks.spawn(self._store_in_background(group.group_id))
 
     def _on_consumer_expired(self, group: Group, member: ConsumerMember) -> None:
         member.expiry = None
@@ -327,7 +327,7 @@ class ConsumerGroupProtocol(GroupCoordinatorCore):
                 f"{member.rebalance_timeout_ms} ms")
 
     async def _store_in_background(self, group_id: str) -> None:
-        code = await self._durable(self._store(group_id))
+        code = await self.durable(self._store(group_id))
         if code != ErrorCode.NONE:
             log.warning("could not store consumer group %s: %s", group_id, code.name)
 

@@ -87,7 +87,7 @@ class GroupCoordinator(JoinGroupProtocol, TxnOffsetStore, ConsumerGroupProtocol)
                 writes.append((group_id, self._append(
                     group_id, tombstones(group_id, removed, group_too=True))))
         for group_id, appended in writes:
-            results[group_id] = await self._durable(appended)
+            results[group_id] = await self.durable(appended)
         return results
 
     def describe_group(self, group_id: str) -> tuple[ErrorCode, GroupSummary | None]:

@@ -25,7 +25,7 @@ from bmq.coordinators.groups.group import (
 )
 from bmq.coordinators.groups.records import ConsumerGroupKey
 from bmq.coordinators.groups.shard import Entry, OffsetsShard, coordinator_error
-from bmq.coordinators.sharded import ShardedCoordinator, internal_topic_configs
+from bmq.coordinators.sharded import ShardedCoordinator
 from bmq.metadata.topics import OFFSETS_TOPIC
 from bmq.protocol.errors import ErrorCode
 from bmq.writepath.partitions import Partition, now_ms
@@ -47,10 +47,8 @@ class GroupCoordinatorCore(ShardedCoordinator[OffsetsShard, Entry]):
     def __init__(self, host: CoordinatorHost, executor: Executor) -> None:
         super().__init__(host, executor, host.config.offsets_topic_num_partitions)
 
-    def _topic_configs(self) -> dict[str, str]:
-        # As Kafka's: the coordinator compacts it (see docs/groups.md).
-        return {**internal_topic_configs(self.config.offsets_topic_segment_bytes),
-                "cleanup.policy": "compact"}
+    def _segment_bytes(self) -> int:
+        return self.config.offsets_topic_segment_bytes
 
     def _open_shard(self, index: int, partition: Partition) -> OffsetsShard:
         return OffsetsShard(index, partition, self._executor)

@@ -207,7 +207,7 @@ class JoinGroupProtocol(RebalanceProtocol):
                 # Same protocol: no rebalance; persist the new member id, then answer.
                 appended = self._append(group.group_id,
                                         [(GroupKey(group.group_id), group.to_value())])
-                self._spawn(self._store_replaced_static_member(
+                self.tasks.spawn(self._store_replaced_static_member(
                     group, member, old_member_id, previous, current_leader,
                     request.support_skip_assignment, appended))
             else:
@@ -222,7 +222,7 @@ class JoinGroupProtocol(RebalanceProtocol):
             previous: tuple[list[tuple[str, bytes]], int, int], current_leader: str | None,
             support_skip_assignment: bool, appended: Appended) -> None:
         new_member_id = member.member_id
-        error = await self._durable(appended)
+        error = await self.durable(appended)
         if group.members.get(new_member_id) is not member:
             return  # replaced or removed again meanwhile; that path answered the request
         if error != ErrorCode.NONE:

@@ -35,18 +35,10 @@ class FetchedOffset:
 
 
 class OffsetStore(GroupCoordinatorCore):
-    _expiry_task: asyncio.Task[None] | None = None
-
     def _started(self) -> None:
         interval = self.config.offsets_retention_check_interval_ms
         if interval > 0:
-            self._expiry_task = asyncio.get_running_loop().create_task(
-                self._expire_forever(interval))
-
-    def _stopping(self) -> None:
-        if self._expiry_task is not None:
-            self._expiry_task.cancel()
-            self._expiry_task = None
+            self.tasks.every(interval / 1000, self.expire_offsets)
 
     def _validate_commit(self, group: Group, generation_id: int, member_id: str,
                          group_instance_id: str | None, api_version: int = 8,
@@ -132,7 +124,7 @@ class OffsetStore(GroupCoordinatorCore):
             group.pending_commits[tp] += 1
         durable.add_done_callback(
             lambda future: self._commit_done(group, accepted, tokens, future))
-        results.update(dict.fromkeys(accepted, await self._durable(durable)))
+        results.update(dict.fromkeys(accepted, await self.durable(durable)))
         return results
 
     @staticmethod
@@ -204,7 +196,7 @@ class OffsetStore(GroupCoordinatorCore):
         dead = self._maybe_retire(group)
         if not removed and not dead:
             return ErrorCode.NONE
-        return await self._durable(
+        return await self.durable(
             self._append(group.group_id, tombstones(group.group_id, removed, dead)))
 
     def _maybe_retire(self, group: Group) -> bool:
@@ -217,14 +209,6 @@ class OffsetStore(GroupCoordinatorCore):
         if shard is not None and shard.groups.get(group.group_id) is group:
             del shard.groups[group.group_id]
         return True
-
-    async def _expire_forever(self, interval_ms: int) -> None:
-        while True:
-            await asyncio.sleep(interval_ms / 1000)
-            try:
-                await self.expire_offsets()
-            except Exception:
-                log.exception("offset expiration failed")
 
     async def expire_offsets(self, now: int | None = None) -> int:
         """Delete expired offsets and groups left empty without offsets; returns how many."""
@@ -250,7 +234,7 @@ class OffsetStore(GroupCoordinatorCore):
                     log.warning("could not write %d tombstones to %s-%d: %s", len(entries),
                                 OFFSETS_TOPIC, shard.index, failure)
         for appended in writes:
-            code = await self._durable(appended)
+            code = await self.durable(appended)
             if code != ErrorCode.NONE:
                 log.warning("tombstones not durable: %s", code.name)
         return removed_total

@@ -137,7 +137,7 @@ class RebalanceProtocol(GroupCoordinatorCore):
                      group.generation, OFFSETS_TOPIC, self.partition_for(group.group_id))
             appended = self._append(group.group_id,
                                     [(GroupKey(group.group_id), group.to_value())])
-            self._spawn(self._store_empty_group(group, group.generation, appended))
+            self.tasks.spawn(self._store_empty_group(group, group.generation, appended))
             return
         log.info("stabilized group %s generation %d (protocol %s, %d members)",
                  group.group_id, group.generation, group.protocol_name, group.size)
@@ -198,7 +198,7 @@ class RebalanceProtocol(GroupCoordinatorCore):
 
     async def _store_empty_group(self, group: Group, generation: int,
                                  appended: Appended) -> None:
-        error = await self._durable(appended)
+        error = await self.durable(appended)
         if error != ErrorCode.NONE:
             log.warning("could not store empty group %s generation %d: %s", group.group_id,
                         generation, error.name)
@@ -242,12 +242,12 @@ class RebalanceProtocol(GroupCoordinatorCore):
         if group.is_leader(member_id):
             full = {mid: assignments.get(mid, b"") for mid in group.members}
             appended = self._append(group_id, [(GroupKey(group_id), group.to_value(full))])
-            self._spawn(self._store_assignment(group, group.generation, full, appended))
+            self.tasks.spawn(self._store_assignment(group, group.generation, full, appended))
         return await waiter
 
     async def _store_assignment(self, group: Group, generation: int,
                                 assignments: dict[str, bytes], appended: Appended) -> None:
-        error = await self._durable(appended)
+        error = await self.durable(appended)
         # Members may have come or gone while the write was under way.
         if not group.is_(COMPLETING) or group.generation != generation:
             return

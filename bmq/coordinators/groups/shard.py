@@ -8,12 +8,8 @@ partition; a cluster mode can move single partitions between coordinators.
 Writes go through the partition's group-commit writer: ``write`` appends one record batch in
 memory and returns the future of its durability, so many commits share one flush and fsync.
 
-Compaction. The offsets log is an ordinary (append-only) log, so instead of Kafka's log cleaner
-a shard keeps the latest value of every live key in memory and, once a segment's worth of
-records (``segment.bytes`` of the partition) has been appended since the last time, appends all
-of them again as a snapshot and then deletes the records before the snapshot
-(``delete_records``): whole old segments go away and a replay starts at the snapshot. Keys
-deleted by tombstones are simply not in the snapshot.
+Snapshots. Instead of Kafka's log cleaner, a shard keeps the latest value of every live key in
+memory and appends all of them again now and then (``bmq.coordinators.snapshots``).
 """
 
 from __future__ import annotations
@@ -33,13 +29,14 @@ from bmq.coordinators.groups.records import (
     OffsetKey,
     OffsetValue,
     Value,
-    build_batch,
     decode_record,
     encode_key,
     encode_value,
 )
 from bmq.coordinators.replay import batch_records, log_batches
-from bmq.protocol.errors import ErrorCode, KafkaError
+from bmq.coordinators.sharded import append_records
+from bmq.coordinators.snapshots import Snapshots
+from bmq.protocol.errors import ErrorCode
 from bmq.protocol.primitives import DecodeError
 from bmq.protocol.records import CONTROL_COMMIT, HEADER_SIZE, TRANSACTIONAL_FLAG, control_type
 from bmq.storage import PartitionLog
@@ -143,8 +140,9 @@ class OffsetsShard:
         self._executor = executor
         # What the log says once replayed: the last value appended for every live key.
         self.latest: dict[Key, Value] = {}
-        self._appended = 0  # bytes since the last snapshot
-        self._compaction: asyncio.Task[None] | None = None
+        self.snapshots = Snapshots[Entry](
+            f"offsets partition {index}", partition, executor, lambda: list(self.latest.items()),
+            lambda live: self._append(live)[0], SNAPSHOT_BATCH_RECORDS)
         # Producer id -> offsets committed in its open transaction (visible once it commits).
         self.txn_offsets: dict[int, TxnOffsets] = {}
 
@@ -186,58 +184,25 @@ class OffsetsShard:
         Raises KafkaError (already mapped to a coordinator error) if the log cannot take them.
         """
         durable, size = self._append(entries, producer)
+        self.snapshots.appended(size)
         if producer is not None:
-            self._appended += size
             return durable
         for key, value in entries:
             if value is None:
                 self.latest.pop(key, None)
             else:
                 self.latest[key] = value
-        self._appended += size
-        if self._appended >= self.partition.log.config.segment_bytes and self._compaction is None:
-            self._compaction = asyncio.get_running_loop().create_task(self.compact())
+        self.snapshots.start_if_due()
         return durable
 
     def _append(self, entries: list[Entry],
                 producer: tuple[int, int] | None = None) -> tuple[asyncio.Future[None], int]:
-        partition = self.partition
-        now = now_ms()
-        batch, header = build_batch([(encode_key(k), encode_value(v)) for k, v in entries], now,
-                                    partition.leader_epoch, producer)
-        try:
-            return partition.append_batch(batch, header, now), len(batch)
-        except KafkaError as error:
-            raise KafkaError(coordinator_error(error.code), error.message) from error
+        return append_records(self.partition,
+                              [(encode_key(k), encode_value(v)) for k, v in entries],
+                              coordinator_error, producer)
 
     def close(self) -> None:
-        if self._compaction is not None:
-            self._compaction.cancel()
-            self._compaction = None
-
-    async def compact(self) -> None:
-        """Append a snapshot of every live key, then drop everything before it."""
-        try:
-            log_ = self.partition.log
-            start = log_.log_end_offset
-            live: list[Entry] = list(self.latest.items())
-            waits = []
-            # All appends happen now, back to back: the snapshot is contiguous in the log.
-            for i in range(0, len(live), SNAPSHOT_BATCH_RECORDS):
-                waits.append(self._append(live[i : i + SNAPSHOT_BATCH_RECORDS])[0])
-            if not waits and start > 0:
-                waits.append(self.partition.durable(start - 1))
-            self._appended = 0
-            for wait in waits:
-                await asyncio.shield(wait)
-            loop = asyncio.get_running_loop()
-            new_start = await loop.run_in_executor(self._executor, log_.delete_records, start)
-            log.info("compacted offsets partition %d: %d live records, log starts at %d",
-                     self.index, len(live), new_start)
-        except KafkaError as error:
-            log.warning("compaction of offsets partition %d failed: %s", self.index, error)
-        finally:
-            self._compaction = None
+        self.snapshots.cancel()
 
 
 def coordinator_error(code: ErrorCode) -> ErrorCode:

@@ -47,7 +47,7 @@ class TxnOffsetStore(OffsetStore):
             if tp not in pending:
                 group.pending_commits[tp] += 1
             pending[tp] = value
-        return dict.fromkeys(offsets, await self._durable(durable))
+        return dict.fromkeys(offsets, await self.durable(durable))
 
     def complete_txn(self, index: int, producer_id: int, commit: bool) -> None:
         """The transaction's marker is durable in offsets partition ``index``: its offsets

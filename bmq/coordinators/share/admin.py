@@ -11,8 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from bmq.coordinators.share.coordinator import ShareCoordinator
 from bmq.coordinators.share.partition import RecordState
+from bmq.coordinators.share.partition_manager import SharePartitionManager
 from bmq.coordinators.share.records import StateKey
 from bmq.protocol.errors import ErrorCode
 
@@ -47,7 +47,7 @@ class ShareSummary:
     lag: int
 
 
-def summaries(share: ShareCoordinator, group_id: str) -> list[ShareSummary]:
+def summaries(share: SharePartitionManager, group_id: str) -> list[ShareSummary]:
     """The group's share-partitions of the partitions this broker leads."""
     host = share.host
     found = []
@@ -63,7 +63,7 @@ def summaries(share: ShareCoordinator, group_id: str) -> list[ShareSummary]:
     return sorted(found, key=lambda s: (s.topic, s.partition))
 
 
-def describe_offsets(share: ShareCoordinator, group_id: str,
+def describe_offsets(share: SharePartitionManager, group_id: str,
                      topics: list[tuple[str, list[int]]] | None, found: list[ShareSummary],
                      leader_epoch: Callable[[str, int], int]
                      ) -> tuple[ErrorCode, list[TopicOffsets]]:
@@ -117,7 +117,7 @@ class StateAdmin(Protocol):
 class LocalStateAdmin:
     """`bmq serve`'s: its state log holds every share-partition."""
 
-    def __init__(self, share: ShareCoordinator) -> None:
+    def __init__(self, share: SharePartitionManager) -> None:
         self._share = share
 
     async def keys(self, group_id: str) -> list[StateKey]:
@@ -132,7 +132,7 @@ class LocalStateAdmin:
         return await state.durable(state.replace(key, start_offset))
 
 
-async def alter_offsets(share: ShareCoordinator, admin: StateAdmin, group_id: str,
+async def alter_offsets(share: SharePartitionManager, admin: StateAdmin, group_id: str,
                         topics: list[tuple[str, list[tuple[int, int]]]]
                         ) -> tuple[ErrorCode, list[TopicOffsets]]:
     """Start each named share-partition afresh at its new start offset."""
@@ -158,7 +158,7 @@ async def alter_offsets(share: ShareCoordinator, admin: StateAdmin, group_id: st
     return ErrorCode.NONE, altered
 
 
-async def delete_offsets(share: ShareCoordinator, admin: StateAdmin, group_id: str,
+async def delete_offsets(share: SharePartitionManager, admin: StateAdmin, group_id: str,
                          names: list[str]) -> tuple[ErrorCode, list[TopicOffsets]]:
     """Forget the group's share-partitions of ``names`` (its next fetch of them starts by
     share.auto.offset.reset)."""
@@ -184,7 +184,7 @@ async def delete_offsets(share: ShareCoordinator, admin: StateAdmin, group_id: s
     return ErrorCode.NONE, deleted
 
 
-async def delete_group(share: ShareCoordinator, admin: StateAdmin,
+async def delete_group(share: SharePartitionManager, admin: StateAdmin,
                        group_id: str) -> ErrorCode | None:
     """DeleteGroups of a share group: without members, its share-partitions are forgotten
     (tombstones in the state log) and the group is gone; None if ``group_id`` is no share

@@ -20,7 +20,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Protocol
 
-from bmq.coordinators.sharded import Appended
+from bmq.coordinators.sharded import Appended, wait_durable
 from bmq.coordinators.share.partition import SharePartition
 from bmq.coordinators.share.records import StateKey, StateRecord
 from bmq.coordinators.share.state import ShareStateCoordinator
@@ -152,10 +152,4 @@ class LeaderShareState:
                         key.placement(), error.name)
 
     async def durable(self, appended: Appended) -> ErrorCode:
-        if isinstance(appended, ErrorCode):
-            return appended
-        try:
-            await asyncio.shield(appended)
-        except KafkaError as error:
-            return error.code
-        return ErrorCode.NONE
+        return await wait_durable(appended)

@@ -22,7 +22,7 @@ TopicPartition = tuple[uuid.UUID, int]
 
 @dataclass(slots=True)
 class Target:
-    """A share-partition a session names, resolved (ShareCoordinator._target)."""
+    """A share-partition a session names, resolved (SharePartitionManager._target)."""
 
     key: StateKey
     view: PartitionView

@@ -1,6 +1,6 @@
 """One partition of ``__share_group_state`` and the share-partitions whose state it stores.
 
-The log is compacted the way the offsets log is (bmq.coordinators.groups.shard): after a
+The log is kept small the way the offsets log is (``bmq.coordinators.snapshots``): after a
 segment's worth of appends, every share-partition's whole state is appended again and the
 records before it are deleted, so the log stays about as large as the live state and a replay
 starts at the snapshots.
@@ -12,8 +12,8 @@ import asyncio
 import logging
 from concurrent.futures import Executor
 
-from bmq.coordinators.groups.records import build_batch
 from bmq.coordinators.replay import batch_records, log_batches
+from bmq.coordinators.sharded import append_records
 from bmq.coordinators.share.partition import SharePartition
 from bmq.coordinators.share.records import (
     StateKey,
@@ -23,15 +23,15 @@ from bmq.coordinators.share.records import (
     encode_key,
     encode_value,
 )
+from bmq.coordinators.snapshots import Snapshots
 from bmq.coordinators.transactions.shard import coordinator_error
-from bmq.protocol.errors import KafkaError
 from bmq.protocol.primitives import DecodeError
 from bmq.storage import PartitionLog
-from bmq.writepath.partitions import Partition, now_ms
+from bmq.writepath.partitions import Partition
 
 log = logging.getLogger(__name__)
 
-SNAPSHOT_BATCH = 200     # share-partitions per batch of a compaction's snapshots
+SNAPSHOT_BATCH = 200     # share-partitions per batch of a snapshot
 
 
 def replay(log_: PartitionLog) -> dict[StateKey, SharePartition]:
@@ -77,8 +77,9 @@ class ShareStateShard:
         # Keys an administrative write replaced since their leader last read them.
         self.stale: set[StateKey] = set()
         self._executor = executor
-        self._bytes = 0         # appended since the last compaction
-        self._compaction: asyncio.Task[None] | None = None
+        self.snapshots = Snapshots[StateKey](
+            f"share state partition {index}", partition, executor, lambda: list(self.states),
+            self._append_snapshot, SNAPSHOT_BATCH)
 
     def __repr__(self) -> str:
         return f"<ShareStateShard {self.index} share-partitions={len(self.states)}>"
@@ -93,52 +94,26 @@ class ShareStateShard:
                      len(self.states), self.index)
 
     def close(self) -> None:
-        if self._compaction is not None:
-            self._compaction.cancel()
-            self._compaction = None
+        self.snapshots.cancel()
 
     def write(self, entries: list[StateRecord]) -> asyncio.Future[None]:
-        partition = self.partition
-        now = now_ms()
-        batch, header = build_batch(
-            [(encode_key(e.key, e.snapshot),
-              None if e.runs is None else encode_value(e.start_offset, e.runs))
-             for e in entries], now, partition.leader_epoch)
-        try:
-            durable = partition.append_batch(batch, header, now)
-        except KafkaError as error:
-            raise KafkaError(coordinator_error(error.code), error.message) from error
-        self._bytes += len(batch)
-        if self._bytes >= partition.log.config.segment_bytes and self._compaction is None:
-            self._compaction = asyncio.get_running_loop().create_task(self.compact())
+        durable, size = self._append(entries)
+        self.snapshots.appended(size)
+        self.snapshots.start_if_due()
         return durable
 
-    async def compact(self) -> None:
-        """Append every share-partition's whole state, then drop everything before it."""
-        try:
-            log_ = self.partition.log
-            start = log_.log_end_offset
-            self._bytes = 0
-            keys = list(self.states)
-            waits = []
-            # Appended now, back to back: the snapshots are contiguous in the log.
-            for i in range(0, len(keys), SNAPSHOT_BATCH):
-                chunk = keys[i:i + SNAPSHOT_BATCH]
-                wait = self.write([StateRecord(key, True, self.states[key].start_offset,
-                                               list(self.states[key].runs)) for key in chunk])
-                waits.append(wait)
-                for key in chunk:
-                    self.updates[key] = 0
-                    self.appended[key] = wait
-            if not waits and start > 0:
-                waits.append(self.partition.durable(start - 1))
-            for wait in waits:
-                await asyncio.shield(wait)
-            loop = asyncio.get_running_loop()
-            new_start = await loop.run_in_executor(self._executor, log_.delete_records, start)
-            log.info("compacted share state partition %d: %d share-partitions, log starts at "
-                     "%d", self.index, len(keys), new_start)
-        except KafkaError as error:
-            log.warning("compaction of share state partition %d failed: %s", self.index, error)
-        finally:
-            self._compaction = None
+    def _append(self, entries: list[StateRecord]) -> tuple[asyncio.Future[None], int]:
+        return append_records(
+            self.partition,
+            [(encode_key(e.key, e.snapshot),
+              None if e.runs is None else encode_value(e.start_offset, e.runs))
+             for e in entries], coordinator_error)
+
+    def _append_snapshot(self, keys: list[StateKey]) -> asyncio.Future[None]:
+        """Append the whole state of ``keys``; their next updates count from it."""
+        wait = self._append([StateRecord(key, True, self.states[key].start_offset,
+                                         list(self.states[key].runs)) for key in keys])[0]
+        for key in keys:
+            self.updates[key] = 0
+            self.appended[key] = wait
+        return wait

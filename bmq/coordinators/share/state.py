@@ -9,18 +9,18 @@ clients never use share groups keeps no partitions for them.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from concurrent.futures import Executor
+from typing import Protocol
 
 from bmq.coordinators.base import CoordinatorHost
-from bmq.coordinators.sharded import Appended, ShardedCoordinator, internal_topic_configs
+from bmq.coordinators.sharded import Appended, ShardedCoordinator
 from bmq.coordinators.share.partition import Run, SharePartition
 from bmq.coordinators.share.records import StateKey, StateRecord
 from bmq.coordinators.share.shard import ShareStateShard
 from bmq.coordinators.transactions.shard import coordinator_error
 from bmq.metadata.topics import SHARE_STATE_TOPIC
-from bmq.protocol.errors import ErrorCode, KafkaError
+from bmq.protocol.errors import ErrorCode
 from bmq.writepath.partitions import Partition
 
 log = logging.getLogger(__name__)
@@ -30,46 +30,38 @@ log = logging.getLogger(__name__)
 UPDATES_PER_SNAPSHOT = 500
 
 
+class ShareStateStore(Protocol):
+    """Where the share-partitions of the partitions this broker leads are kept and written:
+    the state log itself on `bmq serve` (``ShareStateCoordinator``), its coordinators
+    elsewhere in a cluster (``LeaderShareState``)."""
+
+    async def ensure_started(self) -> bool: ...
+    async def prepare(self, key: StateKey, partition: Partition) -> ErrorCode: ...
+    def state(self, key: StateKey) -> SharePartition | None: ...
+    def all_states(self) -> list[tuple[StateKey, SharePartition]]: ...
+    def create(self, key: StateKey, start_offset: int, partition: Partition
+               ) -> tuple[SharePartition, Appended]: ...
+    def persist(self, key: StateKey, state: SharePartition,
+                snapshot: bool = False) -> Appended: ...
+    async def durable(self, appended: Appended) -> ErrorCode: ...
+
+
 class ShareStateCoordinator(ShardedCoordinator[ShareStateShard, StateRecord]):
     topic = SHARE_STATE_TOPIC
 
     def __init__(self, host: CoordinatorHost, executor: Executor) -> None:
         super().__init__(host, executor, host.config.share_coordinator_state_topic_num_partitions)
-        self._starting: asyncio.Task[None] | None = None
         # Placing a key hashes its string form: done once per share-partition, not per fetch.
         self._placed: dict[StateKey, int] = {}
 
-    def _topic_configs(self) -> dict[str, str]:
-        return internal_topic_configs(self.config.share_coordinator_state_topic_segment_bytes)
+    def _segment_bytes(self) -> int:
+        return self.config.share_coordinator_state_topic_segment_bytes
 
     def _open_shard(self, index: int, partition: Partition) -> ShareStateShard:
         return ShareStateShard(index, partition, self._executor)
 
     def _write_error(self, code: ErrorCode) -> ErrorCode:
         return coordinator_error(code)
-
-    async def start(self) -> None:
-        """Load the shards if the topic exists; else it is made on first use."""
-        if self._host.topics.get(self.topic) is not None:
-            await super().start()
-
-    async def load_partition(self, index: int) -> None:
-        if not self._active and self._host.controller_assigns_partitions:
-            await self.ensure_started()
-        await super().load_partition(index)
-
-    async def ensure_started(self) -> bool:
-        """Create and load the topic now if need be (concurrent callers share one start)."""
-        if self._active:
-            return True
-        if self._starting is None:
-            self._starting = asyncio.get_running_loop().create_task(super().start())
-        try:
-            await asyncio.shield(self._starting)
-        except Exception:
-            log.exception("could not create %s", self.topic)
-            self._starting = None
-        return self._active
 
     # ------------------------------------------------------------------ share-partitions
     def index_of(self, key: StateKey) -> int:
@@ -124,10 +116,9 @@ class ShareStateCoordinator(ShardedCoordinator[ShareStateShard, StateRecord]):
             shard.updates[key] = count + 1
         else:
             return shard.appended.get(key, ErrorCode.NONE)
-        try:
-            appended = shard.appended[key] = shard.write([record])
-        except KafkaError as error:
-            return self._write_error(error.code)
+        appended = self._append_to(shard, [record])
+        if not isinstance(appended, ErrorCode):
+            shard.appended[key] = appended
         return appended
 
     # ------------------------------------------------------------------ for data leaders
@@ -193,11 +184,7 @@ class ShareStateCoordinator(ShardedCoordinator[ShareStateShard, StateRecord]):
         if shard.states.pop(key, None) is None:
             return ErrorCode.NONE
         shard.updates.pop(key, None)
-        try:
-            appended = shard.appended[key] = shard.write([StateRecord(key, True, -1, None)])
-        except KafkaError as error:
-            return self._write_error(error.code)
+        appended = self._append_to(shard, [StateRecord(key, True, -1, None)])
+        if not isinstance(appended, ErrorCode):
+            shard.appended[key] = appended
         return appended
-
-    async def durable(self, appended: Appended) -> ErrorCode:
-        return await self._durable(appended)

@@ -23,7 +23,7 @@ from typing import Any
 
 from bmq import metrics
 from bmq.coordinators.base import CoordinatorHost
-from bmq.coordinators.sharded import ShardedCoordinator, internal_topic_configs
+from bmq.coordinators.sharded import ShardedCoordinator
 from bmq.coordinators.transactions.records import (
     PREPARING,
     TopicPartition,
@@ -32,12 +32,12 @@ from bmq.coordinators.transactions.records import (
     marker_batch,
 )
 from bmq.coordinators.transactions.shard import TxnShard, coordinator_error
+from bmq.metadata.topics import TRANSACTION_TOPIC
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.writepath.partitions import Partition, now_ms
 
 log = logging.getLogger(__name__)
 
-TRANSACTION_TOPIC = "__transaction_state"
 # Test hook (as the Spark compaction's): SIGKILL this process at a named step of EndTxn.
 CRASH_ENV = "BMQ_TXN_CRASH_AT"
 MAX_EPOCH = 32767
@@ -86,42 +86,9 @@ class TxnCoordinatorCore(ShardedCoordinator[TxnShard, TxnMetadata | str]):
         super().__init__(host, executor, host.config.transaction_state_log_num_partitions)
         self._on_marker = on_marker
         self._write_elsewhere = write_elsewhere
-        self._timers: list[asyncio.Task[None]] = []
-        self._starting: asyncio.Task[None] | None = None
 
-    def _topic_configs(self) -> dict[str, str]:
-        # As Kafka's: the log cleaner keeps each transactional id's last state (and drops
-        # expired ids' tombstones after delete.retention.ms).
-        return {**internal_topic_configs(self.config.transaction_state_log_segment_bytes),
-                "cleanup.policy": "compact"}
-
-    async def start(self) -> None:
-        """Load the shards if ``__transaction_state`` exists; else it is created on first use
-        (``ensure_started``), as Kafka creates it: a broker whose clients never use
-        transactions keeps no 50 partitions for them."""
-        if self._host.topics.get(self.topic) is not None:
-            await super().start()
-
-    async def load_partition(self, index: int) -> None:
-        """Cluster mode: a broker that did not see ``__transaction_state`` at start (another
-        broker created it) starts serving once the controller gives it a partition."""
-        if not self._active and self._host.controller_assigns_partitions:
-            await self.ensure_started()
-        await super().load_partition(index)
-
-    async def ensure_started(self) -> None:
-        """Create and load ``__transaction_state`` now if it does not exist yet (the first
-        FindCoordinator or InitProducerId of a transactional producer); concurrent callers
-        share one start."""
-        if self._active:
-            return
-        if self._starting is None:
-            self._starting = asyncio.get_running_loop().create_task(super().start())
-        try:
-            await asyncio.shield(self._starting)
-        except Exception:
-            log.exception("could not create %s", self.topic)
-            self._starting = None
+    def _segment_bytes(self) -> int:
+        return self.config.transaction_state_log_segment_bytes
 
     def _open_shard(self, index: int, partition: Partition) -> TxnShard:
         return TxnShard(index, partition, self._executor)
@@ -134,10 +101,9 @@ class TxnCoordinatorCore(ShardedCoordinator[TxnShard, TxnMetadata | str]):
             if meta.state in PREPARING:
                 log.info("transaction %s was left in %s: completing it",
                          meta.transactional_id, meta.state.kafka_name)
-                self._spawn(self._finish(meta))
+                self.tasks.spawn(self._finish(meta))
 
     def _started(self) -> None:
-        loop = asyncio.get_running_loop()
         config = self.config
         for interval, check in (
                 (config.transaction_abort_timed_out_transaction_cleanup_interval_ms,
@@ -145,12 +111,7 @@ class TxnCoordinatorCore(ShardedCoordinator[TxnShard, TxnMetadata | str]):
                 (config.transaction_remove_expired_transaction_cleanup_interval_ms,
                  self.remove_expired)):
             if interval > 0:
-                self._timers.append(loop.create_task(self._every(interval, check)))
-
-    def _stopping(self) -> None:
-        for timer in self._timers:
-            timer.cancel()
-        self._timers.clear()
+                self.tasks.every(interval / 1000, check)
 
     # ------------------------------------------------------------------ state
     def txn(self, transactional_id: str) -> TxnMetadata | None:
@@ -164,7 +125,7 @@ class TxnCoordinatorCore(ShardedCoordinator[TxnShard, TxnMetadata | str]):
         """Make ``changes`` durable in the transaction log, then apply them to ``meta``."""
         changes.setdefault("update_ms", now_ms())
         new = dataclasses.replace(meta, **changes)
-        code = await self._durable(self._append(meta.transactional_id, [new]))
+        code = await self.durable(self._append(meta.transactional_id, [new]))
         if code == ErrorCode.NONE:
             for name, value in changes.items():
                 setattr(meta, name, value)
@@ -192,7 +153,7 @@ class TxnCoordinatorCore(ShardedCoordinator[TxnShard, TxnMetadata | str]):
             return code
         crash_point(f"after_{state.name.lower()}")   # after_prepare_commit / _abort
         if await self._complete(meta) != ErrorCode.NONE:
-            self._spawn(self._finish(meta))     # waits for meta.lock, which the caller holds
+            self.tasks.spawn(self._finish(meta))     # waits for meta.lock, which the caller holds
         return ErrorCode.NONE
 
     async def _finish(self, meta: TxnMetadata) -> None:
@@ -257,14 +218,6 @@ class TxnCoordinatorCore(ShardedCoordinator[TxnShard, TxnMetadata | str]):
         return ErrorCode.NONE
 
     # ------------------------------------------------------------------ timeouts
-    async def _every(self, interval_ms: int, check: Callable[[], int]) -> None:
-        while True:
-            await asyncio.sleep(interval_ms / 1000)
-            try:
-                check()
-            except Exception:
-                log.exception("transaction check %s failed", check.__name__)
-
     def abort_timed_out(self, now: int | None = None) -> int:
         """Abort (with an epoch bump, fencing the producer) every transaction open longer
         than its timeout; finish those stuck in PrepareX. Returns how many were started."""
@@ -276,10 +229,10 @@ class TxnCoordinatorCore(ShardedCoordinator[TxnShard, TxnMetadata | str]):
             if meta.state == TxnState.ONGOING and now - meta.start_ms > meta.timeout_ms:
                 log.info("transaction %s (producer %d) timed out after %d ms: aborting",
                          meta.transactional_id, meta.producer_id, now - meta.start_ms)
-                self._spawn(self._abort_expired(meta))
+                self.tasks.spawn(self._abort_expired(meta))
                 started += 1
             elif meta.state in PREPARING:
-                self._spawn(self._finish(meta))
+                self.tasks.spawn(self._finish(meta))
                 started += 1
         return started
 
@@ -295,7 +248,7 @@ class TxnCoordinatorCore(ShardedCoordinator[TxnShard, TxnMetadata | str]):
                                    TxnState.COMPLETE_ABORT)
                    and now - m.update_ms > expiration]
         for meta in expired:
-            self._spawn(self._remove(meta))
+            self.tasks.spawn(self._remove(meta))
         return len(expired)
 
     async def _remove(self, meta: TxnMetadata) -> None:
@@ -305,7 +258,7 @@ class TxnCoordinatorCore(ShardedCoordinator[TxnShard, TxnMetadata | str]):
                     meta.state not in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT,
                                        TxnState.COMPLETE_ABORT):
                 return
-            if await self._durable(self._append(meta.transactional_id,
+            if await self.durable(self._append(meta.transactional_id,
                                                 [meta.transactional_id])) == ErrorCode.NONE:
                 if shard.txns.get(meta.transactional_id) is meta:
                     del shard.txns[meta.transactional_id]

@@ -11,8 +11,8 @@ import asyncio
 import logging
 from concurrent.futures import Executor
 
-from bmq.coordinators.groups.records import build_batch
 from bmq.coordinators.replay import batch_records, log_batches
+from bmq.coordinators.sharded import append_records
 from bmq.coordinators.transactions.records import (
     TxnMetadata,
     decode_key,
@@ -20,10 +20,10 @@ from bmq.coordinators.transactions.records import (
     encode_key,
     encode_value,
 )
-from bmq.protocol.errors import ErrorCode, KafkaError
+from bmq.protocol.errors import ErrorCode
 from bmq.protocol.primitives import DecodeError
 from bmq.storage import PartitionLog
-from bmq.writepath.partitions import Partition, now_ms
+from bmq.writepath.partitions import Partition
 
 log = logging.getLogger(__name__)
 
@@ -73,16 +73,11 @@ class TxnShard:
     def write(self, entries: list[TxnMetadata | str]) -> asyncio.Future[None]:
         """Append the states of ``entries``; a bare transactional id is a tombstone (the id
         is forgotten, as ``replay`` reads it)."""
-        partition = self.partition
-        now = now_ms()
-        batch, header = build_batch(
+        return append_records(
+            self.partition,
             [(encode_key(m), None) if isinstance(m, str)
-             else (encode_key(m.transactional_id), encode_value(m)) for m in entries], now,
-            partition.leader_epoch)
-        try:
-            return partition.append_batch(batch, header, now)
-        except KafkaError as error:
-            raise KafkaError(coordinator_error(error.code), error.message) from error
+             else (encode_key(m.transactional_id), encode_value(m)) for m in entries],
+            coordinator_error)[0]
 
 
 def coordinator_error(code: ErrorCode) -> ErrorCode:

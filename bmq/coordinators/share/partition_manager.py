@@ -1,6 +1,8 @@
-"""Share groups on a broker (KIP-932): membership (``groups``), share sessions, ShareFetch
-and ShareAcknowledge over the share-partitions, their timers (lock expiry, retry back-off) and
-dead letters (KIP-1191).
+"""Share groups on a broker (KIP-932), Kafka's SharePartitionManager: membership (``groups``),
+share sessions, ShareFetch and ShareAcknowledge over the share-partitions, their timers (lock
+expiry, retry back-off) and dead letters (KIP-1191). Their state is kept by the share
+coordinator (``state.ShareStateCoordinator``, Kafka's ShareCoordinator) or, in a cluster,
+written through it (``leader``).
 
 Order of a ShareFetch: acknowledgements first (checked for the whole partition, then applied),
 then records are acquired up to MaxRecords; every change is appended to the share-group state
@@ -22,7 +24,7 @@ import uuid
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from bmq import metrics
 from bmq.coordinators.base import CoordinatorHost
@@ -34,13 +36,14 @@ from bmq.coordinators.share.partition import Acquired, DeadLetter, SharePartitio
 from bmq.coordinators.share.reads import aligned_end, read_covering
 from bmq.coordinators.share.records import StateKey
 from bmq.coordinators.share.sessions import ShareSessions, Target, TopicPartition
-from bmq.coordinators.share.state import ShareStateCoordinator
+from bmq.coordinators.share.state import ShareStateCoordinator, ShareStateStore
+from bmq.coordinators.tasks import BackgroundTasks
 from bmq.metadata.views import is_view
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.primitives import Buffer
 from bmq.readpath.fetch import FetchServer
 from bmq.readpath.partition_view import PartitionView
-from bmq.writepath.partitions import Partition, now_ms
+from bmq.writepath.partitions import now_ms
 
 log = logging.getLogger(__name__)
 
@@ -90,23 +93,9 @@ def settings_of(configs: dict[str, str]) -> ShareSettings:
         dlq_topic=configs["errors.deadletterqueue.topic.name"])
 
 
-class ShareStateStore(Protocol):
-    """Where the share-partitions of the partitions this broker leads are kept and written:
-    the state log itself on `bmq serve` (``ShareStateCoordinator``), its coordinators
-    elsewhere in a cluster (``LeaderShareState``)."""
+class SharePartitionManager:
+    """The share-partitions of the partitions this broker leads, and their share groups."""
 
-    async def ensure_started(self) -> bool: ...
-    async def prepare(self, key: StateKey, partition: Partition) -> ErrorCode: ...
-    def state(self, key: StateKey) -> SharePartition | None: ...
-    def all_states(self) -> list[tuple[StateKey, SharePartition]]: ...
-    def create(self, key: StateKey, start_offset: int, partition: Partition
-               ) -> tuple[SharePartition, Appended]: ...
-    def persist(self, key: StateKey, state: SharePartition,
-                snapshot: bool = False) -> Appended: ...
-    async def durable(self, appended: Appended) -> ErrorCode: ...
-
-
-class ShareCoordinator:
     def __init__(self, host: CoordinatorHost, executor: Executor, views: FetchServer,
                  group_config: Callable[[str], dict[str, str]]) -> None:
         self.host = host
@@ -119,8 +108,8 @@ class ShareCoordinator:
         self.groups = ShareGroups(host.topics, group_config)
         self.sessions = ShareSessions()
         self._available: asyncio.Future[None] | None = None
-        self._sweeper: asyncio.Task[None] | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = BackgroundTasks("share groups")
+        self._swept_at = 0      # when the sweep last went over every share-partition
         # Dead-letter writes under way (or about to be: made by a request that has not written
         # them yet) per share-partition, and when to retry failed ones.
         self._lettering: dict[StateKey, int] = {}
@@ -138,19 +127,12 @@ class ShareCoordinator:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
-        self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
+        self._swept_at = now_ms()
+        self._tasks.every(SWEEP_S, self._sweep)
 
     async def stop(self) -> None:
-        if self._sweeper is not None:
-            self._sweeper.cancel()
         self._wake()
-        if self._tasks:
-            await asyncio.wait(list(self._tasks), timeout=10)
-
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        await self._tasks.stop()
 
     # ------------------------------------------------------------------ waking fetches
     def _wake(self) -> None:
@@ -463,38 +445,31 @@ class ShareCoordinator:
         return ErrorCode.NONE, list(results.values())
 
     # ------------------------------------------------------------------ timers
-    async def _sweep(self) -> None:
+    def _sweep(self) -> None:
         """Expire locks (released as a failed delivery), end back-offs (wake the waiting
-        fetches) and remove members whose session timed out, every SWEEP_S."""
-        since = now_ms()
-        while True:
-            await asyncio.sleep(SWEEP_S)
-            try:
-                now = now_ms()
-                self.groups.expire()
-                self.sessions.forget_idle(now)
-                wake = False
-                for key, state in self.state.all_states():
-                    expired, ended, archiving = state.due(since, now)
-                    wake = wake or ended
-                    if archiving and key not in self._lettering \
-                            and self._retry_at.get(key, 0) <= now:
-                        settings = self.settings(key.group_id)
-                        self._spawn(self._settle_dead(
-                            key, state, settings, state.unwritten_dead_letters(settings)))
-                    if not expired:
-                        continue
-                    settings = self.settings(key.group_id)
-                    metrics.SHARE_LOCK_EXPIRIES.labels(key.group_id).inc(state.expiring(now))
-                    dead = state.expire_locks(now, settings)
-                    _log_failure(key, self.state.persist(key, state))
-                    self._spawn(self._settle_dead(key, state, settings, dead))
-                    wake = True
-                since = now
-                if wake:
-                    self._wake()
-            except Exception:
-                log.exception("share group timers failed")
+        fetches) and remove members whose session timed out: every SWEEP_S."""
+        now = now_ms()
+        self.groups.expire()
+        self.sessions.forget_idle(now)
+        wake = False
+        for key, state in self.state.all_states():
+            expired, ended, archiving = state.due(self._swept_at, now)
+            wake = wake or ended
+            if archiving and key not in self._lettering and self._retry_at.get(key, 0) <= now:
+                settings = self.settings(key.group_id)
+                self._tasks.spawn(self._settle_dead(
+                    key, state, settings, state.unwritten_dead_letters(settings)))
+            if not expired:
+                continue
+            settings = self.settings(key.group_id)
+            metrics.SHARE_LOCK_EXPIRIES.labels(key.group_id).inc(state.expiring(now))
+            dead = state.expire_locks(now, settings)
+            _log_failure(key, self.state.persist(key, state))
+            self._tasks.spawn(self._settle_dead(key, state, settings, dead))
+            wake = True
+        self._swept_at = now
+        if wake:
+            self._wake()
 
 
 def _log_failure(key: StateKey, appended: Appended) -> None:
