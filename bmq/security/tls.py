@@ -4,8 +4,9 @@ The keystore is PEM: ``ssl.keystore.location`` (one file, private key and certif
 ``ssl.keystore.key`` and ``ssl.keystore.certificate.chain`` inline. Client certificates are
 checked against ``ssl.truststore.location`` (or ``ssl.truststore.certificates`` inline) as
 ``ssl.client.auth`` says; TLS 1.2 is the least version served. A verified client certificate
-is the principal ``User:<subject DN>`` (Kafka's default principal builder: RFC 2253, the most
-specific name first, e.g. ``User:CN=alice,OU=ops,O=example``).
+names the principal by its subject (Kafka's default principal builder: the distinguished name
+in RFC 2253 form, the most specific name first, e.g. ``CN=alice,OU=ops,O=example``, mapped by
+``ssl.principal.mapping.rules``; by default ``User:CN=alice,OU=ops,O=example``).
 """
 
 from __future__ import annotations
@@ -107,8 +108,9 @@ def _load_inline_chain(context: ssl.SSLContext, key: str, chain: str,
         context.load_cert_chain(path, password=password)
 
 
-def certificate_principal(ssl_object: Any) -> str | None:
-    """``User:<subject DN>`` of a verified client certificate, None without one."""
+def certificate_subject(ssl_object: Any) -> str | None:
+    """The subject's distinguished name (RFC 2253) of a verified client certificate, None
+    without one."""
     if ssl_object is None:
         return None
     certificate = ssl_object.getpeercert()
@@ -118,7 +120,7 @@ def certificate_principal(ssl_object: Any) -> str | None:
     for rdn in reversed(certificate.get("subject", ())):
         parts.append("+".join(f"{_DN_KEYWORDS.get(name, name)}={_escape(value)}"
                               for name, value in rdn))
-    return "User:" + ",".join(parts)
+    return ",".join(parts)
 
 
 def _escape(value: str) -> str:
