@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import ssl
 import tempfile
+from collections.abc import Callable
 from typing import Any
 
 from bmq.config import Config
@@ -39,23 +40,10 @@ def server_context(config: Config, listener: str, sasl: bool = False) -> ssl.SSL
 
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
-    password = setting("ssl_key_password") or None
-    try:
-        if setting("ssl_keystore_location"):
-            context.load_cert_chain(setting("ssl_keystore_location"), password=password)
-        elif setting("ssl_keystore_key") and setting("ssl_keystore_certificate_chain"):
-            _load_inline_chain(context, setting("ssl_keystore_key"),
-                               setting("ssl_keystore_certificate_chain"), password)
-        else:
-            raise TlsConfigError(f"listener {listener}: TLS needs ssl.keystore.location, or "
-                                 f"ssl.keystore.key with ssl.keystore.certificate.chain")
-        if setting("ssl_truststore_location"):
-            context.load_verify_locations(cafile=setting("ssl_truststore_location"))
-        elif setting("ssl_truststore_certificates"):
-            context.load_verify_locations(cadata=setting("ssl_truststore_certificates"))
-    except (OSError, ssl.SSLError) as error:
-        raise TlsConfigError(f"listener {listener}: cannot load its TLS key, certificates or "
-                             f"truststore: {error}") from error
+    if not _load_keystore(context, setting, listener):
+        raise TlsConfigError(f"listener {listener}: TLS needs ssl.keystore.location, or "
+                             f"ssl.keystore.key with ssl.keystore.certificate.chain")
+    _load_truststore(context, setting, listener)
     # As Kafka: on a SASL_SSL listener SASL says who the client is, and only the listener's own
     # listener.name.NAME.ssl.client.auth asks for a certificate, never the broker-wide one.
     client_auth = config.listener_overrides.get(listener.upper(), {}).get(
@@ -78,23 +66,57 @@ def client_context(config: Config, listener: str) -> ssl.SSLContext:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.check_hostname = bool(setting("ssl_endpoint_identification_algorithm").strip())
-    password = setting("ssl_key_password") or None
-    try:
-        if setting("ssl_truststore_location"):
-            context.load_verify_locations(cafile=setting("ssl_truststore_location"))
-        elif setting("ssl_truststore_certificates"):
-            context.load_verify_locations(cadata=setting("ssl_truststore_certificates"))
-        else:
-            context.load_default_certs()
-        if setting("ssl_keystore_location"):
-            context.load_cert_chain(setting("ssl_keystore_location"), password=password)
-        elif setting("ssl_keystore_key") and setting("ssl_keystore_certificate_chain"):
-            _load_inline_chain(context, setting("ssl_keystore_key"),
-                               setting("ssl_keystore_certificate_chain"), password)
-    except (OSError, ssl.SSLError) as error:
-        raise TlsConfigError(f"listener {listener}: cannot load the TLS truststore or keystore "
-                             f"to connect to other nodes with: {error}") from error
+    if not _load_truststore(context, setting, listener):
+        context.load_default_certs()
+    _load_keystore(context, setting, listener)
     return context
+
+
+def _load_keystore(context: ssl.SSLContext, setting: Callable[[str], str],
+                   listener: str) -> bool:
+    """The listener's key and certificate chain into ``context``; False when it has none."""
+    password = setting("ssl_key_password") or None
+    location = setting("ssl_keystore_location")
+    if location:
+        _loading(listener, "ssl.keystore.location", location,
+                 lambda: context.load_cert_chain(location, password=password))
+        return True
+    if setting("ssl_keystore_key") and setting("ssl_keystore_certificate_chain"):
+        _loading(listener, "ssl.keystore.key", "(inline) with ssl.keystore.certificate.chain",
+                 lambda: _load_inline_chain(context, setting("ssl_keystore_key"),
+                                            setting("ssl_keystore_certificate_chain"), password))
+        return True
+    return False
+
+
+def _load_truststore(context: ssl.SSLContext, setting: Callable[[str], str],
+                     listener: str) -> bool:
+    """The listener's trusted CA certificates into ``context``; False when it has none."""
+    location = setting("ssl_truststore_location")
+    if location:
+        _loading(listener, "ssl.truststore.location", location,
+                 lambda: context.load_verify_locations(cafile=location))
+        return True
+    certificates = setting("ssl_truststore_certificates")
+    if certificates:
+        _loading(listener, "ssl.truststore.certificates", "(inline)",
+                 lambda: context.load_verify_locations(cadata=certificates))
+        return True
+    return False
+
+
+def _loading(listener: str, name: str, what: str, load: Callable[[], None]) -> None:
+    """``load()``, its failure a ``TlsConfigError`` naming the setting and its file: Python's
+    errors name neither (``[Errno 2] No such file or directory``, ``PEM lib``)."""
+    try:
+        load()
+    except ssl.SSLError as error:
+        reason = f"not a usable PEM file ({error.reason or error})"
+    except OSError as error:
+        reason = error.strerror or str(error)
+    else:
+        return
+    raise TlsConfigError(f"listener {listener}: cannot load {name} {what}: {reason}")
 
 
 def _load_inline_chain(context: ssl.SSLContext, key: str, chain: str,
