@@ -35,9 +35,10 @@ _ELSEWHERE: dict[str, str] = {
     "broker": "bmq.broker.command",
     "admin": "bmq.controller.command",
     "proxy": "bmq.proxy.command",
+    "local": "bmq.local.command",
 }
 # The server roles: how they fail to start is one line and an exit code (bmq.startup).
-_ROLES = frozenset({"serve", "broker", "controller", "proxy"})
+_ROLES = frozenset({"serve", "broker", "controller", "proxy", "local"})
 
 
 def _startup_error(error: Exception) -> StartupError | None:
