@@ -135,9 +135,9 @@ def serve(data_dir: str | None, listen: str | None, advertise: str | None,
             "data_dir": data_dir, "listen": listen, "advertise": advertise,
             "metrics_port": metrics_port, "log_format": log_format, "log_level": log_level})
     except ConfigError as error:
-        raise click.UsageError(str(error)) from error
+        raise StartupError(str(error), ExitCode.USAGE) from error
     try:
         setup_logging(config.log_level, config.log_format)
     except ValueError as error:
-        raise click.UsageError(f"log_level: {error}") from error
+        raise StartupError(f"log_level: {error}", ExitCode.USAGE) from error
     run(config)
