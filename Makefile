@@ -1,10 +1,12 @@
 # The two commands the README gives. Both set up everything they need first.
 .PHONY: serve test test-slow lint
 
-# Set up and run a broker on localhost:9092 with data in ./bmq-data.
+# Set up and run a broker on localhost:9092 with data in ./bmq-data; ARGS='...' adds flags of
+# `bmq serve` (make serve ARGS='--listen 0.0.0.0:9092').
+ARGS ?=
 serve:
 	./scripts/setup.sh
-	.venv/bin/bmq serve
+	.venv/bin/bmq serve $(ARGS)
 
 # Set up and run every check and test: lint, types, unit and real-client integration tests.
 test:

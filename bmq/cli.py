@@ -35,9 +35,10 @@ _ELSEWHERE: dict[str, str] = {
     "broker": "bmq.broker.command",
     "admin": "bmq.controller.command",
     "proxy": "bmq.proxy.command",
+    "local": "bmq.local.command",
 }
 # The server roles: how they fail to start is one line and an exit code (bmq.startup).
-_ROLES = frozenset({"serve", "broker", "controller", "proxy"})
+_ROLES = frozenset({"serve", "broker", "controller", "proxy", "local"})
 
 
 def _startup_error(error: Exception) -> StartupError | None:
@@ -134,9 +135,9 @@ def serve(data_dir: str | None, listen: str | None, advertise: str | None,
             "data_dir": data_dir, "listen": listen, "advertise": advertise,
             "metrics_port": metrics_port, "log_format": log_format, "log_level": log_level})
     except ConfigError as error:
-        raise click.UsageError(str(error)) from error
+        raise StartupError(str(error), ExitCode.USAGE) from error
     try:
         setup_logging(config.log_level, config.log_format)
     except ValueError as error:
-        raise click.UsageError(f"log_level: {error}") from error
+        raise StartupError(f"log_level: {error}", ExitCode.USAGE) from error
     run(config)

@@ -143,6 +143,8 @@ class Config:
     ssl_truststore_location: str = ""        # PEM CA certificates to check client certificates
     ssl_truststore_certificates: str = ""    # or those CA certificates inline
     ssl_client_auth: str = "none"            # none, requested or required
+    # A client certificate's subject -> its principal's name (bmq/security/principal_mapping.py).
+    ssl_principal_mapping_rules: str = "DEFAULT"
     sasl_enabled_mechanisms: str = "SCRAM-SHA-256,SCRAM-SHA-512"
     # OAUTHBEARER (bmq/security/oauthbearer.py): the JSON Web Key Set whose keys verify the
     # tokens' signatures, a file:// or http(s):// URL, read at start ...
@@ -286,7 +288,8 @@ KAFKA_NAMES: dict[str, str] = {
         "ssl_keystore_type", "ssl_keystore_location", "ssl_keystore_key",
         "ssl_keystore_certificate_chain", "ssl_key_password", "ssl_truststore_type",
         "ssl_truststore_location", "ssl_truststore_certificates", "ssl_client_auth",
-        "sasl_enabled_mechanisms", "sasl_oauthbearer_jwks_endpoint_url",
+        "ssl_principal_mapping_rules", "sasl_enabled_mechanisms",
+        "sasl_oauthbearer_jwks_endpoint_url",
         "sasl_oauthbearer_jwks_endpoint_refresh_ms", "sasl_oauthbearer_expected_audience",
         "sasl_oauthbearer_expected_issuer", "sasl_oauthbearer_sub_claim_name",
         "sasl_oauthbearer_clock_skew_seconds", "connections_max_reauth_ms",
@@ -312,7 +315,7 @@ _SCALED_KEYS = {name.replace(".", "_"): (name, field_name, multiplier)
 LISTENER_SETTINGS = ("ssl_keystore_type", "ssl_keystore_location", "ssl_keystore_key",
                      "ssl_keystore_certificate_chain", "ssl_key_password", "ssl_truststore_type",
                      "ssl_truststore_location", "ssl_truststore_certificates", "ssl_client_auth",
-                     "sasl_enabled_mechanisms", "sasl_jaas_config",
+                     "ssl_principal_mapping_rules", "sasl_enabled_mechanisms", "sasl_jaas_config",
                      "ssl_endpoint_identification_algorithm")
 SENSITIVE = ("ssl_keystore_key", "ssl_key_password", "sasl_jaas_config", "listener_overrides")
 SSL_CLIENT_AUTH = ("none", "requested", "required")

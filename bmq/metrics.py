@@ -219,8 +219,7 @@ def serve_for_role(port: int, host: str, partitions: Callable[[], float] | None 
         track_transactions(transactions)
     try:
         server = start_http_server(port, host)
-        if topics_app is not None:
-            server.set_app(_with_topics(server.get_app(), topics_app))
+        server.set_app(_routes(server.get_app(), topics_app))
     except OSError as error:
         reason = error.strerror or str(error)
         raise StartupError(f"cannot serve metrics on {host}:{port}: {reason}",
@@ -229,12 +228,21 @@ def serve_for_role(port: int, host: str, partitions: Callable[[], float] | None 
     return server
 
 
-def _with_topics(metrics_app: Callable[..., Any], topics_app: Callable[..., Any]
-                 ) -> Callable[..., Any]:
+def _routes(metrics_app: Callable[..., Any], topics_app: Callable[..., Any] | None
+            ) -> Callable[..., Any]:
+    """``/metrics`` and, with ``topics_app``, ``/topics/...``; any other path is 404 (the
+    Prometheus client's own app answers the metrics page for every path)."""
     def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
-        if environ.get("PATH_INFO", "").startswith("/topics/"):
+        path = environ.get("PATH_INFO", "")
+        if path == "/metrics":
+            return metrics_app(environ, start_response)
+        if topics_app is not None and path.startswith("/topics/"):
             return topics_app(environ, start_response)
-        return metrics_app(environ, start_response)
+        served = "/metrics" + (", /topics/TOPIC/..." if topics_app is not None else "")
+        body = f"404 not found: {path} (this port serves {served})\n".encode()
+        start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8"),
+                                          ("Content-Length", str(len(body)))])
+        return [body]
     return app
 
 

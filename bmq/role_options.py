@@ -9,6 +9,7 @@ import click
 
 from bmq.config import Config, ConfigError, load_config
 from bmq.logs import setup_logging
+from bmq.startup import ExitCode, StartupError
 
 _STORAGE_HELP = "Shared storage: file:///dir, s3://bucket/prefix or hdfs://namenode:port/path."
 
@@ -18,7 +19,8 @@ def parse_storage_options(pairs: tuple[str, ...]) -> dict[str, str]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise click.UsageError(f"--storage-option expects KEY=VALUE, got {pair!r}")
+            raise StartupError(f"--storage-option expects KEY=VALUE, got {pair!r}",
+                               ExitCode.USAGE)
         options[key] = value
     return options
 
@@ -39,7 +41,8 @@ def role_config(common: dict[str, Any], overrides: dict[str, object]
             raise ConfigError("--storage (or BMQ_STORAGE / storage) is required")
         setup_logging(config.log_level, config.log_format)
     except (ConfigError, ValueError) as error:
-        raise click.UsageError(str(error)) from error
+        # One line and exit 2 (the README's promise), not click's usage block.
+        raise StartupError(str(error), ExitCode.USAGE) from error
     return config, parse_storage_options(common["storage_options"])
 
 

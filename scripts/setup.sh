@@ -13,8 +13,9 @@ command -v cc >/dev/null 2>&1 || need+=(gcc libc6-dev)
 python3 -c 'import os, sysconfig; os.stat(sysconfig.get_paths()["include"] + "/Python.h")' \
   2>/dev/null || need+=(python3-dev)
 need_java=""
+# The README's examples use kcat.
+command -v kcat >/dev/null 2>&1 || need+=(kcat)
 if [ "$with_tests" = "--tests" ]; then
-  command -v kcat >/dev/null 2>&1 || need+=(kcat)
   # tests/index runs the README's Index Query examples, which query the HTTP port with curl.
   command -v curl >/dev/null 2>&1 || need+=(curl)
   # tests/security make their TLS certificates with the openssl command.

@@ -15,6 +15,7 @@ from typing import Any
 
 from bmq import metrics
 from bmq.broker.broker import Broker
+from bmq.broker.handlers import HANDLERS
 from bmq.broker.membership.cluster import ClusterMembership
 from bmq.broker.server import serve_metrics_of
 from bmq.broker.service import broker_connection
@@ -26,6 +27,7 @@ from bmq.metadata.group_configs import GroupConfigStore
 from bmq.metadata.nodes import BrokerNode
 from bmq.metadata.topics import OFFSETS_TOPIC
 from bmq.metadata.zookeeper.documents import ZkDocuments
+from bmq.net.api import preload
 from bmq.net.listening import Listening
 from bmq.security.loading import load_security_metadata, role_security
 from bmq.storage.factory import check_backend, open_log_storage, unusable_storage
@@ -84,6 +86,7 @@ class ClusterBrokerServer:
         await broker.start()
         await self._listening.start(lambda name: broker_connection(
             broker, self.security, self._listening.listeners, name))
+        preload(HANDLERS)
         self._maintenance = loop.create_task(broker.partitions.maintain(
             self.config.log_checkpoint_interval_ms, self.config.log_retention_check_interval_ms,
             CleanerService(self.config.log_cleaner_backoff_ms,

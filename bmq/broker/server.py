@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 from bmq import metrics
 from bmq.broker.broker import Broker
+from bmq.broker.handlers import HANDLERS
 from bmq.broker.membership.standalone import StandaloneMembership
 from bmq.broker.service import broker_connection
 from bmq.cleaner import CleanerService
@@ -25,6 +26,7 @@ from bmq.metadata.broker_configs import BrokerConfigStore
 from bmq.metadata.documents import StorageDocuments
 from bmq.metadata.group_configs import GroupConfigStore
 from bmq.metadata.nodes import BrokerNode
+from bmq.net.api import preload
 from bmq.net.connection import KafkaConnection
 from bmq.net.listening import Listening
 from bmq.security.loading import load_security_metadata, role_security
@@ -91,6 +93,7 @@ class BrokerServer:
                                ExitCode.STORAGE) from error
         loop = asyncio.get_running_loop()
         await self._listening.start(self._connection)
+        preload(HANDLERS)
         self._maintenance = loop.create_task(broker.partitions.maintain(
             config.log_checkpoint_interval_ms, config.log_retention_check_interval_ms,
             CleanerService(config.log_cleaner_backoff_ms, config.log_cleaner_dedupe_buffer_size)))

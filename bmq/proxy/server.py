@@ -12,6 +12,7 @@ from bmq.config import Config
 from bmq.index.http import index_app
 from bmq.lifecycle import run_until_signalled
 from bmq.metadata.zookeeper.documents import ZkDocuments
+from bmq.net.api import preload
 from bmq.net.client import LinkPool
 from bmq.net.connection import KafkaConnection
 from bmq.net.listening import Listening
@@ -101,6 +102,7 @@ class ProxyServer:
         # librdkafka give up on this address for a long while.
         await proxy.start()
         await self._listening.start(self._connection)
+        preload(HANDLERS)
         await self.cluster.announce()
         log.info("BMQ proxy %d listening on %s, ZooKeeper %s, storage %s",
                  proxy.node.node_id, self._listening.describe(), self.config.zookeeper,

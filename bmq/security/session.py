@@ -30,8 +30,9 @@ from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import REQUEST_APIS
 from bmq.security import oauthbearer, scram
 from bmq.security.authorizer import Authorizer
+from bmq.security.principal_mapping import PrincipalMapper, PrincipalMappingError
 from bmq.security.quotas import QuotaManager
-from bmq.security.tls import certificate_principal, server_context
+from bmq.security.tls import certificate_subject, server_context
 
 log = logging.getLogger(__name__)
 audit = logging.getLogger("bmq.audit")
@@ -99,6 +100,9 @@ class Security:
         self.tls_contexts: dict[str, ssl.SSLContext] = {
             listener.name: server_context(config, listener.name, listener.sasl)
             for listener in listeners if listener.tls}
+        self.principal_mappers: dict[str, PrincipalMapper] = {
+            listener.name: _principal_mapper(config, listener.name)
+            for listener in listeners if listener.tls and not listener.sasl}
         self.mechanisms: dict[str, list[str]] = {}
         self.max_reauth_ms = config.connections_max_reauth_ms
         self.token_validator: oauthbearer.TokenValidator | None = None
@@ -111,6 +115,13 @@ class Security:
 
     def session(self, listener: Listener) -> Session:
         return Session(self, listener)
+
+
+def _principal_mapper(config: Config, listener: str) -> PrincipalMapper:
+    try:
+        return PrincipalMapper(config.listener_setting(listener, "ssl_principal_mapping_rules"))
+    except PrincipalMappingError as error:
+        raise SecurityConfigError(f"listener {listener}: {error}") from None
 
 
 def _token_validator(config: Config, listener: str) -> oauthbearer.TokenValidator:
@@ -153,8 +164,19 @@ class Session:
         peer = extra_info("peername")
         self.client = f"{peer[0]}:{peer[1]}" if peer else ""
         self.host = str(peer[0]) if peer else ""
-        if self.listener.tls:
-            self.principal = certificate_principal(extra_info("ssl_object")) or ANONYMOUS
+        mapper = self.security.principal_mappers.get(self.listener.name)
+        subject = certificate_subject(extra_info("ssl_object")) if mapper else None
+        if mapper is not None and subject is not None:
+            name = mapper.name(subject)
+            if name is None:
+                # Kafka fails the authentication of a certificate no rule maps: every request
+                # of this connection is refused, which closes it.
+                audit.warning("authentication-failed client=%s listener=%s certificate=%s "
+                              "(no ssl.principal.mapping.rules rule applies)", self.client,
+                              self.listener.name, subject)
+                self._state = _FAILED
+            else:
+                self.principal = f"User:{name}"
 
     def admits(self, api_key: int) -> bool:
         if self._state == _COMPLETE:

@@ -4,8 +4,9 @@ The keystore is PEM: ``ssl.keystore.location`` (one file, private key and certif
 ``ssl.keystore.key`` and ``ssl.keystore.certificate.chain`` inline. Client certificates are
 checked against ``ssl.truststore.location`` (or ``ssl.truststore.certificates`` inline) as
 ``ssl.client.auth`` says; TLS 1.2 is the least version served. A verified client certificate
-is the principal ``User:<subject DN>`` (Kafka's default principal builder: RFC 2253, the most
-specific name first, e.g. ``User:CN=alice,OU=ops,O=example``).
+names the principal by its subject (Kafka's default principal builder: the distinguished name
+in RFC 2253 form, the most specific name first, e.g. ``CN=alice,OU=ops,O=example``, mapped by
+``ssl.principal.mapping.rules``; by default ``User:CN=alice,OU=ops,O=example``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import os
 import ssl
 import tempfile
+from collections.abc import Callable
 from typing import Any
 
 from bmq.config import Config
@@ -38,23 +40,10 @@ def server_context(config: Config, listener: str, sasl: bool = False) -> ssl.SSL
 
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
-    password = setting("ssl_key_password") or None
-    try:
-        if setting("ssl_keystore_location"):
-            context.load_cert_chain(setting("ssl_keystore_location"), password=password)
-        elif setting("ssl_keystore_key") and setting("ssl_keystore_certificate_chain"):
-            _load_inline_chain(context, setting("ssl_keystore_key"),
-                               setting("ssl_keystore_certificate_chain"), password)
-        else:
-            raise TlsConfigError(f"listener {listener}: TLS needs ssl.keystore.location, or "
-                                 f"ssl.keystore.key with ssl.keystore.certificate.chain")
-        if setting("ssl_truststore_location"):
-            context.load_verify_locations(cafile=setting("ssl_truststore_location"))
-        elif setting("ssl_truststore_certificates"):
-            context.load_verify_locations(cadata=setting("ssl_truststore_certificates"))
-    except (OSError, ssl.SSLError) as error:
-        raise TlsConfigError(f"listener {listener}: cannot load its TLS key, certificates or "
-                             f"truststore: {error}") from error
+    if not _load_keystore(context, setting, listener):
+        raise TlsConfigError(f"listener {listener}: TLS needs ssl.keystore.location, or "
+                             f"ssl.keystore.key with ssl.keystore.certificate.chain")
+    _load_truststore(context, setting, listener)
     # As Kafka: on a SASL_SSL listener SASL says who the client is, and only the listener's own
     # listener.name.NAME.ssl.client.auth asks for a certificate, never the broker-wide one.
     client_auth = config.listener_overrides.get(listener.upper(), {}).get(
@@ -77,23 +66,57 @@ def client_context(config: Config, listener: str) -> ssl.SSLContext:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.check_hostname = bool(setting("ssl_endpoint_identification_algorithm").strip())
-    password = setting("ssl_key_password") or None
-    try:
-        if setting("ssl_truststore_location"):
-            context.load_verify_locations(cafile=setting("ssl_truststore_location"))
-        elif setting("ssl_truststore_certificates"):
-            context.load_verify_locations(cadata=setting("ssl_truststore_certificates"))
-        else:
-            context.load_default_certs()
-        if setting("ssl_keystore_location"):
-            context.load_cert_chain(setting("ssl_keystore_location"), password=password)
-        elif setting("ssl_keystore_key") and setting("ssl_keystore_certificate_chain"):
-            _load_inline_chain(context, setting("ssl_keystore_key"),
-                               setting("ssl_keystore_certificate_chain"), password)
-    except (OSError, ssl.SSLError) as error:
-        raise TlsConfigError(f"listener {listener}: cannot load the TLS truststore or keystore "
-                             f"to connect to other nodes with: {error}") from error
+    if not _load_truststore(context, setting, listener):
+        context.load_default_certs()
+    _load_keystore(context, setting, listener)
     return context
+
+
+def _load_keystore(context: ssl.SSLContext, setting: Callable[[str], str],
+                   listener: str) -> bool:
+    """The listener's key and certificate chain into ``context``; False when it has none."""
+    password = setting("ssl_key_password") or None
+    location = setting("ssl_keystore_location")
+    if location:
+        _loading(listener, "ssl.keystore.location", location,
+                 lambda: context.load_cert_chain(location, password=password))
+        return True
+    if setting("ssl_keystore_key") and setting("ssl_keystore_certificate_chain"):
+        _loading(listener, "ssl.keystore.key", "(inline) with ssl.keystore.certificate.chain",
+                 lambda: _load_inline_chain(context, setting("ssl_keystore_key"),
+                                            setting("ssl_keystore_certificate_chain"), password))
+        return True
+    return False
+
+
+def _load_truststore(context: ssl.SSLContext, setting: Callable[[str], str],
+                     listener: str) -> bool:
+    """The listener's trusted CA certificates into ``context``; False when it has none."""
+    location = setting("ssl_truststore_location")
+    if location:
+        _loading(listener, "ssl.truststore.location", location,
+                 lambda: context.load_verify_locations(cafile=location))
+        return True
+    certificates = setting("ssl_truststore_certificates")
+    if certificates:
+        _loading(listener, "ssl.truststore.certificates", "(inline)",
+                 lambda: context.load_verify_locations(cadata=certificates))
+        return True
+    return False
+
+
+def _loading(listener: str, name: str, what: str, load: Callable[[], None]) -> None:
+    """``load()``, its failure a ``TlsConfigError`` naming the setting and its file: Python's
+    errors name neither (``[Errno 2] No such file or directory``, ``PEM lib``)."""
+    try:
+        load()
+    except ssl.SSLError as error:
+        reason = f"not a usable PEM file ({error.reason or error})"
+    except OSError as error:
+        reason = error.strerror or str(error)
+    else:
+        return
+    raise TlsConfigError(f"listener {listener}: cannot load {name} {what}: {reason}")
 
 
 def _load_inline_chain(context: ssl.SSLContext, key: str, chain: str,
@@ -107,8 +130,9 @@ def _load_inline_chain(context: ssl.SSLContext, key: str, chain: str,
         context.load_cert_chain(path, password=password)
 
 
-def certificate_principal(ssl_object: Any) -> str | None:
-    """``User:<subject DN>`` of a verified client certificate, None without one."""
+def certificate_subject(ssl_object: Any) -> str | None:
+    """The subject's distinguished name (RFC 2253) of a verified client certificate, None
+    without one."""
     if ssl_object is None:
         return None
     certificate = ssl_object.getpeercert()
@@ -118,7 +142,7 @@ def certificate_principal(ssl_object: Any) -> str | None:
     for rdn in reversed(certificate.get("subject", ())):
         parts.append("+".join(f"{_DN_KEYWORDS.get(name, name)}={_escape(value)}"
                               for name, value in rdn))
-    return "User:" + ",".join(parts)
+    return ",".join(parts)
 
 
 def _escape(value: str) -> str:

@@ -252,3 +252,22 @@ def test_a_proxy_on_a_port_in_use_exits_3_before_touching_zookeeper_or_storage(
                    f"cannot listen on 127.0.0.1:{listening_port}: address already in use "
                    "(another process listens there)")
     assert not shared.exists()
+
+
+@pytest.mark.parametrize(("args", "environ", "message"), [
+    (["serve", "--listen", "nonsense"], {}, "expected HOST:PORT, got 'nonsense'"),
+    (["serve"], {"BMQ_LOG_LEVEL": "LOUD"}, "log_level: Unknown level: 'LOUD'"),
+    (["broker", "--zookeeper", "127.0.0.1:1"], {}, "--storage (or BMQ_STORAGE / storage) is "
+                                                   "required"),
+    (["proxy", "--zookeeper", "127.0.0.1:1", "--storage", "file:///nowhere",
+      "--storage-option", "no-equals"], {}, "--storage-option expects KEY=VALUE, got "
+                                            "'no-equals'"),
+])
+def test_a_bad_setting_is_one_line_and_exit_2(args: list[str], environ: dict[str, str],
+                                              message: str, tmp_path: Path) -> None:
+    result = subprocess.run([*bmq_command(), *args], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=RUN_TIMEOUT_S, check=False,
+                            env={**os.environ, **environ})
+    assert_refused(result, ExitCode.USAGE, message)
+    assert "Usage:" not in result.stderr
+    assert list(tmp_path.iterdir()) == []

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.error
+import urllib.request
 from typing import Any
 
 import pytest
@@ -110,6 +112,15 @@ def test_acks_0_is_counted_and_failed_batches_are_not(metrics_broker: Any, topic
             break
         time.sleep(0.1)
     assert value(samples, "bmq_messages_in_total", topic=topic) == 10
+
+
+@pytest.mark.parametrize("path", ["/", "/metrics/", "/nope", "/topics"])
+def test_an_unknown_path_is_404(metrics_broker: Any, path: str) -> None:
+    with pytest.raises(urllib.error.HTTPError) as error:
+        urllib.request.urlopen(f"http://127.0.0.1:{metrics_broker.metrics_port}{path}",
+                               timeout=10)
+    assert error.value.code == 404
+    assert "/metrics" in error.value.read().decode()
 
 
 def test_metrics_off_by_default(broker: Any) -> None:

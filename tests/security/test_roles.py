@@ -39,3 +39,24 @@ def test_a_sasl_inter_broker_listener_needs_a_login(role: str, tmp_path: Path,
     assert result.returncode == 2, result.stderr
     assert "sasl.jaas.config" in result.stderr and len(result.stderr.splitlines()) == 1
     assert "Traceback" not in result.stderr and not storage.exists()
+
+
+@pytest.mark.parametrize(("setting", "content", "reason"), [
+    ("BMQ_SSL_KEYSTORE_LOCATION", None, "No such file or directory"),
+    ("BMQ_SSL_KEYSTORE_LOCATION", "not a key\n", "not a usable PEM file"),
+    ("BMQ_SSL_TRUSTSTORE_LOCATION", None, "No such file or directory"),
+])
+def test_a_tls_file_that_cannot_be_loaded_is_named(setting: str, content: str | None,
+                                                    reason: str, tmp_path: Path,
+                                                    certificates: Certificates) -> None:
+    storage, path = tmp_path / "storage", tmp_path / "tls" / "given.pem"
+    if content is not None:
+        path.parent.mkdir()
+        path.write_text(content)
+    settings = {"BMQ_LISTENERS": f"SSL://127.0.0.1:{free_port()}",
+                "BMQ_SSL_KEYSTORE_LOCATION": str(certificates.server), setting: str(path)}
+    result = _start("broker", storage, settings)
+    assert result.returncode == 2, result.stderr
+    name = setting.removeprefix("BMQ_").lower().replace("_", ".")
+    assert f"cannot load {name} {path}: {reason}" in result.stderr
+    assert len(result.stderr.splitlines()) == 1 and not storage.exists()
