@@ -15,8 +15,9 @@ import one another one way, in this order (each only those above it):
 ``recovery``       the loader: claiming a partition, scanning what earlier owners left (it
                    returns what it recovered), garbage collection
 ``retention``      retention and DeleteRecords
-``layout``         what differs by storage: ``append_layout``, ``object_layout`` (which also
-                   merges small objects)
+``layout``         what differs by storage, in two layouts:
+``append_layout``  segment files that grow by appends, and checkpoints (files, HDFS)
+``object_layout``  immutable objects listed by a manifest, merged when small (object stores)
 ``cleaning``       what the log cleaner (bmq.cleaner) reads, writes and swaps in
 ``reader``         LogReader, the read-only reader (reads without any writes)
 ``partition_log``  PartitionLog, the one writer of a partition, composed of the parts above

@@ -4,7 +4,7 @@ offset index and a time index file, and a checkpoint per owner epoch.
 Write path. ``write`` (called by ``flush``) takes the whole queue, decides rolls and index
 entries from the batch headers it already knows, writes each segment's share with one gathered
 write and one sync, then publishes the new sizes, index entries and high watermark under
-``_lock``.
+``segments.lock``.
 
 Checkpoint format (``{topic}/{partition}/checkpoint.json``, replaced atomically)::
 

@@ -211,7 +211,7 @@ class Cleaning:
         return True
 
     def _rewrite_chunks(self, aborts: Collection[int]) -> RewrittenChunks:
-        """Under ``_io_lock`` (nothing seals meanwhile): the sealed chunks of the aborted-
+        """Under ``io_lock`` (nothing seals meanwhile): the sealed chunks of the aborted-
         transaction index without the entries of ``aborts``, written under new names."""
         log = self._log
         with log.segments.lock:

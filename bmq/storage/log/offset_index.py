@@ -123,8 +123,8 @@ def rebuild_sealed_index(segments: LogSegments, seg: Segment) -> None:
 
 
 class LearnedIndex:
-    """Index entries a read-only view learns while it reads past the end of a segment's known
-    index (a segment its writer is still filling: the view knows the index only up to the
+    """Index entries a read-only reader learns while it reads past the end of a segment's known
+    index (a segment its writer is still filling: the reader knows the index only up to the
     writer's last checkpoint). Kept in memory only, so the next read there is one lookup, not
     another scan (the proxy reads tails this way)."""
 

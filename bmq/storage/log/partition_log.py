@@ -90,7 +90,7 @@ def _layout_for(storage: Storage) -> Layout:
 
 class PartitionLog:
     """The log of one partition. Create with ``PartitionLog.open`` (the one writer) or read with
-    ``PartitionLog.open_reader`` (any number of read-only views, in other processes too)."""
+    ``PartitionLog.open_reader`` (any number of read-only readers, in other processes too)."""
 
     def __init__(self, storage: Storage, topic: str, partition: int, config: LogConfig,
                  epoch: int, layout: Layout) -> None:
@@ -117,7 +117,7 @@ class PartitionLog:
         self._published_active = ""  # the stem of the newest segment it names
         self._cleaning = Cleaning(self, layout)
         # Called (from the cleaner's thread) once the cleaner's segments are published: the
-        # owner tells readers elsewhere, whose views follow its notices of new data.
+        # owner tells readers elsewhere, which follow its notices of new data.
         self.on_rewrite: Callable[[], None] | None = None
 
     @classmethod
@@ -142,7 +142,7 @@ class PartitionLog:
     @classmethod
     def open_reader(cls, storage: Storage, topic: str, partition: int,
                     config: LogConfig | None = None) -> LogReader:
-        """A read-only view of the durable data as its writer last published it."""
+        """A read-only reader of the durable data as its writer last published it."""
         check_name(topic, partition)
         segments = LogSegments(storage, f"{topic}/{partition}", config or LogConfig(),
                                readonly=True)

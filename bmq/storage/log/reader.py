@@ -21,13 +21,14 @@ logger = logging.getLogger(__name__)
 
 
 class LogReader:
-    """A read-only view of a partition for processes that do not write it (the proxy tier,
+    """A read-only reader of a partition for processes that do not write it (the proxy tier,
     brokers answering for partitions led elsewhere). It sees the durable data as the writer
     last published it (its newest checkpoint or manifest) and never writes to storage.
 
     ``refresh()`` costs one listing of the partition's state files and one small read (none
     when nothing changed); reads go straight to the segment files or objects. A file deleted
-    by retention or compaction meanwhile makes a read refresh once and retry.
+    by retention, the cleaner or a merge of objects meanwhile makes a read refresh once and
+    retry.
 
     It reads through its own ``LogSegments`` (``readonly``: it does not even write the index
     files it rebuilds) and the layout's reads; it has none of the writer's parts."""
@@ -50,7 +51,7 @@ class LogReader:
         return self._segments.high_watermark
 
     def last_stable_offset(self) -> int:
-        """The owner's LSO as it last published it (never past this view's high watermark)."""
+        """The owner's LSO as it last published it (never past this reader's high watermark)."""
         return self._txns.last_stable_offset(self._segments.high_watermark)
 
     def aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:
@@ -59,7 +60,7 @@ class LogReader:
 
     @property
     def log_end_offset(self) -> int:
-        return self._segments.log_end_offset   # a view sees durable data only: the high watermark
+        return self._segments.log_end_offset   # a reader sees durable data only: the high watermark
 
     @property
     def owner_rewrites(self) -> int:
@@ -77,7 +78,7 @@ class LogReader:
 
     @property
     def rewrites(self) -> int:
-        """Changes to the view's segments other than growth (see ``LogSegments.rewrites``)."""
+        """Changes to the reader's segments other than growth (see ``LogSegments.rewrites``)."""
         return self._segments.rewrites
 
     def refresh(self) -> bool:
@@ -95,11 +96,11 @@ class LogReader:
                 logger.warning("%s: unreadable state %s", segments, path)
                 continue
             if epoch < self.leader_epoch:
-                return False          # never go back to an older owner's view
+                return False          # never go back to an older owner's state
             if raw == self._state:
                 return False
             if state.get("segments") is None:
-                return False          # a claim without a known state: keep the current view
+                return False          # a claim without a known state: keep the current one
             # The index first: a fetch between the two then sees the old segments with the
             # new index, never the cleaner's segments (ABORT markers removed) with the old.
             self._txns.apply_state(state, lambda name: read_chunk(segments.storage, segments.dir,
@@ -117,9 +118,10 @@ class LogReader:
         return False
 
     def advance(self, tail: bytes | None) -> bool:
-        """Extend the view to what the owner's ``PartitionLog.tail`` describes, without reading
-        storage; a tail that does not continue this view (a new owner, a missed roll, a merge of
-        objects) or no tail at all makes it ``refresh`` instead. True if the view changed."""
+        """Extend the reader's segments to what the owner's ``PartitionLog.tail`` describes,
+        without reading storage; a tail that does not continue them (a new owner, a missed
+        roll, a merge of objects) or no tail at all makes it ``refresh`` instead. True if
+        anything changed."""
         if tail is None:
             return self.refresh()
         doc = json.loads(tail)
@@ -131,7 +133,7 @@ class LogReader:
         cleaned = self._tail is not None and self._tail["epoch"] == doc["epoch"] and \
             self._tail.get("rewrites", 0) != doc.get("rewrites", 0)
         if changed is None or cleaned or self._txns.needs_state(doc):
-            # A tail that does not continue the view, that follows a cleaner's swap, or whose
+            # A tail that does not continue the segments, that follows a cleaner's swap, or whose
             # aborted transactions start past what our state document covers: read the
             # owner's newest state document.
             changed = self.refresh() or bool(changed)
@@ -143,7 +145,7 @@ class LogReader:
         return changed
 
     def _extend(self, doc: dict[str, Any]) -> bool | None:
-        """Apply a tail that continues this view's segments: whether anything changed, or None
+        """Apply a tail that continues this reader's segments: whether anything changed, or None
         if the tail does not continue them."""
         held = self._segments
         with held.lock:

@@ -33,7 +33,7 @@ class LogSegments:
         self.log_end_offset = 0
         self.high_watermark = 0
         # Bumped when segments are replaced by others (the cleaner's, or, in a reader, any
-        # segment leaving its view): batches cached from the old ones are stale.
+        # segment leaving what it lists): batches cached from the old ones are stale.
         self.rewrites = 0
 
     def path(self, name: str) -> str:
