@@ -174,7 +174,7 @@ class LogReader:
             if end > held.high_watermark:
                 held.high_watermark = held.log_end_offset = end
             held.log_start_offset = max(held.log_start_offset,
-                                       min(int(doc["log_start_offset"]), held.high_watermark))
+                                        min(int(doc["log_start_offset"]), held.high_watermark))
             return (held.high_watermark, held.log_start_offset) != before
 
     def _apply(self, state: dict[str, Any]) -> None:
