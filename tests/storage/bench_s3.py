@@ -5,7 +5,7 @@
 Starts a private ``weed mini`` on 127.0.0.1, appends one batch per flush (``--flush-kib``
 each: every flush is one object PUT, one manifest PUT and one fence-check LIST), reads
 everything back through the writer and through a read-only ``open_reader`` view, merges the
-objects (``compact_objects``) and reads again. Prints MiB/s.
+objects (``merge_objects``) and reads again. Prints MiB/s.
 """
 
 from __future__ import annotations
@@ -72,10 +72,11 @@ def main() -> None:
             print(f"read (open_reader view):     "
                   f"{_read_all(reader, total, args.read_max, len(template)):8.1f} MiB/s")
             start = time.perf_counter()
-            merged = log.compact_objects()
+            merged = log.merge_objects()
             elapsed = time.perf_counter() - start
+            objects = len(log.segments.by_offset) - 1
             print(f"merge: {merged} objects in {elapsed:.1f} s "
-                  f"({total / MIB / elapsed:.1f} MiB/s), now {len(log._segments) - 1} objects")
+                  f"({total / MIB / elapsed:.1f} MiB/s), now {objects} objects")
             print(f"read (writer, merged):       "
                   f"{_read_all(log, total, args.read_max, len(template)):8.1f} MiB/s")
             reader.close()

@@ -16,7 +16,7 @@ from bmq.coordinators.transactions.records import marker_batch
 from bmq.protocol.record_codec import Record, decode_batch, encode_batch
 from bmq.protocol.records import TRANSACTIONAL_FLAG, BatchHeader, iter_batches
 from bmq.storage import LocalStorage, LogConfig, PartitionLog, Storage
-from bmq.storage.log import core as log_core
+from bmq.storage.log import partition_log
 from bmq.storage.log.aborted_index import SUFFIX as CHUNK_SUFFIX
 
 from .batches import make_batch
@@ -258,7 +258,7 @@ def _aborts_in_chunks(log: PartitionLog) -> tuple[list[int], list[int]]:
     _txn(log, seq, 200, b"c", b"c1", commit=True)
     log.checkpoint()
     chunks = _chunk_files(log)
-    assert chunks == {name for name, _end in log._durable_producers.sealed}
+    assert chunks == {name for name, _end in log.durable_producers.sealed}
     assert len(chunks) == 2
     return early, late
 
@@ -270,7 +270,7 @@ def test_abort_markers_leave_the_sealed_index_and_readers_elsewhere(
     again under a new name, one losing all is no longer named, and the old files are deleted
     after ``file.delete.delay.ms``. A reader elsewhere drops them too, also one that saw a
     tail from before the swap; a restart sees the same index."""
-    monkeypatch.setattr(log_core, "CHUNK_ENTRIES", 2)
+    monkeypatch.setattr(partition_log, "CHUNK_ENTRIES", 2)
     config = CHECKPOINTED
     log = PartitionLog.open(cstorage, "t", 0, config, epoch=1)
     reader = PartitionLog.open_reader(cstorage, "t", 0, config)
@@ -291,7 +291,7 @@ def test_abort_markers_leave_the_sealed_index_and_readers_elsewhere(
     left = [a for a in everything if a.last_offset in late]
     assert log.aborted_transactions(0, log.high_watermark) == left
     assert [m for m in _markers(log) if m[1] == 0] == [(200, 0)] * len(late)
-    named = {name for name, _end in log._durable_producers.sealed}
+    named = {name for name, _end in log.durable_producers.sealed}
     assert len(named) == 1 and not named & chunks
     assert _chunk_files(log) == named | chunks   # the old ones until file.delete.delay.ms
     assert log.delete_replaced(0) > len(chunks)
@@ -322,7 +322,7 @@ def test_a_crash_while_removing_abort_markers(cstorage: Storage, step: str,
     document write fails) or after its swap: the next owner has the old segments with the old
     index or the new with the new, no chunk file left that its state document does not name,
     and its own pass removes what is left to remove."""
-    monkeypatch.setattr(log_core, "CHUNK_ENTRIES", 2)
+    monkeypatch.setattr(partition_log, "CHUNK_ENTRIES", 2)
     log = PartitionLog.open(cstorage, "t", 0, CHECKPOINTED, epoch=1)
     _early, late = _aborts_in_chunks(log)
     everything = log.aborted_transactions(0, log.high_watermark)
@@ -349,8 +349,8 @@ def test_a_crash_while_removing_abort_markers(cstorage: Storage, step: str,
     assert reopened.aborted_transactions(0, reopened.high_watermark) == left
     assert [m for m in _markers(reopened) if m[1] == 0] == [(200, 0)] * len(late)
     reopened.delete_replaced(0)
-    reopened.compact_objects()   # (objects: garbage is collected at the first merge)
-    assert _chunk_files(reopened) == {name for name, _ in reopened._durable_producers.sealed}
+    reopened.merge_objects()   # (objects: garbage is collected at the first merge)
+    assert _chunk_files(reopened) == {name for name, _ in reopened.durable_producers.sealed}
     reopened.close()
 
 
@@ -372,8 +372,8 @@ def test_merging_objects_keeps_the_tombstone_clock(tmp_path: Path) -> None:
         log.append(memoryview(batch), [header], NOW)
         log.flush()
     _filler(log)
-    assert log.compact_objects() > 0
-    cleaned = [seg for seg in log._segments if seg.cleaned_ms >= 0]
+    assert log.merge_objects() > 0
+    cleaned = [seg for seg in log.segments.by_offset if seg.cleaned_ms >= 0]
     assert cleaned and all(seg.next_offset <= first_new for seg in cleaned)
     # delete.retention.ms after the first cleaning, the tombstones go.
     cleaner.clean(log, NOW + 1 + 1000, force=True)

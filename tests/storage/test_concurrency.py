@@ -154,7 +154,7 @@ def test_retention_and_reads_race_safely(open_log: OpenLog) -> None:
     log.apply_retention(now_ms=0)
     # One segment more than retention.bytes at most (on object stores an object is one flush,
     # which may be larger than segment.bytes).
-    largest = max(seg.size for seg in log._segments)
+    largest = max(seg.size for seg in log.segments.by_offset)
     assert log.size_bytes <= 32 * 1024 + max(8 * 1024, largest)
     assert log.log_start_offset > 0
     survivors = [tag for _, _, tag in _tags(bytes(log.read(log.log_start_offset, 1 << 20)))]

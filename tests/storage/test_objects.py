@@ -78,15 +78,15 @@ def test_merging_rewrites_small_objects(ostorage: Storage) -> None:
     assert len(object_names(log)) == 24
     reader = PartitionLog.open_reader(ostorage, "t", 0, CONFIG)
     assert reader.high_watermark == 24
-    merged = log.compact_objects()
+    merged = log.merge_objects()
     assert merged == 24
-    assert len(log._segments) - 1 == 2            # 6000-byte objects out of 500-byte ones
+    assert len(log.segments.by_offset) - 1 == 2   # 6000-byte objects out of 500-byte ones
     assert _raw(log) == stored
     assert [bytes(log.read(o, 1)) for o in range(24)] == stored
     assert log.offset_for_timestamp(110) == (10, 110)
     # A reader still on the old manifest reads the old objects (deleted only next time) ...
     assert bytes(reader.read(3, 1)) == stored[3]
-    log.compact_objects()                          # ... which empties the trash
+    log.merge_objects()                            # ... which empties the trash
     assert len(object_names(log)) == 2
     assert bytes(reader.read(5, 1)) == stored[5]   # refreshes after a miss
     assert reader.refresh() is False
@@ -136,11 +136,11 @@ def test_a_reader_follows_tails_without_listing_or_reading_manifests(ostorage: S
     assert reader.advance(log.tail())
     assert requests[0] > before
     assert [bytes(reader.read(o, 1)) for o in range(len(stored))] == stored
-    assert log.compact_objects() > 0               # merged objects replace the newest ones
+    assert log.merge_objects() > 0               # merged objects replace the newest ones
     flush(1)
     assert reader.advance(log.tail())
     assert reader.high_watermark == len(stored)
-    log.compact_objects()                          # the merged-away objects are deleted
+    log.merge_objects()                          # the merged-away objects are deleted
     assert [bytes(reader.read(o, 1)) for o in range(len(stored))] == stored
     reader.close()
     log.close()
@@ -171,7 +171,7 @@ def test_unlisted_objects_of_the_data_epoch_are_recovered(ostorage: Storage) -> 
     assert _raw(log) == [*stored, extra]
     assert log.high_watermark == 4
     assert f"{segment_stem(3, 1, 50)}.log" in object_names(log)
-    log.checkpoint()    # garbage goes with the first compaction, not during the takeover
+    log.checkpoint()    # garbage goes with the first merge, not during the takeover
     assert f"{segment_stem(3, 1, 50)}.log" not in object_names(log)   # a fenced epoch's
     b = make_batch([b"next"])
     append(log, b)
@@ -185,7 +185,7 @@ def test_stale_owner_manifests_and_objects_are_ignored(ostorage: Storage) -> Non
     append(a, make_batch([b"a0"]))
     a.flush()
     b = PartitionLog.open(ostorage, "t", 0, CONFIG, epoch=2)
-    a._fence_check = lambda: None  # type: ignore[method-assign]
+    a.fence_check = lambda: None  # type: ignore[method-assign]
     append(a, make_batch([b"a1-stale"]))
     a.flush()                        # PUTs an object and the epoch-1 manifest
     assert _manifest(ostorage, 1)["high_watermark"] == 2

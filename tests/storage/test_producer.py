@@ -157,7 +157,7 @@ def test_failed_flush_does_not_poison_durable_state(open_log: OpenLog) -> None:
     def broken(*args: object) -> None:
         raise OSError(5, "I/O error")
 
-    active = log._segments[-1]
+    active = log.segments.by_offset[-1]
     assert active.appender is not None
     active.appender.write = broken  # type: ignore[method-assign,assignment]
     with pytest.raises(KafkaError) as info:

@@ -4,7 +4,7 @@ offset index and a time index file, and a checkpoint per owner epoch.
 Write path. ``write`` (called by ``flush``) takes the whole queue, decides rolls and index
 entries from the batch headers it already knows, writes each segment's share with one gathered
 write and one sync, then publishes the new sizes, index entries and high watermark under
-``_lock``.
+``segments.lock``.
 
 Checkpoint format (``{topic}/{partition}/checkpoint.json``, replaced atomically)::
 
@@ -60,15 +60,25 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bmq.storage.base import AppendFile, BytesLike, Storage
 from bmq.storage.log.aborted_index import load_sealed
 from bmq.storage.log.config import BatchMeta, Queued, clock_ms, parse_files
 from bmq.storage.log.fencing import FencedEpochError
+from bmq.storage.log.host import LogHost
 from bmq.storage.log.layout import Layout
-from bmq.storage.log.recovery import close_gap, continues, listed_segments
+from bmq.storage.log.offset_index import read_indexes, write_index_files
+from bmq.storage.log.recovery import (
+    Recovered,
+    claim,
+    close_gap,
+    continues,
+    listed_segments,
+    recover_segment,
+)
 from bmq.storage.log.scan import visible_size
+from bmq.storage.log.segments import LogSegments
 from bmq.storage.log.state import CHECKPOINT_VERSION, CHECKPOINT_VERSION_EPOCHS, CheckpointFiles
 from bmq.storage.producer_state import ProducerStateTable
 from bmq.storage.segment import (
@@ -78,10 +88,6 @@ from bmq.storage.segment import (
     TIME_ENTRY,
     Segment,
 )
-
-if TYPE_CHECKING:
-    from bmq.storage.log.core import LogCore
-    from bmq.storage.log.partition_log import PartitionLog
 
 logger = logging.getLogger(__name__)
 
@@ -119,8 +125,9 @@ class AppendLayout(Layout):
     def state_files(storage: Storage, partition_dir: str) -> CheckpointFiles:
         return CheckpointFiles(storage, partition_dir)
 
-    def load(self, log: PartitionLog) -> None:
+    def load(self, log: LogHost) -> Recovered:
         storage = log.storage
+        log_segments = log.segments
         epoch = log.leader_epoch
         storage.makedirs(log.dir)
         top, ckpt = log.state_files.newest()
@@ -133,13 +140,13 @@ class AppendLayout(Layout):
         else:
             data_epoch = max([e for _b, e, _s in files if e <= epoch], default=epoch)
         if epoch > 0 and epoch > top:
-            log._claim(ckpt, data_epoch)
+            claim(log, ckpt, data_epoch)
             names = storage.list(log.dir)   # what the old owner wrote before our claim
             files = parse_files(names, ".log")
         takeover = data_epoch < epoch
         for name in names:
             if ".tmp." in name:
-                storage.delete(log._path(name))
+                storage.delete(log_segments.path(name))
 
         ck_metas: list[dict[str, int]] | None = None
         recovery_point = 0
@@ -193,7 +200,7 @@ class AppendLayout(Layout):
                 logger.warning("%s: segment %d does not follow offset %d; dropping it and later "
                                "ones", log, seg.base, segments[-1].next_offset)
                 break
-            path = log._path(seg.log_file)
+            path = log_segments.path(seg.log_file)
             try:
                 file_size = visible_size(log.storage, path)
             except FileNotFoundError:
@@ -211,7 +218,7 @@ class AppendLayout(Layout):
             fresh = Segment(seg.base, epoch=seg.epoch, seq=seg.seq)
             if meta is not None and file_size >= meta["size"]:
                 seg.idx_rel = seg.idx_pos = seg.tidx_ts = seg.tidx_rel = None
-                indexes = log._read_indexes(seg)
+                indexes = read_indexes(log_segments, seg)
                 if indexes is not None:
                     seg.set_indexes(*indexes)
                     start = seg.size  # checkpointed prefix trusted, its indexes valid
@@ -219,8 +226,8 @@ class AppendLayout(Layout):
                     seg = fresh
             else:
                 seg = fresh
-            valid_end = log._recover_segment(seg, start, file_size, producers, now,
-                                             gaps=ck_metas is None)
+            valid_end = recover_segment(log_segments, seg, start, file_size, producers, now,
+                                        gaps=ck_metas is None)
             if start == 0 or valid_end > start:
                 scanned.append(seg)   # bytes the checkpoint did not vouch for
             if segments and ck_metas is None:
@@ -265,7 +272,7 @@ class AppendLayout(Layout):
             if seg.epoch != epoch:
                 seg.index_epoch = epoch
             try:
-                appender = storage.open_append(log._path(seg.log_file))
+                appender = storage.open_append(log_segments.path(seg.log_file))
                 try:
                     appender.sync()
                 finally:
@@ -275,20 +282,20 @@ class AppendLayout(Layout):
                     raise
                 logger.info("%s: could not sync %s of the previous owner: %s", log,
                             seg.log_file, exc)
-            log._write_index_files(seg)
+            write_index_files(log_segments, seg)
 
         active = segments[-1]
         active.bytes_since_index = active.size - (active.idx_pos[-1] if active.idx_pos else 0)
-        active.appender = self._open_appender(log, active)
-        log._take_over(segments, log_start, producers)
-        log._collect_garbage(names)
+        active.appender = self._open_appender(log_segments, active)
+        return Recovered(segments, log_start, producers, names)
 
-    def write(self, log: PartitionLog, queue: list[Queued]) -> None:
+    def write(self, log: LogHost, queue: list[Queued]) -> None:
+        segments = log.segments
         cfg = log.config
         interval = cfg.index_interval_bytes
         segment_bytes = cfg.segment_bytes
         segment_ms = cfg.segment_ms
-        group = self._new_group(log._segments[-1], False)
+        group = self._new_group(segments.by_offset[-1], False)
         groups = [group]
         seg_base = group.seg.base
         idempotent: list[tuple[BatchMeta, int]] = []
@@ -333,8 +340,8 @@ class AppendLayout(Layout):
         for i, g in enumerate(groups):
             seg = g.seg
             if g.new:
-                self._seal(log, groups[i - 1])
-                seg.appender = self._open_appender(log, seg)
+                self._seal(segments, groups[i - 1])
+                seg.appender = self._open_appender(segments, seg)
             if g.buffers:
                 assert seg.appender is not None
                 seg.appender.write(g.buffers)
@@ -348,12 +355,12 @@ class AppendLayout(Layout):
             g.seg.bytes_since_index = g.bytes_since_index
             g.seg.created_ms = g.created_ms
 
-        # Only an owner that is still the newest may acknowledge (see ``_claim``).
-        log._fence_check()
+        # Only an owner that is still the newest may acknowledge (see ``recovery.claim``).
+        log.fence_check()
 
         # Publish.
         written = 0
-        with log._lock:
+        with segments.lock:
             for g in groups:
                 seg = g.seg
                 written += g.size - seg.size
@@ -368,11 +375,11 @@ class AppendLayout(Layout):
                 seg.tidx_ts.extend(g.tidx_ts)
                 seg.tidx_rel.extend(g.tidx_rel)
                 if g.new:
-                    log._segments.append(seg)
-                    log._bases.append(seg.base)
-            log._size_bytes += written
-            log.high_watermark = groups[-1].next_offset
-            durable = log._durable_producers
+                    segments.by_offset.append(seg)
+                    segments.bases.append(seg.base)
+            segments.size_bytes += written
+            segments.high_watermark = groups[-1].next_offset
+            durable = log.durable_producers
             for meta, now_ms in idempotent:
                 durable.record(meta[4], meta[5], meta[6], meta[7], meta[1], meta[2], meta[3],
                                now_ms, meta[8])
@@ -386,18 +393,18 @@ class AppendLayout(Layout):
                       last_time_entry=seg.last_time_entry, created_ms=seg.created_ms)
 
     @staticmethod
-    def _open_appender(log: LogCore, seg: Segment) -> AppendFile:
+    def _open_appender(segments: LogSegments, seg: Segment) -> AppendFile:
         """Append handle positioned at the segment's durable size (bytes past it, e.g. a stale
         file under a reused name, are cut off first)."""
-        path = log._path(seg.log_file)
-        appender = log.storage.open_append(path)
+        path = segments.path(seg.log_file)
+        appender = segments.storage.open_append(path)
         if appender.position != seg.size:
             appender.close()
-            log.storage.truncate(path, seg.size)
-            appender = log.storage.open_append(path)
+            segments.storage.truncate(path, seg.size)
+            appender = segments.storage.open_append(path)
         return appender
 
-    def _seal(self, log: LogCore, g: _Group) -> None:
+    def _seal(self, segments: LogSegments, g: _Group) -> None:
         """Roll away from ``g.seg``: its data is synced already; finish and sync its indexes."""
         seg = g.seg
         if g.max_timestamp > g.last_time_entry:
@@ -406,25 +413,25 @@ class AppendLayout(Layout):
             OFFSET_ENTRY.pack(r, p) for r, p in zip(g.idx_rel, g.idx_pos, strict=True))
         tidx = bytes(seg.tidx_pending) + b"".join(
             TIME_ENTRY.pack(t, r) for t, r in zip(g.tidx_ts, g.tidx_rel, strict=True))
-        self._append_index(log, seg, idx, tidx)
+        self._append_index(segments, seg, idx, tidx)
         if seg.appender is not None:
             seg.appender.close()
             seg.appender = None
 
     @staticmethod
-    def _append_index(log: LogCore, seg: Segment, idx: bytes, tidx: bytes) -> None:
+    def _append_index(segments: LogSegments, seg: Segment, idx: bytes, tidx: bytes) -> None:
         """Append encoded entries to both index files after their persisted entries; sync."""
         for name, data, entry, persisted in (
                 (seg.index_file, idx, 8, seg.idx_persisted),
                 (seg.timeindex_file, tidx, 12, seg.tidx_persisted)):
-            path = log._path(name)
-            appender = log.storage.open_append(path)
+            path = segments.path(name)
+            appender = segments.storage.open_append(path)
             try:
                 if appender.position != persisted * entry:
                     # Left-overs of an interrupted write: cut back to the known entries.
                     appender.close()
-                    log.storage.truncate(path, persisted * entry)
-                    appender = log.storage.open_append(path)
+                    segments.storage.truncate(path, persisted * entry)
+                    appender = segments.storage.open_append(path)
                 if data:
                     appender.write([data])
                 appender.sync()
@@ -435,32 +442,32 @@ class AppendLayout(Layout):
         seg.idx_pending.clear()
         seg.tidx_pending.clear()
 
-    def before_checkpoint(self, log: LogCore) -> None:
-        active = log._segments[-1]
+    def before_checkpoint(self, log: LogHost) -> None:
+        active = log.segments.by_offset[-1]
         if active.idx_pending or active.tidx_pending:
-            self._append_index(log, active, bytes(active.idx_pending),
+            self._append_index(log.segments, active, bytes(active.idx_pending),
                                bytes(active.tidx_pending))
 
-    def state(self, log: LogCore) -> dict[str, Any]:
+    def state(self, log: LogHost) -> dict[str, Any]:
         epoch = log.leader_epoch
-        with log._lock:
-            segments = [seg.meta() for seg in log._segments]
+        with log.segments.lock:
+            segments = [seg.meta() for seg in log.segments.by_offset]
             legacy = epoch == 0 and all(len(m) == 8 for m in segments)
             state: dict[str, Any] = {
                 "version": CHECKPOINT_VERSION if legacy else CHECKPOINT_VERSION_EPOCHS,
                 "topic": log.topic,
                 "partition": log.partition,
-                "log_start_offset": log.log_start_offset,
-                "recovery_point": log.high_watermark,
-                "high_watermark": log.high_watermark,
+                "log_start_offset": log.segments.log_start_offset,
+                "recovery_point": log.segments.high_watermark,
+                "high_watermark": log.segments.high_watermark,
                 "segments": segments,
             }
             if not legacy:
                 state["epoch"] = state["data_epoch"] = epoch
             # As of the same high watermark (read_committed readers elsewhere use both).
-            state["producers"] = log._durable_producers.to_json()
+            state["producers"] = log.durable_producers.to_json()
         return state
 
-    def tail_segments(self, log: PartitionLog) -> list[Segment]:
+    def tail_segments(self, segments: LogSegments) -> list[Segment]:
         """The active segment, and the one before in case it rolled."""
-        return log._segments[-2:]
+        return segments.by_offset[-2:]

@@ -26,8 +26,10 @@ from bmq.protocol.records import LOG_OVERHEAD
 from bmq.storage.base import AppendFile
 from bmq.storage.log.aborted_index import RewrittenChunks, rewrite_chunks
 from bmq.storage.log.config import SCAN_CHUNK, clock_ms
-from bmq.storage.log.indexes import SegmentIndexes
-from bmq.storage.log.retention import Retention
+from bmq.storage.log.host import LogHost
+from bmq.storage.log.layout import Layout
+from bmq.storage.log.offset_index import write_index_files
+from bmq.storage.log.retention import delete_segments
 from bmq.storage.producer_state import AbortedTxn
 from bmq.storage.segment import CorruptLogError, Segment, iter_headers
 
@@ -45,15 +47,15 @@ class CleanedSegment:
     """A cleaned segment being written: appended and synced on file systems, one PUT on object
     stores; its indexes are built from the batch headers as they go by."""
 
-    def __init__(self, log: Cleaning, base: int, next_offset: int) -> None:
+    def __init__(self, log: LogHost, seq: int, base: int, next_offset: int) -> None:
         self._log = log
-        self.segment = Segment(base, clock_ms(), log.leader_epoch, log.layout.cleaned_seq(log))
+        self.segment = Segment(base, clock_ms(), log.leader_epoch, seq)
         self.segment.next_offset = next_offset
         self._since_index = 0
         self._parts: list[bytes] = []
         self._file: AppendFile | None = None
         if log.storage.supports_append:
-            self._file = log.storage.open_append(log._path(self.segment.log_file))
+            self._file = log.storage.open_append(log.segments.path(self.segment.log_file))
 
     def write(self, batches: bytes) -> None:
         """Append whole batches."""
@@ -94,57 +96,73 @@ class CleanedSegment:
             self._file.close()
             self._file = None
         else:
-            self._log.storage.write_atomic(self._log._path(seg.log_file), b"".join(self._parts))
+            self._log.storage.write_atomic(self._log.segments.path(seg.log_file),
+                                           b"".join(self._parts))
             self._parts = []
-        self._log._write_index_files(seg)
+        write_index_files(self._log.segments, seg)
         return seg
 
     def abandon(self) -> None:
         if self._file is not None:
             with contextlib.suppress(OSError):
                 self._file.close()
-        self._log._delete_files(self.segment)
+        self._log.segments.delete_files(self.segment)
 
 
-class Cleaning(Retention, SegmentIndexes):
+class Cleaning:
+    """The log cleaner's side of a partition log (``PartitionLog`` hands its entry points
+    over), with the files of replaced segments waiting for their deletion."""
+
+    def __init__(self, log: LogHost, layout: Layout) -> None:
+        self._log = log
+        self._layout = layout
+        # Segments the log cleaner replaced (when, segment): deleted after a delay.
+        self._replaced: list[tuple[float, Segment]] = []
+        # ... and the aborted-transaction index chunks it wrote again (when, file name).
+        self._replaced_chunks: list[tuple[float, str]] = []
+
     def cleanable(self) -> Cleanable:
-        with self._lock:
-            if self._closed or self._failed is not None:
+        log = self._log
+        segments = log.segments
+        with segments.lock:
+            if log.closed or log.failed is not None:
                 return Cleanable([], [])
-            first_open = self._durable_producers.first_unstable_offset()
-            stable = self.high_watermark if first_open is None else first_open
-            sealed = self.layout.sealed(self)
-            segments = []
+            first_open = log.durable_producers.first_unstable_offset()
+            stable = segments.high_watermark if first_open is None else first_open
+            sealed = self._layout.sealed(segments)
+            cleanable = []
             for seg in sealed:
                 if seg.next_offset > stable:
                     break
-                segments.append(seg)
-            if not segments:
+                cleanable.append(seg)
+            if not cleanable:
                 return Cleanable([], [])
-            aborted = self._durable_producers.aborted_between(segments[0].base,
-                                                               segments[-1].next_offset)
-        return Cleanable(segments, aborted)
+            aborted = log.durable_producers.aborted_between(cleanable[0].base,
+                                                            cleanable[-1].next_offset)
+        return Cleanable(cleanable, aborted)
 
     def each_chunk(self, seg: Segment, consume: Callable[[bytes], int]) -> None:
         """Feed ``seg``'s batches to ``consume`` in chunks of about ``SCAN_CHUNK`` bytes;
         ``consume`` returns how many bytes of whole batches it took (a partial batch at the
         end of a chunk comes again at the start of the next)."""
-        path = self._path(seg.log_file)
+        storage = self._log.storage
+        path = self._log.segments.path(seg.log_file)
         pos = 0
         while pos < seg.size:
             want = min(SCAN_CHUNK, seg.size - pos)
-            data = self.storage.read_range(path, pos, want)
+            data = storage.read_range(path, pos, want)
             taken = consume(data)
             if taken == 0 and len(data) >= 12:   # one batch larger than a chunk
                 size = int.from_bytes(data[8:12], "big") + LOG_OVERHEAD
-                data = self.storage.read_range(path, pos, min(size, seg.size - pos))
+                data = storage.read_range(path, pos, min(size, seg.size - pos))
                 taken = consume(data)
             if taken == 0:
-                raise CorruptLogError(f"{self}: no whole batch at {pos} of segment {seg.base}")
+                raise CorruptLogError(f"{self._log}: no whole batch at {pos} of segment {seg.base}")
             pos += taken
 
     def start_cleaned(self, base: int, next_offset: int) -> CleanedSegment:
-        return CleanedSegment(self, base, next_offset)
+        return CleanedSegment(self._log, self._layout.cleaned_seq(self._log.segments), base,
+                              next_offset)
 
     def replace_cleaned(self, replacements: list[tuple[list[Segment], Segment]],
                         aborts: Collection[int] = ()) -> bool:
@@ -154,12 +172,13 @@ class Cleaning(Retention, SegmentIndexes):
         offsets of the ABORT markers the cleaned segments no longer hold: their entries leave
         the aborted-transaction index in the same write (a read_committed client given an
         entry skips its producer's batches until it meets the marker)."""
-        with self._io_lock:
-            stale = self._closed or self._failed is not None
+        log = self._log
+        with log.io_lock:
+            stale = log.closed or log.failed is not None
             chunks = None if stale or not aborts else self._rewrite_chunks(aborts)
             if not stale:
-                with self._lock:
-                    segments = list(self._segments)
+                with log.segments.lock:
+                    segments = list(log.segments.by_offset)
                     where = {id(seg): i for i, seg in enumerate(segments)}
                     for run, new in reversed(replacements):
                         i = where.get(id(run[0]), -1)
@@ -168,63 +187,63 @@ class Cleaning(Retention, SegmentIndexes):
                             break
                         segments[i:i + len(run)] = [new]
                     if not stale:
-                        self._install_segments(segments)
-                        self.rewrites += 1
+                        log.segments.install(segments)
+                        log.segments.rewrites += 1
                         for run, _new in replacements:
                             for seg in run:
                                 seg.retired = True
                         if chunks is not None:
                             # (Under the same lock as the segments: no fetch here sees the
                             # new segments with the old index.)
-                            self._durable_producers.remove_aborted(aborts, chunks.sealed)
-                            self._producers.remove_aborted(aborts, chunks.sealed)
+                            log.durable_producers.remove_aborted(aborts, chunks.sealed)
+                            log.live_producers.remove_aborted(aborts, chunks.sealed)
             if stale:
                 self.discard_cleaned([new for _run, new in replacements])
                 for name in chunks.written if chunks is not None else ():
-                    self.storage.delete(self._path(name))
+                    log.storage.delete(log.segments.path(name))
                 return False
-            self._checkpoint_locked()
-            self._fence_check()
+            log.publish_state()
+            log.fence_check()
             now = time.monotonic()
             self._replaced.extend((now, seg) for run, _new in replacements for seg in run)
             if chunks is not None:
                 self._replaced_chunks.extend((now, name) for name in chunks.replaced)
-        if self.on_rewrite is not None:
-            self.on_rewrite()
         return True
 
     def _rewrite_chunks(self, aborts: Collection[int]) -> RewrittenChunks:
-        """Under ``_io_lock`` (nothing seals meanwhile): the sealed chunks of the aborted-
+        """Under ``io_lock`` (nothing seals meanwhile): the sealed chunks of the aborted-
         transaction index without the entries of ``aborts``, written under new names."""
-        with self._lock:
-            chunks = self._durable_producers.sealed_chunks()
-        stamp = f"{self.leader_epoch:010d}-{self.layout.cleaned_seq(self):012d}"
+        log = self._log
+        with log.segments.lock:
+            chunks = log.durable_producers.sealed_chunks()
+        stamp = f"{log.leader_epoch:010d}-{self._layout.cleaned_seq(log.segments):012d}"
         return rewrite_chunks(chunks, aborts, stamp,
-                              lambda name, data: self.storage.write_atomic(self._path(name),
-                                                                           data))
+                              lambda name, data: log.storage.write_atomic(
+                                  log.segments.path(name), data))
 
     def discard_cleaned(self, cleaned: list[Segment]) -> None:
         """Delete cleaned segments that were never swapped in."""
         for seg in cleaned:
-            self._delete_files(seg)
+            self._log.segments.delete_files(seg)
 
     def delete_replaced(self, delay_ms: int) -> int:
         """Delete the files of segments (and aborted-transaction index chunks) the cleaner
         replaced at least ``delay_ms`` ago; returns how many segments and chunks."""
-        with self._io_lock:
-            if self._closed:
+        log = self._log
+        with log.io_lock:
+            if log.closed:
                 return 0   # the next owner's garbage collection deletes them
             cutoff = time.monotonic() - delay_ms / 1000
             due = [seg for when, seg in self._replaced if when <= cutoff]
             chunks = [name for when, name in self._replaced_chunks if when <= cutoff]
             if not due and not chunks:
                 return 0
-            self._fence_check()   # a new owner's claim may still name them
+            log.fence_check()   # a new owner's claim may still name them
             self._replaced = [(when, seg) for when, seg in self._replaced if when > cutoff]
             self._replaced_chunks = [(when, name) for when, name in self._replaced_chunks
                                      if when > cutoff]
-            self._delete_segments(due)
+            delete_segments(log, due)
             for name in chunks:
                 with contextlib.suppress(FileNotFoundError):
-                    self.storage.delete(self._path(name))
+                    log.storage.delete(log.segments.path(name))
             return len(due) + len(chunks)

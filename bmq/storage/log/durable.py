@@ -19,7 +19,7 @@ retention and are ignored; segments that disappear meanwhile are skipped at the 
 (retention) and end the extent elsewhere.
 
 Only the plain layout (``bmq serve``'s) is walked file by file here; every other layout
-(cluster-mode epochs, the object layout) is read through ``LogReader`` (``view.py``), which
+(cluster-mode epochs, the object layout) is read through ``LogReader`` (``reader.py``), which
 follows what its writer published, so ``segments`` is empty and reads go through the reader.
 """
 

@@ -29,7 +29,7 @@ manifest is written and objects of lower epochs not in it, and older manifests, 
 An object E PUTs after our listing never enters an epoch-N manifest: E's fence check after that
 PUT sees the claim, so it was never acknowledged.
 
-Merging. ``compact_objects`` (called by ``checkpoint``, i.e. from the broker's maintenance
+Merging. ``merge_objects`` (called by ``checkpoint``, i.e. from the broker's maintenance
 loop) rewrites runs of adjacent objects smaller than ``segment_bytes`` into one object of at
 most ``segment_bytes`` with index objects, swaps them in the manifest, and deletes the replaced
 objects on the next call (so in-flight reads, here and in other processes, can finish).
@@ -47,7 +47,7 @@ from __future__ import annotations
 import logging
 import struct
 from bisect import bisect_right
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.records import HEADER_SIZE, LOG_OVERHEAD
@@ -55,16 +55,23 @@ from bmq.storage.base import Storage
 from bmq.storage.log.aborted_index import load_sealed
 from bmq.storage.log.config import MAX_READ_BYTES, BatchMeta, Queued, clock_ms, parse_files
 from bmq.storage.log.fencing import FencedEpochError
+from bmq.storage.log.host import LogHost
 from bmq.storage.log.layout import Layout
-from bmq.storage.log.recovery import close_gap, continues, listed_segments
+from bmq.storage.log.offset_index import rebuild_indexes, write_index_files
+from bmq.storage.log.reading import read_batches
+from bmq.storage.log.recovery import (
+    Recovered,
+    claim,
+    close_gap,
+    collect_garbage,
+    continues,
+    listed_segments,
+    recover_segment,
+)
+from bmq.storage.log.segments import LogSegments
 from bmq.storage.log.state import CHECKPOINT_VERSION_EPOCHS, ManifestFiles
 from bmq.storage.producer_state import ProducerStateTable
 from bmq.storage.segment import MAX_POSITION, Segment
-
-if TYPE_CHECKING:
-    from bmq.storage.log.core import LogCore
-    from bmq.storage.log.partition_log import PartitionLog
-    from bmq.storage.log.reading import Reading
 
 logger = logging.getLogger(__name__)
 
@@ -87,8 +94,8 @@ class ObjectLayout(Layout):
 
     def __init__(self) -> None:
         self._next_seq = 0
-        self._trash: list[Segment] = []   # merged away: deleted on the next compaction
-        # What the open listed, to collect garbage from on the first compaction: on an object
+        self._trash: list[Segment] = []   # merged away: deleted on the next merge
+        # What the open listed, to collect garbage from on the first merge: on an object
         # store every delete (and the listing it needs) is a request the takeover would wait on.
         self._garbage: list[str] | None = None
 
@@ -96,11 +103,12 @@ class ObjectLayout(Layout):
     def state_files(storage: Storage, partition_dir: str) -> ManifestFiles:
         return ManifestFiles(storage, partition_dir)
 
-    def state(self, log: LogCore) -> dict[str, Any]:
-        with log._lock:
-            return self._manifest(log, log._segments[:-1], log.high_watermark)
+    def state(self, log: LogHost) -> dict[str, Any]:
+        segments = log.segments
+        with segments.lock:
+            return self._manifest(log, segments.by_offset[:-1], segments.high_watermark)
 
-    def _manifest(self, log: LogCore, objects: list[Segment], high_watermark: int
+    def _manifest(self, log: LogHost, objects: list[Segment], high_watermark: int
                   ) -> dict[str, Any]:
         return {
             "version": CHECKPOINT_VERSION_EPOCHS,
@@ -110,14 +118,14 @@ class ObjectLayout(Layout):
             "epoch": log.leader_epoch,
             "data_epoch": log.leader_epoch,
             "next_seq": self._next_seq,
-            "log_start_offset": log.log_start_offset,
+            "log_start_offset": log.segments.log_start_offset,
             "recovery_point": high_watermark,
             "high_watermark": high_watermark,
             "segments": [seg.meta() for seg in objects],
-            "producers": log._durable_producers.to_json(),
+            "producers": log.durable_producers.to_json(),
         }
 
-    def load(self, log: PartitionLog) -> None:
+    def load(self, log: LogHost) -> Recovered:
         storage = log.storage
         epoch = log.leader_epoch
         storage.makedirs(log.state_files.directory)
@@ -126,7 +134,7 @@ class ObjectLayout(Layout):
             raise FencedEpochError(f"{log}: epoch {epoch} is older than the current {top}", top)
         data_epoch = int(state["data_epoch"]) if state is not None else epoch
         if epoch > top:
-            log._claim(state, data_epoch)
+            claim(log, state, data_epoch)
         names = storage.list(log.dir)
         found = sorted(parse_files(names, ".log"))
 
@@ -166,10 +174,11 @@ class ObjectLayout(Layout):
             elif (objects or metas is not None) and seg.base != end:
                 continue   # not the continuation (e.g. a merged object never swapped in)
             try:
-                size = storage.size(log._path(seg.log_file))
+                size = storage.size(log.segments.path(seg.log_file))
             except FileNotFoundError:
                 continue
-            valid_end = log._recover_segment(seg, 0, size, producers, now, gaps=metas is None)
+            valid_end = recover_segment(log.segments, seg, 0, size, producers, now,
+                                        gaps=metas is None)
             if valid_end == 0:
                 continue
             if metas is None and objects:
@@ -195,13 +204,18 @@ class ObjectLayout(Layout):
         self._next_seq = max([next_seq if data_epoch == epoch else 0, *(s + 1 for s in own)])
 
         # After the objects, the empty virtual tail segment at the end.
-        log._take_over([*objects, Segment(end, epoch=log.leader_epoch)], log_start, producers)
-        self._garbage = names
+        return Recovered([*objects, Segment(end, epoch=log.leader_epoch)], log_start, producers,
+                         names)
 
-    def write(self, log: PartitionLog, queue: list[Queued]) -> None:
+    def collect_garbage(self, log: LogHost, listed: list[str]) -> None:
+        """At the first merge instead (see ``_garbage``)."""
+        self._garbage = listed
+
+    def write(self, log: LogHost, queue: list[Queued]) -> None:
+        segments = log.segments
         interval = log.config.index_interval_bytes
-        with log._lock:
-            base = log._segments[-1].base
+        with segments.lock:
+            base = segments.by_offset[-1].base
             seq = self._next_seq
             self._next_seq += 1
         seg = Segment(base, created_ms=queue[0][1], epoch=log.leader_epoch, seq=seq)
@@ -236,42 +250,42 @@ class ObjectLayout(Layout):
         if size > MAX_POSITION:
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{log}: flush of {size} bytes")
         seg.size = size
-        log.storage.write_atomic(log._path(seg.log_file), b"".join(buffers))
+        log.storage.write_atomic(segments.path(seg.log_file), b"".join(buffers))
 
-        with log._lock:
-            durable = log._durable_producers
+        with segments.lock:
+            durable = log.durable_producers
             for meta, now_ms in idempotent:
                 durable.record(meta[4], meta[5], meta[6], meta[7], meta[1], meta[2], meta[3],
                                now_ms, meta[8])
-            objects = [*log._segments[:-1], seg]
-        log._seal_aborted()
-        log._write_state(self._manifest(log, objects, seg.next_offset))
-        log._fence_check()
-        with log._lock:
-            tail = log._segments[-1]
+            objects = [*segments.by_offset[:-1], seg]
+        log.seal_aborted()
+        log.write_state(self._manifest(log, objects, seg.next_offset))
+        log.fence_check()
+        with segments.lock:
+            tail = segments.by_offset[-1]
             tail.base = tail.next_offset = seg.next_offset
-            log._segments.insert(len(log._segments) - 1, seg)
-            log._bases = [s.base for s in log._segments]
-            log._size_bytes += size
-            log.high_watermark = seg.next_offset
+            segments.by_offset.insert(len(segments.by_offset) - 1, seg)
+            segments.bases = [s.base for s in segments.by_offset]
+            segments.size_bytes += size
+            segments.high_watermark = seg.next_offset
 
-    def read(self, log: Reading, offset: int, max_bytes: int) -> bytes | memoryview:
+    def read(self, segments: LogSegments, offset: int, max_bytes: int) -> bytes | memoryview:
         """Continues into the following objects while ``max_bytes`` allows: one flush is often
         far smaller than a fetch."""
-        first = log.read_batches(offset, max_bytes)
+        first = read_batches(segments, offset, max_bytes)
         total = len(first)
         if not total or total >= max_bytes:
             return first
         parts: list[bytes | memoryview] = [first]
         position = _next_offset(first)
         limit = min(max_bytes, MAX_READ_BYTES)
-        while total < limit and position < log.high_watermark:
-            with log._lock:
-                seg = log._segments[bisect_right(log._bases, position) - 1]
+        while total < limit and position < segments.high_watermark:
+            with segments.lock:
+                seg = segments.by_offset[bisect_right(segments.bases, position) - 1]
                 if seg.base == position and seg.size > limit - total:
                     break   # the next object does not fit: leave it to the next read
             try:
-                more = log.read_batches(position, limit - total)
+                more = read_batches(segments, position, limit - total)
             except KafkaError:
                 break
             if not more or total + len(more) > limit:
@@ -281,27 +295,27 @@ class ObjectLayout(Layout):
             position = _next_offset(more)
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
-    def tail_segments(self, log: PartitionLog) -> list[Segment]:
+    def tail_segments(self, segments: LogSegments) -> list[Segment]:
         # The newest objects, not the virtual tail: several flushes may land between two
         # notices, and a tail that does not continue a reader's view makes it re-read the
         # manifest instead (a LIST and a GET on the store, which the tail is there to save).
-        return log._segments[-1 - TAIL_OBJECTS:-1]
+        return segments.by_offset[-1 - TAIL_OBJECTS:-1]
 
-    def maintain(self, log: PartitionLog) -> None:
+    def maintain(self, log: LogHost) -> None:
         try:
-            self.compact(log)
+            self.merge(log)
         except KafkaError:
             raise
         except Exception as exc:   # merging is an optimisation: the manifest still goes out
             logger.warning("%s: merging objects failed: %s", log, exc)
 
-    def sealed(self, log: LogCore) -> list[Segment]:
+    def sealed(self, segments: LogSegments) -> list[Segment]:
         """Objects never change, but the newest ones are what the append layout's active
         segment would hold: those less than ``segment.bytes`` from the end and younger than
         ``segment.ms`` are left alone, as Kafka leaves its active segment. An object the
         cleaner wrote was sealed once already, and so is everything before it."""
-        objects = log._segments[:-1]
-        cfg = log.config
+        objects = segments.by_offset[:-1]
+        cfg = segments.config
         now = clock_ms()
         size = 0
         start = len(objects)
@@ -314,22 +328,22 @@ class ObjectLayout(Layout):
             start -= 1
         return objects[:start]
 
-    def cleaned_seq(self, log: LogCore) -> int:
-        with log._lock:
+    def cleaned_seq(self, segments: LogSegments) -> int:
+        with segments.lock:
             seq = self._next_seq
             self._next_seq += 1
         return seq
 
-    def compact(self, log: PartitionLog) -> int:
-        if log._closed or log._failed is not None:
+    def merge(self, log: LogHost) -> int:
+        if log.closed or log.failed is not None:
             return 0
         garbage, self._garbage = self._garbage, None
         if garbage is not None:
-            log._collect_garbage(garbage)
+            collect_garbage(log, garbage)
         self._empty_trash(log)
         target = min(log.config.segment_bytes, MAX_OBJECT_BYTES)
-        with log._lock:
-            objects = log._segments[:-1]
+        with log.segments.lock:
+            objects = log.segments.by_offset[:-1]
         runs: list[list[Segment]] = []
         run: list[Segment] = []
         total = 0
@@ -350,15 +364,16 @@ class ObjectLayout(Layout):
             runs.append(run)
         merged = 0
         for run in runs:
-            if log._closed:
+            if log.closed:
                 break       # (a closing broker should not wait for merges nobody will read)
-            merged += self._merge(log, run)
+            merged += self._merge_run(log, run)
         return merged
 
-    def _merge(self, log: PartitionLog, run: list[Segment]) -> int:
-        data = b"".join(log.storage.read_range(log._path(seg.log_file), 0, seg.size)
+    def _merge_run(self, log: LogHost, run: list[Segment]) -> int:
+        segments = log.segments
+        data = b"".join(log.storage.read_range(segments.path(seg.log_file), 0, seg.size)
                         for seg in run if seg.size)   # (the cleaner may leave empty objects)
-        with log._lock:
+        with segments.lock:
             seq = self._next_seq
             self._next_seq += 1
         first = run[0]
@@ -372,54 +387,54 @@ class ObjectLayout(Layout):
             new.cleaned_ms = max(seg.cleaned_ms for seg in run)
             new.tombstones = sum(seg.tombstones for seg in run)
         view = memoryview(data)
-        new.set_indexes(*log._rebuild_indexes(new, len(data),
-                                               lambda p, n: bytes(view[p:p + n])))
+        new.set_indexes(*rebuild_indexes(segments, new, len(data),
+                                         lambda p, n: bytes(view[p:p + n])))
         if new.max_timestamp > new.last_time_entry:
             assert new.tidx_ts is not None and new.tidx_rel is not None
             new.tidx_ts.append(new.max_timestamp)
             new.tidx_rel.append(new.offset_of_max_timestamp - new.base)
-        log.storage.write_atomic(log._path(new.log_file), data)
-        log._write_index_files(new)
-        with log._io_lock:
-            if log._closed or log._failed is not None:
+        log.storage.write_atomic(segments.path(new.log_file), data)
+        write_index_files(segments, new)
+        with log.io_lock:
+            if log.closed or log.failed is not None:
                 return 0
-            with log._lock:
-                segments = log._segments
+            with segments.lock:
+                current = segments.by_offset
                 try:
-                    i = next(k for k, s in enumerate(segments) if s is first)
+                    i = next(k for k, s in enumerate(current) if s is first)
                 except StopIteration:
                     i = -1
-                if i < 0 or segments[i:i + len(run)] != run or \
-                        any(a is not b for a, b in zip(segments[i:i + len(run)], run,
+                if i < 0 or current[i:i + len(run)] != run or \
+                        any(a is not b for a, b in zip(current[i:i + len(run)], run,
                                                        strict=True)):
                     stale = True    # retention or DeleteRecords got there first
                 else:
                     stale = False
-                    log._install_segments([*segments[:i], new, *segments[i + len(run):]])
+                    segments.install([*current[:i], new, *current[i + len(run):]])
                     for seg in run:
                         seg.retired = True
             if stale:
-                log._delete_files(new)
+                segments.delete_files(new)
                 return 0
-            log._checkpoint_locked()
-            log._fence_check()
+            log.publish_state()
+            log.fence_check()
             self._trash.extend(run)
         return len(run)
 
-    def _empty_trash(self, log: PartitionLog) -> None:
-        """Delete objects merged away by the previous compaction (readers have moved on)."""
+    def _empty_trash(self, log: LogHost) -> None:
+        """Delete objects merged away by the previous merge (readers have moved on)."""
         if not self._trash:
             return
-        log._fence_check()
+        log.fence_check()
         trash, self._trash = self._trash, []
         for seg in trash:
-            if log._closed:
+            if log.closed:
                 return      # unlisted objects: the next owner's garbage collection takes them
-            with log._lock:
+            with log.segments.lock:
                 unused = seg.readers == 0
             if unused:
                 seg.close_handles()
-            log._delete_files(seg)
+            log.segments.delete_files(seg)
 
 
 def _next_offset(data: bytes | memoryview) -> int:
@@ -435,6 +450,6 @@ def _next_offset(data: bytes | memoryview) -> int:
     return next_offset
 
 
-def object_names(log: PartitionLog) -> list[str]:
+def object_names(log: LogHost) -> list[str]:
     """Data objects of a log (for tests and tools)."""
     return [n for n in log.storage.list(log.dir) if n.endswith(".log")]

@@ -1,22 +1,37 @@
-"""What both layouts do to open a partition as its owner: claim it before looking at the data,
-scan what earlier owners left past their last state document, and collect the files no
-state document refers to any more."""
+"""The loader: what both layouts do to open a partition as its owner. Claim it before looking at
+the data, scan what earlier owners left past their last state document, and return what was
+recovered (``Recovered``: the log installs it and publishes its state); once the owner's fence
+check has passed, collect the files no state document refers to any more."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from bmq.storage.log.aborted_index import SUFFIX as CHUNK_SUFFIX
-from bmq.storage.log.indexes import SegmentIndexes
+from bmq.storage.log.host import LogHost
 from bmq.storage.log.scan import record_producer_batch, valid_batches
+from bmq.storage.log.segments import LogSegments
 from bmq.storage.log.state import CHECKPOINT_VERSION_EPOCHS
 from bmq.storage.producer_state import ProducerStateTable
 from bmq.storage.segment import Segment, parse_stem
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class Recovered:
+    """What a layout's loader found: the log ends where its last segment does."""
+
+    segments: list[Segment]
+    log_start_offset: int
+    producers: ProducerStateTable   # as of the end of the log
+    #: The partition's files as listed before the new owner's fence check (none is a newer
+    #: owner's): those no state document of this owner names are garbage.
+    listed: list[str]
 
 
 def listed_segments(files: list[tuple[int, int, int]], epoch: int) -> list[Segment]:
@@ -55,96 +70,83 @@ def close_gap(last: Segment, seg: Segment, now: int) -> None:
             last.cleaned_ms = now
 
 
-class Recovery(SegmentIndexes):
-    def _claim(self, state: dict[str, Any] | None, data_epoch: int) -> None:
-        """Write this epoch's state file before looking at the data: from now on the previous
-        owner's flushes fail their fence check, so whatever it acknowledged is already on
-        storage when we scan. The claim lists exactly what ``state`` listed."""
-        claim = dict(state) if state is not None else {
-            "version": CHECKPOINT_VERSION_EPOCHS, "topic": self.topic,
-            "partition": self.partition, "log_start_offset": 0, "recovery_point": 0,
-            "high_watermark": 0, "segments": None, "producers": {}}
-        claim["version"] = CHECKPOINT_VERSION_EPOCHS
-        claim["epoch"] = self.leader_epoch
-        claim["data_epoch"] = data_epoch
-        self.state_files.write(self.leader_epoch,
-                               json.dumps(claim, separators=(",", ":")).encode())
+def claim(log: LogHost, state: dict[str, Any] | None, data_epoch: int) -> None:
+    """Write this epoch's state file before looking at the data: from now on the previous
+    owner's flushes fail their fence check, so whatever it acknowledged is already on
+    storage when we scan. The claim lists exactly what ``state`` listed."""
+    document = dict(state) if state is not None else {
+        "version": CHECKPOINT_VERSION_EPOCHS, "topic": log.topic,
+        "partition": log.partition, "log_start_offset": 0, "recovery_point": 0,
+        "high_watermark": 0, "segments": None, "producers": {}}
+    document["version"] = CHECKPOINT_VERSION_EPOCHS
+    document["epoch"] = log.leader_epoch
+    document["data_epoch"] = data_epoch
+    log.state_files.write(log.leader_epoch,
+                          json.dumps(document, separators=(",", ":")).encode())
 
-    def _take_over(self, segments: list[Segment], log_start: int,
-                   producers: ProducerStateTable) -> None:
-        """Install what recovery found (the log ends where its last segment does), publish
-        this owner's state document, then check that no higher epoch claimed the partition
-        meanwhile."""
-        self._install_segments(segments)
-        self.log_start_offset = log_start
-        self.log_end_offset = self.high_watermark = segments[-1].next_offset
-        self._durable_producers = producers
-        self._producers = producers.copy()
-        with self._io_lock:
-            self._checkpoint_locked()
-        self._fence_check()
 
-    def _collect_garbage(self, names: list[str]) -> None:
-        """Remove what no longer belongs to the log: files of segments not in it (deleted,
-        dropped, or written by a fenced owner), chunks of the aborted-transaction index no
-        state document names (replaced by the cleaner, or written by a crashed one) and the
-        state files of lower epochs. (``names`` were listed before this owner's fence check
-        passed: none is a newer owner's file.)"""
-        keep: set[str] = set()
-        for seg in self._segments:
-            keep.update(seg.file_names())
-        with self._io_lock:   # no chunk sealed or rewritten meanwhile
-            named = {name for name, _end in self._durable_producers.sealed}
-            for name in names:
-                if name.endswith(CHUNK_SUFFIX) and name not in named and not self._closed:
-                    with contextlib.suppress(FileNotFoundError):
-                        self.storage.delete(self._path(name))
+def collect_garbage(log: LogHost, names: list[str]) -> None:
+    """Remove what no longer belongs to the log: files of segments not in it (deleted,
+    dropped, or written by a fenced owner), chunks of the aborted-transaction index no
+    state document names (replaced by the cleaner, or written by a crashed one) and the
+    state files of lower epochs. (``names`` were listed before this owner's fence check
+    passed: none is a newer owner's file.)"""
+    keep: set[str] = set()
+    for seg in log.segments.by_offset:
+        keep.update(seg.file_names())
+    with log.io_lock:   # no chunk sealed or rewritten meanwhile
+        named = {name for name, _end in log.durable_producers.sealed}
         for name in names:
-            if self._closed:
-                return      # handed over or shutting down: the next owner collects the rest
-            if name in keep:
-                continue
-            for suffix in (".log", ".index", ".timeindex"):
-                if name.endswith(suffix):
-                    parsed = parse_stem(name[: -len(suffix)].split("-i", 1)[0])
-                    if parsed is not None and parsed[1] <= self.leader_epoch:
-                        self.storage.delete(self._path(name))
-                    break
-        for e in self.state_files.epochs():
-            if e < self.leader_epoch:
-                self.state_files.delete(e)
+            if name.endswith(CHUNK_SUFFIX) and name not in named and not log.closed:
+                with contextlib.suppress(FileNotFoundError):
+                    log.storage.delete(log.segments.path(name))
+    for name in names:
+        if log.closed:
+            return      # handed over or shutting down: the next owner collects the rest
+        if name in keep:
+            continue
+        for suffix in (".log", ".index", ".timeindex"):
+            if name.endswith(suffix):
+                parsed = parse_stem(name[: -len(suffix)].split("-i", 1)[0])
+                if parsed is not None and parsed[1] <= log.leader_epoch:
+                    log.storage.delete(log.segments.path(name))
+                break
+    for e in log.state_files.epochs():
+        if e < log.leader_epoch:
+            log.state_files.delete(e)
 
-    def _recover_segment(self, seg: Segment, start: int, file_size: int,
-                         producers: ProducerStateTable, now: int, gaps: bool = False) -> int:
-        """Scan [start, file_size) of a segment with full checks, extending ``seg`` (sizes,
-        indexes, timestamps) and ``producers``; return the end of the valid data. With
-        ``gaps`` (no state document says which segments the cleaner wrote) offsets may skip,
-        and a segment where they do is taken as cleaned (``now``)."""
-        path = self._path(seg.log_file)
-        interval = self.config.index_interval_bytes
-        assert seg.idx_rel is not None and seg.idx_pos is not None
-        assert seg.tidx_ts is not None and seg.tidx_rel is not None
-        since = start - (seg.idx_pos[-1] if seg.idx_pos else 0)
-        end = start
-        for pos, h in valid_batches(self.storage, path, start, file_size, seg.next_offset,
-                                    seg.base, gaps):
-            if h.base_offset != seg.next_offset and seg.cleaned_ms < 0:
-                seg.cleaned_ms = now
-            if seg.created_ms < 0:
-                seg.created_ms = h.max_timestamp if h.max_timestamp >= 0 else now
-            if h.max_timestamp > seg.max_timestamp:
-                seg.max_timestamp = h.max_timestamp
-                seg.offset_of_max_timestamp = h.base_offset
-            if since >= interval:
-                seg.idx_rel.append(h.base_offset - seg.base)
-                seg.idx_pos.append(pos)
-                if seg.max_timestamp > seg.last_time_entry:
-                    seg.tidx_ts.append(seg.max_timestamp)
-                    seg.tidx_rel.append(seg.offset_of_max_timestamp - seg.base)
-                since = 0
-            since += h.size
-            record_producer_batch(self.storage, path, pos, h, producers, now)
-            end = pos + h.size
-            seg.size = end
-            seg.next_offset = h.next_offset
-        return end
+
+def recover_segment(segments: LogSegments, seg: Segment, start: int, file_size: int,
+                    producers: ProducerStateTable, now: int, gaps: bool = False) -> int:
+    """Scan [start, file_size) of a segment with full checks, extending ``seg`` (sizes,
+    indexes, timestamps) and ``producers``; return the end of the valid data. With
+    ``gaps`` (no state document says which segments the cleaner wrote) offsets may skip,
+    and a segment where they do is taken as cleaned (``now``)."""
+    path = segments.path(seg.log_file)
+    interval = segments.config.index_interval_bytes
+    assert seg.idx_rel is not None and seg.idx_pos is not None
+    assert seg.tidx_ts is not None and seg.tidx_rel is not None
+    since = start - (seg.idx_pos[-1] if seg.idx_pos else 0)
+    end = start
+    for pos, h in valid_batches(segments.storage, path, start, file_size, seg.next_offset,
+                                seg.base, gaps):
+        if h.base_offset != seg.next_offset and seg.cleaned_ms < 0:
+            seg.cleaned_ms = now
+        if seg.created_ms < 0:
+            seg.created_ms = h.max_timestamp if h.max_timestamp >= 0 else now
+        if h.max_timestamp > seg.max_timestamp:
+            seg.max_timestamp = h.max_timestamp
+            seg.offset_of_max_timestamp = h.base_offset
+        if since >= interval:
+            seg.idx_rel.append(h.base_offset - seg.base)
+            seg.idx_pos.append(pos)
+            if seg.max_timestamp > seg.last_time_entry:
+                seg.tidx_ts.append(seg.max_timestamp)
+                seg.tidx_rel.append(seg.offset_of_max_timestamp - seg.base)
+            since = 0
+        since += h.size
+        record_producer_batch(segments.storage, path, pos, h, producers, now)
+        end = pos + h.size
+        seg.size = end
+        seg.next_offset = h.next_offset
+    return end

@@ -4,8 +4,8 @@
 its own epoch's document, a new owner first writes its *claim* (see the takeover in
 ``append_layout`` and ``object_layout``).
 
-Readers of every kind use this module: the owner recovering a partition, the read-only views of
-proxies and brokers (``view``), and the Spark source.
+Readers of every kind use this module: the owner recovering a partition, the read-only readers of
+proxies and brokers (``reader``), and the Spark source.
 """
 
 from __future__ import annotations

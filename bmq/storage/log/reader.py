@@ -1,4 +1,4 @@
-"""The read-only view of a partition log (``LogReader``), for processes that do not write it:
+"""A partition log's read-only reader (``LogReader``), for processes that do not write it:
 proxies, brokers answering for partitions led elsewhere. It follows what the writer publishes
 (its newest state document, and the tails sent with notices of new data) and never writes."""
 
@@ -6,38 +6,40 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, ClassVar
+from typing import Any
 
 from bmq.protocol.errors import ErrorCode, KafkaError
+from bmq.storage.log import reading
 from bmq.storage.log.aborted_index import read_chunk
+from bmq.storage.log.layout import Layout
 from bmq.storage.log.published_txns import PublishedTxns
-from bmq.storage.log.reading import Reading
+from bmq.storage.log.segments import LogSegments
 from bmq.storage.producer_state import AbortedTxn
 from bmq.storage.segment import Segment
 
 logger = logging.getLogger(__name__)
 
 
-class ReadOnlyLog(Reading):
-    """The log a ``LogReader`` reads through: the segments and the reads of a partition log,
-    without any of its writes (no append, flush, checkpoint, retention or recovery), and
-    without writing the index files it rebuilds."""
-
-    _readonly: ClassVar[bool] = True
-
-
-
 class LogReader:
-    """A read-only view of a partition for processes that do not write it (the proxy tier,
+    """A read-only reader of a partition for processes that do not write it (the proxy tier,
     brokers answering for partitions led elsewhere). It sees the durable data as the writer
     last published it (its newest checkpoint or manifest) and never writes to storage.
 
     ``refresh()`` costs one listing of the partition's state files and one small read (none
     when nothing changed); reads go straight to the segment files or objects. A file deleted
-    by retention or compaction meanwhile makes a read refresh once and retry."""
+    by retention, the cleaner or a merge of objects meanwhile makes a read refresh once and
+    retry.
 
-    def __init__(self, log: ReadOnlyLog) -> None:
-        self._log = log
+    It reads through its own ``LogSegments`` (``readonly``: it does not even write the index
+    files it rebuilds) and the layout's reads; it has none of the writer's parts."""
+
+    def __init__(self, topic: str, partition: int, segments: LogSegments,
+                 layout: Layout) -> None:
+        self.topic = topic
+        self.partition = partition
+        self._segments = segments
+        self._layout = layout
+        self._state_files = layout.state_files(segments.storage, segments.dir)
         self._state = b""
         self._tail: dict[str, Any] | None = None   # the newest tail applied (see advance)
         self._txns = PublishedTxns()
@@ -45,20 +47,12 @@ class LogReader:
         self.refresh()
 
     @property
-    def topic(self) -> str:
-        return self._log.topic
-
-    @property
-    def partition(self) -> int:
-        return self._log.partition
-
-    @property
     def high_watermark(self) -> int:
-        return self._log.high_watermark
+        return self._segments.high_watermark
 
     def last_stable_offset(self) -> int:
-        """The owner's LSO as it last published it (never past this view's high watermark)."""
-        return self._txns.last_stable_offset(self._log.high_watermark)
+        """The owner's LSO as it last published it (never past this reader's high watermark)."""
+        return self._txns.last_stable_offset(self._segments.high_watermark)
 
     def aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:
         """Aborted transactions with data in [start, end), as the owner published them."""
@@ -66,7 +60,7 @@ class LogReader:
 
     @property
     def log_end_offset(self) -> int:
-        return self._log.log_end_offset   # a view sees durable data only: the high watermark
+        return self._segments.log_end_offset   # a reader sees durable data only: the high watermark
 
     @property
     def owner_rewrites(self) -> int:
@@ -76,40 +70,41 @@ class LogReader:
 
     @property
     def log_start_offset(self) -> int:
-        return self._log.log_start_offset
+        return self._segments.log_start_offset
 
     @property
     def size_bytes(self) -> int:
-        return self._log.size_bytes
+        return self._segments.size_bytes
 
     @property
     def rewrites(self) -> int:
-        """Changes to the view's segments other than growth (see ``LogCore.rewrites``)."""
-        return self._log.rewrites
+        """Changes to the reader's segments other than growth (see ``LogSegments.rewrites``)."""
+        return self._segments.rewrites
 
     def refresh(self) -> bool:
         """Re-read the newest published state; True if it changed."""
-        log = self._log
-        epochs = log.state_files.epochs()
+        segments = self._segments
+        epochs = self._state_files.epochs()
         for epoch in reversed(epochs):
-            path = log.state_files.path(epoch)
+            path = self._state_files.path(epoch)
             try:
-                raw = log.storage.read_all(path)
+                raw = segments.storage.read_all(path)
                 state = json.loads(raw)
             except FileNotFoundError:
                 continue              # replaced or removed meanwhile
             except ValueError:
-                logger.warning("%s: unreadable state %s", log, path)
+                logger.warning("%s: unreadable state %s", segments, path)
                 continue
             if epoch < self.leader_epoch:
-                return False          # never go back to an older owner's view
+                return False          # never go back to an older owner's state
             if raw == self._state:
                 return False
             if state.get("segments") is None:
-                return False          # a claim without a known state: keep the current view
+                return False          # a claim without a known state: keep the current one
             # The index first: a fetch between the two then sees the old segments with the
             # new index, never the cleaner's segments (ABORT markers removed) with the old.
-            self._txns.apply_state(state, lambda name: read_chunk(log.storage, log.dir, name))
+            self._txns.apply_state(state, lambda name: read_chunk(segments.storage, segments.dir,
+                                                                  name))
             self._apply(state)
             self._state = raw
             self.leader_epoch = epoch
@@ -118,14 +113,15 @@ class LogReader:
                 self._extend(tail)    # a checkpoint older than the tail we saw: keep the tail
                 if int(tail["high_watermark"]) >= self._txns.state_hw:
                     self._txns.apply_tail(tail)
-            self._txns.drop_before(self._log.log_start_offset)
+            self._txns.drop_before(self._segments.log_start_offset)
             return True
         return False
 
     def advance(self, tail: bytes | None) -> bool:
-        """Extend the view to what the owner's ``PartitionLog.tail`` describes, without reading
-        storage; a tail that does not continue this view (a new owner, a missed roll, a merge of
-        objects) or no tail at all makes it ``refresh`` instead. True if the view changed."""
+        """Extend the reader's segments to what the owner's ``PartitionLog.tail`` describes,
+        without reading storage; a tail that does not continue them (a new owner, a missed
+        roll, a merge of objects) or no tail at all makes it ``refresh`` instead. True if
+        anything changed."""
         if tail is None:
             return self.refresh()
         doc = json.loads(tail)
@@ -137,7 +133,7 @@ class LogReader:
         cleaned = self._tail is not None and self._tail["epoch"] == doc["epoch"] and \
             self._tail.get("rewrites", 0) != doc.get("rewrites", 0)
         if changed is None or cleaned or self._txns.needs_state(doc):
-            # A tail that does not continue the view, that follows a cleaner's swap, or whose
+            # A tail that does not continue the segments, that follows a cleaner's swap, or whose
             # aborted transactions start past what our state document covers: read the
             # owner's newest state document.
             changed = self.refresh() or bool(changed)
@@ -149,11 +145,11 @@ class LogReader:
         return changed
 
     def _extend(self, doc: dict[str, Any]) -> bool | None:
-        """Apply a tail that continues this view's segments: whether anything changed, or None
+        """Apply a tail that continues this reader's segments: whether anything changed, or None
         if the tail does not continue them."""
-        log = self._log
-        with log._lock:
-            segments = log._segments
+        held = self._segments
+        with held.lock:
+            segments = held.by_offset
             if not segments:
                 return None
             known = {seg.stem: seg for seg in segments}
@@ -169,23 +165,23 @@ class LogReader:
                             last.offset_of_max_timestamp = seg.offset_of_max_timestamp
                 elif seg.base == last.next_offset:
                     segments.append(seg)
-                    log._bases.append(seg.base)
+                    held.bases.append(seg.base)
                 else:
                     return None
-            log._size_bytes = sum(s.size for s in segments)
-            before = (log.high_watermark, log.log_start_offset)
+            held.size_bytes = sum(s.size for s in segments)
+            before = (held.high_watermark, held.log_start_offset)
             end = min(int(doc["high_watermark"]), segments[-1].next_offset)
-            if end > log.high_watermark:
-                log.high_watermark = log.log_end_offset = end
-            log.log_start_offset = max(log.log_start_offset,
-                                       min(int(doc["log_start_offset"]), log.high_watermark))
-            return (log.high_watermark, log.log_start_offset) != before
+            if end > held.high_watermark:
+                held.high_watermark = held.log_end_offset = end
+            held.log_start_offset = max(held.log_start_offset,
+                                        min(int(doc["log_start_offset"]), held.high_watermark))
+            return (held.high_watermark, held.log_start_offset) != before
 
     def _apply(self, state: dict[str, Any]) -> None:
-        log = self._log
+        held = self._segments
         metas = state["segments"]
-        with log._lock:
-            old = {(s.stem, s.size): s for s in log._segments}
+        with held.lock:
+            old = {(s.stem, s.size): s for s in held.by_offset}
             segments = []
             for meta in metas:
                 seg = Segment.from_meta({k: int(v) for k, v in meta.items()})
@@ -193,15 +189,15 @@ class LogReader:
                 segments.append(kept if kept is not None else seg)
             retired = list(old.values())
             if retired:
-                log.rewrites += 1
+                held.rewrites += 1
             for seg in retired:
                 seg.retired = True
             idle = [seg for seg in retired if seg.readers == 0]
-            log._install_segments(segments)
+            held.install(segments)
             hw = int(state.get("high_watermark", state["recovery_point"]))
             end = segments[-1].next_offset if segments else hw
-            log.high_watermark = log.log_end_offset = min(hw, end) if segments else hw
-            log.log_start_offset = min(int(state["log_start_offset"]), log.high_watermark)
+            held.high_watermark = held.log_end_offset = min(hw, end) if segments else hw
+            held.log_start_offset = min(int(state["log_start_offset"]), held.high_watermark)
         for seg in idle:
             seg.close_handles()
 
@@ -214,24 +210,30 @@ class LogReader:
         return self._read(offset, max_bytes)
 
     def _read(self, offset: int, max_bytes: int) -> bytes | memoryview:
-        if not self._log._segments:
+        segments = self._segments
+        if not segments.by_offset:
             if offset == self.high_watermark == self.log_start_offset:
                 return b""
-            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE, f"{self._log}: nothing published")
-        return self._log.read(offset, max_bytes)
+            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE, f"{segments}: nothing published")
+        return self._layout.read(segments, offset, max_bytes)
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        return self._log.offset_for_timestamp(timestamp) if self._log._segments else None
+        segments = self._segments
+        return reading.offset_for_timestamp(segments, timestamp) if segments.by_offset else None
 
     def max_timestamp(self) -> tuple[int, int] | None:
-        return self._log.max_timestamp() if self._log._segments else None
+        segments = self._segments
+        return reading.max_timestamp(segments) if segments.by_offset else None
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
-        return self._log.end_offset_for_epoch(epoch)
+        return reading.end_offset_for_epoch(self._segments, epoch)
 
     def close(self) -> None:
-        self._log._shut()
+        with self._segments.lock:
+            idle = self._segments.retire_all()
+        for seg in idle:
+            seg.close_handles()
 
     def __repr__(self) -> str:
-        return f"LogReader({self._log.storage.url}/{self._log.dir})"
+        return f"LogReader({self._segments.storage.url}/{self._segments.dir})"
 
