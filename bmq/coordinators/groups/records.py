@@ -40,29 +40,15 @@ record can be added later without breaking older replays.
 
 from __future__ import annotations
 
-import struct
 import uuid
 from dataclasses import dataclass, field
 
-import crc32c
-
-from bmq.protocol.primitives import DecodeError, Reader, Writer, encode_varint
-from bmq.protocol.records import (
-    CONTROL_FLAG,
-    HEADER_SIZE,
-    LOG_OVERHEAD,
-    MAGIC_V2,
-    TRANSACTIONAL_FLAG,
-    BatchHeader,
-    read_header,
-)
+from bmq.protocol.primitives import DecodeError, Reader, Writer
 
 KEY_OFFSET_COMMIT = 1
 KEY_GROUP_METADATA = 2
 KEY_CONSUMER_GROUP = 3
 VALUE_VERSION = 0
-
-_BATCH_HEAD = struct.Struct(">qiibIhiqqqhii")
 
 
 @dataclass(frozen=True, slots=True)
@@ -350,42 +336,3 @@ def decode_record(key: bytes | None,
     if isinstance(decoded, ConsumerGroupKey):
         return decoded, decode_consumer_group_value(value)
     return decoded, decode_group_value(value)
-
-
-# ---------------------------------------------------------------------------------- batches
-
-def _record(offset_delta: int, key: bytes, value: bytes | None) -> bytes:
-    body = bytearray(b"\x00")                       # attributes
-    body += encode_varint(0)                        # timestamp delta
-    body += encode_varint(offset_delta)
-    body += encode_varint(len(key))
-    body += key
-    if value is None:
-        body += encode_varint(-1)
-    else:
-        body += encode_varint(len(value))
-        body += value
-    body += encode_varint(0)                        # no headers
-    return bytes(encode_varint(len(body))) + bytes(body)
-
-
-def build_batch(records: list[tuple[bytes, bytes | None]], timestamp: int,
-                leader_epoch: int = -1, producer: tuple[int, int] | None = None,
-                control: bool = False) -> tuple[bytearray, BatchHeader]:
-    """One uncompressed RecordBatch v2 holding ``records`` (key, value); base offset 0. With
-    ``producer`` (id, epoch) it is a transactional batch of that producer (sequence -1, as
-    Kafka's coordinators write them); ``control`` makes it a control batch (a marker)."""
-    if not records:
-        raise ValueError("a batch needs at least one record")
-    payload = b"".join(_record(i, k, v) for i, (k, v) in enumerate(records))
-    count = len(records)
-    pid, epoch = producer if producer is not None else (-1, -1)
-    attributes = (TRANSACTIONAL_FLAG if producer is not None else 0) | \
-        (CONTROL_FLAG if control else 0)
-    buf = bytearray(HEADER_SIZE + len(payload))
-    _BATCH_HEAD.pack_into(buf, 0, 0, HEADER_SIZE - LOG_OVERHEAD + len(payload), leader_epoch,
-                          MAGIC_V2, 0, attributes, count - 1, timestamp, timestamp, pid, epoch,
-                          -1, count)
-    buf[HEADER_SIZE:] = payload
-    struct.pack_into(">I", buf, 17, crc32c.crc32c(memoryview(buf)[21:]))
-    return buf, read_header(buf)

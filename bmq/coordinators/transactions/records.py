@@ -17,8 +17,8 @@ import asyncio
 import enum
 from dataclasses import dataclass, field
 
-from bmq.coordinators.groups.records import build_batch
 from bmq.protocol.primitives import DecodeError, Reader, Writer
+from bmq.protocol.record_codec import build_batch
 from bmq.protocol.records import CONTROL_ABORT, CONTROL_COMMIT, BatchHeader
 
 KEY_VERSION = 0
