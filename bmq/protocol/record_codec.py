@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import cramjam
 
-from bmq.protocol.primitives import encode_varint
+from bmq.protocol.primitives import append_varint, encode_varint
 from bmq.protocol.records import (
     COMPRESSION_MASK,
     CONTROL_FLAG,
@@ -236,23 +236,23 @@ def encode_record(offset_delta: int, timestamp_delta: int, key: bytes | None,
     """One record as the record format frames it: length, attributes (none), the two deltas,
     key, value and headers."""
     body = bytearray(b"\x00")
-    body += encode_varint(timestamp_delta)
-    body += encode_varint(offset_delta)
+    append_varint(body, timestamp_delta)
+    append_varint(body, offset_delta)
     for data in (key, value):
         if data is None:
-            body += b"\x01"                               # varint -1: null
+            body.append(1)                                  # varint -1: null
         else:
-            body += encode_varint(len(data))
+            append_varint(body, len(data))
             body += data
-    body += encode_varint(len(headers))
+    append_varint(body, len(headers))
     for name, header_value in headers:
         raw = name.encode()
-        body += encode_varint(len(raw))
+        append_varint(body, len(raw))
         body += raw
         if header_value is None:
-            body += b"\x01"
+            body.append(1)
         else:
-            body += encode_varint(len(header_value))
+            append_varint(body, len(header_value))
             body += header_value
     return encode_varint(len(body)) + body
 
