@@ -15,38 +15,15 @@ import os
 import time
 import timeit
 
-from bmq.protocol.record_codec import CODEC_IDS, recompress_batch
+from bmq.protocol.record_codec import CODEC_IDS, build_batch, recompress_batch
 from bmq.protocol.records import read_header
 from bmq.storage import LogConfig
 from bmq.writepath.conversion import needs_conversion
 
 
-def _varint(value: int) -> bytes:
-    value = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def build_batch(values: list[bytes]) -> bytes:
-    """An uncompressed v2 batch (CRC left zero: recompression does not check it)."""
-    records = []
-    for i, value in enumerate(values):
-        body = b"\x00" + _varint(0) + _varint(i) + _varint(-1) + _varint(len(value)) + value \
-            + _varint(0)
-        records.append(_varint(len(body)) + body)
-    payload = b"".join(records)
-    header = bytearray(61)
-    header[8:12] = (len(payload) + 49).to_bytes(4, "big")
-    header[16] = 2
-    header[23:27] = (len(values) - 1).to_bytes(4, "big")
-    header[43:51] = (-1).to_bytes(8, "big", signed=True)
-    header[53:57] = (-1).to_bytes(4, "big", signed=True)
-    header[57:61] = len(values).to_bytes(4, "big")
-    return bytes(header) + payload
+def uncompressed_batch(values: list[bytes]) -> bytes:
+    """An uncompressed v2 batch of ``values`` (null keys)."""
+    return bytes(build_batch([(None, value) for value in values], 0)[0])
 
 
 def rate(batch: bytes, codec: int, seconds: float) -> float:
@@ -65,9 +42,9 @@ def main() -> None:
     args = parser.parse_args()
     count = args.batch_kib * 1024 // 1040
     body = os.urandom(1000)
-    kinds = {"benchmark values": build_batch([i.to_bytes(24, "big") + body
+    kinds = {"benchmark values": uncompressed_batch([i.to_bytes(24, "big") + body
                                               for i in range(count)]),
-             "incompressible": build_batch([os.urandom(1024) for _ in range(count)])}
+             "incompressible": uncompressed_batch([os.urandom(1024) for _ in range(count)])}
     print(f"recompressing {count}-record uncompressed batches, MB/s of batch per core")
     print(f"{'target':14}" + "".join(f"{k:>20}" for k in kinds))
     for name, codec in CODEC_IDS.items():

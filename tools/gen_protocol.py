@@ -7,9 +7,11 @@ the copies bundled in the installed ``kafka`` (kafka-python) package.  For every
 module with a slotted dataclass per struct and straight-line ``read``/``write`` functions with
 ``if version ...`` conditionals, like Kafka's Java generator does.  ``__init__.py`` gets the
 ``REQUEST_TYPES``/``RESPONSE_TYPES`` registries and imports each module on first use.  BMQ's
-own internal APIs (proxy <-> broker, api keys from 32000 up), and the few Kafka APIs that
-kafka-python's copy lacks (ConsumerGroupHeartbeat, ConsumerGroupDescribe), are specs in the same
-format under ``bmq/protocol/specs/``.
+own internal APIs (proxy <-> broker, api keys from 32000 up), the few Kafka APIs that
+kafka-python's copy lacks (ConsumerGroupHeartbeat, ConsumerGroupDescribe), and the keys and
+values of Kafka's internal topics that BMQ writes in Kafka's format (``coordinator-key`` specs,
+whose api key is the record type written before the key, and ``data`` specs) are specs in the
+same format under ``bmq/protocol/specs/``.
 
 Usage::
 
@@ -216,7 +218,7 @@ class StructSpec:
 class MessageSpec:
     name: str
     module: str
-    kind: str  # request | response | data | header
+    kind: str  # request | response | data | coordinator-key | header
     api_key: int | None
     valid: Range
     flexible: Range | None
@@ -362,7 +364,7 @@ def load_all() -> list[MessageSpec]:
         m = load_message(p)
         if m.kind in ("request", "response") and m.api_key is None:
             continue
-        if m.kind not in ("request", "response", "data"):
+        if m.kind not in ("request", "response", "data", "coordinator-key"):
             continue
         msgs.append(m)
     return msgs

@@ -25,6 +25,7 @@ from bmq.coordinators.placement import partition_for
 from bmq.coordinators.tasks import BackgroundTasks
 from bmq.metadata.topics import INTERNAL_LOGS
 from bmq.protocol.errors import ErrorCode, KafkaError
+from bmq.protocol.record_codec import build_batch
 from bmq.writepath.partitions import Partition, now_ms
 
 log = logging.getLogger(__name__)
@@ -49,9 +50,6 @@ def append_records(partition: Partition, records: list[tuple[bytes, bytes | None
     """Append one batch of (key, value) records to a shard's partition now: its durability and
     its size. A failure raises KafkaError with ``error_of`` its code (the coordinator's
     clients' error)."""
-    # Imported here: the groups package, which holds the batch format, imports this module.
-    from bmq.coordinators.groups.records import build_batch
-
     now = now_ms()
     batch, header = build_batch(records, now, partition.leader_epoch, producer)
     try:

@@ -147,6 +147,16 @@ def encode_varint(value: int) -> bytes:
     return encode_uvarint((value << 1) ^ (value >> 63))
 
 
+def append_varint(buf: bytearray, value: int) -> None:
+    """Append ``value`` to ``buf`` as a zig-zag varint: ``encode_varint`` without the bytes
+    object and the second call, for the loops that frame records."""
+    zigzag = (value << 1) ^ (value >> 63)
+    while zigzag >= 0x80:
+        buf.append((zigzag & 0x7F) | 0x80)
+        zigzag >>= 7
+    buf.append(zigzag)
+
+
 def read_uuid(buf: memoryview, pos: int) -> uuid.UUID:
     hi, lo = UUID_STRUCT.unpack_from(buf, pos)
     if not hi and not lo:

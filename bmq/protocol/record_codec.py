@@ -1,34 +1,39 @@
-"""Decoding (and recompressing) the records inside RecordBatch v2, for the few places that
-need them, and encoding records a broker writes itself (dead-letter records).
+"""The record-batch codec: decoding (and recompressing) the records inside RecordBatch v2, for
+the few places that need them, and encoding every batch BMQ writes itself (coordinators' state
+logs and transaction markers, dead letters, the timer log and its deliveries).
 
 The produce and fetch paths move batches as opaque bytes; this serves ListOffsets by timestamp
 (which must answer with a record's exact offset), batch readers such as the Spark data source,
 and the produce path only for topics whose configs ask the broker to look inside
 (compression.type other than producer, cleanup.policy=compact). All four Kafka codecs are
 handled; snappy comes either raw (librdkafka) or in xerial framing (the Java client), and is
-written in xerial framing as Kafka's broker writes it.
+written in xerial framing as Kafka's broker writes it. The header layout and the CRC step are
+``bmq.protocol.records``'s; C extensions (the cleaner, view filters, timers) frame in C.
 """
 
 from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import cramjam
-import crc32c
 
-from bmq.protocol.primitives import encode_varint
+from bmq.protocol.primitives import append_varint, encode_varint
 from bmq.protocol.records import (
     COMPRESSION_MASK,
+    CONTROL_FLAG,
     HEADER_SIZE,
+    HEADER_STRUCT,
     LOG_OVERHEAD,
     MAGIC_V2,
     TIMESTAMP_TYPE_LOG_APPEND,
+    TRANSACTIONAL_FLAG,
     BatchHeader,
     iter_batches,
     read_header,
+    seal_crc,
 )
 
 NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
@@ -47,10 +52,8 @@ _LZ4_BLOCK = 64 << 10
 _LZ4_UNCOMPRESSED = 0x80000000
 _LZ4_DEFAULT_LEVEL = 9  # Kafka's default, its fast mode; other levels use high compression
 _UINT32_LE = struct.Struct("<I")
-_CRC = struct.Struct(">I")
 _ATTRIBUTES = struct.Struct(">h")
 _BATCH_LENGTH = struct.Struct(">i")
-_BATCH_HEAD = struct.Struct(">qiibIhiqqqhii")
 
 
 class RecordDecodeError(ValueError):
@@ -151,7 +154,7 @@ def recompress_batch(batch: bytes | memoryview, header: BatchHeader, codec: int,
     out[HEADER_SIZE:] = payload
     _BATCH_LENGTH.pack_into(out, 8, len(out) - LOG_OVERHEAD)
     _ATTRIBUTES.pack_into(out, 21, (header.attributes & ~COMPRESSION_MASK) | codec)
-    _CRC.pack_into(out, 17, crc32c.crc32c(memoryview(out)[21:]))
+    seal_crc(out)
     return bytes(out)
 
 
@@ -228,52 +231,43 @@ def iter_records(data: bytes | memoryview) -> Iterator[Record]:
         yield from decode_batch(memoryview(data)[pos : pos + header.size], header)
 
 
-def encode_record_fields(key: bytes | None, value: bytes | None,
-                         headers: list[tuple[str, bytes | None]]) -> bytearray:
-    """A record's key, value and headers as the record format encodes them (what follows its
-    attributes, timestamp delta and offset delta)."""
-    body = bytearray()
+def encode_record(offset_delta: int, timestamp_delta: int, key: bytes | None,
+                  value: bytes | None, headers: Sequence[tuple[str, bytes | None]] = ()) -> bytes:
+    """One record as the record format frames it: length, attributes (none), the two deltas,
+    key, value and headers."""
+    body = bytearray(b"\x00")
+    append_varint(body, timestamp_delta)
+    append_varint(body, offset_delta)
     for data in (key, value):
         if data is None:
-            body += encode_varint(-1)
+            body.append(1)                                  # varint -1: null
         else:
-            body += encode_varint(len(data))
+            append_varint(body, len(data))
             body += data
-    body += encode_varint(len(headers))
+    append_varint(body, len(headers))
     for name, header_value in headers:
         raw = name.encode()
-        body += encode_varint(len(raw))
+        append_varint(body, len(raw))
         body += raw
         if header_value is None:
-            body += encode_varint(-1)
+            body.append(1)
         else:
-            body += encode_varint(len(header_value))
+            append_varint(body, len(header_value))
             body += header_value
-    return body
-
-
-def frame_record(offset_delta: int, timestamp_delta: int, fields: bytes | bytearray) -> bytes:
-    """One record: length, attributes, the two deltas, then ``fields``
-    (``encode_record_fields``)."""
-    head = b"\x00" + encode_varint(timestamp_delta) + encode_varint(offset_delta)
-    return encode_varint(len(head) + len(fields)) + head + bytes(fields)
-
-
-def _encode_record(offset_delta: int, timestamp_delta: int, record: Record) -> bytes:
-    return frame_record(offset_delta, timestamp_delta,
-                        encode_record_fields(record.key, record.value, record.headers))
+    return encode_varint(len(body)) + body
 
 
 def frame_batch(payload: bytes | bytearray, count: int, first_ts: int, max_ts: int, *,
                 leader_epoch: int = -1, producer_id: int = -1, producer_epoch: int = -1,
                 base_sequence: int = -1, attributes: int = 0) -> tuple[bytearray, BatchHeader]:
-    """An uncompressed RecordBatch v2 around ``count`` framed records (base offset 0)."""
+    """A RecordBatch v2 (base offset 0) around ``payload``, ``count`` records as
+    ``encode_record`` frames them (compressed as ``attributes`` says, if it says so)."""
     buf = bytearray(HEADER_SIZE + len(payload))
-    _BATCH_HEAD.pack_into(buf, 0, 0, HEADER_SIZE - LOG_OVERHEAD + len(payload), leader_epoch,
-                          MAGIC_V2, 0, attributes, count - 1, first_ts, max_ts, producer_id,
-                          producer_epoch, base_sequence, count)
+    HEADER_STRUCT.pack_into(buf, 0, 0, HEADER_SIZE - LOG_OVERHEAD + len(payload), leader_epoch,
+                            MAGIC_V2, 0, attributes, count - 1, first_ts, max_ts, producer_id,
+                            producer_epoch, base_sequence, count)
     buf[HEADER_SIZE:] = payload
-    struct.pack_into(">I", buf, 17, crc32c.crc32c(memoryview(buf)[21:]))
+    seal_crc(buf)
     return buf, read_header(buf)
 
 
@@ -284,6 +278,25 @@ def encode_batch(records: list[Record], leader_epoch: int = -1) -> tuple[bytearr
         raise ValueError("a batch needs at least one record")
     first_ts = min(r.timestamp for r in records)
     max_ts = max(r.timestamp for r in records)
-    payload = b"".join(_encode_record(i, r.timestamp - first_ts, r)
-                       for i, r in enumerate(records))
+    payload = b"".join([encode_record(i, r.timestamp - first_ts, r.key, r.value, r.headers)
+                        for i, r in enumerate(records)])
     return frame_batch(payload, len(records), first_ts, max_ts, leader_epoch=leader_epoch)
+
+
+def build_batch(records: Sequence[tuple[bytes | None, bytes | None]], timestamp: int,
+                leader_epoch: int = -1, producer: tuple[int, int] | None = None,
+                control: bool = False) -> tuple[bytearray, BatchHeader]:
+    """One uncompressed RecordBatch v2 holding ``records`` (key, value; no headers), all at
+    ``timestamp``; base offset 0. With ``producer`` (id, epoch) it is a transactional batch of
+    that producer (sequence -1, as Kafka's coordinators write them); ``control`` makes it a
+    control batch (a marker)."""
+    if not records:
+        raise ValueError("a batch needs at least one record")
+    payload = b"".join([encode_record(i, 0, key, value)
+                        for i, (key, value) in enumerate(records)])
+    producer_id, producer_epoch = producer if producer is not None else (-1, -1)
+    attributes = (TRANSACTIONAL_FLAG if producer is not None else 0) | \
+        (CONTROL_FLAG if control else 0)
+    return frame_batch(payload, len(records), timestamp, timestamp, leader_epoch=leader_epoch,
+                       producer_id=producer_id, producer_epoch=producer_epoch,
+                       attributes=attributes)

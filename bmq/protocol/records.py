@@ -35,7 +35,8 @@ TIMESTAMP_TYPE_LOG_APPEND = 0x08
 TRANSACTIONAL_FLAG = 0x10
 CONTROL_FLAG = 0x20
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
+# The header's fields in order, for reading it and for writing a new batch's.
+HEADER_STRUCT = struct.Struct(">qiibIhiqqqhii")
 _BASE_OFFSET = struct.Struct(">q")
 _LEADER_EPOCH = struct.Struct(">i")
 _CRC = struct.Struct(">I")
@@ -89,13 +90,19 @@ class BatchHeader:
 
 def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
     """Decode the header at ``pos``; the caller guarantees HEADER_SIZE bytes are there."""
-    return BatchHeader(*_HEADER.unpack_from(buf, pos))
+    return BatchHeader(*HEADER_STRUCT.unpack_from(buf, pos))
 
 
 def crc_ok(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> bool:
     """Hardware CRC-32C over attributes..end, compared with the stored CRC."""
     end = pos + header.size
     return crc32c.crc32c(memoryview(buf)[pos + 21 : end]) == header.crc
+
+
+def seal_crc(buf: bytearray | memoryview, pos: int = 0, end: int | None = None) -> None:
+    """Write the CRC-32C of the batch at ``pos`` (ending at ``end``, else at the buffer's end):
+    the last step of writing a batch or changing a field the CRC covers."""
+    _CRC.pack_into(buf, pos + 17, crc32c.crc32c(memoryview(buf)[pos + 21 : end]))
 
 
 def set_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> None:
@@ -111,8 +118,7 @@ def set_log_append_time(buf: bytearray | memoryview, pos: int, header: BatchHead
     """Stamp LogAppendTime as Kafka does: set the attribute bit and maxTimestamp, redo the CRC."""
     _ATTRIBUTES.pack_into(buf, pos + 21, header.attributes | TIMESTAMP_TYPE_LOG_APPEND)
     _MAX_TIMESTAMP.pack_into(buf, pos + 35, now_ms)
-    end = pos + header.size
-    _CRC.pack_into(buf, pos + 17, crc32c.crc32c(memoryview(buf)[pos + 21 : end]))
+    seal_crc(buf, pos, pos + header.size)
 
 
 def validate_batches(buf: memoryview, max_batch_bytes: int) -> list[BatchHeader]:

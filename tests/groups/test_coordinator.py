@@ -25,13 +25,12 @@ from bmq.coordinators.groups.records import (
     MemberValue,
     OffsetKey,
     OffsetValue,
-    build_batch,
     decode_record,
     encode_key,
     encode_value,
 )
 from bmq.protocol.errors import ErrorCode
-from bmq.protocol.record_codec import iter_records
+from bmq.protocol.record_codec import build_batch, iter_records
 from bmq.protocol.records import validate_batches
 
 from .helpers import subscription

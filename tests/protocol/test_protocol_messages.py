@@ -82,7 +82,18 @@ def test_generator_reads_specs_from_installed_kafka_package() -> None:
     assert spec is not None and spec.submodule_search_locations
     gen = load_generator()
     assert str(gen.schema_dir()).startswith(str(next(iter(spec.submodule_search_locations))))
-    assert len(ALL) == len(REQUEST_TYPES) + len(RESPONSE_TYPES) + 2  # + consumer protocol data
+    assert len(ALL) == len(REQUEST_TYPES) + len(RESPONSE_TYPES) + len(DATA)
+
+
+# The specs that are no request or response: the consumer protocol's data (kafka-python's) and
+# the internal topics' keys and values (BMQ's copies of Kafka's).
+DATA = {"ConsumerProtocolAssignment", "ConsumerProtocolSubscription", "ConsumerGroupMetadataKey",
+        "EndTxnMarker", "GroupMetadataKey", "GroupMetadataValue", "OffsetCommitKey",
+        "ShareSnapshotKey", "ShareUpdateKey", "TransactionLogKey", "TransactionLogValue"}
+
+
+def test_data_specs() -> None:
+    assert {m.name for m in ALL if m.kind not in ("request", "response")} == DATA
 
 
 # --------------------------------------------------------------------------- registry

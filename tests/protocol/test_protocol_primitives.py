@@ -16,6 +16,7 @@ from bmq.protocol.primitives import (
     DecodeError,
     Reader,
     Writer,
+    append_varint,
     encode_uvarint,
     encode_varint,
     read_uvarint,
@@ -103,6 +104,13 @@ def test_uvarint_encoding(value: int, encoded: bytes) -> None:
 def test_varint_zigzag(value: int, encoded: bytes) -> None:
     assert encode_varint(value) == encoded
     assert Reader(encoded).read_varint() == value
+
+
+@given(st.integers(-(2**63), 2**63 - 1))
+def test_append_varint_appends_what_encode_varint_returns(value: int) -> None:
+    buf = bytearray(b"head")
+    append_varint(buf, value)
+    assert buf == b"head" + encode_varint(value)
 
 
 def test_overlong_varint_is_rejected() -> None:

@@ -1,41 +1,13 @@
-"""Build valid RecordBatch v2 byte strings (correct CRC-32C) for the storage tests."""
+"""Valid RecordBatch v2 byte strings (correct CRC-32C, built by the record-batch codec) for the
+storage tests."""
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
 
-import crc32c
-
-from bmq.protocol.records import BatchHeader, validate_batches
-
-_HEADER = struct.Struct(">qiibIhiqqqhii")
-
-
-def _varint(value: int) -> bytes:
-    zigzag = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while True:
-        byte = zigzag & 0x7F
-        zigzag >>= 7
-        if zigzag:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-def _record(offset_delta: int, timestamp_delta: int, key: bytes | None, value: bytes) -> bytes:
-    body = bytearray(b"\x00")  # attributes
-    body += _varint(timestamp_delta)
-    body += _varint(offset_delta)
-    if key is None:
-        body += _varint(-1)
-    else:
-        body += _varint(len(key)) + key
-    body += _varint(len(value)) + value
-    body += _varint(0)  # no headers
-    return _varint(len(body)) + bytes(body)
+from bmq.protocol.record_codec import encode_record, frame_batch
+from bmq.protocol.records import BatchHeader, set_base_offset, validate_batches
 
 
 def make_batch(values: Sequence[bytes], *, base_offset: int = 0, timestamp: int = 1_000,
@@ -46,16 +18,14 @@ def make_batch(values: Sequence[bytes], *, base_offset: int = 0, timestamp: int 
     assert values
     stamps = list(timestamps) if timestamps is not None else [timestamp] * len(values)
     first_ts = stamps[0]
-    records = b"".join(_record(i, ts - first_ts, key, v)
-                       for i, (v, ts) in enumerate(zip(values, stamps, strict=True)))
-    size = _HEADER.size + len(records)
-    buf = bytearray(size)
-    _HEADER.pack_into(buf, 0, base_offset, size - 12, leader_epoch, 2, 0, attributes,
-                      len(values) - 1, first_ts, max(stamps), producer_id, producer_epoch,
-                      base_sequence, len(values))
-    buf[_HEADER.size:] = records
-    struct.pack_into(">I", buf, 17, crc32c.crc32c(bytes(buf[21:])))
-    return bytes(buf)
+    records = b"".join([encode_record(i, ts - first_ts, key, v)
+                        for i, (v, ts) in enumerate(zip(values, stamps, strict=True))])
+    batch, _ = frame_batch(records, len(values), first_ts, max(stamps),
+                           leader_epoch=leader_epoch, producer_id=producer_id,
+                           producer_epoch=producer_epoch, base_sequence=base_sequence,
+                           attributes=attributes)
+    set_base_offset(batch, 0, base_offset)
+    return bytes(batch)
 
 
 def sized_batch(total_size: int, tag: int = 0, **kwargs: object) -> bytes:

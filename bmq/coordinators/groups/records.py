@@ -1,4 +1,4 @@
-"""The records of the ``__consumer_offsets`` log: a small versioned key/value encoding.
+"""The records of the ``__consumer_offsets`` log: versioned keys and values.
 
 Every record is a plain Kafka record (RecordBatch v2, uncompressed) whose key says what it is
 about and whose value is the latest state of that thing; a null value (tombstone) deletes it.
@@ -6,23 +6,30 @@ Replaying the log from its start and keeping the last value per key rebuilds the
 All integers are big-endian; ``string`` is int16 length + UTF-8 (length -1 = null) and
 ``bytes`` is int32 length + data, as in the Kafka protocol.
 
-Keys (int16 ``key_type`` first)::
+Keys are Kafka's (an int16 record type, then the fields; generated from Kafka's specs)::
 
-    key_type 1  offset commit   group_id string, topic string, partition int32
-    key_type 2  group metadata  group_id string
-    key_type 3  consumer group  group_id string (a KIP-848 group's whole state)
+    type 1  OffsetCommitKey           group_id string, topic string, partition int32
+    type 2  GroupMetadataKey          group_id string
+    type 3  ConsumerGroupMetadataKey  group_id string (here: a KIP-848 group's whole state)
 
 Values (int16 ``version`` first; only version 0 exists)::
 
+    group metadata v0  Kafka's GroupMetadataValue version 3 field for field (generated from its
+                       spec), after the version number 0: protocol_type string, generation
+                       int32, protocol_name nullable string, leader nullable string,
+                       state_timestamp int64, member count int32, then per member: member_id
+                       string, group_instance_id nullable string, client_id string, client_host
+                       string, rebalance_timeout_ms int32, session_timeout_ms int32,
+                       subscription bytes (the member's metadata for the selected protocol),
+                       assignment bytes
+
+The other two values are BMQ's own, so they are written here by hand: Kafka's OffsetCommitValue
+has no version with both a leader epoch and an expire timestamp, and Kafka keeps a KIP-848 group
+in several kinds of record (group, members, target assignment, current assignments) where BMQ
+writes the whole group as one value::
+
     offset commit v0   offset int64, leader_epoch int32 (-1 = none), metadata string,
                        commit_timestamp int64, expire_timestamp int64 (-1 = by group rules)
-    group metadata v0  protocol_type string, generation int32, protocol_name nullable string,
-                       leader nullable string, state_timestamp int64, member count int32, then
-                       per member: member_id string, group_instance_id nullable string,
-                       client_id string, client_host string, rebalance_timeout_ms int32,
-                       session_timeout_ms int32, subscription bytes (the member's metadata for
-                       the selected protocol), assignment bytes
-
     consumer group v0  group_epoch int32, assignment_epoch int32, topic count int32, per
                        subscribed topic: name string, id uuid, partitions int32; member count
                        int32, per member: member_id string, instance_id nullable string,
@@ -33,36 +40,25 @@ Values (int16 ``version`` first; only version 0 exists)::
                        then three assignments (assigned, pending revocation, target), each
                        int32 topic count and per topic: id uuid, int32 count, partitions int32
 
-The layout follows the idea (not the bytes) of Kafka's OffsetCommitKey/Value and
-GroupMetadataKey/Value; a reader skips records whose key type it does not know, so new kinds of
-record can be added later without breaking older replays.
+A reader skips records whose key type it does not know, so new kinds of record can be added
+later without breaking older replays.
 """
 
 from __future__ import annotations
 
-import struct
 import uuid
 from dataclasses import dataclass, field
 
-import crc32c
+from bmq.protocol.coordinator_records import encode, read_prefix
+from bmq.protocol.messages.consumer_group_metadata_key import ConsumerGroupMetadataKey
+from bmq.protocol.messages.group_metadata_key import GroupMetadataKey
+from bmq.protocol.messages.group_metadata_value import GroupMetadataValue, MemberMetadata
+from bmq.protocol.messages.offset_commit_key import OffsetCommitKey
+from bmq.protocol.primitives import DecodeError, Reader, Writer
 
-from bmq.protocol.primitives import DecodeError, Reader, Writer, encode_varint
-from bmq.protocol.records import (
-    CONTROL_FLAG,
-    HEADER_SIZE,
-    LOG_OVERHEAD,
-    MAGIC_V2,
-    TRANSACTIONAL_FLAG,
-    BatchHeader,
-    read_header,
-)
-
-KEY_OFFSET_COMMIT = 1
-KEY_GROUP_METADATA = 2
-KEY_CONSUMER_GROUP = 3
 VALUE_VERSION = 0
-
-_BATCH_HEAD = struct.Struct(">qiibIhiqqqhii")
+# The version of Kafka's GroupMetadataValue whose fields BMQ's version 0 holds.
+_GROUP_METADATA_FIELDS = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,19 +150,12 @@ Value = OffsetValue | GroupValue | ConsumerGroupValue
 # ---------------------------------------------------------------------------------- encoding
 
 def encode_key(key: Key) -> bytes:
-    w = Writer()
     if isinstance(key, OffsetKey):
-        w.write_int16(KEY_OFFSET_COMMIT)
-        w.write_string(key.group_id)
-        w.write_string(key.topic)
-        w.write_int32(key.partition)
-    elif isinstance(key, GroupKey):
-        w.write_int16(KEY_GROUP_METADATA)
-        w.write_string(key.group_id)
-    else:
-        w.write_int16(KEY_CONSUMER_GROUP)
-        w.write_string(key.group_id)
-    return w.getvalue()
+        return encode(OffsetCommitKey.API_KEY,
+                      OffsetCommitKey(key.group_id, key.topic, key.partition))
+    if isinstance(key, GroupKey):
+        return encode(GroupMetadataKey.API_KEY, GroupMetadataKey(key.group_id))
+    return encode(ConsumerGroupMetadataKey.API_KEY, ConsumerGroupMetadataKey(key.group_id))
 
 
 def encode_offset_value(value: OffsetValue) -> bytes:
@@ -181,24 +170,12 @@ def encode_offset_value(value: OffsetValue) -> bytes:
 
 
 def encode_group_value(value: GroupValue) -> bytes:
-    w = Writer()
-    w.write_int16(VALUE_VERSION)
-    w.write_string(value.protocol_type)
-    w.write_int32(value.generation)
-    w.write_nullable_string(value.protocol_name)
-    w.write_nullable_string(value.leader)
-    w.write_int64(value.state_timestamp)
-    w.write_int32(len(value.members))
-    for m in value.members:
-        w.write_string(m.member_id)
-        w.write_nullable_string(m.group_instance_id)
-        w.write_string(m.client_id)
-        w.write_string(m.client_host)
-        w.write_int32(m.rebalance_timeout_ms)
-        w.write_int32(m.session_timeout_ms)
-        w.write_bytes(m.subscription)
-        w.write_bytes(m.assignment)
-    return w.getvalue()
+    members = [MemberMetadata(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                              m.rebalance_timeout_ms, m.session_timeout_ms, m.subscription,
+                              m.assignment) for m in value.members]
+    return encode(VALUE_VERSION, GroupMetadataValue(
+        value.protocol_type, value.generation, value.protocol_name, value.leader,
+        value.state_timestamp, members), _GROUP_METADATA_FIELDS)
 
 
 def _write_assignment(w: Writer, assignment: Assignment) -> None:
@@ -255,14 +232,14 @@ def encode_value(value: Value | None) -> bytes | None:
 
 def decode_key(data: bytes) -> Key | None:
     """The key of a record, or None for a key type this version does not know."""
-    r = Reader(data)
-    key_type = r.read_int16()
-    if key_type == KEY_OFFSET_COMMIT:
-        return OffsetKey(r.read_string(), r.read_string(), r.read_int32())
-    if key_type == KEY_GROUP_METADATA:
-        return GroupKey(r.read_string())
-    if key_type == KEY_CONSUMER_GROUP:
-        return ConsumerGroupKey(r.read_string())
+    key_type, r = read_prefix(data)
+    if key_type == OffsetCommitKey.API_KEY:
+        offset = OffsetCommitKey.read(r, 0)
+        return OffsetKey(offset.group, offset.topic, offset.partition)
+    if key_type == GroupMetadataKey.API_KEY:
+        return GroupKey(GroupMetadataKey.read(r, 0).group)
+    if key_type == ConsumerGroupMetadataKey.API_KEY:
+        return ConsumerGroupKey(ConsumerGroupMetadataKey.read(r, 0).group_id)
     return None
 
 
@@ -283,19 +260,13 @@ def decode_offset_value(data: bytes) -> OffsetValue:
 def decode_group_value(data: bytes) -> GroupValue:
     r = Reader(data)
     _version(r)
-    value = GroupValue(protocol_type=r.read_string(), generation=r.read_int32(),
-                       protocol_name=r.read_nullable_string(), leader=r.read_nullable_string(),
-                       state_timestamp=r.read_int64())
-    count = r.read_int32()
-    if count < 0:
-        raise DecodeError(f"negative member count {count}")
-    for _ in range(count):
-        value.members.append(MemberValue(
-            member_id=r.read_string(), group_instance_id=r.read_nullable_string(),
-            client_id=r.read_string(), client_host=r.read_string(),
-            rebalance_timeout_ms=r.read_int32(), session_timeout_ms=r.read_int32(),
-            subscription=r.read_bytes(), assignment=r.read_bytes()))
-    return value
+    value = GroupMetadataValue.read(r, _GROUP_METADATA_FIELDS)
+    return GroupValue(
+        value.protocol_type, value.generation, value.protocol, value.leader,
+        value.current_state_timestamp,
+        [MemberValue(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                     m.rebalance_timeout, m.session_timeout, m.subscription, m.assignment)
+         for m in value.members])
 
 
 def _count(r: Reader) -> int:
@@ -350,42 +321,3 @@ def decode_record(key: bytes | None,
     if isinstance(decoded, ConsumerGroupKey):
         return decoded, decode_consumer_group_value(value)
     return decoded, decode_group_value(value)
-
-
-# ---------------------------------------------------------------------------------- batches
-
-def _record(offset_delta: int, key: bytes, value: bytes | None) -> bytes:
-    body = bytearray(b"\x00")                       # attributes
-    body += encode_varint(0)                        # timestamp delta
-    body += encode_varint(offset_delta)
-    body += encode_varint(len(key))
-    body += key
-    if value is None:
-        body += encode_varint(-1)
-    else:
-        body += encode_varint(len(value))
-        body += value
-    body += encode_varint(0)                        # no headers
-    return bytes(encode_varint(len(body))) + bytes(body)
-
-
-def build_batch(records: list[tuple[bytes, bytes | None]], timestamp: int,
-                leader_epoch: int = -1, producer: tuple[int, int] | None = None,
-                control: bool = False) -> tuple[bytearray, BatchHeader]:
-    """One uncompressed RecordBatch v2 holding ``records`` (key, value); base offset 0. With
-    ``producer`` (id, epoch) it is a transactional batch of that producer (sequence -1, as
-    Kafka's coordinators write them); ``control`` makes it a control batch (a marker)."""
-    if not records:
-        raise ValueError("a batch needs at least one record")
-    payload = b"".join(_record(i, k, v) for i, (k, v) in enumerate(records))
-    count = len(records)
-    pid, epoch = producer if producer is not None else (-1, -1)
-    attributes = (TRANSACTIONAL_FLAG if producer is not None else 0) | \
-        (CONTROL_FLAG if control else 0)
-    buf = bytearray(HEADER_SIZE + len(payload))
-    _BATCH_HEAD.pack_into(buf, 0, 0, HEADER_SIZE - LOG_OVERHEAD + len(payload), leader_epoch,
-                          MAGIC_V2, 0, attributes, count - 1, timestamp, timestamp, pid, epoch,
-                          -1, count)
-    buf[HEADER_SIZE:] = payload
-    struct.pack_into(">I", buf, 17, crc32c.crc32c(memoryview(buf)[21:]))
-    return buf, read_header(buf)

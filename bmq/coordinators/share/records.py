@@ -1,14 +1,16 @@
 """The records of the ``__share_group_state`` log: one share-partition's state per key.
 
-Key::   int16 type (0 snapshot, 1 update), group id string, topic id uuid, partition int32
+Key::   Kafka's ShareSnapshotKey (type 0) or ShareUpdateKey (type 1), generated from Kafka's
+        specs: int16 type, group id string, topic id uuid, partition int32
 Value:: int16 version 1, start offset int64, run count int32, per run: first int64,
         last int64, state int8, delivery count int16, deliverable-from timestamp int64 (ms),
         dead-letter reason int8 (an index of ``DEAD_LETTER_REASONS``; version 0 had none)
 
 A snapshot is the whole state; an update the start offset and the runs that changed since the
 previous record of the key; a null value (a tombstone) deletes the key. A replay applies them
-in log order. Like Kafka's ShareSnapshot and
-ShareUpdate records in spirit; the bytes are BMQ's own.
+in log order. The values are BMQ's own, written here by hand: Kafka's ShareSnapshotValue and
+ShareUpdateValue carry snapshot, state and leader epochs and no deliverable-from time or
+dead-letter reason, which BMQ's runs need.
 """
 
 from __future__ import annotations
@@ -17,10 +19,13 @@ import uuid
 from dataclasses import dataclass
 
 from bmq.coordinators.share.partition import DEAD_LETTER_REASONS, RecordState, Run
+from bmq.protocol.coordinator_records import encode, read_prefix
+from bmq.protocol.messages.share_snapshot_key import ShareSnapshotKey
+from bmq.protocol.messages.share_update_key import ShareUpdateKey
 from bmq.protocol.primitives import DecodeError, Reader, Writer
 
-SNAPSHOT = 0
-UPDATE = 1
+SNAPSHOT = ShareSnapshotKey.API_KEY
+UPDATE = ShareUpdateKey.API_KEY
 VALUE_VERSION = 1
 
 
@@ -47,12 +52,8 @@ class StateRecord:
 
 
 def encode_key(key: StateKey, snapshot: bool) -> bytes:
-    w = Writer()
-    w.write_int16(SNAPSHOT if snapshot else UPDATE)
-    w.write_string(key.group_id)
-    w.write_uuid(key.topic_id)
-    w.write_int32(key.partition)
-    return w.getvalue()
+    kind = ShareSnapshotKey if snapshot else ShareUpdateKey
+    return encode(kind.API_KEY, kind(key.group_id, key.topic_id, key.partition))
 
 
 def encode_value(start_offset: int, runs: list[Run]) -> bytes:
@@ -72,10 +73,11 @@ def encode_value(start_offset: int, runs: list[Run]) -> bytes:
 
 def decode_key(key_data: bytes) -> StateKey | None:
     """The key of a record, or None for a key type this version does not know."""
-    r = Reader(key_data)
-    if r.read_int16() not in (SNAPSHOT, UPDATE):
+    key_type, r = read_prefix(key_data)
+    if key_type not in (SNAPSHOT, UPDATE):
         return None
-    return StateKey(r.read_string(), r.read_uuid(), r.read_int32())
+    key = ShareSnapshotKey.read(r, 0) if key_type == SNAPSHOT else ShareUpdateKey.read(r, 0)
+    return StateKey(key.group_id, key.topic_id, key.partition)
 
 
 def decode_value(value_data: bytes) -> tuple[int, list[Run]]:
@@ -104,5 +106,5 @@ def decode(key_data: bytes, value_data: bytes) -> StateRecord | None:
     key = decode_key(key_data)
     if key is None:
         return None
-    snapshot = Reader(key_data).read_int16() == SNAPSHOT
+    snapshot = read_prefix(key_data)[0] == SNAPSHOT
     return StateRecord(key, snapshot, *decode_value(value_data))

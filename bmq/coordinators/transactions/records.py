@@ -1,6 +1,7 @@
 """The records of the ``__transaction_state`` log, in Kafka's format (TransactionLogKey and
-TransactionLogValue version 0, so the bytes are what a Kafka broker writes), and the
-transaction markers (control records: EndTransactionMarker) written into data partitions.
+TransactionLogValue version 0, generated from Kafka's specs, so the bytes are what a Kafka
+broker writes), and the transaction markers (control records: EndTransactionMarker) written
+into data partitions.
 
 Key (version int16 = 0)::  transactional_id string
 Value (version int16 = 0)::
@@ -9,6 +10,8 @@ Value (version int16 = 0)::
     last_update_timestamp_ms int64, start_timestamp_ms int64
 
 Replaying the log and keeping the last value per transactional id rebuilds the coordinator.
+A marker's value is Kafka's EndTxnMarker (generated); its key (version int16 0, type int16)
+is Kafka's control record key, which Kafka too writes by hand (it has no spec).
 """
 
 from __future__ import annotations
@@ -17,8 +20,12 @@ import asyncio
 import enum
 from dataclasses import dataclass, field
 
-from bmq.coordinators.groups.records import build_batch
-from bmq.protocol.primitives import DecodeError, Reader, Writer
+from bmq.protocol.coordinator_records import encode, read_prefix
+from bmq.protocol.messages.end_txn_marker import EndTxnMarker
+from bmq.protocol.messages.transaction_log_key import TransactionLogKey
+from bmq.protocol.messages.transaction_log_value import PartitionsSchema, TransactionLogValue
+from bmq.protocol.primitives import DecodeError, Writer
+from bmq.protocol.record_codec import build_batch
 from bmq.protocol.records import CONTROL_ABORT, CONTROL_COMMIT, BatchHeader
 
 KEY_VERSION = 0
@@ -65,56 +72,41 @@ class TxnMetadata:
 
 
 def encode_key(transactional_id: str) -> bytes:
-    w = Writer()
-    w.write_int16(KEY_VERSION)
-    w.write_string(transactional_id)
-    return w.getvalue()
+    return encode(KEY_VERSION, TransactionLogKey(transactional_id), KEY_VERSION)
 
 
 def encode_value(meta: TxnMetadata) -> bytes:
-    w = Writer()
-    w.write_int16(VALUE_VERSION)
-    w.write_int64(meta.producer_id)
-    w.write_int16(meta.producer_epoch)
-    w.write_int32(meta.timeout_ms)
-    w.write_int8(int(meta.state))
     by_topic: dict[str, list[int]] = {}
     for topic, index in sorted(meta.partitions):
         by_topic.setdefault(topic, []).append(index)
-    w.write_int32(len(by_topic))
-    for topic, indexes in by_topic.items():
-        w.write_string(topic)
-        w.write_int32(len(indexes))
-        for index in indexes:
-            w.write_int32(index)
-    w.write_int64(meta.update_ms)
-    w.write_int64(meta.start_ms)
-    return w.getvalue()
+    return encode(VALUE_VERSION, TransactionLogValue(
+        producer_id=meta.producer_id, producer_epoch=meta.producer_epoch,
+        transaction_timeout_ms=meta.timeout_ms, transaction_status=int(meta.state),
+        transaction_partitions=[PartitionsSchema(topic, indexes)
+                                for topic, indexes in by_topic.items()],
+        transaction_last_update_timestamp_ms=meta.update_ms,
+        transaction_start_timestamp_ms=meta.start_ms), VALUE_VERSION)
 
 
 def decode_key(data: bytes) -> str | None:
-    r = Reader(data)
-    if r.read_int16() != KEY_VERSION:
+    version, r = read_prefix(data)
+    if version != KEY_VERSION:
         return None
-    return r.read_string()
+    return TransactionLogKey.read(r, KEY_VERSION).transactional_id
 
 
 def decode_value(transactional_id: str, data: bytes) -> TxnMetadata:
-    r = Reader(data)
-    version = r.read_int16()
+    version, r = read_prefix(data)
     if version != VALUE_VERSION:
         raise DecodeError(f"unknown TransactionLogValue version {version}")
-    meta = TxnMetadata(transactional_id, producer_id=r.read_int64(),
-                       producer_epoch=r.read_int16(), timeout_ms=r.read_int32(),
-                       state=TxnState(r.read_int8()))
-    topics = r.read_int32()
-    for _ in range(max(topics, 0)):
-        topic = r.read_string()
-        for _ in range(r.read_int32()):
-            meta.partitions.add((topic, r.read_int32()))
-    meta.update_ms = r.read_int64()
-    meta.start_ms = r.read_int64()
-    return meta
+    value = TransactionLogValue.read(r, VALUE_VERSION)
+    return TxnMetadata(
+        transactional_id, producer_id=value.producer_id, producer_epoch=value.producer_epoch,
+        timeout_ms=value.transaction_timeout_ms, state=TxnState(value.transaction_status),
+        partitions={(p.topic, index) for p in value.transaction_partitions or ()
+                    for index in p.partition_ids},
+        update_ms=value.transaction_last_update_timestamp_ms,
+        start_ms=value.transaction_start_timestamp_ms)
 
 
 def marker_batch(producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
@@ -123,8 +115,6 @@ def marker_batch(producer_id: int, producer_epoch: int, commit: bool, coordinato
     key = Writer()
     key.write_int16(MARKER_VERSION)
     key.write_int16(CONTROL_COMMIT if commit else CONTROL_ABORT)
-    value = Writer()
-    value.write_int16(MARKER_VERSION)
-    value.write_int32(coordinator_epoch)
-    return build_batch([(key.getvalue(), value.getvalue())], timestamp, leader_epoch,
+    value = encode(MARKER_VERSION, EndTxnMarker(coordinator_epoch), MARKER_VERSION)
+    return build_batch([(key.getvalue(), value)], timestamp, leader_epoch,
                        (producer_id, producer_epoch), control=True)

@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from bmq.protocol.messages.consumer_group_heartbeat_response import (
         ConsumerGroupHeartbeatResponse,
     )
+    from bmq.protocol.messages.consumer_group_metadata_key import ConsumerGroupMetadataKey
     from bmq.protocol.messages.consumer_protocol_assignment import ConsumerProtocolAssignment
     from bmq.protocol.messages.consumer_protocol_subscription import ConsumerProtocolSubscription
     from bmq.protocol.messages.create_acls_request import CreateAclsRequest
@@ -119,12 +120,15 @@ if TYPE_CHECKING:
     )
     from bmq.protocol.messages.elect_leaders_request import ElectLeadersRequest
     from bmq.protocol.messages.elect_leaders_response import ElectLeadersResponse
+    from bmq.protocol.messages.end_txn_marker import EndTxnMarker
     from bmq.protocol.messages.end_txn_request import EndTxnRequest
     from bmq.protocol.messages.end_txn_response import EndTxnResponse
     from bmq.protocol.messages.fetch_request import FetchRequest
     from bmq.protocol.messages.fetch_response import FetchResponse
     from bmq.protocol.messages.find_coordinator_request import FindCoordinatorRequest
     from bmq.protocol.messages.find_coordinator_response import FindCoordinatorResponse
+    from bmq.protocol.messages.group_metadata_key import GroupMetadataKey
+    from bmq.protocol.messages.group_metadata_value import GroupMetadataValue
     from bmq.protocol.messages.heartbeat_request import HeartbeatRequest
     from bmq.protocol.messages.heartbeat_response import HeartbeatResponse
     from bmq.protocol.messages.incremental_alter_configs_request import (
@@ -155,6 +159,7 @@ if TYPE_CHECKING:
     from bmq.protocol.messages.list_transactions_response import ListTransactionsResponse
     from bmq.protocol.messages.metadata_request import MetadataRequest
     from bmq.protocol.messages.metadata_response import MetadataResponse
+    from bmq.protocol.messages.offset_commit_key import OffsetCommitKey
     from bmq.protocol.messages.offset_commit_request import OffsetCommitRequest
     from bmq.protocol.messages.offset_commit_response import OffsetCommitResponse
     from bmq.protocol.messages.offset_delete_request import OffsetDeleteRequest
@@ -177,8 +182,12 @@ if TYPE_CHECKING:
     from bmq.protocol.messages.share_group_describe_response import ShareGroupDescribeResponse
     from bmq.protocol.messages.share_group_heartbeat_request import ShareGroupHeartbeatRequest
     from bmq.protocol.messages.share_group_heartbeat_response import ShareGroupHeartbeatResponse
+    from bmq.protocol.messages.share_snapshot_key import ShareSnapshotKey
+    from bmq.protocol.messages.share_update_key import ShareUpdateKey
     from bmq.protocol.messages.sync_group_request import SyncGroupRequest
     from bmq.protocol.messages.sync_group_response import SyncGroupResponse
+    from bmq.protocol.messages.transaction_log_key import TransactionLogKey
+    from bmq.protocol.messages.transaction_log_value import TransactionLogValue
     from bmq.protocol.messages.txn_offset_commit_request import TxnOffsetCommitRequest
     from bmq.protocol.messages.txn_offset_commit_response import TxnOffsetCommitResponse
     from bmq.protocol.messages.update_features_request import UpdateFeaturesRequest
@@ -218,6 +227,7 @@ _MODULES: dict[str, str] = {
     "ConsumerGroupDescribeResponse": "consumer_group_describe_response",
     "ConsumerGroupHeartbeatRequest": "consumer_group_heartbeat_request",
     "ConsumerGroupHeartbeatResponse": "consumer_group_heartbeat_response",
+    "ConsumerGroupMetadataKey": "consumer_group_metadata_key",
     "ConsumerProtocolAssignment": "consumer_protocol_assignment",
     "ConsumerProtocolSubscription": "consumer_protocol_subscription",
     "CreateAclsRequest": "create_acls_request",
@@ -262,12 +272,15 @@ _MODULES: dict[str, str] = {
     "DescribeUserScramCredentialsResponse": "describe_user_scram_credentials_response",
     "ElectLeadersRequest": "elect_leaders_request",
     "ElectLeadersResponse": "elect_leaders_response",
+    "EndTxnMarker": "end_txn_marker",
     "EndTxnRequest": "end_txn_request",
     "EndTxnResponse": "end_txn_response",
     "FetchRequest": "fetch_request",
     "FetchResponse": "fetch_response",
     "FindCoordinatorRequest": "find_coordinator_request",
     "FindCoordinatorResponse": "find_coordinator_response",
+    "GroupMetadataKey": "group_metadata_key",
+    "GroupMetadataValue": "group_metadata_value",
     "HeartbeatRequest": "heartbeat_request",
     "HeartbeatResponse": "heartbeat_response",
     "IncrementalAlterConfigsRequest": "incremental_alter_configs_request",
@@ -290,6 +303,7 @@ _MODULES: dict[str, str] = {
     "ListTransactionsResponse": "list_transactions_response",
     "MetadataRequest": "metadata_request",
     "MetadataResponse": "metadata_response",
+    "OffsetCommitKey": "offset_commit_key",
     "OffsetCommitRequest": "offset_commit_request",
     "OffsetCommitResponse": "offset_commit_response",
     "OffsetDeleteRequest": "offset_delete_request",
@@ -312,8 +326,12 @@ _MODULES: dict[str, str] = {
     "ShareGroupDescribeResponse": "share_group_describe_response",
     "ShareGroupHeartbeatRequest": "share_group_heartbeat_request",
     "ShareGroupHeartbeatResponse": "share_group_heartbeat_response",
+    "ShareSnapshotKey": "share_snapshot_key",
+    "ShareUpdateKey": "share_update_key",
     "SyncGroupRequest": "sync_group_request",
     "SyncGroupResponse": "sync_group_response",
+    "TransactionLogKey": "transaction_log_key",
+    "TransactionLogValue": "transaction_log_value",
     "TxnOffsetCommitRequest": "txn_offset_commit_request",
     "TxnOffsetCommitResponse": "txn_offset_commit_response",
     "UpdateFeaturesRequest": "update_features_request",
@@ -666,6 +684,7 @@ __all__ = [
     "ConsumerGroupDescribeResponse",
     "ConsumerGroupHeartbeatRequest",
     "ConsumerGroupHeartbeatResponse",
+    "ConsumerGroupMetadataKey",
     "ConsumerProtocolAssignment",
     "ConsumerProtocolSubscription",
     "CreateAclsRequest",
@@ -710,12 +729,15 @@ __all__ = [
     "DescribeUserScramCredentialsResponse",
     "ElectLeadersRequest",
     "ElectLeadersResponse",
+    "EndTxnMarker",
     "EndTxnRequest",
     "EndTxnResponse",
     "FetchRequest",
     "FetchResponse",
     "FindCoordinatorRequest",
     "FindCoordinatorResponse",
+    "GroupMetadataKey",
+    "GroupMetadataValue",
     "HeartbeatRequest",
     "HeartbeatResponse",
     "IncrementalAlterConfigsRequest",
@@ -738,6 +760,7 @@ __all__ = [
     "ListTransactionsResponse",
     "MetadataRequest",
     "MetadataResponse",
+    "OffsetCommitKey",
     "OffsetCommitRequest",
     "OffsetCommitResponse",
     "OffsetDeleteRequest",
@@ -760,8 +783,12 @@ __all__ = [
     "ShareGroupDescribeResponse",
     "ShareGroupHeartbeatRequest",
     "ShareGroupHeartbeatResponse",
+    "ShareSnapshotKey",
+    "ShareUpdateKey",
     "SyncGroupRequest",
     "SyncGroupResponse",
+    "TransactionLogKey",
+    "TransactionLogValue",
     "TxnOffsetCommitRequest",
     "TxnOffsetCommitResponse",
     "UpdateFeaturesRequest",
