@@ -26,7 +26,8 @@ def test_group_list_and_describe_show_a_share_group(share_broker: Any) -> None:
         assert acquired(fetch(client, group, "worker-1", 0, topic_id)) == [(0, 9, 1)]
         acknowledge(client, group, "worker-1", 1, topic_id, [(0, 3, ACCEPT), (6, 6, REJECT)])
         listed = json.loads(bmq("group", "list", "-o", "json").out)
-        assert {"group": group, "state": "Stable", "type": "share", "protocol": "share"} \
+        # Spelled as the other groups' states are (EMPTY, STABLE).
+        assert {"group": group, "state": "STABLE", "type": "share", "protocol": "share"} \
             in listed
         doc = json.loads(bmq("group", "describe", group, "-o", "json").out)
         assert (doc["type"], doc["state"], doc["assignor"]) == ("share", "STABLE", "simple")
