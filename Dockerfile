@@ -3,8 +3,8 @@
 # client jars at run time: they are copied from the official Hadoop image.
 FROM apache/hadoop:3.3.6 AS hadoop
 
-# bmq has two C modules (bmq/spark/_recdecode.c, the Spark data source's record decoder, and
-# bmq/readpath/_viewfilter.c, the record filter of views): the wheel is built where a compiler
+# bmq has two C modules (bmq/spark/native/_recdecode.c, the Spark data source's record decoder,
+# and bmq/readpath/_viewfilter.c, the record filter of views): the wheel is built where a compiler
 # is, and only the wheel goes into the image.
 FROM python:3.11-slim-bookworm AS wheel
 RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev \

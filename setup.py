@@ -1,7 +1,8 @@
 """The C part of the package (everything else is declared in pyproject.toml):
-bmq.spark._recdecode, the Spark data source's record decoder; bmq.readpath._viewfilter, the record
-filter of views; bmq.cleaner._keymap, the log cleaner's offset map; bmq.index._fieldindex, Index
-Query's field scanner; bmq.coordinators.timers._timerrec, scheduled delivery's record rewriting."""
+bmq.spark.native._recdecode, the Spark data source's record decoder; bmq.readpath._viewfilter,
+the record filter of views; bmq.cleaner._keymap, the log cleaner's offset map;
+bmq.field_index._fieldindex, Index Query's field scanner; bmq.coordinators.timers._timerrec,
+scheduled delivery's record rewriting."""
 
 from setuptools import Extension, setup
 
@@ -11,11 +12,12 @@ _SHARED = ["bmq/protocol"]
 _BYTES = "bmq/protocol/_kafka_bytes.h"
 
 setup(ext_modules=[
-    Extension("bmq.spark._recdecode", ["bmq/spark/_recdecode.c"], extra_compile_args=_FLAGS),
+    Extension("bmq.spark.native._recdecode", ["bmq/spark/native/_recdecode.c"],
+              extra_compile_args=_FLAGS),
     Extension("bmq.readpath._viewfilter", ["bmq/readpath/_viewfilter.c"],
               include_dirs=_SHARED, depends=[_BYTES], extra_compile_args=_FLAGS),
-    Extension("bmq.index._fieldindex", ["bmq/index/_fieldindex.c"], include_dirs=_SHARED,
-              depends=[_BYTES], extra_compile_args=_FLAGS),
+    Extension("bmq.field_index._fieldindex", ["bmq/field_index/_fieldindex.c"],
+              include_dirs=_SHARED, depends=[_BYTES], extra_compile_args=_FLAGS),
     Extension("bmq.coordinators.timers._timerrec", ["bmq/coordinators/timers/_timerrec.c"],
               include_dirs=_SHARED, depends=[_BYTES], extra_compile_args=_FLAGS),
     Extension("bmq.cleaner._keymap", ["bmq/cleaner/_keymap.c"], include_dirs=_SHARED,

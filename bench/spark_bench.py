@@ -7,7 +7,7 @@
    random (incompressible) message values with confluent-kafka (acks=all, idempotence off; keys
    repeat every 10000 messages, every tenth message has a header), unless the topic already
    holds data (rerun with the same --data-dir to skip producing).
-2. Converts the topic to Parquet with the compaction job (bmq.spark.compaction.run) on a
+2. Converts the topic to Parquet with the Parquet export job (bmq.spark.parquet_export.run) on a
    SparkSession with --master; MB/s = segment bytes converted / job wall time (the Spark
    session is already up: its start is not counted).
 3. Reads the topic through the data source into Spark, and two Kafka-client ways
@@ -365,7 +365,7 @@ def main() -> int:
             results["produced"] = {"messages": count, "seconds": round(secs, 2)}
             print(f"produced {count} messages in {secs:.1f}s", flush=True)
         from bench.spark_stream import stream_latency
-        from bmq.spark.compaction import JobConfig, run
+        from bmq.spark.parquet_export import JobConfig, run
         from bmq.storage import open_storage
         from bmq.storage.log.durable import list_partitions, open_durable
 

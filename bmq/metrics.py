@@ -209,7 +209,7 @@ def serve_for_role(port: int, host: str, partitions: Callable[[], float] | None 
     Binds ``host:port`` (the role's listen host), hooks the partition and group gauges to the
     given callables (read at each scrape, from the HTTP thread) and returns the server for
     :func:`stop`. ``topics_app``, a WSGI app, answers the paths under ``/topics/`` (Index
-    Query, bmq.index.http). A port that cannot be bound is a ``StartupError`` (exit 3).
+    Query, bmq.field_index.http). A port that cannot be bound is a ``StartupError`` (exit 3).
     """
     if partitions is not None:
         track_partitions(partitions)

@@ -23,11 +23,11 @@ from bmq.coordinators.share import SharePartitionManager
 from bmq.coordinators.share.admin import LocalStateAdmin, StateAdmin
 from bmq.coordinators.timers import TIMER_LOG_PREFIX, TimerService
 from bmq.coordinators.transactions import TRANSACTION_TOPIC, TransactionCoordinator
-from bmq.index.builder import IndexBuilder
-from bmq.index.fields import Field, configured_fields, ever_indexed, keep_index_marker
-from bmq.index.query import QueryService
-from bmq.index.readers import PartitionLogs
-from bmq.index.store import IndexStore
+from bmq.field_index.builder import IndexBuilder
+from bmq.field_index.fields import Field, configured_fields, ever_indexed, keep_index_marker
+from bmq.field_index.query import QueryService
+from bmq.field_index.readers import PartitionLogs
+from bmq.field_index.store import IndexStore
 from bmq.metadata.broker_configs import BrokerConfigStore
 from bmq.metadata.group_configs import GroupConfigStore
 from bmq.metadata.nodes import BrokerNode
@@ -97,7 +97,7 @@ class Broker:
         if self.share_peers is not None:
             self.share_peers.leader_state = self.share.lead_through(self.share_peers)
             self.share_admin = ClusterStateAdmin(self.share, self.share_peers)
-        # Index Query (bmq.index): this broker indexes the partitions it owns, and answers
+        # Index Query (bmq.field_index): this broker indexes the partitions it owns, and answers
         # queries of any partition from the shared storage.
         index_store = IndexStore(log_storage)
         self.index_builder = IndexBuilder(index_store, self._owned_logs, self._index_fields,

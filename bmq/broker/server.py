@@ -19,8 +19,8 @@ from bmq.broker.service import broker_connection
 from bmq.cleaner import CleanerService
 from bmq.config import Config
 from bmq.coordinators.transactions import TxnState
-from bmq.index.http import index_app
-from bmq.index.query import QueryService
+from bmq.field_index.http import index_app
+from bmq.field_index.query import QueryService
 from bmq.lifecycle import run_until_signalled
 from bmq.metadata.broker_configs import BrokerConfigStore
 from bmq.metadata.documents import StorageDocuments

@@ -16,7 +16,7 @@ from enum import IntEnum
 
 from bmq.broker.view_config import check_filter
 from bmq.config import COMPRESSION_TYPES, Config, explicitly_set, field_default, kafka_name
-from bmq.index.fields import FieldSpecError, parse_fields
+from bmq.field_index.fields import FieldSpecError, parse_fields
 from bmq.metadata.topics import LEGAL_TOPIC as _LEGAL_NAME
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.storage import LogConfig
@@ -271,7 +271,7 @@ _DEFINITIONS = (
            "BMQ: lanes. Consumers of this topic never see records with a bmq.lane header; "
            "TOPIC.lane.LANE is a view of one lane's records, made on first use.",
            enforced=True),
-    # BMQ's field indexes (bmq.index): built in the background, read by Index Query.
+    # BMQ's field indexes (bmq.field_index): built in the background, read by Index Query.
     _kafka("bmq.index.fields", ConfigType.STRING, "", _index_fields,
            "BMQ: fields to index for Index Query, comma-separated: key, header:NAME or a JSON "
            "dot path into the value (order.id; value:key for a JSON field named key).",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from bmq.index.fields import INDEX_FIELDS
+from bmq.field_index.fields import INDEX_FIELDS
 from bmq.metadata.topics import INTERNAL_TOPICS, TopicRegistry
 from bmq.metadata.views import VIEW_FILTER, VIEW_SOURCE, is_view, lane_view
 from bmq.protocol.errors import ErrorCode, KafkaError

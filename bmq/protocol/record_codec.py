@@ -195,7 +195,7 @@ def decode_batch(batch: bytes | memoryview, header: BatchHeader) -> list[Record]
 
 def decode_record_at(payload: bytes, position: int, header: BatchHeader) -> Record:
     """The one record at ``position`` of a batch's (decompressed) records: for readers that
-    found where a record starts without decoding the others (bmq.index)."""
+    found where a record starts without decoding the others (bmq.field_index)."""
     cursor = _Cursor(payload)
     cursor.pos = position
     return _read_record(cursor, header)

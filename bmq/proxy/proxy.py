@@ -18,9 +18,9 @@ import weakref
 from concurrent.futures import Executor
 
 from bmq.config import Config
-from bmq.index.query import QueryService
-from bmq.index.readers import PartitionLogs
-from bmq.index.store import IndexStore
+from bmq.field_index.query import QueryService
+from bmq.field_index.readers import PartitionLogs
+from bmq.field_index.store import IndexStore
 from bmq.metadata.nodes import BrokerNode
 from bmq.metadata.routing import proxy_for
 from bmq.metadata.topics import TopicInfo
@@ -65,7 +65,7 @@ class Proxy:
         self._watchers: dict[int, BrokerWatcher] = {}
         # Share consumers' sessions, each split over the partitions' owners (bmq.proxy.share).
         self.share_sessions = ShareSessionRelay()
-        # Index Query (bmq.index): answered from the shared storage, as any broker does.
+        # Index Query (bmq.field_index): answered from the shared storage, as any broker does.
         self._query_logs = PartitionLogs(storage)
         self.queries = QueryService(IndexStore(storage), cluster.topics, self._query_logs)
 

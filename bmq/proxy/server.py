@@ -9,7 +9,7 @@ from typing import Any
 
 from bmq import metrics
 from bmq.config import Config
-from bmq.index.http import index_app
+from bmq.field_index.http import index_app
 from bmq.lifecycle import run_until_signalled
 from bmq.metadata.zookeeper.documents import ZkDocuments
 from bmq.net.api import preload

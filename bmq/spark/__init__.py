@@ -1,5 +1,5 @@
 """Spark integration: the ``bmq`` data source (Spark 4 Python Data Source API) and the helpers
-of the Parquet compaction job (``spark_jobs/compact_to_parquet.py``). Needs ``pip install
+of the Parquet export job (``spark_jobs/export_to_parquet.py``). Needs ``pip install
 'bmq[spark]'`` (pyspark 4, pyarrow, numpy) and Java 17."""
 
 from bmq.startup import missing_package

@@ -27,7 +27,7 @@ from pyspark.sql.datasource import (
 )
 
 from bmq.spark.planning import SourceOptions, plan
-from bmq.spark.ranges import DataLossError, ReadRange
+from bmq.spark.tasks import BMQInputPartition, read_partition
 
 # The same columns as Spark's Kafka source (with includeHeaders=true); decode.ARROW_SCHEMA is
 # the Arrow form. (Planning runs in fresh Python processes: numpy/pyarrow load only to read.)
@@ -35,33 +35,6 @@ SPARK_SCHEMA_DDL = (
     "key binary, value binary, topic string, partition int, offset bigint, "
     "timestamp timestamp, timestampType int, "
     "headers array<struct<key: string, value: binary>>")
-
-
-class BMQInputPartition(InputPartition):
-    """One read range (``value``: a ``ReadRange``, or None for an empty query)."""
-
-    def __init__(self, value: ReadRange | None) -> None:
-        super().__init__(value)
-
-
-def read_partition(opts: SourceOptions, rng: ReadRange | None) -> Iterator[Any]:
-    """A task of a batch or a micro-batch: the Arrow record batches of one read range."""
-    if rng is None:
-        return
-    from bmq.spark.decode import read_range
-
-    storage = opts.open_storage()
-    try:
-        yield from read_range(storage, rng, include_headers=opts.include_headers,
-                              verify_crc=opts.verify_crc, record_filter=opts.record_filter)
-    except FileNotFoundError as exc:
-        if opts.fail_on_data_loss:
-            raise DataLossError(
-                f"{rng.path} was deleted after the query was planned (retention?); offsets "
-                f"{rng.start_offset}-{rng.end_offset} of {rng.topic}-{rng.partition} are "
-                f"lost. Set failOnDataLoss to false to skip them.") from exc
-    finally:
-        storage.close()
 
 
 class BMQReader(DataSourceReader):

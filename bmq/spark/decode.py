@@ -1,8 +1,8 @@
 """Record batches from segment files to Arrow columns, in Spark's Kafka source schema.
 
 Decompression is ``bmq.protocol.record_codec.decompress`` (all four codecs, raw and xerial
-snappy). Records are parsed by the C module ``bmq.spark._recdecode`` (``_recdecode.c``): for a
-chunk of batch bodies it checks every record and writes the columns' Arrow buffers (offsets,
+snappy). Records are parsed by the C module ``bmq.spark.native._recdecode`` (``_recdecode.c``):
+for a chunk of batch bodies it checks every record and writes the columns' Arrow buffers (offsets,
 timestamps, keys, values and headers as int32 offsets plus data), which become Arrow arrays
 without a Python step per record. ``record_codec.decode_batch`` remains the reference the tests
 compare against.
@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-import bmq.spark._recdecode as _recdecode
 from bmq.protocol.errors import KafkaError
 from bmq.protocol.record_codec import NONE, RecordDecodeError, decompress
 from bmq.protocol.records import (
@@ -30,6 +29,7 @@ from bmq.protocol.records import (
     read_header,
 )
 from bmq.readpath.filters import apply_filter, compile_filter
+from bmq.spark.native import _recdecode
 from bmq.spark.ranges import DataLossError, ReadRange
 from bmq.storage.base import Storage
 from bmq.storage.log import PartitionLog
@@ -175,8 +175,8 @@ class ColumnBuilder:
     holding only the offsets in ``[start_offset, end_offset)``.
 
     Batch bodies are kept as they are (uncompressed ones as views of the read buffer) until
-    ``build``, where one call into ``bmq.spark._recdecode`` checks every record and copies its
-    fields into Arrow buffers (each byte of a key, value or header once)."""
+    ``build``, where one call into ``bmq.spark.native._recdecode`` checks every record and copies
+    its fields into Arrow buffers (each byte of a key, value or header once)."""
 
     def __init__(self, topic: str, partition: int, start_offset: int, end_offset: int,
                  include_headers: bool = True, record_filter: str | None = None) -> None:

@@ -1,6 +1,6 @@
 """The Parquet job's output root and its commit record (``_bmq_manifest.json``), on any fsspec
 file system: what is committed, and the repair every run starts with (roll committed renames
-forward, delete files no commit references). ``compaction`` says how the two are used.
+forward, delete files no commit references). ``parquet_export`` says how the two are used.
 """
 
 from __future__ import annotations

@@ -36,7 +36,6 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from bmq.spark.datasource import BMQInputPartition, read_partition
 from bmq.spark.planning import (
     EARLIEST,
     LATEST,
@@ -46,6 +45,7 @@ from bmq.spark.planning import (
     topic_not_found,
 )
 from bmq.spark.ranges import DataLossError
+from bmq.spark.tasks import BMQInputPartition, read_partition
 from bmq.spark.watch import WatchUnavailable, partition_owners, wait_for_news
 from bmq.storage.base import Storage
 from bmq.storage.log.durable import DurableLog, list_partitions, open_durable

@@ -115,10 +115,10 @@ def _parse_run_local(args: list[str]) -> None:
                   "--partitions", "8", "--mode", "both", *args])
 
 
-def _parse_compact_job(args: list[str]) -> None:
+def _parse_parquet_export_job(args: list[str]) -> None:
     sys.path.insert(0, str(ROOT / "spark_jobs"))
     try:
-        from compact_to_parquet import parse_args
+        from export_to_parquet import parse_args
     finally:
         sys.path.pop(0)
     parse_args([a.strip("[]") for a in args])
@@ -146,7 +146,7 @@ CHECKS: dict[str, Callable[[list[str]], None]] = {
     "bmq": _parse_bmq,
     ".venv/bin/python -m bench": _parse_bench,
     "bench/run_local.sh": _parse_run_local,
-    "python spark_jobs/compact_to_parquet.py": _parse_compact_job,
+    "python spark_jobs/export_to_parquet.py": _parse_parquet_export_job,
     "make": _make_target,
     "scripts/librdkafka_suite.sh": _shell_script("scripts/librdkafka_suite.sh"),
     ".venv/bin/pytest": _existing_path,

@@ -6,9 +6,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bmq.index.builder import IndexBuilder
-from bmq.index.fields import INDEX_FIELDS, Field, ever_indexed, keep_index_marker, parse_fields
-from bmq.index.store import IndexStore
+from bmq.field_index.builder import IndexBuilder
+from bmq.field_index.fields import (
+    INDEX_FIELDS,
+    Field,
+    ever_indexed,
+    keep_index_marker,
+    parse_fields,
+)
+from bmq.field_index.store import IndexStore
 from bmq.protocol.record_codec import Record, encode_batch
 from bmq.storage import LocalStorage, LogConfig, PartitionLog
 

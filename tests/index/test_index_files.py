@@ -6,17 +6,17 @@ from dataclasses import replace
 
 import pytest
 
-from bmq.index import chunk
-from bmq.index.extract import index_batches
-from bmq.index.fields import (
+from bmq.field_index import chunk
+from bmq.field_index.extract import index_batches
+from bmq.field_index.fields import (
     FieldSpecError,
     MalformedValue,
     field_text,
     parse_fields,
     parse_value,
 )
-from bmq.index.query import QueryError, parse_query
-from bmq.index.store import ChunkFile, IndexStore, chain
+from bmq.field_index.query import QueryError, parse_query
+from bmq.field_index.store import ChunkFile, IndexStore, chain
 from bmq.protocol.record_codec import Record, decode_batch, encode_batch
 from bmq.storage import open_storage
 

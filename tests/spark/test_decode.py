@@ -1,5 +1,5 @@
-"""The data source's decoder (bmq.spark.decode over the C module bmq.spark._recdecode) against
-the reference decoder record_codec.decode_batch, on batches built here byte by byte: every
+"""The data source's decoder (bmq.spark.decode over the C module bmq.spark.native._recdecode)
+against the reference decoder record_codec.decode_batch, on batches built here byte by byte: every
 codec, headers, null and empty keys and values, LogAppendTime, control batches, ranges that cut
 batches; and malformed records, which must raise RecordDecodeError (never crash or read past
 the buffers: a fuzz round mutates valid batches thousands of times)."""

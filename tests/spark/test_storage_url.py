@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from bmq.spark.compaction import JobConfig, run
+from bmq.spark.parquet_export import JobConfig, run
 from bmq.spark.parquet_output import committed_files
 from bmq.spark.planning import OptionError, SourceOptions, plan
 from tests.conftest import BrokerProcess

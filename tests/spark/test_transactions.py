@@ -9,11 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bmq.spark.compaction import JobConfig
+from bmq.spark.parquet_export import JobConfig
 from tests.conftest import BrokerProcess, make_topic_name
 from tests.spark.conftest import create_topic, storage_url
-from tests.spark.test_compaction import output_rows, run_job
 from tests.spark.test_datasource import load
+from tests.spark.test_parquet_export import output_rows, run_job
 from tests.transactions.helpers import txn_producer
 
 PARTITIONS = 2

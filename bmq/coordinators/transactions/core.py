@@ -38,7 +38,7 @@ from bmq.writepath.partitions import Partition, now_ms
 
 log = logging.getLogger(__name__)
 
-# Test hook (as the Spark compaction's): SIGKILL this process at a named step of EndTxn.
+# Test hook (as the Spark Parquet export's): SIGKILL this process at a named step of EndTxn.
 CRASH_ENV = "BMQ_TXN_CRASH_AT"
 MAX_EPOCH = 32767
 MARKER_RETRY_S = 0.5

@@ -1,4 +1,5 @@
-"""Incremental, crash-safe conversion of BMQ partitions to Parquet (the compaction job).
+"""Incremental, crash-safe conversion of BMQ partitions to Parquet (the Parquet export job,
+``spark_jobs/export_to_parquet.py``).
 
 Layout under the output root::
 
@@ -56,7 +57,7 @@ from bmq.storage.partitions_root import partitions_root_url
 
 FILE_COLUMNS = ["key", "value", "offset", "timestamp", "timestampType", "headers"]
 DEFAULT_UNIT_BYTES = 128 << 20
-CRASH_ENV = "BMQ_COMPACT_CRASH_AT"   # test hook: SIGKILL ourselves at a named commit step
+CRASH_ENV = "BMQ_PARQUET_EXPORT_CRASH_AT"   # test hook: SIGKILL ourselves at a named commit step
 
 
 def crash_point(name: str) -> None:
@@ -321,7 +322,7 @@ def run(spark: Any, cfg: JobConfig, stream: TextIO | None = None) -> dict[str, A
     stream = stream if stream is not None else sys.stderr
 
     def log(msg: str) -> None:
-        print(f"[bmq-compact] {msg}", file=stream, flush=True)
+        print(f"[bmq-parquet-export] {msg}", file=stream, flush=True)
 
     started = time.monotonic()
     cfg = replace(cfg, storage=partitions_root_url(cfg.storage, cfg.storage_options or None))
@@ -346,14 +347,14 @@ def run(spark: Any, cfg: JobConfig, stream: TextIO | None = None) -> dict[str, A
     workers = max(1, int(sc.defaultParallelism))
 
     def submit(unit: Unit) -> dict[str, Any]:
-        sc.setJobDescription(f"bmq-compact {unit.topic}-{unit.partition} "
+        sc.setJobDescription(f"bmq-parquet-export {unit.topic}-{unit.partition} "
                              f"[{unit.start}, {unit.end})")
         result: dict[str, Any] = sc.parallelize([unit], 1).map(
             lambda u: convert_unit(u, task_cfg)).collect()[0]
         return result
 
     lock = threading.Lock()
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="bmq-compact") as pool:
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="bmq-parquet-export") as pool:
         pending: dict[Future[dict[str, Any]], Unit] = {}
         queue = list(units)
         try:

@@ -18,8 +18,8 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from bmq.index import chunk
-from bmq.index.fields import Field
+from bmq.field_index import chunk
+from bmq.field_index.fields import Field
 from bmq.storage.base import Storage
 
 INDEX_DIR = "field-index"

@@ -23,9 +23,9 @@ from datetime import UTC, datetime
 from itertools import islice
 from typing import Any, Protocol
 
-from bmq.index.chunk import value_hash
-from bmq.index.extract import records_hashing_to
-from bmq.index.fields import (
+from bmq.field_index.chunk import value_hash
+from bmq.field_index.extract import records_hashing_to
+from bmq.field_index.fields import (
     INDEX_FIELDS,
     Field,
     FieldSpecError,
@@ -34,7 +34,7 @@ from bmq.index.fields import (
     parse_fields,
     parse_value,
 )
-from bmq.index.store import ChunkFile, IndexStore, chain
+from bmq.field_index.store import ChunkFile, IndexStore, chain
 from bmq.metadata.topics import TopicRegistry
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.record_codec import Record, RecordDecodeError

@@ -1,4 +1,4 @@
-"""Types of the C module bmq/spark/_recdecode.c (see its comment for the layout)."""
+"""Types of the C module bmq/spark/native/_recdecode.c (see its comment for the layout)."""
 
 from collections.abc import Sequence
 

@@ -3,7 +3,7 @@
 A daemon thread walks the partitions this process owns whose topic sets ``bmq.index.fields``.
 For each, it reads the log from where its indexes end up to the high watermark (durable data
 only, closed and active segments alike, through the log's own reads), turns the batches into one
-chunk per field, and writes the chunks beside the segments (``bmq.index.store``). Records are
+chunk per field, and writes the chunks beside the segments (``bmq.field_index.store``). Records are
 parsed and chunks sorted by the C module ``_fieldindex`` without the GIL, so building never
 holds up the event loop for long and never blocks a produce or a fetch; the thread yields
 between stretches (``PAUSE_S``).
@@ -23,10 +23,10 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
-from bmq.index import chunk
-from bmq.index.extract import index_batches
-from bmq.index.fields import Field
-from bmq.index.store import ChunkFile, IndexStore, chain
+from bmq.field_index import chunk
+from bmq.field_index.extract import index_batches
+from bmq.field_index.fields import Field
+from bmq.field_index.store import ChunkFile, IndexStore, chain
 from bmq.protocol.errors import KafkaError
 from bmq.protocol.records import iter_batches
 from bmq.storage.log import PartitionLog

@@ -34,7 +34,7 @@ MAX_BITS = 22
 def value_hash(text: bytes) -> int:
     # The C module is imported when first used (also in extract.py): a broker whose tree was
     # not rebuilt since it appeared (setup.py build_ext) still serves all but Index Query.
-    from bmq.index import _fieldindex
+    from bmq.field_index import _fieldindex
 
     return _fieldindex.hash(text)
 
@@ -83,7 +83,7 @@ class ChunkHeader:
 
 def encode(start: int, end: int, records: int, malformed: int, entries: bytes) -> bytes:
     """A chunk from entries as ``_fieldindex.scan`` returns them (any order, duplicates)."""
-    from bmq.index import _fieldindex
+    from bmq.field_index import _fieldindex
 
     return _fieldindex.build(entries, start, end, records, malformed, MAX_BITS, BUCKET_TARGET)
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import parse_qs, unquote
 
-from bmq.index.query import QueryError, QueryService, UnknownTopic, query_params
+from bmq.field_index.query import QueryError, QueryService, UnknownTopic, query_params
 from bmq.protocol.errors import KafkaError
 
 log = logging.getLogger(__name__)

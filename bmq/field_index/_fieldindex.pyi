@@ -1,4 +1,4 @@
-"""Types of the C module bmq/index/_fieldindex.c (see its comment)."""
+"""Types of the C module bmq/field_index/_fieldindex.c (see its comment)."""
 
 
 Buffer = bytes | bytearray | memoryview

@@ -1,4 +1,4 @@
-"""spark_jobs/compact_to_parquet.py: incremental, crash-safe Parquet output, key compaction."""
+"""spark_jobs/export_to_parquet.py: incremental, crash-safe Parquet output, key compaction."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from typing import Any
 import pyarrow.dataset as ds
 import pytest
 
-from bmq.spark import compaction
-from bmq.spark.compaction import JobConfig, run
+from bmq.spark import parquet_export
+from bmq.spark.parquet_export import JobConfig, run
 from bmq.spark.parquet_output import MANIFEST, committed_files
 from tests.conftest import BrokerProcess, make_topic_name
 from tests.spark.conftest import (
@@ -45,7 +45,7 @@ def messages(n: int, start: int, tag: str) -> list[tuple[int, bytes | None, byte
 
 @pytest.fixture
 def topic_data(spark_broker: BrokerProcess) -> Produced:
-    topic = make_topic_name("compact")
+    topic = make_topic_name("parquet")
     create_topic(spark_broker.bootstrap, topic, 2)
     produced = Produced(topic, 2)
     produce(spark_broker.bootstrap, produced, messages(700, 0, "a"), "lz4")
@@ -144,7 +144,7 @@ def test_crash_during_commit_then_rerun(spark: Any, spark_broker: BrokerProcess,
             if calls["n"] == 2:   # the second commit dies at this step
                 raise Crash(name)
 
-    monkeypatch.setattr(compaction, "crash_point", crash)
+    monkeypatch.setattr(parquet_export, "crash_point", crash)
     with pytest.raises(Crash):
         run_job(spark, job(spark_broker, topic_data, output, max_unit_bytes=100_000))
     monkeypatch.undo()
@@ -165,7 +165,7 @@ def test_sigkill_midway_then_rerun(spark: Any, spark_broker: BrokerProcess,
     env.update(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
     submit = Path(sys.executable).with_name("spark-submit")
     cmd = [str(submit), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
-           str(ROOT / "spark_jobs" / "compact_to_parquet.py"),
+           str(ROOT / "spark_jobs" / "export_to_parquet.py"),
            "--storage", storage_url(spark_broker), "--topic", topic_data.topic,
            "--output", str(output), "--max-unit-mb", str(UNIT_BYTES / 1e6),
            "--pause-after-commit", "2"]
@@ -179,7 +179,7 @@ def test_sigkill_midway_then_rerun(spark: Any, spark_broker: BrokerProcess,
         while time.monotonic() < deadline:
             line = proc.stdout.readline().decode(errors="replace")
             seen.append(line)
-            if "[bmq-compact] committed" in line or not line:
+            if "[bmq-parquet-export] committed" in line or not line:
                 break
         assert any("committed" in line for line in seen), \
             f"exit code {proc.poll()}:\n" + "".join(seen[-30:])
@@ -231,7 +231,7 @@ def test_stream_converts_new_data_until_stopped(spark: Any, spark_broker: Broker
     output = tmp_path / "out"
     stop = threading.Event()
     result: dict[str, Any] = {}
-    thread = threading.Thread(target=lambda: result.update(compaction.run_stream(
+    thread = threading.Thread(target=lambda: result.update(parquet_export.run_stream(
         spark, job(spark_broker, topic_data, output), stop, 0.2, io.StringIO())))
     thread.start()
     try:
@@ -258,13 +258,13 @@ def test_stream_converts_new_data_until_stopped(spark: Any, spark_broker: Broker
 @pytest.mark.slow
 def test_stream_killed_and_restarted(spark: Any, spark_broker: BrokerProcess,
                                      topic_data: Produced, tmp_path: Path) -> None:
-    """`compact_to_parquet.py --stream` killed -9 (its whole process tree) while producers
+    """`export_to_parquet.py --stream` killed -9 (its whole process tree) while producers
     write, restarted, stopped with SIGTERM: every offset converted exactly once."""
     from tests.spark.test_streaming import WaveProducer
 
     output = tmp_path / "out"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "SPARK_"))}
-    cmd = [sys.executable, str(ROOT / "spark_jobs" / "compact_to_parquet.py"), "--master",
+    cmd = [sys.executable, str(ROOT / "spark_jobs" / "export_to_parquet.py"), "--master",
            "local[2]", "--storage", f"file://{spark_broker.data_dir}", "--topic",
            topic_data.topic, "--output", str(output), "--max-unit-mb", str(UNIT_BYTES / 1e6),
            "--stream", "--stream-interval", "0.3"]

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bmq.index import chunk
-from bmq.index.fields import Field
+from bmq.field_index import chunk
+from bmq.field_index.fields import Field
 from bmq.protocol.record_codec import (
     NONE,
     Record,
@@ -35,7 +35,7 @@ def index_batches(pieces: list[bytes], fields: list[Field], start: int, end: int
     a JSON field is indexed) and gets no JSON field entries (its key and headers are still
     indexed); a batch whose records cannot be decoded counts all its records as malformed.
     The records are parsed without the GIL."""
-    from bmq.index import _fieldindex
+    from bmq.field_index import _fieldindex
 
     specs = tuple(f.scan_spec for f in fields)
     entries: list[list[bytes]] = [[] for _ in fields]
@@ -68,7 +68,7 @@ def records_hashing_to(batch: memoryview, header: BatchHeader, fields: list[Fiel
     """The records of one whole batch whose ``fields`` have texts hashing to ``hashes`` (the
     caller checks the texts themselves); only those records are decoded. Raises
     ``RecordDecodeError`` or ``ValueError`` for a batch whose records do not parse."""
-    from bmq.index import _fieldindex
+    from bmq.field_index import _fieldindex
 
     body = batch[HEADER_SIZE:header.size]
     payload = bytes(body) if header.compression == NONE else decompress(header.compression,

@@ -1,5 +1,5 @@
-/* The hot loops of field indexes (bmq.index), run without the GIL so that index building never
- * holds up the broker's event loop:
+/* The hot loops of field indexes (bmq.field_index), run without the GIL so that index building
+ * never holds up the broker's event loop:
  *
  * scan(records, base_offset, count, fields[, by_record]) -> (malformed, entries)
  *   records:     bytes-like, the (decompressed) records section of one v2 batch
@@ -15,14 +15,14 @@
  *   counted as malformed by the caller).
  *
  * build(entries, start, end, records, malformed, bits) -> bytes
- *   An index chunk (bmq/index/chunk.py) from entries as scan returns them (any order,
+ *   An index chunk (bmq/field_index/chunk.py) from entries as scan returns them (any order,
  *   duplicates allowed): sorted, deduplicated, with its bucket table.
  *
  * hash(text) -> int: the 64-bit hash of a field's text (FNV-1a, then splitmix64's finalizer so
  * that the top bits, which pick a bucket, are well mixed).
  *
- * A field's text is bmq/index/fields.py's: the key's or the header value's bytes; for JSON the
- * unescaped UTF-8 of a string, the literal of a number, true, false or null; objects and arrays
+ * A field's text is bmq/field_index/fields.py's: the key's or the header value's bytes; for JSON
+ * the unescaped UTF-8 of a string, the literal of a number, true, false or null; objects and arrays
  * have none. A value is JSON when it is valid UTF-8 and RFC 8259 JSON (Python's json.loads less
  * NaN and Infinity); the last of duplicate keys wins, as in Python.
  */

@@ -1,8 +1,8 @@
 """Convert BMQ topics to Parquet, incrementally and crash-safely (see docs/spark.md).
 
-    python spark_jobs/compact_to_parquet.py --storage DATA_DIR --topic orders \\
+    python spark_jobs/export_to_parquet.py --storage DATA_DIR --topic orders \\
         --output /lake/orders [--compact-keys] [--master local[2]] [--stream]
-    spark-submit spark_jobs/compact_to_parquet.py --storage ... --topic ... --output ...
+    spark-submit spark_jobs/export_to_parquet.py --storage ... --topic ... --output ...
 
 Output: Parquet under OUTPUT/topic=T/partition=P/date=YYYY-MM-DD/ and a manifest of the
 converted offset ranges (OUTPUT/_bmq_manifest.json). A rerun converts only what is new; a run
@@ -66,7 +66,7 @@ def session(master: str | None) -> Any:
     from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.appName("bmq-compact-to-parquet")
+    builder = SparkSession.builder.appName("bmq-export-to-parquet")
     if master or not SparkConf().contains("spark.master"):
         builder = builder.master(master or "local[*]")
     return builder.config("spark.ui.showConsoleProgress", "false").getOrCreate()
@@ -74,7 +74,7 @@ def session(master: str | None) -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from bmq.spark.compaction import JobConfig, run, run_stream
+    from bmq.spark.parquet_export import JobConfig, run, run_stream
 
     topics = [t.strip() for arg in args.topic for t in arg.split(",") if t.strip()]
     partitions = None
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             summary = run(spark, cfg)
     except ValueError as error:   # a wrong URL, topic or partition: say so in one line
-        print(f"compact_to_parquet: error: {error}", file=sys.stderr, flush=True)
+        print(f"export_to_parquet: error: {error}", file=sys.stderr, flush=True)
         return 2
     finally:
         spark.stop()
