@@ -74,7 +74,12 @@ def session(master: str | None) -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from bmq.spark.parquet_export import JobConfig, run, run_stream
+    from bmq.startup import MissingPackageError
+    try:
+        from bmq.spark.parquet_export import JobConfig, run, run_stream
+    except MissingPackageError as error:   # the install hint in one line, not a traceback
+        print(f"export_to_parquet: error: {error}", file=sys.stderr, flush=True)
+        return int(error.exit_code)
 
     topics = [t.strip() for arg in args.topic for t in arg.split(",") if t.strip()]
     partitions = None

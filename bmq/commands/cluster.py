@@ -23,6 +23,7 @@ from bmq.commands.common import (
     print_table,
     say,
 )
+from bmq.metadata.nodes import is_proxy
 
 if TYPE_CHECKING:
     from kazoo.client import KazooClient
@@ -82,12 +83,15 @@ def cluster_info(conn: Connection) -> dict[str, Any]:
     controller = described.controller
     topics = meta.topics
     internal = [name for name in topics if name.startswith("__")]
+    nodes = [{"id": node.id, "host": node.host, "port": node.port, "rack": node.rack,
+              "controller": controller is not None and node.id == controller.id}
+             for node in sorted(described.nodes, key=lambda n: n.id)]
     return {
         "cluster_id": described.cluster_id,
         "controller": None if controller is None else controller.id,
-        "brokers": [{"id": node.id, "host": node.host, "port": node.port, "rack": node.rack,
-                     "controller": controller is not None and node.id == controller.id}
-                    for node in sorted(described.nodes, key=lambda n: n.id)],
+        # A BMQ cluster's proxies are nodes too (clients fetch from them): listed apart.
+        "brokers": [node for node in nodes if not is_proxy(node["id"])],
+        "proxies": [node for node in nodes if is_proxy(node["id"])],
         "topics": len(topics) - len(internal),
         "partitions": sum(len(t.partitions) for n, t in topics.items() if n not in internal),
         "internal_topics": len(internal),
@@ -147,7 +151,8 @@ def info(conn: Connection, output: str, zookeeper: str | None, root: str) -> Non
         print_json(doc)
         return
     controller = doc["controller"] if doc["controller"] is not None else "-"
-    click.echo(f"Cluster {doc['cluster_id']}: {counted(len(doc['brokers']), 'broker')}, "
+    proxies = f", {counted(len(doc['proxies']), 'proxy', 'proxies')}" if doc["proxies"] else ""
+    click.echo(f"Cluster {doc['cluster_id']}: {counted(len(doc['brokers']), 'broker')}{proxies}, "
                f"controller {controller}, {counted(doc['topics'], 'topic')} with "
                f"{counted(doc['partitions'], 'partition')} (+{doc['internal_topics']} internal "
                f"with {counted(doc['internal_partitions'], 'partition')})")
@@ -155,6 +160,10 @@ def info(conn: Connection, output: str, zookeeper: str | None, root: str) -> Non
         print_table(None, ("ID", "HOST", "PORT", "RACK", "CONTROLLER"),
                     [(b["id"], b["host"], b["port"], b["rack"], "yes" if b["controller"] else "")
                      for b in doc["brokers"]], right=("ID", "PORT"))
+        if doc["proxies"]:
+            print_table("Proxies", ("ID", "HOST", "PORT"),
+                        [(p["id"], p["host"], p["port"]) for p in doc["proxies"]],
+                        right=("ID", "PORT"))
         return
     zk_doc = doc["zookeeper"]
     registered = {b["id"]: b for b in zk_doc["brokers"]}
@@ -173,7 +182,7 @@ def info(conn: Connection, output: str, zookeeper: str | None, root: str) -> Non
     if zk_doc["proxies"]:
         print_table("Proxies", ("ID", "HOST", "PORT"),
                     [(p["id"], p["host"], p["port"]) for p in zk_doc["proxies"]],
-                    right=("PORT",))
+                    right=("ID", "PORT"))
     else:
         click.echo("Proxies: none")
     counts = zk_doc["partition_states"]
@@ -233,13 +242,15 @@ def drain(broker: int, wait: bool, timeout: float, cancel: bool, output: str, zo
                 say(f"broker {broker} had no drain request")
             return
         registered = {b for b, *_ in broker_list(zk, paths)}
+        if broker not in registered:
+            # As Kafka's tools refuse an unknown broker id: a typo must not leave a request
+            # behind that silently starves a broker started later with that id.
+            fail(f"broker {broker} is not registered (brokers: "
+                 f"{', '.join(map(str, sorted(registered))) or 'none'}): nothing to drain")
         others = registered - drain_requests(zk, paths) - {broker}
         if not others:
             fail(f"no other broker is registered and not draining: nothing could take broker "
                  f"{broker}'s partitions")
-        if broker not in registered:
-            say(f"broker {broker} is not registered (not running): it will take no partitions "
-                "when it starts, until the drain is cancelled")
         before = {(s.topic, s.partition): s for s in partition_states(zk, paths)
                   if s.owner == broker}
         new = request_drain(zk, paths, broker)

@@ -1,4 +1,5 @@
-"""`bmq group ...`: list, describe (with lag), reset offsets of, and delete consumer groups."""
+"""`bmq group ...`: list, describe (with lag), reset offsets of, and delete consumer groups;
+describe and change their configs (``group_config``)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from bmq.commands.common import (
     print_table,
     say,
 )
+from bmq.commands.group_config import alter_config, describe_config
 from bmq.commands.share_group import (
     GROUP_TYPE,
     describe_share_group,
@@ -31,7 +33,7 @@ INACTIVE = ("EMPTY", "DEAD", "UNKNOWN")
 
 @click.group()
 def group() -> None:
-    """List, describe, reset the offsets of, and delete consumer groups.
+    """List, describe, reset the offsets of, delete, and configure consumer groups.
 
     \b
     Examples:
@@ -337,3 +339,7 @@ def delete(conn: Connection, group_ids: Sequence[str]) -> None:
             failed.append(f"{group_id}: {error.name()}: {error.str()}")
     if failed:
         fail("cannot delete " + "; ".join(failed))
+
+
+group.add_command(describe_config)
+group.add_command(alter_config)

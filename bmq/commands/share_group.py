@@ -27,9 +27,15 @@ def list_share_groups(conn: Connection) -> list[tuple[str, str, str, str]]:
         answer = _ask(conn, address, ListGroupsRequest(types_filter=[GROUP_TYPE]),
                       LIST_GROUPS_VERSION)
         if answer is not None:
-            rows |= {(g.group_id, g.group_state, GROUP_TYPE, GROUP_TYPE)
+            rows |= {(g.group_id, state_name(g.group_state), GROUP_TYPE, GROUP_TYPE)
                      for g in answer.groups}
     return sorted(rows)
+
+
+def state_name(state: str | None) -> str:
+    """A share group's state as the other groups' are shown: STABLE, EMPTY (the wire's
+    KIP-932 names are Stable, Empty, ...)."""
+    return (state or "Empty").upper()
 
 
 def _ask(conn: Connection, address: tuple[str, int], request: Any, version: int) -> Any:
@@ -64,7 +70,7 @@ def describe_share_group(conn: Connection, group_id: str) -> dict[str, Any] | No
     } for m in group.members]
     return {
         "group": group_id, "type": GROUP_TYPE,
-        "state": (group.group_state or "Empty").upper(), "protocol": GROUP_TYPE,
+        "state": state_name(group.group_state), "protocol": GROUP_TYPE,
         "group_epoch": group.group_epoch, "assignor": group.assignor_name or None,
         "coordinator": f"{found.node_id} ({found.host}:{found.port})",
         "members": members,

@@ -18,6 +18,7 @@ from bmq.commands.common import (
     print_table,
     say,
 )
+from bmq.commands.configs import alter_configs, describe_configs, print_configs
 
 
 @click.group()
@@ -106,7 +107,7 @@ def list_(conn: Connection, internal: bool, output: str) -> None:
 
 def _describe_one(conn: Connection, name: str) -> dict[str, Any]:
     from confluent_kafka import TopicPartition
-    from confluent_kafka.admin import ConfigResource, OffsetSpec, ResourceType
+    from confluent_kafka.admin import OffsetSpec, ResourceType
 
     meta = conn.metadata().topics.get(name)
     if meta is None or (meta.error is not None and not meta.partitions):
@@ -119,13 +120,11 @@ def _describe_one(conn: Connection, name: str) -> dict[str, Any]:
                                 request_timeout=conn.timeout)
     low = {tp.partition: conn.wait(f, f"offsets of {name}").offset for tp, f in earliest.items()}
     high = {tp.partition: conn.wait(f, f"offsets of {name}").offset for tp, f in latest.items()}
-    resource = ConfigResource(ResourceType.TOPIC, name)
-    entries = conn.wait(admin.describe_configs([resource], request_timeout=conn.timeout)[resource],
-                        f"configs of {name}")
+    configs = describe_configs(conn, ResourceType.TOPIC, name)
     # Scheduled delivery: records held per partition, as "0:12,1:0" (a read-only config).
-    held = entries.get("bmq.delay.pending")
+    held = next((c for c in configs if c["name"] == "bmq.delay.pending"), None)
     scheduled: dict[int, int] = {}
-    for item in held.value.split(",") if held is not None and held.value else []:
+    for item in held["value"].split(",") if held is not None and held["value"] else []:
         index, count = item.split(":")
         scheduled[int(index)] = int(count)
     partitions = []
@@ -136,24 +135,8 @@ def _describe_one(conn: Connection, name: str) -> dict[str, Any]:
                            "high_watermark": high[p], "messages": high[p] - low[p]})
         if held is not None:
             partitions[-1]["scheduled_pending"] = scheduled.get(p, 0)
-    configs = []
-    for key in sorted(entries):
-        entry = entries[key]
-        configs.append({"name": key, "value": entry.value, "source": _source_name(entry.source),
-                        "default": bool(entry.is_default), "read_only": bool(entry.is_read_only)})
     return {"topic": name, "partition_count": len(ids), "partitions": partitions,
             "configs": configs}
-
-
-def _source_name(source: Any) -> str:
-    from confluent_kafka.admin import ConfigSource
-
-    if isinstance(source, int):
-        try:
-            source = ConfigSource(source)
-        except ValueError:
-            return str(source)
-    return str(getattr(source, "name", source))
 
 
 @topic.command()
@@ -187,14 +170,8 @@ def describe(conn: Connection, names: Sequence[str], all_configs: bool, output: 
         print_table(f"Topic {doc['topic']}: {counted(doc['partition_count'], 'partition')}",
                     columns, rows, right=("PARTITION", "LEADER", "LOW", "HIGH", "MESSAGES",
                                           "SCHEDULED"))
-        shown = [c for c in doc["configs"] if all_configs or not c["default"]]
         click.echo()
-        if shown:
-            print_table("Configs" if all_configs else "Configs (overrides; --all-configs for all)",
-                        ("NAME", "VALUE", "SOURCE"),
-                        [(c["name"], c["value"], c["source"]) for c in shown])
-        else:
-            click.echo("Configs: all defaults (--all-configs to list them)")
+        print_configs(doc["configs"], all_configs)
         click.echo()
 
 
@@ -247,31 +224,16 @@ def alter_config(conn: Connection, name: str, sets: Sequence[str], deletes: Sequ
       bmq topic alter-config orders --set retention.ms=3600000
       bmq topic alter-config orders --delete retention.ms --partitions 12
     """
-    from confluent_kafka.admin import (
-        AlterConfigOpType,
-        ConfigEntry,
-        ConfigResource,
-        NewPartitions,
-        ResourceType,
-    )
+    from confluent_kafka.admin import NewPartitions, ResourceType
 
     updates = parse_key_values(sets, "--set")
     if not updates and not deletes and partitions is None:
         raise click.UsageError("nothing to change: give --set, --delete or --partitions")
     conn.topic_partitions(name)
-    admin = conn.admin()
     if updates or deletes:
-        entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
-                   for k, v in updates.items()]
-        entries += [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE)
-                    for k in deletes]
-        resource = ConfigResource(ResourceType.TOPIC, name, incremental_configs=entries)
-        futures = admin.incremental_alter_configs([resource], request_timeout=conn.timeout)
-        conn.wait(futures[resource], f"cannot change configs of {name}")
-        say(f"changed configs of {name}: " + ", ".join(
-            [f"{k}={v}" for k, v in updates.items()] + [f"-{k}" for k in deletes]))
+        alter_configs(conn, ResourceType.TOPIC, name, updates, deletes)
     if partitions is not None:
-        futures = admin.create_partitions([NewPartitions(name, partitions)],
-                                          request_timeout=conn.timeout)
+        futures = conn.admin().create_partitions([NewPartitions(name, partitions)],
+                                                 request_timeout=conn.timeout)
         conn.wait(futures[name], f"cannot change the partition count of {name}")
         say(f"{name} now has {counted(partitions, 'partition')}")

@@ -5,6 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+# Proxies are nodes in Metadata too (clients fetch from them); their ids start here, so any
+# client of a BMQ cluster can tell them from brokers (bmq.proxy.cluster_view allocates them).
+PROXY_ID_BASE = 100_000
+
+
+def is_proxy(node_id: int) -> bool:
+    return node_id >= PROXY_ID_BASE
+
 
 @dataclass(frozen=True, slots=True)
 class BrokerNode:

@@ -24,14 +24,12 @@ from typing import Any
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
-from bmq.metadata.nodes import BrokerNode
+from bmq.metadata.nodes import PROXY_ID_BASE, BrokerNode
 from bmq.metadata.zookeeper.follower import ClusterFollower, ClusterSnapshot
 from bmq.metadata.zookeeper.layout import Paths, dumps, join_cluster
 from bmq.metadata.zookeeper.topics import ZkTopicRegistry
 
 log = logging.getLogger(__name__)
-
-PROXY_ID_BASE = 100_000
 
 
 @dataclass(frozen=True, slots=True)

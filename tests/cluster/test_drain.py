@@ -91,4 +91,11 @@ def test_drain_moves_everything_off_a_broker_under_load(cluster_factory: Cluster
         assert asked.returncode == 0 and "asked the controller" in asked.stderr, asked
     refused = bmq_cluster(cluster, "drain", "2")
     assert refused.returncode == 1 and "nothing could take" in refused.stderr, refused
+    # A broker id nobody registered is refused and leaves no request behind.
+    unknown = bmq_cluster(cluster, "drain", "7", "--no-wait")
+    assert unknown.returncode == 1, unknown
+    assert "broker 7 is not registered (brokers: 1, 2, 3): nothing to drain" in unknown.stderr
+    info = json.loads(bmq_cluster(cluster, "info", "-o", "json", "-b",
+                                  cluster.bootstrap).stdout)["zookeeper"]
+    assert info["drain_requests"] == [1, 3]
     cluster.wait_writable(topic, owners={2})

@@ -203,6 +203,19 @@ def test_spark_without_its_packages_names_the_extra(blocked: str, tmp_path: Path
         "which is not installed: pip install 'bmq[spark]'"), result.stderr
 
 
+@pytest.mark.parametrize("blocked", ["pyspark", "pyarrow"])
+def test_the_parquet_job_without_spark_says_so_in_one_line(blocked: str, tmp_path: Path) -> None:
+    job = ROOT / "spark_jobs" / "export_to_parquet.py"
+    code = (f"import sys, runpy; sys.modules[{blocked!r}] = None; "
+            f"sys.argv = ['export_to_parquet.py', '--storage', 'file://{tmp_path}', "
+            f"'--topic', 't', '--output', '{tmp_path / 'out'}']; "
+            f"runpy.run_path({str(job)!r}, run_name='__main__')")
+    result = run([sys.executable, "-c", code], tmp_path)
+    assert (result.returncode, result.stderr.splitlines()) == (ExitCode.MISSING_PACKAGE, [
+        f"export_to_parquet: error: bmq.spark needs the Python package {blocked}, which is "
+        "not installed: pip install 'bmq[spark]'"]), result.stderr
+
+
 def test_the_extras_named_exist() -> None:
     """Each `pip install 'bmq[EXTRA]'` the errors print installs the package they name."""
     from bmq.spark import SPARK_PACKAGES

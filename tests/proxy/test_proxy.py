@@ -129,6 +129,12 @@ def test_clients_bootstrap_to_proxies_only(cluster_factory: ClusterFactory,
          cluster.zk_server.hosts, "--root", cluster.root, "-o", "json"],
         capture_output=True, text=True, timeout=60, check=True).stdout)
     assert sorted(p["port"] for p in info["zookeeper"]["proxies"]) == sorted(proxy_ports)
+    # Proxies are nodes in Metadata, but not brokers.
+    assert sorted(b["id"] for b in info["brokers"]) == [1, 2]
+    assert sorted(p["port"] for p in info["proxies"]) == sorted(proxy_ports)
+    text = subprocess.run([*bmq_command(), "cluster", "info", "-b", bootstrap],
+                          capture_output=True, text=True, timeout=60, check=True).stdout
+    assert ": 2 brokers, 2 proxies, controller" in text, text
 
 
 def test_kafka_python_and_aiokafka_through_proxies(cluster_factory: ClusterFactory,

@@ -26,7 +26,8 @@ def test_group_list_and_describe_show_a_share_group(share_broker: Any) -> None:
         assert acquired(fetch(client, group, "worker-1", 0, topic_id)) == [(0, 9, 1)]
         acknowledge(client, group, "worker-1", 1, topic_id, [(0, 3, ACCEPT), (6, 6, REJECT)])
         listed = json.loads(bmq("group", "list", "-o", "json").out)
-        assert {"group": group, "state": "Stable", "type": "share", "protocol": "share"} \
+        # Spelled as the other groups' states are (EMPTY, STABLE).
+        assert {"group": group, "state": "STABLE", "type": "share", "protocol": "share"} \
             in listed
         doc = json.loads(bmq("group", "describe", group, "-o", "json").out)
         assert (doc["type"], doc["state"], doc["assignor"]) == ("share", "STABLE", "simple")
@@ -41,3 +42,29 @@ def test_group_list_and_describe_show_a_share_group(share_broker: Any) -> None:
         assert (doc["in_flight"], doc["archived"], doc["total_lag"]) == (5, 1, 5)
         text = bmq("group", "describe", group).out
         assert f"Share group {group}: STABLE" in text and "worker-1" in text
+
+
+def test_group_configs_are_set_described_and_removed_with_bmq_group(share_broker: Any) -> None:
+    topic, group = unique("gcfg"), unique("g")
+    create_topic(share_broker.bootstrap, topic, 1)
+    produce(share_broker.bootstrap, topic, 5)
+    bmq = Bmq(share_broker.bootstrap)
+    bmq("group", "alter-config", group, "--set", "share.auto.offset.reset=earliest",
+        "--set", "share.record.lock.duration.ms=20000")
+    doc = json.loads(bmq("group", "describe-config", group, "-o", "json").out)
+    configs = {c["name"]: c for c in doc["configs"]}
+    assert configs["share.auto.offset.reset"]["value"] == "earliest"
+    assert not configs["share.auto.offset.reset"]["default"]
+    assert configs["share.record.lock.duration.ms"]["value"] == "20000"
+    text = bmq("group", "describe-config", group).out
+    assert "share.auto.offset.reset" in text and "earliest" in text
+    # The config holds: a new share consumer starts at the records written before it came.
+    with RawClient(share_broker.bootstrap) as client:
+        joined = heartbeat(client, group, "worker-1", 0, [topic])
+        topic_id = joined.assignment.topic_partitions[0].topic_id
+        assert acquired(fetch(client, group, "worker-1", 0, topic_id)) == [(0, 4, 1)]
+    bmq("group", "alter-config", group, "--delete", "share.auto.offset.reset")
+    doc = json.loads(bmq("group", "describe-config", group, "-o", "json").out)
+    assert {c["name"]: c["default"] for c in doc["configs"]}["share.auto.offset.reset"]
+    refused = bmq("group", "alter-config", group, "--set", "no.such.config=1", check=False)
+    assert refused.code == 1 and "no.such.config" in refused.err, refused
