@@ -12,13 +12,12 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 
 from bmq.config import Config
-from bmq.metadata.topics import TopicInfo, TopicRegistry
+from bmq.metadata.topics import TopicInfo, TopicPartition, TopicRegistry
 from bmq.readpath.cache import RecordCache
 from bmq.readpath.partition_view import PartitionView
 from bmq.readpath.views import FilteredView, ViewResolver
 from bmq.writepath.partitions import Partition, PartitionManager
 
-TopicPartition = tuple[str, int]
 # How often a follower checks that its partition still exists when no data comes.
 RECHECK_S = 5.0
 

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 
 from bmq.broker.membership import Membership
 from bmq.coordinators.transactions import TRANSACTION_TOPIC
+from bmq.metadata.topics import TopicPartition
 from bmq.net.client import LinkError, LinkPool, LinkSecurity
 from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import AddPartitionsToTxnRequest, WriteTxnMarkersRequest
@@ -31,7 +32,6 @@ from bmq.protocol.messages.write_txn_markers_request import (
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 WRITE_TXN_MARKERS_VERSION = 1
 VERIFY_VERSION = 4   # AddPartitionsToTxn's batched form, with verify_only
 

@@ -36,13 +36,12 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from bmq.client.requests import Address
+from bmq.metadata.topics import TopicPartition
 from bmq.net.client import BrokerLink, LinkError, LinkPool
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.messages import ProduceRequest, ProduceResponse
 from bmq.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
 from bmq.protocol.messages.produce_response import PartitionProduceResponse, TopicProduceResponse
-
-TopicPartition = tuple[str, int]
 
 _PRODUCER_ID = struct.Struct(">q")
 _PRODUCER_ID_AT = 43    # in a v2 record batch header

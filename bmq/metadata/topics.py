@@ -16,6 +16,11 @@ from typing import Any
 
 from bmq.protocol.errors import ErrorCode, KafkaError
 
+# A partition of a topic, as Kafka's TopicPartition (by name) and TopicIdPartition (by topic
+# id, as the share group APIs name partitions): the one definition every package uses.
+TopicPartition = tuple[str, int]
+TopicIdPartition = tuple[uuid.UUID, int]
+
 LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 MAX_TOPIC_NAME = 249
 # Kafka's internal topics: clients may read them but never produce to or delete them.

@@ -23,7 +23,7 @@ from bmq.field_index.readers import PartitionLogs
 from bmq.field_index.store import IndexStore
 from bmq.metadata.nodes import BrokerNode
 from bmq.metadata.routing import proxy_for
-from bmq.metadata.topics import TopicInfo
+from bmq.metadata.topics import TopicInfo, TopicPartition
 from bmq.net.client import BrokerLink, LinkError, LinkPool, LinkSecurity
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.messages import BmqWatchPartitionsRequest
@@ -41,8 +41,6 @@ log = logging.getLogger(__name__)
 WATCH_MAX_WAIT_MS = 5_000
 RETRY_S = 0.2
 BROKER_WAIT_S = 10.0
-
-TopicPartition = tuple[str, int]
 
 
 class Proxy:

@@ -36,6 +36,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+from bmq.metadata.topics import TopicPartition
 from bmq.spark.planning import (
     EARLIEST,
     LATEST,
@@ -52,7 +53,6 @@ from bmq.storage.log.durable import DurableLog, list_partitions, open_durable
 
 log = logging.getLogger("bmq.spark.streaming")
 
-TopicPartition = tuple[str, int]
 Offsets = dict[TopicPartition, int]
 # ReadMaxRows with no real maximum: the default limit when only minOffsetsPerTrigger is set,
 # so that Spark passes a limit (not ReadAllAvailable, which means "ignore the options": its

@@ -17,6 +17,7 @@ import contextlib
 import logging
 from collections.abc import Mapping
 
+from bmq.metadata.topics import TopicPartition
 from bmq.net.client import BrokerLink, LinkError
 from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import BmqWatchPartitionsRequest
@@ -24,7 +25,6 @@ from bmq.protocol.messages.bmq_watch_partitions_request import WatchPartition, W
 
 log = logging.getLogger("bmq.spark.watch")
 
-TopicPartition = tuple[str, int]
 # How long to wait for the brokers' metadata and for a connection.
 _METADATA_TIMEOUT_S = 10.0
 

@@ -36,6 +36,7 @@ from bmq.config import Config
 from bmq.coordinators.base import InternalLogCoordinator
 from bmq.metadata.nodes import BrokerNode
 from bmq.metadata.routing import proxy_for
+from bmq.metadata.topics import TopicPartition
 from bmq.metadata.zookeeper.follower import Assignment, ClusterFollower, ClusterSnapshot
 from bmq.metadata.zookeeper.layout import (
     DRAINING,
@@ -53,8 +54,6 @@ from bmq.storage import FencedEpochError
 from bmq.writepath.partitions import PartitionManager
 
 log = logging.getLogger(__name__)
-
-TopicPartition = tuple[str, int]
 
 
 class ClusterMembership(Membership):

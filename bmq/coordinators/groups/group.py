@@ -24,6 +24,7 @@ from typing import TypeVar
 
 from bmq.coordinators.groups.consumer_group import ConsumerGroup
 from bmq.coordinators.groups.records import GroupValue, MemberValue, OffsetValue
+from bmq.metadata.topics import TopicPartition
 from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import ConsumerProtocolSubscription
 from bmq.protocol.primitives import DecodeError, Reader, UnsupportedVersionError
@@ -34,7 +35,6 @@ CONSUMER_PROTOCOL_TYPE = "consumer"
 GROUP_TYPE_CLASSIC = "classic"
 GROUP_TYPE_CONSUMER = "consumer"
 
-TopicPartition = tuple[str, int]
 _T = TypeVar("_T")
 
 

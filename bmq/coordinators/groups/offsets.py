@@ -12,11 +12,11 @@ import logging
 from dataclasses import dataclass
 
 from bmq.coordinators.groups.core import COMPLETING, DEAD, EMPTY, GroupCoordinatorCore
-from bmq.coordinators.groups.group import CONSUMER_PROTOCOL_TYPE, Group, TopicPartition
+from bmq.coordinators.groups.group import CONSUMER_PROTOCOL_TYPE, Group
 from bmq.coordinators.groups.records import OffsetValue
 from bmq.coordinators.groups.shard import Entry, offset_entries, tombstones
 from bmq.coordinators.sharded import Appended
-from bmq.metadata.topics import OFFSETS_TOPIC
+from bmq.metadata.topics import OFFSETS_TOPIC, TopicPartition
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.writepath.partitions import now_ms
 

@@ -19,7 +19,7 @@ import logging
 from concurrent.futures import Executor
 
 from bmq.coordinators.groups.consumer_group import ConsumerGroup
-from bmq.coordinators.groups.group import Group, TopicPartition
+from bmq.coordinators.groups.group import Group
 from bmq.coordinators.groups.records import (
     ConsumerGroupKey,
     ConsumerGroupValue,
@@ -36,6 +36,7 @@ from bmq.coordinators.groups.records import (
 from bmq.coordinators.replay import batch_records, log_batches
 from bmq.coordinators.sharded import append_records
 from bmq.coordinators.snapshots import Snapshots
+from bmq.metadata.topics import TopicPartition
 from bmq.protocol.errors import ErrorCode
 from bmq.protocol.primitives import DecodeError
 from bmq.protocol.records import CONTROL_COMMIT, HEADER_SIZE, TRANSACTIONAL_FLAG, control_type

@@ -9,10 +9,11 @@ require_stable answers UNSTABLE_OFFSET_COMMIT for those partitions, as Kafka doe
 
 from __future__ import annotations
 
-from bmq.coordinators.groups.group import Group, TopicPartition
+from bmq.coordinators.groups.group import Group
 from bmq.coordinators.groups.offsets import OffsetStore
 from bmq.coordinators.groups.records import OffsetKey, OffsetValue
 from bmq.coordinators.groups.shard import coordinator_error, offset_entries
+from bmq.metadata.topics import TopicPartition
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.writepath.partitions import now_ms
 

@@ -35,9 +35,10 @@ from bmq.coordinators.share.leader import LeaderShareState, StateLink
 from bmq.coordinators.share.partition import Acquired, DeadLetter, SharePartition, ShareSettings
 from bmq.coordinators.share.reads import aligned_end, read_covering
 from bmq.coordinators.share.records import StateKey
-from bmq.coordinators.share.sessions import ShareSessions, Target, TopicPartition
+from bmq.coordinators.share.sessions import ShareSessions, Target
 from bmq.coordinators.share.state import ShareStateCoordinator, ShareStateStore
 from bmq.coordinators.tasks import BackgroundTasks
+from bmq.metadata.topics import TopicIdPartition
 from bmq.metadata.views import is_view
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.primitives import Buffer
@@ -145,8 +146,8 @@ class SharePartitionManager:
         return self._available
 
     # ------------------------------------------------------------------ share-partitions
-    async def _target(self, group_id: str, tp: TopicPartition, settings: ShareSettings,
-                      known: dict[TopicPartition, Target]) -> Target:
+    async def _target(self, group_id: str, tp: TopicIdPartition, settings: ShareSettings,
+                      known: dict[TopicIdPartition, Target]) -> Target:
         """The share-partition ``tp`` of the group (made on first use), kept in ``known`` (the
         share session's) while it stays valid. Raises KafkaError."""
         target = known.get(tp)
@@ -155,7 +156,7 @@ class SharePartitionManager:
             target = known[tp] = await self._resolve(group_id, tp, settings)
         return target
 
-    async def _resolve(self, group_id: str, tp: TopicPartition,
+    async def _resolve(self, group_id: str, tp: TopicIdPartition,
                        settings: ShareSettings) -> Target:
         topic_id, index = tp
         info = self._views.topic_by_id(topic_id)
@@ -225,9 +226,9 @@ class SharePartitionManager:
 
     # ------------------------------------------------------------------ acknowledgements
     async def _apply_acks(self, group_id: str, member_id: str, settings: ShareSettings,
-                          acks: dict[TopicPartition, list[AckBatch]],
-                          results: dict[TopicPartition, PartitionResult],
-                          targets: dict[TopicPartition, Target]) -> list[_Applied]:
+                          acks: dict[TopicIdPartition, list[AckBatch]],
+                          results: dict[TopicIdPartition, PartitionResult],
+                          targets: dict[TopicIdPartition, Target]) -> list[_Applied]:
         """Check each partition's acknowledgements (all or none of them apply) and apply them
         in memory; the caller makes them durable before it answers, then writes their dead
         letters (``_finish``), and calls ``_drop_claims`` when done."""
@@ -332,14 +333,14 @@ class SharePartitionManager:
 
     # ------------------------------------------------------------------ ShareFetch
     async def share_fetch(self, group_id: str, member_id: str, epoch: int, max_wait_ms: int,
-                          max_records: int, add: dict[TopicPartition, list[AckBatch]],
-                          forget: list[TopicPartition]
+                          max_records: int, add: dict[TopicIdPartition, list[AckBatch]],
+                          forget: list[TopicIdPartition]
                           ) -> tuple[ErrorCode, list[PartitionResult]]:
         error, session = self.sessions.use(group_id, member_id, epoch)
         if session is None:
             return error, []
         settings = self.settings(group_id)
-        results: dict[TopicPartition, PartitionResult] = {}
+        results: dict[TopicIdPartition, PartitionResult] = {}
         targets = session.targets
         acks = {tp: batches for tp, batches in add.items() if batches}
         applied = await self._apply_acks(group_id, member_id, settings, acks, results, targets)
@@ -395,7 +396,7 @@ class SharePartitionManager:
             item.appended = self.state.persist(item.target.key, item.target.state)
 
     async def _acquire(self, member_id: str, settings: ShareSettings, max_records: int,
-                       targets: list[Target], results: dict[TopicPartition, PartitionResult]
+                       targets: list[Target], results: dict[TopicIdPartition, PartitionResult]
                        ) -> list[tuple[PartitionResult, Appended]]:
         """Acquire records of ``targets`` in turn, up to ``max_records`` in all; each
         share-partition that acquired some is written (the answer waits until durable)."""
@@ -424,7 +425,7 @@ class SharePartitionManager:
 
     # ------------------------------------------------------------------ ShareAcknowledge
     async def share_acknowledge(self, group_id: str, member_id: str, epoch: int,
-                                acks: dict[TopicPartition, list[AckBatch]]
+                                acks: dict[TopicIdPartition, list[AckBatch]]
                                 ) -> tuple[ErrorCode, list[PartitionResult]]:
         if epoch == 0:
             return ErrorCode.INVALID_SHARE_SESSION_EPOCH, []
@@ -432,7 +433,7 @@ class SharePartitionManager:
         if session is None:
             return error, []
         settings = self.settings(group_id)
-        results: dict[TopicPartition, PartitionResult] = {}
+        results: dict[TopicIdPartition, PartitionResult] = {}
         applied = await self._apply_acks(group_id, member_id, settings, acks, results,
                                          session.targets)
         try:

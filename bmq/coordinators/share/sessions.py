@@ -5,11 +5,11 @@ closing it; what it held was released when it left the group or its locks expire
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass, field
 
 from bmq.coordinators.share.partition import SharePartition
 from bmq.coordinators.share.records import StateKey
+from bmq.metadata.topics import TopicIdPartition
 from bmq.protocol.errors import ErrorCode
 from bmq.readpath.partition_view import PartitionView
 from bmq.writepath.partitions import now_ms
@@ -17,7 +17,6 @@ from bmq.writepath.partitions import now_ms
 SESSION_IDLE_MS = 300_000
 MAX_EPOCH = 2**31 - 1
 
-TopicPartition = tuple[uuid.UUID, int]
 
 
 @dataclass(slots=True)
@@ -33,8 +32,8 @@ class Target:
 class ShareSession:
     used_ms: int
     next_epoch: int = 1
-    partitions: list[TopicPartition] = field(default_factory=list)
-    targets: dict[TopicPartition, Target] = field(default_factory=dict)
+    partitions: list[TopicIdPartition] = field(default_factory=list)
+    targets: dict[TopicIdPartition, Target] = field(default_factory=dict)
     rotation: int = 0      # where the next fetch starts, so every partition gets its turn
 
 

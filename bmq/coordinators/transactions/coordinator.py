@@ -25,10 +25,10 @@ from bmq.coordinators.transactions.core import (
 )
 from bmq.coordinators.transactions.records import (
     PREPARING,
-    TopicPartition,
     TxnMetadata,
     TxnState,
 )
+from bmq.metadata.topics import TopicPartition
 from bmq.protocol.errors import ErrorCode
 from bmq.writepath.partitions import now_ms
 

@@ -26,13 +26,12 @@ from bmq.coordinators.base import CoordinatorHost
 from bmq.coordinators.sharded import ShardedCoordinator
 from bmq.coordinators.transactions.records import (
     PREPARING,
-    TopicPartition,
     TxnMetadata,
     TxnState,
     marker_batch,
 )
 from bmq.coordinators.transactions.shard import TxnShard, coordinator_error
-from bmq.metadata.topics import TRANSACTION_TOPIC
+from bmq.metadata.topics import TRANSACTION_TOPIC, TopicPartition
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.writepath.partitions import Partition, now_ms
 

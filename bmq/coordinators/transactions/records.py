@@ -20,6 +20,7 @@ import asyncio
 import enum
 from dataclasses import dataclass, field
 
+from bmq.metadata.topics import TopicPartition
 from bmq.protocol.coordinator_records import encode, read_prefix
 from bmq.protocol.messages.end_txn_marker import EndTxnMarker
 from bmq.protocol.messages.transaction_log_key import TransactionLogKey
@@ -31,8 +32,6 @@ from bmq.protocol.records import CONTROL_ABORT, CONTROL_COMMIT, BatchHeader
 KEY_VERSION = 0
 VALUE_VERSION = 0
 MARKER_VERSION = 0
-
-TopicPartition = tuple[str, int]
 
 
 class TxnState(enum.IntEnum):
