@@ -17,7 +17,7 @@ import click
 import pytest
 
 from tests.cli.readme_walk import logical_lines
-from tests.cli.test_readme import ROOT, Block, _check_command, _commands
+from tests.cli.test_readme import ROOT, Block, _blocks, _check_command, _commands
 
 PLACEHOLDERS = {"HOST:PORT": "127.0.0.1:9092", "URL": "file:///tmp/bmq", "N": "1",
                 "BROKER": "3", "NAME": "orders", "KEY=VALUE": "endpoint_url=http://s3:8333",
@@ -26,19 +26,8 @@ OPTIONAL = re.compile(r"\[(-(?:[^\[\]]|\[[^\[\]]*\])*)\]")   # [--opt VALUE], [-
 
 
 def _doc_blocks() -> list[tuple[str, Block]]:
-    found = []
-    for doc in sorted((ROOT / "docs").glob("*.md")):
-        lang, start, body = None, 0, []
-        for number, line in enumerate(doc.read_text().splitlines(), 1):
-            if line.startswith("```"):
-                if lang is None:
-                    lang, start, body = line[3:].strip(), number, []
-                else:
-                    found.append((doc.name, Block(lang, start, "\n".join(body) + "\n")))
-                    lang = None
-            elif lang is not None:
-                body.append(line)
-    return found
+    return [(doc.name, block) for doc in sorted((ROOT / "docs").glob("*.md"))
+            for block in _blocks(doc)]
 
 
 def _as_example(command: str) -> str:

@@ -36,10 +36,11 @@ class Block:
     text: str
 
 
-def _blocks() -> list[Block]:
+def _blocks(markdown: Path = README) -> list[Block]:
+    """The fenced code blocks of a Markdown file (the README by default), in order."""
     blocks: list[Block] = []
     lang, start, body = None, 0, []
-    for number, line in enumerate(README.read_text().splitlines(), 1):
+    for number, line in enumerate(markdown.read_text().splitlines(), 1):
         if line.startswith("```"):
             if lang is None:
                 lang, start, body = line[3:].strip(), number, []
