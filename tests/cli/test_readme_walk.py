@@ -3,9 +3,11 @@ block in document order, in one working directory, on one `bmq serve` data direc
 `bmq local` for the cluster section). What the walk adapts (ports, the cleaner's back-off) and
 what it cannot run here (each with its reason, parsed instead) is in tests/cli/readme_walk.py.
 
-Timings on the 2-core VM shared with other work (load 10-16), 2026-11-29: the CI walk 80-130 s
-(of which `bmq local`'s start and stop 12 s, the scheduled record's 5 s, the compaction
-example 7 s); the slow walk adds Spark's session, batch read, stream and Parquet job.
+Timings on the 2-core VM shared with other work, 2026-11-29: the CI walk 52 s at a load
+average of 2-4, 66-80 s at 10-16 (of which `bmq local`'s start and stop 10-12 s, the scheduled
+record's 5 s wait, the compaction example 6-7 s). The slow walk took 125 s at a load of about 4:
+the Spark snippet 22 s and the Parquet job 10 s (the snippet alone took 80 s at a load of 16),
+the compaction example's own 40 s wait 41 s.
 """
 
 from __future__ import annotations
