@@ -1,10 +1,10 @@
-"""Every command the README shows is run here or parsed by the program it names.
+"""Every command the README shows is parsed by the program it names.
 
-The quick start and the `bmq` client commands run against a real `bmq serve`; the commands that
-need a cluster, a lake or minutes of benchmarking are parsed by their real command lines (an
-option renamed in the code fails here, not in a reader's terminal); the configuration example is
-loaded. A command of a kind this module does not know fails the test, so a new README example
-gets a check when it is written.
+The commands that need a cluster, a lake or minutes of benchmarking are parsed by their real
+command lines (an option renamed in the code fails here, not in a reader's terminal); the
+configuration example is loaded. A command of a kind this module does not know fails the test,
+so a new README example gets a check when it is written. test_readme_walk.py runs the examples
+themselves, in order, as a reader would.
 """
 
 from __future__ import annotations
@@ -24,11 +24,9 @@ import pytest
 
 from bmq.cli import main as bmq_main
 from bmq.config import load_config
-from tests.conftest import BrokerFactory, BrokerProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
-VENV_BIN = Path(sys.executable).parent
 
 
 @dataclass(frozen=True)
@@ -38,10 +36,11 @@ class Block:
     text: str
 
 
-def _blocks() -> list[Block]:
+def _blocks(markdown: Path = README) -> list[Block]:
+    """The fenced code blocks of a Markdown file (the README by default), in order."""
     blocks: list[Block] = []
     lang, start, body = None, 0, []
-    for number, line in enumerate(README.read_text().splitlines(), 1):
+    for number, line in enumerate(markdown.read_text().splitlines(), 1):
         if line.startswith("```"):
             if lang is None:
                 lang, start, body = line[3:].strip(), number, []
@@ -72,15 +71,6 @@ def _commands(block: Block) -> list[str]:
 
 def _shell_blocks() -> list[Block]:
     return [b for b in _blocks() if b.lang == "sh"]
-
-
-def _is_run_against_a_broker(command: str) -> bool:
-    """Client commands that need nothing but a broker (the others need a cluster)."""
-    words = shlex.split(command)
-    if "|" in words:
-        words = words[words.index("|") + 1:]
-    return words[0] in ("bmq", "kcat") and "--zookeeper" not in words and words[1] not in (
-        "controller", "broker", "proxy", "admin", "serve")
 
 
 # ----------------------------------------------------------------------------- parsers
@@ -153,8 +143,10 @@ CHECKS: dict[str, Callable[[list[str]], None]] = {
     ".venv/bin/python": _existing_path,
     # docker-compose.yml: test_compose_schema.py and tests/cluster/test_compose.py.
     "docker compose": lambda args: None,
-    # Index Query's HTTP examples: run by tests/index/test_index_readme.py.
+    # Run by test_readme_walk.py: Index Query's HTTP examples, the TLS certificates.
     "curl": lambda args: None,
+    "openssl": lambda args: None,
+    "cat": lambda args: None,
 }
 
 
@@ -168,7 +160,7 @@ def _check_command(command: str) -> None:
             check(line[len(prefix):].split() if prefix != "bmq" else words[1:])
             return
     if words[0] == "kcat":
-        return   # run by test_quick_start_runs
+        return   # run by test_readme_walk.py
     pytest.fail(f"README command with no check in {__name__}: {command}")
 
 
@@ -188,39 +180,6 @@ def test_an_unknown_option_is_caught() -> None:
         _check_command("bench/run_local.sh --mesages 10")
 
 
-# ----------------------------------------------------------------------------- runs
-def _run(command: str, broker: BrokerProcess) -> str:
-    env = {**os.environ, "BMQ_BOOTSTRAP": broker.bootstrap,
-           "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
-    proc = subprocess.run(["bash", "-c", command.replace("localhost:9092", broker.bootstrap)],
-                          capture_output=True, text=True, env=env, timeout=120, check=False)
-    assert proc.returncode == 0, f"{command}\n{proc.stdout}\n{proc.stderr}"
-    return proc.stdout
-
-
-@pytest.fixture
-def readme_broker(broker_factory: BrokerFactory) -> BrokerProcess:
-    return broker_factory(env={"BMQ_GROUP_INITIAL_REBALANCE_DELAY_MS": "0"})
-
-
-def test_quick_start_runs(readme_broker: BrokerProcess) -> None:
-    kcat_block = next(b for b in _shell_blocks() if "kcat -P" in b.text)
-    python_block = next(b for b in _blocks() if b.lang == "python" and "Producer(" in b.text)
-    produce, consume = _commands(kcat_block)
-    _run(produce, readme_broker)
-    exec(python_block.text.replace("localhost:9092", readme_broker.bootstrap), {})
-    out = _run(consume, readme_broker)
-    assert "k1=hello (partition" in out and "k2=world" in out and "k3=from python" in out, out
-
-
-def test_client_commands_run(readme_broker: BrokerProcess) -> None:
-    block = next(b for b in _shell_blocks() if "bmq topic create orders" in b.text)
-    outputs = [_run(c, readme_broker) for c in _commands(block) if _is_run_against_a_broker(c)]
-    assert len(outputs) >= 7
-    consumed = next(o for o in outputs if "hello" in o)
-    assert "k1=hello @0" in consumed and "k2=world @0" in consumed, consumed   # two partitions
-
-
 def test_configuration_example_loads(tmp_path: Path) -> None:
     block = next(b for b in _blocks() if b.lang == "toml")
     path = tmp_path / "bmq.toml"
@@ -230,7 +189,7 @@ def test_configuration_example_loads(tmp_path: Path) -> None:
 
 
 def test_python_examples_compile() -> None:
-    # The Spark example runs in tests/spark (with a session); here it must at least be Python.
+    # The Spark example runs in the slow walk only; here it must at least be Python.
     for block in _blocks():
         if block.lang == "python":
             compile(block.text, f"README.md:{block.line}", "exec")
