@@ -209,7 +209,7 @@ class Session:
             return False
         self.via, self.principal, self.host = self.principal, principal, host
         self.client = f"{host} via {self.client}"
-        log.info("connection %s acts for %s (asked by %s)", self.client, principal, self.via)
+        log.debug("connection %s acts for %s (asked by %s)", self.client, principal, self.via)
         return True
 
     # SASL --------------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from kazoo.exceptions import NodeExistsError
 from bmq.broker.membership import Membership
 from bmq.broker.membership.channel import ControllerChannel
 from bmq.broker.membership.lease import Lease, LeaseKeeper
+from bmq.broker.membership.moves import MoveLog
 from bmq.broker.topic_config import log_config
 from bmq.config import Config
 from bmq.coordinators.base import InternalLogCoordinator
@@ -78,6 +79,7 @@ class ClusterMembership(Membership):
         self.draining = False
         self._reports: dict[str, list[Any]] = {}
         self._workers: dict[TopicPartition, asyncio.Task[None]] = {}
+        self._moves = MoveLog()
         self._follower: ClusterFollower | None = None
         self._publish = asyncio.Event()
         self._publisher_task: asyncio.Task[None] | None = None
@@ -131,6 +133,7 @@ class ClusterMembership(Membership):
         while time.monotonic() < deadline:
             if not self._owned_assignments() and not self._workers and \
                     self._partitions is not None and not list(self._partitions.all()):
+                self._moves.flush()
                 log.info("drained: every partition was handed over")
                 return True
             await asyncio.sleep(0.05)
@@ -138,6 +141,7 @@ class ClusterMembership(Membership):
         return False
 
     async def stop(self) -> None:
+        self._moves.flush()
         if self._follower is not None:
             self._follower.stop()   # before closing the session, which reports it LOST
         if self._publisher_task is not None:
@@ -440,8 +444,7 @@ class ClusterMembership(Membership):
         if coordinator is not None:
             await coordinator.load_partition(index)
         self._report(tp, epoch, WRITABLE)
-        log.info("took %s-%d with leader epoch %d in %.0f ms", topic, index, epoch,
-                 (time.monotonic() - started) * 1000)
+        self._moves.taken(topic, index, epoch, (time.monotonic() - started) * 1000)
 
     async def _release(self, tp: TopicPartition, epoch: int, delete: bool) -> None:
         assert self._partitions is not None
@@ -455,7 +458,7 @@ class ClusterMembership(Membership):
         except Exception as error:
             log.warning("closing %s-%d: %s", topic, index, error)
         self._report(tp, epoch, RELEASED)
-        log.info("released %s-%d (epoch %d)", topic, index, epoch)
+        self._moves.released(topic, index, epoch)
 
     def owned(self) -> Iterable[TopicPartition]:
         return list(self._owned_assignments())
