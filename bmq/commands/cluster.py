@@ -113,7 +113,9 @@ def zookeeper_info(zk: KazooClient, paths: Paths) -> dict[str, Any]:
     states = partition_states(zk, paths)
     owned = Counter(s.owner for s in states)
     requested = drain_requests(zk, paths)
+    cluster_id = zk.exists(paths.cluster_id) and zk.get(paths.cluster_id)[0].decode()
     return {
+        "cluster_id": cluster_id or None,
         "active_controller": active_controller(zk, paths),
         "brokers": [{"id": b, "host": host, "port": port, "draining": draining,
                      "drain_requested": b in requested, "partitions": owned[b]}
@@ -143,10 +145,21 @@ def info(conn: Connection, output: str, zookeeper: str | None, root: str) -> Non
       bmq cluster info -o json
       bmq cluster info --zookeeper zk:2181
     """
-    doc = cluster_info(conn)
+    zk_doc: dict[str, Any] = {}
     if zookeeper:
         with open_zookeeper(zookeeper, root, conn.timeout) as (zk, paths):
-            doc["zookeeper"] = zookeeper_info(zk, paths)
+            zk_doc = zookeeper_info(zk, paths)
+        source = click.get_current_context().get_parameter_source("bootstrap")
+        if source == click.core.ParameterSource.DEFAULT and zk_doc["brokers"]:
+            # No --bootstrap: the brokers ZooKeeper knows, not whatever answers on localhost.
+            conn.bootstrap = ",".join(f"{b['host']}:{b['port']}" for b in zk_doc["brokers"])
+    doc = cluster_info(conn)
+    if zookeeper:
+        if zk_doc["cluster_id"] and doc["cluster_id"] != zk_doc["cluster_id"]:
+            fail(f"the brokers at {conn.bootstrap} are cluster {doc['cluster_id']}, ZooKeeper "
+                 f"{zookeeper} (root {root}) has cluster {zk_doc['cluster_id']}: give --bootstrap "
+                 f"brokers of that cluster")
+        doc["zookeeper"] = zk_doc
     if output == "json":
         print_json(doc)
         return

@@ -4,6 +4,8 @@ stops it before it starts anything."""
 
 from __future__ import annotations
 
+import json
+import os
 import signal
 import socket
 import subprocess
@@ -13,7 +15,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer
 
-from tests.conftest import bmq_command, free_port
+from tests.conftest import BrokerProcess, bmq_command, free_port
 
 
 def _accepts(port: int) -> bool:
@@ -22,6 +24,14 @@ def _accepts(port: int) -> bool:
             return True
     except OSError:
         return False
+
+
+def _first_of_three_ports() -> int:
+    """The first of three consecutive free ports: two brokers and the proxy."""
+    port = free_port()
+    while _accepts(port + 1) or _accepts(port + 2):
+        port = free_port()
+    return port
 
 
 def _start_local(directory: Path, port: int, zookeeper_port: int
@@ -44,10 +54,7 @@ def _start_local(directory: Path, port: int, zookeeper_port: int
 
 
 def test_a_local_cluster_serves_clients_and_stops_on_ctrl_c(tmp_path: Path) -> None:
-    # Three consecutive ports for two brokers and the proxy.
-    port = next(p for p in iter(free_port, 0) if _accepts(p + 1) is False
-                and _accepts(p + 2) is False)
-    zookeeper_port = free_port()
+    port, zookeeper_port = _first_of_three_ports(), free_port()
     proc, lines = _start_local(tmp_path / "local", port, zookeeper_port)
     try:
         brokers = f"127.0.0.1:{port},127.0.0.1:{port + 1}"
@@ -70,6 +77,15 @@ def test_a_local_cluster_serves_clients_and_stops_on_ctrl_c(tmp_path: Path) -> N
                 seen.add(message.value())
         consumer.close()
         assert seen == {f"v{i}".encode() for i in range(100)}
+        # Without --bootstrap, cluster info asks the brokers ZooKeeper knows (not localhost).
+        env = {k: v for k, v in os.environ.items() if k != "BMQ_BOOTSTRAP"}
+        info = subprocess.run([*bmq_command(), "cluster", "info", "--zookeeper",
+                               f"127.0.0.1:{zookeeper_port}", "-o", "json"], env=env,
+                              capture_output=True, text=True, timeout=60, check=True)
+        doc = json.loads(info.stdout)
+        assert sorted(b["port"] for b in doc["brokers"]) == [port, port + 1], doc
+        assert doc["cluster_id"] == doc["zookeeper"]["cluster_id"]
+        assert [p["port"] for p in doc["proxies"]] == [port + 2]
     finally:
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=90)
@@ -97,3 +113,18 @@ def test_a_port_in_use_stops_it_before_anything_starts(tmp_path: Path) -> None:
     assert result.returncode == 3, result.stderr
     assert f"port {port} of 127.0.0.1 is in use" in result.stderr
     assert not (tmp_path / "local").exists()
+
+
+def test_cluster_info_refuses_brokers_of_another_cluster(tmp_path: Path,
+                                                          broker: BrokerProcess) -> None:
+    port, zookeeper_port = _first_of_three_ports(), free_port()
+    proc, _ = _start_local(tmp_path / "local", port, zookeeper_port)
+    try:
+        mixed = subprocess.run([*bmq_command(), "cluster", "info", "--zookeeper",
+                                f"127.0.0.1:{zookeeper_port}", "-b", broker.bootstrap],
+                               capture_output=True, text=True, timeout=60, check=False)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=90)
+    assert mixed.returncode == 1, mixed
+    assert f"the brokers at {broker.bootstrap} are cluster" in mixed.stderr, mixed.stderr
