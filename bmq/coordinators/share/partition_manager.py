@@ -420,7 +420,9 @@ class SharePartitionManager:
                 results.setdefault(tp, PartitionResult(*tp)).error = error.code
                 continue
             if not acquired:
-                if target.state.changes:      # read_committed archived what it skipped
+                if settings.read_committed and target.state.changes:
+                    # It archived what it skipped (with this request's acknowledgements, if
+                    # any: their answer waits for this append, the key's last).
                     _log_failure(target.key, self.state.persist(target.key, target.state))
                 continue
             again = sum(a.last - a.first + 1 for a in acquired if a.count > 1)
