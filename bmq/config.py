@@ -111,6 +111,9 @@ class Config:
     group_share_record_lock_duration_ms: int = 30_000
     # The default of a share group's share.delivery.count.limit.
     group_share_delivery_count_limit: int = 5
+    # KIP-1191: a share group's dead-letter topic must start with this (empty: any name), so a
+    # rejected record is never written to a business topic.
+    errors_deadletterqueue_topic_name_prefix: str = "dlq."
     # The longest transaction.timeout.ms a producer may ask for (INVALID_TRANSACTION_TIMEOUT).
     transaction_max_timeout_ms: int = 900_000
     # How often the coordinator aborts transactions open longer than their timeout.
@@ -276,6 +279,7 @@ KAFKA_NAMES: dict[str, str] = {
     "share_coordinator_state_topic_segment_bytes": "share.coordinator.state.topic.segment.bytes",
     "group_share_record_lock_duration_ms": "group.share.record.lock.duration.ms",
     "group_share_delivery_count_limit": "group.share.delivery.count.limit",
+    "errors_deadletterqueue_topic_name_prefix": "errors.deadletterqueue.topic.name.prefix",
     "transaction_max_timeout_ms": "transaction.max.timeout.ms",
     "transaction_abort_timed_out_transaction_cleanup_interval_ms":
         "transaction.abort.timed.out.transaction.cleanup.interval.ms",

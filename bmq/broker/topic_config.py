@@ -16,6 +16,7 @@ from enum import IntEnum
 
 from bmq.broker.view_config import check_filter
 from bmq.config import COMPRESSION_TYPES, Config, explicitly_set, field_default, kafka_name
+from bmq.coordinators.share.dlq import DEAD_LETTER_ENABLE
 from bmq.field_index.fields import FieldSpecError, parse_fields
 from bmq.metadata.topics import LEGAL_TOPIC as _LEGAL_NAME
 from bmq.protocol.errors import ErrorCode, KafkaError
@@ -169,6 +170,11 @@ _DEFINITIONS = (
            "How long the log cleaner keeps delete tombstones (null values) of compacted topics, "
            "counted from the first cleaning of their segment.",
            "log.cleaner.delete.retention.ms", enforced=True),
+    _kafka(DEAD_LETTER_ENABLE, ConfigType.BOOLEAN, "false", _is_bool,
+           "KIP-1191: true lets share groups write their dead letters (records rejected or "
+           "given up on) to this topic; a group's errors.deadletterqueue.topic.name naming a "
+           "topic without it gets none written. BMQ sets it on the dead-letter topics it "
+           "creates.", enforced=True),
     _kafka("file.delete.delay.ms", ConfigType.LONG, "60000", _is_int(0),
            "Wait before the files of segments the log cleaner replaced are removed (readers "
            "in other processes may still read them); retention deletes at once.",

@@ -27,10 +27,12 @@ from .test_kafka_python import read_all
 pytestmark = pytest.mark.timeout(90)
 
 # Kafka 4's topic configs (TopicConfig / LogConfig), plus the two deprecated ones librdkafka's
-# tests still set; written out here so the broker's list is checked against Kafka's, not itself.
+# tests still set and KIP-1191's errors.deadletterqueue.group.enable (Kafka trunk); written out
+# here so the broker's list is checked against Kafka's, not itself.
 KAFKA_TOPIC_CONFIGS = {
     "cleanup.policy", "compression.gzip.level", "compression.lz4.level", "compression.type",
-    "compression.zstd.level", "delete.retention.ms", "file.delete.delay.ms", "flush.messages",
+    "compression.zstd.level", "delete.retention.ms", "errors.deadletterqueue.group.enable",
+    "file.delete.delay.ms", "flush.messages",
     "flush.ms", "follower.replication.throttled.replicas", "index.interval.bytes",
     "leader.replication.throttled.replicas", "local.retention.bytes", "local.retention.ms",
     "max.compaction.lag.ms", "max.message.bytes", "message.downconversion.enable",

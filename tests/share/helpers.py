@@ -10,12 +10,18 @@ from collections.abc import Callable
 from pathlib import Path
 
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
 
 from tests.groups.helpers import create_topic, unique
 
-__all__ = ["ShareWorker", "create_topic", "produce", "set_group_configs", "unique",
-           "wait_for"]
+__all__ = ["ShareWorker", "create_dead_letter_topic", "create_topic", "produce",
+           "set_group_configs", "unique", "wait_for"]
 
 WORKER = Path(__file__).with_name("worker.py")
 # Fewer share-state partitions than the default 50: a quicker first ShareFetch.
@@ -30,6 +36,15 @@ def set_group_configs(bootstrap: str, group: str, configs: dict[str, str]) -> No
         for name, value in configs.items()])
     for future in admin.incremental_alter_configs([resource]).values():
         future.result(15)
+
+
+def create_dead_letter_topic(bootstrap: str, name: str, enabled: bool = True) -> None:
+    """A one-partition topic; ``enabled``: with KIP-1191's errors.deadletterqueue.group.enable,
+    which lets share groups write dead letters to it."""
+    configs = {"errors.deadletterqueue.group.enable": "true"} if enabled else {}
+    admin = AdminClient({"bootstrap.servers": bootstrap, "broker.address.family": "v4"})
+    admin.create_topics([NewTopic(name, num_partitions=1, replication_factor=1, config=configs)],
+                        operation_timeout=15, request_timeout=15)[name].result(15)
 
 
 def produce(bootstrap: str, topic: str, count: int, start: int = 0,

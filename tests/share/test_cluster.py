@@ -39,6 +39,7 @@ from tests.groups.wire import RawClient
 from tests.share.helpers import (
     SHARE_ENV,
     ShareWorker,
+    create_dead_letter_topic,
     create_topic,
     produce,
     set_group_configs,
@@ -46,6 +47,7 @@ from tests.share.helpers import (
     wait_for,
 )
 from tests.share.test_clients import EARLIEST, _dead_letters, share_consumer
+from tests.share.test_read_committed import share_consumer_reads_committed
 from tests.share.test_wire import ACCEPT, acknowledge, acquired, fetch, heartbeat
 
 __all__ = ["cluster_factory", "zookeeper"]
@@ -229,8 +231,8 @@ def test_dead_letters_to_a_partition_another_broker_owns(
     leader = cluster.owners(topic)[0]
     dlq = ""
     while not dlq:       # a dead-letter topic whose partition 0 another broker owns
-        candidate = unique("dlq")
-        create_topic(cluster.bootstrap, candidate, 1)
+        candidate = f"dlq.{unique('c')}"
+        create_dead_letter_topic(cluster.bootstrap, candidate)
         cluster.wait_writable(candidate)
         dlq = candidate if cluster.owners(candidate)[0] != leader else ""
     set_group_configs(cluster.bootstrap, group, {
@@ -250,3 +252,11 @@ def test_dead_letters_to_a_partition_another_broker_owns(
     letters = _dead_letters(cluster.bootstrap, dlq, 3)
     assert sorted(m.value() for m in letters) == [b"v0", b"v1", b"v2"]
     assert {dict(m.headers())["bmq.dlq.topic"] for m in letters} == {topic.encode()}
+
+
+def test_read_committed_in_a_cluster(cluster_factory: ClusterFactory) -> None:
+    """A read_committed share group on a cluster broker: the partition's leader acquires below
+    its last stable offset and never delivers an aborted transaction's records."""
+    cluster = cluster_factory(brokers=2, env=SHARE_ENV)
+    assert share_consumer_reads_committed(cluster.bootstrap) == \
+        ["plain-0", "open-0", "open-1", "plain-1"]

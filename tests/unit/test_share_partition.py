@@ -35,6 +35,25 @@ def test_acquire_new_records_up_to_the_end_given() -> None:
     assert sp.end_offset == 20 and sp.start_offset == 10
 
 
+def test_read_committed_archives_what_it_skips_and_keeps_the_rest_acquired() -> None:
+    """The skipped parts of an acquisition (aborted transactions, markers) are archived at
+    once, the start offset passes them, and what is left stays acquired with its count."""
+    sp = SharePartition(0)
+    got = sp.acquire("a", 20, 12, 0, SETTINGS)
+    sp.take_changes()
+    kept = sp.archive_acquired(got, [(0, 2), (3, 3), (7, 7), (11, 11)])
+    assert kept == [Acquired(4, 6, 1), Acquired(8, 10, 1)]
+    assert sp.start_offset == 4
+    assert states(sp) == [(4, 6, RecordState.ACQUIRED, 1), (7, 7, RecordState.ARCHIVED, 1),
+                          (8, 10, RecordState.ACQUIRED, 1), (11, 11, RecordState.ARCHIVED, 1)]
+    assert [(r.first, r.last, r.state) for r in sp.take_changes()] == [
+        (0, 2, RecordState.ARCHIVED), (3, 3, RecordState.ARCHIVED),
+        (7, 7, RecordState.ARCHIVED), (11, 11, RecordState.ARCHIVED)]
+    sp.acknowledge(4, 6, ACCEPT, 0, SETTINGS)
+    sp.acknowledge(8, 10, ACCEPT, 0, SETTINGS)
+    assert (sp.start_offset, sp.runs) == (12, [])
+
+
 def test_accept_advances_the_start_offset_only_past_a_finished_prefix() -> None:
     sp = SharePartition(0)
     sp.acquire("a", 10, 10, 0, SETTINGS)

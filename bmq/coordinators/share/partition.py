@@ -54,6 +54,9 @@ class ShareSettings:
     delivery_limit: int = 5
     backoff_ms: tuple[int, ...] = (0,)
     dlq_topic: str = ""
+    # share.isolation.level=read_committed: acquire below the last stable offset only, never
+    # the records of aborted transactions nor control records.
+    read_committed: bool = False
 
     def backoff(self, delivery_count: int) -> int:
         """The delay before a record delivered ``delivery_count`` times is deliverable again."""
@@ -186,6 +189,31 @@ class SharePartition:
             acquired.append(Acquired(run.first, run.last, 1))
             self._changed(run)
         return acquired
+
+    def archive_acquired(self, acquired: list[Acquired],
+                         skipped: list[tuple[int, int]]) -> list[Acquired]:
+        """Archive the ``skipped`` ranges of what was just ``acquired`` (read_committed: records
+        of aborted transactions, control records: never to be delivered); returns the rest."""
+        for first, last in skipped:
+            span = self._span(first, last)
+            for i in span:
+                run = self.runs[i]
+                run.state, run.member = RecordState.ARCHIVED, ""
+                self._changed(run)
+            self._merge_done(span.start, span.stop + 1)
+        self._advance()
+        kept = []
+        for got in acquired:
+            first = got.first
+            for skip_first, skip_last in skipped:
+                if skip_last < first or skip_first > got.last:
+                    continue
+                if skip_first > first:
+                    kept.append(Acquired(first, skip_first - 1, got.count))
+                first = skip_last + 1
+            if first <= got.last:
+                kept.append(Acquired(first, got.last, got.count))
+        return kept
 
     # ------------------------------------------------------------------ acknowledging
     def check_ack(self, member: str, first: int, last: int, types: list[int]) -> ErrorCode:

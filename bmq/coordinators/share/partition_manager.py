@@ -29,11 +29,11 @@ from typing import Any
 from bmq import metrics
 from bmq.coordinators.base import CoordinatorHost
 from bmq.coordinators.sharded import Appended
-from bmq.coordinators.share.dlq import RemoteAppend, dead_letter
+from bmq.coordinators.share.dlq import DeadLetterTopicRefused, RemoteAppend, dead_letter
 from bmq.coordinators.share.groups import ShareGroups
 from bmq.coordinators.share.leader import LeaderShareState, StateLink
 from bmq.coordinators.share.partition import Acquired, DeadLetter, SharePartition, ShareSettings
-from bmq.coordinators.share.reads import aligned_end, read_covering
+from bmq.coordinators.share.reads import acquire_records, read_covering
 from bmq.coordinators.share.records import StateKey
 from bmq.coordinators.share.sessions import ShareSessions, Target
 from bmq.coordinators.share.state import ShareStateCoordinator, ShareStateStore
@@ -91,7 +91,8 @@ def settings_of(configs: dict[str, str]) -> ShareSettings:
         lock_ms=int(configs["share.record.lock.duration.ms"]),
         delivery_limit=int(configs["share.delivery.count.limit"]),
         backoff_ms=tuple(int(v) for v in configs["bmq.share.retry.backoff.ms"].split(",")),
-        dlq_topic=configs["errors.deadletterqueue.topic.name"])
+        dlq_topic=configs["errors.deadletterqueue.topic.name"],
+        read_committed=configs["share.isolation.level"] == "read_committed")
 
 
 class SharePartitionManager:
@@ -314,9 +315,15 @@ class SharePartitionManager:
                 if not name:
                     return
                 view = await self._topic_view(name, key.partition)
+            written = True
             try:
                 await dead_letter(self.host, view, key.group_id, settings.dlq_topic, dead,
                                   self._append_elsewhere)
+            except DeadLetterTopicRefused as refused:
+                # As Kafka: archived without a letter (retrying would hold them for ever).
+                written = False
+                log.error("share group %s: records of %s-%d archived without dead letters: %s",
+                          key.group_id, view.topic, view.index, refused)
             except KafkaError as error:
                 # They stay ARCHIVING (never delivered) until the sweep tries again.
                 self._retry_at[key] = now_ms() + DEAD_LETTER_RETRY_MS
@@ -324,8 +331,9 @@ class SharePartitionManager:
                           key.group_id, view.topic, view.index, error)
                 return
             for letter in dead:
-                metrics.SHARE_DEAD_LETTERS.labels(key.group_id, letter.reason).inc(
-                    letter.last - letter.first + 1)
+                if written:
+                    metrics.SHARE_DEAD_LETTERS.labels(key.group_id, letter.reason).inc(
+                        letter.last - letter.first + 1)
                 state.archive(letter)
             await self.state.durable(self.state.persist(key, state))
         finally:
@@ -407,12 +415,16 @@ class SharePartitionManager:
                 break
             tp = (target.key.topic_id, target.key.partition)
             try:
-                new_end = await aligned_end(target.view, target.state.end_offset, left)
+                acquired = await acquire_records(target.view, target.state, member_id, left,
+                                                 settings)
             except KafkaError as error:       # (retention deleted the log under it, say)
                 results.setdefault(tp, PartitionResult(*tp)).error = error.code
                 continue
-            acquired = target.state.acquire(member_id, left, new_end, now_ms(), settings)
             if not acquired:
+                if settings.read_committed and target.state.changes:
+                    # It archived what it skipped (with this request's acknowledgements, if
+                    # any: their answer waits for this append, the key's last).
+                    _log_failure(target.key, self.state.persist(target.key, target.state))
                 continue
             again = sum(a.last - a.first + 1 for a in acquired if a.count > 1)
             if again:
