@@ -36,7 +36,7 @@ def test_the_readme_runs_in_order(tmp_path: Path) -> None:
     quick_start = walk.output_of("kcat -C -b localhost:9092 -t demo")
     assert "k1=hello (partition" in quick_start and "k2=world" in quick_start, quick_start
     assert "k3=from python" in quick_start, quick_start
-    dead_letter = walk.output_of("bmq consume jobs.dlq")
+    dead_letter = walk.output_of("bmq consume dlq.jobs")
     assert dead_letter.startswith("job-7 resize image 7 ") and "reason=rejected" in dead_letter
     committed = walk.output_of("bmq consume payments --from-beginning -e")
     everything = walk.output_of("bmq consume payments --from-beginning -e --isolation-level")
