@@ -105,7 +105,7 @@ class Config:
     # Share groups (docs/share-groups.md): partitions of __share_group_state, which keeps
     # each share-partition's state.
     share_coordinator_state_topic_num_partitions: int = 50
-    # Segment size of __share_group_state; also how much is written between compactions.
+    # Segment size of __share_group_state; also how much is written between snapshots.
     share_coordinator_state_topic_segment_bytes: int = 104_857_600
     # The default of a share group's share.record.lock.duration.ms.
     group_share_record_lock_duration_ms: int = 30_000
