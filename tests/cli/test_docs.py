@@ -1,4 +1,4 @@
-"""docs/configuration.md stays in step with bmq/config.py, and its examples work."""
+"""docs/configuration.md stays in step with bmq/config/settings.py, and its examples work."""
 
 from __future__ import annotations
 

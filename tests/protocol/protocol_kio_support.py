@@ -34,23 +34,18 @@ REPO = Path(__file__).resolve().parents[2]
 _MS = datetime.timedelta(milliseconds=1)
 
 
-def load_generator() -> Any:
-    """Import tools/gen_protocol.py (not a package) as a module."""
-    name = "bmq_gen_protocol"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, REPO / "tools" / "gen_protocol.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+def load_generator(module: str) -> types.ModuleType:
+    """A module of the generator's package, tools/protocol_gen (tools/ is no package)."""
+    tools = str(REPO / "tools")
+    if tools not in sys.path:
+        sys.path.insert(0, tools)
+    return importlib.import_module(f"protocol_gen.{module}")
 
 
 @cache
 def messages() -> dict[str, Any]:
     """Message name -> the generator's MessageSpec."""
-    return {m.name: m for m in load_generator().load_all()}
+    return {m.name: m for m in load_generator("spec").load_all()}
 
 
 def our_module(msg: Any) -> types.ModuleType:

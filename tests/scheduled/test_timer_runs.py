@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bmq.coordinators.timers import TimerService, timer
+from bmq.coordinators.timers import TimerService, wheel
 from bmq.coordinators.timers.runs import load_window, merge_runs, open_run, write_run
 from bmq.protocol.record_codec import Record, encode_batch, iter_records
 from bmq.protocol.records import read_header
@@ -111,12 +111,12 @@ async def _scenario(tmp_path: Path) -> list[Record]:
 def test_records_come_back_from_runs_and_survive_a_handover(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, "bmq.coordinators.timers.timer")
-    monkeypatch.setattr(timer, "RUN_INTERVAL_S", 0.1)
-    monkeypatch.setattr(timer, "KEEP_MS", 0)
-    monkeypatch.setattr(timer, "LOOKAHEAD_MS", 100)
-    monkeypatch.setattr(timer, "WINDOW_MS", 100)
-    monkeypatch.setattr(timer, "STATE_INTERVAL_S", 0.2)
-    monkeypatch.setattr(timer, "MAX_RUNS", 2)     # runs are merged all along
+    monkeypatch.setattr(wheel, "RUN_INTERVAL_S", 0.1)
+    monkeypatch.setattr(wheel, "KEEP_MS", 0)
+    monkeypatch.setattr(wheel, "LOOKAHEAD_MS", 100)
+    monkeypatch.setattr(wheel, "WINDOW_MS", 100)
+    monkeypatch.setattr(wheel, "STATE_INTERVAL_S", 0.2)
+    monkeypatch.setattr(wheel, "MAX_RUNS", 2)     # runs are merged all along
     records = asyncio.run(_scenario(tmp_path))
     # The reopened timer had records both delivered and pending, and runs to read them from.
     reopened = [r.args for r in caplog.records if "pending" in r.msg][-1]
