@@ -6,9 +6,9 @@ bootstrap ones) in turn on a ``LinkPool``. It looks again on demand (``refresh``
 answer is older than ``max_age_s`` (Kafka's ``metadata.max.age.ms``: the stale answer is served
 meanwhile), and soon after it is told a leader it named did not take a partition's batch
 (``moved``: NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, unreachable; as librdkafka and
-the Java client do), at most once per ``REFRESH_BACKOFF_S``. A partition's leader is replaced
-only by one of the same or a newer leader epoch (a broker whose view lags does not move it
-back), unless the topic was re-created (a new topic id).
+the Java client do), at most once per ``REFRESH_BACKOFF_S`` (answered or not). A partition's
+leader is replaced only by one of the same or a newer leader epoch (a broker whose view lags
+does not move it back), unless the topic was re-created (a new topic id).
 
 It is the ``ProduceTargets`` of ``bmq.client.produce.route_produce`` for a client that sees the
 cluster through Metadata (the proxy sees it through ZooKeeper instead)."""
@@ -69,6 +69,7 @@ class MetadataCache:
         self.topics: dict[str, TopicMetadata] = {}
         self._names: dict[uuid.UUID, str] = {}
         self._fetched_at: float | None = None     # loop time of the last answer
+        self._asked_at: float | None = None       # and of the last question, answered or not
         self._refreshing: asyncio.Task[None] | None = None
 
     async def refresh(self) -> None:
@@ -123,8 +124,8 @@ class MetadataCache:
         if self._refreshing is not None and not self._refreshing.done():
             return
         loop = asyncio.get_running_loop()
-        wait = 0.0 if self._fetched_at is None else max(
-            0.0, self._fetched_at + REFRESH_BACKOFF_S - loop.time())
+        wait = 0.0 if self._asked_at is None else max(
+            0.0, self._asked_at + REFRESH_BACKOFF_S - loop.time())
         self._refreshing = loop.create_task(self._fetch(wait))
         # A background refresh that fails leaves the old answer; the next use asks again.
         self._refreshing.add_done_callback(
@@ -138,7 +139,8 @@ class MetadataCache:
             allow_auto_topic_creation=False)
         failures = []
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.request_timeout_s    # for all the brokers asked
+        self._asked_at = loop.time()
+        deadline = self._asked_at + self.request_timeout_s    # for all the brokers asked
         for address in dict.fromkeys([*self.brokers.values(), *self.bootstrap]):
             try:
                 response = await asyncio.wait_for(
