@@ -7,6 +7,8 @@ and roles to come that consume from or produce to a cluster).
 * ``produce``: a Produce request split by partition owner, each owner's part forwarded as a unit
   of its own, batches held and re-sent while their partition moves (Kafka's retriable
   NOT_LEADER_OR_FOLLOWER / LEADER_NOT_AVAILABLE), the answers merged into one response.
+* ``metadata``: what a client learns from Metadata (brokers, topics, partition leaders),
+  refreshed on demand, with age and when a leader turns out stale; a ``ProduceTargets``.
 
 Connections themselves (``BrokerLink``, ``LinkPool``) are ``bmq.net.client``'s: brokers use
 them too, for their peers.

@@ -49,6 +49,8 @@ HOLD_POLL_S = 0.02      # how often a held batch looks for its partition's writa
 HOLD_MAX_S = 15.0
 # What an owner answers while it drains or recovers the partition: a held batch waits on.
 PARTITION_MOVING = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE)
+# What tells the router's targets the owner they named is not (or no longer) the partition's.
+OWNER_STALE = (*PARTITION_MOVING, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 
 
 class ProduceTargets(Protocol):
@@ -62,6 +64,11 @@ class ProduceTargets(Protocol):
 
     def owner(self, topic: str, index: int) -> Address | None:
         """Where the partition's live owner is now, if it has one."""
+
+    def moved(self, topic: str, index: int) -> None:
+        """The owner ``owner`` named did not take the partition's batch (it could not be
+        reached, or answered that it does not lead the partition): a client that looks its
+        owners up (``bmq.client.metadata``) looks again."""
 
 
 @dataclass
@@ -212,6 +219,8 @@ class ProduceRouting:
             if batch.flow is not None:
                 batch.flow.inflight -= 1
             answer = answers.get(batch.key)
+            if answer is None or answer.error_code in OWNER_STALE:
+                self.targets.moved(*batch.key)
             if answer is not None and (batch.flow is None
                                        or answer.error_code not in PARTITION_MOVING):
                 self.results[batch.key] = answer
@@ -260,9 +269,11 @@ class ProduceRouting:
                     response = await self.links.get(*owner).request(
                         single, self.version, client_id=self.client_id)
                 except (LinkError, OSError):
-                    pass
+                    self.targets.moved(*batch.key)
                 else:
                     answer = response.responses[0].partition_responses[0]
+                    if answer.error_code in OWNER_STALE:
+                        self.targets.moved(*batch.key)
                     if answer.error_code not in PARTITION_MOVING:
                         self.results[batch.key] = answer
                         return True

@@ -36,6 +36,9 @@ class ClusterTargets:
         owner = self.cluster.owner(topic, index)
         return None if owner is None else (owner.node.host, owner.node.port)
 
+    def moved(self, topic: str, index: int) -> None:
+        """Nothing to look up: ZooKeeper pushes the owners' changes to the view."""
+
 
 async def handle_produce(ctx: ProxyContext, request: ProduceRequest,
                          version: int) -> ProduceResponse | None:
