@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 from confluent_kafka import AcknowledgeType
 
+from bmq.coordinators.placement import partition_for
+from bmq.metadata.topics import OFFSETS_TOPIC
 from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import (
     AlterShareGroupOffsetsRequest,
@@ -260,3 +262,29 @@ def test_read_committed_in_a_cluster(cluster_factory: ClusterFactory) -> None:
     cluster = cluster_factory(brokers=2, env=SHARE_ENV)
     assert share_consumer_reads_committed(cluster.bootstrap) == \
         ["plain-0", "open-0", "open-1", "plain-1"]
+
+
+def test_a_share_consumer_outlives_its_group_coordinator(cluster_factory: ClusterFactory,
+                                                         workers: list[ShareWorker]) -> None:
+    """kill -9 of the broker coordinating the group (not the partition's leader): the new
+    coordinator does not know the group (membership is in memory) and tells the member to join
+    again; before, it answered GROUP_ID_NOT_FOUND, fatal to librdkafka's share consumer."""
+    cluster = cluster_factory(brokers=3, env=SHARE_ENV)
+    topic = unique("coord")
+    create_topic(cluster.bootstrap, topic, 1)
+    cluster.wait_writable(topic)
+    leader = cluster.owners(topic)[0]
+    group, coordinator = "", leader
+    while coordinator == leader:
+        group = unique("g")
+        coordinator = cluster.owners(OFFSETS_TOPIC)[partition_for(group, 6)]
+    set_group_configs(cluster.bootstrap, group, EARLIEST)
+    produce(cluster.bootstrap, topic, 50)
+    worker = ShareWorker(cluster.bootstrap, group, topic)
+    workers.append(worker)
+    wait_for(lambda: len(worker.acked) == 50, 60, "50 acknowledged")
+    cluster.brokers[coordinator].kill()
+    cluster.wait_writable(OFFSETS_TOPIC, owners=set(cluster.brokers) - {coordinator})
+    produce(cluster.bootstrap, topic, 50, start=50)
+    wait_for(lambda: set(worker.acked) == set(range(100)), 60, "every record acknowledged")
+    assert worker.proc.poll() is None, "the share consumer died"

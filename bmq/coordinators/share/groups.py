@@ -8,8 +8,10 @@ and that member's epoch move on. A member that sends no heartbeat for the group'
 ``share.session.timeout.ms`` is removed.
 
 Membership is kept in memory by the broker that coordinates the group (the owner of the
-group's ``__consumer_offsets`` partition, which FindCoordinator names): after a restart,
-members get UNKNOWN_MEMBER_ID and join again, as librdkafka does at once. What matters for
+group's ``__consumer_offsets`` partition, which FindCoordinator names): after a restart or a
+move of the coordinator, members get UNKNOWN_MEMBER_ID (also when the whole group is unknown,
+where Kafka, whose groups are durable, answers GROUP_ID_NOT_FOUND) and join again, as
+librdkafka does at once. What matters for
 delivery (acquired records, acknowledgements) is in the share-group state log.
 """
 
@@ -117,8 +119,10 @@ class ShareGroups:
             member.sent = None
         else:
             if group is None:
-                return HeartbeatAnswer(ErrorCode.GROUP_ID_NOT_FOUND,
-                                       message=f"Group {group_id} not found.")
+                # Kafka answers GROUP_ID_NOT_FOUND (fatal to librdkafka's share consumer), as
+                # its groups outlive a coordinator's move; here membership does not, so a group
+                # this coordinator does not know may well exist: the member joins again.
+                return HeartbeatAnswer(ErrorCode.UNKNOWN_MEMBER_ID)
             found = group.members.get(member_id)
             if found is None:
                 return HeartbeatAnswer(ErrorCode.UNKNOWN_MEMBER_ID)
