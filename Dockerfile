@@ -3,9 +3,9 @@
 # client jars at run time: they are copied from the official Hadoop image.
 FROM apache/hadoop:3.3.6 AS hadoop
 
-# bmq has two C modules (bmq/spark/native/_recdecode.c, the Spark data source's record decoder,
-# and bmq/readpath/_viewfilter.c, the record filter of views): the wheel is built where a compiler
-# is, and only the wheel goes into the image.
+# bmq has C modules (setup.py lists them: the Spark decoder, the views' filter, Index Query's
+# scanner, scheduled delivery's record rewriting, the cleaner's offset map): the wheel is built
+# where a compiler is, and only the wheel goes into the image.
 FROM python:3.11-slim-bookworm AS wheel
 RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev \
     && rm -rf /var/lib/apt/lists/*
