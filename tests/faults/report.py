@@ -50,11 +50,11 @@ def summarize(record: RunRecord, operations: int) -> str:
     lines = [f"# Fault run, seed {record.seed}: {'valid' if record.valid else 'INVALID'}", "",
              f"Faults drawn from: {', '.join(record.faults)}; {len(record.schedule)} applied "
              f"over {record.duration_s:.0f} s; {operations} operations recorded.", "",
-             "| start s | fault | targets | duration s |", "| ---: | --- | --- | ---: |"]
+             "| at s | fault | on | duration s |", "| ---: | --- | --- | ---: |"]
     for fault in record.schedule:
-        lines.append(f"| {float(fault.get('start_s', 0)):.1f} | {fault.get('kind')} | "
-                     f"{', '.join(map(str, fault.get('targets', [])))} | "
-                     f"{float(fault.get('duration_s', 0)):.1f} |")
+        hosts = fault.get("applied_to") or fault.get("hosts", [])
+        lines.append(f"| {float(fault.get('at_s', 0)):.1f} | {fault.get('kind')} | "
+                     f"{', '.join(map(str, hosts))} | {float(fault.get('duration_s', 0)):.1f} |")
     lines += ["", "| workload | verdict | checked | anomalies |", "| --- | --- | --- | --- |"]
     for verdict in record.verdicts:
         stats = ", ".join(f"{k} {v}" for k, v in verdict.stats.items())
