@@ -60,6 +60,7 @@ CONNECT_TIMEOUT_S = 1.0
 RETRY_S = 0.2
 POLL_S = 0.2           # how often an open channel checks whether it should be closed
 REFUSED_RETRY_S = 1.0  # after a controller refused us (or we it)
+UNANSWERED_RETRIES = 5  # hellos closed unanswered before that counts as a refusal
 
 
 def authenticated(sock: socket.socket, host: str, login: NodeLogin | None) -> socket.socket:
@@ -113,6 +114,7 @@ class ControllerChannel:
         self._zk = zk
         self._login = login
         self._refusal = ""      # the last refusal logged: repeats go to the debug log
+        self._unanswered = 0    # hellos in a row the controller closed without an answer
         self._paths = paths
         self._broker_id = broker_id
         self._registration = registration
@@ -215,7 +217,15 @@ class ControllerChannel:
             except (OSError, ValueError):
                 return RETRY_S
             if not isinstance(answer, dict):
-                return RETRY_S          # not the active controller: look again
+                # Not the active controller (yet): look again soon. One that keeps closing
+                # on us expects another security protocol: say so, ask less often.
+                self._unanswered += 1
+                if self._unanswered <= UNANSWERED_RETRIES:
+                    return RETRY_S
+                self._refused(host, port, "it closes the channel at our hello: is its "
+                              "inter-broker listener's security protocol ours?")
+                return REFUSED_RETRY_S
+            self._unanswered = 0
             if "error" in answer:
                 self._refused(host, port, str(answer.get("message")))
                 return REFUSED_RETRY_S
