@@ -235,7 +235,7 @@ class LivenessServer:
             try:
                 while conn.recv(64):    # nothing is sent after the hello; b"" is the end
                     pass
-            except OSError:
+            except (OSError, ValueError):   # ValueError: a TLS socket ``close_all`` shut
                 pass
             with self._lock:
                 del self._open[conn]

@@ -251,3 +251,19 @@ def client_context_with(ca: Path, certificate: Path | None) -> ssl.SSLContext:
         context.load_cert_chain(str(certificate))
     return context
 
+
+
+@pytest.mark.slow
+def test_brokers_authenticate_with_the_next_controller(sasl_cluster: SaslCluster) -> None:
+    """The active controller stops (SIGTERM): the standby, elected, loads the credentials and
+    admits the brokers' channels, so a broker's death is again reported within a second."""
+    cluster = sasl_cluster.cluster
+    standby = cluster.start_controller()
+    first = _channel_address(cluster)
+    cluster.controllers[0].terminate()
+    cluster.wait_for(lambda: _channel_address(cluster) != first, 30, "the standby elected")
+    assert standby.poll() is None
+    time.sleep(1.0)     # the brokers find the new channel at once (a watch): a margin
+    _kill_moves_partitions(cluster)
+    logs = cluster.logs(100_000)
+    assert "Traceback" not in logs and "refused" not in logs, logs
