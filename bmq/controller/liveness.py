@@ -46,7 +46,7 @@ from bmq.listeners import Listener
 from bmq.metadata.acls import CLUSTER_NAME, Operation, ResourceType
 from bmq.metadata.zookeeper.documents import ZkDocuments
 from bmq.metadata.zookeeper.layout import Paths
-from bmq.metadata.zookeeper.liveness import read_line, send_line, set_keepalive
+from bmq.metadata.zookeeper.liveness import no_delay, read_line, send_line, set_keepalive
 from bmq.protocol.errors import ErrorCode
 from bmq.security.loading import load_security_metadata, role_security
 from bmq.security.session import ANONYMOUS, Security, Session
@@ -206,6 +206,7 @@ class LivenessServer:
 
     def _serve(self, conn: socket.socket, peer: str) -> None:
         conn.settimeout(HELLO_TIMEOUT_S)
+        no_delay(conn)
         try:
             if self._security is None:
                 hello = read_line(conn)

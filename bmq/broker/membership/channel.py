@@ -45,7 +45,7 @@ from kazoo.exceptions import NoNodeError
 
 from bmq.config import split_host_port
 from bmq.metadata.zookeeper.layout import Paths, loads
-from bmq.metadata.zookeeper.liveness import read_line, send_line, set_keepalive
+from bmq.metadata.zookeeper.liveness import no_delay, read_line, send_line, set_keepalive
 from bmq.protocol.messages import (
     SaslAuthenticateRequest,
     SaslAuthenticateResponse,
@@ -70,6 +70,7 @@ def authenticated(sock: socket.socket, host: str, login: NodeLogin | None) -> so
     certificate did not verify (both ``OSError``s)."""
     if login is None:
         return sock
+    no_delay(sock)
     if login.ssl is not None:
         sock = login.ssl.wrap_socket(sock, server_hostname=host)
     if login.mechanism:

@@ -43,6 +43,14 @@ def set_keepalive(sock: socket.socket) -> None:
             sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, name), value)
 
 
+def no_delay(sock: socket.socket) -> None:
+    """Lines go out at once. After a TLS handshake the controller writes its session tickets
+    and then its first answer: Nagle's algorithm held the answer until the broker's delayed
+    ACK, 40 ms (measured: a SASL_SSL channel opened in 51-77 ms, 10-25 ms without Nagle), and
+    a broker suspended by a controller failover acknowledges nothing until its channel opens."""
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
 def send_line(sock: socket.socket, doc: dict[str, Any]) -> None:
     sock.sendall(json.dumps(doc).encode() + b"\n")
 
