@@ -102,7 +102,8 @@ class ChannelSecurity:
                 error, enabled = session.handshake(str(line["mechanism"]))
                 send_line(sock, {"error": int(error), "mechanisms": enabled})
                 if error:
-                    raise Refused(f"SASL mechanism {line['mechanism']!r} is not enabled")
+                    raise Refused(f"SaslHandshake with {line['mechanism']!r}: "
+                                  f"{ErrorCode(error).name}")
             elif "auth" in line:
                 result = session.authenticate(base64.b64decode(str(line["auth"])))
                 send_line(sock, {"error": int(result.error), "message": result.message,

@@ -112,6 +112,27 @@ def test_ssl_without_a_truststore_stops_the_controller(certificates: Certificate
         channel_security(config)
 
 
+def test_ssl_channels_require_a_client_certificate(certificates: Certificates) -> None:
+    """Even with ssl.client.auth=none: without SASL a certificate is the only proof."""
+    security = channel_security(Config(
+        listeners="SSL://127.0.0.1:0", ssl_keystore_location=str(certificates.server),
+        ssl_truststore_location=str(certificates.ca), ssl_client_auth="none"))
+    assert security is not None
+    anonymous = NodeLogin(ssl.create_default_context(cafile=str(certificates.ca)))
+    with_certificate = NodeLogin(ssl.create_default_context(cafile=str(certificates.ca)))
+    assert with_certificate.ssl is not None
+    with_certificate.ssl.load_cert_chain(str(certificates.client_cert),
+                                         str(certificates.client_key))
+    controller = _controller(security)
+    with pytest.raises((OSError, ValueError)):
+        if _broker(controller.address, anonymous) is None:
+            raise ConnectionError("closed without an answer")
+    assert isinstance(controller.outcome(), ssl.SSLError)
+    controller = _controller(security)
+    assert _broker(controller.address, with_certificate) == {"ok": True}
+    assert controller.outcome() == HELLO
+
+
 def test_the_inter_broker_user_is_admitted(controller_security: ChannelSecurity) -> None:
     controller = _controller(controller_security)
     assert _broker(controller.address, NodeLogin(None, MECHANISM, USER, PASSWORD)) == \
