@@ -18,18 +18,22 @@ def controller(**common: Any) -> None:
     Several may run; one is active (elected in ZooKeeper), the others stand by. Metrics
     (--metrics-port) bind the host of the `listen` setting, as for the other roles, and so
     does the brokers' liveness channel (an ephemeral port; the host brokers connect to is
-    the `advertise` setting's, else the listen host, else this host's name).
+    the `advertise` setting's, else the listen host, else this host's name). The channel
+    speaks the security protocol of the inter-broker listener (`listeners`, e.g.
+    SASL_SSL://0.0.0.0:0, the port unused) and checks brokers as that listener does.
 
     \b
     Example:
       bmq controller --zookeeper zk:2181 --storage hdfs://namenode:8020/bmq --metrics-port 9100
     """
     from bmq.controller.controller import run_controller
+    from bmq.controller.liveness import channel_security
 
     config, storage_options = role_config(common, {})
     run_controller(config.zookeeper, config.zookeeper_root, config.zookeeper_session_timeout_ms,
                    config.storage, storage_options, config.metrics_port,
-                   config.listen_host, config.advertised[0] if config.advertise else "")
+                   config.listen_host, config.advertised[0] if config.advertise else "",
+                   channel_security(config))
 
 
 @click.group()

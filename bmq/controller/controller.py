@@ -35,7 +35,7 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from bmq import metrics
-from bmq.controller.liveness import LivenessServer
+from bmq.controller.liveness import ChannelSecurity, LivenessServer
 from bmq.controller.placement import place
 from bmq.metadata.views import is_view
 from bmq.metadata.zookeeper.layout import (
@@ -132,7 +132,8 @@ def next_assignments(topics: dict[str, int], assignments: dict[str, dict[str, As
 class Controller:
     def __init__(self, zookeeper: str, root: str, session_timeout_ms: int,
                  storage_url: str = "", storage_options: dict[str, str] | None = None,
-                 listen_host: str = "127.0.0.1", advertise_host: str = "") -> None:
+                 listen_host: str = "127.0.0.1", advertise_host: str = "",
+                 channel_security: ChannelSecurity | None = None) -> None:
         self.zookeeper = zookeeper
         self.paths = Paths(root)
         self.session_timeout_ms = session_timeout_ms
@@ -146,7 +147,10 @@ class Controller:
         self._active = False
         # Brokers' liveness channels, on an ephemeral port of the listen host; brokers find
         # it in /controller. A wildcard listen address is advertised as the host name.
-        self._liveness = LivenessServer(listen_host, self._on_hello, self._on_channel_closed)
+        # Secured as the inter-broker listener is (``channel_security``; None: PLAINTEXT).
+        self._channel_security = channel_security
+        self._liveness = LivenessServer(listen_host, self._on_hello, self._on_channel_closed,
+                                        channel_security)
         self._channel_host = advertise_host or (
             listen_host if listen_host not in ("", "0.0.0.0", "::") else socket.gethostname())
         self._gauges = metrics.controller()
@@ -169,10 +173,13 @@ class Controller:
                 raise unusable_storage(self.storage_url, error) from error
             storage.close()
         zk = self._zk = connect(self.zookeeper, self.session_timeout_ms)
-        self._liveness.start()
         track_connection(zk)
         zk.add_listener(self._on_state)
         ensure_layout(zk, self.paths)
+        if self._channel_security is not None:
+            # The credentials and ACLs brokers' channels are checked against, before any.
+            self._channel_security.load(zk, self.paths)
+        self._liveness.start()
         cluster_id = ensure_cluster_id(zk, self.paths)
         log.info("controller connected to %s (cluster %s)", self.zookeeper, cluster_id)
         try:
@@ -368,11 +375,12 @@ class Controller:
 
 def run_controller(zookeeper: str, root: str, session_timeout_ms: int, storage_url: str,
                    storage_options: dict[str, str], metrics_port: int = 0,
-                   metrics_host: str = "", advertise_host: str = "") -> None:
+                   metrics_host: str = "", advertise_host: str = "",
+                   channel_security: ChannelSecurity | None = None) -> None:
     """``metrics_host`` is the listen host: the metrics and the brokers' liveness channels
     (an ephemeral port, published in /controller as ``advertise_host``) bind it."""
     controller = Controller(zookeeper, root, session_timeout_ms, storage_url, storage_options,
-                            metrics_host or "127.0.0.1", advertise_host)
+                            metrics_host or "127.0.0.1", advertise_host, channel_security)
     server = metrics.serve_for_role(metrics_port, metrics_host) if metrics_port else None
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: controller.stop())

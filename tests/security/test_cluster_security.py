@@ -58,6 +58,9 @@ MECHANISM = "SCRAM-SHA-512"
 
 def _secure_env(certificates: Certificates) -> dict[str, Any]:
     return {
+        # The controller's: its liveness channel speaks SASL_SSL as the brokers' inter-broker
+        # listener (the port is unused; brokers and proxies set their own, `_sasl_ssl`).
+        "BMQ_LISTENERS": "SASL_SSL://127.0.0.1:0",
         "BMQ_SSL_KEYSTORE_LOCATION": certificates.server,
         "BMQ_SSL_TRUSTSTORE_LOCATION": certificates.ca,
         "BMQ_SASL_ENABLED_MECHANISMS": MECHANISM,

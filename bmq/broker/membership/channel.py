@@ -21,27 +21,88 @@ Storage epochs keep every acknowledged acks=all write safe regardless (an owner 
 after each flush, before acknowledging it); the suspension is what keeps a cut-off broker from
 answering acks=1 writes, or acks=all ones with errors that are not Kafka's, for partitions it no
 longer owns.
+
+The broker opens the channel as it opens its links to other nodes' inter-broker listener
+(``bmq.security.link``, its ``login``): TLS checking the controller's certificate (and its host
+name, unless ``ssl.endpoint.identification.algorithm`` is empty), then SASL PLAIN or SCRAM as
+the inter-broker user, SCRAM also proving the controller knows that user's credential. A
+controller it cannot authenticate with, or that refuses it, holds no channel of ours: we log
+it, try again later, and that controller can move our partitions only when our session expires.
 """
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import logging
 import socket
 import threading
 from collections.abc import Callable
+from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from bmq.config import split_host_port
 from bmq.metadata.zookeeper.layout import Paths, loads
-from bmq.metadata.zookeeper.liveness import read_line, send_line, set_keepalive
+from bmq.metadata.zookeeper.liveness import no_delay, read_line, send_line, set_keepalive
+from bmq.protocol.messages import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
+from bmq.security.link import Exchange, LinkAuthenticationError, NodeLogin
 
 log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT_S = 1.0
 RETRY_S = 0.2
 POLL_S = 0.2           # how often an open channel checks whether it should be closed
+REFUSED_RETRY_S = 1.0  # after a controller refused us (or we it)
+UNANSWERED_RETRIES = 5  # hellos closed unanswered before that counts as a refusal
+
+
+def authenticated(sock: socket.socket, host: str, login: NodeLogin | None) -> socket.socket:
+    """``sock`` (connected to the controller's channel at ``host``) once logged in as
+    ``login`` says: TLS-wrapped (``sock`` is then closed with the socket returned), SASL done.
+    ``LinkAuthenticationError`` if the controller refused us, ``ssl.SSLError`` if its
+    certificate did not verify (both ``OSError``s)."""
+    if login is None:
+        return sock
+    no_delay(sock)
+    if login.ssl is not None:
+        sock = login.ssl.wrap_socket(sock, server_hostname=host)
+    if login.mechanism:
+        try:
+            asyncio.run(login.authenticate(_line_exchange(sock)))
+        except BaseException:
+            sock.close()
+            raise
+    return sock
+
+
+def _line_exchange(sock: socket.socket) -> Exchange:
+    """The SASL requests of ``NodeLogin.authenticate`` as the channel's lines."""
+    def ask(doc: dict[str, Any]) -> dict[str, Any]:
+        send_line(sock, doc)
+        answer = read_line(sock)
+        if not isinstance(answer, dict):
+            raise LinkAuthenticationError("the controller closed the channel while we logged in")
+        return answer
+
+    async def exchange(message: Any, _version: int) -> Any:
+        if isinstance(message, SaslHandshakeRequest):
+            answer = ask({"mechanism": message.mechanism})
+            return SaslHandshakeResponse(error_code=int(answer.get("error", -1)),
+                                         mechanisms=list(answer.get("mechanisms", [])))
+        if isinstance(message, SaslAuthenticateRequest):
+            answer = ask({"auth": base64.b64encode(message.auth_bytes).decode()})
+            return SaslAuthenticateResponse(
+                error_code=int(answer.get("error", -1)), error_message=answer.get("message"),
+                auth_bytes=base64.b64decode(str(answer.get("auth", ""))))
+        raise LinkAuthenticationError(f"{type(message).__name__} has no place on the channel")
+    return exchange
 
 
 class ControllerChannel:
@@ -49,8 +110,12 @@ class ControllerChannel:
     (0: none); ``on_gone()`` is called when the controller says that registration is gone."""
 
     def __init__(self, zk: KazooClient, paths: Paths, broker_id: int,
-                 registration: Callable[[], int], on_gone: Callable[[], object]) -> None:
+                 registration: Callable[[], int], on_gone: Callable[[], object],
+                 login: NodeLogin | None = None) -> None:
         self._zk = zk
+        self._login = login
+        self._refusal = ""      # the last refusal logged: repeats go to the debug log
+        self._unanswered = 0    # hellos in a row the controller closed without an answer
         self._paths = paths
         self._broker_id = broker_id
         self._registration = registration
@@ -131,7 +196,7 @@ class ControllerChannel:
     def _hold(self, reg: int, czxid: int, host: str, port: int) -> float:
         """Connect, say hello, hold the channel until it ends; the pause before the next try."""
         try:
-            sock = socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S)
+            plain = socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S)
         except ConnectionRefusedError:
             if self._suspended and czxid == self._held[1]:
                 self._settle(reg)       # nothing listens: that controller process is gone
@@ -140,6 +205,12 @@ class ControllerChannel:
             log.debug("liveness channel: cannot reach the controller at %s:%d: %s",
                       host, port, error)
             return RETRY_S
+        try:
+            sock = authenticated(plain, host, self._login)
+        except (OSError, ValueError) as error:  # refused, or its certificate did not verify
+            plain.close()
+            self._refused(host, port, str(error) or type(error).__name__)
+            return REFUSED_RETRY_S
         with sock:
             try:
                 send_line(sock, {"broker": self._broker_id, "reg": reg})
@@ -147,7 +218,18 @@ class ControllerChannel:
             except (OSError, ValueError):
                 return RETRY_S
             if not isinstance(answer, dict):
-                return RETRY_S          # not the active controller: look again
+                # Not the active controller (yet): look again soon. One that keeps closing
+                # on us expects another security protocol: say so, ask less often.
+                self._unanswered += 1
+                if self._unanswered <= UNANSWERED_RETRIES:
+                    return RETRY_S
+                self._refused(host, port, "it closes the channel at our hello: is its "
+                              "inter-broker listener's security protocol ours?")
+                return REFUSED_RETRY_S
+            self._unanswered = 0
+            if "error" in answer:
+                self._refused(host, port, str(answer.get("message")))
+                return REFUSED_RETRY_S
             if not answer.get("ok"):
                 log.warning("the controller says registration %d is gone", reg)
                 self._on_gone()
@@ -156,7 +238,16 @@ class ControllerChannel:
                 log.info("liveness channel to the controller open again: acknowledging again")
             self._suspended = False
             self._held = (reg, czxid)
+            self._refusal = ""
             return self._wait_closed(sock, reg)
+
+    def _refused(self, host: str, port: int, reason: str) -> None:
+        """Logged as a warning once, then at debug level while it repeats (we retry often)."""
+        refusal = f"{host}:{port}: {reason}"
+        log.log(logging.DEBUG if refusal == self._refusal else logging.WARNING,
+                "liveness channel: cannot authenticate with the controller at %s (only the "
+                "session's expiry reports this broker's death meanwhile)", refusal)
+        self._refusal = refusal
 
     def _wait_closed(self, sock: socket.socket, reg: int) -> float:
         """Hold an accepted channel; when it ends without our doing, suspend acknowledging."""

@@ -51,6 +51,7 @@ from bmq.metadata.zookeeper.layout import (
 )
 from bmq.metadata.zookeeper.producer_ids import ZkProducerIdAllocator
 from bmq.metadata.zookeeper.topics import ZkTopicRegistry
+from bmq.security.link import link_security
 from bmq.storage import FencedEpochError
 from bmq.writepath.partitions import PartitionManager
 
@@ -121,7 +122,8 @@ class ClusterMembership(Membership):
         self._channel = ControllerChannel(
             self.zk, self.paths, self.node.node_id, lambda: self.reg,
             lambda: loop.call_soon_threadsafe(self._lose_session, "the controller removed "
-                                              "this broker's registration"))
+                                              "this broker's registration"),
+            link_security(self.config, self.config.listener_list[0]))
         self._channel.start()
 
     async def drain(self, timeout_s: float) -> bool:
