@@ -272,7 +272,8 @@ def check(workload: str, txns: list[Txn], final: Log, *, ww_deps: bool = False,
     graph_txns = [t for t in txns if t.status == "ok" or t.index in visible]
     cycle_anomalies(found, dependency_graph(graph_txns, order, writer, ww_deps))
     stats = {
-        "ok-txns": sum(t.status == "ok" for t in txns),
+        "ok-txns": sum(t.status == "ok" and bool(t.appends) for t in txns),
+        "read-only-txns": sum(not t.appends for t in txns),
         "aborted-txns": sum(t.status == "fail" for t in txns),
         "unknown-txns": sum(t.status == "info" for t in txns),
         "reads": sum(len(t.reads) for t in txns),

@@ -18,6 +18,7 @@ from __future__ import annotations
 import random
 import threading
 import uuid
+from functools import partial
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
@@ -25,10 +26,12 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
 from tests.faults import elle
 from tests.faults.history import History, Op
 from tests.faults.queue import (
+    client_route,
     create_topic,
     final_read,
     poll_order_anomalies,
     recorded_final_read,
+    run_clients,
 )
 from tests.faults.workload import Endpoints, Verdict
 
@@ -90,27 +93,16 @@ class ListAppendWorkload:
                          for k in range(self.keys)])
         return consumer
 
-    def _route(self, endpoints: Endpoints, i: int) -> tuple[str, str]:
-        if endpoints.proxy is not None and i % 2 == 0:
-            return endpoints.proxy, "proxy"
-        return endpoints.bootstrap, "brokers"
-
     def run(self, endpoints: Endpoints, history: History, stop: threading.Event,
             seed: int) -> None:
-        threads = [threading.Thread(target=self._transact, daemon=True,
-                                    args=(endpoints, history, stop, i, random.Random(seed + i)))
-                   for i in range(self.producers)]
-        threads += [threading.Thread(target=self._read, daemon=True,
-                                     args=(endpoints, history, stop, i))
-                    for i in range(self.readers)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        run_clients(
+            *(partial(self._transact, endpoints, history, stop, i, random.Random(seed + i))
+              for i in range(self.producers)),
+            *(partial(self._read, endpoints, history, stop, i) for i in range(self.readers)))
 
     def _read(self, endpoints: Endpoints, history: History, stop: threading.Event,
               i: int) -> None:
-        bootstrap, route = self._route(endpoints, i)
+        bootstrap, route = client_route(endpoints, i)
         consumer = self._consumer(bootstrap)
         try:
             while not stop.is_set():
@@ -129,7 +121,7 @@ class ListAppendWorkload:
 
     def _transact(self, endpoints: Endpoints, history: History, stop: threading.Event, i: int,
                   rng: random.Random) -> None:
-        bootstrap, route = self._route(endpoints, i)
+        bootstrap, route = client_route(endpoints, i)
         process = f"txn-{i}-{route}"
         consumer = self._consumer(bootstrap)
         producer: Producer | None = None

@@ -5,9 +5,9 @@ group drains what is left, a fresh consumer reads every partition in full, and t
 judges the history.
 
 History: ``send`` ({partition, value} -> ok with its offset, or info), ``poll`` (ok with
-[partition, offset, value] records), ``commit``, events ``assign``/``revoke`` (partitions) and
-``fatal`` (a client's fatal error), and the ``final-read`` event ({partition: [[offset,
-value]]}).
+[partition, offset, value] records), ``commit``, events ``assign``/``revoke`` (partitions),
+``restart`` (a consumer closed and a new one started) and ``fatal`` (a client's fatal error),
+and the ``final-read`` event ({partition: [[offset, value]]}).
 
 Anomalies (Jepsen's names): ``lost-write`` (acknowledged, not in the final read or not at its
 acknowledged offset), ``duplicate`` (one value at two offsets), ``inconsistent-offsets`` (two
@@ -28,6 +28,8 @@ import threading
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from confluent_kafka import (
@@ -47,6 +49,8 @@ from tests.faults.workload import Endpoints, Verdict
 GROUP_SESSION_MS = 10_000
 READ_TIMEOUT_S = 90.0
 DRAIN_IDLE_S = 10.0
+COMMIT_RATIO = 0.5            # of a consumer's polls followed by a commit
+RESTART_RATIO = 0.01          # of a consumer's polls followed by a new consumer
 
 
 def create_topic(admin: str, topic: str, partitions: int, timeout: float = 60.0) -> None:
@@ -62,6 +66,22 @@ def create_topic(admin: str, topic: str, partitions: int, timeout: float = 60.0)
             return
         time.sleep(0.2)
     raise AssertionError(f"{topic}: no leader for every partition after {timeout}s")
+
+
+def client_route(endpoints: Endpoints, i: int) -> tuple[str, str]:
+    """Where client ``i`` connects: every other one through the proxy, if there is one."""
+    if endpoints.proxy is not None and i % 2 == 0:
+        return endpoints.proxy, "proxy"
+    return endpoints.bootstrap, "brokers"
+
+
+def run_clients(*clients: Callable[[], None]) -> None:
+    """Run each client in its own thread until all have returned."""
+    threads = [threading.Thread(target=client, daemon=True) for client in clients]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
 
 
 def read_log(bootstrap: str, topic: str, partitions: int, isolation: str) -> Log:
@@ -125,11 +145,12 @@ def _delivery_order_anomalies(found: Anomalies, sends: list[Op]) -> None:
 
 def poll_order_anomalies(found: Anomalies, ops: list[Op], final: Log) -> None:
     """Each consumer's polls, in the order it saw them, against the final read's offsets: no
-    step back and no record skipped within one assignment (an assign or revoke starts over)."""
+    step back and no record skipped within one assignment (an assign, a revoke or a new
+    consumer starts over)."""
     offsets = {p: [o for o, _ in records] for p, records in final.items()}
     by_process: dict[str, list[Op]] = defaultdict(list)
     for op in ops:
-        if op.f in ("poll", "assign", "revoke") and op.type == "ok":
+        if op.f in ("poll", "assign", "revoke", "restart") and op.type == "ok":
             by_process[op.process].append(op)
     for process, seen in by_process.items():
         last: dict[int, int] = {}
@@ -209,24 +230,13 @@ class QueueWorkload:
     def setup(self, endpoints: Endpoints) -> None:
         create_topic(endpoints.admin, self.topic, self.partitions)
 
-    def _route(self, endpoints: Endpoints, i: int) -> tuple[str, str]:
-        """Every other client through the proxy, if there is one."""
-        if endpoints.proxy is not None and i % 2 == 0:
-            return endpoints.proxy, "proxy"
-        return endpoints.bootstrap, "brokers"
-
     def run(self, endpoints: Endpoints, history: History, stop: threading.Event,
             seed: int) -> None:
-        threads = [threading.Thread(target=self._produce, daemon=True,
-                                    args=(endpoints, history, stop, i, random.Random(seed + i)))
-                   for i in range(self.producers)]
-        threads += [threading.Thread(target=self._consume, daemon=True,
-                                     args=(endpoints, history, stop, f"consumer-{i}", i))
-                    for i in range(self.consumers)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        run_clients(
+            *(partial(self._produce, endpoints, history, stop, i, random.Random(seed + i))
+              for i in range(self.producers)),
+            *(partial(self._consume, endpoints, history, stop, i, random.Random(-seed - i))
+              for i in range(self.consumers)))
 
     def _producer(self, bootstrap: str, history: History, process: str,
                   fatal: threading.Event) -> Producer:
@@ -241,7 +251,7 @@ class QueueWorkload:
 
     def _produce(self, endpoints: Endpoints, history: History, stop: threading.Event, i: int,
                  rng: random.Random) -> None:
-        bootstrap, route = self._route(endpoints, i)
+        bootstrap, route = client_route(endpoints, i)
         process = f"producer-{i}-{route}"
         open_ops: dict[int, Op] = {}
 
@@ -291,31 +301,40 @@ class QueueWorkload:
                            on_lost=revoked)
         return consumer
 
-    def _poll(self, consumer: Consumer, history: History, process: str) -> list[Any]:
-        """One poll and, if it returned records, a synchronous commit of them."""
+    def _poll(self, consumer: Consumer, history: History, process: str,
+              commit: bool = True) -> list[Any]:
+        """One poll and, if it returned records and ``commit``, a synchronous commit."""
         op = history.invoke(process, "poll")
         records = []
-        for message in consumer.consume(200, 0.5):
+        for message in consumer.consume(200, 0.2):
             if message.error() is None:
                 records.append([message.partition(), message.offset(),
                                 message.value().decode()])
         history.ok(op, records)
-        if records:
-            commit = history.invoke(process, "commit")
+        if records and commit:
+            committed = history.invoke(process, "commit")
             try:
                 consumer.commit(asynchronous=False)
-                history.ok(commit)
+                history.ok(committed)
             except Exception as error:   # a commit that fails only means more re-delivery
-                history.info(commit, str(error))
+                history.info(committed, str(error))
         return records
 
-    def _consume(self, endpoints: Endpoints, history: History, stop: threading.Event,
-                 process: str, i: int) -> None:
-        bootstrap, route = self._route(endpoints, i)
-        consumer = self._consumer(bootstrap, history, f"{process}-{route}")
+    def _consume(self, endpoints: Endpoints, history: History, stop: threading.Event, i: int,
+                 rng: random.Random) -> None:
+        """Poll, commit after some polls only, and now and then close the consumer and start
+        a new one (as Jepsen's clients crash): rebalances, and records delivered again from
+        the group's committed offsets."""
+        bootstrap, route = client_route(endpoints, i)
+        process = f"consumer-{i}-{route}"
+        consumer = self._consumer(bootstrap, history, process)
         try:
             while not stop.is_set():
-                self._poll(consumer, history, f"{process}-{route}")
+                self._poll(consumer, history, process, commit=rng.random() < COMMIT_RATIO)
+                if rng.random() < RESTART_RATIO:
+                    consumer.close()
+                    history.event(process, "restart")
+                    consumer = self._consumer(bootstrap, history, process)
         finally:
             consumer.close()
 
