@@ -75,6 +75,8 @@ class Txn:
 
 
 class Anomalies:
+    """What a checker found: every kind counted, the first EXAMPLES of each kept."""
+
     def __init__(self) -> None:
         self.found: dict[str, list[Any]] = defaultdict(list)
         self.counts: dict[str, int] = defaultdict(int)
