@@ -17,6 +17,8 @@ Anomalies (Adya's and Elle's names):
   the final read;
 - ``inconsistent-offsets`` (two values at one offset of a key) and ``duplicate`` (one value at
   two offsets);
+- ``nonmonotonic-send``: a producer's appends to a key acknowledged at offsets out of the order
+  it sent them in;
 - cycles in the dependency graph of committed transactions, found among its strongly connected
   components: ``G0`` (ww edges only), ``G1c`` (ww and wr, at least one wr), ``G-single`` (exactly
   one rw) and ``G2`` (rw edges, not G-single).
@@ -140,6 +142,22 @@ def _read_anomalies(found: Anomalies, txns: list[Txn], writer: dict[Value, Txn],
             if source is not None and source.status == "fail":
                 found.add("G1a", {"reader": "final-read", "key": key, "offset": offset,
                                   "value": value, "writer": source.index})
+
+
+def _send_order_anomalies(found: Anomalies, txns: list[Txn]) -> None:
+    """One producer's appends to a key, in the order it sent them (within a transaction and
+    across its transactions), must have increasing offsets."""
+    last: dict[tuple[str, Key], tuple[int, Value]] = {}
+    for txn in sorted(txns, key=lambda t: t.index):
+        for key, value, offset in txn.appends:
+            if offset is None:
+                continue
+            before = last.get((txn.process, key))
+            if before is not None and offset <= before[0]:
+                found.add("nonmonotonic-send", {"process": txn.process, "txn": txn.index,
+                                                "key": key, "before": before,
+                                                "then": (offset, value)})
+            last[txn.process, key] = (offset, value)
 
 
 def _lost_updates(found: Anomalies, txns: list[Txn]) -> None:
@@ -269,6 +287,7 @@ def check(workload: str, txns: list[Txn], final: Log, *, ww_deps: bool = False,
     positions += [read for txn in txns for read in txn.reads]
     order = offset_anomalies(found, positions)
     _read_anomalies(found, txns, writer, final)
+    _send_order_anomalies(found, txns)
     _lost_updates(found, txns)
     visible = _final_anomalies(found, txns, final)
     graph_txns = [t for t in txns if t.status == "ok" or t.index in visible]

@@ -69,7 +69,9 @@ def create_topic(admin: str, topic: str, partitions: int, timeout: float = 60.0)
 
 
 def client_route(endpoints: Endpoints, i: int) -> tuple[str, str]:
-    """Where client ``i`` connects: every other one through the proxy, if there is one."""
+    """Where client ``i`` bootstraps: every other one on the proxy, if there is one. (BMQ's
+    metadata names a proxy as every partition's leader, if the cluster has one: produce and
+    fetch go through it either way, coordinators are brokers.)"""
     if endpoints.proxy is not None and i % 2 == 0:
         return endpoints.proxy, "proxy"
     return endpoints.bootstrap, "brokers"

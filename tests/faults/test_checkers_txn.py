@@ -96,6 +96,16 @@ def test_one_value_at_two_offsets_is_a_duplicate() -> None:
     assert "duplicate" in found, found
 
 
+def test_a_producers_appends_out_of_offset_order_are_nonmonotonic_send() -> None:
+    inverted = Txn(1, "p1", "ok", appends=((0, "c", 2), (0, "d", 1)))
+    found = anomalies([A0, inverted], final([(0, "a"), (1, "d"), (2, "c")], [(0, "b")]))
+    assert "nonmonotonic-send" in found, found
+    first = Txn(0, "p0", "ok", appends=((0, "a", 3),))
+    later = Txn(1, "p0", "ok", appends=((0, "b", 2),))         # p0's next transaction
+    found = anomalies([first, later], final([(2, "b"), (3, "a")]))
+    assert list(found) == ["nonmonotonic-send"], found
+
+
 # T1 and T2 interleave their appends to keys 0 and 1 (T1 first on 0, T2 first on 1).
 T1 = Txn(1, "p1", "ok", appends=((0, "c", 1), (1, "e", 2)))
 T2 = Txn(2, "p2", "ok", appends=((0, "d", 2), (1, "f", 1)))

@@ -74,15 +74,15 @@ def _schedule(*steps: Faults, gap_s: float = 4.0) -> Faults:
     return faults
 
 
-def run_workload(workload: Workload, cluster_factory: ClusterFactory, proxies: Proxies,
+def run_workload(workload: Workload, cluster_factory: ClusterFactory, proxies: Proxies | None,
                  faults: Faults, out: Path, seed: int = 1,
                  env: dict[str, Any] | None = None) -> Verdict:
-    """Run ``workload`` on a fresh cluster with a proxy while ``faults`` run, then check it;
-    the history and the verdict go to ``out``."""
+    """Run ``workload`` on a fresh cluster (with a proxy unless ``proxies`` is None) while
+    ``faults`` run, then check it; the history and the verdict go to ``out``."""
     cluster = cluster_factory(brokers=3, env=env)
-    proxy = proxies(cluster)
-    endpoints = Endpoints(bootstrap=cluster.bootstrap, proxy=proxy.bootstrap,
-                          admin=proxy.bootstrap)
+    proxy = proxies(cluster).bootstrap if proxies is not None else None
+    endpoints = Endpoints(bootstrap=cluster.bootstrap, proxy=proxy,
+                          admin=proxy or cluster.bootstrap)
     workload.setup(endpoints)
     history, stop = History(), threading.Event()
     clients = threading.Thread(target=workload.run, args=(endpoints, history, stop, seed))
@@ -131,5 +131,16 @@ def test_list_append_workload_under_faults(cluster_factory: ClusterFactory, prox
                                            tmp_path: Path, faults: str) -> None:
     schedule = SCHEDULES[faults] if faults in SCHEDULES else _schedule(gap_s=20)
     verdict = run_workload(ListAppendWorkload(), cluster_factory, proxies, schedule, tmp_path,
+                           env=TXN_ENV)
+    assert verdict.valid, verdict
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workload", [QueueWorkload, ListAppendWorkload])
+def test_workloads_without_a_proxy(cluster_factory: ClusterFactory, tmp_path: Path,
+                                   workload: Callable[[], Workload]) -> None:
+    """Clients straight on the brokers (each waits for its own request timeout when the
+    broker it talks to is frozen, as with Kafka)."""
+    verdict = run_workload(workload(), cluster_factory, None, SCHEDULES["mixed"], tmp_path,
                            env=TXN_ENV)
     assert verdict.valid, verdict
