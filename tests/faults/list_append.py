@@ -21,7 +21,15 @@ import uuid
 from functools import partial
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
 
 from tests.faults import elle
 from tests.faults.history import History, Op
@@ -151,6 +159,14 @@ class ListAppendWorkload:
         """Run one transaction, completing ``op``; False if the producer must be replaced."""
         offsets: dict[str, int] = {}
         done: list[list[Any]] = []
+
+        def acked(error: KafkaError | None, message: Message) -> None:
+            if error is None:
+                offsets[message.value().decode()] = message.offset()
+
+        def result() -> list[list[Any]]:
+            return [[*m, offsets.get(m[2])] if m[0] == "append" else m for m in done]
+
         try:
             producer.begin_transaction()
             for mop in plan:
@@ -158,32 +174,29 @@ class ListAppendWorkload:
                     done.append(["poll", _records(consumer)])
                     continue
                 _, key, value = mop
-                producer.produce(self.topic, value.encode(), partition=key, on_delivery=(
-                    lambda e, m, v=value: e is None and offsets.__setitem__(v, m.offset())))
+                producer.produce(self.topic, value.encode(), partition=key, on_delivery=acked)
                 done.append(mop)
             producer.flush(CLIENT_TIMEOUT_S)
-            result = [[*m, offsets.get(m[2])] if m[0] == "append" else m for m in done]
             if rng.random() < ABORT_RATIO:
                 producer.abort_transaction(CLIENT_TIMEOUT_S)
-                history.fail(op, "aborted on purpose", result)
+                history.fail(op, "aborted on purpose", result())
                 return True
             _commit(producer)
-            history.ok(op, result)
+            history.ok(op, result())
             return True
         except KafkaException as exc:
-            result = [[*m, offsets.get(m[2])] if m[0] == "append" else m for m in done]
             error = exc.args[0]
             if error.txn_requires_abort():     # then a successful abort means it is aborted
                 try:
                     producer.abort_transaction(CLIENT_TIMEOUT_S)
-                    history.fail(op, f"aborted after {error}", result)
+                    history.fail(op, f"aborted after {error}", result())
                     return True
                 except KafkaException as abort_error:
-                    history.info(op, f"{error}; then abort: {abort_error}", result)
+                    history.info(op, f"{error}; then abort: {abort_error}", result())
                     return False
             # A commit's outcome is unknown unless it was answered; replace the producer (a
             # new one's InitProducerId finishes or aborts what this one left open).
-            history.info(op, str(error), result)
+            history.info(op, str(error), result())
             return False
 
     def check(self, endpoints: Endpoints, history: History) -> Verdict:
