@@ -15,12 +15,19 @@ from typing import Any
 
 import pytest
 
-from tests.cluster.conftest import Cluster, ClusterFactory, cluster_factory, zookeeper
+from tests.cluster.conftest import (
+    Cluster,
+    ClusterFactory,
+    SharedStorage,
+    cluster_factory,
+    zookeeper,
+)
 from tests.faults.history import History
 from tests.faults.list_append import ListAppendWorkload
 from tests.faults.queue import QueueWorkload
 from tests.faults.workload import Endpoints, Verdict, Workload
 from tests.proxy.conftest import Proxies, proxies
+from tests.seaweedfs import SeaweedFS
 
 __all__ = ["cluster_factory", "proxies", "zookeeper"]
 
@@ -75,11 +82,12 @@ def _schedule(*steps: Faults, gap_s: float = 4.0) -> Faults:
 
 
 def run_workload(workload: Workload, cluster_factory: ClusterFactory, proxies: Proxies | None,
-                 faults: Faults, out: Path, seed: int = 1,
-                 env: dict[str, Any] | None = None) -> Verdict:
-    """Run ``workload`` on a fresh cluster (with a proxy unless ``proxies`` is None) while
-    ``faults`` run, then check it; the history and the verdict go to ``out``."""
-    cluster = cluster_factory(brokers=3, env=env)
+                 faults: Faults, out: Path, seed: int = 1, env: dict[str, Any] | None = None,
+                 storage: SharedStorage | None = None) -> Verdict:
+    """Run ``workload`` on a fresh cluster (with a proxy unless ``proxies`` is None; on a
+    shared directory unless ``storage`` says otherwise) while ``faults`` run, then check it;
+    the history and the verdict go to ``out``."""
+    cluster = cluster_factory(brokers=3, env=env, storage=storage)
     proxy = proxies(cluster).bootstrap if proxies is not None else None
     endpoints = Endpoints(bootstrap=cluster.bootstrap, proxy=proxy,
                           admin=proxy or cluster.bootstrap)
@@ -143,4 +151,17 @@ def test_workloads_without_a_proxy(cluster_factory: ClusterFactory, tmp_path: Pa
     broker it talks to is frozen, as with Kafka)."""
     verdict = run_workload(workload(), cluster_factory, None, SCHEDULES["mixed"], tmp_path,
                            env=TXN_ENV)
+    assert verdict.valid, verdict
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workload", [QueueWorkload, ListAppendWorkload])
+def test_workloads_on_s3(cluster_factory: ClusterFactory, proxies: Proxies,
+                         seaweedfs: SeaweedFS, tmp_path: Path,
+                         workload: Callable[[], Workload]) -> None:
+    """The partitions on S3 (the session's SeaweedFS) instead of a shared directory."""
+    storage = SharedStorage(seaweedfs.url(f"faults-{time.time_ns()}"),
+                            seaweedfs.storage_options())
+    verdict = run_workload(workload(), cluster_factory, proxies, SCHEDULES["mixed"], tmp_path,
+                           env=TXN_ENV, storage=storage)
     assert verdict.valid, verdict
