@@ -10,7 +10,7 @@ History: ``txn`` ops, invoked with the planned micro-operations ``["append", key
 ``["poll"]``, completed with ``["append", key, value, offset]`` and ``["poll", [[key, offset,
 value], ...]]``: ``ok`` committed, ``fail`` aborted (on purpose, or after an error that required
 it), ``info`` unknown (the commit's answer was lost, or the producer died); the readers' ``poll``
-ops (``[[key, offset, value]]``), and the ``final-read`` event.
+ops (``[[key, offset, value]]``), and the ``final-read`` event; processes named after the topic.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from tests.faults.queue import (
     client_route,
     create_topic,
     final_read,
+    ops_of,
     poll_order_anomalies,
     recorded_final_read,
     run_clients,
@@ -114,7 +115,7 @@ class ListAppendWorkload:
         consumer = self._consumer(bootstrap)
         try:
             while not stop.is_set():
-                op = history.invoke(f"reader-{i}-{route}", "poll")
+                op = history.invoke(f"{self.topic}/reader-{i}-{route}", "poll")
                 history.ok(op, _records(consumer))
         finally:
             consumer.close()
@@ -130,7 +131,7 @@ class ListAppendWorkload:
     def _transact(self, endpoints: Endpoints, history: History, stop: threading.Event, i: int,
                   rng: random.Random) -> None:
         bootstrap, route = client_route(endpoints, i)
-        process = f"txn-{i}-{route}"
+        process = f"{self.topic}/txn-{i}-{route}"
         consumer = self._consumer(bootstrap)
         producer: Producer | None = None
         n = 0
@@ -201,7 +202,7 @@ class ListAppendWorkload:
 
     def check(self, endpoints: Endpoints, history: History) -> Verdict:
         final_read(history, endpoints, self.topic, self.keys, "read_committed")
-        return check_list_append(self.name, history.ops())
+        return check_list_append(self.name, ops_of(history, self.topic))
 
 
 def _commit(producer: Producer, attempts: int = 3) -> None:

@@ -7,7 +7,8 @@ judges the history.
 History: ``send`` ({partition, value} -> ok with its offset, or info), ``poll`` (ok with
 [partition, offset, value] records), ``commit``, events ``assign``/``revoke`` (partitions),
 ``restart`` (a consumer closed and a new one started) and ``fatal`` (a client's fatal error),
-and the ``final-read`` event ({partition: [[offset, value]]}).
+and the ``final-read`` event ({partition: [[offset, value]]}). Its processes are named after its
+topic (``queue-1a2b3c4d/producer-0-proxy``): several workloads may record into one history.
 
 Anomalies (Jepsen's names): ``lost-write`` (acknowledged, not in the final read or not at its
 acknowledged offset), ``duplicate`` (one value at two offsets), ``inconsistent-offsets`` (two
@@ -121,8 +122,15 @@ def final_read(history: History, endpoints: Endpoints, topic: str, partitions: i
                isolation: str) -> Log:
     """Read the topic in full and record it in ``history`` as the ``final-read`` event."""
     log = read_log(endpoints.admin, topic, partitions, isolation)
-    history.event("final-read", "final-read", {p: [list(r) for r in rs] for p, rs in log.items()})
+    history.event(f"{topic}/final-read", "final-read",
+                  {p: [list(r) for r in rs] for p, rs in log.items()})
     return log
+
+
+def ops_of(history: History, topic: str) -> list[Op]:
+    """The operations of the workload on ``topic`` (its processes are named ``topic/...``):
+    several workloads may record into one history."""
+    return [op for op in history.ops() if op.process.startswith(f"{topic}/")]
 
 
 def recorded_final_read(ops: list[Op]) -> Log:
@@ -254,7 +262,7 @@ class QueueWorkload:
     def _produce(self, endpoints: Endpoints, history: History, stop: threading.Event, i: int,
                  rng: random.Random) -> None:
         bootstrap, route = client_route(endpoints, i)
-        process = f"producer-{i}-{route}"
+        process = f"{self.topic}/producer-{i}-{route}"
         open_ops: dict[int, Op] = {}
 
         def delivered(op: Op, error: KafkaError | None, message: Message) -> None:
@@ -328,7 +336,7 @@ class QueueWorkload:
         a new one (as Jepsen's clients crash): rebalances, and records delivered again from
         the group's committed offsets."""
         bootstrap, route = client_route(endpoints, i)
-        process = f"consumer-{i}-{route}"
+        process = f"{self.topic}/consumer-{i}-{route}"
         consumer = self._consumer(bootstrap, history, process)
         try:
             while not stop.is_set():
@@ -343,14 +351,15 @@ class QueueWorkload:
     def drain(self, endpoints: Endpoints, history: History) -> None:
         """A new member of the group polls until it has everything acknowledged that the
         group has not seen, or nothing more comes for DRAIN_IDLE_S."""
-        ops = history.ops()
+        ops = ops_of(history, self.topic)
         seen = {r[2] for op in ops if op.f == "poll" and op.type == "ok" for r in op.value}
         missing = {op.value["value"] for op in ops if op.f == "send" and op.type == "ok"} - seen
-        consumer = self._consumer(endpoints.admin, history, "drain")
+        process = f"{self.topic}/drain"
+        consumer = self._consumer(endpoints.admin, history, process)
         try:
             idle_since = time.monotonic()
             while missing and time.monotonic() - idle_since < DRAIN_IDLE_S:
-                records = self._poll(consumer, history, "drain")
+                records = self._poll(consumer, history, process)
                 if records:
                     idle_since = time.monotonic()
                 missing -= {r[2] for r in records}
@@ -360,4 +369,4 @@ class QueueWorkload:
     def check(self, endpoints: Endpoints, history: History) -> Verdict:
         self.drain(endpoints, history)
         final_read(history, endpoints, self.topic, self.partitions, "read_uncommitted")
-        return check_queue(self.name, history.ops())
+        return check_queue(self.name, ops_of(history, self.topic))

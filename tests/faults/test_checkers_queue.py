@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tests.faults.history import History
-from tests.faults.queue import check_queue
+from tests.faults.queue import check_queue, ops_of
 
 
 class Recorder:
@@ -137,3 +137,18 @@ def test_a_clients_fatal_error_fails_the_verdict() -> None:
     run.history.event("producer-1", "fatal", "OUT_OF_ORDER_SEQUENCE_NUMBER")
     verdict = run.check(final)
     assert list(verdict.anomalies) == ["fatal"], verdict.anomalies
+
+
+def test_each_workload_judges_its_own_operations_in_a_shared_history() -> None:
+    """Processes are named after the workload's topic: another workload's final read and
+    records in the same history are not this one's."""
+    history = History()
+    for topic, value in (("queue-a", "a"), ("queue-b", "b")):
+        send = history.invoke(f"{topic}/producer-0", "send", {"partition": 0, "value": value})
+        history.ok(send, {**send.value, "offset": 0})
+        history.ok(history.invoke(f"{topic}/consumer-0", "poll"), [[0, 0, value]])
+        history.event(f"{topic}/final-read", "final-read", {0: [[0, value]]})
+    history.event("nemesis", "kill", 2)
+    for topic in ("queue-a", "queue-b"):
+        verdict = check_queue("queue", ops_of(history, topic))
+        assert verdict.valid and verdict.stats["acked-sends"] == 1, verdict

@@ -81,39 +81,46 @@ def _schedule(*steps: Faults, gap_s: float = 4.0) -> Faults:
     return faults
 
 
-def run_workload(workload: Workload, cluster_factory: ClusterFactory, proxies: Proxies | None,
-                 faults: Faults, out: Path, seed: int = 1, env: dict[str, Any] | None = None,
-                 storage: SharedStorage | None = None) -> Verdict:
-    """Run ``workload`` on a fresh cluster (with a proxy unless ``proxies`` is None; on a
-    shared directory unless ``storage`` says otherwise) while ``faults`` run, then check it;
-    the history and the verdict go to ``out``."""
+def run_workloads(workloads: list[Workload], cluster_factory: ClusterFactory,
+                  proxies: Proxies | None, faults: Faults, out: Path, seed: int = 1,
+                  env: dict[str, Any] | None = None,
+                  storage: SharedStorage | None = None) -> list[Verdict]:
+    """Run ``workloads`` together, recording into one history, on a fresh cluster (with a
+    proxy unless ``proxies`` is None; on a shared directory unless ``storage`` says otherwise)
+    while ``faults`` run, then check each; the history and the verdicts go to ``out``."""
     cluster = cluster_factory(brokers=3, env=env, storage=storage)
     proxy = proxies(cluster).bootstrap if proxies is not None else None
     endpoints = Endpoints(bootstrap=cluster.bootstrap, proxy=proxy,
                           admin=proxy or cluster.bootstrap)
-    workload.setup(endpoints)
+    for workload in workloads:
+        workload.setup(endpoints)
     history, stop = History(), threading.Event()
-    clients = threading.Thread(target=workload.run, args=(endpoints, history, stop, seed))
-    clients.start()
+    clients = [threading.Thread(target=w.run, args=(endpoints, history, stop, seed))
+               for w in workloads]
+    for thread in clients:
+        thread.start()
     try:
         faults(cluster, history)
     finally:
         stop.set()
-        clients.join(180)
-    assert not clients.is_alive(), "the workload's clients did not stop"
-    verdict = workload.check(endpoints, history)
+        for thread in clients:
+            thread.join(180)
+    assert not any(t.is_alive() for t in clients), "the workloads' clients did not stop"
+    verdicts = [w.check(endpoints, history) for w in workloads]
     out.mkdir(parents=True, exist_ok=True)
-    history.write_jsonl(out / f"{workload.name}.history.jsonl")
-    (out / f"{workload.name}.verdict.json").write_text(json.dumps(asdict(verdict), indent=1,
-                                                                   default=str))
-    print(f"{workload.name}: valid={verdict.valid} stats={verdict.stats} (history in {out})")
-    return verdict
+    history.write_jsonl(out / "history.jsonl")
+    (out / "verdicts.json").write_text(json.dumps([asdict(v) for v in verdicts], indent=1,
+                                                  default=str))
+    for verdict in verdicts:
+        print(f"{verdict.workload}: valid={verdict.valid} stats={verdict.stats} "
+              f"(history in {out})")
+    return verdicts
 
 
 def test_queue_workload_through_a_kill_9(cluster_factory: ClusterFactory, proxies: Proxies,
                                          tmp_path: Path) -> None:
-    verdict = run_workload(QueueWorkload(rate=50), cluster_factory, proxies,
-                           _schedule(_kill_and_start(2, down_s=2), gap_s=2), tmp_path)
+    [verdict] = run_workloads([QueueWorkload(rate=50)], cluster_factory, proxies,
+                              _schedule(_kill_and_start(2, down_s=2), gap_s=2), tmp_path)
     assert verdict.valid, verdict
 
 
@@ -128,8 +135,8 @@ SCHEDULES = {
 @pytest.mark.parametrize("faults", list(SCHEDULES))
 def test_queue_workload_under_faults(cluster_factory: ClusterFactory, proxies: Proxies,
                                      tmp_path: Path, faults: str) -> None:
-    verdict = run_workload(QueueWorkload(), cluster_factory, proxies, SCHEDULES[faults],
-                           tmp_path)
+    [verdict] = run_workloads([QueueWorkload()], cluster_factory, proxies, SCHEDULES[faults],
+                              tmp_path)
     assert verdict.valid, verdict
 
 
@@ -138,9 +145,18 @@ def test_queue_workload_under_faults(cluster_factory: ClusterFactory, proxies: P
 def test_list_append_workload_under_faults(cluster_factory: ClusterFactory, proxies: Proxies,
                                            tmp_path: Path, faults: str) -> None:
     schedule = SCHEDULES[faults] if faults in SCHEDULES else _schedule(gap_s=20)
-    verdict = run_workload(ListAppendWorkload(), cluster_factory, proxies, schedule, tmp_path,
-                           env=TXN_ENV)
+    [verdict] = run_workloads([ListAppendWorkload()], cluster_factory, proxies, schedule,
+                              tmp_path, env=TXN_ENV)
     assert verdict.valid, verdict
+
+
+@pytest.mark.slow
+def test_both_workloads_recording_into_one_history(cluster_factory: ClusterFactory,
+                                                   proxies: Proxies, tmp_path: Path) -> None:
+    """As tests/faults/run.py runs them: each checker judges its own operations only."""
+    verdicts = run_workloads([QueueWorkload(), ListAppendWorkload()], cluster_factory,
+                             proxies, SCHEDULES["mixed"], tmp_path, env=TXN_ENV)
+    assert all(v.valid for v in verdicts), verdicts
 
 
 @pytest.mark.slow
@@ -149,8 +165,8 @@ def test_workloads_without_a_proxy(cluster_factory: ClusterFactory, tmp_path: Pa
                                    workload: Callable[[], Workload]) -> None:
     """Clients straight on the brokers (each waits for its own request timeout when the
     broker it talks to is frozen, as with Kafka)."""
-    verdict = run_workload(workload(), cluster_factory, None, SCHEDULES["mixed"], tmp_path,
-                           env=TXN_ENV)
+    [verdict] = run_workloads([workload()], cluster_factory, None, SCHEDULES["mixed"],
+                              tmp_path, env=TXN_ENV)
     assert verdict.valid, verdict
 
 
@@ -162,6 +178,6 @@ def test_workloads_on_s3(cluster_factory: ClusterFactory, proxies: Proxies,
     """The partitions on S3 (the session's SeaweedFS) instead of a shared directory."""
     storage = SharedStorage(seaweedfs.url(f"faults-{time.time_ns()}"),
                             seaweedfs.storage_options())
-    verdict = run_workload(workload(), cluster_factory, proxies, SCHEDULES["mixed"], tmp_path,
-                           env=TXN_ENV, storage=storage)
+    [verdict] = run_workloads([workload()], cluster_factory, proxies, SCHEDULES["mixed"],
+                              tmp_path, env=TXN_ENV, storage=storage)
     assert verdict.valid, verdict
