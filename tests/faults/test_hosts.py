@@ -1,0 +1,268 @@
+"""The fault harness's own tests: each fault does what it says on real namespaces and packets,
+and leaves nothing behind."""
+
+from __future__ import annotations
+
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import make_topic_name
+from tests.faults.clock import Clock
+from tests.faults.cluster import FaultCluster
+from tests.faults.conftest import NetworkFactory
+from tests.faults.hosts import Host, Network, leftovers, remove_stale
+from tests.faults.nemesis import CLIENTS, Nemesis, Schedule
+
+TCP_PORT, UDP_PORT = 7000, 7001
+CLOCK_READ_S = 2.2    # libfaketime reads the offset file again within 2 s (whole seconds)
+# Echoes TCP on 7000 and UDP on 7001; prints one line per datagram received.
+_ECHO = """
+import socket, sys, threading
+tcp = socket.socket(); tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+tcp.bind(("0.0.0.0", 7000)); tcp.listen(64)
+def serve(conn):
+    with conn:
+        while data := conn.recv(4096):
+            conn.sendall(data)
+def accept():
+    while True:
+        threading.Thread(target=serve, args=(tcp.accept()[0],), daemon=True).start()
+threading.Thread(target=accept, daemon=True).start()
+udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); udp.bind(("0.0.0.0", 7001))
+print("ready", flush=True)
+while True:
+    data, peer = udp.recvfrom(100)
+    print("got", data.decode(), flush=True)
+    try:
+        udp.sendto(data, peer)
+    except OSError:     # EPERM: a fault's firewall drops it
+        pass
+"""
+# Sends N datagrams to HOST's UDP echo and prints how many came back.
+_UDP_PROBE = """
+import socket, sys, threading, time
+host, count = sys.argv[1], int(sys.argv[2])
+sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+sock.settimeout(1.0)
+back = 0
+def receive():    # while sending: a full receive buffer would drop echoes too
+    global back
+    try:
+        while True:
+            sock.recv(100); back += 1
+    except OSError:
+        pass
+receiver = threading.Thread(target=receive)
+receiver.start()
+for i in range(count):
+    try:
+        sock.sendto(str(i).encode(), (host, 7001))
+    except OSError:     # EPERM: a fault's firewall drops it
+        pass
+    time.sleep(0.0005)
+receiver.join()
+print(back)
+"""
+
+
+def echo(host: Host) -> subprocess.Popen[bytes]:
+    server = host.popen([sys.executable, "-c", _ECHO], stdout=subprocess.PIPE)
+    assert server.stdout is not None and server.stdout.readline() == b"ready\n"
+    return server
+
+
+def connects(source: Host | None, target: Host) -> bool:
+    """Whether a TCP connection from ``source`` (None: the test process) is answered."""
+    cmd = ["timeout", "1", "bash", "-c", f"exec 3<>/dev/tcp/{target.address}/{TCP_PORT}"]
+    if source is None:
+        return subprocess.run(cmd, capture_output=True).returncode == 0
+    return source.run(cmd, check=False).returncode == 0
+
+
+def udp_echoes(source: Host, target: Host, count: int) -> int:
+    return int(source.run([sys.executable, "-c", _UDP_PROBE, target.address, str(count)])
+               .stdout)
+
+
+def datagrams_received(server: subprocess.Popen[bytes]) -> int:
+    """How many datagrams the echo server received since last asked (it prints a line for
+    each as it receives it: read until a quiet second)."""
+    assert server.stdout is not None
+    os.set_blocking(server.stdout.fileno(), False)
+    received, quiet_since = 0, time.monotonic()
+    while time.monotonic() - quiet_since < 1.0:
+        line = server.stdout.readline()
+        if line:
+            received += 1
+            quiet_since = time.monotonic()
+        else:
+            time.sleep(0.01)
+    return received
+
+
+Echoes = dict[str, subprocess.Popen[bytes]]
+
+
+@pytest.fixture
+def three(network_factory: NetworkFactory) -> Iterator[tuple[Network, Echoes]]:
+    network = network_factory(["a", "b", "c"])
+    servers = {host.name: echo(host) for host in network}
+    yield network, servers
+    for server in servers.values():
+        server.kill()
+
+
+def test_partition_cuts_a_pair_both_ways_and_only_it(three: tuple[Network, Echoes]) -> None:
+    network = three[0]
+    a, b, c = network["a"], network["b"], network["c"]
+    nemesis = Nemesis(network)
+    pairs = [(x, y) for x in (a, b, c) for y in (a, b, c) if x is not y]
+    assert all(connects(x, y) for x, y in pairs)
+    with nemesis.partition("a", "b"):
+        assert not connects(a, b) and not connects(b, a)
+        assert all(connects(x, y) for x, y in pairs if {x.name, y.name} != {"a", "b"})
+        assert connects(None, a) and connects(None, b)
+    assert all(connects(x, y) for x, y in pairs)
+    with nemesis.partition("a", CLIENTS):
+        assert not connects(None, a) and connects(a, b) and connects(None, b)
+    assert a.run(["nft", "list", "tables"]).stdout == ""
+    starts = [op.value for op in nemesis.history if op.f == "start"]
+    assert [value["peers"] for value in starts] == [("b",), (CLIENTS,)]
+
+
+def test_one_way_loss_lets_requests_in_but_not_answers(three: tuple[Network, Echoes]) -> None:
+    network, servers = three
+    a, b, c = network["a"], network["b"], network["c"]
+    with Nemesis(network).one_way_loss("b", ["a"]):
+        assert udp_echoes(a, b, 20) == 0
+        assert datagrams_received(servers["b"]) == 20
+        assert udp_echoes(c, b, 20) == 20
+        assert not connects(a, b) and connects(c, b)
+    assert udp_echoes(a, b, 20) == 20
+
+
+def test_30_percent_loss_drops_about_30_percent_each_way(
+        network_factory: NetworkFactory) -> None:
+    network = network_factory(["a", "b"])
+    server = echo(network["b"])
+    sent = 1000
+    try:
+        with Nemesis(network).loss("b", 30):
+            echoed = udp_echoes(network["a"], network["b"], sent)
+            received = datagrams_received(server)
+    finally:
+        server.kill()
+    inbound_loss = 1 - received / sent
+    outbound_loss = 1 - echoed / received
+    assert 0.22 < inbound_loss < 0.38, (received, echoed)
+    assert 0.22 < outbound_loss < 0.38, (received, echoed)
+
+
+def round_trip_ms(sock: socket.socket) -> float:
+    start = time.monotonic()
+    sock.sendall(b"x")
+    assert sock.recv(10) == b"x"
+    return (time.monotonic() - start) * 1000
+
+
+def test_latency_adds_500_ms_to_a_round_trip(three: tuple[Network, Echoes]) -> None:
+    network = three[0]
+    nemesis = Nemesis(network)
+    to_b = socket.create_connection((network["b"].address, TCP_PORT), timeout=5)
+    to_c = socket.create_connection((network["c"].address, TCP_PORT), timeout=5)
+    assert max(round_trip_ms(to_b) for _ in range(3)) < 100
+    with nemesis.latency("b", 500, jitter_ms=100):
+        late = [round_trip_ms(to_b) for _ in range(8)]     # a connection older than the fault
+        fresh = socket.create_connection((network["b"].address, TCP_PORT), timeout=5)
+        late += [round_trip_ms(fresh) for _ in range(4)]
+        assert max(round_trip_ms(to_c) for _ in range(3)) < 100
+    assert all(390 < ms < 700 for ms in late), late
+    assert 430 < statistics.median(late) < 620, late
+    assert statistics.pstdev(late) > 5, late    # jitter
+    assert max(round_trip_ms(to_b) for _ in range(3)) < 100
+    assert "slow" not in network["b"].run(["ip", "-o", "link"]).stdout
+    assert network["b"].run(["ip", "rule"]).stdout.count("lookup") == 3    # local, main, default
+
+
+class _ClockOnly:
+    """The processes of a host, as far as a clock jump needs: their clock."""
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+
+    def clock(self, host: str) -> Clock:
+        return self._clock
+
+
+def test_clock_jump_is_seen_by_a_process_under_the_clock(
+        network_factory: NetworkFactory, tmp_path: Path) -> None:
+    network = network_factory(["a"])
+    clock = Clock(tmp_path)
+    printer = network["a"].popen(
+        [sys.executable, "-c", "import time\nwhile True:\n print(time.time(), flush=True)\n"
+                               " time.sleep(0.1)"],
+        env={**os.environ, **clock.env()}, stdout=subprocess.PIPE)
+    assert printer.stdout is not None
+
+    def offset() -> float:
+        os.set_blocking(printer.stdout.fileno(), False)
+        while printer.stdout.readline():     # drop what was printed before
+            pass
+        os.set_blocking(printer.stdout.fileno(), True)
+        return float(printer.stdout.readline()) - time.time()
+
+    try:
+        nemesis = Nemesis(network, _ClockOnly(clock))  # type: ignore[arg-type]
+        assert abs(offset()) < 1
+        with nemesis.clock_jump("a", 300):
+            time.sleep(CLOCK_READ_S)
+            assert 298 < offset() < 302
+            with nemesis.clock_jump("a", -420):
+                time.sleep(CLOCK_READ_S)
+                assert -122 < offset() < -118
+        time.sleep(CLOCK_READ_S)
+        assert abs(offset()) < 1
+    finally:
+        printer.kill()
+
+
+def test_teardown_leaves_nothing_and_stale_runs_are_removed(tmp_path: Path) -> None:
+    network = Network(["a", "b"])
+    tag = network.tag
+    with Nemesis(network).partition("a", "b"):
+        assert len(leftovers(tag)) == 5     # 2 namespaces, 2 veths, the bridge
+    sleeper = network["a"].popen(["sleep", "60"])
+    network.close()
+    assert leftovers(tag) == []
+    assert sleeper.wait(5) == -9
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = f"{dead.pid:06x}00"
+    subprocess.run(["ip", "netns", "add", f"bmq{stale}-x"], check=True)
+    subprocess.run(["ip", "link", "add", f"bq{stale}br", "type", "bridge"], check=True)
+    assert sorted(remove_stale()) == sorted([f"bmq{stale}-x", f"bq{stale}br"])
+    assert leftovers(stale) == []
+
+
+def test_schedule_is_seeded_bounded_and_combined() -> None:
+    hosts = ["broker1", "broker2", "broker3", "zk1"]
+    kinds = ["partition", "loss", "latency", "kill", "pause"]
+    schedule = Schedule.random(7, 120, kinds, hosts)
+    assert schedule == Schedule.random(7, 120, kinds, hosts)
+    assert schedule != Schedule.random(8, 120, kinds, hosts)
+    assert all(step.at_s + step.duration_s <= 120 for step in schedule.steps)
+    assert {step.kind for step in schedule.steps} == set(kinds)
+    network_steps = [s for s in schedule.steps if s.kind not in ("kill", "pause")]
+    combined = [s for s in schedule.steps if s.kind in ("kill", "pause") and any(
+        n.at_s <= s.at_s and s.at_s + s.duration_s <= n.at_s + n.duration_s + 1e-6
+        and n.hosts == s.hosts for n in network_steps)]
+    assert combined
