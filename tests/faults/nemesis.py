@@ -198,32 +198,32 @@ class ClockJump(Fault):
             clock.set(clock.offset_s - int(self.params["seconds"]))
 
 
-class Kill(Fault):
+class _ProcessFault(Fault):
+    """``actions``: what ``Processes`` does to each host to start the fault, and to undo it."""
+
+    actions: ClassVar[tuple[str, str]]
+
+    def start(self) -> None:
+        for name in self.hosts:
+            getattr(self.nemesis.processes_of(), self.actions[0])(name)
+
+    def undo(self) -> None:
+        for name in self.hosts:
+            getattr(self.nemesis.processes_of(), self.actions[1])(name)
+
+
+class Kill(_ProcessFault):
     """kill -9 of the hosts' processes; undo starts them again."""
 
     kind = "kill"
-
-    def start(self) -> None:
-        for name in self.hosts:
-            self.nemesis.processes_of().kill(name)
-
-    def undo(self) -> None:
-        for name in self.hosts:
-            self.nemesis.processes_of().restart(name)
+    actions = ("kill", "restart")
 
 
-class Pause(Fault):
+class Pause(_ProcessFault):
     """SIGSTOP of the hosts' processes; undo is SIGCONT."""
 
     kind = "pause"
-
-    def start(self) -> None:
-        for name in self.hosts:
-            self.nemesis.processes_of().pause(name)
-
-    def undo(self) -> None:
-        for name in self.hosts:
-            self.nemesis.processes_of().resume(name)
+    actions = ("pause", "resume")
 
 
 class Nemesis:

@@ -13,6 +13,7 @@ receives are untouched. The device goes away with this process (kill it to undo 
 from __future__ import annotations
 
 import collections
+import contextlib
 import fcntl
 import os
 import random
@@ -81,10 +82,9 @@ def run(device: str, delay_ms: float, jitter_ms: float, mark: int) -> None:
     def send() -> None:
         while True:
             packet = line.take()
-            try:
+            # As a link would: a packet that cannot go out is lost.
+            with contextlib.suppress(OSError):
                 out.sendto(packet, (_destination(packet), 0))
-            except OSError:
-                pass    # as a link would: a packet that cannot go out is lost
 
     threading.Thread(target=send, daemon=True).start()
     print("ready", flush=True)

@@ -13,10 +13,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.conftest import make_topic_name
 from tests.faults.clock import Clock
-from tests.faults.cluster import FaultCluster
+from tests.faults.cluster import BROKERS, SESSION_TIMEOUT_MS, FaultCluster
 from tests.faults.conftest import NetworkFactory
 from tests.faults.hosts import Host, Network, leftovers, remove_stale
 from tests.faults.nemesis import CLIENTS, Nemesis, Schedule
@@ -266,3 +268,60 @@ def test_schedule_is_seeded_bounded_and_combined() -> None:
         n.at_s <= s.at_s and s.at_s + s.duration_s <= n.at_s + n.duration_s + 1e-6
         and n.hosts == s.hosts for n in network_steps)]
     assert combined
+
+
+def _produce(bootstrap: str, topic: str, values: list[str]) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
+                         "acks": "all", "linger.ms": 5, "message.timeout.ms": 30000})
+    errors: list[object] = []
+    for value in values:
+        producer.produce(topic, value.encode(), key=value.encode(),
+                         on_delivery=lambda err, msg: errors.append(err) if err else None)
+    assert producer.flush(60) == 0 and errors == []
+
+
+def _consume(bootstrap: str, topic: str, expected: int) -> set[str]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    values: set[str] = set()
+    deadline = time.monotonic() + 60
+    try:
+        while len(values) < expected and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                values.add(message.value().decode())
+    finally:
+        consumer.close()
+    return values
+
+
+@pytest.mark.slow
+def test_fault_cluster_serves_clients_and_a_killed_broker_loses_its_partitions(
+        fault_cluster: FaultCluster) -> None:
+    cluster = fault_cluster
+    endpoints = cluster.endpoints()
+    assert endpoints.proxy is not None
+    topic = make_topic_name("smoke")
+    admin = AdminClient({"bootstrap.servers": endpoints.admin})
+    admin.create_topics([NewTopic(topic, 6)])[topic].result(30)
+    cluster.wait_writable(topic)
+    _produce(endpoints.proxy, topic, [f"proxy-{i}" for i in range(100)])
+    _produce(endpoints.bootstrap, topic, [f"brokers-{i}" for i in range(100)])
+    assert len(_consume(endpoints.bootstrap, topic, 200)) == 200
+
+    owners = cluster.owners(topic)
+    victim = f"broker{owners[0]}"
+    others = {cluster.broker_id(b) for b in BROKERS} - {owners[0]}
+    nemesis = cluster.nemesis()
+    with nemesis.kill(victim):
+        moved_s = cluster.wait_writable(topic, others, timeout=SESSION_TIMEOUT_MS / 1000 + 10)
+        _produce(endpoints.proxy, topic, [f"after-kill-{i}" for i in range(50)])
+    cluster.heal()
+    assert len(_consume(endpoints.bootstrap, topic, 250)) == 250
+    start, stop = [op for op in nemesis.history if op.process == "nemesis"]
+    assert start.f == "start" and stop.f == "stop" and start.value["kind"] == "kill"
+    print(f"cluster started in {cluster.start_seconds:.1f} s; {victim}'s partitions writable "
+          f"elsewhere {moved_s:.2f} s after kill -9; kill applied in "
+          f"{(start.completed_ns or 0) - start.invoked_ns} ns, undone (restart) in "
+          f"{(stop.completed_ns or 0) - stop.invoked_ns} ns")
