@@ -18,12 +18,13 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.conftest import make_topic_name
 from tests.faults.clock import Clock
-from tests.faults.cluster import BROKERS, SESSION_TIMEOUT_MS, FaultCluster
+from tests.faults.cluster import BMQ_HOSTS, BROKERS, SESSION_TIMEOUT_MS, FaultCluster
 from tests.faults.conftest import NetworkFactory
-from tests.faults.hosts import Host, Network, leftovers, remove_stale
-from tests.faults.nemesis import CLIENTS, Nemesis, Schedule
+from tests.faults.history import History
+from tests.faults.hosts import Host, Network, ip, leftovers, remove_stale
+from tests.faults.nemesis import CLIENTS, Nemesis, Schedule, ScheduleRunner
 
-TCP_PORT, UDP_PORT = 7000, 7001
+TCP_PORT = 7000    # and UDP on 7001: the echo server's ports
 CLOCK_READ_S = 2.2    # libfaketime reads the offset file again within 2 s (whole seconds)
 # Echoes TCP on 7000 and UDP on 7001; prints one line per datagram received.
 _ECHO = """
@@ -242,6 +243,8 @@ def test_teardown_leaves_nothing_and_stale_runs_are_removed(tmp_path: Path) -> N
     with Nemesis(network).partition("a", "b"):
         assert len(leftovers(tag)) == 5     # 2 namespaces, 2 veths, the bridge
     sleeper = network["a"].popen(["sleep", "60"])
+    while str(sleeper.pid) not in ip("netns", "pids", network["a"].netns).split():
+        time.sleep(0.01)    # until `ip netns exec` has entered the namespace
     network.close()
     assert leftovers(tag) == []
     assert sleeper.wait(5) == -9
@@ -302,6 +305,9 @@ def test_fault_cluster_serves_clients_and_a_killed_broker_loses_its_partitions(
     cluster = fault_cluster
     endpoints = cluster.endpoints()
     assert endpoints.proxy is not None
+    for name in BMQ_HOSTS:     # under the clock a nemesis jumps
+        pid = cluster.processes[name].proc.pid  # type: ignore[union-attr]
+        assert "libfaketime" in Path(f"/proc/{pid}/maps").read_text()
     topic = make_topic_name("smoke")
     admin = AdminClient({"bootstrap.servers": endpoints.admin})
     admin.create_topics([NewTopic(topic, 6)])[topic].result(30)
@@ -325,3 +331,31 @@ def test_fault_cluster_serves_clients_and_a_killed_broker_loses_its_partitions(
           f"elsewhere {moved_s:.2f} s after kill -9; kill applied in "
           f"{(start.completed_ns or 0) - start.invoked_ns} ns, undone (restart) in "
           f"{(stop.completed_ns or 0) - stop.invoked_ns} ns")
+
+
+def test_schedule_runner_applies_each_fault_in_its_window_and_heals(
+        three: tuple[Network, Echoes]) -> None:
+    network = three[0]
+    history = History()
+    schedule = Schedule.random(3, 4.0, ["partition", "loss", "one_way_loss"], ["a", "b", "c"],
+                               fault_s=(0.4, 0.8), gap_s=(0.1, 0.3))
+    runner = ScheduleRunner(Nemesis(network, history=history), schedule).start()
+    runner.join(15)
+    assert runner.done() and runner.errors == []
+    ops = [op for op in history if op.process == "nemesis"]
+    assert [op.f for op in ops] == ["start", "stop"] * len(schedule.steps)
+    for step, start, stop in zip(schedule.steps, ops[::2], ops[1::2], strict=True):
+        assert (start.value["kind"], tuple(start.value["hosts"])) == (step.kind, step.hosts)
+        assert start.type == stop.type == "ok"
+        lasted_s = (stop.invoked_ns - start.invoked_ns) / 1e9
+        assert step.duration_s - 0.1 < lasted_s < step.duration_s + 0.5, (step, lasted_s)
+    assert all(host.run(["nft", "list", "tables"]).stdout == "" for host in network)
+
+    # Stopped early, it still undoes what is active.
+    schedule = Schedule.random(4, 60.0, ["partition"], ["a", "b", "c"], fault_s=(50, 55),
+                               gap_s=(0.1, 0.2))
+    runner = ScheduleRunner(Nemesis(network, history=history), schedule).start()
+    time.sleep(0.5)
+    assert any(host.run(["nft", "list", "tables"]).stdout for host in network)
+    runner.stop()
+    assert all(host.run(["nft", "list", "tables"]).stdout == "" for host in network)
