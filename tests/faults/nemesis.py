@@ -144,8 +144,8 @@ class Loss(_Firewall):
 
 class Latency(Fault):
     """Every packet the hosts send is ``ms`` +- ``jitter_ms`` late (``relay.py``): a round trip
-    with them takes ``ms`` longer. Their packets to the subnet are routed (an ip rule, priority
-    below main) into the relay's tunnel; the relay sends them on with a mark that skips the
+    with them takes ``ms`` longer. Their packets to the subnet are routed (an ip rule looked up
+    before main's) into the relay's tunnel; the relay sends them on with a mark that skips the
     rule."""
 
     kind = "latency"

@@ -183,9 +183,9 @@ def test_latency_adds_500_ms_to_a_round_trip(three: tuple[Network, Echoes]) -> N
     to_c = socket.create_connection((network["c"].address, TCP_PORT), timeout=5)
     assert max(round_trip_ms(to_b) for _ in range(3)) < 100
     with nemesis.latency("b", 500, jitter_ms=100):
-        late = [round_trip_ms(to_b) for _ in range(8)]     # a connection older than the fault
+        late = [round_trip_ms(to_b) for _ in range(5)]     # a connection older than the fault
         fresh = socket.create_connection((network["b"].address, TCP_PORT), timeout=5)
-        late += [round_trip_ms(fresh) for _ in range(4)]
+        late += [round_trip_ms(fresh) for _ in range(3)]
         assert max(round_trip_ms(to_c) for _ in range(3)) < 100
     assert all(390 < ms < 700 for ms in late), late
     assert 430 < statistics.median(late) < 620, late
@@ -222,17 +222,22 @@ def test_clock_jump_is_seen_by_a_process_under_the_clock(
         os.set_blocking(printer.stdout.fileno(), True)
         return float(printer.stdout.readline()) - time.time()
 
+    def offset_becomes(expected: float) -> float:
+        """The process's offset once it is ``expected`` (+- 2 s), or when the file has had
+        time to be read again."""
+        deadline = time.monotonic() + CLOCK_READ_S
+        while abs((seen := offset()) - expected) > 2 and time.monotonic() < deadline:
+            pass
+        return seen
+
     try:
         nemesis = Nemesis(network, _ClockOnly(clock))  # type: ignore[arg-type]
         assert abs(offset()) < 1
         with nemesis.clock_jump("a", 300):
-            time.sleep(CLOCK_READ_S)
-            assert 298 < offset() < 302
+            assert 298 < offset_becomes(300) < 302
             with nemesis.clock_jump("a", -420):
-                time.sleep(CLOCK_READ_S)
-                assert -122 < offset() < -118
-        time.sleep(CLOCK_READ_S)
-        assert abs(offset()) < 1
+                assert -122 < offset_becomes(-120) < -118
+        assert abs(offset_becomes(0)) < 2
     finally:
         printer.kill()
 
