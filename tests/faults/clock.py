@@ -37,10 +37,6 @@ int clock_nanosleep(clockid_t clock, int flags, const struct timespec *request,
 """
 
 
-def available() -> bool:
-    return LIBFAKETIME.exists()
-
-
 def _shim() -> Path:
     """The compiled shim, built once per version of its source (cached in the temp dir)."""
     digest = hashlib.sha256(_SHIM_SOURCE.encode()).hexdigest()[:12]
