@@ -145,6 +145,7 @@ class FaultCluster:
         self._zk: KazooClient | None = None
         self._nemeses: list[Nemesis] = []
         self.start_seconds = 0.0
+        self.start_phases: dict[str, float] = {}    # seconds from the start to each one up
 
     def _dir(self, name: str) -> Path:
         path = self.directory / name
@@ -164,19 +165,23 @@ class FaultCluster:
         return cluster
 
     def _start(self) -> None:
+        began = time.monotonic()
         for index, name in enumerate(ZOOKEEPERS, start=1):
             self._add_zookeeper(index, name)
         self.seaweedfs = SeaweedFS.start(self._dir(S3), host=self.hosts[S3].address,
                                          launch=self._launch_s3)
         self.storage_options = self.seaweedfs.storage_options()
+        self.start_phases["s3"] = time.monotonic() - began
         for name in ZOOKEEPERS:
             self.processes[name].wait_ready()
-        self._wait(lambda: self.zookeeper_leader() is not None, "a ZooKeeper leader")
+        self.wait_for(lambda: self.zookeeper_leader() is not None, "a ZooKeeper leader")
         self._zk = KazooClient(hosts=self.zookeeper, timeout=10)
         self._zk.start(30)
+        self.start_phases["zookeeper"] = time.monotonic() - began
         for name in BMQ_HOSTS:
             self._add_bmq(name)
         self.wait_ready()
+        self.start_phases["bmq"] = time.monotonic() - began
 
     def _launch_s3(self, args: list[str], log: Path) -> subprocess.Popen[bytes]:
         address = self.hosts[S3].address
@@ -288,9 +293,9 @@ class FaultCluster:
             return bool(states) and all(s.state == WRITABLE and (owners is None or
                                                                  s.owner in owners)
                                         for s in states)
-        return self._wait(check, f"{topic} writable on {owners}", timeout)
+        return self.wait_for(check, f"{topic} writable on {owners}", timeout)
 
-    def _wait(self, check: Callable[[], bool], what: str,
+    def wait_for(self, check: Callable[[], bool], what: str,
               timeout: float = _START_TIMEOUT_S) -> float:
         start = time.monotonic()
         while time.monotonic() - start < timeout:
@@ -304,9 +309,9 @@ class FaultCluster:
         """Every process up, an active controller, every broker registered."""
         for process in self.processes.values():
             process.wait_ready(timeout)
-        self._wait(lambda: self.active_controller() is not None, "an active controller",
+        self.wait_for(lambda: self.active_controller() is not None, "an active controller",
                    timeout)
-        self._wait(lambda: self.registered_brokers() == {self.broker_id(b) for b in BROKERS},
+        self.wait_for(lambda: self.registered_brokers() == {self.broker_id(b) for b in BROKERS},
                    "every broker registered", timeout)
 
     def logs(self, chars: int = 2000) -> str:

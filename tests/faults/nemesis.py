@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
@@ -349,26 +349,31 @@ class Schedule:
     def random(cls, seed: int, duration_s: float, kinds: Sequence[str],
                hosts: Sequence[str], peers: Sequence[str] | None = None,
                fault_s: tuple[float, float] = (2.0, 10.0), gap_s: tuple[float, float] = (1.0, 3.0),
-               combined: float = 0.3) -> Schedule:
-        """Faults of ``kinds`` one after another on one of ``hosts`` each, ``fault_s`` long with
-        ``gap_s`` between them, all over within ``duration_s``; partitions and one-way loss cut
-        the host off from a random part of ``peers`` (default: the other hosts). With
-        probability ``combined`` a network fault also has a kill -9 or SIGSTOP (those of
-        ``kinds``) of its host inside its window. The same seed gives the same schedule."""
+               combined: float = 0.3,
+               targets: Mapping[str, Sequence[str]] | None = None) -> Schedule:
+        """Faults of ``kinds`` one after another on one of ``hosts`` each (``targets[kind]``
+        instead, for the kinds it names: clock jumps only where processes run under the
+        clock), ``fault_s`` long with ``gap_s`` between them, all over within ``duration_s``;
+        partitions and one-way loss cut the host off from a random part of ``peers`` (default:
+        the other hosts). With probability ``combined`` a network fault also has a kill -9 or
+        SIGSTOP (those of ``kinds`` that may hit its host) of its host inside its window. The
+        same seed gives the same schedule."""
         unknown = set(kinds) - set(KINDS)
         assert kinds and not unknown, f"unknown fault kinds {unknown}"
         rng = random.Random(seed)
         steps: list[Step] = []
-        process_kinds = [kind for kind in kinds if kind in _PROCESS_KINDS]
+        eligible = {kind: list((targets or {}).get(kind, hosts)) for kind in kinds}
         at = rng.uniform(*gap_s)
         while True:
             duration = rng.uniform(*fault_s)
             if at + duration > duration_s:
                 break
             kind = rng.choice(list(kinds))
-            host = rng.choice(list(hosts))
+            host = rng.choice(eligible[kind])
             steps.append(Step(round(at, 3), round(duration, 3), kind, (host,),
                               _random_params(rng, kind, host, peers or hosts)))
+            process_kinds = [other for other in kinds
+                             if other in _PROCESS_KINDS and host in eligible[other]]
             if kind not in _PROCESS_KINDS and process_kinds and rng.random() < combined:
                 offset = rng.uniform(0, duration / 2)
                 steps.append(Step(round(at + offset, 3),

@@ -18,7 +18,17 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.conftest import make_topic_name
 from tests.faults.clock import Clock
-from tests.faults.cluster import BMQ_HOSTS, BROKERS, SESSION_TIMEOUT_MS, FaultCluster
+from tests.faults.cluster import (
+    BMQ_HOSTS,
+    BROKERS,
+    CONTROLLERS,
+    KAFKA_PORT,
+    S3,
+    SESSION_TIMEOUT_MS,
+    ZOOKEEPERS,
+    FaultCluster,
+    accepts,
+)
 from tests.faults.conftest import NetworkFactory
 from tests.faults.history import History
 from tests.faults.hosts import Host, Network, ip, leftovers, remove_stale
@@ -277,6 +287,11 @@ def test_schedule_is_seeded_bounded_and_combined() -> None:
         and n.hosts == s.hosts for n in network_steps)]
     assert combined
 
+    clocked = Schedule.random(7, 120, ["partition", "clock_jump"], hosts,
+                              targets={"clock_jump": ["broker1"]})
+    assert {s.hosts for s in clocked.steps if s.kind == "clock_jump"} == {("broker1",)}
+    assert {s.hosts for s in clocked.steps if s.kind == "partition"} != {("broker1",)}
+
 
 def _produce(bootstrap: str, topic: str, values: list[str]) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
@@ -364,3 +379,52 @@ def test_schedule_runner_applies_each_fault_in_its_window_and_heals(
     assert any(host.run(["nft", "list", "tables"]).stdout for host in network)
     runner.stop()
     assert all(host.run(["nft", "list", "tables"]).stdout == "" for host in network)
+
+
+def _state(cluster: FaultCluster, host: str) -> str:
+    """The process's state letter in /proc (T: stopped)."""
+    pid = cluster.processes[host].proc.pid  # type: ignore[union-attr]
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat[stat.rindex(")") + 2]
+
+
+@pytest.mark.slow
+def test_cluster_faults_cut_what_they_name(fault_cluster: FaultCluster) -> None:
+    cluster = fault_cluster
+    topic = make_topic_name("cut")
+    admin = AdminClient({"bootstrap.servers": cluster.endpoints().admin})
+    admin.create_topics([NewTopic(topic, 6)])[topic].result(30)
+    cluster.wait_writable(topic)
+    nemesis = cluster.nemesis()
+    owned = {b: [p for p, o in cluster.owners(topic).items() if o == cluster.broker_id(b)]
+             for b in BROKERS}
+    victim = next(b for b in BROKERS if owned[b])
+    broker, s3 = cluster.hosts[victim], cluster.hosts[S3]
+    others = {cluster.broker_id(b) for b in BROKERS if b != victim}
+
+    # A broker cut off from ZooKeeper and the controllers: clients still reach it, its
+    # partitions move once its session expires.
+    with nemesis.partition(victim, [*ZOOKEEPERS, *CONTROLLERS]):
+        assert accepts(broker.address, KAFKA_PORT)
+        moved_s = cluster.wait_writable(topic, others, timeout=SESSION_TIMEOUT_MS / 1000 + 15)
+    # ... from the storage only.
+    s3_port = cluster.storage_options["endpoint_url"].rpartition(":")[2]
+    reach_s3 = ["timeout", "1", "bash", "-c", f"exec 3<>/dev/tcp/{s3.address}/{s3_port}"]
+    with nemesis.partition(victim, S3):
+        assert broker.run(reach_s3, check=False).returncode != 0
+        assert cluster.hosts[next(b for b in BROKERS if b != victim)].run(reach_s3)
+        assert accepts(broker.address, KAFKA_PORT)
+    assert broker.run(reach_s3).returncode == 0
+    # ZooKeeper's leader cut off from the other servers: they elect another.
+    leader = cluster.zookeeper_leader()
+    assert leader is not None
+    with nemesis.partition(leader, [zk for zk in ZOOKEEPERS if zk != leader]):
+        cluster.wait_for(lambda: cluster.zookeeper_leader() not in (None, leader),
+                      "another ZooKeeper leader", 30)
+    # SIGSTOP and SIGCONT.
+    with nemesis.pause(victim):     # the signal is delivered asynchronously
+        cluster.wait_for(lambda: _state(cluster, victim) == "T", f"{victim} stopped", 5)
+    cluster.wait_for(lambda: _state(cluster, victim) != "T", f"{victim} running", 5)
+    cluster.heal()
+    print(f"{victim}'s partitions moved {moved_s:.1f} s after it was cut off from ZooKeeper "
+          f"and the controllers")
