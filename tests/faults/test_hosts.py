@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.conftest import make_topic_name
@@ -381,6 +381,17 @@ def test_schedule_runner_applies_each_fault_in_its_window_and_heals(
     assert all(host.run(["nft", "list", "tables"]).stdout == "" for host in network)
 
 
+def _log_append_time(bootstrap: str, topic: str) -> float:
+    """The broker's timestamp of one record produced now (seconds)."""
+    stamps: list[int] = []
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    producer.produce(topic, b"x", on_delivery=lambda err, msg: stamps.append(
+        msg.timestamp()[1] if err is None and msg.timestamp()[0] == TIMESTAMP_LOG_APPEND_TIME
+        else -1))
+    assert producer.flush(30) == 0 and len(stamps) == 1 and stamps[0] > 0, stamps
+    return stamps[0] / 1000
+
+
 def _state(cluster: FaultCluster, host: str) -> str:
     """The process's state letter in /proc (T: stopped)."""
     pid = cluster.processes[host].proc.pid  # type: ignore[union-attr]
@@ -425,6 +436,16 @@ def test_cluster_faults_cut_what_they_name(fault_cluster: FaultCluster) -> None:
     with nemesis.pause(victim):     # the signal is delivered asynchronously
         cluster.wait_for(lambda: _state(cluster, victim) == "T", f"{victim} stopped", 5)
     cluster.wait_for(lambda: _state(cluster, victim) != "T", f"{victim} running", 5)
+    # A clock jump is seen by the broker: it stamps LogAppendTime with its own clock.
+    stamped = make_topic_name("clock")
+    admin.create_topics([NewTopic(stamped, 1, config={
+        "message.timestamp.type": "LogAppendTime"})])[stamped].result(30)
+    cluster.wait_writable(stamped)
+    owner = f"broker{cluster.owners(stamped)[0]}"
+    with nemesis.clock_jump(owner, 300):
+        time.sleep(CLOCK_READ_S)
+        offset_s = _log_append_time(cluster.endpoints().bootstrap, stamped) - time.time()
+    assert 295 < offset_s < 305, offset_s
     cluster.heal()
     print(f"{victim}'s partitions moved {moved_s:.1f} s after it was cut off from ZooKeeper "
           f"and the controllers")
