@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
+from tests.faults import relay as relay_module
 from tests.faults.clock import Clock
 from tests.faults.history import History
 from tests.faults.hosts import Host, Network
@@ -158,7 +159,7 @@ class Latency(Fault):
         device, table = f"slow{self.id}", str(1000 + self.id)
         for name in self.hosts:
             host = self.nemesis.host(name)
-            relay = host.popen([sys.executable, "-m", "tests.faults.relay", device,
+            relay = host.popen([sys.executable, relay_module.__file__, device,
                                 str(self.params["ms"]), str(self.params["jitter_ms"]),
                                 hex(_RELAY_MARK)], stdout=subprocess.PIPE)
             self.relays.append(relay)
