@@ -58,9 +58,14 @@ class HostProcess:
     env: dict[str, str] | None = None
     proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     paused: bool = False
+    killed: bool = False    # by kill(): its exit is the nemesis's doing
+    exits: list[int] = field(default_factory=list)    # exit codes of the exits nobody caused
 
     def start(self) -> None:
         assert not self.running(), f"{self.host.name} runs already"
+        if self.proc is not None and not self.killed:
+            self.exits.append(self.proc.returncode)
+        self.killed = False
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log, "ab") as log:
             log.write(f"\n===== start: {' '.join(self.command)}\n".encode())
@@ -88,6 +93,7 @@ class HostProcess:
                 os.killpg(self.proc.pid, signum)
 
     def kill(self) -> None:
+        self.killed = True
         self.signal(signal.SIGKILL)
         if self.proc is not None:
             self.proc.wait(10)
@@ -328,6 +334,18 @@ class FaultCluster:
     def kill(self, host: str) -> None:
         self.processes[host].kill()
 
+    def unexpected_exits(self) -> dict[str, list[int]]:
+        """The exit codes of the processes that exited without a kill (then restarted by the
+        nemesis or ``heal()``), or are not running now though nobody killed them, by host."""
+        found = {}
+        for name, process in self.processes.items():
+            codes = list(process.exits)
+            if not process.running() and not process.killed and process.proc is not None:
+                codes.append(process.proc.returncode)
+            if codes:
+                found[name] = codes
+        return found
+
     def restart(self, host: str) -> None:
         """Start the host's process again if it is not running (not waiting for it: a fault
         may still cut it off; ``heal()`` waits)."""
@@ -345,7 +363,8 @@ class FaultCluster:
 
     def heal(self, timeout: float = _START_TIMEOUT_S) -> None:
         """Undo every fault, resume and restart every process, wall clocks back to true, and
-        wait until the cluster is whole again."""
+        wait until the cluster is whole again. A process that exited by itself is started
+        again too: ``unexpected_exits()`` still tells."""
         errors = []
         for nemesis in self._nemeses:
             try:

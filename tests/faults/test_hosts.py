@@ -4,6 +4,7 @@ and leaves nothing behind."""
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import statistics
 import subprocess
@@ -23,6 +24,7 @@ from tests.faults.cluster import (
     BROKERS,
     CONTROLLERS,
     KAFKA_PORT,
+    PROXY,
     S3,
     SESSION_TIMEOUT_MS,
     ZOOKEEPERS,
@@ -345,6 +347,7 @@ def test_fault_cluster_serves_clients_and_a_killed_broker_loses_its_partitions(
         _produce(endpoints.proxy, topic, [f"after-kill-{i}" for i in range(50)])
     cluster.heal()
     assert len(_consume(endpoints.bootstrap, topic, 250)) == 250
+    assert cluster.unexpected_exits() == {}
     start, stop = [op for op in nemesis.history if op.process == "nemesis"]
     assert start.f == "start" and stop.f == "stop" and start.value["kind"] == "kill"
     print(f"cluster started in {cluster.start_seconds:.1f} s; {victim}'s partitions writable "
@@ -420,7 +423,7 @@ def test_cluster_faults_cut_what_they_name(fault_cluster: FaultCluster) -> None:
         moved_s = cluster.wait_writable(topic, others, timeout=SESSION_TIMEOUT_MS / 1000 + 15)
     # ... from the storage only.
     s3_port = cluster.storage_options["endpoint_url"].rpartition(":")[2]
-    reach_s3 = ["timeout", "1", "bash", "-c", f"exec 3<>/dev/tcp/{s3.address}/{s3_port}"]
+    reach_s3 = ["timeout", "3", "bash", "-c", f"exec 3<>/dev/tcp/{s3.address}/{s3_port}"]
     with nemesis.partition(victim, S3):
         assert broker.run(reach_s3, check=False).returncode != 0
         assert cluster.hosts[next(b for b in BROKERS if b != victim)].run(reach_s3)
@@ -447,5 +450,11 @@ def test_cluster_faults_cut_what_they_name(fault_cluster: FaultCluster) -> None:
         offset_s = _log_append_time(cluster.endpoints().bootstrap, stamped) - time.time()
     assert 295 < offset_s < 305, offset_s
     cluster.heal()
+    assert cluster.unexpected_exits() == {}
+    # An exit nobody caused is told, also after heal() started the process again.
+    cluster.processes[PROXY].signal(signal.SIGTERM)
+    cluster.processes[PROXY].proc.wait(30)  # type: ignore[union-attr]
+    cluster.heal()
+    assert cluster.unexpected_exits() == {PROXY: [0]}
     print(f"{victim}'s partitions moved {moved_s:.1f} s after it was cut off from ZooKeeper "
           f"and the controllers")
