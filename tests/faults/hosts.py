@@ -228,7 +228,7 @@ def _free_subnet() -> ipaddress.IPv4Network:
     start = os.getpid() % (50 * 256)
     for offset in range(50 * 256):
         index = (start + offset) % (50 * 256)
-        subnet = ipaddress.ip_network(f"10.{200 + index // 256}.{index % 256}.0/24")
+        subnet = ipaddress.IPv4Network(f"10.{200 + index // 256}.{index % 256}.0/24")
         if not any(subnet.overlaps(other) for other in used if other.prefixlen > 0):
             return subnet
     raise RuntimeError("no free 10.200-249.x.0/24 subnet")

@@ -225,14 +225,15 @@ def test_clock_jump_is_seen_by_a_process_under_the_clock(
         [sys.executable, "-c", "import time\nwhile True:\n print(time.time(), flush=True)\n"
                                " time.sleep(0.1)"],
         env={**os.environ, **clock.env()}, stdout=subprocess.PIPE)
-    assert printer.stdout is not None
+    printed = printer.stdout
+    assert printed is not None
 
     def offset() -> float:
-        os.set_blocking(printer.stdout.fileno(), False)
-        while printer.stdout.readline():     # drop what was printed before
+        os.set_blocking(printed.fileno(), False)
+        while printed.readline():     # drop what was printed before
             pass
-        os.set_blocking(printer.stdout.fileno(), True)
-        return float(printer.stdout.readline()) - time.time()
+        os.set_blocking(printed.fileno(), True)
+        return float(printed.readline()) - time.time()
 
     def offset_becomes(expected: float) -> float:
         """The process's offset once it is ``expected`` (+- 2 s), or when the file has had
@@ -315,7 +316,7 @@ def _consume(bootstrap: str, topic: str, expected: int) -> set[str]:
         while len(values) < expected and time.monotonic() < deadline:
             message = consumer.poll(0.5)
             if message is not None and message.error() is None:
-                values.add(message.value().decode())
+                values.add(bytes(message.value() or b"").decode())
     finally:
         consumer.close()
     return values
