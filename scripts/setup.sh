@@ -25,6 +25,12 @@ if [ "$with_tests" = "--tests" ]; then
   # tests/spark run PySpark 4, which needs Java 17 or 21: Debian 12 and Ubuntu ship
   # openjdk-17-jre-headless, Debian 13 only Java 21 (its default-jre-headless).
   command -v java >/dev/null 2>&1 || need_java=yes
+  # tests/faults puts each process of a cluster on its own host (a network namespace, made
+  # with iproute2's ip) and injects faults: nftables drops packets (partitions, loss),
+  # libfaketime (faketime) steps a host's wall clock.
+  command -v ip >/dev/null 2>&1 || need+=(iproute2)
+  command -v nft >/dev/null 2>&1 || need+=(nftables)
+  ls /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 >/dev/null 2>&1 || need+=(faketime)
 fi
 if [ ${#need[@]} -gt 0 ] || [ -n "$need_java" ]; then
   sudo=""

