@@ -105,10 +105,42 @@ def fault_window(producer: WatchedProducer, victim_partitions: set[int], start: 
         acks_per_s=acks / (end - start), fatal=list(producer.fatal))
 
 
-def make_topic(admin: AdminClient, cluster: Cluster, topic: str, partitions: int) -> None:
-    for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
-        future.result(30)
-    cluster.wait_writable(topic)
+def start_producers(cluster: Cluster, proxy: ProxyProcess, bootstraps: list[str],
+                    partitions: int, rate: float, debug: bool = False,
+                    settings: dict[str, Any] | None = None) -> list[WatchedProducer]:
+    """One producer per entry of ``bootstraps`` (``proxy`` or ``brokers``: where it
+    bootstraps), each on a topic of its own (created through the proxy)."""
+    admin = AdminClient({"bootstrap.servers": proxy.bootstrap})
+    producers = []
+    for n, via in enumerate(bootstraps):
+        topic = f"freeze-{n}-{via}"
+        for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+            future.result(30)
+        cluster.wait_writable(topic)
+        bootstrap = proxy.bootstrap if via == "proxy" else cluster.bootstrap
+        producer = WatchedProducer(bootstrap, topic, partitions, rate, debug, settings)
+        producer.start()
+        producers.append(producer)
+    return producers
+
+
+def fault_round(cluster: Cluster, producers: list[WatchedProducer], fault: str,
+                freeze_s: float, victim: int = 2) -> list[FaultWindow]:
+    """SIGSTOP (``fault`` "sigstop") or kill -9 ("kill") broker ``victim`` for ``freeze_s``,
+    then SIGCONT (or start it again); what each producer saw from the fault to 2 s after, once
+    the victim owns partitions again."""
+    owned = {p.topic: {i for i, o in cluster.owners(p.topic).items() if o == victim}
+             for p in producers}
+    broker = cluster.brokers[victim]
+    start = time.monotonic()
+    broker.pause() if fault == "sigstop" else broker.kill()
+    time.sleep(freeze_s)
+    broker.resume() if fault == "sigstop" else broker.start()
+    time.sleep(2)
+    end = time.monotonic()
+    cluster.wait_for(lambda: all(victim in cluster.owners(p.topic).values() for p in producers),
+                     60, f"broker {victim} back")
+    return [fault_window(p, owned[p.topic], start, end) for p in producers]
 
 
 def main() -> None:
@@ -143,36 +175,18 @@ def main() -> None:
         for broker_id in (1, 2, 3):
             cluster.add_broker(broker_id)
         proxy.start()
-        admin = AdminClient({"bootstrap.servers": proxy.bootstrap})
-        settings = LIBRDKAFKA_DEFAULTS if args.librdkafka_defaults else {}
-        for n, via in enumerate(args.producers.split(",")):
-            topic = f"freeze-{n}-{via}"
-            make_topic(admin, cluster, topic, args.partitions)
-            bootstrap = proxy.bootstrap if via == "proxy" else cluster.bootstrap
-            producer = WatchedProducer(bootstrap, topic, args.partitions, args.rate,
-                                       args.debug, settings)
-            producer.start()
-            producers.append(producer)
+        producers = start_producers(
+            cluster, proxy, args.producers.split(","), args.partitions, args.rate, args.debug,
+            LIBRDKAFKA_DEFAULTS if args.librdkafka_defaults else {})
         print(f"{len(producers)} producers ({args.producers}) at {args.rate:.0f} msg/s each, "
               f"{args.partitions} partitions; {args.fault} of broker 2 for {args.freeze_s}s, "
               f"session timeout {args.session_timeout_ms or 'default'}; in {base}", flush=True)
-        victim = cluster.brokers[2]
         for round_no in range(args.rounds):
             time.sleep(3)
-            owned = {p.topic: {i for i, o in cluster.owners(p.topic).items() if o == 2}
-                     for p in producers}
-            start = time.monotonic()
-            victim.pause() if args.fault == "sigstop" else victim.kill()
-            time.sleep(args.freeze_s)
-            victim.resume() if args.fault == "sigstop" else victim.start()
-            time.sleep(2)
-            end = time.monotonic()
-            for producer in producers:
-                window = fault_window(producer, owned[producer.topic], start, end)
+            windows = fault_round(cluster, producers, args.fault, args.freeze_s)
+            for producer, window in zip(producers, windows, strict=True):
                 print(f"round {round_no + 1}, {producer.topic}: {window.describe()}",
                       flush=True)
-            cluster.wait_for(lambda: all(2 in cluster.owners(p.topic).values()
-                                         for p in producers), 60, "broker 2 back")
         for producer in producers:
             producer.stop()
             count = verify(producer, proxy.bootstrap)
