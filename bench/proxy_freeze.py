@@ -9,7 +9,8 @@ partitions writable again, does any producer die?
 A throw-away ZooKeeper, a controller, 3 brokers on ``file://`` and a `bmq proxy`. Each producer
 (confluent-kafka, idempotent, acks=all; the test workload's settings) writes ``--rate``
 messages/s over the partitions of a topic of its own: ``proxy`` is bootstrapped on the proxy,
-``brokers`` on the brokers (whose Metadata sends it to the proxy too). After a few seconds
+``brokers`` on the brokers (whose Metadata sends it to the proxy too), ``broker2`` on broker 2
+alone (the victim: its Metadata after SIGCONT is stale). After a few seconds
 broker 2 is frozen (or killed) for ``--freeze-s``, then resumed (or started again).
 
 Reports per round and producer: the longest pause between acknowledgements from the fault to
@@ -108,8 +109,8 @@ def fault_window(producer: WatchedProducer, victim_partitions: set[int], start: 
 def start_producers(cluster: Cluster, proxy: ProxyProcess, bootstraps: list[str],
                     partitions: int, rate: float, debug: bool = False,
                     settings: dict[str, Any] | None = None) -> list[WatchedProducer]:
-    """One producer per entry of ``bootstraps`` (``proxy`` or ``brokers``: where it
-    bootstraps), each on a topic of its own (created through the proxy)."""
+    """One producer per entry of ``bootstraps`` (where it bootstraps: ``proxy``, ``brokers``,
+    or ``broker<N>`` alone), each on a topic of its own (created through the proxy)."""
     admin = AdminClient({"bootstrap.servers": proxy.bootstrap})
     producers = []
     for n, via in enumerate(bootstraps):
@@ -117,7 +118,8 @@ def start_producers(cluster: Cluster, proxy: ProxyProcess, bootstraps: list[str]
         for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
             future.result(30)
         cluster.wait_writable(topic)
-        bootstrap = proxy.bootstrap if via == "proxy" else cluster.bootstrap
+        bootstrap = (proxy.bootstrap if via == "proxy" else cluster.bootstrap if via == "brokers"
+                     else cluster.brokers[int(via.removeprefix("broker"))].bootstrap)
         producer = WatchedProducer(bootstrap, topic, partitions, rate, debug, settings)
         producer.start()
         producers.append(producer)
@@ -149,7 +151,8 @@ def main() -> None:
     parser.add_argument("--freeze-s", type=float, default=12.0)
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--producers", default="proxy,brokers",
-                        help="comma-separated: where each producer bootstraps (proxy|brokers)")
+                        help="comma-separated: where each producer bootstraps "
+                             "(proxy|brokers|broker<N>)")
     parser.add_argument("--rate", type=float, default=1000.0, help="messages/s per producer")
     parser.add_argument("--partitions", type=int, default=12)
     parser.add_argument("--session-timeout-ms", type=int, default=None,

@@ -65,6 +65,7 @@ _PRODUCER = struct.Struct(">qhi")
 _PRODUCER_AT = 43
 _SEQUENCE_HALF = 1 << 30    # sequences wrap at 2**31: "after" is less than half a turn ahead
 STALL_S = 0.5           # an owner link with a forward unanswered this long is stalled
+GIVE_UP_S = 30.0        # ... and closed if it stays stalled this long (a request timeout)
 HOLD_POLL_S = 0.02      # how often a held batch looks for its partition's writable owner
 # What an owner answers while it drains or recovers the partition: a held batch waits on.
 PARTITION_MOVING = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE)
@@ -123,6 +124,10 @@ async def _ask(link: BrokerLink, request: ProduceRequest, version: int,
     watch = _watches.setdefault(link, _OwnerWatch())
     loop = asyncio.get_running_loop()
     if watch.stalled(loop.time()):
+        if loop.time() - watch.since > GIVE_UP_S:
+            # An answer lost for good would stall the link for ever: as a Kafka client does
+            # after its request timeout, drop the connection (the next forward opens another).
+            link.close()
         raise _Stalled
     if not watch.outstanding:
         watch.since = loop.time()
