@@ -4,7 +4,7 @@ partitions writable again, does any producer die?
 
     .venv/bin/python -m bench.proxy_freeze [--fault sigstop|kill] [--freeze-s 12] [--rounds 1]
         [--producers proxy,brokers] [--rate 1000] [--partitions 12]
-        [--session-timeout-ms MS] [--librdkafka-defaults] [--debug]
+        [--session-timeout-ms MS] [--librdkafka-defaults] [--client-config K=V] [--debug]
 
 A throw-away ZooKeeper, a controller, 3 brokers on ``file://`` and a `bmq proxy`. Each producer
 (confluent-kafka, idempotent, acks=all; the test workload's settings) writes ``--rate``
@@ -160,6 +160,8 @@ def main() -> None:
     parser.add_argument("--librdkafka-defaults", action="store_true",
                         help="librdkafka's own back-offs and metadata refresh [the test "
                              "workload's short ones]")
+    parser.add_argument("--client-config", action="append", default=[], metavar="KEY=VALUE",
+                        help="a librdkafka setting of every producer (repeatable)")
     parser.add_argument("--debug", action="store_true",
                         help="librdkafka's eos,msg,protocol,topic debug log, to stderr")
     args = parser.parse_args()
@@ -180,7 +182,8 @@ def main() -> None:
         proxy.start()
         producers = start_producers(
             cluster, proxy, args.producers.split(","), args.partitions, args.rate, args.debug,
-            LIBRDKAFKA_DEFAULTS if args.librdkafka_defaults else {})
+            {**(LIBRDKAFKA_DEFAULTS if args.librdkafka_defaults else {}),
+             **dict(setting.split("=", 1) for setting in args.client_config)})
         print(f"{len(producers)} producers ({args.producers}) at {args.rate:.0f} msg/s each, "
               f"{args.partitions} partitions; {args.fault} of broker 2 for {args.freeze_s}s, "
               f"session timeout {args.session_timeout_ms or 'default'}; in {base}", flush=True)
