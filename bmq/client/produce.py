@@ -36,10 +36,13 @@ reconnect it retries what was in flight only once its answers are in): a held ba
 forwarded only once every earlier batch of that pool and partition has its answer; while one is
 held, or while earlier ones are in flight to another broker than the current owner, later
 batches are held too (else the new owner would get sequence N+1 before N:
-OUT_OF_ORDER_SEQUENCE_NUMBER). Once a batch is answered REQUEST_TIMED_OUT, the later batches of
-its producer and epoch the client had sent before it heard so are answered the same, without
+OUT_OF_ORDER_SEQUENCE_NUMBER). Once a batch is answered with an error its producer retries it
+after (REQUEST_TIMED_OUT, or such an answer of its owner), the later batches of its producer
+and epoch that the client had sent before it heard so are answered REQUEST_TIMED_OUT, without
 being forwarded, until its retry (a batch from that sequence or before) comes: forwarded, they
-would reach the owner without their predecessor. Batches without a producer id are answered
+would reach the owner without their predecessor, which it refuses (OUT_OF_ORDER), or takes
+when it knows nothing of the producer (Kafka's rule), so that the retry itself is refused as
+out of order: fatal to librdkafka's idempotent producer. Batches without a producer id are answered
 NOT_LEADER_OR_FOLLOWER when their partition has no reachable owner."""
 
 from __future__ import annotations
@@ -71,6 +74,9 @@ HOLD_POLL_S = 0.02      # how often a held batch looks for its partition's writa
 PARTITION_MOVING = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE)
 # What tells the router's targets the owner they named is not (or no longer) the partition's.
 OWNER_STALE = (*PARTITION_MOVING, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+# Other answers a producer retries the batch after (Kafka's retriable errors of a Produce).
+RETRIED = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.REQUEST_TIMED_OUT,
+           ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.KAFKA_STORAGE_ERROR)
 
 
 class ProduceTargets(Protocol):
@@ -155,21 +161,25 @@ class _Flow:
     held: int = 0
     inflight: int = 0
     link: BrokerLink | None = None     # where the batches in flight went
-    # (producer id, epoch, base sequence) of the earliest batch answered REQUEST_TIMED_OUT
-    # whose retry has not come yet.
-    timed_out: tuple[int, int, int] | None = None
+    # (producer id, epoch, base sequence) of the earliest batch answered with an error its
+    # producer retries (RETRIED), whose retry has not come yet.
+    failed: tuple[int, int, int] | None = None
 
     def refuses(self, producer: tuple[int, int, int]) -> bool:
-        """Whether a batch must be answered REQUEST_TIMED_OUT unsent: it follows a batch so
-        answered whose retry has not come (else this one is the retry, or of another epoch:
-        the flow is clear again)."""
-        if self.timed_out is None:
+        """Whether a batch must be answered REQUEST_TIMED_OUT unsent: it follows a batch
+        answered with an error whose retry has not come (else this one is the retry, or of
+        another epoch: the flow is clear again)."""
+        if self.failed is None:
             return False
-        if producer[:2] == self.timed_out[:2] and \
-                0 < (producer[2] - self.timed_out[2]) % (1 << 31) < _SEQUENCE_HALF:
+        if _before(self.failed, producer):
             return True
-        self.timed_out = None
+        self.failed = None
         return False
+
+
+def _before(a: tuple[int, int, int], b: tuple[int, int, int]) -> bool:
+    """Whether batch ``a`` comes before ``b`` of the same producer and epoch."""
+    return a[:2] == b[:2] and 0 < (b[2] - a[2]) % (1 << 31) < _SEQUENCE_HALF
 
 
 # Per link pool (a proxy: per client connection), per partition.
@@ -200,11 +210,6 @@ class _Batch:
             done = self.flow.open.pop(self.seq)
             if not done.done():
                 done.set_result(answered)
-def _before(a: tuple[int, int, int], b: tuple[int, int, int]) -> bool:
-    """Whether batch ``a`` comes before ``b`` of the same producer and epoch."""
-    return a[:2] == b[:2] and 0 < (b[2] - a[2]) % (1 << 31) < _SEQUENCE_HALF
-
-
 class ProduceRouting:
     """One Produce request's batches on their way to the owners. Built without an await, so
     every batch has its place in its flow in arrival order."""
@@ -291,11 +296,23 @@ class ProduceRouting:
     def _time_out(self, batch: _Batch) -> None:
         """Answer the batch REQUEST_TIMED_OUT (retriable: its outcome is not known)."""
         self.results[batch.key].error_code = ErrorCode.REQUEST_TIMED_OUT
+        self._retried(batch)
+
+    def _retried(self, batch: _Batch) -> None:
+        """The batch has an answer its producer retries it after: none of its flow's later
+        batches may reach an owner before that retry."""
         flow = batch.flow
         if flow is not None:
-            if flow.timed_out is None or _before(batch.producer, flow.timed_out):
-                flow.timed_out = batch.producer
+            if flow.failed is None or _before(batch.producer, flow.failed):
+                flow.failed = batch.producer
             batch.finish(False)
+
+    def _answer(self, batch: _Batch, answer: PartitionProduceResponse) -> None:
+        self.results[batch.key] = answer
+        if answer.error_code in RETRIED:
+            self._retried(batch)
+        else:
+            batch.finish(True)
 
     async def _send(self, link: BrokerLink, batches: list[_Batch]) -> None:
         """Forward ``batches`` (one owner's) in one request; hold those the owner could not
@@ -340,8 +357,7 @@ class ProduceRouting:
                 self.targets.moved(*batch.key)
             if answer is not None and (batch.flow is None
                                        or answer.error_code not in PARTITION_MOVING):
-                self.results[batch.key] = answer
-                batch.finish(True)
+                self._answer(batch, answer)
             elif batch.flow is not None:
                 batch.flow.held += 1
                 held.append(self._hold(batch))
@@ -354,7 +370,7 @@ class ProduceRouting:
         the partition's owner, until it takes it or the deadline passes."""
         flow = batch.flow
         assert flow is not None
-        answered = False
+        answer = None
         loop = asyncio.get_running_loop()
         try:
             for _, earlier in sorted((s, f) for s, f in flow.open.items() if s < batch.seq):
@@ -365,15 +381,16 @@ class ProduceRouting:
                     ok = False
                 if not ok:
                     return      # an earlier batch was given up: the producer retries from it
-            answered = await self._forward(batch)
+            answer = await self._forward(batch)
         finally:
             flow.held -= 1
-            if answered:
-                batch.finish(True)
+            if answer is not None:
+                self._answer(batch, answer)
             else:
                 self._time_out(batch)
 
-    async def _forward(self, batch: _Batch) -> bool:
+    async def _forward(self, batch: _Batch) -> PartitionProduceResponse | None:
+        """The answer of the partition's owner that took the batch, if one did in time."""
         loop = asyncio.get_running_loop()
         single = ProduceRequest(
             transactional_id=self.request.transactional_id, acks=self.request.acks,
@@ -387,7 +404,7 @@ class ProduceRouting:
                     response = await _ask(self.links.get(*owner), single, self.version,
                                           self.client_id)
                 except _Stalled:
-                    return False
+                    return None
                 except (LinkError, OSError):
                     self.targets.moved(*batch.key)
                 else:
@@ -396,10 +413,9 @@ class ProduceRouting:
                     if answer.error_code in OWNER_STALE:
                         self.targets.moved(*batch.key)
                     if answer.error_code not in PARTITION_MOVING:
-                        self.results[batch.key] = answer
-                        return True
+                        return answer
             await asyncio.sleep(HOLD_POLL_S)
-        return False
+        return None
 
 
 async def route_produce(links: LinkPool, targets: ProduceTargets, request: ProduceRequest,

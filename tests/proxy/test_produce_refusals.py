@@ -1,6 +1,7 @@
 """Which batches the proxy's produce router answers REQUEST_TIMED_OUT unsent after one of their
-flow was (``bmq.client.produce._Flow.refuses``): those its producer sent after it, before it
-heard, never its retry nor a batch of another epoch or producer."""
+flow was answered with an error its producer retries (``bmq.client.produce._Flow.refuses``):
+those the producer sent after it, before it heard, never its retry nor a batch of another
+epoch or producer."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ PID, EPOCH = 7, 0
 
 def _flow_timed_out_at(seq: int) -> _Flow:
     flow = _Flow()
-    flow.timed_out = (PID, EPOCH, seq)
+    flow.failed = (PID, EPOCH, seq)
     return flow
 
 
@@ -20,14 +21,14 @@ def test_batches_after_a_timed_out_one_are_refused_until_its_retry() -> None:
     assert flow.refuses((PID, EPOCH, 104))
     assert flow.refuses((PID, EPOCH, 130))
     assert not flow.refuses((PID, EPOCH, 100))      # the retry: forwarded, the flow clear
-    assert flow.timed_out is None
+    assert flow.failed is None
     assert not flow.refuses((PID, EPOCH, 104))
 
 
 def test_a_retry_from_an_earlier_batch_clears_the_flow() -> None:
     flow = _flow_timed_out_at(100)
     assert not flow.refuses((PID, EPOCH, 96))
-    assert flow.timed_out is None
+    assert flow.failed is None
 
 
 def test_another_epoch_or_producer_is_not_refused() -> None:
