@@ -13,8 +13,8 @@ messages/s over the partitions of a topic of its own: ``proxy`` is bootstrapped 
 alone (the victim: its Metadata after SIGCONT is stale). After a few seconds
 broker 2 is frozen (or killed) for ``--freeze-s``, then resumed (or started again).
 
-Reports per round and producer: the longest pause between acknowledgements from the fault to
-its end plus 2 s, over the partitions owned by the healthy brokers and over the victim's,
+Reports per round and producer: the longest pause between acknowledgements of a partition of a
+healthy broker while the fault lasted, and of the victim's from the fault to 2 s after its end,
 acks/s during that window, and fatal errors; at the end, every acknowledged message read back
 (once, at its offset). ``--debug`` writes librdkafka's debug log to stderr.
 """
@@ -83,8 +83,8 @@ def window_gap(ack_times: list[float], start: float, end: float) -> float:
 class FaultWindow:
     """What one fault did to one producer."""
 
-    healthy_gap: float      # the longest pause of a partition of a healthy broker
-    victim_gap: float       # ... of a partition the victim owned at the fault
+    healthy_gap: float      # the longest pause of a healthy broker's partition while it lasted
+    victim_gap: float       # ... of a partition the victim owned, until 2 s after it
     acks_per_s: float
     fatal: list[str]
 
@@ -95,15 +95,17 @@ class FaultWindow:
 
 
 def fault_window(producer: WatchedProducer, victim_partitions: set[int], start: float,
-                 end: float) -> FaultWindow:
-    gaps = {p: window_gap(producer.ack_times[p], start, end)
-            for p in range(producer.partitions)}
+                 undone: float, end: float) -> FaultWindow:
+    """The healthy brokers' partitions from the fault (``start``) until it was undone (SIGCONT,
+    or the killed broker started again: then partitions move back to it), the victim's until
+    ``end``."""
+    healthy = [window_gap(producer.ack_times[p], start, undone)
+               for p in range(producer.partitions) if p not in victim_partitions]
+    victims = [window_gap(producer.ack_times[p], start, end) for p in victim_partitions]
     acks = sum(1 for p in range(producer.partitions) for t in producer.ack_times[p]
                if start < t < end)
-    return FaultWindow(
-        healthy_gap=max((g for p, g in gaps.items() if p not in victim_partitions), default=0),
-        victim_gap=max((g for p, g in gaps.items() if p in victim_partitions), default=0),
-        acks_per_s=acks / (end - start), fatal=list(producer.fatal))
+    return FaultWindow(healthy_gap=max(healthy, default=0), victim_gap=max(victims, default=0),
+                       acks_per_s=acks / (end - start), fatal=list(producer.fatal))
 
 
 def start_producers(cluster: Cluster, proxy: ProxyProcess, bootstraps: list[str],
@@ -137,12 +139,13 @@ def fault_round(cluster: Cluster, producers: list[WatchedProducer], fault: str,
     start = time.monotonic()
     broker.pause() if fault == "sigstop" else broker.kill()
     time.sleep(freeze_s)
+    undone = time.monotonic()
     broker.resume() if fault == "sigstop" else broker.start()
     time.sleep(2)
     end = time.monotonic()
     cluster.wait_for(lambda: all(victim in cluster.owners(p.topic).values() for p in producers),
                      60, f"broker {victim} back")
-    return [fault_window(p, owned[p.topic], start, end) for p in producers]
+    return [fault_window(p, owned[p.topic], start, undone, end) for p in producers]
 
 
 def main() -> None:
