@@ -210,6 +210,8 @@ class _Batch:
             done = self.flow.open.pop(self.seq)
             if not done.done():
                 done.set_result(answered)
+
+
 class ProduceRouting:
     """One Produce request's batches on their way to the owners. Built without an await, so
     every batch has its place in its flow in arrival order."""
