@@ -5,25 +5,45 @@ back into one response. Record batches are passed on as the opaque bytes the cal
 Each owner's part and each held batch is a unit of its own (``ProduceRouting.parts``): it sends,
 retries and fills in the answers of its own partitions only, whatever the others do.
 
+Every part is answered within ``STALL_S``. A Kafka client's connection gets its answers in the
+order of its requests, and its producer keeps at most 5 requests in flight: one request held on
+a frozen (SIGSTOP) or cut-off owner would hold every partition of the connection, those of
+healthy brokers too. So an owner link that has had a forward outstanding for ``STALL_S`` with
+no answer meanwhile is *stalled*: the parts waiting on it are answered REQUEST_TIMED_OUT, and so
+is every part for it until it answers again (nothing more is forwarded to it meanwhile). That
+is what Kafka answers when a write was not confirmed in time, and it is retriable everywhere
+without a metadata refresh (librdkafka and the Java client retry it, in order, for an
+idempotent producer; aiokafka re-enqueues it): the producer retries on the same proxy, and its
+retry reaches the partition's owner of the moment. A forward still outstanding to a stalled
+owner cannot reorder a producer's sequence: if the partition stays, the retry goes after it on
+the same link (the owner answers it as a duplicate); if the partition moves, the new owner
+took over with a new storage epoch, which fences the old owner's late write.
+
 Batches with a producer id (idempotent or transactional producers: every client's default
 now) are *held* rather than answered with an error when their partition moves: when it has no
-live owner, when its owner cannot be reached (it died, or left the cluster frozen and the
-caller closed its links), or when the owner answers NOT_LEADER_OR_FOLLOWER /
-LEADER_NOT_AVAILABLE (draining, or the new owner still recovering, errors Kafka calls
-retriable), the router waits for the partition's writable owner and forwards the batch there
-itself, so the producer sees a slower answer, not an error. An error would make a Kafka client
-refresh its metadata from some node its last Metadata listed: aiokafka picks one at random,
-which can be the frozen broker, and sends nothing more until that request times out (40 s).
-A duplicate of a batch the old owner had made durable is recognised by the new owner.
+live owner, when its owner cannot be reached (it died), or when the owner answers
+NOT_LEADER_OR_FOLLOWER / LEADER_NOT_AVAILABLE (draining, or the new owner still recovering,
+errors Kafka calls retriable), the router waits for the partition's writable owner and forwards
+the batch there itself, so the producer sees a slower answer, not an error that sends it to
+look for metadata (aiokafka asks a node of its last Metadata at random, which can be the frozen
+broker, and sends nothing more until that request times out, 40 s). A batch still held after
+``STALL_S`` is answered REQUEST_TIMED_OUT. A duplicate of a batch the old owner had made
+durable is recognised by the new owner.
 
 Order, per link pool (a proxy's client connection) and partition, is what a single Kafka leader
-gives: a held batch is forwarded only once every earlier batch of that pool and partition has
-its answer; while one is held, or while earlier ones are in flight to another broker than the
-current owner, later batches are held too (else the new owner would get sequence N+1 before N:
-OUT_OF_ORDER_SEQUENCE_NUMBER, fatal to librdkafka's idempotent producer). A batch still without
-a writable owner after half the request's timeout is answered NOT_LEADER_OR_FOLLOWER, and so is
-every later held batch of its partition: the producer refreshes its metadata and retries them
-in order. Batches without a producer id are answered NOT_LEADER_OR_FOLLOWER at once."""
+gives (a Kafka client sends a partition's batches on its one connection to the leader; after a
+reconnect it retries what was in flight only once its answers are in): a held batch is
+forwarded only once every earlier batch of that pool and partition has its answer; while one is
+held, or while earlier ones are in flight to another broker than the current owner, later
+batches are held too (else the new owner would get sequence N+1 before N:
+OUT_OF_ORDER_SEQUENCE_NUMBER). Once a batch is answered with an error its producer retries it
+after (REQUEST_TIMED_OUT, or such an answer of its owner), the later batches of its producer
+and epoch that the client had sent before it heard so are answered REQUEST_TIMED_OUT, without
+being forwarded, until its retry (a batch from that sequence or before) comes: forwarded, they
+would reach the owner without their predecessor, which it refuses (OUT_OF_ORDER), or takes
+when it knows nothing of the producer (Kafka's rule), so that the retry itself is refused as
+out of order: fatal to librdkafka's idempotent producer. Batches without a producer id are answered
+NOT_LEADER_OR_FOLLOWER when their partition has no reachable owner."""
 
 from __future__ import annotations
 
@@ -33,7 +53,7 @@ import uuid
 import weakref
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from bmq.client.requests import Address
 from bmq.metadata.topics import TopicPartition
@@ -43,14 +63,20 @@ from bmq.protocol.messages import ProduceRequest, ProduceResponse
 from bmq.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
 from bmq.protocol.messages.produce_response import PartitionProduceResponse, TopicProduceResponse
 
-_PRODUCER_ID = struct.Struct(">q")
-_PRODUCER_ID_AT = 43    # in a v2 record batch header
+# In a v2 record batch header: producer id, producer epoch, base sequence.
+_PRODUCER = struct.Struct(">qhi")
+_PRODUCER_AT = 43
+_SEQUENCE_HALF = 1 << 30    # sequences wrap at 2**31: "after" is less than half a turn ahead
+STALL_S = 0.5           # an owner link with a forward unanswered this long is stalled
+GIVE_UP_S = 30.0        # ... and closed if it stays stalled this long (a request timeout)
 HOLD_POLL_S = 0.02      # how often a held batch looks for its partition's writable owner
-HOLD_MAX_S = 15.0
 # What an owner answers while it drains or recovers the partition: a held batch waits on.
 PARTITION_MOVING = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE)
 # What tells the router's targets the owner they named is not (or no longer) the partition's.
 OWNER_STALE = (*PARTITION_MOVING, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+# Other answers a producer retries the batch after (Kafka's retriable errors of a Produce).
+RETRIED = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.REQUEST_TIMED_OUT,
+           ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.KAFKA_STORAGE_ERROR)
 
 
 class ProduceTargets(Protocol):
@@ -71,6 +97,60 @@ class ProduceTargets(Protocol):
         owners up (``bmq.client.metadata``) looks again."""
 
 
+class _Stalled(Exception):
+    """The owner link is stalled: the forward (if one was sent) stays outstanding there."""
+
+
+@dataclass
+class _OwnerWatch:
+    """What one owner link has answered: stalled when a forward has been outstanding for
+    ``STALL_S`` with no answer on the link meanwhile."""
+
+    outstanding: int = 0
+    since: float = 0.0          # the last answer, or the first forward after none outstanding
+
+    def stalled(self, now: float) -> bool:
+        return self.outstanding > 0 and now - self.since > STALL_S
+
+    def answered(self, forward: asyncio.Future[Any]) -> None:
+        self.outstanding -= 1
+        self.since = asyncio.get_running_loop().time()
+        if not forward.cancelled():
+            forward.exception()     # retrieved: the part may have been answered already
+
+
+_watches: weakref.WeakKeyDictionary[BrokerLink, _OwnerWatch] = weakref.WeakKeyDictionary()
+
+
+async def _ask(link: BrokerLink, request: ProduceRequest, version: int,
+               client_id: str | None) -> ProduceResponse | None:
+    """Forward ``request`` on ``link`` and return the answer (None for acks=0): _Stalled if the
+    link is stalled, before or while it waits (the forward stays outstanding: its answer, when
+    it comes, only tells the link is alive)."""
+    watch = _watches.setdefault(link, _OwnerWatch())
+    loop = asyncio.get_running_loop()
+    if watch.stalled(loop.time()):
+        if loop.time() - watch.since > GIVE_UP_S:
+            # An answer lost for good would stall the link for ever: as a Kafka client does
+            # after its request timeout, drop the connection (the next forward opens another).
+            link.close()
+        raise _Stalled
+    if not watch.outstanding:
+        watch.since = loop.time()
+    watch.outstanding += 1
+    forward = loop.create_task(link.request(request, version,
+                                            expect_response=request.acks != 0,
+                                            client_id=client_id))
+    forward.add_done_callback(watch.answered)
+    while not forward.done():
+        left = watch.since + STALL_S - loop.time()
+        if left <= 0 and watch.stalled(loop.time()):
+            raise _Stalled
+        await asyncio.wait({forward}, timeout=max(left, 0.001))
+    response: ProduceResponse | None = forward.result()
+    return response
+
+
 @dataclass
 class _Flow:
     """One link pool's batches (with a producer id) of one partition, in arrival order: each
@@ -81,6 +161,25 @@ class _Flow:
     held: int = 0
     inflight: int = 0
     link: BrokerLink | None = None     # where the batches in flight went
+    # (producer id, epoch, base sequence) of the earliest batch answered with an error its
+    # producer retries (RETRIED), whose retry has not come yet.
+    failed: tuple[int, int, int] | None = None
+
+    def refuses(self, producer: tuple[int, int, int]) -> bool:
+        """Whether a batch must be answered REQUEST_TIMED_OUT unsent: it follows a batch
+        answered with an error whose retry has not come (else this one is the retry, or of
+        another epoch: the flow is clear again)."""
+        if self.failed is None:
+            return False
+        if _before(self.failed, producer):
+            return True
+        self.failed = None
+        return False
+
+
+def _before(a: tuple[int, int, int], b: tuple[int, int, int]) -> bool:
+    """Whether batch ``a`` comes before ``b`` of the same producer and epoch."""
+    return a[:2] == b[:2] and 0 < (b[2] - a[2]) % (1 << 31) < _SEQUENCE_HALF
 
 
 # Per link pool (a proxy: per client connection), per partition.
@@ -88,10 +187,13 @@ _flows: weakref.WeakKeyDictionary[LinkPool, dict[TopicPartition, _Flow]] = \
     weakref.WeakKeyDictionary()
 
 
-def _has_producer_id(records: object) -> bool:
-    return (isinstance(records, (bytes, bytearray, memoryview))
-            and len(records) >= _PRODUCER_ID_AT + 8
-            and _PRODUCER_ID.unpack_from(records, _PRODUCER_ID_AT)[0] >= 0)
+def _producer(records: object) -> tuple[int, int, int] | None:
+    """(producer id, epoch, base sequence) of a batch that has a producer id."""
+    if not isinstance(records, (bytes, bytearray, memoryview)) or \
+            len(records) < _PRODUCER_AT + _PRODUCER.size:
+        return None
+    producer: tuple[int, int, int] = _PRODUCER.unpack_from(records, _PRODUCER_AT)
+    return producer if producer[0] >= 0 else None
 
 
 @dataclass
@@ -100,7 +202,8 @@ class _Batch:
     topic: TopicProduceData
     data: PartitionProduceData
     flow: _Flow | None = None       # None: no producer id (or acks=0), never held
-    seq: int = 0
+    seq: int = 0                    # its place in the flow
+    producer: tuple[int, int, int] = (-1, -1, -1)
 
     def finish(self, answered: bool) -> None:
         if self.flow is not None:
@@ -124,7 +227,7 @@ class ProduceRouting:
         self.results: dict[TopicPartition, PartitionProduceResponse] = {}
         self.names: dict[str, str] = {}   # as the client named a topic (v13: by id) -> name
         self.deadline = asyncio.get_running_loop().time() + min(
-            HOLD_MAX_S, request.timeout_ms / 2000)
+            STALL_S, request.timeout_ms / 2000)
         self.by_owner: dict[BrokerLink, list[_Batch]] = {}
         self.held: list[_Batch] = []
         for topic in request.topic_data:
@@ -144,8 +247,11 @@ class ProduceRouting:
         batch = _Batch((name, data.index), topic, data)
         owner = self.targets.owner(name, data.index)
         link = None if owner is None else self.links.get(*owner)
-        if self._admit(batch, link):
+        placed = self._admit(batch, link)
+        if placed == "hold":
             self.held.append(batch)
+        elif placed == "refuse":
+            result.error_code = ErrorCode.REQUEST_TIMED_OUT
         elif link is None:
             result.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
         else:
@@ -169,20 +275,46 @@ class ProduceRouting:
                                      for p in topic.partition_data]))
         return ProduceResponse(responses=responses)
 
-    def _admit(self, batch: _Batch, owner_link: BrokerLink | None) -> bool:
-        """Give the batch its place in its flow; True if it must be held (not sent now)."""
-        if self.request.acks == 0 or not _has_producer_id(batch.data.records):
-            return False
+    def _admit(self, batch: _Batch, owner_link: BrokerLink | None
+               ) -> Literal["send", "hold", "refuse"]:
+        """Give the batch its place in its flow: to be sent now, held, or refused (it follows
+        a batch answered REQUEST_TIMED_OUT whose retry has not come)."""
+        producer = None if self.request.acks == 0 else _producer(batch.data.records)
+        if producer is None:
+            return "send"
         flow = _flows.setdefault(self.links, {}).setdefault(batch.key, _Flow())
-        batch.flow, batch.seq = flow, flow.next_seq
+        if flow.refuses(producer):
+            return "refuse"
+        batch.flow, batch.seq, batch.producer = flow, flow.next_seq, producer
         flow.next_seq += 1
         flow.open[batch.seq] = asyncio.get_running_loop().create_future()
         if flow.held or owner_link is None or (flow.inflight and flow.link is not owner_link):
             flow.held += 1
-            return True
+            return "hold"
         flow.inflight += 1
         flow.link = owner_link
-        return False
+        return "send"
+
+    def _time_out(self, batch: _Batch) -> None:
+        """Answer the batch REQUEST_TIMED_OUT (retriable: its outcome is not known)."""
+        self.results[batch.key].error_code = ErrorCode.REQUEST_TIMED_OUT
+        self._retried(batch)
+
+    def _retried(self, batch: _Batch) -> None:
+        """The batch has an answer its producer retries it after: none of its flow's later
+        batches may reach an owner before that retry."""
+        flow = batch.flow
+        if flow is not None:
+            if flow.failed is None or _before(batch.producer, flow.failed):
+                flow.failed = batch.producer
+            batch.finish(False)
+
+    def _answer(self, batch: _Batch, answer: PartitionProduceResponse) -> None:
+        self.results[batch.key] = answer
+        if answer.error_code in RETRIED:
+            self._retried(batch)
+        else:
+            batch.finish(True)
 
     async def _send(self, link: BrokerLink, batches: list[_Batch]) -> None:
         """Forward ``batches`` (one owner's) in one request; hold those the owner could not
@@ -197,9 +329,13 @@ class ProduceRouting:
                                  topic_data=list(topics.values()))
         answers: dict[TopicPartition, PartitionProduceResponse] = {}
         try:
-            response = await link.request(request, self.version,
-                                          expect_response=request.acks != 0,
-                                          client_id=self.client_id)
+            response = await _ask(link, request, self.version, self.client_id)
+        except _Stalled:
+            for batch in batches:
+                if batch.flow is not None:
+                    batch.flow.inflight -= 1
+                self._time_out(batch)
+            return
         except (LinkError, OSError):
             response = None
         except BaseException:
@@ -212,8 +348,8 @@ class ProduceRouting:
             if response is None:        # acks=0
                 return
             for topic in response.responses:
-                for answer in topic.partition_responses:
-                    answers[(self.names.get(topic.name, topic.name), answer.index)] = answer
+                for part in topic.partition_responses:
+                    answers[(self.names.get(topic.name, topic.name), part.index)] = part
         held = []
         for batch in batches:
             if batch.flow is not None:
@@ -223,8 +359,7 @@ class ProduceRouting:
                 self.targets.moved(*batch.key)
             if answer is not None and (batch.flow is None
                                        or answer.error_code not in PARTITION_MOVING):
-                self.results[batch.key] = answer
-                batch.finish(True)
+                self._answer(batch, answer)
             elif batch.flow is not None:
                 batch.flow.held += 1
                 held.append(self._hold(batch))
@@ -237,7 +372,7 @@ class ProduceRouting:
         the partition's owner, until it takes it or the deadline passes."""
         flow = batch.flow
         assert flow is not None
-        answered = False
+        answer = None
         loop = asyncio.get_running_loop()
         try:
             for _, earlier in sorted((s, f) for s, f in flow.open.items() if s < batch.seq):
@@ -248,14 +383,16 @@ class ProduceRouting:
                     ok = False
                 if not ok:
                     return      # an earlier batch was given up: the producer retries from it
-            answered = await self._forward(batch)
+            answer = await self._forward(batch)
         finally:
             flow.held -= 1
-            if not answered:
-                self.results[batch.key].error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-            batch.finish(answered)
+            if answer is not None:
+                self._answer(batch, answer)
+            else:
+                self._time_out(batch)
 
-    async def _forward(self, batch: _Batch) -> bool:
+    async def _forward(self, batch: _Batch) -> PartitionProduceResponse | None:
+        """The answer of the partition's owner that took the batch, if one did in time."""
         loop = asyncio.get_running_loop()
         single = ProduceRequest(
             transactional_id=self.request.transactional_id, acks=self.request.acks,
@@ -266,19 +403,21 @@ class ProduceRouting:
             owner = self.targets.owner(*batch.key)
             if owner is not None:
                 try:
-                    response = await self.links.get(*owner).request(
-                        single, self.version, client_id=self.client_id)
+                    response = await _ask(self.links.get(*owner), single, self.version,
+                                          self.client_id)
+                except _Stalled:
+                    return None
                 except (LinkError, OSError):
                     self.targets.moved(*batch.key)
                 else:
+                    assert response is not None     # held batches have acks != 0
                     answer = response.responses[0].partition_responses[0]
                     if answer.error_code in OWNER_STALE:
                         self.targets.moved(*batch.key)
                     if answer.error_code not in PARTITION_MOVING:
-                        self.results[batch.key] = answer
-                        return True
+                        return answer
             await asyncio.sleep(HOLD_POLL_S)
-        return False
+        return None
 
 
 async def route_produce(links: LinkPool, targets: ProduceTargets, request: ProduceRequest,
