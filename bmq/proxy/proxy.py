@@ -269,11 +269,14 @@ class BrokerWatcher:
                         # Moved or moving: ZooKeeper tells us the new owner; until then wait.
                         await asyncio.sleep(RETRY_S)
                         continue
-                    self._reported[view.key] = changed.high_watermark
                     try:
                         await view.apply(changed.tail)
                     except (KafkaError, OSError) as error:
-                        # The view did not take the tail, so the next answer may come at
-                        # once (its swap count is still behind): pace the retries.
+                        # The view did not take the tail: ask again with what it has, so the
+                        # broker answers at once (asked with the reported high watermark it
+                        # would wait for news, and a partition written no more would keep its
+                        # last records from consumers); pace the retries.
                         log.info("%s-%d: %s (retrying)", view.topic, view.index, error)
                         await asyncio.sleep(RETRY_S)
+                    else:
+                        self._reported[view.key] = changed.high_watermark
