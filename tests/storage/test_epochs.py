@@ -312,3 +312,30 @@ def test_fenced_owner_cannot_destroy_the_new_owners_data(storage: Storage) -> No
     assert _raw(c) == stored and c.log_start_offset == 0
     c.close()
     a._shut()
+
+
+def test_end_offset_for_epoch_answers_as_kafkas_leader(storage: Storage) -> None:
+    """OffsetForLeaderEpoch's answers, Kafka's rules, as a proxy's reader gives them: the floor
+    epoch and where it ends; the current epoch (asked by a consumer checking its position after
+    a move) ending at the high watermark even before that epoch's owner published anything, or
+    on an empty log; an epoch older than the log's first starting there."""
+    writer = _open(storage, 1)
+    reader = PartitionLog.open_reader(storage, "t", 0, CONFIG)
+    assert reader.end_offset_for_epoch(1, current_epoch=1) == (1, 0)     # nothing written
+    reader.close()
+    writer.close()
+    first = _open(storage, 2)
+    _write(first, range(3))                                  # epoch 2: offsets 0-2
+    first.close()
+    second = _open(storage, 4)
+    _write(second, range(3, 5))                              # epoch 4: offsets 3-4
+    second.close()
+    _open(storage, 6)                                        # taken over, nothing written yet
+    reader = PartitionLog.open_reader(storage, "t", 0, CONFIG)
+    assert reader.end_offset_for_epoch(2, current_epoch=6) == (2, 3)
+    assert reader.end_offset_for_epoch(3, current_epoch=6) == (2, 3)
+    assert reader.end_offset_for_epoch(4, current_epoch=6) == (4, 5)
+    assert reader.end_offset_for_epoch(5, current_epoch=6) == (4, 5)
+    assert reader.end_offset_for_epoch(6, current_epoch=6) == (6, 5)
+    assert reader.end_offset_for_epoch(1, current_epoch=6) == (1, 0)
+    reader.close()

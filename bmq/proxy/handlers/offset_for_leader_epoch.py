@@ -27,10 +27,10 @@ async def handle_offset_for_leader_epoch(ctx: ProxyContext, request: OffsetForLe
                 # Kafka asks DESCRIBE on the topic for this API.
                 ctx.require(Operation.DESCRIBE, ResourceType.TOPIC, asked_topic.topic)
                 view = await proxy.view(asked_topic.topic, asked.partition)
-                check_leader_epoch(proxy.epoch(asked_topic.topic, asked.partition),
-                                   asked.current_leader_epoch)
+                current = proxy.epoch(asked_topic.topic, asked.partition)
+                check_leader_epoch(current, asked.current_leader_epoch)
                 result.leader_epoch, result.end_offset = view.reader.end_offset_for_epoch(
-                    asked.leader_epoch)
+                    asked.leader_epoch, current)
             except KafkaError as error:
                 result.error_code = error.code
         topics.append(OffsetForLeaderTopicResult(topic=asked_topic.topic, partitions=partitions))

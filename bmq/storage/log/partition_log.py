@@ -369,8 +369,8 @@ class PartitionLog:
     def max_timestamp(self) -> tuple[int, int] | None:
         return reading.max_timestamp(self.segments)
 
-    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
-        return reading.end_offset_for_epoch(self.segments, epoch)
+    def end_offset_for_epoch(self, epoch: int, current_epoch: int = -1) -> tuple[int, int]:
+        return reading.end_offset_for_epoch(self.segments, epoch, current_epoch)
 
     def delete_records(self, before_offset: int) -> int:
         return retention.delete_records(self, before_offset)

@@ -225,8 +225,8 @@ class LogReader:
         segments = self._segments
         return reading.max_timestamp(segments) if segments.by_offset else None
 
-    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
-        return reading.end_offset_for_epoch(self._segments, epoch)
+    def end_offset_for_epoch(self, epoch: int, current_epoch: int = -1) -> tuple[int, int]:
+        return reading.end_offset_for_epoch(self._segments, epoch, current_epoch)
 
     def close(self) -> None:
         with self._segments.lock:

@@ -19,21 +19,29 @@ from bmq.storage.segment import CorruptLogError, Segment, iter_headers
 logger = logging.getLogger(__name__)
 
 
-def end_offset_for_epoch(segments: LogSegments, epoch: int) -> tuple[int, int]:
-    """OffsetForLeaderEpoch: the largest leader epoch <= ``epoch`` that wrote this log, and
-    the offset where its data ends (the next epoch's first offset, or the high watermark);
-    (-1, -1) if there is none. Every owner starts a segment of its own epoch when it takes
-    over, so the segments' epochs and base offsets are the epoch history."""
+def end_offset_for_epoch(segments: LogSegments, epoch: int,
+                         current_epoch: int = -1) -> tuple[int, int]:
+    """OffsetForLeaderEpoch, as Kafka's leader answers it from its epoch history: the largest
+    leader epoch <= ``epoch`` that wrote this log and the offset where its data ends (the next
+    epoch's first offset, or the high watermark); an epoch older than the log's first, itself
+    with the log's first offset; (-1, -1) for an epoch newer than any. Every owner starts a
+    segment of its own epoch when it first writes, so the segments' epochs and base offsets are
+    the epoch history; the partition's ``current_epoch`` (its owner's) ends it, as Kafka's
+    leader records its epoch when it takes over: without it, a consumer checking its position
+    at the current epoch of a partition not written since the move (or never) was told (-1, -1)
+    and took it for a truncated log (librdkafka resets the offset by its policy)."""
     with segments.lock:
         starts: list[tuple[int, int]] = []
         for seg in segments.by_offset:
             if not starts or seg.data_epoch > starts[-1][0]:
                 starts.append((seg.data_epoch, seg.base))
         end = segments.high_watermark
+    if current_epoch >= 0 and (not starts or current_epoch > starts[-1][0]):
+        starts.append((current_epoch, end))
     for i in range(len(starts) - 1, -1, -1):
         if starts[i][0] <= epoch:
             return starts[i][0], starts[i + 1][1] if i + 1 < len(starts) else end
-    return -1, -1
+    return (epoch, starts[0][1]) if starts and epoch >= 0 else (-1, -1)
 
 
 def read_batches(segments: LogSegments, offset: int, max_bytes: int) -> bytes | memoryview:
