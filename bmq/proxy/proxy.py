@@ -39,6 +39,7 @@ from bmq.storage.log import LogReader, PartitionLog
 log = logging.getLogger(__name__)
 
 WATCH_MAX_WAIT_MS = 5_000
+WATCH_GRACE_S = 5.0     # past the broker's longest wait, a watch's answer is taken as lost
 RETRY_S = 0.2
 BROKER_WAIT_S = 10.0
 
@@ -254,7 +255,16 @@ class BrokerWatcher:
                 self._link = BrokerLink(self.node.host, self.node.port, "bmq-proxy-watch",
                                         self._link_security)
             try:
-                response = await self._link.request(self._request(), 0)
+                response = await asyncio.wait_for(self._link.request(self._request(), 0),
+                                                  WATCH_MAX_WAIT_MS / 1000 + WATCH_GRACE_S)
+            except TimeoutError:
+                # The answer was lost on a connection that stays open (a network fault
+                # dropped the broker's packets): ask again on a new one, or the views of its
+                # partitions would stay where they are, and consumers with them.
+                log.info("watching broker %d: no answer in %.0f s (asking again)",
+                         self.node.node_id, WATCH_MAX_WAIT_MS / 1000 + WATCH_GRACE_S)
+                self._link.close()
+                continue
             except (LinkError, OSError) as error:
                 if not self._changed:
                     log.info("watching broker %d: %s (retrying)", self.node.node_id, error)
