@@ -65,11 +65,22 @@ class BrokerLink:
     def __repr__(self) -> str:
         return f"BrokerLink({self.host}:{self.port})"
 
+    @property
+    def connected(self) -> bool:
+        return self._writer is not None
+
+    async def connect(self) -> None:
+        """Open the connection now (requests open it when needed); LinkError if it cannot."""
+        await self._connect()
+
     async def _connect(self) -> None:
         if self._writer is not None:
             return
         if self._connecting is None:
             self._connecting = asyncio.get_running_loop().create_task(self._open())
+            # Its waiters may all be gone (cancelled) when it fails: its error is theirs.
+            self._connecting.add_done_callback(
+                lambda task: task.cancelled() or task.exception())
         await asyncio.shield(self._connecting)
 
     async def _open(self) -> None:

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol, cast
 
 from bmq.net.api import ApiSpec, api_versions_error
+from bmq.net.client import LinkError
 from bmq.protocol.headers import (
     API_VERSIONS_KEY,
     RequestHeader,
@@ -269,7 +270,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 continue
             error = task.exception()
             if error is not None:
-                log.error("closing %s: request failed", self._peer, exc_info=error)
+                if isinstance(error, LinkError):
+                    # A broker it needed is gone: the client retries as after a broker failure.
+                    log.warning("closing %s: %s", self._peer, error)
+                else:
+                    log.error("closing %s: request failed", self._peer, exc_info=error)
                 self._close()
                 return
             parts = task.result()

@@ -108,13 +108,17 @@ class Proxy:
     async def any_broker(self) -> BrokerNode:
         """The lowest live broker (the one Metadata names as controller); waits a moment for
         one to register (a proxy may start before any broker)."""
+        return (await self.live_brokers())[0]
+
+    async def live_brokers(self) -> list[BrokerNode]:
+        """The registered brokers, lowest id first; waits a moment for one to register."""
         deadline = asyncio.get_running_loop().time() + BROKER_WAIT_S
         while not self.cluster.brokers:
             if asyncio.get_running_loop().time() > deadline:
                 raise LinkError("no broker is live")
             await asyncio.sleep(RETRY_S / 4)
         brokers = self.cluster.brokers
-        return brokers[min(brokers)]
+        return [brokers[broker_id] for broker_id in sorted(brokers)]
 
     # ------------------------------------------------------------------ partition views
     async def view(self, topic: str, index: int) -> PartitionView | FilteredView:
@@ -281,12 +285,16 @@ class BrokerWatcher:
                         continue
                     try:
                         await view.apply(changed.tail)
-                    except (KafkaError, OSError) as error:
-                        # The view did not take the tail: ask again with what it has, so the
-                        # broker answers at once (asked with the reported high watermark it
+                    except Exception as error:
+                        # The view did not take the tail (storage unreachable or slow: its
+                        # client's errors are not all OSErrors): ask again with what it has, so
+                        # the broker answers at once (asked with the reported high watermark it
                         # would wait for news, and a partition written no more would keep its
-                        # last records from consumers); pace the retries.
-                        log.info("%s-%d: %s (retrying)", view.topic, view.index, error)
+                        # last records from consumers); pace the retries. Whatever the error,
+                        # this watcher goes on: if it ended, the views of every partition of
+                        # the broker would stop where they are, and their consumers with them.
+                        log.warning("%s-%d: new data not read yet: %r (retrying)", view.topic,
+                                    view.index, error)
                         await asyncio.sleep(RETRY_S)
                     else:
                         self._reported[view.key] = changed.high_watermark

@@ -6,8 +6,11 @@ broker waits for its own request timeout, as with Kafka)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
+import os
+import signal
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -16,6 +19,9 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.failover_clients import AiokafkaProducer
+from bmq.net.client import BrokerLink
+from bmq.protocol.errors import ErrorCode
+from bmq.protocol.messages import FindCoordinatorRequest
 from tests.cluster.conftest import Cluster, ClusterFactory
 from tests.cluster.workload import SteadyProducer, verify
 from tests.proxy.conftest import Proxies, ProxyProcess
@@ -119,3 +125,32 @@ def test_idempotent_producer_behind_a_proxy_through_a_rolling_restart(
         producer.stop()
     assert not producer.failed, producer.failed[:5]
     assert verify(producer, proxy.bootstrap) == producer.sent
+
+
+def test_relayed_calls_go_to_the_next_broker_while_the_lowest_is_gone(
+        cluster_factory: ClusterFactory, proxies: Proxies) -> None:
+    """A broker gone while still registered (killed with the controller frozen, so its
+    registration lasts until its ZooKeeper session expires): what the proxy relays to the lowest
+    broker (FindCoordinator, admin calls) goes to the next one. Before, the client's connection
+    was closed with the refused connection's error until the registration expired."""
+    cluster = cluster_factory(brokers=2, env={"BMQ_ZOOKEEPER_SESSION_TIMEOUT_MS": 20000})
+    proxy = proxies(cluster)
+    host, port = proxy.bootstrap.rsplit(":", 1)
+
+    async def find_coordinator() -> Any:
+        link = BrokerLink(host, int(port), "test")
+        try:
+            return await link.request(FindCoordinatorRequest(key="g", key_type=0), 3)
+        finally:
+            link.close()
+
+    assert asyncio.run(find_coordinator()).error_code == ErrorCode.NONE
+    controller = cluster.controllers[0]
+    os.kill(controller.pid, signal.SIGSTOP)
+    try:
+        cluster.brokers[1].kill()
+        answer = asyncio.run(find_coordinator())
+        assert cluster.zk.exists(cluster.paths.broker(1)), "broker 1's registration expired"
+        assert answer.error_code == ErrorCode.NONE and answer.node_id >= 0, answer
+    finally:
+        os.kill(controller.pid, signal.SIGCONT)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from bmq.net.client import LinkError
 from bmq.protocol.primitives import Writer
 from bmq.proxy.handlers.base import ProxyContext
 
@@ -22,10 +23,21 @@ class RelayedResponse:
 
 
 async def relay(ctx: ProxyContext) -> memoryview | None:
-    """The request frame relayed as is to the lowest live broker, on the client connection's
-    own link: the broker's response body."""
-    node = await ctx.proxy.any_broker()
-    return await ctx.links.get(node.host, node.port).relay(ctx.header, ctx.frame)
+    """The request frame relayed as is to the lowest live broker that takes the connection, on
+    the client connection's own link: the broker's response body. A broker still registered
+    but gone (killed, its session not yet expired) refuses the connection: the next is asked,
+    so a client's FindCoordinator or admin call does not fail while another broker is up."""
+    failed: LinkError | None = None
+    for node in await ctx.proxy.live_brokers():
+        link = ctx.links.get(node.host, node.port)
+        try:
+            await link.connect()
+        except LinkError as error:
+            failed = error
+            continue
+        return await link.relay(ctx.header, ctx.frame)
+    assert failed is not None
+    raise failed
 
 
 async def relay_to_broker(ctx: ProxyContext, request: Any, version: int) -> RelayedResponse:
