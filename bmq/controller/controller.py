@@ -48,6 +48,7 @@ from bmq.metadata.zookeeper.layout import (
     ensure_cluster_id,
     ensure_layout,
     loads,
+    start_retry,
     track_connection,
 )
 from bmq.metadata.zookeeper.state import states_of
@@ -175,7 +176,7 @@ class Controller:
         zk = self._zk = connect(self.zookeeper, self.session_timeout_ms)
         track_connection(zk)
         zk.add_listener(self._on_state)
-        ensure_layout(zk, self.paths)
+        start_retry()(ensure_layout, zk, self.paths)
         if self._channel_security is not None:
             # The credentials and ACLs brokers' channels are checked against, before any.
             self._channel_security.load(zk, self.paths)

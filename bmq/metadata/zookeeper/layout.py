@@ -33,6 +33,7 @@ from typing import Any
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.retry import KazooRetry
 
 from bmq.config import split_host_port
 
@@ -160,8 +161,16 @@ def join_cluster(hosts: str, session_timeout_ms: int, paths: Paths) -> tuple[Kaz
     layout made, and the cluster id (made by whoever comes first)."""
     zk = connect(hosts, session_timeout_ms)
     track_connection(zk)
-    ensure_layout(zk, paths)
-    return zk, ensure_cluster_id(zk, paths)
+    # Retried on a lost connection: the first session can be lost at once (an ensemble
+    # still electing its leader, a loaded machine), and a node must not exit for it.
+    retry = start_retry()
+    retry(ensure_layout, zk, paths)
+    return zk, retry(ensure_cluster_id, zk, paths)
+
+
+def start_retry() -> KazooRetry:
+    """Retries of a node's first ZooKeeper calls over a lost connection, for up to 30 s."""
+    return KazooRetry(max_tries=-1, delay=0.2, max_delay=2.0, deadline=30.0)
 
 
 def ensure_cluster_id(zk: KazooClient, paths: Paths) -> str:
