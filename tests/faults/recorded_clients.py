@@ -58,6 +58,12 @@ def partition_of(message: Message) -> int:
     return partition
 
 
+def own_ops(history: History, workload: str) -> list[Op]:
+    """The operations of one workload's processes (named ``workload/...``): several
+    workloads may record into one history, beside the faults'."""
+    return [op for op in history.ops() if op.process.startswith(f"{workload}/")]
+
+
 def fatal_errors(history: History | list[Op]) -> list[dict[str, Any]]:
     """Every operation that met an error librdkafka calls fatal."""
     return [{"process": op.process, "f": op.f, "error": op.error}

@@ -49,6 +49,7 @@ from tests.faults.recorded_clients import (
     ReadRecord,
     exception_error,
     fatal_errors,
+    own_ops,
     partition_of,
     produce_until,
     read_back,
@@ -124,7 +125,7 @@ class ScheduledWorkload:
         places = ([endpoints.bootstrap] * self.broker_consumers
                   + [endpoints.proxy] * (self.proxy_consumers if endpoints.proxy else 0))
         threads = [threading.Thread(target=run_group_consumer, daemon=True, args=(
-                       place, self.group, self.topic, history, f"consumer-{n}", stop))
+                       place, self.group, self.topic, history, f"{self.name}/consumer-{n}", stop))
                    for n, place in enumerate(places) if place]
         for n in range(self.producers):
             rng = random.Random(seed * 1000 + n)
@@ -137,15 +138,15 @@ class ScheduledWorkload:
                     "due_ms": due, "partition": partition}
 
             threads.append(threading.Thread(target=produce_until, daemon=True, args=(
-                endpoints.bootstrap, self.topic, history, f"producer-{n}", stop, self.rate,
-                self._values, plan)))
+                endpoints.bootstrap, self.topic, history, f"{self.name}/producer-{n}", stop,
+                self.rate, self._values, plan)))
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
 
     def check(self, endpoints: Endpoints, history: History) -> Verdict:
-        ops = history.ops()
+        ops = own_ops(history, self.name)
         sent = {op.value["value"] for op in ops if op.f == "send" and op.type == "ok"}
         last_due = max((op.value["due_ms"] for op in ops if op.f == "send"), default=0)
         wait_s = max(0.0, (last_due - wall_ms()) / 1000) + self.bound_s

@@ -59,6 +59,7 @@ from tests.faults.recorded_clients import (
     ReadRecord,
     exception_error,
     fatal_errors,
+    own_ops,
     partition_of,
     produce_until,
     read_back,
@@ -203,7 +204,8 @@ class ShareWorkload:
         places = ([endpoints.bootstrap] * self.broker_consumers
                   + [endpoints.proxy] * (self.proxy_consumers if endpoints.proxy else 0))
         return [threading.Thread(target=run_share_consumer, daemon=True, args=(
-                    place, self.group, self.topic, history, f"{prefix}{n}", stop, seed + n))
+                    place, self.group, self.topic, history, f"{self.name}/{prefix}{n}", stop,
+                    seed + n))
                 for n, place in enumerate(places) if place]
 
     def run(self, endpoints: Endpoints, history: History, stop: threading.Event,
@@ -212,8 +214,8 @@ class ShareWorkload:
         for n in range(self.producers):
             spread = spread_partitions(self.partitions, seed * 1000 + n)
             threads.append(threading.Thread(target=produce_until, daemon=True, args=(
-                endpoints.bootstrap, self.topic, history, f"producer-{n}", stop, self.rate,
-                self._values, lambda value, spread=spread: (spread(), None, {}))))
+                endpoints.bootstrap, self.topic, history, f"{self.name}/producer-{n}", stop,
+                self.rate, self._values, lambda value, spread=spread: (spread(), None, {}))))
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -230,14 +232,15 @@ class ShareWorkload:
         letters: list[DeadLetter] = []
         while time.monotonic() < deadline:
             letters = self.read_dead_letters(endpoints)
-            if not unsettled(history.ops(), letters):
+            if not unsettled(own_ops(history, self.name), letters):
                 break
             time.sleep(2.0)
         stop.set()
         for thread in threads:
             thread.join()
         letters = self.read_dead_letters(endpoints)
-        return check_share(history.ops(), letters, self.delivery_limit, self.name)
+        return check_share(own_ops(history, self.name), letters, self.delivery_limit,
+                           self.name)
 
     def read_dead_letters(self, endpoints: Endpoints) -> list[DeadLetter]:
         return [DeadLetter.of(r) for r in read_back(endpoints.admin, self.dead_letters, 1,
