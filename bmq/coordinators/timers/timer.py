@@ -27,6 +27,7 @@ import functools
 import logging
 
 from bmq.coordinators.timers import wheel
+from bmq.coordinators.timers.clock import steady_now_ms
 from bmq.coordinators.timers.records import SEQUENCE_MASK, Held, hold_batch, mentions_schedule
 from bmq.coordinators.timers.runs import open_run
 from bmq.coordinators.timers.state import TimerState, read_state, replay
@@ -131,14 +132,16 @@ class PartitionTimer(TimerWheel):
         if not self.would_hold(records, headers):
             return None
         self.timer_log.check_writable()
-        floor = max(now, self._popped[0])
+        accepted = steady_now_ms()      # the clock deliveries are timed by, not ``now``
+        floor = max(accepted, self._popped[0])
         held: list[list[Held]] = []
         parts: list[bytearray] = []
         timer_headers: list[BatchHeader] = []
         position = 0
         for header in headers:
             batch, timer_header, batch_held = hold_batch(
-                records[position:position + header.size], header, now, floor, now + wheel.KEEP_MS)
+                records[position:position + header.size], header, accepted, floor,
+                accepted + wheel.KEEP_MS)
             held.append(batch_held)
             parts.append(batch)
             timer_headers.append(timer_header)
