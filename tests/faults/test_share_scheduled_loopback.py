@@ -136,7 +136,8 @@ def test_across_clock_jumps(broker_factory: BrokerFactory, tmp_path: Path,
     stop.set()
     running.join()
     verdict = clients.check(endpoints, history)
-    assert verdict.valid, summary(verdict)
+    history.write_jsonl(tmp_path / "history.jsonl")
+    assert verdict.valid, f"{summary(verdict)} (history in {tmp_path})"
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""The timers' clock (bmq/coordinators/timers/clock.py) does not follow a step of the wall
+"""The timers' clock (bmq/coordinators/clock.py) does not follow a step of the wall
 clock: a broker whose clock jumped five minutes forward delivered every record due within them
 at once (tests/faults/test_share_scheduled_loopback.py runs it under libfaketime)."""
 
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from bmq.coordinators.timers.clock import steady_now_ms
+from bmq.coordinators.clock import steady_now_ms
 
 
 def test_a_step_of_the_wall_clock_is_not_followed(monkeypatch: pytest.MonkeyPatch) -> None:

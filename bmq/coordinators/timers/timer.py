@@ -26,8 +26,8 @@ import asyncio
 import functools
 import logging
 
+from bmq.coordinators.clock import steady_now_ms
 from bmq.coordinators.timers import wheel
-from bmq.coordinators.timers.clock import steady_now_ms
 from bmq.coordinators.timers.records import SEQUENCE_MASK, Held, hold_batch, mentions_schedule
 from bmq.coordinators.timers.runs import open_run
 from bmq.coordinators.timers.state import TimerState, read_state, replay

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 
 from bmq import metrics
-from bmq.coordinators.timers.clock import steady_now_ms
+from bmq.coordinators.clock import steady_now_ms
 from bmq.coordinators.timers.records import Held, delivery_batch
 from bmq.coordinators.timers.runs import (
     Entry,
