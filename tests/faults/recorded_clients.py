@@ -28,6 +28,7 @@ from confluent_kafka import (
 )
 
 from tests.faults.history import History, Op
+from tests.faults.workload import Endpoints
 
 # Long enough to outlast a failover (session timeout + moves); an undelivered send is info.
 MESSAGE_TIMEOUT_MS = 60_000
@@ -111,6 +112,20 @@ class RecordingProducer:
         for op in list(self._open.values()):
             self.history.info(op, "no delivery report before close")
         self._open.clear()
+
+
+def consumer_places(endpoints: Endpoints, on_brokers: int, on_proxy: int) -> list[str]:
+    """Where a workload's consumers connect: ``on_brokers`` of them to the brokers and
+    ``on_proxy`` to the proxy, if the cluster has one."""
+    proxied = [endpoints.proxy] * on_proxy if endpoints.proxy else []
+    return [endpoints.bootstrap] * on_brokers + proxied
+
+
+def run_all(threads: list[threading.Thread]) -> None:
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
 
 
 def produce_until(bootstrap: str, topic: str, history: History, process: str,

@@ -47,12 +47,14 @@ from tests.faults.history import History, Op
 from tests.faults.recorded_clients import (
     Headers,
     ReadRecord,
+    consumer_places,
     exception_error,
     fatal_errors,
     own_ops,
     partition_of,
     produce_until,
     read_back,
+    run_all,
 )
 from tests.faults.workload import Endpoints, Verdict
 from tests.groups.helpers import unique
@@ -122,11 +124,10 @@ class ScheduledWorkload:
 
     def run(self, endpoints: Endpoints, history: History, stop: threading.Event,
             seed: int) -> None:
-        places = ([endpoints.bootstrap] * self.broker_consumers
-                  + [endpoints.proxy] * (self.proxy_consumers if endpoints.proxy else 0))
+        places = consumer_places(endpoints, self.broker_consumers, self.proxy_consumers)
         threads = [threading.Thread(target=run_group_consumer, daemon=True, args=(
                        place, self.group, self.topic, history, f"{self.name}/consumer-{n}", stop))
-                   for n, place in enumerate(places) if place]
+                   for n, place in enumerate(places)]
         for n in range(self.producers):
             rng = random.Random(seed * 1000 + n)
 
@@ -140,10 +141,7 @@ class ScheduledWorkload:
             threads.append(threading.Thread(target=produce_until, daemon=True, args=(
                 endpoints.bootstrap, self.topic, history, f"{self.name}/producer-{n}", stop,
                 self.rate, self._values, plan)))
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        run_all(threads)
 
     def check(self, endpoints: Endpoints, history: History) -> Verdict:
         ops = own_ops(history, self.name)

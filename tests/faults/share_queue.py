@@ -57,12 +57,14 @@ from confluent_kafka import AcknowledgeType, KafkaError, KafkaException, ShareCo
 from tests.faults.history import History, Op
 from tests.faults.recorded_clients import (
     ReadRecord,
+    consumer_places,
     exception_error,
     fatal_errors,
     own_ops,
     partition_of,
     produce_until,
     read_back,
+    run_all,
     spread_partitions,
 )
 from tests.faults.workload import Endpoints, Verdict
@@ -201,12 +203,11 @@ class ShareWorkload:
 
     def _consumers(self, endpoints: Endpoints, history: History, stop: threading.Event,
                    seed: int, prefix: str) -> list[threading.Thread]:
-        places = ([endpoints.bootstrap] * self.broker_consumers
-                  + [endpoints.proxy] * (self.proxy_consumers if endpoints.proxy else 0))
+        places = consumer_places(endpoints, self.broker_consumers, self.proxy_consumers)
         return [threading.Thread(target=run_share_consumer, daemon=True, args=(
                     place, self.group, self.topic, history, f"{self.name}/{prefix}{n}", stop,
                     seed + n))
-                for n, place in enumerate(places) if place]
+                for n, place in enumerate(places)]
 
     def run(self, endpoints: Endpoints, history: History, stop: threading.Event,
             seed: int) -> None:
@@ -216,10 +217,7 @@ class ShareWorkload:
             threads.append(threading.Thread(target=produce_until, daemon=True, args=(
                 endpoints.bootstrap, self.topic, history, f"{self.name}/producer-{n}", stop,
                 self.rate, self._values, lambda value, spread=spread: (spread(), None, {}))))
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        run_all(threads)
 
     def check(self, endpoints: Endpoints, history: History) -> Verdict:
         """Drain: fresh consumers of the group run until every acknowledged produce is
