@@ -161,12 +161,16 @@ class PartitionTimer(TimerWheel):
                 flat.append(record)
         first = headers[0]
         txn = first.producer_id if first.attributes & TRANSACTIONAL_FLAG else None
+        if txn is None and flat:
+            self._hold_in_flight(flat)
         self.timer_log.durable(appended.last_offset).add_done_callback(
             functools.partial(self._held_durable, flat, txn))
         return appended, answer
 
     def _held_durable(self, held: list[Held], txn: int | None,
                       future: asyncio.Future[None]) -> None:
+        if txn is None and held:
+            self._end_in_flight(held)
         if future.cancelled() or future.exception() is not None:
             return      # the timer log failed: the next owner replays what was durable
         if txn is None:

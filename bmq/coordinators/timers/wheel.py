@@ -86,6 +86,11 @@ class TimerWheel:
         self._txn_open: dict[int, list[Held]] = {}
         self._txn_unspilled: dict[int, int] = {}   # committed since the last run: first offset
         self._popped: Entry = (-1, -1)          # the last record taken for delivery
+        # Held records not yet durable, so not yet indexed: the soonest due time of each hold
+        # (with how many holds have it). Nothing due at or after the soonest is delivered
+        # until they are indexed: delivered past, a record due sooner would be taken for one
+        # delivered already (it is behind the cursor) and never delivered.
+        self._in_flight: dict[int, int] = {}
         self._skip = 0                          # delivered before a crash, not yet counted
         self._next_sequence = 0
         self.accepted = 0                       # records indexed, ever
@@ -199,8 +204,22 @@ class TimerWheel:
             self._loaded_until = end
             self._window_partial = False
 
+    def _hold_in_flight(self, held: list[Held]) -> None:
+        due = min(record.due for record in held)
+        self._in_flight[due] = self._in_flight.get(due, 0) + 1
+
+    def _end_in_flight(self, held: list[Held]) -> None:
+        due = min(record.due for record in held)
+        if self._in_flight[due] == 1:
+            del self._in_flight[due]
+            self._wake_up()
+        else:
+            self._in_flight[due] -= 1
+
     async def _deliver(self, now: int) -> None:
         heap = self._heap
+        if self._in_flight:
+            now = min(now, min(self._in_flight) - 1)
         while heap and heap[0][0] <= now:
             taken: list[tuple[int, int, Held | None]] = []
             while heap and heap[0][0] <= now and len(taken) < DELIVERY_RECORDS:
