@@ -23,15 +23,19 @@ What Kafka's share groups promise, and what the checker holds them to (``check_s
   copied to the dead-letter topic (``lost`` otherwise; a record with a final acknowledgement
   not answered ``ok`` is counted ``indeterminate``, not lost);
 - an acknowledgement that was answered is final: no record is acknowledged (ACCEPT or REJECT)
-  successfully twice (``duplicate-ack``), none is delivered by a poll invoked after such an
-  acknowledgement completed (``delivered-after-ack``), no accepted record is also dead-lettered
-  (``accepted-and-dead-lettered``);
+  successfully twice (``duplicate-ack``), none is acquired anew after such an acknowledgement
+  completed (``delivered-after-ack``: a delivery by a poll invoked after it, with a delivery
+  count above every count that record was delivered with before it), no accepted record is
+  also dead-lettered (``accepted-and-dead-lettered``). A poll's interval does not bound when
+  its records were acquired: librdkafka hands out the answer of a ShareFetch sent during an
+  earlier poll, so a broker frozen with an answer unsent (SIGSTOP) delivers, once resumed,
+  records acquired before the freeze, and accepted by another consumer since (its
+  acknowledgement then fails); the count tells that acquisition from a new one;
 - a delivery is of the record at that offset (``wrong-value``; a value never sent:
   ``phantom``), and two values are never acknowledged at one offset (``offset-reused``);
-- delivery counts: between 1 and the limit, and growing in real time: a delivery that began
-  after another of the same record ended has a higher count (BMQ writes every acquisition with
-  its count before answering; Kafka itself may undercount after a leader change), else
-  ``delivery-count``;
+- delivery counts: between 1 and the limit, and no two deliveries of one record with the same
+  count (BMQ writes every acquisition with its count before answering; Kafka itself may
+  undercount after a leader change), else ``delivery-count``;
 - a dead letter names its record truly (``wrong-value``) and why it was given up: a REJECT
   was sent for it, or it was delivered the limit's number of times (``unexplained-dead-letter``);
 - no client meets a fatal error (``fatal-error``).
@@ -309,12 +313,10 @@ def check_share(ops: list[Op], letters: list[DeadLetter], delivery_limit: int,
                     anomalies["delivery-count"].append({"at": key, "count": count,
                                                         "process": op.process})
     for key, seen in deliveries.items():
-        for first, first_count in seen:
-            for later, later_count in seen:
-                if (first.completed_ns or 0) < later.invoked_ns and later_count <= first_count:
-                    anomalies["delivery-count"].append({
-                        "at": key, "counts": [first_count, later_count],
-                        "ops": [first.index, later.index]})
+        counts = [count for _, count in seen]
+        if len(set(counts)) < len(counts):
+            anomalies["delivery-count"].append({"at": key, "counts": counts,
+                                                "ops": [op.index for op, _ in seen]})
 
     final: dict[Key, list[tuple[Op, str]]] = defaultdict(list)
     for op, partition, offset, _, kind in _acks(ops):
@@ -327,8 +329,10 @@ def check_share(ops: list[Op], letters: list[DeadLetter], delivery_limit: int,
             anomalies["duplicate-ack"].append({"at": key, "acks": [
                 {"op": op.index, "process": op.process, "type": kind} for op, kind in answered]})
         done = min(op.completed_ns or 0 for op, _ in answered)
+        known = max((count for poll, count in deliveries.get(key, [])
+                     if (poll.completed_ns or 0) < done), default=0)
         for poll, count in deliveries.get(key, []):
-            if poll.invoked_ns > done:
+            if poll.invoked_ns > done and count > known:
                 anomalies["delivered-after-ack"].append({"at": key, "poll": poll.index,
                                                          "process": poll.process,
                                                          "count": count})

@@ -108,6 +108,18 @@ def test_a_delivery_after_a_successful_accept() -> None:
     assert anomalies(h, letters) == {"delivered-after-ack"}
 
 
+def test_a_late_answer_of_an_earlier_acquisition_after_an_accept() -> None:
+    """Seen under SIGSTOP: a frozen leader's answer, acquired before another consumer accepted
+    the record, reaches its consumer after the accept; that consumer's accept fails."""
+    h, letters = clean()
+    h.send(4, 0, 3)
+    h.poll("c0", 60, (0, 3, 4, 2))
+    h.ack("c0", 62, 0, [(3, 4, "accept")])
+    h.poll("c1", 70, (0, 3, 4, 1))
+    h.ack("c1", 72, 0, [(3, 4, "accept")], "fail", "INVALID_RECORD_STATE")
+    assert check_share(h.ops, letters, LIMIT).valid
+
+
 def test_a_record_never_settled_is_lost() -> None:
     h, letters = clean()
     h.send(4, 0, 3)
@@ -160,7 +172,7 @@ def test_delivery_counts_out_of_range_or_not_growing() -> None:
     h, letters = clean()
     h.send(4, 0, 3)
     h.poll("c0", 60, (0, 3, 4, 2))
-    h.poll("c1", 70, (0, 3, 4, 2))     # a later acquisition with the same count
+    h.poll("c1", 70, (0, 3, 4, 2))     # another acquisition with the same count
     h.ack("c1", 72, 0, [(3, 4, "accept")])
     assert anomalies(h, letters) == {"delivery-count"}
 
