@@ -169,12 +169,12 @@ def read_back(bootstrap: str, topic: str, partitions: int,
                          "group.id": f"read-back-{time.time_ns()}",
                          "enable.auto.commit": False, "fetch.wait.max.ms": 100})
     records: list[ReadRecord] = []
+    deadline = time.monotonic() + timeout
     try:
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), 15)[1]
+        ends = {p: _high_watermark(consumer, TopicPartition(topic, p), deadline)
                 for p in range(partitions)}
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
         reached = {p: -1 for p in range(partitions)}
-        deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if all(reached[p] + 1 >= ends[p] for p in ends) and done(records):
                 break
@@ -192,3 +192,15 @@ def read_back(bootstrap: str, topic: str, partitions: int,
     finally:
         consumer.close()
     return records
+
+
+def _high_watermark(consumer: Consumer, partition: TopicPartition, deadline: float) -> int:
+    """Asked again on errors (a fresh client's metadata may not know the partition yet, a
+    broker may still be moving it) until ``deadline``."""
+    while True:
+        try:
+            return consumer.get_watermark_offsets(partition, 5)[1]
+        except KafkaException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
