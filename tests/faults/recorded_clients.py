@@ -40,8 +40,9 @@ Plan = Callable[[int], tuple[int, Headers | None, dict[str, Any]]]
 
 
 def client_error(op: Op, error: KafkaError) -> str:
-    """``error``'s name, noting on ``op`` whether librdkafka called it fatal."""
-    if error.fatal():
+    """``error``'s name, noting on ``op`` whether librdkafka called it fatal (or refused a
+    call because a fatal error happened before)."""
+    if error.fatal() or error.code() == KafkaError._FATAL:
         op.extra["fatal"] = True
     return error.name()
 
@@ -93,9 +94,13 @@ class RecordingProducer:
     def send(self, topic: str, partition: int, value: int,
              headers: Headers | None, invocation: dict[str, Any]) -> None:
         op = self.history.invoke(self.process, "send", {"value": value, **invocation})
+        try:
+            self._producer.produce(topic, str(value).encode(), partition=partition,
+                                   headers=headers, on_delivery=functools.partial(self._done, op))
+        except KafkaException as exc:      # a fatal error: the producer takes nothing more
+            self.history.fail(op, exception_error(op, exc))
+            raise
         self._open[op.index] = op
-        self._producer.produce(topic, str(value).encode(), partition=partition,
-                               headers=headers, on_delivery=functools.partial(self._done, op))
         self._producer.poll(0)
 
     def _done(self, op: Op, error: KafkaError | None, message: Message) -> None:
@@ -108,7 +113,10 @@ class RecordingProducer:
 
     def close(self) -> None:
         """Wait for the last delivery reports; sends still without one are ``info``."""
-        self._producer.flush(FLUSH_TIMEOUT_S)
+        try:
+            self._producer.flush(FLUSH_TIMEOUT_S)
+        except (KafkaException, SystemError) as exc:    # a producer dead of a fatal error
+            self.history.event(self.process, "close", repr(exc))
         for op in list(self._open.values()):
             self.history.info(op, "no delivery report before close")
         self._open.clear()
@@ -142,6 +150,8 @@ def produce_until(bootstrap: str, topic: str, history: History, process: str,
                 producer.send(topic, partition, value, headers, invocation)
             except BufferError:          # the queue is full while a partition moves
                 time.sleep(0.1)
+            except KafkaException:       # fatal (recorded): this producer is dead
+                break
             stop.wait(1.0 / rate)
     finally:
         producer.close()

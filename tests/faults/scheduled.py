@@ -84,6 +84,8 @@ def run_group_consumer(bootstrap: str, group: str, topic: str, history: History,
                 messages = consumer.consume(500, 0.1)
             except KafkaException as exc:
                 history.fail(op, exception_error(op, exc))
+                if op.extra.get("fatal"):
+                    return
                 continue
             op.extra["wall_ms"] = wall_ms()
             history.ok(op, [[partition_of(m), m.offset(), int(m.value() or b"-1")]

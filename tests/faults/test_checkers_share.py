@@ -6,8 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from confluent_kafka import KafkaError
 
-from tests.faults.history import Op, Outcome
+from tests.faults.history import History, Op, Outcome
+from tests.faults.recorded_clients import client_error
 from tests.faults.share_queue import DeadLetter, check_share
 
 LIMIT = 3
@@ -203,4 +205,15 @@ def test_a_fatal_client_error() -> None:
     h, letters = clean()
     op = h.add("c0", "poll", None, 60, 61, "fail", "FENCED_MEMBER_EPOCH")
     op.extra["fatal"] = True
+    assert anomalies(h, letters) == {"fatal-error"}
+
+
+def test_a_call_refused_after_a_fatal_error_counts_as_fatal() -> None:
+    """Seen under SIGSTOP: an idempotent producer's produce() raised _FATAL (its fatal error
+    itself was never served to error_cb); that op alone must make the verdict fail."""
+    history = History()
+    op = history.invoke("producer-0", "send", {"value": 9})
+    history.fail(op, client_error(op, KafkaError(KafkaError._FATAL)))
+    h, letters = clean()
+    h.ops.append(op)
     assert anomalies(h, letters) == {"fatal-error"}
