@@ -206,11 +206,19 @@ def read_back(bootstrap: str, topic: str, partitions: int,
 
 def _high_watermark(consumer: Consumer, partition: TopicPartition, deadline: float) -> int:
     """Asked again on errors (a fresh client's metadata may not know the partition yet, a
-    broker may still be moving it) until ``deadline``."""
+    broker may still be moving it) until ``deadline``, each time after a metadata request
+    for the topic; then fails with what the metadata said."""
     while True:
         try:
+            consumer.list_topics(partition.topic, 5)
             return consumer.get_watermark_offsets(partition, 5)[1]
-        except KafkaException:
+        except KafkaException as exc:
             if time.monotonic() > deadline:
-                raise
+                try:
+                    found = consumer.list_topics(partition.topic, 5).topics.get(partition.topic)
+                    said = repr(found and (found.error, found.partitions))
+                except KafkaException as again:
+                    said = repr(again)
+                raise AssertionError(f"no high watermark of {partition.topic}-"
+                                     f"{partition.partition}: {exc}; metadata: {said}") from exc
             time.sleep(0.5)
