@@ -22,9 +22,9 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from bmq.coordinators.clock import steady_now_ms
 from bmq.metadata.topics import TopicRegistry
 from bmq.protocol.errors import ErrorCode, KafkaError
-from bmq.writepath.partitions import now_ms
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +97,7 @@ class ShareGroups:
             return HeartbeatAnswer(ErrorCode.INVALID_REQUEST, message="MemberId can't be empty.")
         configs = self._config(group_id)
         interval = int(configs["share.heartbeat.interval.ms"])
-        now = now_ms()
+        now = steady_now_ms()
         group = self.groups.get(group_id)
         if epoch == -1:
             if group is None or member_id not in group.members:
@@ -154,7 +154,7 @@ class ShareGroups:
 
     def expire(self) -> None:
         """Remove the members whose session timed out."""
-        now = now_ms()
+        now = steady_now_ms()
         for group in self.groups.values():
             for member in [m for m in group.members.values() if m.expires_ms <= now]:
                 self._remove(group, member.member_id, "timed out of")

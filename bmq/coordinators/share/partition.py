@@ -71,8 +71,8 @@ class Run:
     state: RecordState
     count: int = 0                 # delivery count
     member: str = ""               # who holds the lock (ACQUIRED)
-    deadline: int = 0              # when the lock expires (ms, wall clock)
-    available_at: int = 0          # deliverable from (ms, wall clock): the retry back-off
+    deadline: int = 0              # when the lock expires (ms, coordinators.clock)
+    available_at: int = 0          # deliverable from (ms, coordinators.clock): the back-off
     reason: str = ""               # why it is ARCHIVING (a DEAD_LETTER_REASONS entry)
 
     def copy(self, first: int, last: int) -> Run:
@@ -379,12 +379,13 @@ class SharePartition:
             self.start_offset = start_offset
 
     def restarted(self) -> None:
-        """After a replay: the members that held locks are gone; their records are
-        deliverable at once (their delivery counts kept), as after a lock expiry."""
+        """After a replay: the members that held locks are gone, and so are their locks: the
+        next sweep releases their records as after any lock expiry (delivery counts kept), so
+        a record at the delivery limit is given up, not delivered once more."""
         for run in self.runs:
             if run.state == RecordState.ACQUIRED:
-                run.state = RecordState.AVAILABLE
                 run.member = ""
+                run.deadline = 0
 
     def unwritten_dead_letters(self, settings: ShareSettings) -> list[DeadLetter]:
         """The ARCHIVING records (their dead letters were not written, or not known to be:

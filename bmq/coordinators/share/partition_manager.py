@@ -28,6 +28,7 @@ from typing import Any
 
 from bmq import metrics
 from bmq.coordinators.base import CoordinatorHost
+from bmq.coordinators.clock import steady_now_ms
 from bmq.coordinators.sharded import Appended
 from bmq.coordinators.share.dlq import DeadLetterTopicRefused, RemoteAppend, dead_letter
 from bmq.coordinators.share.groups import ShareGroups
@@ -44,7 +45,6 @@ from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.primitives import Buffer
 from bmq.readpath.fetch import FetchServer
 from bmq.readpath.partition_view import PartitionView
-from bmq.writepath.partitions import now_ms
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +129,7 @@ class SharePartitionManager:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
-        self._swept_at = now_ms()
+        self._swept_at = steady_now_ms()
         self._tasks.every(SWEEP_S, self._sweep)
 
     async def stop(self) -> None:
@@ -214,7 +214,7 @@ class SharePartitionManager:
 
     async def _release_member(self, group_id: str, member_id: str) -> None:
         settings = self.settings(group_id)
-        now = now_ms()
+        now = steady_now_ms()
         for key, state in self.state.all_states():
             if key.group_id != group_id:
                 continue
@@ -248,7 +248,7 @@ class SharePartitionManager:
                 if failed is not None:
                     result.ack_error = failed
                     continue
-                now = now_ms()
+                now = steady_now_ms()
                 dead = [letter for batch in batches
                         for letter in state.acknowledge(*batch, now, settings)]
                 if dead:
@@ -326,7 +326,7 @@ class SharePartitionManager:
                           key.group_id, view.topic, view.index, refused)
             except KafkaError as error:
                 # They stay ARCHIVING (never delivered) until the sweep tries again.
-                self._retry_at[key] = now_ms() + DEAD_LETTER_RETRY_MS
+                self._retry_at[key] = steady_now_ms() + DEAD_LETTER_RETRY_MS
                 log.error("share group %s: dead letters of %s-%d not written: %s",
                           key.group_id, view.topic, view.index, error)
                 return
@@ -461,7 +461,7 @@ class SharePartitionManager:
     def _sweep(self) -> None:
         """Expire locks (released as a failed delivery), end back-offs (wake the waiting
         fetches) and remove members whose session timed out: every SWEEP_S."""
-        now = now_ms()
+        now = steady_now_ms()
         self.groups.expire()
         self.sessions.forget_idle(now)
         wake = False

@@ -5,13 +5,13 @@ and the records themselves (for dead letters)."""
 
 from __future__ import annotations
 
+from bmq.coordinators.clock import steady_now_ms
 from bmq.coordinators.share.partition import Acquired, SharePartition, ShareSettings
 from bmq.protocol.primitives import Buffer
 from bmq.protocol.record_codec import Record, decode_batch
 from bmq.protocol.records import iter_batches
 from bmq.readpath.partition_view import PartitionView, batches_before, next_offset_of
 from bmq.storage.producer_state import AbortedBatches
-from bmq.writepath.partitions import now_ms
 
 READ_BYTES = 1 << 20
 
@@ -25,7 +25,7 @@ async def acquire_records(view: PartitionView, state: SharePartition, member_id:
     limit = view.last_stable_offset() if settings.read_committed else view.high_watermark
     while True:
         new_end = await aligned_end(view, state.end_offset, want, limit)
-        acquired = state.acquire(member_id, want, new_end, now_ms(), settings)
+        acquired = state.acquire(member_id, want, new_end, steady_now_ms(), settings)
         if not (settings.read_committed and acquired):
             return acquired
         skipped = await uncommitted(view, acquired)

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from bmq.coordinators.clock import steady_now_ms
 from bmq.coordinators.share.partition import SharePartition
 from bmq.coordinators.share.records import StateKey
 from bmq.metadata.topics import TopicIdPartition
 from bmq.protocol.errors import ErrorCode
 from bmq.readpath.partition_view import PartitionView
-from bmq.writepath.partitions import now_ms
 
 SESSION_IDLE_MS = 300_000
 MAX_EPOCH = 2**31 - 1
@@ -48,12 +48,12 @@ class ShareSessions:
         """The session a request with ``epoch`` belongs to (opened at 0), or Kafka's error."""
         key = (group_id, member_id)
         if epoch == 0:
-            session = self._sessions[key] = ShareSession(now_ms())
+            session = self._sessions[key] = ShareSession(steady_now_ms())
             return ErrorCode.NONE, session
         found = self._sessions.get(key)
         if found is None:
             return ErrorCode.SHARE_SESSION_NOT_FOUND, None
-        found.used_ms = now_ms()
+        found.used_ms = steady_now_ms()
         if epoch == -1:
             return ErrorCode.NONE, found
         if epoch != found.next_epoch:

@@ -26,6 +26,7 @@ import asyncio
 import functools
 import logging
 
+from bmq.coordinators.clock import steady_now_ms
 from bmq.coordinators.timers import wheel
 from bmq.coordinators.timers.records import SEQUENCE_MASK, Held, hold_batch, mentions_schedule
 from bmq.coordinators.timers.runs import open_run
@@ -131,14 +132,16 @@ class PartitionTimer(TimerWheel):
         if not self.would_hold(records, headers):
             return None
         self.timer_log.check_writable()
-        floor = max(now, self._popped[0])
+        accepted = steady_now_ms()      # the clock deliveries are timed by, not ``now``
+        floor = max(accepted, self._popped[0])
         held: list[list[Held]] = []
         parts: list[bytearray] = []
         timer_headers: list[BatchHeader] = []
         position = 0
         for header in headers:
             batch, timer_header, batch_held = hold_batch(
-                records[position:position + header.size], header, now, floor, now + wheel.KEEP_MS)
+                records[position:position + header.size], header, accepted, floor,
+                accepted + wheel.KEEP_MS)
             held.append(batch_held)
             parts.append(batch)
             timer_headers.append(timer_header)
@@ -158,12 +161,16 @@ class PartitionTimer(TimerWheel):
                 flat.append(record)
         first = headers[0]
         txn = first.producer_id if first.attributes & TRANSACTIONAL_FLAG else None
+        if txn is None and flat:
+            self._hold_in_flight(flat)
         self.timer_log.durable(appended.last_offset).add_done_callback(
             functools.partial(self._held_durable, flat, txn))
         return appended, answer
 
     def _held_durable(self, held: list[Held], txn: int | None,
                       future: asyncio.Future[None]) -> None:
+        if txn is None and held:
+            self._end_in_flight(held)
         if future.cancelled() or future.exception() is not None:
             return      # the timer log failed: the next owner replays what was durable
         if txn is None:

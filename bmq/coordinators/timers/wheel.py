@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 
 from bmq import metrics
+from bmq.coordinators.clock import steady_now_ms
 from bmq.coordinators.timers.records import Held, delivery_batch
 from bmq.coordinators.timers.runs import (
     Entry,
@@ -34,7 +35,7 @@ from bmq.coordinators.timers.state import (
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.records import HEADER_SIZE
 from bmq.storage import Storage
-from bmq.writepath.partitions import Partition, now_ms
+from bmq.writepath.partitions import Partition
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +86,11 @@ class TimerWheel:
         self._txn_open: dict[int, list[Held]] = {}
         self._txn_unspilled: dict[int, int] = {}   # committed since the last run: first offset
         self._popped: Entry = (-1, -1)          # the last record taken for delivery
+        # Held records not yet durable, so not yet indexed: the soonest due time of each hold
+        # (with how many holds have it). Nothing due at or after the soonest is delivered
+        # until they are indexed: delivered past, a record due sooner would be taken for one
+        # delivered already (it is behind the cursor) and never delivered.
+        self._in_flight: dict[int, int] = {}
         self._skip = 0                          # delivered before a crash, not yet counted
         self._next_sequence = 0
         self.accepted = 0                       # records indexed, ever
@@ -104,7 +110,7 @@ class TimerWheel:
     def _index(self, held: list[Held]) -> None:
         """Durable records join the index (also called by the replay, off the loop)."""
         cursor = (self.state.due, self.state.offset)
-        keep_until = now_ms() + KEEP_MS
+        keep_until = steady_now_ms() + KEEP_MS
         wake = False
         for record in held:
             key = (record.due, record.offset)
@@ -145,7 +151,7 @@ class TimerWheel:
                 # milliseconds go out together), or until a record due sooner arrives.
                 delay = TICK_S
                 if self._heap:
-                    delay = min(delay, max(MIN_TICK_S, (self._heap[0][0] - now_ms()) / 1000))
+                    delay = min(delay, max(MIN_TICK_S, (self._heap[0][0] - steady_now_ms()) / 1000))
                 loop = asyncio.get_running_loop()
                 self._waiter = loop.create_future()
                 alarm = loop.call_later(delay, self._wake_up)
@@ -164,8 +170,8 @@ class TimerWheel:
                                time.monotonic() - self._last_run >= RUN_INTERVAL_S):
             await self._write_run()
         await self._merge_runs()
-        await self._advance(now_ms())
-        await self._deliver(now_ms())
+        await self._advance(steady_now_ms())
+        await self._deliver(steady_now_ms())
         if self._dirty and time.monotonic() - self._last_save >= STATE_INTERVAL_S:
             await self._save_state()
 
@@ -198,8 +204,22 @@ class TimerWheel:
             self._loaded_until = end
             self._window_partial = False
 
+    def _hold_in_flight(self, held: list[Held]) -> None:
+        due = min(record.due for record in held)
+        self._in_flight[due] = self._in_flight.get(due, 0) + 1
+
+    def _end_in_flight(self, held: list[Held]) -> None:
+        due = min(record.due for record in held)
+        if self._in_flight[due] == 1:
+            del self._in_flight[due]
+            self._wake_up()
+        else:
+            self._in_flight[due] -= 1
+
     async def _deliver(self, now: int) -> None:
         heap = self._heap
+        if self._in_flight:
+            now = min(now, min(self._in_flight) - 1)
         while heap and heap[0][0] <= now:
             taken: list[tuple[int, int, Held | None]] = []
             while heap and heap[0][0] <= now and len(taken) < DELIVERY_RECORDS:
@@ -251,7 +271,7 @@ class TimerWheel:
             if self._task is not None:
                 self._task.cancel()     # the partition moved or failed: its next owner goes on
             return
-        now = now_ms()
+        now = steady_now_ms()
         self._counted(keys, now)
         self._delivered_counter.inc(len(keys))
         observe = metrics.SCHEDULED_LATENESS.observe
