@@ -22,8 +22,6 @@ if [ "$with_tests" = "--tests" ]; then
   command -v openssl >/dev/null 2>&1 || need+=(openssl)
   # tests/cluster runs a real ZooKeeper (it brings Java); started by the tests, not systemd.
   ls /usr/share/java/zookeeper.jar >/dev/null 2>&1 || need+=(zookeeper)
-  # tests/faults jump a broker's wall clock with libfaketime.
-  command -v faketime >/dev/null 2>&1 || need+=(faketime)
   # tests/spark run PySpark 4, which needs Java 17 or 21: Debian 12 and Ubuntu ship
   # openjdk-17-jre-headless, Debian 13 only Java 21 (its default-jre-headless).
   command -v java >/dev/null 2>&1 || need_java=yes

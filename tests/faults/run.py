@@ -25,7 +25,15 @@ from tests.faults.cluster import BROKERS, CONTROLLERS, HOSTS, PROXY, S3, ZOOKEEP
 from tests.faults.history import History
 from tests.faults.list_append import ListAppendWorkload
 from tests.faults.nemesis import (
-    CLIENTS, KINDS, NEMESIS, Fault, Nemesis, Schedule, ScheduleRunner, Step)
+    CLIENTS,
+    KINDS,
+    NEMESIS,
+    Fault,
+    Nemesis,
+    Schedule,
+    ScheduleRunner,
+    Step,
+)
 from tests.faults.queue import QueueWorkload
 from tests.faults.scheduled import ScheduledWorkload
 from tests.faults.share_queue import ShareWorkload
