@@ -253,8 +253,11 @@ class FaultCluster:
     # ------------------------------------------------------------------ what clients use
     def endpoints(self) -> Endpoints:
         bootstrap = ",".join(f"{self.hosts[b].address}:{KAFKA_PORT}" for b in BROKERS)
-        return Endpoints(bootstrap=bootstrap,
-                         proxy=f"{self.hosts[PROXY].address}:{KAFKA_PORT}", admin=bootstrap)
+        proxy = f"{self.hosts[PROXY].address}:{KAFKA_PORT}"
+        # Admin clients go through the proxy, as an application's would: bootstrapped on the
+        # brokers, whose Metadata names only the proxy, librdkafka drops the bootstrap
+        # connections and may fail a first request sent on one (_DESTROY_BROKER, seen once).
+        return Endpoints(bootstrap=bootstrap, proxy=proxy, admin=proxy)
 
     def broker_id(self, name: str) -> int:
         return int(name.removeprefix("broker"))
