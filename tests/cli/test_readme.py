@@ -119,6 +119,8 @@ def _make_target(args: list[str]) -> None:
 
 
 def _existing_path(args: list[str]) -> None:
+    if args[:1] == ["-m"]:         # a module of the tree, run with -m
+        args = [args[1].replace(".", "/") + ".py"]
     assert (ROOT / args[0]).exists(), args[0]
 
 
@@ -152,6 +154,8 @@ CHECKS: dict[str, Callable[[list[str]], None]] = {
 
 def _check_command(command: str) -> None:
     words = shlex.split(command)
+    while words and re.fullmatch(r"[A-Z_][A-Z0-9_]*=\S*", words[0]):
+        words = words[1:]          # the command's environment
     if "|" in words:
         words = words[words.index("|") + 1:]
     line = " ".join(words)
