@@ -55,6 +55,8 @@ NOT_RUN: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"^\.venv/bin/(pytest|python tools/)"),
      "a checkout's development commands: the suite and the code generator, run by CI"),
     (re.compile(r"^python spark_jobs/"), SPARK),
+    (re.compile(r"^(BMQ_\w+=\S+ )*\.venv/bin/(pytest|python -m tests\.faults)\b"),
+     "the fault tests: network namespaces and minutes per run; tests/faults runs them"),
 ]
 
 
