@@ -37,11 +37,11 @@ from tests.faults.queue import (
     client_route,
     create_topic,
     final_read,
-    ops_of,
     poll_order_anomalies,
     recorded_final_read,
     run_clients,
 )
+from tests.faults.recorded_clients import own_ops
 from tests.faults.workload import Endpoints, Verdict
 
 # What Kafka's transactions allow (module doc of tests.faults.elle); G0 cannot show without ww
@@ -202,7 +202,7 @@ class ListAppendWorkload:
 
     def check(self, endpoints: Endpoints, history: History) -> Verdict:
         final_read(history, endpoints, self.topic, self.keys, "read_committed")
-        return check_list_append(self.name, ops_of(history, self.topic))
+        return check_list_append(self.name, own_ops(history, self.topic))
 
 
 def _commit(producer: Producer, attempts: int = 3) -> None:

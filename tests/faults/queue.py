@@ -45,6 +45,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.faults.elle import Anomalies, Log, offset_anomalies
 from tests.faults.history import History, Op
+from tests.faults.recorded_clients import own_ops, run_all
 from tests.faults.workload import Endpoints, Verdict
 
 GROUP_SESSION_MS = 10_000
@@ -80,11 +81,7 @@ def client_route(endpoints: Endpoints, i: int) -> tuple[str, str]:
 
 def run_clients(*clients: Callable[[], None]) -> None:
     """Run each client in its own thread until all have returned."""
-    threads = [threading.Thread(target=client, daemon=True) for client in clients]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    run_all([threading.Thread(target=client, daemon=True) for client in clients])
 
 
 def read_log(bootstrap: str, topic: str, partitions: int, isolation: str) -> Log:
@@ -125,12 +122,6 @@ def final_read(history: History, endpoints: Endpoints, topic: str, partitions: i
     history.event(f"{topic}/final-read", "final-read",
                   {p: [list(r) for r in rs] for p, rs in log.items()})
     return log
-
-
-def ops_of(history: History, topic: str) -> list[Op]:
-    """The operations of the workload on ``topic`` (its processes are named ``topic/...``):
-    several workloads may record into one history."""
-    return [op for op in history.ops() if op.process.startswith(f"{topic}/")]
 
 
 def recorded_final_read(ops: list[Op]) -> Log:
@@ -351,7 +342,7 @@ class QueueWorkload:
     def drain(self, endpoints: Endpoints, history: History) -> None:
         """A new member of the group polls until it has everything acknowledged that the
         group has not seen, or nothing more comes for DRAIN_IDLE_S."""
-        ops = ops_of(history, self.topic)
+        ops = own_ops(history, self.topic)
         seen = {r[2] for op in ops if op.f == "poll" and op.type == "ok" for r in op.value}
         missing = {op.value["value"] for op in ops if op.f == "send" and op.type == "ok"} - seen
         process = f"{self.topic}/drain"
@@ -369,4 +360,4 @@ class QueueWorkload:
     def check(self, endpoints: Endpoints, history: History) -> Verdict:
         self.drain(endpoints, history)
         final_read(history, endpoints, self.topic, self.partitions, "read_uncommitted")
-        return check_queue(self.name, ops_of(history, self.topic))
+        return check_queue(self.name, own_ops(history, self.topic))

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from tests.faults.history import History
-from tests.faults.queue import check_queue, ops_of
+from tests.faults.queue import check_queue
+from tests.faults.recorded_clients import own_ops
 
 
 class Recorder:
@@ -150,5 +151,5 @@ def test_each_workload_judges_its_own_operations_in_a_shared_history() -> None:
         history.event(f"{topic}/final-read", "final-read", {0: [[0, value]]})
     history.event("nemesis", "kill", 2)
     for topic in ("queue-a", "queue-b"):
-        verdict = check_queue("queue", ops_of(history, topic))
+        verdict = check_queue("queue", own_ops(history, topic))
         assert verdict.valid and verdict.stats["acked-sends"] == 1, verdict
