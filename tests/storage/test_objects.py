@@ -102,6 +102,62 @@ def test_merging_rewrites_small_objects(ostorage: Storage) -> None:
     reader.close()
 
 
+def test_merging_keeps_the_epoch_history(ostorage: Storage) -> None:
+    """A new owner merges objects of each leader epoch apart, the old owner's under their own
+    epoch: OffsetForLeaderEpoch still finds where the new epoch began (merged across it, the
+    old epoch 'ended' at offset 0, and librdkafka consumers checking their position after the
+    move reset to the earliest offset)."""
+    old = PartitionLog.open(ostorage, "t", 0, CONFIG, epoch=1)
+    stored = []
+    for i in range(6):
+        b = sized_batch(500, i)
+        stored.append(with_offset(b, append(old, b)[0]))
+        old.flush()
+    old.close()
+    new = PartitionLog.open(ostorage, "t", 0, CONFIG, epoch=2)
+    for i in range(6, 12):
+        b = sized_batch(500, i)
+        stored.append(with_offset(b, append(new, b)[0]))
+        new.flush()
+    assert new.merge_objects() == 12
+    assert [(s.base, s.data_epoch) for s in new.segments.by_offset[:-1]] == [(0, 1), (6, 2)]
+    assert _raw(new) == stored
+    new.close()
+    for log in (PartitionLog.open_reader(ostorage, "t", 0, CONFIG),
+                PartitionLog.open(ostorage, "t", 0, CONFIG, epoch=3)):
+        assert log.end_offset_for_epoch(1, current_epoch=3) == (1, 6)
+        assert log.end_offset_for_epoch(2, current_epoch=3) == (2, 12)
+        assert _raw(log) == stored
+        log.close()
+
+
+def test_a_reader_never_goes_back_to_a_new_owners_claim(ostorage: Storage) -> None:
+    """A new owner's claim copies the manifest as it read it; the old owner may have
+    acknowledged more since (its fence check ran before the claim). A reader that already
+    follows those records keeps them until the new owner's own manifest (applied, the claim
+    took acknowledged records back from fetches: OFFSET_OUT_OF_RANGE, consumers reset)."""
+    old = PartitionLog.open(ostorage, "t", 0, CONFIG, epoch=1)
+    stored = []
+    for i in range(6):
+        b = sized_batch(500, i)
+        stored.append(with_offset(b, append(old, b)[0]))
+        old.flush()
+        if i == 2:
+            as_read = _manifest(ostorage, 1)     # what the new owner read: offsets 0-2
+    reader = PartitionLog.open_reader(ostorage, "t", 0, CONFIG)
+    assert reader.high_watermark == 6
+    claim = {**as_read, "epoch": 2, "data_epoch": 1}
+    ostorage.write_atomic("t/0/manifest/0000000002.json", json.dumps(claim).encode())
+    assert reader.refresh() is False
+    assert reader.high_watermark == 6 and _raw(reader) == stored
+    new = PartitionLog.open(ostorage, "t", 0, CONFIG, epoch=2)   # recovers offsets 3-5
+    assert reader.refresh() is True
+    assert reader.high_watermark == 6 and _raw(reader) == stored
+    new.close()
+    old.close()
+    reader.close()
+
+
 def test_a_reader_follows_tails_without_listing_or_reading_manifests(ostorage: Storage) -> None:
     """What a proxy does after each notice: the owner's tail names its newest objects, so the
     reader's view grows with no LIST and no manifest GET; only reading the data costs GETs.
@@ -143,6 +199,26 @@ def test_a_reader_follows_tails_without_listing_or_reading_manifests(ostorage: S
     log.merge_objects()                          # the merged-away objects are deleted
     assert [bytes(reader.read(o, 1)) for o in range(len(stored))] == stored
     reader.close()
+    log.close()
+
+
+def test_a_late_tail_takes_nothing_back(ostorage: Storage) -> None:
+    """Notices may be applied out of order (a catch-up's tail, or a refresh after a tail that
+    did not continue the view, then an older notice): an older tail changes neither the high
+    watermark nor the last stable offset, or read_committed consumers stop at its end until
+    the next notice, which a partition written no more never sends."""
+    log = PartitionLog.open(ostorage, "t", 0, CONFIG, epoch=2)
+    tails = []
+    for i in range(2):
+        append(log, sized_batch(300, i))
+        log.flush()
+        tails.append(log.tail())
+    for first in (tails[1], None):      # the newer tail, or a refresh, comes first
+        reader = PartitionLog.open_reader(ostorage, "t", 0, CONFIG)
+        reader.advance(first)
+        assert reader.advance(tails[0]) is False
+        assert reader.high_watermark == reader.last_stable_offset() == 2
+        reader.close()
     log.close()
 
 

@@ -350,10 +350,15 @@ class ObjectLayout(Layout):
         for seg in objects:
             small = seg.size < target * _MERGED_FRACTION
             # Cleaned objects merge among themselves only: merged with uncleaned ones they
-            # would count as never cleaned, their tombstones waiting another cleaning.
+            # would count as never cleaned, their tombstones waiting another cleaning. Objects
+            # of one leader epoch only: the objects' epochs are the partition's epoch history
+            # (OffsetForLeaderEpoch); a merge across a new owner's first offset would hide
+            # where it began, and consumers checking their position would take the log for
+            # truncated and reset.
             if small and total + seg.size <= target and \
                     (not run or (seg.next_offset - run[0].base <= 0x7FFFFFFF
-                                 and (seg.cleaned_ms >= 0) == (run[0].cleaned_ms >= 0))):
+                                 and (seg.cleaned_ms >= 0) == (run[0].cleaned_ms >= 0)
+                                 and seg.data_epoch == run[0].data_epoch)):
                 run.append(seg)
                 total += seg.size
                 continue
@@ -380,6 +385,8 @@ class ObjectLayout(Layout):
         new = Segment(first.base, created_ms=first.created_ms, epoch=log.leader_epoch, seq=seq)
         new.size = len(data)
         new.next_offset = run[-1].next_offset
+        if first.data_epoch != new.epoch:
+            new.origin_epoch = first.data_epoch   # its records' epoch, not the merger's
         best = max(run, key=lambda s: s.max_timestamp)
         new.max_timestamp = best.max_timestamp
         new.offset_of_max_timestamp = best.offset_of_max_timestamp

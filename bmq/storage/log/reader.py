@@ -101,6 +101,13 @@ class LogReader:
                 return False
             if state.get("segments") is None:
                 return False          # a claim without a known state: keep the current one
+            if self._state and int(state.get("data_epoch", epoch)) < epoch:
+                # A new owner's claim: a copy of the state it took over as it read it, which
+                # may be older than the tails this reader applied since (the old owner's
+                # flushes acknowledged between that read and the claim): applied, it would
+                # take acknowledged records back from fetches. The owner's own state follows
+                # its recovery, before it acknowledges anything.
+                return False
             # The index first: a fetch between the two then sees the old segments with the
             # new index, never the cleaner's segments (ABORT markers removed) with the old.
             self._txns.apply_state(state, lambda name: read_chunk(segments.storage, segments.dir,
@@ -125,7 +132,7 @@ class LogReader:
         if tail is None:
             return self.refresh()
         doc = json.loads(tail)
-        if doc["epoch"] < self.leader_epoch:
+        if doc["epoch"] < self.leader_epoch or self._older(doc):
             return False
         changed = self._extend(doc) if doc["epoch"] == self.leader_epoch else None
         # The owner's cleaner swapped segments since its last tail we saw (the new ones are
@@ -139,10 +146,25 @@ class LogReader:
             changed = self.refresh() or bool(changed)
             if doc["epoch"] == self.leader_epoch:
                 changed = bool(self._extend(doc)) or changed
+        if self._older(doc):
+            return changed            # the refresh found a newer state document
         if doc["epoch"] == self.leader_epoch:
             self._txns.apply_tail(doc)
         self._tail = doc
         return changed
+
+    def _older(self, doc: dict[str, Any]) -> bool:
+        """Whether a tail of this reader's epoch is older than what it holds: than the newest
+        tail applied, or the state document (a notice answered before a refresh or a
+        catch-up's newer tail, applied after). Its LSO would hold read_committed fetches
+        back at its high watermark until the next notice, which a partition written no
+        more never sends."""
+        if doc["epoch"] != self.leader_epoch:
+            return False
+        known = self._tail
+        hw = int(doc["high_watermark"])
+        return hw < self._txns.state_hw or (known is not None and known["epoch"] == doc["epoch"]
+                                           and hw < int(known["high_watermark"]))
 
     def _extend(self, doc: dict[str, Any]) -> bool | None:
         """Apply a tail that continues this reader's segments: whether anything changed, or None
