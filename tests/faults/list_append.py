@@ -41,7 +41,7 @@ from tests.faults.queue import (
     recorded_final_read,
     run_clients,
 )
-from tests.faults.recorded_clients import own_ops
+from tests.faults.recorded_clients import own_ops, retire
 from tests.faults.workload import Endpoints, Verdict
 
 # What Kafka's transactions allow (module doc of tests.faults.elle); G0 cannot show without ww
@@ -145,15 +145,19 @@ class ListAppendWorkload:
                     try:
                         producer.init_transactions(CLIENT_TIMEOUT_S)
                     except KafkaException:
+                        retire(producer, 0)
                         producer = None
                         continue
                 plan = self._plan(process, n, rng)
                 n += 1
                 op = history.invoke(process, "txn", plan)
                 if not self._one(producer, consumer, history, op, plan, rng):
-                    producer = None            # fatal, or in a state only a new one clears
+                    retire(producer, 0)        # fatal, or in a state only a new one clears
+                    producer = None
         finally:
             consumer.close()
+            if producer is not None:
+                retire(producer, CLIENT_TIMEOUT_S)
 
     def _one(self, producer: Producer, consumer: Consumer, history: History, op: Op,
              plan: list[list[Any]], rng: random.Random) -> bool:

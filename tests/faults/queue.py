@@ -45,7 +45,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.faults.elle import Anomalies, Log, offset_anomalies
 from tests.faults.history import History, Op
-from tests.faults.recorded_clients import own_ops, run_all
+from tests.faults.recorded_clients import own_ops, retire, run_all
 from tests.faults.workload import Endpoints, Verdict
 
 GROUP_SESSION_MS = 10_000
@@ -269,7 +269,7 @@ class QueueWorkload:
         n = 0
         while not stop.is_set():
             if fatal.is_set():         # as an application would: a new producer
-                producer.flush(10)
+                retire(producer, 10)
                 fatal.clear()
                 producer = self._producer(bootstrap, history, process, fatal)
             partition = rng.randrange(self.partitions)
@@ -281,7 +281,7 @@ class QueueWorkload:
                              on_delivery=lambda e, m, op=op: delivered(op, e, m))
             producer.poll(0)
             time.sleep(1.0 / self.rate)
-        producer.flush(90)
+        retire(producer, 90)
         for op in list(open_ops.values()):
             history.info(op, "not delivered by the end")
 
