@@ -42,6 +42,16 @@ def _manifest(storage: Storage, epoch: int) -> dict[str, object]:
     return dict(json.loads(storage.read_all(f"t/0/manifest/{epoch:010d}.json")))
 
 
+def _object_each(log: PartitionLog, tags: range) -> list[bytes]:
+    """One 500-byte batch per tag, each flushed into an object of its own; the batches."""
+    stored = []
+    for tag in tags:
+        b = sized_batch(500, tag)
+        stored.append(with_offset(b, append(log, b)[0]))
+        log.flush()
+    return stored
+
+
 def test_every_flush_is_one_object_listed_by_the_manifest(ostorage: Storage) -> None:
     log = PartitionLog.open(ostorage, "t", 0, CONFIG, epoch=3)
     assert isinstance(log.layout, ObjectLayout)
@@ -108,17 +118,10 @@ def test_merging_keeps_the_epoch_history(ostorage: Storage) -> None:
     old epoch 'ended' at offset 0, and librdkafka consumers checking their position after the
     move reset to the earliest offset)."""
     old = PartitionLog.open(ostorage, "t", 0, CONFIG, epoch=1)
-    stored = []
-    for i in range(6):
-        b = sized_batch(500, i)
-        stored.append(with_offset(b, append(old, b)[0]))
-        old.flush()
+    stored = _object_each(old, range(6))
     old.close()
     new = PartitionLog.open(ostorage, "t", 0, CONFIG, epoch=2)
-    for i in range(6, 12):
-        b = sized_batch(500, i)
-        stored.append(with_offset(b, append(new, b)[0]))
-        new.flush()
+    stored += _object_each(new, range(6, 12))
     assert new.merge_objects() == 12
     assert [(s.base, s.data_epoch) for s in new.segments.by_offset[:-1]] == [(0, 1), (6, 2)]
     assert _raw(new) == stored
@@ -137,13 +140,9 @@ def test_a_reader_never_goes_back_to_a_new_owners_claim(ostorage: Storage) -> No
     follows those records keeps them until the new owner's own manifest (applied, the claim
     took acknowledged records back from fetches: OFFSET_OUT_OF_RANGE, consumers reset)."""
     old = PartitionLog.open(ostorage, "t", 0, CONFIG, epoch=1)
-    stored = []
-    for i in range(6):
-        b = sized_batch(500, i)
-        stored.append(with_offset(b, append(old, b)[0]))
-        old.flush()
-        if i == 2:
-            as_read = _manifest(ostorage, 1)     # what the new owner read: offsets 0-2
+    stored = _object_each(old, range(3))
+    as_read = _manifest(ostorage, 1)             # what the new owner read: offsets 0-2
+    stored += _object_each(old, range(3, 6))
     reader = PartitionLog.open_reader(ostorage, "t", 0, CONFIG)
     assert reader.high_watermark == 6
     claim = {**as_read, "epoch": 2, "data_epoch": 1}
