@@ -156,6 +156,19 @@ def test_coordinator_killed_between_decision_and_markers(
     assert sorted(values) == sorted(f"decided-{p}" for p in range(PARTITIONS))
 
 
+def _produce_verified(client: RawClient, topic: str, partition: int, pid: int, epoch: int,
+                      sequence: int, timeout_s: float = 20.0) -> int:
+    """``_produce`` retried, as a client retries, while the owner cannot ask the coordinator
+    yet (NOT_ENOUGH_REPLICAS, KIP-890's retriable answer: the owner may not have seen where
+    __transaction_state's partitions went; nothing is written meanwhile)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        code = _produce(client, topic, partition, pid, epoch, sequence)
+        if code != ErrorCode.NOT_ENOUGH_REPLICAS or time.monotonic() > deadline:
+            return code
+        time.sleep(0.2)
+
+
 def test_a_produce_to_a_partition_not_added_is_refused_on_any_broker(
         cluster_factory: ClusterFactory) -> None:
     """KIP-890 part 1 across brokers: the partition's owner asks the coordinator (on another
@@ -180,10 +193,11 @@ def test_a_produce_to_a_partition_not_added_is_refused_on_any_broker(
         pid, epoch = _init(client)
         assert _add(client, "txn-wire", [added], pid, epoch) == [ErrorCode.NONE]
     with RawClient(cluster.brokers[owners[other]].bootstrap) as client:
-        assert _produce(client, "txn-wire", other, pid, epoch, 0) == ErrorCode.INVALID_TXN_STATE
+        assert _produce_verified(client, "txn-wire", other, pid, epoch, 0) == \
+            ErrorCode.INVALID_TXN_STATE
     with RawClient(cluster.brokers[owners[added]].bootstrap) as client:
-        assert _produce(client, "txn-wire", added, pid, epoch, 0) == ErrorCode.NONE
-        assert _produce(client, "txn-wire", added, pid, epoch, 1) == ErrorCode.NONE
+        assert _produce_verified(client, "txn-wire", added, pid, epoch, 0) == ErrorCode.NONE
+        assert _produce_verified(client, "txn-wire", added, pid, epoch, 1) == ErrorCode.NONE
     with RawClient(f"{coordinator.host}:{coordinator.port}") as client:
         ended = client.call(EndTxnRequest(transactional_id=TXN_ID, producer_id=pid,
                                           producer_epoch=epoch, committed=True), 3)
