@@ -63,6 +63,13 @@ class Partition:
         self._idle: asyncio.Event = asyncio.Event()
         self._idle.set()
         self.marker_hook: MarkerHook | None = None
+        # KIP-890 part 1's verification guards (bmq.broker.handlers.produce): producer id ->
+        # the guard of the verifications its transaction's coordinator was asked for here. A
+        # marker of the producer clears it, so a batch verified while its transaction was
+        # ongoing but arriving after the transaction's marker (a retry, or a write a proxy
+        # forwarded late) is refused instead of appended after the marker, in no transaction
+        # or in the producer's next one.
+        self._verifications: dict[int, object] = {}
 
     @property
     def topic(self) -> str:
@@ -150,8 +157,19 @@ class Partition:
         future is done once it is durable. Raises KafkaError if the log cannot take it."""
         self.check_writable()
         appended = self.log.append(memoryview(batch), [header], now)
+        if header.is_control and header.producer_id >= 0:     # a transaction marker
+            self._verifications.pop(header.producer_id, None)
         self.schedule_flush()
         return self.durable(appended.last_offset)
+
+    def start_verification(self, producer_id: int) -> object:
+        """The guard of a verification of the producer's transaction about to be asked
+        (shared with any still waiting: as Kafka, one per producer until its next marker)."""
+        return self._verifications.setdefault(producer_id, object())
+
+    def verification_holds(self, producer_id: int, guard: object) -> bool:
+        """Whether no marker of the producer was appended since ``guard`` was given out."""
+        return self._verifications.get(producer_id) is guard
 
     def durable(self, last_offset: int) -> asyncio.Future[None]:
         """A future done once every offset up to ``last_offset`` is durable."""

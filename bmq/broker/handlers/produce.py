@@ -39,14 +39,19 @@ from bmq.writepath.partitions import Partition, now_ms
 MIN_SERVED_VERSION = 3
 
 
+Verdicts = dict[tuple[str, int], tuple[ErrorCode, object]]
+
+
 def check_transactional(broker: Broker, partition: Partition, transactional_id: str | None,
                         headers: list[BatchHeader], tp: tuple[str, int],
-                        verified: dict[tuple[str, int], ErrorCode]) -> None:
+                        verified: Verdicts) -> None:
     """Transactional batches only from a transactional producer, and only to a partition added
     to its ongoing transaction (KIP-890 part 1: a late retry cannot open a hanging transaction
     that would hold the last stable offset back). ``verified``: what the transaction's
-    coordinator on another broker answered (``verify_elsewhere``). ``partition`` is ``tp``'s,
-    which the caller has already looked up. Raises the Kafka error; nothing is written."""
+    coordinator on another broker answered (``verify_elsewhere``), with the guard a marker of
+    the producer appended here meanwhile has cleared (the transaction ended after the answer).
+    ``partition`` is ``tp``'s, which the caller has already looked up. Raises the Kafka error;
+    nothing is written."""
     transactional = [h for h in headers if h.attributes & TRANSACTIONAL_FLAG]
     if transactional_id is None:
         if transactional:
@@ -57,20 +62,23 @@ def check_transactional(broker: Broker, partition: Partition, transactional_id: 
         raise KafkaError(ErrorCode.INVALID_RECORD,
                          "a transactional produce carries transactional batches of one producer")
     first = headers[0]
-    error = verified.get(tp)
-    if error is None:
-        if partition.log.in_transaction(first.producer_id, first.producer_epoch):
-            error = ErrorCode.NONE      # a batch of a transaction already verified here
-        else:
-            error = verification_error(broker.transactions.verify(
-                transactional_id, first.producer_id, first.producer_epoch, tp))
+    verdict = verified.get(tp)
+    if verdict is not None:
+        error, guard = verdict
+        if error == ErrorCode.NONE and not partition.verification_holds(first.producer_id,
+                                                                        guard):
+            error = ErrorCode.INVALID_TXN_STATE
+    elif partition.log.in_transaction(first.producer_id, first.producer_epoch):
+        error = ErrorCode.NONE      # a batch of a transaction already verified here
+    else:
+        error = verification_error(broker.transactions.verify(
+            transactional_id, first.producer_id, first.producer_epoch, tp))
     if error != ErrorCode.NONE:
         raise KafkaError(error, f"{tp[0]}-{tp[1]} is not part of the producer's transaction"
                          if error == ErrorCode.INVALID_TXN_STATE else None)
 
 
-async def verify_elsewhere(broker: Broker, request: ProduceRequest
-                           ) -> dict[tuple[str, int], ErrorCode]:
+async def verify_elsewhere(broker: Broker, request: ProduceRequest) -> Verdicts:
     """Cluster mode: ask the transaction's coordinator, on another broker, about each
     partition this produce opens the producer's transaction on (its first batch there).
     Nothing is awaited unless such a partition exists, so produces stay in request order."""
@@ -83,6 +91,7 @@ async def verify_elsewhere(broker: Broker, request: ProduceRequest
             ErrorCode.NONE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS):
         return {}
     asked: dict[tuple[str, int], asyncio.Future[ErrorCode]] = {}
+    guards: dict[tuple[str, int], object] = {}
     for topic_data in request.topic_data:
         for data in topic_data.partition_data:
             records = data.records
@@ -95,12 +104,13 @@ async def verify_elsewhere(broker: Broker, request: ProduceRequest
                 continue        # answered with its error by the produce itself
             header = read_header(records)
             if not partition.log.in_transaction(header.producer_id, header.producer_epoch):
+                guards[(name, data.index)] = partition.start_verification(header.producer_id)
                 asked[(name, data.index)] = peers.verification(
                     txn_id, header.producer_id, header.producer_epoch, (name, data.index))
     if not asked:
         return {}
     await asyncio.wait(list(asked.values()))
-    return {tp: future.result() for tp, future in asked.items()}
+    return {tp: (future.result(), guards[tp]) for tp, future in asked.items()}
 
 
 async def hold_scheduled(broker: Broker, partition: Partition, records: memoryview,
