@@ -267,6 +267,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         while self._responses and self._responses[0].done():
             task = self._responses.popleft()
             if task.cancelled() or self._closed or transport is None:
+                if not task.cancelled():
+                    task.exception()    # retrieved: a closed connection's answers go nowhere
                 continue
             error = task.exception()
             if error is not None:
