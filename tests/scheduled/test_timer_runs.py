@@ -128,3 +128,29 @@ def test_records_come_back_from_runs_and_survive_a_handover(
     dues = [int(dict(r.headers)["bmq.deliver.at"] or b"0") for r in records]
     assert dues == sorted(dues)
     assert all(r.timestamp >= 0 and dict(r.headers).get("bmq.scheduled.at") for r in records)
+
+
+def test_a_reopened_partition_gets_a_timer_of_its_own(tmp_path: Path) -> None:
+    """A partition abandoned while its timer was still loading (a fault run: taken, fenced by
+    a newer epoch at once, taken again) left that timer registered, stopped; the next opening
+    got it back from ``start`` and its pending records were never delivered."""
+    async def scenario() -> None:
+        storage = LocalStorage(str(tmp_path))
+        with ThreadPoolExecutor(2) as pool:
+            async def producer_id() -> int:
+                return 4242
+
+            manager = PartitionManager(storage, pool)
+            timers = TimerService(manager, storage, pool, producer_id)
+            first = await manager.open("t", 0, CONFIG, leader_epoch=1)
+            stale = timers.timer(first)
+            assert stale is not None
+            first.abandon()      # as if the hooks had run before the timer was registered
+            second = await manager.open_unlisted("t", 0, CONFIG, leader_epoch=2)
+            timer = await timers.start(second)
+            assert timer is not stale and timer.partition is second
+            assert timers.timer(second) is timer
+            await timer.close()
+            await asyncio.get_running_loop().run_in_executor(pool, second.log.close)
+
+    asyncio.run(scenario())

@@ -36,7 +36,7 @@ class TimerService:
         self._executor = executor
         self._allocate = allocate_producer_id
         self._timers: dict[tuple[str, int], PartitionTimer] = {}
-        self._starting: dict[tuple[str, int], asyncio.Future[PartitionTimer]] = {}
+        self._starting: dict[Partition, asyncio.Future[PartitionTimer]] = {}
         partitions.hooks = self
 
     def timer(self, partition: Partition) -> PartitionTimer | None:
@@ -47,11 +47,18 @@ class TimerService:
         key = (partition.topic, partition.index)
         timer = self._timers.get(key)
         if timer is not None:
-            return timer
-        starting = self._starting.get(key)
+            if timer.partition is partition:
+                return timer
+            # The timer of an earlier opening of the partition, which was handed over or
+            # abandoned while that timer was still loading (so the hooks found no timer to
+            # stop): it delivers nothing any more. Kept, it stood in for this opening's timer,
+            # and the partition's pending records were never delivered.
+            del self._timers[key]
+            timer.abandon()
+        starting = self._starting.get(partition)
         if starting is None:
-            starting = self._starting[key] = asyncio.ensure_future(self._open(partition))
-            starting.add_done_callback(lambda _: self._starting.pop(key, None))
+            starting = self._starting[partition] = asyncio.ensure_future(self._open(partition))
+            starting.add_done_callback(lambda _: self._starting.pop(partition, None))
         return await asyncio.shield(starting)
 
     async def _open(self, partition: Partition) -> PartitionTimer:
@@ -62,6 +69,9 @@ class TimerService:
                                self._allocate)
         try:
             await timer.load()
+            # Handed over or abandoned while loading: the timer of a later opening of the
+            # partition must not be replaced by this one (see ``start``).
+            partition.check_writable()
         except BaseException:
             timer.abandon()
             raise
