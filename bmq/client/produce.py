@@ -176,6 +176,10 @@ class _Flow:
         self.failed = None
         return False
 
+    def waits_before(self, seq: int) -> bool:
+        """Whether a batch that came before the one at ``seq`` has no answer yet."""
+        return any(earlier < seq for earlier in self.open)
+
 
 def _before(a: tuple[int, int, int], b: tuple[int, int, int]) -> bool:
     """Whether batch ``a`` comes before ``b`` of the same producer and epoch."""
@@ -357,8 +361,16 @@ class ProduceRouting:
             answer = answers.get(batch.key)
             if answer is None or answer.error_code in OWNER_STALE:
                 self.targets.moved(*batch.key)
-            if answer is not None and (batch.flow is None
-                                       or answer.error_code not in PARTITION_MOVING):
+            # OUT_OF_ORDER_SEQUENCE_NUMBER for a batch whose predecessor is still held here:
+            # both were in flight to the owner, which turned the predecessor away (it was
+            # still opening the partition) and then took this one without it. Answered now,
+            # after the predecessor's success, it tells librdkafka its next expected sequence
+            # was refused: fatal. It goes after its predecessor instead, as on one leader.
+            out_of_turn = (batch.flow is not None and answer is not None
+                           and answer.error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+                           and batch.flow.waits_before(batch.seq))
+            if answer is not None and (batch.flow is None or (
+                    answer.error_code not in PARTITION_MOVING and not out_of_turn)):
                 self._answer(batch, answer)
             elif batch.flow is not None:
                 batch.flow.held += 1
