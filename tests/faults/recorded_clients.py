@@ -8,7 +8,6 @@ timed-out batch may still have been written). An error librdkafka calls fatal is
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import itertools
 import random
@@ -114,24 +113,30 @@ class RecordingProducer:
 
     def close(self) -> None:
         """Wait for the last delivery reports; sends still without one are ``info``."""
-        retire(self._producer, FLUSH_TIMEOUT_S)
+        failure = retire(self._producer, FLUSH_TIMEOUT_S)
+        if failure is not None:
+            self.history.event(self.process, "close", repr(failure))
         for op in list(self._open.values()):
             self.history.info(op, "no delivery report before close")
         self._open.clear()
 
 
-def retire(producer: Producer, flush_s: float) -> None:
+def retire(producer: Producer, flush_s: float) -> Exception | None:
     """Wait up to ``flush_s`` for the producer's delivery reports, drop what is still queued
-    or in flight (its reports, served here, say purged) and destroy it now. Left to the
-    garbage collector with messages queued, a producer lives on: their delivery callbacks,
-    held by librdkafka where the collector does not look, may lead back to it, and its
-    threads go on reconnecting to hosts long gone (seen in CI twenty minutes after a fault
-    run)."""
-    with contextlib.suppress(KafkaException, SystemError):   # dead of a fatal error
+    or in flight (its reports, served here, say purged) and destroy it now; the error that
+    stopped the flush (a producer dead of a fatal error), if any. Left to the garbage
+    collector with messages queued, a producer lives on: their delivery callbacks, held by
+    librdkafka where the collector does not look, may lead back to it, and its threads go on
+    reconnecting to hosts long gone (seen in CI twenty minutes after a fault run)."""
+    failure: Exception | None = None
+    try:
         if producer.flush(flush_s):
             producer.purge()
             producer.poll(0)
+    except (KafkaException, SystemError) as exc:
+        failure = exc
     producer.close()
+    return failure
 
 
 def consumer_places(endpoints: Endpoints, on_brokers: int, on_proxy: int) -> list[str]:
