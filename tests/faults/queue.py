@@ -37,6 +37,7 @@ from confluent_kafka import (
     OFFSET_BEGINNING,
     Consumer,
     KafkaError,
+    KafkaException,
     Message,
     Producer,
     TopicPartition,
@@ -276,9 +277,17 @@ class QueueWorkload:
             value = f"{process}:{n}"
             n += 1
             op = history.invoke(process, "send", {"partition": partition, "value": value})
-            open_ops[op.index] = op
-            producer.produce(self.topic, value.encode(), partition=partition,
-                             on_delivery=lambda e, m, op=op: delivered(op, e, m))
+            try:
+                producer.produce(self.topic, value.encode(), partition=partition,
+                                 on_delivery=lambda e, m, op=op: delivered(op, e, m))
+            except BufferError as exc:      # the queue is full while a partition moves
+                history.fail(op, str(exc))
+            except KafkaException as exc:   # a fatal error its callback has not told yet
+                history.fail(op, str(exc))
+                history.event(process, "fatal", str(exc))
+                fatal.set()
+            else:
+                open_ops[op.index] = op
             producer.poll(0)
             time.sleep(1.0 / self.rate)
         retire(producer, 90)
