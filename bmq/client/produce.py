@@ -5,13 +5,20 @@ back into one response. Record batches are passed on as the opaque bytes the cal
 Each owner's part and each held batch is a unit of its own (``ProduceRouting.parts``): it sends,
 retries and fills in the answers of its own partitions only, whatever the others do.
 
-Every part is answered within ``STALL_S``. A Kafka client's connection gets its answers in the
-order of its requests, and its producer keeps at most 5 requests in flight: one request held on
-a frozen (SIGSTOP) or cut-off owner would hold every partition of the connection, those of
-healthy brokers too. So an owner link that has had a forward outstanding for ``STALL_S`` with
-no answer meanwhile is *stalled*: the parts waiting on it are answered REQUEST_TIMED_OUT, and so
-is every part for it until it answers again (nothing more is forwarded to it meanwhile). That
-is what Kafka answers when a write was not confirmed in time, and it is retriable everywhere
+A part waits on its owner only while the owner is alive. A Kafka client's connection gets its
+answers in the order of its requests, and its producer keeps at most 5 requests in flight: one
+request held on a frozen (SIGSTOP) or cut-off owner would hold every partition of the
+connection, those of healthy brokers too. So while a forward is outstanding the router asks the
+owner, on a connection of its own, for its ApiVersions every ``PROBE_S``: an owner link that
+has had a forward outstanding for ``STALL_S`` with no answer meanwhile, neither there nor to a
+probe, is *stalled*: the parts waiting on it are answered REQUEST_TIMED_OUT, and so is every
+part for it until it answers again (nothing more is forwarded to it meanwhile). An owner that
+answers probes is alive, only slow to make the batches durable (a storage flush under load
+takes seconds): its parts wait, for ``SLOW_S`` at most (an owner cut off from its storage
+alone never makes them durable). Answered REQUEST_TIMED_OUT early, a batch the owner does make
+durable later would be one librdkafka holds for retry as "possibly persisted", and renumbers
+after its next epoch bump (a message timed out elsewhere): a duplicate. REQUEST_TIMED_OUT is
+what Kafka answers when a write was not confirmed in time, and it is retriable everywhere
 without a metadata refresh (librdkafka and the Java client retry it, in order, for an
 idempotent producer; aiokafka re-enqueues it): the producer retries on the same proxy, and its
 retry reaches the partition's owner of the moment. A forward still outstanding to a stalled
@@ -59,7 +66,7 @@ from bmq.client.requests import Address
 from bmq.metadata.topics import TopicPartition
 from bmq.net.client import BrokerLink, LinkError, LinkPool
 from bmq.protocol.errors import ErrorCode, KafkaError
-from bmq.protocol.messages import ProduceRequest, ProduceResponse
+from bmq.protocol.messages import ApiVersionsRequest, ProduceRequest, ProduceResponse
 from bmq.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
 from bmq.protocol.messages.produce_response import PartitionProduceResponse, TopicProduceResponse
 
@@ -67,8 +74,11 @@ from bmq.protocol.messages.produce_response import PartitionProduceResponse, Top
 _PRODUCER = struct.Struct(">qhi")
 _PRODUCER_AT = 43
 _SEQUENCE_HALF = 1 << 30    # sequences wrap at 2**31: "after" is less than half a turn ahead
-STALL_S = 0.5           # an owner link with a forward unanswered this long is stalled
+STALL_S = 0.5           # an owner silent this long with a forward outstanding is stalled
+PROBE_S = 0.2           # how often an owner with a forward outstanding is probed
+SLOW_S = 5.0            # the longest a part waits on an owner that answers probes
 GIVE_UP_S = 30.0        # ... and closed if it stays stalled this long (a request timeout)
+GIVE_UP_PROBE_S = 2.0   # a probe's connection unanswered this long is replaced
 HOLD_POLL_S = 0.02      # how often a held batch looks for its partition's writable owner
 # What an owner answers while it drains or recovers the partition: a held batch waits on.
 PARTITION_MOVING = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE)
@@ -101,16 +111,61 @@ class _Stalled(Exception):
     """The owner link is stalled: the forward (if one was sent) stays outstanding there."""
 
 
+class _Probe:
+    """Asks one owner address for its ApiVersions on a connection of its own (an owner answers
+    a connection's requests in order: behind a slow produce on the forwarding link, a probe
+    would prove nothing), one probe at a time."""
+
+    def __init__(self, link: BrokerLink) -> None:
+        self.link = link
+        self.alive_at = float("-inf")   # when the latest answered probe was sent
+        self._asking: asyncio.Task[None] | None = None
+
+    def ask(self) -> None:
+        if self._asking is None or self._asking.done():
+            self._asking = asyncio.get_running_loop().create_task(self._ask())
+
+    async def _ask(self) -> None:
+        sent = asyncio.get_running_loop().time()
+        try:
+            await asyncio.wait_for(self.link.request(ApiVersionsRequest(), 0), GIVE_UP_PROBE_S)
+        except TimeoutError:
+            # Its packets may be lost in a partition that has healed since, and TCP's
+            # retransmissions back off to minutes: the next probe opens a new connection.
+            self.link.close()
+            self.link = self.link.sibling()
+            return
+        except (LinkError, OSError):
+            if self.link.closed:
+                self.link = self.link.sibling()
+            return
+        self.alive_at = max(self.alive_at, sent)
+
+
+# Per event loop, per owner address.
+_probes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, int], _Probe]] = \
+    weakref.WeakKeyDictionary()
+
+
+def _probe(link: BrokerLink) -> _Probe:
+    probes = _probes.setdefault(asyncio.get_running_loop(), {})
+    probe = probes.get((link.host, link.port))
+    if probe is None:
+        probe = probes[(link.host, link.port)] = _Probe(link.sibling())
+    return probe
+
+
 @dataclass
 class _OwnerWatch:
     """What one owner link has answered: stalled when a forward has been outstanding for
-    ``STALL_S`` with no answer on the link meanwhile."""
+    ``STALL_S`` with no answer meanwhile, on the link or to a probe of its owner."""
 
+    probe: _Probe
     outstanding: int = 0
     since: float = 0.0          # the last answer, or the first forward after none outstanding
 
     def stalled(self, now: float) -> bool:
-        return self.outstanding > 0 and now - self.since > STALL_S
+        return self.outstanding > 0 and now - max(self.since, self.probe.alive_at) > STALL_S
 
     def answered(self, forward: asyncio.Future[Any]) -> None:
         self.outstanding -= 1
@@ -127,26 +182,32 @@ async def _ask(link: BrokerLink, request: ProduceRequest, version: int,
     """Forward ``request`` on ``link`` and return the answer (None for acks=0): _Stalled if the
     link is stalled, before or while it waits (the forward stays outstanding: its answer, when
     it comes, only tells the link is alive)."""
-    watch = _watches.setdefault(link, _OwnerWatch())
+    watch = _watches.get(link)
+    if watch is None:
+        watch = _watches[link] = _OwnerWatch(_probe(link))
     loop = asyncio.get_running_loop()
     if watch.stalled(loop.time()):
+        watch.probe.ask()
         if loop.time() - watch.since > GIVE_UP_S:
             # An answer lost for good would stall the link for ever: as a Kafka client does
             # after its request timeout, drop the connection (the next forward opens another).
             link.close()
         raise _Stalled
+    start = loop.time()
     if not watch.outstanding:
-        watch.since = loop.time()
+        watch.since = start
     watch.outstanding += 1
     forward = loop.create_task(link.request(request, version,
                                             expect_response=request.acks != 0,
                                             client_id=client_id))
     forward.add_done_callback(watch.answered)
     while not forward.done():
-        left = watch.since + STALL_S - loop.time()
-        if left <= 0 and watch.stalled(loop.time()):
+        now = loop.time()
+        if watch.stalled(now) or now - start > SLOW_S:
             raise _Stalled
-        await asyncio.wait({forward}, timeout=max(left, 0.001))
+        if now - start >= PROBE_S:
+            watch.probe.ask()
+        await asyncio.wait({forward}, timeout=PROBE_S)
     response: ProduceResponse | None = forward.result()
     return response
 

@@ -65,6 +65,10 @@ class BrokerLink:
     def __repr__(self) -> str:
         return f"BrokerLink({self.host}:{self.port})"
 
+    def sibling(self) -> BrokerLink:
+        """A new link to the same broker, with the same identity and security."""
+        return BrokerLink(self.host, self.port, self.client_id, self._security)
+
     @property
     def connected(self) -> bool:
         return self._writer is not None

@@ -18,7 +18,12 @@ from typing import Any
 
 from bmq.client.produce import route_produce
 from bmq.protocol.errors import ErrorCode
-from bmq.protocol.messages import ProduceRequest, ProduceResponse
+from bmq.protocol.messages import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    ProduceRequest,
+    ProduceResponse,
+)
 from bmq.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
 from bmq.protocol.messages.produce_response import PartitionProduceResponse, TopicProduceResponse
 from bmq.protocol.records import read_header
@@ -31,13 +36,21 @@ class OpeningOwner:
     """A partition's owner that refuses the first batch while it opens the partition, then
     checks sequences as a Kafka leader does."""
 
+    host, port, closed = "owner", 9092, False
+
     def __init__(self) -> None:
         self.last_seq = 225
         self.opening = True
         self.written: list[int] = []
 
-    async def request(self, request: ProduceRequest, version: int, expect_response: bool = True,
-                      client_id: str | None = None) -> ProduceResponse:
+    def sibling(self) -> OpeningOwner:
+        return self         # the router's probes of the owner's liveness come here too
+
+    async def request(self, request: ProduceRequest | ApiVersionsRequest, version: int,
+                      expect_response: bool = True, client_id: str | None = None
+                      ) -> ProduceResponse | ApiVersionsResponse:
+        if isinstance(request, ApiVersionsRequest):
+            return ApiVersionsResponse()
         data = request.topic_data[0].partition_data[0]
         seq = read_header(memoryview(data.records)).base_sequence
         await asyncio.sleep(0.01)
