@@ -22,8 +22,7 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.proxy_freeze import FaultWindow, WatchedProducer, fault_window
-from tests.cluster.workload import verify
+from bench.proxy_freeze import FaultWindow, WatchedProducer, fault_window, read_back
 from tests.faults.cluster import HOSTS, SESSION_TIMEOUT_MS, FaultCluster
 from tests.faults.nemesis import CLIENTS, Fault, Nemesis
 
@@ -85,12 +84,7 @@ def main() -> None:
                     print(f"{kind} of {VICTIM} for {args.fault_s}s, round {round_no + 1}, "
                           f"{producer.topic}: {window.describe()}", flush=True)
                 cluster.heal()
-        for producer in producers:
-            producer.stop()
-            count = verify(producer, endpoints.bootstrap)
-            print(f"{producer.topic}: {count} acknowledged messages read back exactly once "
-                  f"at their offsets; {len(producer.failed)} failed deliveries; fatal: "
-                  f"{producer.fatal or 'none'}", flush=True)
+        read_back(producers, endpoints.bootstrap)
     finally:
         for producer in producers:
             producer._stop.set()

@@ -148,6 +148,17 @@ def fault_round(cluster: Cluster, producers: list[WatchedProducer], fault: str,
     return [fault_window(p, owned[p.topic], start, undone, end) for p in producers]
 
 
+def read_back(producers: list[WatchedProducer], bootstrap: str) -> None:
+    """Stop the producers, read every acknowledged message back (once, at its offset: else
+    AssertionError) and report."""
+    for producer in producers:
+        producer.stop()
+        count = verify(producer, bootstrap)
+        print(f"{producer.topic}: {count} acknowledged messages read back exactly once at "
+              f"their offsets; {len(producer.failed)} failed deliveries; fatal: "
+              f"{producer.fatal or 'none'}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--fault", choices=("sigstop", "kill"), default="sigstop")
@@ -196,12 +207,7 @@ def main() -> None:
             for producer, window in zip(producers, windows, strict=True):
                 print(f"round {round_no + 1}, {producer.topic}: {window.describe()}",
                       flush=True)
-        for producer in producers:
-            producer.stop()
-            count = verify(producer, proxy.bootstrap)
-            print(f"{producer.topic}: {count} acknowledged messages read back exactly once "
-                  f"at their offsets; {len(producer.failed)} failed deliveries; fatal: "
-                  f"{producer.fatal or 'none'}", flush=True)
+        read_back(producers, proxy.bootstrap)
     finally:
         for producer in producers:
             producer._stop.set()
