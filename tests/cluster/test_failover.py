@@ -151,3 +151,32 @@ def test_channel_end_is_reported_when_the_broker_side_closes(
 
 def server_has_channel(server: LivenessServer) -> bool:
     return bool(server._open)
+
+
+def test_a_controller_slow_to_answer_the_hello_keeps_the_registration(
+        zk: tuple[KazooClient, Paths]) -> None:
+    """Seen in the fault runs: a controller busy moving partitions answered a restarted
+    broker's hello after more than a second; the broker had given up on the answer and closed
+    the channel, which the controller took for the broker's death, removing its registration
+    (three times in 15 s, each time every partition given up)."""
+    client, paths = zk
+    closed: list[tuple[int, int]] = []
+    answered = threading.Event()
+
+    def slow_hello(broker: int, reg: int) -> bool:
+        time.sleep(1.5)
+        answered.set()
+        return True
+
+    server = _controller(client, paths, slow_hello, lambda b, r: closed.append((b, r)))
+    node = Node(client, paths, 5)
+    node.channel.start()
+    try:
+        assert answered.wait(5)
+        _until(lambda: server_has_channel(server))
+        time.sleep(1.0)
+        assert closed == [] and server_has_channel(server)
+        assert not node.gone.is_set() and not node.channel.suspended
+    finally:
+        node.channel.stop()
+        server.stop()

@@ -57,6 +57,11 @@ from bmq.security.link import Exchange, LinkAuthenticationError, NodeLogin
 log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT_S = 1.0
+# How long we wait for the controller's answer to our hello. Once it has read the hello, the
+# controller takes the channel's close for our process's death and removes our registration:
+# giving up on a controller busy moving partitions (answers took over a second in the fault
+# runs) had it remove live registrations, over and over.
+HELLO_ANSWER_S = 10.0
 RETRY_S = 0.2
 POLL_S = 0.2           # how often an open channel checks whether it should be closed
 REFUSED_RETRY_S = 1.0  # after a controller refused us (or we it)
@@ -212,6 +217,7 @@ class ControllerChannel:
             self._refused(host, port, str(error) or type(error).__name__)
             return REFUSED_RETRY_S
         with sock:
+            sock.settimeout(HELLO_ANSWER_S)
             try:
                 send_line(sock, {"broker": self._broker_id, "reg": reg})
                 answer = read_line(sock)
