@@ -8,7 +8,7 @@ retries and fills in the answers of its own partitions only, whatever the others
 A part waits on its owner only while the owner is alive. A Kafka client's connection gets its
 answers in the order of its requests, and its producer keeps at most 5 requests in flight: one
 request held on a frozen (SIGSTOP) or cut-off owner would hold every partition of the
-connection, those of healthy brokers too. So while a forward is outstanding the router asks the
+connection, those of healthy brokers too. So while forwards are outstanding the router asks the
 owner, on a connection of its own, for its ApiVersions every ``PROBE_S``: an owner link that
 has had a forward outstanding for ``STALL_S`` with no answer meanwhile, neither there nor to a
 probe, is *stalled*: the parts waiting on it are answered REQUEST_TIMED_OUT, and so is every
@@ -79,6 +79,7 @@ PROBE_S = 0.2           # how often an owner with a forward outstanding is probe
 SLOW_S = 5.0            # the longest a part waits on an owner that answers probes
 GIVE_UP_S = 30.0        # ... and closed if it stays stalled this long (a request timeout)
 GIVE_UP_PROBE_S = 2.0   # a probe's connection unanswered this long is replaced
+PROBES_IN_FLIGHT = 10   # (GIVE_UP_PROBE_S / PROBE_S): no more pile up on a silent owner
 HOLD_POLL_S = 0.02      # how often a held batch looks for its partition's writable owner
 # What an owner answers while it drains or recovers the partition: a held batch waits on.
 PARTITION_MOVING = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE)
@@ -114,32 +115,40 @@ class _Stalled(Exception):
 class _Probe:
     """Asks one owner address for its ApiVersions on a connection of its own (an owner answers
     a connection's requests in order: behind a slow produce on the forwarding link, a probe
-    would prove nothing), one probe at a time."""
+    would prove nothing), at most every ``PROBE_S``. Probes are pipelined, so an owner behind a
+    slow link (500 ms each way) still answers one every ``PROBE_S``: "silent" means no answer,
+    not a slow one."""
 
     def __init__(self, link: BrokerLink) -> None:
         self.link = link
-        self.alive_at = float("-inf")   # when the latest answered probe was sent
-        self._asking: asyncio.Task[None] | None = None
+        self.alive_at = float("-inf")   # when the owner last answered a probe
+        self._sent_at = float("-inf")
+        self._asking: set[asyncio.Task[None]] = set()
 
     def ask(self) -> None:
-        if self._asking is None or self._asking.done():
-            self._asking = asyncio.get_running_loop().create_task(self._ask())
+        loop = asyncio.get_running_loop()
+        if loop.time() - self._sent_at < PROBE_S or len(self._asking) >= PROBES_IN_FLIGHT:
+            return
+        self._sent_at = loop.time()
+        task = loop.create_task(self._ask(self.link))
+        self._asking.add(task)
+        task.add_done_callback(self._asking.discard)
 
-    async def _ask(self) -> None:
-        sent = asyncio.get_running_loop().time()
+    async def _ask(self, link: BrokerLink) -> None:
         try:
-            await asyncio.wait_for(self.link.request(ApiVersionsRequest(), 0), GIVE_UP_PROBE_S)
+            await asyncio.wait_for(link.request(ApiVersionsRequest(), 0), GIVE_UP_PROBE_S)
         except TimeoutError:
             # Its packets may be lost in a partition that has healed since, and TCP's
             # retransmissions back off to minutes: the next probe opens a new connection.
-            self.link.close()
-            self.link = self.link.sibling()
+            link.close()
+            if link is self.link:
+                self.link = link.sibling()
             return
         except (LinkError, OSError):
-            if self.link.closed:
-                self.link = self.link.sibling()
+            if link is self.link and link.closed:
+                self.link = link.sibling()
             return
-        self.alive_at = max(self.alive_at, sent)
+        self.alive_at = asyncio.get_running_loop().time()
 
 
 # Per event loop, per owner address.
@@ -205,8 +214,7 @@ async def _ask(link: BrokerLink, request: ProduceRequest, version: int,
         now = loop.time()
         if watch.stalled(now) or now - start > SLOW_S:
             raise _Stalled
-        if now - start >= PROBE_S:
-            watch.probe.ask()
+        watch.probe.ask()
         await asyncio.wait({forward}, timeout=PROBE_S)
     response: ProduceResponse | None = forward.result()
     return response
