@@ -269,6 +269,9 @@ class Controller:
         zk = self._zk
         if zk is None or not self._leading():
             return None
+        # A registration made a moment ago may not have reached our ZooKeeper server yet:
+        # refused, the broker would give up every partition and register again.
+        zk.sync(self.paths.broker(broker))
         stat = zk.exists(self.paths.broker(broker))
         return stat is not None and stat.czxid == reg
 
