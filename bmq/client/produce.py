@@ -79,7 +79,8 @@ PROBE_S = 0.2           # how often an owner with a forward outstanding is probe
 SLOW_S = 5.0            # the longest a part waits on an owner that answers probes
 GIVE_UP_S = 30.0        # ... and closed if it stays stalled this long (a request timeout)
 GIVE_UP_PROBE_S = 2.0   # a probe's connection unanswered this long is replaced
-PROBES_IN_FLIGHT = 10   # (GIVE_UP_PROBE_S / PROBE_S): no more pile up on a silent owner
+# A silent owner's probes pile up no further than those of one GIVE_UP_PROBE_S.
+PROBES_IN_FLIGHT = round(GIVE_UP_PROBE_S / PROBE_S)
 HOLD_POLL_S = 0.02      # how often a held batch looks for its partition's writable owner
 # What an owner answers while it drains or recovers the partition: a held batch waits on.
 PARTITION_MOVING = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE)
