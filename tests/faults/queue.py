@@ -47,7 +47,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.faults.elle import Anomalies, Log, offset_anomalies
 from tests.faults.history import History, Op
-from tests.faults.recorded_clients import own_ops, retire, run_all
+from tests.faults.recorded_clients import binding_failed, own_ops, retire, run_all
 from tests.faults.workload import Endpoints, Verdict
 
 GROUP_SESSION_MS = 10_000
@@ -292,10 +292,7 @@ class QueueWorkload:
             try:
                 producer.poll(0)
             except SystemError as exc:
-                # confluent-kafka's binding raises this from poll() now and then under faults
-                # ("exception <class 'str'> is not a BaseException subclass"; cause not known
-                # yet): recorded, and the producer replaced as after a fatal error.
-                history.event(process, "client-error", f"{exc!r}, context {exc.__context__!r}")
+                binding_failed(history, process, exc)
                 fatal.set()
             time.sleep(1.0 / self.rate)
         retire(producer, 90)

@@ -101,7 +101,11 @@ class RecordingProducer:
             self.history.fail(op, exception_error(op, exc))
             raise
         self._open[op.index] = op
-        self._producer.poll(0)
+        try:
+            self._producer.poll(0)
+        except SystemError as exc:
+            binding_failed(self.history, self.process, exc)
+            raise
 
     def _done(self, op: Op, error: KafkaError | None, message: Message) -> None:
         self._open.pop(op.index, None)
@@ -119,6 +123,13 @@ class RecordingProducer:
         for op in list(self._open.values()):
             self.history.info(op, "no delivery report before close")
         self._open.clear()
+
+
+def binding_failed(history: History, process: str, exc: SystemError) -> None:
+    """Record a ``client-error``: confluent-kafka's binding raises SystemError from poll() now
+    and then under faults ("exception <class 'str'> is not a BaseException subclass"; cause
+    not known yet). The producer is to be replaced, as after a fatal error."""
+    history.event(process, "client-error", f"{exc!r}, context {exc.__context__!r}")
 
 
 def retire(producer: Producer, flush_s: float) -> Exception | None:
@@ -169,6 +180,9 @@ def produce_until(bootstrap: str, topic: str, history: History, process: str,
                 time.sleep(0.1)
             except KafkaException:       # fatal (recorded): this producer is dead
                 break
+            except SystemError:          # recorded: its sends still open end as info
+                producer.close()
+                producer = RecordingProducer(bootstrap, history, process)
             stop.wait(1.0 / rate)
     finally:
         producer.close()
