@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import ssl
 import struct
@@ -24,7 +25,7 @@ from bmq.protocol.headers import (
     write_request_header,
 )
 from bmq.protocol.messages import RESPONSE_TYPES
-from bmq.protocol.primitives import Reader, Writer
+from bmq.protocol.primitives import DecodeError, Reader, Writer
 
 log = logging.getLogger(__name__)
 
@@ -90,30 +91,37 @@ class BrokerLink:
     async def _open(self) -> None:
         security = self._security
         context = None if security is None else security.ssl
+        writer: asyncio.StreamWriter | None = None
         try:
-            self._reader, self._writer = await asyncio.wait_for(
+            reader, writer = await asyncio.wait_for(
                 asyncio.open_connection(self.host, self.port, ssl=context,
                                         server_hostname=self.host if context else None),
                 CONNECT_TIMEOUT_S)
             if security is not None:
-                await asyncio.wait_for(security.authenticate(self._exchange), CONNECT_TIMEOUT_S)
-        except (OSError, TimeoutError, asyncio.IncompleteReadError) as error:
+                await asyncio.wait_for(
+                    security.authenticate(functools.partial(self._exchange, reader, writer)),
+                    CONNECT_TIMEOUT_S)
+        except (OSError, TimeoutError, asyncio.IncompleteReadError, DecodeError) as error:
             self._connecting = None
-            if self._writer is not None:
-                self._writer.close()
-                self._reader = self._writer = None
+            if writer is not None:
+                writer.close()
             raise LinkError(f"cannot connect to {self.host}:{self.port}: {error}") from error
+        if self.closed:         # closed while it was opening
+            writer.close()
+            raise LinkError(f"{self.host}:{self.port}: connection closed")
+        # Connected only now: a request written during the login would have its answer read
+        # as the login's (and would itself wait for ever).
+        self._reader, self._writer = reader, writer
         self._receiver = asyncio.get_running_loop().create_task(self._receive())
 
-    async def _exchange(self, message: Any, version: int) -> Any:
+    async def _exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                        message: Any, version: int) -> Any:
         """One request and its response on the link being opened (its login), before the
         receiver reads and before any other request may be sent."""
-        assert self._reader is not None and self._writer is not None
         parts, _ = self._encode(message, version)
-        self._writer.writelines(parts)
-        size = _SIZE.unpack(await self._reader.readexactly(4))[0]
-        return self._decode(message.API_KEY, version,
-                            memoryview(await self._reader.readexactly(size)))
+        writer.writelines(parts)
+        size = _SIZE.unpack(await reader.readexactly(4))[0]
+        return self._decode(message.API_KEY, version, memoryview(await reader.readexactly(size)))
 
     async def _receive(self) -> None:
         reader = self._reader
