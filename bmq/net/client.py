@@ -91,21 +91,22 @@ class BrokerLink:
     async def _open(self) -> None:
         security = self._security
         context = None if security is None else security.ssl
-        writer: asyncio.StreamWriter | None = None
+        opened: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
         try:
-            reader, writer = await asyncio.wait_for(
+            opened = await asyncio.wait_for(
                 asyncio.open_connection(self.host, self.port, ssl=context,
                                         server_hostname=self.host if context else None),
                 CONNECT_TIMEOUT_S)
             if security is not None:
                 await asyncio.wait_for(
-                    security.authenticate(functools.partial(self._exchange, reader, writer)),
+                    security.authenticate(functools.partial(self._exchange, *opened)),
                     CONNECT_TIMEOUT_S)
         except (OSError, TimeoutError, asyncio.IncompleteReadError, DecodeError) as error:
             self._connecting = None
-            if writer is not None:
-                writer.close()
+            if opened is not None:
+                opened[1].close()
             raise LinkError(f"cannot connect to {self.host}:{self.port}: {error}") from error
+        reader, writer = opened
         if self.closed:         # closed while it was opening
             writer.close()
             raise LinkError(f"{self.host}:{self.port}: connection closed")
