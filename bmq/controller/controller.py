@@ -146,6 +146,7 @@ class Controller:
         self._zk: KazooClient | None = None
         self._epoch_version = -1
         self._active = False
+        self._registered: dict[int, tuple[int, bool]] = {}    # as the last pass read them
         # Brokers' liveness channels, on an ephemeral port of the listen host; brokers find
         # it in /controller. A wildcard listen address is advertised as the host name.
         # Secured as the inter-broker listener is (``channel_security``; None: PLAINTEXT).
@@ -356,6 +357,12 @@ class Controller:
     def reconcile(self, zk: KazooClient) -> None:
         topics, assignments, versions, brokers = self._read(zk)
         self._export(topics, assignments, brokers)
+        registered = {b: (reg, bool(doc.get("draining"))) for b, (reg, doc) in brokers.items()}
+        if registered != self._registered:
+            self._registered = registered
+            log.info("registered brokers: %s", ", ".join(
+                f"{b} (registration {reg}{', draining' if draining else ''})"
+                for b, (reg, draining) in sorted(registered.items())) or "none")
         changes = next_assignments(topics, assignments, brokers)
         if not changes:
             return
@@ -373,8 +380,29 @@ class Controller:
         failures = [r for r in results if isinstance(r, Exception)]
         if failures:
             raise RuntimeError(f"assignment transaction failed: {failures[0]!r}")
-        log.info("assignments updated for %d topic(s): %s", len(changes),
-                 ", ".join(sorted(changes)[:10]))
+        log.info("assignments updated for %d topic(s) (%s): %s", len(changes),
+                 describe_changes(assignments, changes), ", ".join(sorted(changes)[:10]))
+
+
+def describe_changes(before: dict[str, dict[str, Assignment]],
+             changes: dict[str, dict[str, Assignment]]) -> str:
+    """What a pass changed, by partition: how many each broker was given, how many are asked
+    to drain (their owner must release them first) and how many have no owner."""
+    given: dict[int, int] = {}
+    draining = unowned = 0
+    for name, doc in changes.items():
+        for key, a in doc.items():
+            old = before.get(name, {}).get(key)
+            owner = int(a.get("owner", -1))
+            if owner < 0:
+                unowned += old is None or int(old.get("owner", -1)) >= 0
+            elif old is not None and old.get("epoch") == a.get("epoch"):
+                draining += bool(a.get("draining")) and not old.get("draining")
+            else:
+                given[owner] = given.get(owner, 0) + 1
+    parts = [f"{count} to broker {owner}" for owner, count in sorted(given.items())]
+    parts += [f"{draining} draining"] * bool(draining) + [f"{unowned} unowned"] * bool(unowned)
+    return ", ".join(parts) or "no move"
 
 
 def run_controller(zookeeper: str, root: str, session_timeout_ms: int, storage_url: str,

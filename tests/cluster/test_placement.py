@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from bmq.controller.controller import next_assignments
+from bmq.controller.controller import describe_changes, next_assignments
 from bmq.controller.placement import place
 from bmq.metadata.zookeeper.layout import RELEASED
 
@@ -77,3 +77,16 @@ def test_fenced_report_moves_the_epoch_above_storage() -> None:
     brokers[1] = _broker(11, t__0=[1, "fenced", 7])
     after = next_assignments({"t": 1}, docs, brokers)["t"]["0"]
     assert after == {"owner": 1, "reg": 11, "epoch": 8, "draining": False}
+
+
+def test_the_log_line_of_a_pass_counts_moves_by_kind() -> None:
+    brokers = {1: _broker(11), 2: _broker(12)}
+    first = next_assignments({"t": 4}, {}, brokers)
+    assert describe_changes({}, first) == "2 to broker 1, 2 to broker 2"
+    brokers[2] = _broker(12, draining=True)
+    step = next_assignments({"t": 4}, first, brokers)
+    assert describe_changes(first, step) == "2 draining"
+    brokers[2] = _broker(12, draining=True, t__1=[1, RELEASED], t__3=[1, RELEASED])
+    assert describe_changes(step, next_assignments({"t": 4}, step, brokers)) == \
+        "2 to broker 1"
+    assert describe_changes(first, next_assignments({"t": 4}, first, {})) == "4 unowned"
