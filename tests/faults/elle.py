@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import itertools
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,10 +96,13 @@ class Anomalies:
         return Verdict(workload, tested and not forbidden, forbidden, stats)
 
 
-def offset_anomalies(found: Anomalies, positions: Iterable[tuple[Key, int, Value]]
+def offset_anomalies(found: Anomalies, positions: Iterable[tuple[Key, int, Value]],
+                     renumbered: Callable[[list[tuple[Key, int]]], bool] | None = None
                      ) -> dict[Key, list[Value]]:
     """Records ``inconsistent-offsets`` and ``duplicate`` among every (key, offset, value)
-    observed; returns each key's version order: its values by offset."""
+    observed (``duplicate-renumbered`` for the copies ``renumbered`` says a client wrote under
+    two identities, ``tests.faults.writers``); returns each key's version order: its values by
+    offset."""
     at: dict[tuple[Key, int], set[Value]] = defaultdict(set)
     where: dict[Value, set[tuple[Key, int]]] = defaultdict(set)
     for key, offset, value in positions:
@@ -111,7 +114,9 @@ def offset_anomalies(found: Anomalies, positions: Iterable[tuple[Key, int, Value
                                                "values": sorted(values)})
     for value, places in sorted(where.items()):
         if len(places) > 1:
-            found.add("duplicate", {"value": value, "at": sorted(places)})
+            kind = "duplicate-renumbered" if renumbered is not None and renumbered(
+                sorted(places)) else "duplicate"
+            found.add(kind, {"value": value, "at": sorted(places)})
     order: dict[Key, list[Value]] = defaultdict(list)
     for (key, _offset), values in sorted(at.items()):
         order[key].append(min(values))

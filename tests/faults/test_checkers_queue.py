@@ -34,9 +34,13 @@ class Recorder:
     def assign(self, *partitions: int, process: str = "consumer-0") -> None:
         self.history.event(process, "assign", list(partitions))
 
-    def check(self, final: dict[int, list[tuple[int, str]]]) -> Any:
+    def check(self, final: dict[int, list[tuple[int, str]]],
+              writers: dict[int, list[list[int]]] | None = None) -> Any:
         self.history.event("final-read", "final-read",
                            {p: [list(r) for r in rs] for p, rs in final.items()})
+        if writers is not None:     # as JSON keeps them: partitions as strings
+            self.history.event("final-writers", "final-writers",
+                               {str(p): batches for p, batches in writers.items()})
         return check_queue("queue", self.history.ops())
 
 
@@ -82,6 +86,36 @@ def test_what_the_final_read_shows(final: dict[int, list[tuple[int, str]]], kind
     verdict = run.check(final)
     assert not verdict.valid
     assert kind in verdict.anomalies, verdict.anomalies
+
+
+# The final read of partition 0 with "a" written again at offset 2; its batches' writers:
+# base offset, last offset, producer id, epoch, base sequence.
+AGAIN = {0: [(0, "a"), (1, "b"), (2, "a")], 1: [(0, "c")]}
+FIRST = [0, 1, 5000, 0, 0]          # a and b: producer 5000, epoch 0, sequences 0-1
+
+
+@pytest.mark.parametrize(("again", "kind"), [
+    ([2, 2, 5000, 1, 0], "duplicate-renumbered"),   # the client's epoch bump: allowed
+    ([2, 2, 5000, 0, 0], "duplicate"),              # one batch written twice by the broker
+    ([2, 2, 5000, 0, 2], "duplicate"),              # one value sent twice in one epoch
+    ([2, 2, 7000, 1, 0], "duplicate"),              # another producer's
+])
+def test_a_value_written_twice_is_allowed_only_as_the_clients_renumbering(
+        again: list[int], kind: str) -> None:
+    run, _ = clean()
+    verdict = run.check(AGAIN, {0: [FIRST, again], 1: [[0, 0, 5001, 0, 0]]})
+    assert verdict.valid == (kind == "duplicate-renumbered"), verdict
+    if verdict.valid:
+        assert verdict.stats["allowed-anomalies"] == {kind: 1}
+    else:
+        assert kind in verdict.anomalies, verdict.anomalies
+
+
+def test_an_acknowledged_renumbered_copy_is_where_it_was_acknowledged() -> None:
+    run, _ = clean()
+    run.send("a", 0, 2)     # the renumbered copy's acknowledgement, with its offset
+    verdict = run.check(AGAIN, {0: [FIRST, [2, 2, 5000, 1, 0]], 1: [[0, 0, 5001, 0, 0]]})
+    assert verdict.valid, verdict
 
 
 def test_an_offset_reused_is_inconsistent_offsets() -> None:

@@ -188,6 +188,23 @@ def test_a_dead_letter_of_an_accepted_record(letter: DeadLetter) -> None:
     assert "accepted-and-dead-lettered" in anomalies(h, [*letters, letter])
 
 
+@pytest.mark.parametrize(("copy_epoch", "valid"), [(1, True), (0, False)])
+def test_a_delivery_of_a_values_renumbered_copy(copy_epoch: int, valid: bool) -> None:
+    """Value 1 acknowledged at offset 1, and written again at offset 5 (its ack lost): by the
+    client under its next epoch, the same record; under the same epoch, the broker's doing."""
+    h, letters = clean()
+    h.poll("c0", 60, (0, 5, 1, 1))
+    h.ack("c0", 62, 0, [(5, 1, "accept")])
+    writers = {0: [[0, 2, 5000, 0, 0], [5, 5, 5000, copy_epoch, 1]],
+               1: [[0, 2, 5001, 0, 0]]}
+    verdict = check_share(h.ops, letters, LIMIT, writers=writers)
+    assert verdict.valid == valid, verdict.anomalies
+    if valid:
+        assert verdict.stats["renumbered-copies"] == 1
+    else:
+        assert set(verdict.anomalies) == {"wrong-value"}
+
+
 def test_dead_letters_without_a_reason_or_of_another_record() -> None:
     h, letters = clean()
     h.send(4, 0, 3)

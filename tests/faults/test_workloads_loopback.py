@@ -122,6 +122,8 @@ def test_queue_workload_through_a_kill_9(cluster_factory: ClusterFactory, proxie
     [verdict] = run_workloads([QueueWorkload(rate=50)], cluster_factory, proxies,
                               _schedule(_kill_and_start(2, down_s=2), gap_s=2), tmp_path)
     assert verdict.valid, verdict
+    # Who wrote each record, read with BMQ's client: every record, one batch header each.
+    assert verdict.stats["records-with-producer-id"] == verdict.stats["final-read-records"] > 0
 
 
 SCHEDULES = {
