@@ -8,8 +8,8 @@ retries and fills in the answers of its own partitions only, whatever the others
 A part waits on its owner only while the owner is alive. A Kafka client's connection gets its
 answers in the order of its requests, and its producer keeps at most 5 requests in flight: one
 request held on a frozen (SIGSTOP) or cut-off owner would hold every partition of the
-connection, those of healthy brokers too. So while forwards are outstanding the router asks the
-owner, on a connection of its own, for its ApiVersions every ``PROBE_S``: an owner link that
+connection, those of healthy brokers too. So the router watches its forwards as
+``bmq.client.liveness`` does (probing the owner on a connection of its own): an owner link that
 has had a forward outstanding for ``STALL_S`` with no answer meanwhile, neither there nor to a
 probe, is *stalled*: the parts waiting on it are answered REQUEST_TIMED_OUT, and so is every
 part for it until it answers again (nothing more is forwarded to it meanwhile). An owner that
@@ -62,11 +62,12 @@ from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from bmq.client.liveness import STALL_S, Stalled, ask_while_alive
 from bmq.client.requests import Address
 from bmq.metadata.topics import TopicPartition
 from bmq.net.client import BrokerLink, LinkError, LinkPool
 from bmq.protocol.errors import ErrorCode, KafkaError
-from bmq.protocol.messages import ApiVersionsRequest, ProduceRequest, ProduceResponse
+from bmq.protocol.messages import ProduceRequest, ProduceResponse
 from bmq.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
 from bmq.protocol.messages.produce_response import PartitionProduceResponse, TopicProduceResponse
 
@@ -74,13 +75,7 @@ from bmq.protocol.messages.produce_response import PartitionProduceResponse, Top
 _PRODUCER = struct.Struct(">qhi")
 _PRODUCER_AT = 43
 _SEQUENCE_HALF = 1 << 30    # sequences wrap at 2**31: "after" is less than half a turn ahead
-STALL_S = 0.5           # an owner silent this long with a forward outstanding is stalled
-PROBE_S = 0.2           # how often an owner with a forward outstanding is probed
 SLOW_S = 5.0            # the longest a part waits on an owner that answers probes
-GIVE_UP_S = 30.0        # ... and closed if it stays stalled this long (a request timeout)
-GIVE_UP_PROBE_S = 2.0   # a probe's connection unanswered this long is replaced
-# A silent owner's probes pile up no further than those of one GIVE_UP_PROBE_S.
-PROBES_IN_FLIGHT = round(GIVE_UP_PROBE_S / PROBE_S)
 HOLD_POLL_S = 0.02      # how often a held batch looks for its partition's writable owner
 # What an owner answers while it drains or recovers the partition: a held batch waits on.
 PARTITION_MOVING = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE)
@@ -109,115 +104,13 @@ class ProduceTargets(Protocol):
         owners up (``bmq.client.metadata``) looks again."""
 
 
-class _Stalled(Exception):
-    """The owner link is stalled: the forward (if one was sent) stays outstanding there."""
-
-
-class _Probe:
-    """Asks one owner address for its ApiVersions on a connection of its own (an owner answers
-    a connection's requests in order: behind a slow produce on the forwarding link, a probe
-    would prove nothing), at most every ``PROBE_S``. Probes are pipelined, so an owner behind a
-    slow link (500 ms each way) still answers one every ``PROBE_S``: "silent" means no answer,
-    not a slow one."""
-
-    def __init__(self, link: BrokerLink) -> None:
-        self.link = link
-        self.alive_at = float("-inf")   # when the owner last answered a probe
-        self._sent_at = float("-inf")
-        self._asking: set[asyncio.Task[None]] = set()
-
-    def ask(self) -> None:
-        loop = asyncio.get_running_loop()
-        if loop.time() - self._sent_at < PROBE_S or len(self._asking) >= PROBES_IN_FLIGHT:
-            return
-        self._sent_at = loop.time()
-        task = loop.create_task(self._ask(self.link))
-        self._asking.add(task)
-        task.add_done_callback(self._asking.discard)
-
-    async def _ask(self, link: BrokerLink) -> None:
-        try:
-            await asyncio.wait_for(link.request(ApiVersionsRequest(), 0), GIVE_UP_PROBE_S)
-        except TimeoutError:
-            # Its packets may be lost in a partition that has healed since, and TCP's
-            # retransmissions back off to minutes: the next probe opens a new connection.
-            link.close()
-            if link is self.link:
-                self.link = link.sibling()
-            return
-        except (LinkError, OSError):
-            if link is self.link and link.closed:
-                self.link = link.sibling()
-            return
-        self.alive_at = asyncio.get_running_loop().time()
-
-
-# Per event loop, per owner address.
-_probes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, int], _Probe]] = \
-    weakref.WeakKeyDictionary()
-
-
-def _probe(link: BrokerLink) -> _Probe:
-    probes = _probes.setdefault(asyncio.get_running_loop(), {})
-    probe = probes.get((link.host, link.port))
-    if probe is None:
-        probe = probes[(link.host, link.port)] = _Probe(link.sibling())
-    return probe
-
-
-@dataclass
-class _OwnerWatch:
-    """What one owner link has answered: stalled when a forward has been outstanding for
-    ``STALL_S`` with no answer meanwhile, on the link or to a probe of its owner."""
-
-    probe: _Probe
-    outstanding: int = 0
-    since: float = 0.0          # the last answer, or the first forward after none outstanding
-
-    def stalled(self, now: float) -> bool:
-        return self.outstanding > 0 and now - max(self.since, self.probe.alive_at) > STALL_S
-
-    def answered(self, forward: asyncio.Future[Any]) -> None:
-        self.outstanding -= 1
-        self.since = asyncio.get_running_loop().time()
-        if not forward.cancelled():
-            forward.exception()     # retrieved: the part may have been answered already
-
-
-_watches: weakref.WeakKeyDictionary[BrokerLink, _OwnerWatch] = weakref.WeakKeyDictionary()
-
-
 async def _ask(link: BrokerLink, request: ProduceRequest, version: int,
                client_id: str | None) -> ProduceResponse | None:
-    """Forward ``request`` on ``link`` and return the answer (None for acks=0): _Stalled if the
-    link is stalled, before or while it waits (the forward stays outstanding: its answer, when
-    it comes, only tells the link is alive)."""
-    watch = _watches.get(link)
-    if watch is None:
-        watch = _watches[link] = _OwnerWatch(_probe(link))
-    loop = asyncio.get_running_loop()
-    if watch.stalled(loop.time()):
-        watch.probe.ask()
-        if loop.time() - watch.since > GIVE_UP_S:
-            # An answer lost for good would stall the link for ever: as a Kafka client does
-            # after its request timeout, drop the connection (the next forward opens another).
-            link.close()
-        raise _Stalled
-    start = loop.time()
-    if not watch.outstanding:
-        watch.since = start
-    watch.outstanding += 1
-    forward = loop.create_task(link.request(request, version,
-                                            expect_response=request.acks != 0,
-                                            client_id=client_id))
-    forward.add_done_callback(watch.answered)
-    while not forward.done():
-        now = loop.time()
-        if watch.stalled(now) or now - start > SLOW_S:
-            raise _Stalled
-        watch.probe.ask()
-        await asyncio.wait({forward}, timeout=PROBE_S)
-    response: ProduceResponse | None = forward.result()
+    """Forward ``request`` on ``link`` and return the answer (None for acks=0); Stalled if the
+    owner is stalled, or still has not answered after ``SLOW_S``."""
+    response: ProduceResponse | None = await ask_while_alive(
+        link, lambda: link.request(request, version, expect_response=request.acks != 0,
+                                   client_id=client_id), SLOW_S)
     return response
 
 
@@ -404,7 +297,7 @@ class ProduceRouting:
         answers: dict[TopicPartition, PartitionProduceResponse] = {}
         try:
             response = await _ask(link, request, self.version, self.client_id)
-        except _Stalled:
+        except Stalled:
             for batch in batches:
                 if batch.flow is not None:
                     batch.flow.inflight -= 1
@@ -487,7 +380,7 @@ class ProduceRouting:
                 try:
                     response = await _ask(self.links.get(*owner), single, self.version,
                                           self.client_id)
-                except _Stalled:
+                except Stalled:
                     return None
                 except (LinkError, OSError):
                     self.targets.moved(*batch.key)

@@ -1,0 +1,143 @@
+"""Whether a broker a request waits on is alive: requests sent on a link are watched, and given
+up on when the broker is *stalled* rather than only slow.
+
+A broker answers a connection's requests in order, so a client connection whose requests are
+forwarded (a proxy's) gets nothing more once one of them waits on a broker that is frozen
+(SIGSTOP) or cut off: the request must be given up on, and answered otherwise, long before the
+client's own request timeout. Slow is not dead, though: a storage flush under load takes
+seconds, and a forward given up on while its broker completes it is one the client retries.
+
+So while requests are outstanding on a link, its broker is asked for its ApiVersions on a
+connection of its own every ``PROBE_S``. A link that has had a request outstanding for
+``STALL_S`` with no answer meanwhile, neither there nor to a probe, is stalled
+(``ask_while_alive`` raises ``Stalled``), and so is every request for it until it answers again;
+one stalled for ``GIVE_UP_S`` is closed (an answer lost for good, as after a Kafka client's
+request timeout)."""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from bmq.net.client import BrokerLink, LinkError
+from bmq.protocol.messages import ApiVersionsRequest
+
+STALL_S = 0.5           # a broker silent this long with a request outstanding is stalled
+PROBE_S = 0.2           # how often a broker with a request outstanding is probed
+GIVE_UP_S = 30.0        # ... and its link closed if it stays stalled this long
+GIVE_UP_PROBE_S = 2.0   # a probe's connection unanswered this long is replaced
+# A silent broker's probes pile up no further than those of one GIVE_UP_PROBE_S.
+PROBES_IN_FLIGHT = round(GIVE_UP_PROBE_S / PROBE_S)
+
+T = TypeVar("T")
+
+
+class Stalled(Exception):
+    """The link is stalled: the request (if one was sent) stays outstanding there."""
+
+
+class _Probe:
+    """Asks one broker address for its ApiVersions on a connection of its own (a broker answers
+    a connection's requests in order: behind a slow request on the watched link, a probe would
+    prove nothing), at most every ``PROBE_S``. Probes are pipelined, so a broker behind a slow
+    link (500 ms each way) still answers one every ``PROBE_S``: "silent" means no answer, not a
+    slow one."""
+
+    def __init__(self, link: BrokerLink) -> None:
+        self.link = link
+        self.alive_at = float("-inf")   # when the broker last answered a probe
+        self._sent_at = float("-inf")
+        self._asking: set[asyncio.Task[None]] = set()
+
+    def ask(self) -> None:
+        loop = asyncio.get_running_loop()
+        if loop.time() - self._sent_at < PROBE_S or len(self._asking) >= PROBES_IN_FLIGHT:
+            return
+        self._sent_at = loop.time()
+        task = loop.create_task(self._ask(self.link))
+        self._asking.add(task)
+        task.add_done_callback(self._asking.discard)
+
+    async def _ask(self, link: BrokerLink) -> None:
+        try:
+            await asyncio.wait_for(link.request(ApiVersionsRequest(), 0), GIVE_UP_PROBE_S)
+        except TimeoutError:
+            # Its packets may be lost in a partition that has healed since, and TCP's
+            # retransmissions back off to minutes: the next probe opens a new connection.
+            link.close()
+            if link is self.link:
+                self.link = link.sibling()
+            return
+        except (LinkError, OSError):
+            if link is self.link and link.closed:
+                self.link = link.sibling()
+            return
+        self.alive_at = asyncio.get_running_loop().time()
+
+
+# Per event loop, per broker address.
+_probes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, int], _Probe]] = \
+    weakref.WeakKeyDictionary()
+
+
+def _probe(link: BrokerLink) -> _Probe:
+    probes = _probes.setdefault(asyncio.get_running_loop(), {})
+    probe = probes.get((link.host, link.port))
+    if probe is None:
+        probe = probes[(link.host, link.port)] = _Probe(link.sibling())
+    return probe
+
+
+@dataclass
+class _Watch:
+    """What one link has answered: stalled when a request has been outstanding for ``STALL_S``
+    with no answer meanwhile, on the link or to a probe of its broker."""
+
+    probe: _Probe
+    outstanding: int = 0
+    since: float = 0.0          # the last answer, or the first request after none outstanding
+
+    def stalled(self, now: float) -> bool:
+        return self.outstanding > 0 and now - max(self.since, self.probe.alive_at) > STALL_S
+
+    def answered(self, request: asyncio.Future[Any]) -> None:
+        self.outstanding -= 1
+        self.since = asyncio.get_running_loop().time()
+        if not request.cancelled():
+            request.exception()     # retrieved: its caller may have given up on it already
+
+
+_watches: weakref.WeakKeyDictionary[BrokerLink, _Watch] = weakref.WeakKeyDictionary()
+
+
+async def ask_while_alive(link: BrokerLink, send: Callable[[], Awaitable[T]],
+                          slow_s: float | None = None) -> T:
+    """The answer of the request ``send`` makes on ``link``, waited for while the link's broker
+    is alive (and for ``slow_s`` at most, if given); ``Stalled`` if the link is stalled, before
+    or while it waits (the request then stays outstanding: its answer, when it comes, only
+    tells the link is alive). LinkError if the link fails."""
+    watch = _watches.get(link)
+    if watch is None:
+        watch = _watches[link] = _Watch(_probe(link))
+    loop = asyncio.get_running_loop()
+    if watch.stalled(loop.time()):
+        watch.probe.ask()
+        if loop.time() - watch.since > GIVE_UP_S:
+            link.close()
+        raise Stalled
+    start = loop.time()
+    if not watch.outstanding:
+        watch.since = start
+    watch.outstanding += 1
+    request = asyncio.ensure_future(send())
+    request.add_done_callback(watch.answered)
+    while not request.done():
+        now = loop.time()
+        if watch.stalled(now) or (slow_s is not None and now - start > slow_s):
+            raise Stalled
+        watch.probe.ask()
+        await asyncio.wait({request}, timeout=PROBE_S)
+    return request.result()
