@@ -47,7 +47,13 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.faults.elle import Anomalies, Log, offset_anomalies
 from tests.faults.history import History, Op
-from tests.faults.recorded_clients import binding_failed, own_ops, retire, run_all
+from tests.faults.recorded_clients import (
+    binding_failed,
+    own_ops,
+    producer_debug,
+    retire,
+    run_all,
+)
 from tests.faults.workload import Endpoints, Verdict
 from tests.faults.writers import Writers, read_writers, renumbered, writer_at
 
@@ -272,7 +278,7 @@ class QueueWorkload:
         return Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
                          "acks": "all", "linger.ms": 5, "message.timeout.ms": 60_000,
                          "retry.backoff.ms": 50, "retry.backoff.max.ms": 500,
-                         "error_cb": on_error})
+                         "error_cb": on_error, **producer_debug()})
 
     def _produce(self, endpoints: Endpoints, history: History, stop: threading.Event, i: int,
                  rng: random.Random) -> None:

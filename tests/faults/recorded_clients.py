@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import os
 import random
 import threading
 import time
@@ -60,6 +61,13 @@ def partition_of(message: Message) -> int:
     return partition
 
 
+def producer_debug() -> dict[str, str]:
+    """librdkafka debug contexts for the workloads' producers, from ``BMQ_FAULTS_CLIENT_DEBUG``
+    (``eos``: each epoch bump and its cause), logged to the run's stderr."""
+    contexts = os.environ.get("BMQ_FAULTS_CLIENT_DEBUG")
+    return {"debug": contexts} if contexts else {}
+
+
 def own_ops(history: History, workload: str) -> list[Op]:
     """The operations of one workload's processes (named ``workload/...``): several
     workloads may record into one history, beside the faults'."""
@@ -84,7 +92,7 @@ class RecordingProducer:
             "enable.idempotence": True, "acks": "all", "linger.ms": 5,
             "message.timeout.ms": MESSAGE_TIMEOUT_MS, "retry.backoff.max.ms": 500,
             "topic.metadata.refresh.interval.ms": 2000,
-            "error_cb": self._error})
+            "error_cb": self._error, **producer_debug()})
 
     def _error(self, error: KafkaError) -> None:
         if error.fatal():
