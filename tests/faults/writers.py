@@ -32,7 +32,6 @@ from bmq.coordinators.timers.state import timer_log_name
 from bmq.net.client import BrokerLink
 from bmq.protocol.messages import FetchRequest
 from bmq.protocol.messages.fetch_request import FetchPartition, FetchTopic
-from bmq.protocol.primitives import Reader
 from bmq.protocol.records import BatchHeader, iter_batches
 from bmq.storage.factory import open_log_storage
 
@@ -144,10 +143,21 @@ def read_held_writers(storage: tuple[str, dict[str, str]], topic: str, partition
 
 def _value_of(fields: bytes) -> str:
     """The value of a held record's fields (key, value, headers as a record encodes them)."""
-    reader = Reader(memoryview(fields))
-    reader.pos += max(reader.read_varint(), 0)      # the key
-    length = reader.read_varint()
-    return fields[reader.pos:reader.pos + length].decode() if length >= 0 else ""
+    key_length, position = _varint(fields, 0)
+    length, position = _varint(fields, position + max(key_length, 0))
+    return fields[position:position + length].decode() if length >= 0 else ""
+
+
+def _varint(data: bytes, position: int) -> tuple[int, int]:
+    """A zigzag varint at ``position``, and the position after it."""
+    shift = result = 0
+    while True:
+        byte = data[position]
+        position += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return (result >> 1) ^ -(result & 1), position
+        shift += 7
 
 
 def held_renumbered(held: HeldWriters | None, value: str, copies: int) -> bool:
