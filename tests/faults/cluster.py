@@ -257,8 +257,7 @@ class FaultCluster:
         # Admin clients go through the proxy, as an application's would: bootstrapped on the
         # brokers, whose Metadata names only the proxy, librdkafka drops the bootstrap
         # connections and may fail a first request sent on one (_DESTROY_BROKER, seen once).
-        return Endpoints(bootstrap=bootstrap, proxy=proxy, admin=proxy,
-                         storage=(self.storage, self.storage_options))
+        return Endpoints(bootstrap=bootstrap, proxy=proxy, admin=proxy)
 
     def broker_id(self, name: str) -> int:
         return int(name.removeprefix("broker"))

@@ -57,7 +57,6 @@ from tests.faults.recorded_clients import (
     run_all,
 )
 from tests.faults.workload import Endpoints, Verdict
-from tests.faults.writers import HeldWriters, held_renumbered, read_held_writers
 from tests.groups.helpers import unique
 
 DELIVER_AT = "bmq.deliver.at"
@@ -153,17 +152,12 @@ class ScheduledWorkload:
         wait_s = max(0.0, (last_due - wall_ms()) / 1000) + self.bound_s
         read = read_back(endpoints.admin, self.topic, self.partitions,
                          lambda records: sent <= {r.value for r in records}, wait_s)
-        held = None if endpoints.storage is None else read_held_writers(
-            endpoints.storage, self.topic, self.partitions)
-        return check_scheduled(ops, read, self.name, held)
+        return check_scheduled(ops, read, self.name)
 
 
-def check_scheduled(ops: list[Op], read: list[ReadRecord], workload: str = "scheduled",
-                    held: HeldWriters | None = None) -> Verdict:
-    """``held``: who produced each record the timers held (``tests.faults.writers``): a value
-    delivered twice because its producer renumbered it (two copies held) is not a duplicate."""
+def check_scheduled(ops: list[Op], read: list[ReadRecord],
+                    workload: str = "scheduled") -> Verdict:
     anomalies: dict[str, list[Any]] = defaultdict(list)
-    renumbered = 0
     sends = {op.value["value"]: op for op in ops if op.f == "send"}
     at = {(r.partition, r.offset): r.value for r in read}
     offsets: dict[int, list[tuple[int, int]]] = defaultdict(list)
@@ -173,9 +167,7 @@ def check_scheduled(ops: list[Op], read: list[ReadRecord], workload: str = "sche
             anomalies["phantom"].append({"what": "read back", "at": (r.partition, r.offset),
                                          "value": r.value})
     for value, places in offsets.items():
-        if held_renumbered(held, str(value), len(places)):
-            renumbered += len(places) - 1
-        elif len(places) > 1:
+        if len(places) > 1:
             anomalies["duplicate"].append({"value": value, "at": places})
     for value, op in sends.items():
         if op.type != "ok":
@@ -225,8 +217,6 @@ def check_scheduled(ops: list[Op], read: list[ReadRecord], workload: str = "sche
         "read-back": len(read),
         "delivered": len(seen),
         "delivered-again": sum(len(polls) - 1 for polls in seen.values()),
-        "renumbered-copies": renumbered,
-        **({} if held is None else {"held-records": sum(map(len, held.values()))}),
         "lateness_ms": {"p50": lateness[len(lateness) // 2],
                         "p99": lateness[len(lateness) * 99 // 100],
                         "max": lateness[-1]} if lateness else {},

@@ -112,18 +112,3 @@ def test_a_fatal_client_error() -> None:
     h.poll("c0", 40, 3000)
     h.ops[-1].extra["fatal"] = True
     assert anomalies(h, read) == {"fatal-error"}
-
-
-def test_a_value_its_producer_renumbered_is_delivered_once_per_copy_held() -> None:
-    """Value 0 delivered at offsets 5 and 6: held twice by the timer, under epochs 0 and 1 of
-    one producer id (the client's renumbering), it is no duplicate; held once, or twice under
-    one epoch, it is."""
-    h, read = clean()
-    twice = [*read, ReadRecord(0, 6, 0, {})]
-    renumbered = {"0": [(0, 4000, 0, 7), (0, 4000, 1, 0)], "1": [(1, 4000, 0, 8)]}
-    verdict = check_scheduled(h.ops, twice, held=renumbered)
-    assert verdict.valid, verdict.anomalies
-    assert verdict.stats["renumbered-copies"] == 1
-    for held_zero in ([(0, 4000, 0, 7)], [(0, 4000, 0, 7), (0, 4000, 0, 9)]):
-        verdict = check_scheduled(h.ops, twice, held={**renumbered, "0": held_zero})
-        assert set(verdict.anomalies) == {"duplicate"}

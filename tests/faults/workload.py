@@ -14,14 +14,11 @@ from tests.faults.history import History
 @dataclass(frozen=True)
 class Endpoints:
     """Where clients connect: the brokers (``bootstrap``) and, if the cluster has one, a
-    proxy (``proxy``, else None). ``admin`` is an address to create topics and read back with.
-    ``storage``: the cluster's storage URL and options, for checkers that read what no Kafka
-    API shows (the timers' logs), if known."""
+    proxy (``proxy``, else None). ``admin`` is an address to create topics and read back with."""
 
     bootstrap: str
     proxy: str | None
     admin: str
-    storage: tuple[str, dict[str, str]] | None = None
 
 
 @dataclass

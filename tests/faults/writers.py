@@ -13,11 +13,6 @@ as well, must take the new epoch's sequence 0 as new records: one value twice in
 copies under two epochs of one producer id. That is what ``renumbered`` recognises. A broker
 that wrote one batch twice shows the same producer id, epoch and sequence at two offsets, and a
 value that reached the log twice under one epoch is no client's doing: both stay duplicates.
-
-Scheduled delivery hides the client: a topic with ``bmq.delay.enable`` holds produced batches in
-the partition's timer log (with the producer's id, epoch and sequences, so that a retried batch
-is dropped there) and its timer appends them when due as its own producer. Who produced each
-delivered value is read from the timer log on storage (``read_held_writers``).
 """
 
 from __future__ import annotations
@@ -27,20 +22,14 @@ import bisect
 import itertools
 from collections.abc import Mapping, Sequence
 
-from bmq.coordinators.timers.records import read_held
-from bmq.coordinators.timers.state import timer_log_name
 from bmq.net.client import BrokerLink
 from bmq.protocol.messages import FetchRequest
 from bmq.protocol.messages.fetch_request import FetchPartition, FetchTopic
-from bmq.protocol.records import BatchHeader, iter_batches
-from bmq.storage.factory import open_log_storage
+from bmq.protocol.records import iter_batches
 
 # Per partition, per batch in offset order: base offset, last offset, producer id, epoch, base
 # sequence (JSON-friendly: recorded in the history as is).
 Writers = dict[int, list[list[int]]]
-# Per value held by a timer (as its record's value reads), who produced each copy held:
-# partition, producer id, epoch, sequence, in timer log order.
-HeldWriters = dict[str, list[tuple[int, int, int, int]]]
 FETCH_VERSION = 12          # topics by name
 FETCH_BYTES = 4 << 20
 READ_TIMEOUT_S = 30.0
@@ -110,59 +99,3 @@ def renumbered(writers: Mapping[int, Sequence[Sequence[int]]] | None,
     ids = {w[0] for w in found if w is not None}
     epochs = [w[1] for w in found if w is not None]
     return len(ids) == 1 and all(a < b for a, b in itertools.pairwise(epochs))
-
-
-def read_held_writers(storage: tuple[str, dict[str, str]], topic: str, partitions: int
-                      ) -> HeldWriters:
-    """Who produced each record the timers of ``topic`` held: read from the timer logs' files
-    on the cluster's storage (``storage``: its URL and options; every segment file or object
-    of either layout, each batch counted once by its offset: a timer log publishes no state a
-    reader could follow)."""
-    held: HeldWriters = {}
-    logs = open_log_storage(*storage)
-    try:
-        for partition in range(partitions):
-            directory = f"{timer_log_name(topic)}/{partition}"
-            batches: dict[int, tuple[memoryview, BatchHeader]] = {}
-            for name in sorted(logs.list(directory)):
-                if name.endswith(".log"):
-                    data = memoryview(logs.read_all(f"{directory}/{name}"))
-                    for position, header in iter_batches(data):
-                        if not header.is_control:
-                            batches[header.base_offset] = (
-                                data[position:position + header.size], header)
-            for _, (batch, header) in sorted(batches.items()):
-                for i, record in enumerate(read_held(batch, header)):
-                    held.setdefault(_value_of(record.fields or b""), []).append((
-                        partition, header.producer_id, header.producer_epoch,
-                        header.base_sequence + i))
-    finally:
-        logs.close()
-    return held
-
-
-def _value_of(fields: bytes) -> str:
-    """The value of a held record's fields (key, value, headers as a record encodes them)."""
-    key_length, position = _varint(fields, 0)
-    length, position = _varint(fields, position + max(key_length, 0))
-    return fields[position:position + length].decode() if length >= 0 else ""
-
-
-def _varint(data: bytes, position: int) -> tuple[int, int]:
-    """A zigzag varint at ``position``, and the position after it."""
-    shift = result = 0
-    while True:
-        byte = data[position]
-        position += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (result >> 1) ^ -(result & 1), position
-        shift += 7
-
-
-def held_renumbered(held: HeldWriters | None, value: str, copies: int) -> bool:
-    """Whether the ``copies`` deliveries of ``value`` are the timer delivering what one producer
-    id produced under as many increasing epochs (each held copy delivered once)."""
-    found = [] if held is None else held.get(value, [])
-    return (len(found) == copies > 1 and len({(w[0], w[1]) for w in found}) == 1
-            and all(a[2] < b[2] for a, b in itertools.pairwise(found)))

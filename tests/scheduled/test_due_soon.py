@@ -23,7 +23,7 @@ pytestmark = pytest.mark.timeout(180)
 
 def test_records_due_within_their_hold_are_delivered(broker_factory: BrokerFactory) -> None:
     broker = broker_factory()
-    endpoints = Endpoints(broker.bootstrap, None, broker.bootstrap, (broker.data_dir, {}))
+    endpoints = Endpoints(broker.bootstrap, None, broker.bootstrap)
     workload = ScheduledWorkload(min_delay_ms=0, spread_ms=300, rate=400.0, producers=2,
                                  bound_s=30.0)
     workload.setup(endpoints)
@@ -36,5 +36,3 @@ def test_records_due_within_their_hold_are_delivered(broker_factory: BrokerFacto
     verdict = workload.check(endpoints, history)
     assert verdict.valid, json.dumps({k: [len(v), v[:3]] for k, v in verdict.anomalies.items()})
     assert verdict.stats["sent"] > 2000, verdict.stats
-    # Who produced each record, read back from the timer logs: each acknowledged one, once.
-    assert verdict.stats["held-records"] == verdict.stats["sent"], verdict.stats
