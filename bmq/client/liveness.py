@@ -20,7 +20,7 @@ import asyncio
 import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from bmq.net.client import BrokerLink, LinkError
 from bmq.protocol.messages import ApiVersionsRequest
@@ -113,6 +113,33 @@ class _Watch:
 _watches: weakref.WeakKeyDictionary[BrokerLink, _Watch] = weakref.WeakKeyDictionary()
 
 
+class Outstanding(Generic[T]):
+    """A request sent on a link, watched: ``request`` is its answer; ``stalled()`` says whether
+    the link's broker has gone silent since (and probes it meanwhile)."""
+
+    def __init__(self, link: BrokerLink, send: Callable[[], Awaitable[T]]) -> None:
+        watch = _watches.get(link)
+        if watch is None:
+            watch = _watches[link] = _Watch(_probe(link))
+        self._watch = watch
+        loop = asyncio.get_running_loop()
+        if watch.stalled(loop.time()) and loop.time() - watch.since > GIVE_UP_S:
+            link.close()
+        self.started = loop.time()
+        if not watch.outstanding:
+            watch.since = self.started
+        watch.outstanding += 1
+        self.request: asyncio.Future[T] = asyncio.ensure_future(send())
+        self.request.add_done_callback(watch.answered)
+
+    def stalled(self) -> bool:
+        if self._watch.stalled(asyncio.get_running_loop().time()):
+            self._watch.probe.ask()
+            return True
+        self._watch.probe.ask()
+        return False
+
+
 async def ask_while_alive(link: BrokerLink, send: Callable[[], Awaitable[T]],
                           slow_s: float | None = None) -> T:
     """The answer of the request ``send`` makes on ``link``, waited for while the link's broker
@@ -120,24 +147,15 @@ async def ask_while_alive(link: BrokerLink, send: Callable[[], Awaitable[T]],
     or while it waits (the request then stays outstanding: its answer, when it comes, only
     tells the link is alive). LinkError if the link fails."""
     watch = _watches.get(link)
-    if watch is None:
-        watch = _watches[link] = _Watch(_probe(link))
-    loop = asyncio.get_running_loop()
-    if watch.stalled(loop.time()):
+    if watch is not None and watch.stalled(asyncio.get_running_loop().time()):
         watch.probe.ask()
-        if loop.time() - watch.since > GIVE_UP_S:
+        if asyncio.get_running_loop().time() - watch.since > GIVE_UP_S:
             link.close()
         raise Stalled
-    start = loop.time()
-    if not watch.outstanding:
-        watch.since = start
-    watch.outstanding += 1
-    request = asyncio.ensure_future(send())
-    request.add_done_callback(watch.answered)
-    while not request.done():
-        now = loop.time()
-        if watch.stalled(now) or (slow_s is not None and now - start > slow_s):
+    asked = Outstanding(link, send)
+    loop = asyncio.get_running_loop()
+    while not asked.request.done():
+        if asked.stalled() or (slow_s is not None and loop.time() - asked.started > slow_s):
             raise Stalled
-        watch.probe.ask()
-        await asyncio.wait({request}, timeout=PROBE_S)
-    return request.result()
+        await asyncio.wait({asked.request}, timeout=PROBE_S)
+    return asked.request.result()
