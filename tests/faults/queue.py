@@ -49,8 +49,8 @@ from tests.faults.elle import Anomalies, Log, offset_anomalies
 from tests.faults.history import History, Op
 from tests.faults.recorded_clients import (
     binding_failed,
+    client_debug,
     own_ops,
-    producer_debug,
     retire,
     run_all,
 )
@@ -278,7 +278,7 @@ class QueueWorkload:
         return Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
                          "acks": "all", "linger.ms": 5, "message.timeout.ms": 60_000,
                          "retry.backoff.ms": 50, "retry.backoff.max.ms": 500,
-                         "error_cb": on_error, **producer_debug()})
+                         "error_cb": on_error, **client_debug()})
 
     def _produce(self, endpoints: Endpoints, history: History, stop: threading.Event, i: int,
                  rng: random.Random) -> None:
@@ -328,7 +328,8 @@ class QueueWorkload:
             history.info(op, "not delivered by the end")
 
     def _consumer(self, bootstrap: str, history: History, process: str) -> Consumer:
-        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": self.group,
+        consumer = Consumer({**client_debug(), "bootstrap.servers": bootstrap,
+                             "group.id": self.group,
                              "enable.auto.commit": False, "auto.offset.reset": "earliest",
                              "session.timeout.ms": GROUP_SESSION_MS,
                              "error_cb": lambda e: e.fatal() and history.event(

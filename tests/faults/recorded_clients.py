@@ -61,9 +61,10 @@ def partition_of(message: Message) -> int:
     return partition
 
 
-def producer_debug() -> dict[str, str]:
-    """librdkafka debug contexts for the workloads' producers, from ``BMQ_FAULTS_CLIENT_DEBUG``
-    (``eos``: each epoch bump and its cause), logged to the run's stderr."""
+def client_debug() -> dict[str, str]:
+    """librdkafka debug contexts for the workloads' clients, from ``BMQ_FAULTS_CLIENT_DEBUG``
+    (``eos``: each epoch bump of a producer and its cause; ``cgrp``: a consumer's group
+    membership), logged to the run's stderr."""
     contexts = os.environ.get("BMQ_FAULTS_CLIENT_DEBUG")
     return {"debug": contexts} if contexts else {}
 
@@ -92,7 +93,7 @@ class RecordingProducer:
             "enable.idempotence": True, "acks": "all", "linger.ms": 5,
             "message.timeout.ms": MESSAGE_TIMEOUT_MS, "retry.backoff.max.ms": 500,
             "topic.metadata.refresh.interval.ms": 2000,
-            "error_cb": self._error, **producer_debug()})
+            "error_cb": self._error, **client_debug()})
 
     def _error(self, error: KafkaError) -> None:
         if error.fatal():

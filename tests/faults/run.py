@@ -9,8 +9,9 @@ kill -9 or SIGSTOP of its target inside its window. Rerun one from the command l
     .venv/bin/python -m tests.faults.run --fault broker-zk-cut --workload queue --seed 7 \\
         --duration 60 --out build/faults
 
-``BMQ_FAULTS_CLIENT_DEBUG=eos`` adds librdkafka's debug output of the producers to stderr
-(``eos``: each epoch bump of an idempotent producer and its cause).
+``BMQ_FAULTS_CLIENT_DEBUG=eos,cgrp`` adds librdkafka's debug output of the workloads' clients
+to stderr (``eos``: each epoch bump of an idempotent producer and its cause; ``cgrp``: the
+consumers' group membership).
 """
 
 from __future__ import annotations

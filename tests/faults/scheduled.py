@@ -47,6 +47,7 @@ from tests.faults.history import History, Op
 from tests.faults.recorded_clients import (
     Headers,
     ReadRecord,
+    client_debug,
     consumer_places,
     exception_error,
     fatal_errors,
@@ -72,7 +73,8 @@ def run_group_consumer(bootstrap: str, group: str, topic: str, history: History,
     def assigned(_: Consumer, partitions: list[TopicPartition]) -> None:
         history.event(process, "assign", sorted(tp.partition for tp in partitions))
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "broker.address.family": "v4",
+    consumer = Consumer({**client_debug(), "bootstrap.servers": bootstrap,
+                         "broker.address.family": "v4",
                          "group.id": group, "auto.offset.reset": "earliest",
                          "fetch.wait.max.ms": 50, "topic.metadata.refresh.interval.ms": 2000,
                          "reconnect.backoff.max.ms": 500})
