@@ -22,57 +22,83 @@ import bisect
 import itertools
 from collections.abc import Mapping, Sequence
 
-from bmq.net.client import BrokerLink
-from bmq.protocol.messages import FetchRequest
+from bmq.net.client import LinkPool
+from bmq.protocol.errors import ErrorCode
+from bmq.protocol.messages import FetchRequest, MetadataRequest
 from bmq.protocol.messages.fetch_request import FetchPartition, FetchTopic
+from bmq.protocol.messages.metadata_request import MetadataRequestTopic
 from bmq.protocol.records import iter_batches
 
 # Per partition, per batch in offset order: base offset, last offset, producer id, epoch, base
 # sequence (JSON-friendly: recorded in the history as is).
 Writers = dict[int, list[list[int]]]
 FETCH_VERSION = 12          # topics by name
+METADATA_VERSION = 12
+# A fetch sent where the partition is no more (it moved as the faults healed): ask again.
+LEADER_MOVED = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE,
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 FETCH_BYTES = 4 << 20
 READ_TIMEOUT_S = 30.0
 
 
 def read_writers(address: str, topic: str, partitions: int) -> Writers:
-    """The batches of every partition of ``topic`` up to its high watermark, read from the node
-    at ``address`` (host:port; a broker or a proxy)."""
+    """The batches of every partition of ``topic`` up to its high watermark, read from each
+    partition's leader as the node at ``address`` (host:port; a broker or a proxy) names it."""
     host, port = address.split(",")[0].rsplit(":", 1)
     return asyncio.run(asyncio.wait_for(_read(host, int(port), topic, partitions),
                                         READ_TIMEOUT_S))
 
 
 async def _read(host: str, port: int, topic: str, partitions: int) -> Writers:
-    link = BrokerLink(host, port, "bmq-faults-writers")
-    writers: Writers = {}
+    links = LinkPool("bmq-faults-writers")
     try:
-        for partition in range(partitions):
-            batches = writers[partition] = []
-            offset = 0
-            while True:
-                response = await link.request(FetchRequest(
-                    replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=FETCH_BYTES,
-                    isolation_level=0, session_id=0, session_epoch=-1, topics=[FetchTopic(
-                        topic=topic, partitions=[FetchPartition(
-                            partition=partition, fetch_offset=offset,
-                            partition_max_bytes=FETCH_BYTES)])]), FETCH_VERSION)
-                [answer] = response.responses[0].partitions
-                if answer.error_code:
-                    raise AssertionError(f"fetch of {topic}-{partition} at {offset}: error "
-                                         f"{answer.error_code}")
-                start = offset
-                for _, header in iter_batches(bytes(answer.records or b"")):
-                    if header.last_offset >= offset:
-                        batches.append([header.base_offset, header.last_offset,
-                                        header.producer_id, header.producer_epoch,
-                                        header.base_sequence])
-                        offset = header.last_offset + 1
-                if offset == start or offset >= answer.high_watermark:
-                    break
+        return {partition: await _read_partition(links, (host, port), topic, partition)
+                for partition in range(partitions)}
     finally:
-        link.close()
-    return writers
+        links.close()
+
+
+async def _read_partition(links: LinkPool, bootstrap: tuple[str, int], topic: str,
+                          partition: int) -> list[list[int]]:
+    """One partition's batches, fetched from its leader (the node at ``bootstrap`` names it:
+    a proxy names a proxy, a broker the broker that owns the partition, or a proxy)."""
+    batches: list[list[int]] = []
+    offset = 0
+    leader = await _leader(links, bootstrap, topic, partition)
+    while True:
+        response = await links.get(*leader).request(FetchRequest(
+            replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=FETCH_BYTES,
+            isolation_level=0, session_id=0, session_epoch=-1, topics=[FetchTopic(
+                topic=topic, partitions=[FetchPartition(
+                    partition=partition, fetch_offset=offset,
+                    partition_max_bytes=FETCH_BYTES)])]), FETCH_VERSION)
+        [answer] = response.responses[0].partitions
+        if answer.error_code in LEADER_MOVED:
+            await asyncio.sleep(0.5)
+            leader = await _leader(links, bootstrap, topic, partition)
+            continue
+        if answer.error_code:
+            raise AssertionError(f"fetch of {topic}-{partition} at {offset}: error "
+                                 f"{answer.error_code}")
+        start = offset
+        for _, header in iter_batches(bytes(answer.records or b"")):
+            if header.last_offset >= offset:
+                batches.append([header.base_offset, header.last_offset, header.producer_id,
+                                header.producer_epoch, header.base_sequence])
+                offset = header.last_offset + 1
+        if offset == start or offset >= answer.high_watermark:
+            return batches
+
+
+async def _leader(links: LinkPool, bootstrap: tuple[str, int], topic: str, partition: int
+                  ) -> tuple[str, int]:
+    metadata = await links.get(*bootstrap).request(MetadataRequest(
+        topics=[MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False),
+        METADATA_VERSION)
+    nodes = {b.node_id: (b.host, b.port) for b in metadata.brokers}
+    [found] = metadata.topics
+    leader = next((p.leader_id for p in found.partitions if p.partition_index == partition), -1)
+    return nodes.get(leader, bootstrap)
 
 
 def writer_at(writers: Mapping[int, Sequence[Sequence[int]]], partition: int, offset: int
