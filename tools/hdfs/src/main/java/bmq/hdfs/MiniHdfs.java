@@ -23,7 +23,9 @@ import org.apache.hadoop.hdfs.server.datanode.DataNode;
  *
  * <p>Once every DataNode has registered it prints one line of JSON on stdout (and writes the same
  * to --info-file if given): {"namenode": "hdfs://127.0.0.1:PORT", "http": "127.0.0.1:PORT",
- * "datanodes": [{"index": 0, "xfer": "127.0.0.1:PORT", "ipc": "127.0.0.1:PORT"}, ...]}.
+ * "datanodes": [{"index": 0, "xfer": "127.0.0.1:PORT", "ipc": "127.0.0.1:PORT", "http":
+ * "127.0.0.1:PORT"}, ...]} (xfer: where clients write and read blocks; http: the web server, whose
+ * /jmx has the DataNode's counters).
  *
  * <p>It runs until SIGTERM or SIGINT (Ctrl-C), which shut the cluster down. With --stdin-commands
  * (the tests') it also reads commands from stdin, one a line, answering each with one line of
@@ -140,8 +142,9 @@ public final class MiniHdfs {
     List<DataNode> running = cluster.getDataNodes();
     for (int i = 0; i < running.size(); i++) {
       DataNode node = running.get(i);
-      nodes.add(String.format("{\"index\": %d, \"xfer\": \"127.0.0.1:%d\", \"ipc\": \"127.0.0.1:%d\"}",
-          i, node.getXferPort(), node.getIpcPort()));
+      nodes.add(String.format("{\"index\": %d, \"xfer\": \"127.0.0.1:%d\", \"ipc\": "
+          + "\"127.0.0.1:%d\", \"http\": \"127.0.0.1:%d\"}", i, node.getXferPort(),
+          node.getIpcPort(), node.getInfoPort()));
     }
     return String.format("{\"namenode\": \"hdfs://127.0.0.1:%d\", \"http\": \"127.0.0.1:%d\", "
         + "\"datanodes\": [%s]}", cluster.getNameNodePort(),
