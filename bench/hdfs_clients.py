@@ -171,6 +171,18 @@ def bench_hdfs_native(namenode: str, jmx_address: str | None,
             fenced = "old writer fenced"
         return f"yes: second writer refused ({refusal}); recover_lease closed it; {fenced}"
 
+    def open_block_readable() -> str:
+        path = f"{ROOT}/native-open"
+        with client.create(path, WriteOptions(overwrite=True)) as out:
+            out.write(b"x" * 1000)
+            out.hsync()
+            with Client(namenode).read(path) as reader:
+                seen = len(reader)
+        return "yes" if seen == 1000 else (
+            f"no: a reader's length is {seen} of 1000 hsynced bytes (the open block is left "
+            "out; BMQ serves it from the writer's memory)")
+
+    _check(supports, "reader sees the open block's hsynced bytes", open_block_readable)
     _check(supports, "append to existing file", append_existing)
     supports["durability on open file"] = "hsync (no separate hflush call)"
     _check(supports, "rename over existing", rename_over)
