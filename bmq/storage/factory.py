@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 from bmq.startup import ExitCode, StartupError, missing_package
@@ -12,12 +12,15 @@ from bmq.storage.base import Storage
 from bmq.storage.fsspec_storage import FsspecStorage
 from bmq.storage.local import LocalStorage
 
+if TYPE_CHECKING:
+    from bmq.storage.hdfs import HdfsStorage
+
 S3_PROTOCOLS = ("s3", "s3a")
-HDFS_PROTOCOLS = ("hdfs", "arrow_hdfs")
+HDFS_PROTOCOLS = ("hdfs",)
 # The packages of the extras each backend needs (pyproject's optional dependencies): a missing
 # one is a MissingPackageError naming ``pip install 'bmq[EXTRA]'``.
 S3_PACKAGES = frozenset({"obstore"})
-HDFS_PACKAGES = frozenset({"pyarrow"})
+HDFS_PACKAGES = frozenset({"hdfs_native"})
 # s3fs's option names, which BMQ documented before it moved to obstore, and their obstore keys.
 _S3FS_OPTION_NAMES = {"key": "access_key_id", "secret": "secret_access_key",
                       "token": "session_token", "endpoint_url": "endpoint",
@@ -63,12 +66,12 @@ def storage_options(url: str, options: dict[str, str] | None = None) -> dict[str
 def open_storage(url: str, options: dict[str, str] | None = None) -> Storage:
     """``/path``, ``relative/path`` or ``file:///path`` -> LocalStorage; any other
     ``protocol://...`` -> FsspecStorage on ``fsspec`` (``options`` are passed to the filesystem,
-    e.g. ``{"host": "namenode", "port": "8020"}`` for HDFS; see ``storage_options`` for S3).
+    see ``storage_options`` for S3).
 
-    ``hdfs://namenode:port/path`` uses fsspec's ``hdfs`` filesystem (pyarrow's HadoopFileSystem,
-    which needs libhdfs and a Hadoop client configuration at run time) and the same append
-    layout as local directories; ``s3://bucket/prefix`` uses obstore's fsspec filesystem and
-    the object layout."""
+    ``hdfs://namenode[:port]/path`` is ``HdfsStorage`` (hdfs-native, no JVM; ``options`` are its
+    Hadoop client settings plus ``block_size`` and ``replication``) with the same append layout
+    as local directories; ``s3://bucket/prefix`` uses obstore's fsspec filesystem and the
+    object layout."""
     if "://" not in url:
         return LocalStorage(url)
     protocol = url.split("://", 1)[0].lower()
@@ -83,6 +86,8 @@ def open_storage(url: str, options: dict[str, str] | None = None) -> Storage:
             raise ValueError(f"S3 URL without a bucket: {url}")
         fs = _s3_filesystem_class(protocol)("s3", **storage_options(url, options))
         return FsspecStorage(fs, f"{parts.netloc}/{unquote(parts.path).strip('/')}".rstrip("/"))
+    if protocol in HDFS_PROTOCOLS:
+        return _hdfs_storage_class(protocol)(url, options)
     import fsspec.core  # deferred: plain local deployments never pay for fsspec's import
 
     _fsspec_class(protocol)
@@ -96,6 +101,8 @@ def check_backend(url: str) -> None:
     protocol = url.split("://", 1)[0].lower() if "://" in url else "file"
     if protocol in S3_PROTOCOLS:
         _s3_filesystem_class(protocol)
+    elif protocol in HDFS_PROTOCOLS:
+        _hdfs_storage_class(protocol)
     elif protocol not in ("file", "local"):
         _fsspec_class(protocol)
 
@@ -109,21 +116,20 @@ def _s3_filesystem_class(protocol: str) -> type[Any]:
     return S3FileSystem
 
 
+def _hdfs_storage_class(protocol: str) -> type[HdfsStorage]:
+    try:
+        from bmq.storage.hdfs import HdfsStorage  # deferred like fsspec's imports
+    except ModuleNotFoundError as error:
+        raise missing_package(error, "hdfs", f"{protocol}:// storage", HDFS_PACKAGES) or error \
+            from None
+    return HdfsStorage
+
+
 def _fsspec_class(protocol: str) -> type[Any]:
     import fsspec
 
-    try:
-        filesystem: type[Any] = fsspec.get_filesystem_class(protocol)
-        if protocol in HDFS_PROTOCOLS:
-            import pyarrow.fs  # noqa: F401 (fsspec's HDFS imports it only once it connects)
-        return filesystem
-    except ImportError as error:
-        # fsspec names the missing package in its own words and chains the import's error
-        cause = error if isinstance(error, ModuleNotFoundError) else error.__cause__
-        if protocol in HDFS_PROTOCOLS and isinstance(cause, ModuleNotFoundError):
-            raise missing_package(cause, "hdfs", f"{protocol}:// storage",
-                                  HDFS_PACKAGES) or error from None
-        raise
+    filesystem: type[Any] = fsspec.get_filesystem_class(protocol)
+    return filesystem
 
 
 def open_log_storage(url: str, options: dict[str, str] | None = None) -> Storage:

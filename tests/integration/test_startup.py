@@ -179,7 +179,7 @@ def test_unusable_data_dirs_exit_4_and_create_nothing(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("storage", "blocked", "package", "extra"), [
     ("s3://bucket/bmq", "obstore", "obstore", "s3"),
-    ("hdfs://127.0.0.1:1/bmq", "pyarrow", "pyarrow", "hdfs"),
+    ("hdfs://127.0.0.1:1/bmq", "hdfs_native", "hdfs_native", "hdfs"),
 ])
 def test_missing_storage_package_names_the_extra(
         storage: str, blocked: str, package: str, extra: str, tmp_path: Path) -> None:
@@ -223,8 +223,10 @@ def test_the_extras_named_exist() -> None:
 
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
         "optional-dependencies"]
+    # (names as pip normalizes them: hdfs-native installs the module hdfs_native)
     installs = {extra: {req.split(">")[0].split("=")[0].split("[")[0].strip().lower()
-                        for req in requirements} for extra, requirements in extras.items()}
+                        .replace("-", "_") for req in requirements}
+                for extra, requirements in extras.items()}
     assert installs["s3"] >= S3_PACKAGES
     assert installs["hdfs"] >= HDFS_PACKAGES
     assert SPARK_PACKAGES - {"py4j"} <= installs["spark"]   # py4j comes with pyspark
@@ -245,6 +247,21 @@ def test_unreachable_s3_exits_4(tmp_path: Path) -> None:
     assert result.returncode == ExitCode.STORAGE, result.stderr
     [line] = result.stderr.splitlines()
     assert line.startswith("bmq: storage s3://bucket/bmq cannot be used: ") and dead in line
+
+
+def test_unreachable_namenode_exits_4(tmp_path: Path) -> None:
+    """A broker reaches ZooKeeper, then nothing listens at its HDFS NameNode: one line, at once
+    (hdfs-native would retry for ever; the NameNode's address is probed first)."""
+    namenode = f"127.0.0.1:{free_port()}"
+    zookeeper = ZooKeeper.start(tmp_path / "zk")
+    try:
+        result = bmq("broker", "--zookeeper", zookeeper.hosts, "--storage",
+                     f"hdfs://{namenode}/bmq", "--listen", f"127.0.0.1:{free_port()}",
+                     "--broker-id", "1", cwd=tmp_path)
+    finally:
+        zookeeper.stop()
+    assert_refused(result, ExitCode.STORAGE, f"storage hdfs://{namenode}/bmq cannot be used: "
+                   f"NameNode {namenode} unreachable: Connection refused")
 
 
 def test_unreachable_zookeeper_exits_7_before_creating_storage(tmp_path: Path) -> None:

@@ -202,6 +202,8 @@ class AppendLayout(Layout):
                 break
             path = log_segments.path(seg.log_file)
             try:
+                # (HDFS: the old writer's lease; its open block is unreadable until then)
+                storage.claim(path)
                 file_size = visible_size(log.storage, path)
             except FileNotFoundError:
                 logger.warning("%s: segment file %s is missing", log, seg.log_file)
