@@ -51,6 +51,15 @@ class ClientResult:
     supports: dict[str, str] = field(default_factory=dict)
 
 
+def _read_mb_s(open_reader: Callable[[], Any]) -> float:
+    """MB/s of reading a whole file, MiB by MiB, from the reader ``open_reader`` opens."""
+    start = time.perf_counter()
+    total = 0
+    with open_reader() as reader:
+        while chunk := reader.read(MIB):
+            total += len(chunk)
+    return total / 1e6 / (time.perf_counter() - start)
+
 def _percentile(samples: list[float], share: float) -> float:
     ordered = sorted(samples)
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
@@ -120,12 +129,7 @@ def bench_hdfs_native(namenode: str, jmx_address: str | None,
         for _ in range(args.sequential_mib):
             out.write(block)
     result.write_mb_s = args.sequential_mib * MIB / 1e6 / (time.perf_counter() - start)
-    start = time.perf_counter()
-    with client.read(path) as reader:
-        total = 0
-        while chunk := reader.read(MIB):
-            total += len(chunk)
-    result.read_mb_s = total / 1e6 / (time.perf_counter() - start)
+    result.read_mb_s = _read_mb_s(lambda: client.read(path))
 
     supports = result.supports
 
@@ -243,12 +247,7 @@ def bench_webhdfs(http_address: str, args: argparse.Namespace) -> ClientResult:
         for _ in range(args.sequential_mib):
             out.write(block)
     result.write_mb_s = args.sequential_mib * MIB / 1e6 / (time.perf_counter() - start)
-    start = time.perf_counter()
-    with fs.open(path, "rb", block_size=8 * MIB) as reader:
-        total = 0
-        while chunk := reader.read(MIB):
-            total += len(chunk)
-    result.read_mb_s = total / 1e6 / (time.perf_counter() - start)
+    result.read_mb_s = _read_mb_s(lambda: fs.open(path, "rb", block_size=8 * MIB))
 
     supports = result.supports
 
