@@ -301,34 +301,6 @@ def test_s3_url_uses_the_standard_environment(seaweedfs: object, monkeypatch:
     assert storage.list("a") == []
 
 
-def test_hdfs_url_makes_the_pyarrow_hdfs_filesystem() -> None:
-    """``hdfs://`` goes through FsspecStorage on fsspec's ``hdfs`` filesystem (pyarrow's
-    HadoopFileSystem) with the append layout, exactly the code path the local fsspec tests
-    run. No HDFS server can run here, so this only checks the wiring without connecting;
-    against a real cluster, run the storage tests with a ``hdfs`` storage kind (e.g.
-    ``FsspecStorage(fsspec.filesystem("hdfs", host=NN, port=8020), "/bmq-test")`` added to
-    ``make_storage``) on a machine with a Hadoop client (libhdfs, CLASSPATH)."""
-    import fsspec
-    from fsspec.implementations.arrow import HadoopFileSystem
-
-    from bmq.storage.fsspec_storage import FsspecStorage
-
-    cls = fsspec.get_filesystem_class("hdfs")
-    assert issubclass(cls, HadoopFileSystem)
-    options = storage_options("hdfs://namenode:8020/bmq")
-    assert options == {}
-    assert cls._get_kwargs_from_urls("hdfs://namenode:8020/bmq") == {  # type: ignore[attr-defined]
-        "host": "namenode", "port": 8020}
-    assert cls._strip_protocol("hdfs://namenode:8020/bmq") == "/bmq"  # type: ignore[attr-defined]
-
-    class Unconnected:            # stands in for the connected instance: protocol only
-        protocol = cls.protocol
-
-    storage = FsspecStorage(Unconnected(), "/bmq")
-    assert storage.supports_append and not storage.object_store
-    assert storage.url == "hdfs:///bmq"
-
-
 @pytest.mark.parametrize("interval_ms", [0, 1500])
 def test_object_store_flushes_of_a_partition_are_paced(ostorage: Storage,
                                                       interval_ms: int) -> None:
