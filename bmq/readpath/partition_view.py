@@ -80,10 +80,14 @@ class PartitionView:
         """Whole batches from ``offset`` (at least one), durable data only; with ``end`` (the
         LSO, for read_committed) none at or past ``end``."""
         self.last_fetch = time.monotonic()
-        if offset < self.log_start_offset or offset > self.reader.log_end_offset:
+        # Out of range only past what this view has served, too: its reader can fall back to
+        # an older state document than its high watermark came from, and a consumer told
+        # OFFSET_OUT_OF_RANGE for its next offset resets by its policy (librdkafka: to the
+        # earliest offset). Kafka's leader answers it only past its log end.
+        last = max(self.reader.log_end_offset, self.high_watermark)
+        if offset < self.log_start_offset or offset > last:
             raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
-                             f"offset {offset} not in [{self.log_start_offset}, "
-                             f"{self.reader.log_end_offset}]")
+                             f"offset {offset} not in [{self.log_start_offset}, {last}]")
         if end is not None:
             if offset >= end:
                 return b""
@@ -99,8 +103,13 @@ class PartitionView:
             return data
         metrics.PROXY_CACHE_MISSES.inc()
         loop = asyncio.get_running_loop()
-        read = await loop.run_in_executor(self._executor, self.reader.read, offset,
-                                          max(max_bytes, self._read_ahead))
+        try:
+            read = await loop.run_in_executor(self._executor, self.reader.read, offset,
+                                              max(max_bytes, self._read_ahead))
+        except KafkaError as error:
+            if error.code != ErrorCode.OFFSET_OUT_OF_RANGE or offset < self.log_start_offset:
+                raise
+            return b""      # below what this view served, past its reader for now: no data yet
         if self._cache_read(read, rewrites) is not None:
             cached = self._cache.get(self.key, offset, max_bytes)
             if cached is not None:

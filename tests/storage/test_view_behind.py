@@ -1,0 +1,60 @@
+"""A proxy's view of a partition (``bmq.readpath.partition_view``) whose reader falls back to an
+older published state than the high watermark it has served (a refresh that read an older
+state document): a consumer at an offset the view served is told "no data yet", never
+OFFSET_OUT_OF_RANGE, which librdkafka answers by resetting to the earliest offset (seen in the
+fault runs as a consumer going back to 0). Past everything, it is out of range, as on Kafka."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from bmq.protocol.errors import ErrorCode, KafkaError
+from bmq.readpath.cache import RecordCache
+from bmq.readpath.partition_view import PartitionView
+from bmq.storage import LocalStorage, LogConfig, PartitionLog
+
+from .batches import sized_batch
+from .helpers import append
+
+CONFIG = LogConfig(segment_bytes=1 << 20, retention_ms=-1, publish_interval_ms=0)
+
+
+def test_a_view_never_calls_an_offset_it_served_out_of_range(tmp_path: Path) -> None:
+    newer, older = tmp_path / "newer", tmp_path / "older"
+    log = PartitionLog.open(LocalStorage(str(newer)), "t", 0, CONFIG, epoch=1)
+    for tag in range(3):
+        append(log, sized_batch(300, tag))
+    log.flush()
+    shutil.copytree(newer, older)               # the partition as published then
+    for tag in range(3, 6):
+        append(log, sized_batch(300, tag))
+    log.flush()
+    reader = PartitionLog.open_reader(LocalStorage(str(newer)), "t", 0, CONFIG)
+    behind = PartitionLog.open_reader(LocalStorage(str(older)), "t", 0, CONFIG)
+    assert behind.log_end_offset < reader.log_end_offset
+
+    async def scenario() -> None:
+        with ThreadPoolExecutor(2) as executor:
+            view = PartitionView("t", 0, reader, RecordCache(1 << 20), executor, 1 << 10)
+            served = view.high_watermark
+            view.reader = behind                # its reader fell back to the older state
+            # Not in the cache, past the reader, below what the view served: no data yet.
+            for offset in (behind.log_end_offset + 1, served):
+                assert await view.read(offset, 1 << 20) == b"", offset
+            view.reader = reader                # caught up again: served as usual
+            assert await view.read(behind.log_end_offset + 1, 1 << 20)
+            with pytest.raises(KafkaError) as error:
+                await view.read(served + 1, 1 << 20)
+            assert error.value.code == ErrorCode.OFFSET_OUT_OF_RANGE
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        reader.close()
+        behind.close()
+        log.close()
