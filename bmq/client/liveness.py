@@ -133,11 +133,8 @@ class Outstanding(Generic[T]):
         self.request.add_done_callback(watch.answered)
 
     def stalled(self) -> bool:
-        if self._watch.stalled(asyncio.get_running_loop().time()):
-            self._watch.probe.ask()
-            return True
         self._watch.probe.ask()
-        return False
+        return self._watch.stalled(asyncio.get_running_loop().time())
 
 
 async def ask_while_alive(link: BrokerLink, send: Callable[[], Awaitable[T]],
