@@ -139,8 +139,9 @@ class ShareStatePeers:
         if node is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
         if self._is_me(node):
-            code, state = self._log.read_for_leader(key, leader_epoch)
-            if state is None:
+            appended, state = self._log.read_for_leader(key, leader_epoch)
+            code = await self._log.durable(appended)
+            if code != ErrorCode.NONE or state is None:
                 return code, None
             return code, StateRecord(key, True, state.start_offset, list(state.runs))
         code, value = await self._ask(node, key, leader_epoch, True, True, None)

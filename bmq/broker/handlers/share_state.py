@@ -18,8 +18,10 @@ async def handle_share_state(ctx: RequestContext, request: BmqShareStateRequest,
     state_log = ctx.broker.share.state_log
     key = StateKey(request.group_id, request.topic_id, request.partition)
     if request.read_state:
-        code, state = state_log.read_for_leader(key, request.leader_epoch)
-        value = None if state is None else encode_value(state.start_offset, state.runs)
+        appended, state = state_log.read_for_leader(key, request.leader_epoch)
+        code = await state_log.durable(appended)
+        value = None if state is None or code != ErrorCode.NONE \
+            else encode_value(state.start_offset, state.runs)
         return BmqShareStateResponse(error_code=code, value=value)
     if request.reset:      # the group's coordinator rewrites it (offsets altered, deleted)
         start = None if request.value is None else decode_value(bytes(request.value))[0]

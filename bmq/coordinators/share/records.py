@@ -2,15 +2,19 @@
 
 Key::   Kafka's ShareSnapshotKey (type 0) or ShareUpdateKey (type 1), generated from Kafka's
         specs: int16 type, group id string, topic id uuid, partition int32
-Value:: int16 version 1, start offset int64, run count int32, per run: first int64,
+Value:: int16 version 2, start offset int64, run count int32, per run: first int64,
         last int64, state int8, delivery count int16, deliverable-from timestamp int64 (ms),
-        dead-letter reason int8 (an index of ``DEAD_LETTER_REASONS``; version 0 had none)
+        dead-letter reason int8 (an index of ``DEAD_LETTER_REASONS``; version 0 had none);
+        then the data partition's leader epoch int32 (-1: none; versions 0 and 1 had none)
 
 A snapshot is the whole state; an update the start offset and the runs that changed since the
 previous record of the key; a null value (a tombstone) deletes the key. A replay applies them
 in log order. The values are BMQ's own, written here by hand: Kafka's ShareSnapshotValue and
 ShareUpdateValue carry snapshot, state and leader epochs and no deliverable-from time or
-dead-letter reason, which BMQ's runs need.
+dead-letter reason, which BMQ's runs need. The leader epoch is the newest one that read or
+wrote the key: kept in the log, as Kafka's records keep theirs, so that a coordinator that
+loads the partition still refuses an older leader's writes (an update with no runs records a
+read).
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from bmq.protocol.primitives import DecodeError, Reader, Writer
 
 SNAPSHOT = ShareSnapshotKey.API_KEY
 UPDATE = ShareUpdateKey.API_KEY
-VALUE_VERSION = 1
+VALUE_VERSION = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +53,7 @@ class StateRecord:
     snapshot: bool
     start_offset: int
     runs: list[Run] | None       # None: a tombstone
+    leader_epoch: int = -1       # the newest data leader's epoch when written (-1: none)
 
 
 def encode_key(key: StateKey, snapshot: bool) -> bytes:
@@ -56,7 +61,7 @@ def encode_key(key: StateKey, snapshot: bool) -> bytes:
     return encode(kind.API_KEY, kind(key.group_id, key.topic_id, key.partition))
 
 
-def encode_value(start_offset: int, runs: list[Run]) -> bytes:
+def encode_value(start_offset: int, runs: list[Run], leader_epoch: int = -1) -> bytes:
     w = Writer()
     w.write_int16(VALUE_VERSION)
     w.write_int64(start_offset)
@@ -68,6 +73,7 @@ def encode_value(start_offset: int, runs: list[Run]) -> bytes:
         w.write_int16(min(run.count, 0x7FFF))
         w.write_int64(run.available_at)
         w.write_int8(DEAD_LETTER_REASONS.index(run.reason))
+    w.write_int32(leader_epoch)
     return w.getvalue()
 
 
@@ -80,11 +86,11 @@ def decode_key(key_data: bytes) -> StateKey | None:
     return StateKey(key.group_id, key.topic_id, key.partition)
 
 
-def decode_value(value_data: bytes) -> tuple[int, list[Run]]:
-    """(start offset, runs) of a state value."""
+def decode_value(value_data: bytes) -> tuple[int, list[Run], int]:
+    """(start offset, runs, leader epoch) of a state value."""
     v = Reader(value_data)
     version = v.read_int16()
-    if version not in (0, VALUE_VERSION):
+    if version not in (0, 1, VALUE_VERSION):
         raise DecodeError(f"unknown share state value version {version}")
     start = v.read_int64()
     runs = []
@@ -98,7 +104,7 @@ def decode_value(value_data: bytes) -> tuple[int, list[Run]]:
                 raise DecodeError(f"unknown dead-letter reason {code}")
             run.reason = DEAD_LETTER_REASONS[code]
         runs.append(run)
-    return start, runs
+    return start, runs, v.read_int32() if version > 1 else -1
 
 
 def decode(key_data: bytes, value_data: bytes) -> StateRecord | None:

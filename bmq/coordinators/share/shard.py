@@ -34,9 +34,11 @@ log = logging.getLogger(__name__)
 SNAPSHOT_BATCH = 200     # share-partitions per batch of a snapshot
 
 
-def replay(log_: PartitionLog) -> dict[StateKey, SharePartition]:
-    """Every share-partition's state as the log leaves it (on a worker thread)."""
+def replay(log_: PartitionLog) -> tuple[dict[StateKey, SharePartition], dict[StateKey, int]]:
+    """Every share-partition's state as the log leaves it, and the newest data leader epoch
+    that read or wrote each key (on a worker thread)."""
     found: dict[StateKey, SharePartition] = {}
+    epochs: dict[StateKey, int] = {}
     for header, batch, start in log_batches(log_):
         if header.is_control:
             continue
@@ -55,11 +57,15 @@ def replay(log_: PartitionLog) -> dict[StateKey, SharePartition]:
                 continue
             if state is None:
                 continue
+            if state.leader_epoch >= 0:
+                epochs[state.key] = max(state.leader_epoch, epochs.get(state.key, -1))
             current = found.get(state.key)
+            if current is None and not state.snapshot and not state.runs:
+                continue                          # a leader's read of a key with no state
             if state.snapshot or current is None:
                 current = found[state.key] = SharePartition(state.start_offset)
             current.apply(state.start_offset, state.runs or [])
-    return found
+    return found, epochs
 
 
 class ShareStateShard:
@@ -72,7 +78,8 @@ class ShareStateShard:
         # Updates appended per key since its last snapshot, and the key's last append.
         self.updates: dict[StateKey, int] = {}
         self.appended: dict[StateKey, asyncio.Future[None]] = {}
-        # Cluster mode: the newest leader epoch of each key's data partition that read or wrote.
+        # Cluster mode: the newest leader epoch of each key's data partition that read or
+        # wrote; each record appended carries it, so a replay restores it.
         self.leader_epochs: dict[StateKey, int] = {}
         # Keys an administrative write replaced since their leader last read them.
         self.stale: set[StateKey] = set()
@@ -86,7 +93,8 @@ class ShareStateShard:
 
     async def load(self) -> None:
         loop = asyncio.get_running_loop()
-        self.states = await loop.run_in_executor(self._executor, replay, self.partition.log)
+        self.states, self.leader_epochs = await loop.run_in_executor(
+            self._executor, replay, self.partition.log)
         for state in self.states.values():
             state.restarted()
         if self.states:
@@ -106,7 +114,8 @@ class ShareStateShard:
         return append_records(
             self.partition,
             [(encode_key(e.key, e.snapshot),
-              None if e.runs is None else encode_value(e.start_offset, e.runs))
+              None if e.runs is None
+              else encode_value(e.start_offset, e.runs, self.leader_epochs.get(e.key, -1)))
              for e in entries], coordinator_error)
 
     def _append_snapshot(self, keys: list[StateKey]) -> asyncio.Future[None]:

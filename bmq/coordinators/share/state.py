@@ -136,16 +136,26 @@ class ShareStateCoordinator(ShardedCoordinator[ShareStateShard, StateRecord]):
         return ErrorCode.NONE, shard
 
     def read_for_leader(self, key: StateKey, leader_epoch: int
-                        ) -> tuple[ErrorCode, SharePartition | None]:
-        """The key's state for the data partition's leader at ``leader_epoch``; from now on
-        writes of older leaders are refused."""
+                        ) -> tuple[Appended, SharePartition | None]:
+        """The key's state for the data partition's leader at ``leader_epoch``, and when it
+        may be used: from then on writes of older leaders are refused, also by a coordinator
+        that loads the key's partition later (a newer epoch is written to the log first, as
+        Kafka's share coordinator does on a read)."""
         shard = self.shards.get(self.index_of(key))
         if shard is not None:
             shard.stale.discard(key)
+        known = -1 if shard is None else shard.leader_epochs.get(key, -1)
         error, shard = self._fence(key, leader_epoch)
         if shard is None:
             return error, None
-        return ErrorCode.NONE, shard.states.get(key)
+        state = shard.states.get(key)
+        if leader_epoch <= known:
+            return shard.appended.get(key, ErrorCode.NONE), state
+        record = StateRecord(key, False, -1 if state is None else state.start_offset, [])
+        appended = self._append_to(shard, [record])
+        if not isinstance(appended, ErrorCode):
+            shard.appended[key] = appended
+        return appended, state
 
     def admin_write(self, key: StateKey, start_offset: int | None) -> Appended:
         """Replace the key's state for the group's coordinator (offsets altered or deleted,
