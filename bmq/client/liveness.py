@@ -103,6 +103,11 @@ class _Watch:
     def stalled(self, now: float) -> bool:
         return self.outstanding > 0 and now - max(self.since, self.probe.alive_at) > STALL_S
 
+    def close_if_given_up(self, link: BrokerLink, now: float) -> None:
+        """Close ``link`` once it has been stalled for ``GIVE_UP_S`` (its answers are lost)."""
+        if self.stalled(now) and now - self.since > GIVE_UP_S:
+            link.close()
+
     def answered(self, request: asyncio.Future[Any]) -> None:
         self.outstanding -= 1
         self.since = asyncio.get_running_loop().time()
@@ -123,8 +128,7 @@ class Outstanding(Generic[T]):
             watch = _watches[link] = _Watch(_probe(link))
         self._watch = watch
         loop = asyncio.get_running_loop()
-        if watch.stalled(loop.time()) and loop.time() - watch.since > GIVE_UP_S:
-            link.close()
+        watch.close_if_given_up(link, loop.time())
         self.started = loop.time()
         if not watch.outstanding:
             watch.since = self.started
@@ -143,14 +147,13 @@ async def ask_while_alive(link: BrokerLink, send: Callable[[], Awaitable[T]],
     is alive (and for ``slow_s`` at most, if given); ``Stalled`` if the link is stalled, before
     or while it waits (the request then stays outstanding: its answer, when it comes, only
     tells the link is alive). LinkError if the link fails."""
+    loop = asyncio.get_running_loop()
     watch = _watches.get(link)
-    if watch is not None and watch.stalled(asyncio.get_running_loop().time()):
+    if watch is not None and watch.stalled(loop.time()):
         watch.probe.ask()
-        if asyncio.get_running_loop().time() - watch.since > GIVE_UP_S:
-            link.close()
+        watch.close_if_given_up(link, loop.time())
         raise Stalled
     asked = Outstanding(link, send)
-    loop = asyncio.get_running_loop()
     while not asked.request.done():
         if asked.stalled() or (slow_s is not None and loop.time() - asked.started > slow_s):
             raise Stalled
