@@ -130,6 +130,19 @@ class PartitionView:
         metrics.PROXY_CACHE_BYTES.set(self._cache.size_bytes)
         return end
 
+    def end_offset_for_epoch(self, epoch: int, current_epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch from this view: the reader's epoch history, where the last
+        epoch ends no earlier than what the view has served. Its reader can be behind the view
+        (a state document older than the owner's notices; a reader that has not read the
+        partition's segments yet answers "ends at 0"), and an end offset below a consumer's
+        position is, to librdkafka, a truncated log: it seeks back to that offset silently (seen
+        in the fault runs as a consumer reading a partition again from 0). Kafka's leader
+        answers from its own log, never behind what it served."""
+        answered, end = self.reader.end_offset_for_epoch(epoch, current_epoch)
+        if answered >= 0 and end >= self.reader.high_watermark:
+            end = max(end, self.high_watermark)
+        return answered, end
+
     async def list_offset(self, timestamp: int) -> tuple[int, int]:
         self.last_fetch = time.monotonic()
         return await asyncio.get_running_loop().run_in_executor(

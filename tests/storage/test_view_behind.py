@@ -58,3 +58,38 @@ def test_a_view_never_calls_an_offset_it_served_out_of_range(tmp_path: Path) -> 
         reader.close()
         behind.close()
         log.close()
+
+
+def test_a_view_never_says_the_last_epoch_ended_before_what_it_served(tmp_path: Path) -> None:
+    """OffsetForLeaderEpoch from a view whose reader is behind it: the current epoch ends no
+    earlier than the view's high watermark (librdkafka seeks a consumer back to an end offset
+    below its position: seen in a kill run as a consumer reading a partition again from 0, with
+    the group's committed offset at 744). An epoch older than the log's first still ends where
+    the log starts, as on Kafka."""
+    newer, older = tmp_path / "newer", tmp_path / "older"
+    log = PartitionLog.open(LocalStorage(str(newer)), "t", 0, CONFIG, epoch=1)
+    for tag in range(3):
+        append(log, sized_batch(300, tag))
+    log.flush()
+    shutil.copytree(newer, older)
+    for tag in range(3, 6):
+        append(log, sized_batch(300, tag))
+    log.flush()
+    reader = PartitionLog.open_reader(LocalStorage(str(newer)), "t", 0, CONFIG)
+    behind = PartitionLog.open_reader(LocalStorage(str(older)), "t", 0, CONFIG)
+    try:
+        with ThreadPoolExecutor(1) as executor:
+            view = PartitionView("t", 0, reader, RecordCache(1 << 20), executor, 1 << 10)
+            served = view.high_watermark
+            assert view.end_offset_for_epoch(1, 1) == (1, served)
+            view.reader = behind
+            # What the proxy answered before: the reader's own end, below what it served.
+            assert behind.end_offset_for_epoch(1, 1) == (1, behind.high_watermark) \
+                and behind.high_watermark < served
+            assert view.end_offset_for_epoch(1, 1) == (1, served)
+            assert view.end_offset_for_epoch(2, 2) == (2, served)    # a newer owner's
+            assert view.end_offset_for_epoch(0, 1) == (0, 0)          # before the log
+    finally:
+        reader.close()
+        behind.close()
+        log.close()
