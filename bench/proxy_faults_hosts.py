@@ -6,7 +6,10 @@ measures kill -9 and SIGSTOP on loopback with ``file://``; only hosts of their o
 be cut off the network.) Needs root, for the namespaces.
 
     .venv/bin/python -m bench.proxy_faults_hosts [--fault partition|kill|pause ...]
-        [--fault-s 8] [--rounds 1] [--rate 500] [--partitions 12]
+        [--fault-s 8] [--rounds 1] [--rate 500] [--partitions 12] [--storage s3|file]
+
+``--storage file`` puts the segments in a directory all hosts share (the issue's own set-up:
+a broker cut off the network still reaches its storage) instead of S3 on a host of its own.
 
 Reports per round and producer (one bootstrapped on the proxy, one on the brokers, whose
 Metadata names the proxy as every partition's leader) what ``proxy_freeze`` reports, and at the
@@ -62,8 +65,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--rate", type=float, default=500.0, help="messages/s per producer")
     parser.add_argument("--partitions", type=int, default=12)
+    parser.add_argument("--storage", choices=("s3", "file"), default="s3")
     args = parser.parse_args()
-    cluster = FaultCluster.start(Path(tempfile.mkdtemp(prefix="bmq-proxy-faults-")))
+    cluster = FaultCluster.start(Path(tempfile.mkdtemp(prefix="bmq-proxy-faults-")),
+                                 args.storage)
     producers: list[WatchedProducer] = []
     try:
         endpoints = cluster.endpoints()
@@ -76,7 +81,7 @@ def main() -> None:
             producers.append(WatchedProducer(bootstrap, topic, args.partitions, args.rate))
             producers[-1].start()
         print(f"2 producers at {args.rate:.0f} msg/s each, {args.partitions} partitions, "
-              f"session timeout {SESSION_TIMEOUT_MS} ms", flush=True)
+              f"session timeout {SESSION_TIMEOUT_MS} ms, storage {cluster.storage}", flush=True)
         for kind in args.fault or ["partition", "kill", "pause"]:
             for round_no in range(args.rounds):
                 windows = fault_round(cluster, producers, kind, args.fault_s)

@@ -137,7 +137,7 @@ def four_letter_word(address: str, word: str) -> str:
 class FaultCluster:
     """Start with ``FaultCluster.start(directory)``; ``stop()`` removes everything."""
 
-    def __init__(self, directory: Path, network: Network) -> None:
+    def __init__(self, directory: Path, network: Network, storage: str = "s3") -> None:
         self.directory = directory
         self.network = network
         self.hosts = network.hosts
@@ -146,7 +146,8 @@ class FaultCluster:
         self.seaweedfs: SeaweedFS | None = None
         self.zookeeper = ",".join(f"{self.hosts[zk].address}:{ZOOKEEPER_PORT}"
                                   for zk in ZOOKEEPERS)
-        self.storage = "s3://bmq/faults"
+        # file://: a directory every host shares (no host of its own: cannot be cut off).
+        self.storage = "s3://bmq/faults" if storage == "s3" else f"file://{directory}/storage"
         self.storage_options: dict[str, str] = {}
         self._zk: KazooClient | None = None
         self._nemeses: list[Nemesis] = []
@@ -159,9 +160,10 @@ class FaultCluster:
         return path
 
     @classmethod
-    def start(cls, directory: Path) -> FaultCluster:
+    def start(cls, directory: Path, storage: str = "s3") -> FaultCluster:
+        """``storage``: "s3" (SeaweedFS on a host of its own) or "file"."""
         began = time.monotonic()
-        cluster = cls(directory, Network(HOSTS))
+        cluster = cls(directory, Network(HOSTS), storage)
         try:
             cluster._start()
         except BaseException:
@@ -174,9 +176,10 @@ class FaultCluster:
         began = time.monotonic()
         for index, name in enumerate(ZOOKEEPERS, start=1):
             self._add_zookeeper(index, name)
-        self.seaweedfs = SeaweedFS.start(self._dir(S3), host=self.hosts[S3].address,
-                                         launch=self._launch_s3)
-        self.storage_options = self.seaweedfs.storage_options()
+        if self.storage.startswith("s3://"):
+            self.seaweedfs = SeaweedFS.start(self._dir(S3), host=self.hosts[S3].address,
+                                             launch=self._launch_s3)
+            self.storage_options = self.seaweedfs.storage_options()
         self.start_phases["s3"] = time.monotonic() - began
         for name in ZOOKEEPERS:
             self.processes[name].wait_ready()
