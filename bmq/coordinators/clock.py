@@ -12,7 +12,15 @@ the delivery order); a share group's records released during the step were held 
 length, as were the locks taken then. NTP's slewing changes both clocks alike, so they do not
 drift apart; a step is taken into account when the broker next starts (so start brokers once
 the clock is set, as systemd's time-sync.target orders). Times written to storage (a share
-record's back-off) are read by the next owner's clock, which its own start set."""
+record's back-off) are read by the next owner's clock, which its own start set.
+
+A cluster broker sets this clock from ZooKeeper's each time it registers (``follow``: the
+creation time of its registration, stamped by the ZooKeeper leader's clock), before it takes
+any partition: a broker started while its host's clock was stepped (a VM whose clock is
+corrected after boot; seen in the fault runs as a broker restarted during a two-minute step
+that delivered scheduled records up to two minutes early long after the step was undone)
+times by the cluster's clock all the same, and every broker agrees with the others to a few
+milliseconds, so a partition that moves keeps its timing."""
 
 from __future__ import annotations
 
@@ -24,3 +32,12 @@ _MONOTONIC_AT_START_NS = time.monotonic_ns()
 
 def steady_now_ms() -> int:
     return (_WALL_AT_START_NS + time.monotonic_ns() - _MONOTONIC_AT_START_NS) // 1_000_000
+
+
+def follow(reference_ms: int, at_monotonic_ns: int) -> int:
+    """From now on, the time is ``reference_ms`` (read from a trusted clock, ZooKeeper's) at
+    ``at_monotonic_ns``, advanced by the monotonic clock; returns how far ahead of it this
+    host's wall clock is (ms)."""
+    global _WALL_AT_START_NS, _MONOTONIC_AT_START_NS
+    _WALL_AT_START_NS, _MONOTONIC_AT_START_NS = reference_ms * 1_000_000, at_monotonic_ns
+    return time.time_ns() // 1_000_000 - steady_now_ms()

@@ -34,6 +34,7 @@ from bmq.broker.membership.lease import Lease, LeaseKeeper
 from bmq.broker.membership.moves import MoveLog
 from bmq.broker.topic_config import log_config
 from bmq.config import Config
+from bmq.coordinators import clock
 from bmq.coordinators.base import InternalLogCoordinator
 from bmq.metadata.nodes import BrokerNode
 from bmq.metadata.routing import proxy_for
@@ -57,6 +58,7 @@ from bmq.writepath.partitions import PartitionManager
 
 log = logging.getLogger(__name__)
 
+CLOCK_OFF_WARN_MS = 1000    # a host clock this far off ZooKeeper's is worth an operator's look
 
 class ClusterMembership(Membership):
     controller_assigns_partitions = True
@@ -250,9 +252,12 @@ class ClusterMembership(Membership):
         deadline = time.monotonic() + 3 * self.config.zookeeper_session_timeout_ms / 1000 + 30
         while True:
             sent = time.monotonic()
+            sent_ns = time.monotonic_ns()
             session = zk.client_id
             try:
-                zk.create(path, self._registration(), ephemeral=True, makepath=True)
+                _, created = zk.create(path, self._registration(), ephemeral=True,
+                                       makepath=True, include_data=True)
+                self._follow_clock(created.ctime, (sent_ns + time.monotonic_ns()) // 2)
             except NodeExistsError:
                 stat = zk.exists(path)
                 if stat is None:
@@ -272,6 +277,15 @@ class ClusterMembership(Membership):
             log.info("registered as broker %d (registration %d)", self.node.node_id,
                      self.reg)
             return
+
+    @staticmethod
+    def _follow_clock(zookeeper_ms: int, at_monotonic_ns: int) -> None:
+        """Time scheduled deliveries and share groups by ZooKeeper's clock (see
+        ``bmq.coordinators.clock``): ``zookeeper_ms`` stamped our registration."""
+        ahead_ms = clock.follow(zookeeper_ms, at_monotonic_ns)
+        if abs(ahead_ms) >= CLOCK_OFF_WARN_MS:
+            log.warning("this host's wall clock is %+.1f s off ZooKeeper's: scheduled delivery "
+                        "and share groups are timed by ZooKeeper's", ahead_ms / 1000)
 
     async def _write_registration(self) -> None:
         if self.zk is None or self.reg == 0:

@@ -58,8 +58,16 @@ class TimerService:
         starting = self._starting.get(partition)
         if starting is None:
             starting = self._starting[partition] = asyncio.ensure_future(self._open(partition))
-            starting.add_done_callback(lambda _: self._starting.pop(partition, None))
+            starting.add_done_callback(lambda done: self._started(partition, done))
         return await asyncio.shield(starting)
+
+    def _started(self, partition: Partition, done: asyncio.Future[PartitionTimer]) -> None:
+        """An opening ended; its failure is logged here, as its callers may be gone (their
+        own requests cancelled while it loaded)."""
+        self._starting.pop(partition, None)
+        if not done.cancelled() and done.exception() is not None:
+            log.info("timer of %s-%d not started: %r", partition.topic, partition.index,
+                     done.exception())
 
     async def _open(self, partition: Partition) -> PartitionTimer:
         timer_log = await self._partitions.open_unlisted(
