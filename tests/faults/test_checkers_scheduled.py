@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tests.faults.history import Op, Outcome
 from tests.faults.recorded_clients import ReadRecord
-from tests.faults.scheduled import ALLOWANCE_MS, check_scheduled
+from tests.faults.scheduled import ALLOWANCE_MS, SCHEDULED_AT, check_scheduled
 
 
 class Crafted:
@@ -38,7 +38,8 @@ def clean() -> tuple[Crafted, list[ReadRecord]]:
     h.poll("c0", 20, 2003, (1, 3, 1))
     h.assign("c1", 30, [1])
     h.poll("c1", 31, 2010, (1, 3, 1))
-    return h, [ReadRecord(0, 5, 0, {}), ReadRecord(1, 3, 1, {})]
+    return h, [ReadRecord(0, 5, 0, {SCHEDULED_AT: "900"}),
+               ReadRecord(1, 3, 1, {SCHEDULED_AT: "901"})]
 
 
 def anomalies(h: Crafted, read: list[ReadRecord]) -> set[str]:
@@ -78,8 +79,18 @@ def test_a_record_lost() -> None:
 
 
 def test_a_record_delivered_twice_into_the_partition() -> None:
+    """One held record (one ``bmq.scheduled.at``) at two offsets: the timer's duplicate."""
     h, read = clean()
+    assert anomalies(h, [*read, ReadRecord(0, 6, 0, {SCHEDULED_AT: "900"})]) == {"duplicate"}
     assert anomalies(h, [*read, ReadRecord(0, 6, 0, {})]) == {"duplicate"}
+
+
+def test_a_record_produced_again_is_counted_not_judged() -> None:
+    """A value held twice (two stamps): the producer sent it again (librdkafka renumbers what
+    it holds after an epoch bump); any broker takes that as a new record."""
+    h, read = clean()
+    verdict = check_scheduled(h.ops, [*read, ReadRecord(0, 6, 0, {SCHEDULED_AT: "950"})])
+    assert verdict.valid and verdict.stats["resent-copies"] == 1
 
 
 def test_a_record_in_another_partition() -> None:
