@@ -47,8 +47,9 @@ class BrokerFetchViews:
         partition = self._partitions.get(self.views.source(topic), index)
         return -1 if partition is None else partition.leader_epoch
 
-    async def catch_up(self, view: PartitionView) -> None:
+    async def catch_up(self, view: PartitionView) -> bool:
         """Nothing to do: the view reads the broker's own log, which is always current."""
+        return True
 
     async def view(self, topic: str, index: int) -> PartitionView | FilteredView:
         """A partition as fetches see it (a view's, a lane's or a trunk's filtered)."""

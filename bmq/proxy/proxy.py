@@ -153,14 +153,15 @@ class Proxy:
         self._cluster_changed()   # watch it from now on
         return view
 
-    async def catch_up(self, view: PartitionView) -> None:
+    async def catch_up(self, view: PartitionView) -> bool:
         """Bring a view to the owner's high watermark now: a new view (storage shows the state
         the owner published last, up to a publish interval old), or one a ListOffsets reads
         (a producer that was just acknowledged must find its records below the end offset, as
-        on Kafka's leader, not a notice later). Asks the owner once, without waiting."""
+        on Kafka's leader, not a notice later). Asks the owner once, without waiting; False if
+        it could not (no owner known, or the owner did not answer)."""
         owner = self.cluster.owner(view.topic, view.index)
         if owner is None:
-            return
+            return False
         request = BmqWatchPartitionsRequest(max_wait_ms=0, topics=[WatchTopic(
             name=view.topic, partitions=[WatchPartition(partition_index=view.index)])])
         try:
@@ -168,11 +169,14 @@ class Proxy:
         except (LinkError, OSError) as error:
             log.info("%s-%d: owner %d not reachable (%s): serving what storage shows",
                      view.topic, view.index, owner.node.node_id, error)
-            return
+            return False
+        caught_up = False
         for topic in response.topics:
             for changed in topic.partitions:
                 if changed.error_code == ErrorCode.NONE:
                     await view.apply(changed.tail)
+                    caught_up = True
+        return caught_up
 
     def _cluster_changed(self) -> None:
         """Follow ZooKeeper: fail requests waiting on brokers that left the cluster, drop views

@@ -39,8 +39,9 @@ class FetchServer(Protocol):
 
     def epoch(self, topic: str, index: int) -> int: ...
 
-    async def catch_up(self, view: PartitionView) -> None:
-        """Bring ``view`` up to its owner's high watermark now."""
+    async def catch_up(self, view: PartitionView) -> bool:
+        """Bring ``view`` up to its owner's high watermark now; False if that could not be
+        done (the owner unknown or not answering)."""
 
 
 def _aborted(view: PartitionView | FilteredView, start: int,
@@ -50,6 +51,26 @@ def _aborted(view: PartitionView | FilteredView, start: int,
     end = next_offset_of(data)
     return [AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
             for a in view.aborted_transactions(start, end)] if end > start else []
+
+
+async def _read(server: FetchServer, view: PartitionView | FilteredView, offset: int,
+                max_bytes: int, end: int | None) -> bytes | memoryview:
+    """``view.read``, where an offset past everything the view knows is first checked with its
+    owner. A proxy's view can be behind a consumer that read from the owner itself (the proxy
+    was frozen or restarting meanwhile, its notices lost): Kafka's leader answers
+    OFFSET_OUT_OF_RANGE only past its own log's end, and librdkafka resets the consumer to the
+    earliest offset on it (seen in a pause run: 1,775 -> 0). Unconfirmed, the consumer is told
+    to look for the leader again (NOT_LEADER_OR_FOLLOWER), not to reset."""
+    try:
+        return await view.read(offset, max_bytes, end)
+    except KafkaError as error:
+        if error.code != ErrorCode.OFFSET_OUT_OF_RANGE or offset < view.log_start_offset:
+            raise
+        if not await server.catch_up(view.source if isinstance(view, FilteredView) else view):
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                             f"offset {offset} is past what this proxy knows of the partition "
+                             "and its owner did not answer") from error
+    return await view.read(offset, max_bytes, end)
 
 
 async def _read_all(server: FetchServer, request: FetchRequest,
@@ -88,8 +109,9 @@ async def _read_all(server: FetchServer, request: FetchRequest,
                 result.log_start_offset = view.log_start_offset
                 limit = min(asked.partition_max_bytes, budget)
                 if limit > 0 or total == 0:
-                    data = await view.read(asked.fetch_offset, max(limit, 1),
-                                           stable if committed else None)
+                    data = await _read(server, view, asked.fetch_offset, max(limit, 1),
+                                       stable if committed else None)
+                    result.high_watermark = view.high_watermark     # caught up meanwhile?
                     # Only the first partition with data may exceed the limits (min one batch).
                     if total and len(data) > limit:
                         data = b""

@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from bmq.protocol.errors import ErrorCode, KafkaError
+from bmq.protocol.messages import FetchRequest
+from bmq.protocol.messages.fetch_request import FetchPartition, FetchTopic
 from bmq.readpath.cache import RecordCache
+from bmq.readpath.fetch import answer_fetch
 from bmq.readpath.partition_view import PartitionView
-from bmq.storage import LocalStorage, LogConfig, PartitionLog
+from bmq.storage import LocalStorage, LogConfig, LogReader, PartitionLog
 
 from .batches import sized_batch
 from .helpers import append
@@ -91,5 +95,84 @@ def test_a_view_never_says_the_last_epoch_ended_before_what_it_served(tmp_path: 
             assert view.end_offset_for_epoch(0, 1) == (0, 0)          # before the log
     finally:
         reader.close()
+        behind.close()
+        log.close()
+
+
+class _Owner:
+    """A FetchServer whose one partition view is behind its owner: ``catch_up`` brings it up
+    (as a proxy's round trip to the owner does) if the owner answers."""
+
+    def __init__(self, view: PartitionView, current: LogReader, answers: bool) -> None:
+        self._view, self._current, self._answers = view, current, answers
+        self.asked = 0
+
+    async def view(self, topic: str, index: int) -> PartitionView:
+        return self._view
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> None:
+        return None
+
+    def epoch(self, topic: str, index: int) -> int:
+        return 1
+
+    async def catch_up(self, view: PartitionView) -> bool:
+        self.asked += 1
+        if self._answers:
+            view.reader = self._current
+            view.high_watermark = self._current.high_watermark
+        return self._answers
+
+
+def _fetch(offset: int) -> FetchRequest:
+    return FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20,
+                        isolation_level=0, session_id=0, session_epoch=-1, topics=[FetchTopic(
+                            topic="t", partitions=[FetchPartition(
+                                partition=0, fetch_offset=offset,
+                                partition_max_bytes=1 << 20)])])
+
+
+@pytest.mark.parametrize("owner_answers", [True, False])
+def test_a_fetch_past_a_view_asks_its_owner_before_out_of_range(
+        tmp_path: Path, owner_answers: bool) -> None:
+    """A consumer that read further on the owner itself (the proxy frozen meanwhile) fetches
+    from a proxy whose view is behind: the proxy asks the owner and serves the records, or,
+    the owner not answering, says NOT_LEADER_OR_FOLLOWER; never OFFSET_OUT_OF_RANGE, on which
+    librdkafka reset the consumer to offset 0 (the pause run: 1,775 -> 0)."""
+    newer, older = tmp_path / "newer", tmp_path / "older"
+    log = PartitionLog.open(LocalStorage(str(newer)), "t", 0, CONFIG, epoch=1)
+    for tag in range(3):
+        append(log, sized_batch(300, tag))
+    log.flush()
+    shutil.copytree(newer, older)
+    for tag in range(3, 6):
+        append(log, sized_batch(300, tag))
+    log.flush()
+    current = PartitionLog.open_reader(LocalStorage(str(newer)), "t", 0, CONFIG)
+    behind = PartitionLog.open_reader(LocalStorage(str(older)), "t", 0, CONFIG)
+    position = behind.log_end_offset + 1        # read elsewhere, past what the view knows
+
+    async def scenario() -> None:
+        with ThreadPoolExecutor(2) as executor:
+            view = PartitionView("t", 0, behind, RecordCache(1 << 20), executor, 1 << 10)
+            owner = _Owner(view, current, owner_answers)
+            [topic] = (await answer_fetch(owner, _fetch(position))).responses
+            [answer] = topic.partitions
+            assert owner.asked == 1
+            if owner_answers:
+                assert answer.error_code == ErrorCode.NONE and answer.records
+                assert answer.high_watermark == current.high_watermark
+            else:
+                assert answer.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+            # Past the owner's end too: out of range, as on Kafka's leader.
+            [topic] = (await answer_fetch(owner, _fetch(current.log_end_offset + 1))).responses
+            assert topic.partitions[0].error_code == (
+                ErrorCode.OFFSET_OUT_OF_RANGE if owner_answers
+                else ErrorCode.NOT_LEADER_OR_FOLLOWER)
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        current.close()
         behind.close()
         log.close()
