@@ -46,7 +46,12 @@ async def _requested_topic(ctx: RequestContext, name: str | None, topic_id: obje
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID)
             ctx.require(Operation.DESCRIBE, ResourceType.TOPIC, info.name)
             return topic_metadata(broker, info)
-        info = broker.topics.get(name) or await broker.lane(name)
+        # A topic created through another broker a moment ago may not have reached this
+        # broker's cached view yet: ZooKeeper has it. Answered unknown, a consumer group's
+        # leader assigned it no partition and never rebalanced (the fault runs' scheduled
+        # group that delivered nothing).
+        info = broker.topics.get(name) or await broker.lookup_topic(name) \
+            or await broker.lane(name)
         if info is None:
             check_topic_name(name)
             # Creating it takes CREATE on the cluster or on the topic (Kafka's rule).

@@ -38,14 +38,19 @@ def _topic(proxy: Proxy, info: TopicInfo) -> MetadataResponseTopic:
                                  partitions=partitions)
 
 
+async def _lookup(proxy: Proxy, name: str) -> TopicInfo | None:
+    """The topic as ZooKeeper has it (the cached view may not have caught up yet)."""
+    return await asyncio.get_running_loop().run_in_executor(
+        None, proxy.cluster.topics.lookup, name)
+
+
 async def _create_through_broker(ctx: ProxyContext, proxy: Proxy, name: str) -> TopicInfo | None:
     """Let a broker auto-create the topic (it answers Metadata so), then read it from ZooKeeper."""
     try:
         await relay(ctx)
     except (LinkError, OSError):
         return None
-    loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(None, proxy.cluster.topics.lookup, name)
+    return await _lookup(proxy, name)
 
 
 async def handle_metadata(ctx: ProxyContext, request: MetadataRequest,
@@ -67,7 +72,10 @@ async def handle_metadata(ctx: ProxyContext, request: MetadataRequest,
                     if info is None:
                         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID)
                 else:
-                    info = proxy.cluster.topics.get(asked.name)
+                    # Created a moment ago, it may be in ZooKeeper and not yet in the cached
+                    # view (see the broker's Metadata).
+                    info = proxy.cluster.topics.get(asked.name) or await _lookup(
+                        proxy, asked.name)
                     if info is None:
                         check_topic_name(asked.name)
                         # A lane's view is made on first use, by a broker, like a topic.
