@@ -26,7 +26,7 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from bmq.metadata.nodes import PROXY_ID_BASE, BrokerNode
 from bmq.metadata.zookeeper.follower import ClusterFollower, ClusterSnapshot
-from bmq.metadata.zookeeper.layout import Paths, dumps, join_cluster
+from bmq.metadata.zookeeper.layout import Paths, dumps, join_cluster, start_retry
 from bmq.metadata.zookeeper.topics import ZkTopicRegistry
 
 log = logging.getLogger(__name__)
@@ -66,8 +66,9 @@ class ClusterView:
         zk, self.cluster_id = join_cluster(self._hosts, self._timeout_ms, self.paths)
         self.zk = zk
         self.topics = ZkTopicRegistry(zk, self.paths)
-        self.topics.load()
-        self.me = BrokerNode(self._allocate_id(f"{host}:{port}"), host, port,
+        retry = start_retry()       # over a connection lost meanwhile, as join_cluster's
+        retry(self.topics.load)
+        self.me = BrokerNode(retry(self._allocate_id, f"{host}:{port}"), host, port,
                              endpoints=endpoints)
 
     def _allocate_id(self, address: str) -> int:
@@ -91,7 +92,7 @@ class ClusterView:
         self._follower = ClusterFollower(self.zk, self.paths, self._executor, self._apply,
                                          before_read=self._register_if_announced,
                                          on_session_lost=self._lose_session)
-        await self._follower.read_once()
+        await self._follower.read_first()
         self._follower.start()
 
     async def announce(self) -> None:

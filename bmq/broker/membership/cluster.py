@@ -49,6 +49,7 @@ from bmq.metadata.zookeeper.layout import (
     Paths,
     dumps,
     join_cluster,
+    start_retry,
 )
 from bmq.metadata.zookeeper.producer_ids import ZkProducerIdAllocator
 from bmq.metadata.zookeeper.topics import ZkTopicRegistry
@@ -105,7 +106,7 @@ class ClusterMembership(Membership):
         self._keeper.start()
 
     def load(self) -> None:
-        self.topics.load()
+        start_retry()(self.topics.load)     # over a connection lost meanwhile (join_cluster)
 
     async def start(self, partitions: PartitionManager,
                     coordinators: Mapping[str, InternalLogCoordinator]) -> None:

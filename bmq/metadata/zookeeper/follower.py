@@ -18,12 +18,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import ConnectionLoss, SessionExpiredError
 
 from bmq.metadata.nodes import BrokerNode
 from bmq.metadata.topics import TopicInfo
 from bmq.metadata.zookeeper.layout import Paths, loads, read_children
 
 log = logging.getLogger(__name__)
+
+FIRST_READ_DEADLINE_S = 30.0    # as ``layout.start_retry``
 
 RESYNC_INTERVAL_S = 2.0
 # /assignments/<topic>: {"<partition>": {"owner", "reg", "epoch", "draining"}}
@@ -91,6 +94,22 @@ class ClusterFollower:
         loop = asyncio.get_running_loop()
         if self._before_read is None or await self._before_read():
             self._on_snapshot(await loop.run_in_executor(self._executor, self._read))
+
+    async def read_first(self, deadline_s: float = FIRST_READ_DEADLINE_S) -> None:
+        """``read_once`` at start, retried over a lost connection for up to ``deadline_s``: an
+        ensemble electing a leader (a ZooKeeper host cut off or restarting) must not stop a
+        node that is starting (a proxy restarted then exited, and every client's traffic goes
+        through it)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + deadline_s
+        while True:
+            try:
+                return await self.read_once()
+            except (ConnectionLoss, SessionExpiredError) as error:
+                if loop.time() > deadline:
+                    raise
+                log.warning("reading cluster metadata failed (retrying): %r", error)
+                await asyncio.sleep(0.5)
 
     def _on_state(self, state: str) -> None:
         """kazoo's thread: hand connection changes to the event loop."""
