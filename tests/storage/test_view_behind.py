@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import uuid
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -28,18 +29,32 @@ from .helpers import append
 CONFIG = LogConfig(segment_bytes=1 << 20, retention_ms=-1, publish_interval_ms=0)
 
 
-def test_a_view_never_calls_an_offset_it_served_out_of_range(tmp_path: Path) -> None:
+@pytest.fixture
+def readers(tmp_path: Path) -> Iterator[tuple[LogReader, LogReader]]:
+    """A partition's reader, and one of an older copy of it (the partition as published after
+    3 of its 6 batches): a reader that fell back to an older state document."""
     newer, older = tmp_path / "newer", tmp_path / "older"
     log = PartitionLog.open(LocalStorage(str(newer)), "t", 0, CONFIG, epoch=1)
     for tag in range(3):
         append(log, sized_batch(300, tag))
     log.flush()
-    shutil.copytree(newer, older)               # the partition as published then
+    shutil.copytree(newer, older)
     for tag in range(3, 6):
         append(log, sized_batch(300, tag))
     log.flush()
-    reader = PartitionLog.open_reader(LocalStorage(str(newer)), "t", 0, CONFIG)
+    current = PartitionLog.open_reader(LocalStorage(str(newer)), "t", 0, CONFIG)
     behind = PartitionLog.open_reader(LocalStorage(str(older)), "t", 0, CONFIG)
+    try:
+        yield current, behind
+    finally:
+        current.close()
+        behind.close()
+        log.close()
+
+
+def test_a_view_never_calls_an_offset_it_served_out_of_range(
+        readers: tuple[LogReader, LogReader]) -> None:
+    reader, behind = readers
     assert behind.log_end_offset < reader.log_end_offset
 
     async def scenario() -> None:
@@ -56,47 +71,28 @@ def test_a_view_never_calls_an_offset_it_served_out_of_range(tmp_path: Path) -> 
                 await view.read(served + 1, 1 << 20)
             assert error.value.code == ErrorCode.OFFSET_OUT_OF_RANGE
 
-    try:
-        asyncio.run(scenario())
-    finally:
-        reader.close()
-        behind.close()
-        log.close()
+    asyncio.run(scenario())
 
 
-def test_a_view_never_says_the_last_epoch_ended_before_what_it_served(tmp_path: Path) -> None:
+def test_a_view_never_says_the_last_epoch_ended_before_what_it_served(
+        readers: tuple[LogReader, LogReader]) -> None:
     """OffsetForLeaderEpoch from a view whose reader is behind it: the current epoch ends no
     earlier than the view's high watermark (librdkafka seeks a consumer back to an end offset
     below its position: seen in a kill run as a consumer reading a partition again from 0, with
     the group's committed offset at 744). An epoch older than the log's first still ends where
     the log starts, as on Kafka."""
-    newer, older = tmp_path / "newer", tmp_path / "older"
-    log = PartitionLog.open(LocalStorage(str(newer)), "t", 0, CONFIG, epoch=1)
-    for tag in range(3):
-        append(log, sized_batch(300, tag))
-    log.flush()
-    shutil.copytree(newer, older)
-    for tag in range(3, 6):
-        append(log, sized_batch(300, tag))
-    log.flush()
-    reader = PartitionLog.open_reader(LocalStorage(str(newer)), "t", 0, CONFIG)
-    behind = PartitionLog.open_reader(LocalStorage(str(older)), "t", 0, CONFIG)
-    try:
-        with ThreadPoolExecutor(1) as executor:
-            view = PartitionView("t", 0, reader, RecordCache(1 << 20), executor, 1 << 10)
-            served = view.high_watermark
-            assert view.end_offset_for_epoch(1, 1) == (1, served)
-            view.reader = behind
-            # What the proxy answered before: the reader's own end, below what it served.
-            assert behind.end_offset_for_epoch(1, 1) == (1, behind.high_watermark) \
-                and behind.high_watermark < served
-            assert view.end_offset_for_epoch(1, 1) == (1, served)
-            assert view.end_offset_for_epoch(2, 2) == (2, served)    # a newer owner's
-            assert view.end_offset_for_epoch(0, 1) == (0, 0)          # before the log
-    finally:
-        reader.close()
-        behind.close()
-        log.close()
+    reader, behind = readers
+    with ThreadPoolExecutor(1) as executor:
+        view = PartitionView("t", 0, reader, RecordCache(1 << 20), executor, 1 << 10)
+        served = view.high_watermark
+        assert view.end_offset_for_epoch(1, 1) == (1, served)
+        view.reader = behind
+        # What the proxy answered before: the reader's own end, below what it served.
+        assert behind.end_offset_for_epoch(1, 1) == (1, behind.high_watermark) \
+            and behind.high_watermark < served
+        assert view.end_offset_for_epoch(1, 1) == (1, served)
+        assert view.end_offset_for_epoch(2, 2) == (2, served)    # a newer owner's
+        assert view.end_offset_for_epoch(0, 1) == (0, 0)          # before the log
 
 
 class _Owner:
@@ -134,22 +130,12 @@ def _fetch(offset: int) -> FetchRequest:
 
 @pytest.mark.parametrize("owner_answers", [True, False])
 def test_a_fetch_past_a_view_asks_its_owner_before_out_of_range(
-        tmp_path: Path, owner_answers: bool) -> None:
+        readers: tuple[LogReader, LogReader], owner_answers: bool) -> None:
     """A consumer that read further on the owner itself (the proxy frozen meanwhile) fetches
     from a proxy whose view is behind: the proxy asks the owner and serves the records, or,
     the owner not answering, says NOT_LEADER_OR_FOLLOWER; never OFFSET_OUT_OF_RANGE, on which
     librdkafka reset the consumer to offset 0 (the pause run: 1,775 -> 0)."""
-    newer, older = tmp_path / "newer", tmp_path / "older"
-    log = PartitionLog.open(LocalStorage(str(newer)), "t", 0, CONFIG, epoch=1)
-    for tag in range(3):
-        append(log, sized_batch(300, tag))
-    log.flush()
-    shutil.copytree(newer, older)
-    for tag in range(3, 6):
-        append(log, sized_batch(300, tag))
-    log.flush()
-    current = PartitionLog.open_reader(LocalStorage(str(newer)), "t", 0, CONFIG)
-    behind = PartitionLog.open_reader(LocalStorage(str(older)), "t", 0, CONFIG)
+    current, behind = readers
     position = behind.log_end_offset + 1        # read elsewhere, past what the view knows
 
     async def scenario() -> None:
@@ -170,9 +156,4 @@ def test_a_fetch_past_a_view_asks_its_owner_before_out_of_range(
                 ErrorCode.OFFSET_OUT_OF_RANGE if owner_answers
                 else ErrorCode.NOT_LEADER_OR_FOLLOWER)
 
-    try:
-        asyncio.run(scenario())
-    finally:
-        current.close()
-        behind.close()
-        log.close()
+    asyncio.run(scenario())
