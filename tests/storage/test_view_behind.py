@@ -2,7 +2,9 @@
 older published state than the high watermark it has served (a refresh that read an older
 state document): a consumer at an offset the view served is told "no data yet", never
 OFFSET_OUT_OF_RANGE, which librdkafka answers by resetting to the earliest offset (seen in the
-fault runs as a consumer going back to 0). Past everything, it is out of range, as on Kafka."""
+fault runs as a consumer going back to 0). Past everything, it is out of range, as on Kafka.
+Likewise OffsetForLeaderEpoch never ends the last epoch below what the view served, and a
+Fetch past the view asks the partition's owner before it answers out of range."""
 
 from __future__ import annotations
 
