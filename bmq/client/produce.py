@@ -41,10 +41,12 @@ Order, per link pool (a proxy's client connection) and partition, is what a sing
 gives (a Kafka client sends a partition's batches on its one connection to the leader; after a
 reconnect it retries what was in flight only once its answers are in): a held batch is
 forwarded only once every earlier batch of that pool and partition has its answer; while one is
-held, or while earlier ones are in flight to another broker than the current owner, later
-batches are held too (else the new owner would get sequence N+1 before N:
-OUT_OF_ORDER_SEQUENCE_NUMBER). Once a batch is answered with an error its producer retries it
-after (REQUEST_TIMED_OUT, or such an answer of its owner), the later batches of its producer
+held, or while earlier ones are in flight to another broker than the current owner or to an
+owner that has not yet taken a batch of the partition from this pool, later batches are held
+too (else the new owner would get sequence N+1 before N: OUT_OF_ORDER_SEQUENCE_NUMBER; or,
+still opening the partition, turn N away and take N+1 as a new producer's first). Once a
+batch is answered with an error its producer retries it after (REQUEST_TIMED_OUT, or such an
+answer of its owner), the later batches of its producer
 and epoch that the client had sent before it heard so are answered REQUEST_TIMED_OUT, without
 being forwarded, until its retry (a batch from that sequence or before) comes: forwarded, they
 would reach the owner without their predecessor, which it refuses (OUT_OF_ORDER), or takes
@@ -124,6 +126,12 @@ class _Flow:
     held: int = 0
     inflight: int = 0
     link: BrokerLink | None = None     # where the batches in flight went
+    # The owner link that has taken a batch of this flow: batches are pipelined to it only.
+    # An owner still opening the partition turns one batch away (NOT_LEADER_OR_FOLLOWER) and
+    # may take the next, sent right behind it, a moment later: as the first batch of a
+    # producer it knows nothing of (Kafka's rule), so the retry of the one turned away is
+    # out of order, fatal to librdkafka (seen at a topic's start in the fault tests).
+    confirmed: BrokerLink | None = None
     # (producer id, epoch, base sequence) of the earliest batch answered with an error its
     # producer retries (RETRIED), whose retry has not come yet.
     failed: tuple[int, int, int] | None = None
@@ -255,7 +263,8 @@ class ProduceRouting:
         batch.flow, batch.seq, batch.producer = flow, flow.next_seq, producer
         flow.next_seq += 1
         flow.open[batch.seq] = asyncio.get_running_loop().create_future()
-        if flow.held or owner_link is None or (flow.inflight and flow.link is not owner_link):
+        if flow.held or owner_link is None or (flow.inflight and (
+                flow.link is not owner_link or flow.confirmed is not owner_link)):
             flow.held += 1
             return "hold"
         flow.inflight += 1
@@ -334,6 +343,8 @@ class ProduceRouting:
                            and batch.flow.waits_before(batch.seq))
             if answer is not None and (batch.flow is None or (
                     answer.error_code not in PARTITION_MOVING and not out_of_turn)):
+                if batch.flow is not None and answer.error_code == ErrorCode.NONE:
+                    batch.flow.confirmed = link
                 self._answer(batch, answer)
             elif batch.flow is not None:
                 batch.flow.held += 1
@@ -377,9 +388,9 @@ class ProduceRouting:
         while loop.time() < self.deadline:
             owner = self.targets.owner(*batch.key)
             if owner is not None:
+                link = self.links.get(*owner)
                 try:
-                    response = await _ask(self.links.get(*owner), single, self.version,
-                                          self.client_id)
+                    response = await _ask(link, single, self.version, self.client_id)
                 except Stalled:
                     return None
                 except (LinkError, OSError):
@@ -390,6 +401,9 @@ class ProduceRouting:
                     if answer.error_code in OWNER_STALE:
                         self.targets.moved(*batch.key)
                     if answer.error_code not in PARTITION_MOVING:
+                        if answer.error_code == ErrorCode.NONE:
+                            assert batch.flow is not None
+                            batch.flow.confirmed = link
                         return answer
             await asyncio.sleep(HOLD_POLL_S)
         return None
