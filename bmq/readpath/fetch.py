@@ -66,7 +66,7 @@ async def _read(server: FetchServer, view: PartitionView | FilteredView, offset:
     except KafkaError as error:
         if error.code != ErrorCode.OFFSET_OUT_OF_RANGE or offset < view.log_start_offset:
             raise
-        if not await server.catch_up(view.source if isinstance(view, FilteredView) else view):
+        if not await server.catch_up(view.source):
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
                              f"offset {offset} is past what this proxy knows of the partition "
                              "and its owner did not answer") from error

@@ -16,7 +16,6 @@ from bmq.protocol.messages.list_offsets_response import (
     ListOffsetsTopicResponse,
 )
 from bmq.readpath.fetch import READ_COMMITTED, FetchServer
-from bmq.readpath.views import FilteredView
 from bmq.storage.offsets import LATEST, NO_TIMESTAMP
 
 
@@ -28,7 +27,7 @@ async def _answer(server: FetchServer, topic: str, asked: ListOffsetsPartition,
         if topic in refused:
             raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         view = await server.view(topic, asked.partition_index)
-        await server.catch_up(view.source if isinstance(view, FilteredView) else view)
+        await server.catch_up(view.source)
         epoch = server.epoch(topic, asked.partition_index)
         check_leader_epoch(epoch, asked.current_leader_epoch)
         result.leader_epoch = epoch

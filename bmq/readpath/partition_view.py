@@ -61,6 +61,11 @@ class PartitionView:
         self.high_watermark = reader.high_watermark
 
     @property
+    def source(self) -> PartitionView:
+        """The partition view itself (a view's or lane's ``FilteredView`` names its source)."""
+        return self
+
+    @property
     def log_start_offset(self) -> int:
         return self.reader.log_start_offset
 

@@ -61,6 +61,7 @@ log = logging.getLogger(__name__)
 
 CLOCK_OFF_WARN_MS = 1000    # a host clock this far off ZooKeeper's is worth an operator's look
 
+
 class ClusterMembership(Membership):
     controller_assigns_partitions = True
 
@@ -252,8 +253,8 @@ class ClusterMembership(Membership):
         path = self.paths.broker(self.node.node_id)
         deadline = time.monotonic() + 3 * self.config.zookeeper_session_timeout_ms / 1000 + 30
         while True:
-            sent = time.monotonic()
             sent_ns = time.monotonic_ns()
+            sent = sent_ns / 1e9
             session = zk.client_id
             try:
                 _, created = zk.create(path, self._registration(), ephemeral=True,

@@ -116,6 +116,11 @@ class ShareStateCoordinator(ShardedCoordinator[ShareStateShard, StateRecord]):
             shard.updates[key] = count + 1
         else:
             return shard.appended.get(key, ErrorCode.NONE)
+        return self._append_key(shard, key, record)
+
+    def _append_key(self, shard: ShareStateShard, key: StateKey, record: StateRecord
+                    ) -> Appended:
+        """Append one record of ``key``; it is the key's last append from now on."""
         appended = self._append_to(shard, [record])
         if not isinstance(appended, ErrorCode):
             shard.appended[key] = appended
@@ -152,10 +157,7 @@ class ShareStateCoordinator(ShardedCoordinator[ShareStateShard, StateRecord]):
         if leader_epoch <= known:
             return shard.appended.get(key, ErrorCode.NONE), state
         record = StateRecord(key, False, -1 if state is None else state.start_offset, [])
-        appended = self._append_to(shard, [record])
-        if not isinstance(appended, ErrorCode):
-            shard.appended[key] = appended
-        return appended, state
+        return self._append_key(shard, key, record), state
 
     def admin_write(self, key: StateKey, start_offset: int | None) -> Appended:
         """Replace the key's state for the group's coordinator (offsets altered or deleted,
@@ -194,7 +196,4 @@ class ShareStateCoordinator(ShardedCoordinator[ShareStateShard, StateRecord]):
         if shard.states.pop(key, None) is None:
             return ErrorCode.NONE
         shard.updates.pop(key, None)
-        appended = self._append_to(shard, [StateRecord(key, True, -1, None)])
-        if not isinstance(appended, ErrorCode):
-            shard.appended[key] = appended
-        return appended
+        return self._append_key(shard, key, StateRecord(key, True, -1, None))

@@ -16,7 +16,6 @@ from bmq.protocol.messages.offset_for_leader_epoch_response import (
     OffsetForLeaderTopicResult,
 )
 from bmq.proxy.handlers.base import ProxyContext
-from bmq.readpath.views import FilteredView
 
 
 async def _answer(ctx: ProxyContext, topic: str,
@@ -28,7 +27,7 @@ async def _answer(ctx: ProxyContext, topic: str,
         # Kafka asks DESCRIBE on the topic for this API.
         ctx.require(Operation.DESCRIBE, ResourceType.TOPIC, topic)
         view = await proxy.view(topic, asked.partition)
-        source = view.source if isinstance(view, FilteredView) else view
+        source = view.source
         await proxy.catch_up(source)
         current = proxy.epoch(topic, asked.partition)
         check_leader_epoch(current, asked.current_leader_epoch)
