@@ -12,7 +12,13 @@ connection of its own every ``PROBE_S``. A link that has had a request outstandi
 ``STALL_S`` with no answer meanwhile, neither there nor to a probe, is stalled
 (``ask_while_alive`` raises ``Stalled``), and so is every request for it until it answers again;
 one stalled for ``GIVE_UP_S`` is closed (an answer lost for good, as after a Kafka client's
-request timeout)."""
+request timeout).
+
+Silence is counted only while this process runs (``_RunningClock``). On a machine short of CPU
+a proxy can go half a second without running; when it runs again its timers fire before it reads
+the answers waiting in its sockets, so brokers that answered meanwhile looked stalled: on the
+fault tests' 2-core hosts, the partitions of healthy brokers were answered REQUEST_TIMED_OUT
+while the cluster moved a frozen broker's partitions, and paused for 2-3 s."""
 
 from __future__ import annotations
 
@@ -29,6 +35,8 @@ STALL_S = 0.5           # a broker silent this long with a request outstanding i
 PROBE_S = 0.2           # how often a broker with a request outstanding is probed
 GIVE_UP_S = 30.0        # ... and its link closed if it stays stalled this long
 GIVE_UP_PROBE_S = 2.0   # a probe's connection unanswered this long is replaced
+TICK_S = 0.05           # how often the process checks that it runs on time
+LATE_S = 0.05           # ... and a tick later than this is time it did not run
 # A silent broker's probes pile up no further than those of one GIVE_UP_PROBE_S.
 PROBES_IN_FLIGHT = round(GIVE_UP_PROBE_S / PROBE_S)
 
@@ -37,6 +45,45 @@ T = TypeVar("T")
 
 class Stalled(Exception):
     """The link is stalled: the request (if one was sent) stays outstanding there."""
+
+
+class _RunningClock:
+    """The event loop's time less the time the process did not run (its ticks came late):
+    a broker's silence counts on this clock only. ``now()`` counts a tick that is overdue at
+    once, so a check made before the tick has run (timers fire in any order) sees it."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._tick = loop.time()
+        self._missed = 0.0
+        self._ticking = loop.create_task(self._run())
+
+    def _overdue(self, now: float) -> float:
+        return max(0.0, now - self._tick - TICK_S - LATE_S)
+
+    def now(self) -> float:
+        now = self._loop.time()
+        return now - self._missed - self._overdue(now)
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(TICK_S)
+            now = self._loop.time()
+            self._missed += self._overdue(now)
+            self._tick = now
+
+
+_clocks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _RunningClock] = \
+    weakref.WeakKeyDictionary()
+
+
+def running_time() -> float:
+    """Seconds this process has run on the current event loop's clock (see ``_RunningClock``)."""
+    loop = asyncio.get_running_loop()
+    clock = _clocks.get(loop)
+    if clock is None:
+        clock = _clocks[loop] = _RunningClock(loop)
+    return clock.now()
 
 
 class _Probe:
@@ -53,11 +100,11 @@ class _Probe:
         self._asking: set[asyncio.Task[None]] = set()
 
     def ask(self) -> None:
-        loop = asyncio.get_running_loop()
-        if loop.time() - self._sent_at < PROBE_S or len(self._asking) >= PROBES_IN_FLIGHT:
+        now = running_time()
+        if now - self._sent_at < PROBE_S or len(self._asking) >= PROBES_IN_FLIGHT:
             return
-        self._sent_at = loop.time()
-        task = loop.create_task(self._ask(self.link))
+        self._sent_at = now
+        task = asyncio.get_running_loop().create_task(self._ask(self.link))
         self._asking.add(task)
         task.add_done_callback(self._asking.discard)
 
@@ -75,7 +122,7 @@ class _Probe:
             if link is self.link and link.closed:
                 self.link = link.sibling()
             return
-        self.alive_at = asyncio.get_running_loop().time()
+        self.alive_at = running_time()
 
 
 # Per event loop, per broker address.
@@ -110,7 +157,7 @@ class _Watch:
 
     def answered(self, request: asyncio.Future[Any]) -> None:
         self.outstanding -= 1
-        self.since = asyncio.get_running_loop().time()
+        self.since = running_time()
         if not request.cancelled():
             request.exception()     # retrieved: its caller may have given up on it already
 
@@ -127,9 +174,8 @@ class Outstanding(Generic[T]):
         if watch is None:
             watch = _watches[link] = _Watch(_probe(link))
         self._watch = watch
-        loop = asyncio.get_running_loop()
-        watch.close_if_given_up(link, loop.time())
-        self.started = loop.time()
+        self.started = running_time()
+        watch.close_if_given_up(link, self.started)
         if not watch.outstanding:
             watch.since = self.started
         watch.outstanding += 1
@@ -138,7 +184,7 @@ class Outstanding(Generic[T]):
 
     def stalled(self) -> bool:
         self._watch.probe.ask()
-        return self._watch.stalled(asyncio.get_running_loop().time())
+        return self._watch.stalled(running_time())
 
 
 async def ask_while_alive(link: BrokerLink, send: Callable[[], Awaitable[T]],
@@ -147,15 +193,14 @@ async def ask_while_alive(link: BrokerLink, send: Callable[[], Awaitable[T]],
     is alive (and for ``slow_s`` at most, if given); ``Stalled`` if the link is stalled, before
     or while it waits (the request then stays outstanding: its answer, when it comes, only
     tells the link is alive). LinkError if the link fails."""
-    loop = asyncio.get_running_loop()
     watch = _watches.get(link)
-    if watch is not None and watch.stalled(loop.time()):
+    if watch is not None and watch.stalled(running_time()):
         watch.probe.ask()
-        watch.close_if_given_up(link, loop.time())
+        watch.close_if_given_up(link, running_time())
         raise Stalled
     asked = Outstanding(link, send)
     while not asked.request.done():
-        if asked.stalled() or (slow_s is not None and loop.time() - asked.started > slow_s):
+        if asked.stalled() or (slow_s is not None and running_time() - asked.started > slow_s):
             raise Stalled
         await asyncio.wait({asked.request}, timeout=PROBE_S)
     return asked.request.result()
