@@ -91,6 +91,10 @@ FLUSH_SECONDS = Histogram(
     "bmq_flush_duration_seconds", "Duration of one group-commit flush (write + fsync).",
     registry=REGISTRY,
     buckets=(0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0))
+STORAGE_FAILURES = Counter(
+    "bmq_storage_failures", "Flushes of a partition that failed on storage (the log is reopened "
+    "after a back-off; producers retry), by what happened next: failed, reopened.",
+    ["event"], registry=REGISTRY)
 
 TRANSACTIONS_ENDED = Counter(
     "bmq_transactions_ended", "Transactions this broker's coordinator completed, by result "

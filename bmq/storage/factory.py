@@ -117,6 +117,10 @@ def _s3_filesystem_class(protocol: str) -> type[Any]:
 
 
 def _hdfs_storage_class(protocol: str) -> type[HdfsStorage]:
+    # hdfs-native reports a DataNode dropped from a write pipeline (and its replacement, or
+    # that none was found) through Rust's env_logger, read once at import: on stderr, in the
+    # role's log, unless RUST_LOG says otherwise.
+    os.environ.setdefault("RUST_LOG", "hdfs_native=warn")
     try:
         from bmq.storage.hdfs import HdfsStorage  # deferred like fsspec's imports
     except ModuleNotFoundError as error:

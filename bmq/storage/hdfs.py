@@ -54,6 +54,7 @@ CONNECT_TIMEOUT_S = 10.0
 # Lease recovery waits for the DataNodes to agree on the last block's length (a few heartbeats).
 LEASE_RECOVERY_TIMEOUT_S = 60.0
 LEASE_RECOVERY_POLL_S = 0.2
+CLOSE_WAIT_S = 2.0      # how long closing a file waits for a write or sync in progress
 _tmp_counter = itertools.count()
 # Java exception classes the NameNode reports, as the errno of the OSError raised here.
 _ERRNO_OF_EXCEPTION = {
@@ -140,10 +141,18 @@ class HdfsAppendFile(AppendFile):
             self._writer.hsync()
 
     def close(self) -> None:
+        # A write or sync that hangs (hdfs-native's writer can wait for ever on a DataNode that
+        # died mid-pipeline) holds the lock: the writer is then left behind, and the file's
+        # next writer recovers its lease.
+        if not self._lock.acquire(timeout=CLOSE_WAIT_S):
+            self._storage._forget_tail(self._path, self._tail)
+            logger.warning("%s: a write to it hangs; its writer is given up", self._path)
+            return
         try:
-            with self._lock, _as_os_error(self._path):
+            with _as_os_error(self._path):
                 self._writer.close()
         finally:
+            self._lock.release()
             self._storage._forget_tail(self._path, self._tail)
 
 

@@ -32,6 +32,17 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+# A log whose flush failed on storage is reopened after this long, then twice as long ... up to
+# REOPEN_MAX_S between attempts, for as long as this broker holds the partition.
+REOPEN_FIRST_S = 1.0
+REOPEN_MAX_S = 30.0
+# A flush that has not returned after this long has hung on storage (hdfs-native's writer can
+# wait for ever on a DataNode that died mid-pipeline): the partition is failed as if the flush
+# had raised, and reopened; the hung call is left behind on its worker thread.
+FLUSH_STALL_S = 15.0
+REOPEN_STALL_S = 60.0   # ... and a reopening that has not finished after this long, too
+
+
 # A transaction marker appended to a partition goes to what the partition holds elsewhere too
 # (its timer log): (producer id, producer epoch, commit, coordinator epoch, now) -> the
 # durability of that copy, or None if nothing was held for the producer.
@@ -43,8 +54,13 @@ class Partition:
 
     def __init__(self, log_: PartitionLog, executor: Executor, leader_epoch: int = 0,
                  write_allowed: Callable[[], bool] | None = None,
-                 min_flush_interval_s: float = 0.0) -> None:
+                 min_flush_interval_s: float = 0.0,
+                 reopen: Callable[[], PartitionLog] | None = None) -> None:
+        """``reopen``: opens the log again (for the same leader epoch) after a flush failed on
+        storage; without it such a partition stays unavailable."""
         self.log = log_
+        self._reopen = reopen
+        self._recovering: asyncio.Task[None] | None = None
         self.leader_epoch = leader_epoch
         # Cluster mode: the ack lease. No flush starts while it has run out (the partition may
         # belong to another broker by now); the flush is retried once contact is confirmed.
@@ -56,6 +72,8 @@ class Partition:
         self._last_flush_start = -1e18
         self._executor = executor
         self._flushing = False
+        self._flush: asyncio.Future[int] | None = None     # the flush running, if any
+        self._flush_watch: asyncio.TimerHandle | None = None
         self._failed: BaseException | None = None
         # (offset, future) pairs in offset order: appends arrive in offset order.
         self._durable_waiters: deque[tuple[int, asyncio.Future[None]]] = deque()
@@ -81,7 +99,7 @@ class Partition:
 
     def schedule_flush(self) -> None:
         """Start a flush unless one is running; the running one restarts itself when done."""
-        if self._flushing:
+        if self._flushing or self._failed is not None:
             return
         if self.log.pending_bytes() == 0:
             self._idle.set()
@@ -101,7 +119,18 @@ class Partition:
         self._flushing = True
         self._idle.clear()
         future = loop.run_in_executor(self._executor, self._timed_flush)
+        self._flush = future
         future.add_done_callback(self._flushed)
+        self._flush_watch = loop.call_later(FLUSH_STALL_S, self._flush_stalled, future)
+
+    def _flush_stalled(self, flush: asyncio.Future[int]) -> None:
+        if flush is not self._flush or flush.done():
+            return
+        log.error("flush of %s-%d has not returned in %.0f s: storage hangs", self.topic,
+                  self.index, FLUSH_STALL_S)
+        self._flush = None      # its late end, if any, is not this partition's any more
+        self._fail(KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
+                              f"flush hung for {FLUSH_STALL_S:.0f} s"))
 
     def _timed_flush(self) -> int:
         """log.flush() on the worker thread, observed once per flush for the metrics."""
@@ -118,20 +147,16 @@ class Partition:
             self.schedule_flush()
 
     def _flushed(self, future: asyncio.Future[int]) -> None:
+        if future is not self._flush:
+            return      # given up on as hung: the partition was failed already
+        self._flush = None
+        if self._flush_watch is not None:
+            self._flush_watch.cancel()
         self._flushing = False
         error = future.exception()
         if error is not None:
             log.error("flush of %s-%d failed: %s", self.topic, self.index, error)
-            self._failed = error
-            # Fenced by a newer owner (cluster mode): clients must go to the new leader.
-            code = (ErrorCode.NOT_LEADER_OR_FOLLOWER if isinstance(error, KafkaError)
-                    and error.code == ErrorCode.FENCED_LEADER_EPOCH
-                    else ErrorCode.KAFKA_STORAGE_ERROR)
-            while self._durable_waiters:
-                _, waiter = self._durable_waiters.popleft()
-                if not waiter.done():
-                    waiter.set_exception(KafkaError(code, str(error)))
-            self._idle.set()
+            self._fail(error)
             return
         high_watermark = future.result()
         while self._durable_waiters and self._durable_waiters[0][0] < high_watermark:
@@ -143,6 +168,71 @@ class Partition:
             self.schedule_flush()
         else:
             self._idle.set()
+
+    def _fail(self, error: BaseException) -> None:
+        """The log is unusable: refuse what waits on it, and reopen it if it failed on storage."""
+        self._flushing = False
+        self._failed = error
+        # Fenced by a newer owner (cluster mode): clients must go to the new leader.
+        code = (ErrorCode.NOT_LEADER_OR_FOLLOWER if isinstance(error, KafkaError)
+                and error.code == ErrorCode.FENCED_LEADER_EPOCH
+                else ErrorCode.KAFKA_STORAGE_ERROR)
+        while self._durable_waiters:
+            _, waiter = self._durable_waiters.popleft()
+            if not waiter.done():
+                waiter.set_exception(KafkaError(code, str(error)))
+        self._idle.set()
+        if code == ErrorCode.KAFKA_STORAGE_ERROR and self._reopen is not None:
+            metrics.STORAGE_FAILURES.labels("failed").inc()
+            self._recovering = asyncio.get_running_loop().create_task(self._recover())
+
+    async def _recover(self) -> None:
+        """Reopen the log after a flush failed on storage (a DataNode dropped out of an HDFS
+        pipeline that found no replacement, an object store's error, a full disk), with
+        back-off, until it opens. The reopened log holds what was durable (the failed flush's
+        batches were refused with KAFKA_STORAGE_ERROR, which producers retry; any of them the
+        storage kept whole are recognised as duplicates) and is written on a new pipeline or
+        connection. Meanwhile the partition answers KAFKA_STORAGE_ERROR."""
+        loop = asyncio.get_running_loop()
+        # Not waited for: a hung flush may hold the log's handles (their closing gives up on
+        # a writer that does not let go, whose lease the reopening recovers).
+        loop.run_in_executor(self._executor, self.log.abandon)
+        delay = REOPEN_FIRST_S
+        while True:
+            await asyncio.sleep(delay)
+            assert self._reopen is not None
+            opening = loop.run_in_executor(self._executor, self._reopen)
+            try:
+                fresh = await asyncio.wait_for(asyncio.shield(opening), REOPEN_STALL_S)
+            except (asyncio.CancelledError, TimeoutError) as error:
+                # Given up (the partition moved or closes, or storage hangs): a log that
+                # still opens is shut unused.
+                opening.add_done_callback(_abandon_opened)
+                if isinstance(error, asyncio.CancelledError):
+                    raise
+                delay = min(delay * 2, REOPEN_MAX_S)
+                log.warning("%s-%d: reopening after a storage failure hangs (again in %.0f s)",
+                            self.topic, self.index, delay)
+                continue
+            except Exception as error:
+                delay = min(delay * 2, REOPEN_MAX_S)
+                log.warning("%s-%d: reopening after a storage failure failed (again in %.0f s):"
+                            " %s", self.topic, self.index, delay, error)
+                continue
+            self.log = fresh
+            self._failed = None
+            metrics.STORAGE_FAILURES.labels("reopened").inc()
+            log.warning("%s-%d reopened after a storage failure: writable again from offset %d",
+                        self.topic, self.index, fresh.log_end_offset)
+            return
+
+    async def stop_recovering(self) -> None:
+        """Give up reopening the log (the partition is closing or moved)."""
+        task, self._recovering = self._recovering, None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     def check_writable(self) -> None:
         if self._failed is not None:
@@ -199,6 +289,9 @@ class Partition:
     def abandon(self) -> None:
         if self._retry is not None:
             self._retry.cancel()
+        if self._recovering is not None:
+            self._recovering.cancel()
+            self._recovering = None
         self._idle.set()
         self._failed = KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "partition moved")
         while self._durable_waiters:
@@ -211,6 +304,11 @@ class Partition:
         """Wait until everything appended so far is flushed."""
         self.schedule_flush()
         await self._idle.wait()
+
+
+def _abandon_opened(opening: asyncio.Future[PartitionLog]) -> None:
+    if not opening.cancelled() and opening.exception() is None:
+        opening.result().abandon()
 
 
 def _call_soon(loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) -> None:
@@ -279,7 +377,7 @@ class PartitionManager:
                                    epoch=leader_epoch or 0)
         log_ = await asyncio.get_running_loop().run_in_executor(self._executor, opener)
         return Partition(log_, self._executor, leader_epoch or 0, self.write_allowed,
-                         self._min_flush_interval_s)
+                         self._min_flush_interval_s, reopen=opener)
 
     def abandon(self, topic: str, index: int) -> None:
         """Drop a partition without flushing (its write right is gone): queued batches are
@@ -294,6 +392,7 @@ class PartitionManager:
         partition = self._partitions.pop((topic, index), None)
         if partition is None:
             return
+        await partition.stop_recovering()
         if self.hooks is not None:
             await self.hooks.closing(partition, delete)
         await partition.drain()

@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 import time
 
+import pytest
+
 from confluent_kafka import (
     OFFSET_BEGINNING,
     Consumer,
@@ -31,6 +33,9 @@ from tests.conftest import make_topic_name
 from tests.hdfs import MiniHdfs
 
 PARTITIONS = 3
+# Small blocks: a steady produce starts new ones every few seconds.
+BLOCK_SIZE = 64 << 10
+RECOVERED_S = 90
 
 
 def placement(message: Message) -> tuple[bytes, tuple[int, int]]:
@@ -127,3 +132,46 @@ def test_round_trip_and_kill9_on_hdfs(cluster_factory: ClusterFactory,
     assert not producer.failed, producer.failed[:5]
     assert verify(producer, cluster.bootstrap) == producer.sent
     assert consume_all(cluster.bootstrap, topic) == placed
+
+
+def test_a_datanode_stops_under_load(cluster_factory: ClusterFactory,
+                                     tmp_path_factory: pytest.TempPathFactory) -> None:
+    """One DataNode of three stops while a broker writes with acks=all: with replication 3
+    there is no DataNode to replace it in the pipeline, so a flush fails until the NameNode
+    places blocks without it. The broker reopens the partition's log after a back-off (it
+    answers KAFKA_STORAGE_ERROR meanwhile, which producers retry) and keeps accepting writes;
+    nothing acknowledged is lost; the log says what happened."""
+    hdfs = MiniHdfs.start(tmp_path_factory.mktemp("hdfs-datanode"), datanodes=4,
+                          block_size=BLOCK_SIZE)
+    try:
+        storage = SharedStorage(hdfs.url("bmq"), {"block_size": str(BLOCK_SIZE)})
+        cluster = cluster_factory(brokers=1, storage=storage)
+        topic = make_topic_name("hdfs-datanode")
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        for future in admin.create_topics([NewTopic(topic, PARTITIONS, 1)]).values():
+            future.result(60)
+        cluster.wait_writable(topic, timeout=60)
+        producer = SteadyProducer(cluster.bootstrap, topic, PARTITIONS, rate=400,
+                                  extra={"message.timeout.ms": 300_000}).start()
+        try:
+            time.sleep(3)
+            hdfs.stop_datanode(0)
+            stopped_at, stopped = time.monotonic(), producer.acked_count()
+            # Writes go on: a pipeline that lost the DataNode is recovered by hdfs-native or,
+            # when it fails or hangs (bmq.writepath.partitions.FLUSH_STALL_S), the partition
+            # is reopened. (The NameNode declares the DataNode dead after ~16 s with the
+            # launcher's heartbeat settings, and places new blocks on it until then.)
+            while producer.acked_count() < stopped + 2000 and \
+                    time.monotonic() < stopped_at + RECOVERED_S:
+                time.sleep(0.5)
+            recovered = producer.acked_count() - stopped
+        finally:
+            producer.stop(flush_timeout=300)
+        broker = cluster.brokers[1]
+        assert recovered >= 2000, broker.log_text()[-3000:]
+        assert not producer.failed, producer.failed[:5]
+        assert verify(producer, cluster.bootstrap) == producer.sent
+        log_text = broker.log_text()
+        assert "hdfs_native" in log_text            # the pipeline's failure, from hdfs-native
+    finally:
+        hdfs.stop()
