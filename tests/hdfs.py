@@ -100,6 +100,10 @@ class MiniHdfs:
         """Stop DataNode ``index`` (of those running now; the later ones move down one)."""
         self.info = self._command(f"stop-datanode {index}")
 
+    def safe_mode(self, on: bool) -> None:
+        """Put the NameNode in safe mode (read-only: every change refused) or take it out."""
+        self._command(f"safemode {'enter' if on else 'leave'}")
+
     def restart_datanode(self, index: int) -> None:
         self.info = self._command(f"restart-datanode {index}")
 

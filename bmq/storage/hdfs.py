@@ -32,6 +32,7 @@ import errno
 import itertools
 import logging
 import os
+import re
 import socket
 import threading
 import time
@@ -66,6 +67,9 @@ _ERRNO_OF_EXCEPTION = {
 }
 
 
+_RPC_ERROR = re.compile(r'RPCError\("([\w.$]+)", "(.*)', re.DOTALL)
+
+
 @contextlib.contextmanager
 def _as_os_error(path: str) -> Iterator[None]:
     """hdfs-native raises ``FileNotFoundError``/``FileExistsError`` (OSErrors) for missing and
@@ -78,8 +82,19 @@ def _as_os_error(path: str) -> Iterator[None]:
     except RuntimeError as error:
         text = str(error)
         code = next((c for name, c in _ERRNO_OF_EXCEPTION.items() if name in text), errno.EIO)
-        first = text.split("\\n", 1)[0].split("\n", 1)[0]
-        raise OSError(code, first[:300], path) from error
+        raise OSError(code, _first_line(text), path) from error
+
+
+def _first_line(text: str) -> str:
+    """What an operator reads of hdfs-native's error: the NameNode's exception, as
+    ``AccessControlException: Permission denied: user=...``, without the wrapper and the
+    Java stack (hdfs-native's RPCError("<class>", "<message>\\n\\tat ...")); else its text's
+    first line."""
+    found = _RPC_ERROR.match(text)
+    if found is not None:
+        name, message = found.group(1).rsplit(".", 1)[-1], found.group(2)
+        text = f"{name}: {message}".replace('\\"', '"')
+    return text.split("\\n", 1)[0].split("\n", 1)[0][:300]
 
 
 def _lease_held_elsewhere(error: OSError) -> bool:

@@ -12,11 +12,12 @@ and the crash or power loss of DataNodes, as long as one replica's disk survives
 
 from __future__ import annotations
 
+import json
 import os
 import time
+import urllib.request
 
 import pytest
-
 from confluent_kafka import (
     OFFSET_BEGINNING,
     Consumer,
@@ -26,6 +27,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, NewTopic
+from hdfs_native import Client
 
 from tests.cluster.conftest import ClusterFactory, SharedStorage
 from tests.cluster.workload import SteadyProducer, verify
@@ -36,6 +38,7 @@ PARTITIONS = 3
 # Small blocks: a steady produce starts new ones every few seconds.
 BLOCK_SIZE = 64 << 10
 RECOVERED_S = 90
+SPREAD_SEGMENTS = 40
 
 
 def placement(message: Message) -> tuple[bytes, tuple[int, int]]:
@@ -173,5 +176,51 @@ def test_a_datanode_stops_under_load(cluster_factory: ClusterFactory,
         assert verify(producer, cluster.bootstrap) == producer.sent
         log_text = broker.log_text()
         assert "hdfs_native" in log_text            # the pipeline's failure, from hdfs-native
+    finally:
+        hdfs.stop()
+
+
+def block_locations(hdfs: MiniHdfs, path: str) -> list[set[str]]:
+    """The DataNodes (transfer addresses) of each block of ``path``, from the NameNode."""
+    url = (f"http://{hdfs.http_address}/webhdfs/v1{path}?op=GETFILEBLOCKLOCATIONS"
+           "&user.name=root")
+    with urllib.request.urlopen(url, timeout=30) as answer:
+        doc = json.load(answer)
+    return [set(block["names"]) for block in doc["BlockLocations"]["BlockLocation"]]
+
+
+def test_a_partitions_blocks_spread_over_the_datanodes(
+        cluster_factory: ClusterFactory, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Every segment is a file of its own, and HDFS places each new block on DataNodes it
+    picks afresh: a partition's data is spread over the storage cluster, and no DataNode holds
+    a whole partition (the seed's design). Shown with 5 DataNodes, replication 3 and 40
+    one-block segments: a DataNode holding them all by chance has odds of 0.6**40."""
+    hdfs = MiniHdfs.start(tmp_path_factory.mktemp("hdfs-spread"), datanodes=5,
+                          block_size=BLOCK_SIZE)
+    try:
+        storage = SharedStorage(hdfs.url("bmq"), {"block_size": str(BLOCK_SIZE)})
+        cluster = cluster_factory(brokers=1, storage=storage)
+        topic = make_topic_name("hdfs-spread")
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.create_topics([NewTopic(topic, 1, 1, config={
+            "segment.bytes": str(BLOCK_SIZE)})])[topic].result(60)
+        cluster.wait_writable(topic, timeout=60)
+        # Batches of a few records: a segment rolls between batches.
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
+                             "linger.ms": 5, "batch.size": 20_000})
+        for i in range(SPREAD_SEGMENTS * BLOCK_SIZE // 8000):
+            producer.produce(topic, value=os.urandom(8000), key=str(i).encode())
+            producer.poll(0)
+        assert producer.flush(120) == 0
+
+        partition_dir = f"/bmq/topics/{topic}/0"
+        segments = [status.path for status in Client(hdfs.namenode).list_status(partition_dir)
+                    if status.path.endswith(".log")]
+        assert len(segments) >= SPREAD_SEGMENTS, segments
+        blocks = [nodes for segment in segments for nodes in block_locations(hdfs, segment)]
+        datanodes = set(hdfs.datanodes)
+        assert all(len(nodes) == 3 and nodes <= datanodes for nodes in blocks), blocks
+        holding = {node: sum(node in nodes for nodes in blocks) for node in datanodes}
+        assert all(0 < count < len(blocks) for count in holding.values()), holding
     finally:
         hdfs.stop()

@@ -15,10 +15,12 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
+from hdfs_native import Client
 
 from bmq.startup import ExitCode
 from tests.cluster.zookeeper import ZooKeeper
 from tests.conftest import BrokerFactory, bmq_command, free_port
+from tests.hdfs import MiniHdfs
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_TIMEOUT_S = 60.0
@@ -45,18 +47,18 @@ def _without_dac_override() -> None:
             raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
 
 
-def run(command: list[str], cwd: Path, *, as_plain_user: bool = False
-        ) -> subprocess.CompletedProcess[str]:
+def run(command: list[str], cwd: Path, *, as_plain_user: bool = False,
+        env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("BMQ_", "AWS_"))}
+           if not k.startswith(("BMQ_", "AWS_"))} | (env_extra or {})
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=RUN_TIMEOUT_S, stdin=subprocess.DEVNULL,
                           preexec_fn=_without_dac_override if as_plain_user else None)
 
 
-def bmq(*args: str, cwd: Path, as_plain_user: bool = False
-        ) -> subprocess.CompletedProcess[str]:
-    return run([*bmq_command(), *args], cwd, as_plain_user=as_plain_user)
+def bmq(*args: str, cwd: Path, as_plain_user: bool = False,
+        env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return run([*bmq_command(), *args], cwd, as_plain_user=as_plain_user, env_extra=env_extra)
 
 
 def bmq_without(modules: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -262,6 +264,48 @@ def test_unreachable_namenode_exits_4(tmp_path: Path) -> None:
         zookeeper.stop()
     assert_refused(result, ExitCode.STORAGE, f"storage hdfs://{namenode}/bmq cannot be used: "
                    f"NameNode {namenode} unreachable: Connection refused")
+
+
+def hdfs_broker(hdfs_url: str, tmp_path: Path, user: str | None = None
+                ) -> subprocess.CompletedProcess[str]:
+    """``bmq broker`` on ``hdfs_url`` (as HDFS user ``user``: hdfs-native takes
+    HADOOP_USER_NAME), with a ZooKeeper of its own; its exit."""
+    zookeeper = ZooKeeper.start(tmp_path / "zk")
+    try:
+        return bmq("broker", "--zookeeper", zookeeper.hosts, "--storage", hdfs_url,
+                   "--listen", f"127.0.0.1:{free_port()}", "--broker-id", "1", cwd=tmp_path,
+                   env_extra={"HADOOP_USER_NAME": user} if user else None)
+    finally:
+        zookeeper.stop()
+
+
+def test_an_hdfs_path_without_permission_exits_4(mini_hdfs: MiniHdfs, tmp_path: Path) -> None:
+    """The broker's HDFS user may not write where its storage URL points: one line naming
+    HDFS's refusal, exit 4, nothing created."""
+    client = Client(mini_hdfs.namenode)
+    private = f"/private-{tmp_path.name}"
+    client.mkdirs(private, 0o700, True)
+    url = mini_hdfs.url(f"{private}/bmq")
+    result = hdfs_broker(url, tmp_path, user="alice")
+    assert_refused(result, ExitCode.STORAGE, f"storage {url} cannot be used: "
+                   "AccessControlException: Permission denied: user=alice, access=EXECUTE, "
+                   f'inode="{private}":root:supergroup:drwx------')
+    assert [s.path for s in client.list_status(private)] == []
+
+
+def test_an_hdfs_in_safe_mode_exits_4(tmp_path: Path) -> None:
+    """The NameNode is in safe mode (read-only): one line with HDFS's reason, exit 4."""
+    hdfs = MiniHdfs.start(tmp_path / "hdfs", datanodes=1)
+    try:
+        hdfs.safe_mode(True)
+        url = hdfs.url("bmq")
+        result = hdfs_broker(url, tmp_path)
+    finally:
+        hdfs.stop()
+    assert result.returncode == ExitCode.STORAGE, result.stderr
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"bmq: storage {url} cannot be used: SafeModeException: Cannot "
+                           "create directory /bmq/topics. Name node is in safe mode."), line
 
 
 def test_unreachable_zookeeper_exits_7_before_creating_storage(tmp_path: Path) -> None:

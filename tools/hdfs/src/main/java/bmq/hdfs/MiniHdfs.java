@@ -13,6 +13,7 @@ import java.util.ArrayList;
 import java.util.List;
 
 import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.SafeModeAction;
 import org.apache.hadoop.hdfs.DFSConfigKeys;
 import org.apache.hadoop.hdfs.MiniDFSCluster;
 import org.apache.hadoop.hdfs.server.datanode.DataNode;
@@ -30,7 +31,8 @@ import org.apache.hadoop.hdfs.server.datanode.DataNode;
  * <p>It runs until SIGTERM or SIGINT (Ctrl-C), which shut the cluster down. With --stdin-commands
  * (the tests') it also reads commands from stdin, one a line, answering each with one line of
  * JSON: "stop-datanode I" (DataNode I stops; the NameNode learns it only from missed heartbeats),
- * "restart-datanode I", "info"; it shuts down on "stop" and at the end of its input, so the
+ * "restart-datanode I", "safemode enter|leave", "info"; it shuts down on "stop" and at the end
+ * of its input, so the
  * cluster dies with whoever started it. (Without that flag stdin is left alone: a launcher in a
  * shell's background would be stopped by reading the terminal.)
  */
@@ -126,6 +128,12 @@ public final class MiniHdfs {
           case "stop-datanode" -> {
             cluster.stopDataNode(Integer.parseInt(words[1]));
             out.println(info(cluster));
+          }
+          case "safemode" -> {
+            // "safemode enter" / "safemode leave": the NameNode refuses every change meanwhile
+            cluster.getFileSystem().setSafeMode(words[1].equals("enter")
+                ? SafeModeAction.ENTER : SafeModeAction.LEAVE);
+            out.println("{\"safemode\": \"" + words[1] + "\"}");
           }
           case "restart-datanode" -> {
             cluster.restartDataNode(Integer.parseInt(words[1]), true);
