@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import getpass
 import itertools
 import logging
 import os
@@ -36,8 +37,10 @@ import re
 import socket
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator, Sequence
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, unquote, urlencode, urlsplit
 
 from hdfs_native import Client, FileReader, FileWriter, WriteOptions
 
@@ -55,6 +58,8 @@ CONNECT_TIMEOUT_S = 10.0
 # Lease recovery waits for the DataNodes to agree on the last block's length (a few heartbeats).
 LEASE_RECOVERY_TIMEOUT_S = 60.0
 LEASE_RECOVERY_POLL_S = 0.2
+WEBHDFS_TIMEOUT_S = 30.0
+HTTP_ADDRESS_OPTION = "dfs.namenode.http-address"
 CLOSE_WAIT_S = 2.0      # how long closing a file waits for a write or sync in progress
 _tmp_counter = itertools.count()
 # Java exception classes the NameNode reports, as the errno of the OSError raised here.
@@ -197,7 +202,10 @@ class HdfsReadFile(ReadFile):
                 self._reader = self._storage._open_reader(self._path)
                 data += self._read_hdfs(end, size - len(data))
                 end = position + len(data)
-                more = tail.read(end, size - len(data)) if tail is not None else b""
+                more = tail.read(end, size - len(data)) if tail is not None else None
+                if more is None and len(data) < size:
+                    # Another process writes the block: WebHDFS reads it, as far as hsynced.
+                    more = self._storage.read_open_block(self._path, end, size - len(data))
             return data + (more or b"")
 
     def _read_hdfs(self, position: int, size: int) -> bytes:
@@ -229,6 +237,9 @@ class HdfsStorage(Storage):
         if parts.scheme.lower() != "hdfs" or not parts.hostname:
             raise ValueError(f"not an hdfs://namenode[:port]/path URL: {url}")
         config = dict(options or {})
+        # Hadoop's key for the NameNode's web server: WebHDFS reads what hdfs-native cannot.
+        self._webhdfs = config.pop(HTTP_ADDRESS_OPTION, None)
+        self._user = os.environ.get("HADOOP_USER_NAME") or getpass.getuser()
         self.block_size = int(config.pop("block_size", DEFAULT_BLOCK_SIZE))
         replication = config.pop("replication", None)
         self._replication = int(replication) if replication else None
@@ -272,6 +283,26 @@ class HdfsStorage(Storage):
     def _open_reader(self, full: str) -> FileReader:
         with _as_os_error(full):
             return self._client.read(full)
+
+    def read_open_block(self, full: str, position: int, size: int) -> bytes:
+        """Up to ``size`` bytes at ``position`` of a file that another process writes, read
+        through WebHDFS: the DataNode it redirects to serves a block being written as far as
+        its writer hsynced (what hdfs-native's reader leaves out). b"" without the NameNode's
+        web address (the ``dfs.namenode.http-address`` storage option) or past the end."""
+        if not self._webhdfs or size <= 0:
+            return b""
+        query = urlencode({"op": "OPEN", "offset": position, "length": size,
+                           "user.name": self._user})
+        url = f"http://{self._webhdfs}/webhdfs/v1{quote(full)}?{query}"
+        try:
+            with urllib.request.urlopen(url, timeout=WEBHDFS_TIMEOUT_S) as answer:
+                return bytes(answer.read(size))
+        except urllib.error.HTTPError as error:
+            if error.code in (403, 404, 416):     # past the end, or gone meanwhile
+                return b""
+            raise OSError(errno.EIO, f"WebHDFS: {error}", full) from error
+        except (urllib.error.URLError, TimeoutError) as error:
+            raise OSError(errno.EIO, f"WebHDFS: {error}", full) from error
 
     def _tail_of(self, path: str) -> _Tail | None:
         with self._tails_lock:
