@@ -1,0 +1,52 @@
+"""The Spark source on HDFS: a cluster's broker writes its segments to a real HDFS
+(MiniDFSCluster) and ``spark.read.format("bmq")`` reads them, every codec, headers and null
+keys and values, including the segments the broker still has open (their last block is read
+through WebHDFS: the ``dfs.namenode.http-address`` storage option, passed as
+``storage.dfs.namenode.http-address``)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from confluent_kafka.admin import AdminClient, NewTopic
+from hdfs_native import Client
+
+from tests.cluster.conftest import (
+    ClusterFactory,
+    SharedStorage,
+    cluster_factory,
+    shared_storage,
+    zookeeper,
+)
+from tests.hdfs import MiniHdfs
+from tests.spark.conftest import CODECS, Produced, mixed_messages, produce
+from tests.spark.test_datasource import check_rows, rows_by_offset
+
+__all__ = ["cluster_factory", "shared_storage", "zookeeper"]
+PARTITIONS = 3
+SEGMENT_BYTES = 8192     # several segments a partition: closed ones and the open one
+
+
+def test_the_spark_source_reads_a_cluster_on_hdfs(spark: Any, cluster_factory: ClusterFactory,
+                                                  mini_hdfs: MiniHdfs) -> None:
+    root = f"bmq-spark-{time.time_ns()}"
+    http = {"dfs.namenode.http-address": mini_hdfs.http_address}
+    cluster = cluster_factory(brokers=1, storage=SharedStorage(mini_hdfs.url(root), http))
+    produced = Produced(f"spark-hdfs-{time.time_ns()}", PARTITIONS)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(produced.topic, PARTITIONS, 1, config={
+        "segment.bytes": str(SEGMENT_BYTES)})])[produced.topic].result(60)
+    cluster.wait_writable(produced.topic, timeout=60)
+    for codec in CODECS:
+        produce(cluster.bootstrap, produced, mixed_messages(120, PARTITIONS, codec), codec)
+
+    reader = (spark.read.format("bmq").option("storage", mini_hdfs.url(f"{root}/topics"))
+              .option("topic", produced.topic))
+    for key, value in http.items():
+        reader = reader.option(f"storage.{key}", value)
+    df = reader.load()
+    check_rows(rows_by_offset(df), produced, set(produced.records))
+    segments = [status.path for status in Client(mini_hdfs.namenode).list_status(
+        f"/{root}/topics/{produced.topic}/0") if status.path.endswith(".log")]
+    assert len(segments) >= 2, segments     # a closed segment, and the open one
