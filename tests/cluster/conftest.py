@@ -27,6 +27,7 @@ from bmq.metadata.zookeeper.layout import WRITABLE, Paths, connect, ensure_layou
 from bmq.metadata.zookeeper.state import PartitionState, partition_states
 from tests.cluster.zookeeper import ZooKeeper, available
 from tests.conftest import _LIVE_PROCESSES, BrokerProcess, bmq_command, free_port
+from tests.hdfs import MiniHdfs
 from tests.seaweedfs import SeaweedFS
 
 SESSION_TIMEOUT_MS = 2000
@@ -39,10 +40,17 @@ class SharedStorage:
     options: dict[str, str]
 
 
-@pytest.fixture(params=["file", "s3"])
+@pytest.fixture(params=["file", "s3", pytest.param("hdfs", marks=pytest.mark.slow)])
 def shared_storage(request: pytest.FixtureRequest) -> SharedStorage:
+    """A directory every broker shares, S3 (SeaweedFS) or HDFS (MiniDFSCluster, with the
+    NameNode's web address: readers of a segment another process writes need it). On HDFS a
+    test runs in the slow set unless it asks for it (``indirect`` parametrization)."""
     if request.param == "file":
         return SharedStorage(None, {})
+    if request.param == "hdfs":
+        hdfs: MiniHdfs = request.getfixturevalue("mini_hdfs")
+        return SharedStorage(hdfs.url(f"c-{time.time_ns()}"),
+                             {"dfs.namenode.http-address": hdfs.http_address})
     server: SeaweedFS = request.getfixturevalue("seaweedfs")
     return SharedStorage(server.url(f"c-{time.time_ns()}"), server.storage_options())
 

@@ -1,11 +1,11 @@
-"""The streaming source on a cluster's S3 storage (SeaweedFS): given the brokers' own --storage
-URL, a streaming query (its own Spark driver) reads the partitions while a broker is killed -9
-and its partitions move, a partition is added, and the driver itself is killed -9 and restarted
-from its checkpoint: the sink equals the topic, record by record."""
+"""The streaming source on a cluster's S3 storage (SeaweedFS) and on HDFS (MiniDFSCluster):
+given the brokers' own --storage URL and options, a streaming query (its own Spark driver)
+reads the partitions while a broker is killed -9 and its partitions move, a partition is added,
+and the driver itself is killed -9 and restarted from its checkpoint: the sink equals the
+topic, record by record."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +16,12 @@ from tests.cluster.conftest import (  # noqa: F401 (fixtures)
     ClusterFactory,
     SharedStorage,
     cluster_factory,
+    shared_storage,
     zookeeper,
 )
 from tests.cluster.test_cluster import create_topic, owned_by
 from tests.cluster.workload import SteadyProducer, read_all, verify
 from tests.conftest import make_topic_name
-from tests.seaweedfs import SeaweedFS
 from tests.spark.test_streaming import StreamJob, add_partitions, sink_rows
 
 PARTITIONS = 4
@@ -29,14 +29,14 @@ ADDED = 50   # records produced into the partition added mid-stream
 
 
 @pytest.mark.slow
-def test_stream_from_s3_while_a_broker_and_the_driver_die(
+@pytest.mark.parametrize("shared_storage", ["s3", "hdfs"], indirect=True)
+def test_stream_while_a_broker_and_the_driver_die(
         spark: Any, cluster_factory: ClusterFactory,  # noqa: F811
-        seaweedfs: SeaweedFS, tmp_path: Path) -> None:
-    storage = SharedStorage(seaweedfs.url(f"spark-{time.time_ns()}"),
-                            seaweedfs.storage_options())
+        shared_storage: SharedStorage, tmp_path: Path) -> None:  # noqa: F811
+    storage = shared_storage
     assert storage.url is not None
     cluster = cluster_factory(brokers=3, storage=storage)
-    topic = make_topic_name("stream-s3")
+    topic = make_topic_name("stream")
     create_topic(cluster, topic, PARTITIONS)
     producer = SteadyProducer(cluster.bootstrap, topic, PARTITIONS, rate=200).start()
     job = StreamJob(tmp_path, {"storage": storage.url, "subscribe": topic,

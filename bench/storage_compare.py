@@ -1,0 +1,129 @@
+"""The same workload on each shared storage a cluster can use: a directory (``file://``), S3
+(SeaweedFS) and HDFS (MiniDFSCluster, replication 3): produce and consume MB/s and the acks=all
+latency of one broker, and on HDFS the NameNode calls and DataNode fsyncs per MB written.
+
+    .venv/bin/python -m bench.storage_compare [--storage file,s3,hdfs] [--messages 200000]
+        [--message-size 1024] [--partitions 8] [--json OUT]
+
+Each storage gets a throw-away ZooKeeper, a controller and one broker (``tests/cluster``'s
+set-up, BMQ's default settings), then ``python -m bench --mode both --acks all`` runs against
+it. The NameNode's RPC count (its ``RpcActivity`` bean) and each DataNode's FsyncCount come from
+their JMX servlets, read before and after the produce phase.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from bench.hdfs_clients import datanode_fsyncs
+from tests.cluster.conftest import Cluster, _env
+from tests.cluster.zookeeper import ZooKeeper
+from tests.hdfs import MiniHdfs
+from tests.seaweedfs import SeaweedFS
+
+MB = 1e6
+
+
+def namenode_calls(http_address: str) -> int:
+    """RPC calls the NameNode has served (all its client ports), from its JMX servlet (the
+    caller waits out the metrics cache, as ``datanode_fsyncs`` does)."""
+    query = "Hadoop:service=NameNode,name=RpcActivityForPort*"
+    with urllib.request.urlopen(f"http://{http_address}/jmx?qry={query}", timeout=30) as answer:
+        beans = json.load(answer)["beans"]
+    return sum(int(bean.get("RpcProcessingTimeNumOps", 0)) for bean in beans)
+
+
+def run_workload(bootstrap: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
+    subprocess.run([sys.executable, "-m", "bench", "--bootstrap", bootstrap, "--mode", "both",
+                    "--acks", "all", "--messages", str(args.messages), "--message-size",
+                    str(args.message_size), "--partitions", str(args.partitions),
+                    "--no-progress", "--json", str(out)], check=True,
+                   stdout=subprocess.DEVNULL)
+    doc: dict[str, Any] = json.loads(out.read_text())
+    return {r["phase"]: r for r in doc["results"]}
+
+
+def bench_storage(kind: str, base: Path, args: argparse.Namespace) -> dict[str, Any]:
+    zk = ZooKeeper.start(base / "zk")
+    hdfs = seaweed = None
+    try:
+        options: dict[str, str] = {}
+        if kind == "file":
+            (base / "shared").mkdir()
+            url = f"file://{base / 'shared'}"
+        elif kind == "s3":
+            seaweed = SeaweedFS.start(base / "s3")
+            url, options = seaweed.url("bench"), seaweed.storage_options()
+        else:
+            hdfs = MiniHdfs.start(base / "hdfs")
+            url = hdfs.url("bench")
+            options = {"dfs.namenode.http-address": hdfs.http_address}
+        env = _env()
+        env.pop("BMQ_ZOOKEEPER_SESSION_TIMEOUT_MS")     # BMQ's defaults, not the tests'
+        env.pop("BMQ_LOG_CHECKPOINT_INTERVAL_MS")
+        cluster = Cluster(base / "c", zk, url, options, env)
+        try:
+            cluster.start_controller()
+            cluster.add_broker(1)
+            before = None
+            if hdfs is not None:
+                jmx = hdfs.info["datanodes"][0]["http"]
+                before = (datanode_fsyncs(jmx), namenode_calls(hdfs.http_address))
+            phases = run_workload(cluster.bootstrap, args, base / "bench.json")
+            result: dict[str, Any] = {"storage": kind, **phases}
+            if hdfs is not None and before is not None:
+                after = (datanode_fsyncs(jmx), namenode_calls(hdfs.http_address))
+                written_mb = phases["produce"]["bytes"] / MB
+                fsyncs = sum(after[0].values()) - sum(before[0].values())
+                # (the consume phase reads through hdfs-native too: its calls count here)
+                result["namenode_calls_per_mb"] = round((after[1] - before[1]) / written_mb, 1)
+                result["datanode_fsyncs_per_mb"] = round(fsyncs / written_mb, 1)
+            return result
+        finally:
+            cluster.cleanup()
+    finally:
+        if hdfs is not None:
+            hdfs.stop()
+        if seaweed is not None:
+            seaweed.stop()
+        zk.stop()
+
+
+def describe(result: dict[str, Any]) -> str:
+    produce, consume = result["produce"], result.get("consume", {})
+    latency = produce.get("latency_ms") or {}
+    line = (f"{result['storage']:>5}: produce {produce['mb_per_s']:.1f} MB/s (acks=all p50 "
+            f"{latency.get('p50', float('nan')):.1f} ms, p99 {latency.get('p99', float('nan')):.1f}"
+            f" ms), consume {consume.get('mb_per_s', 0):.1f} MB/s")
+    if "namenode_calls_per_mb" in result:
+        line += (f"; NameNode calls {result['namenode_calls_per_mb']}/MB, DataNode fsyncs "
+                 f"{result['datanode_fsyncs_per_mb']}/MB")
+    return line
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--storage", default="file,s3,hdfs")
+    parser.add_argument("--messages", type=int, default=200_000)
+    parser.add_argument("--message-size", type=int, default=1024)
+    parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    results = []
+    for kind in args.storage.split(","):
+        base = Path(tempfile.mkdtemp(prefix=f"bmq-storage-{kind}-"))
+        results.append(bench_storage(kind, base, args))
+        print(describe(results[-1]), flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
