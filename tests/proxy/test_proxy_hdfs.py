@@ -9,11 +9,8 @@ from __future__ import annotations
 import os
 import time
 
-from confluent_kafka.admin import AdminClient, NewTopic
-
 from tests.cluster.conftest import ClusterFactory, SharedStorage
-from tests.cluster.test_hdfs import PARTITIONS, consume_all, produce_acked
-from tests.conftest import make_topic_name
+from tests.cluster.test_hdfs import cluster_with_topic, consume_all, produce_acked
 from tests.hdfs import MiniHdfs
 from tests.proxy.conftest import Proxies
 
@@ -23,13 +20,8 @@ def test_a_proxy_reads_segments_still_being_written(cluster_factory: ClusterFact
                                                      mini_hdfs: MiniHdfs) -> None:
     storage = SharedStorage(mini_hdfs.url(f"bmq-proxy-{time.time_ns()}"),
                             {"dfs.namenode.http-address": mini_hdfs.http_address})
-    cluster = cluster_factory(brokers=1, storage=storage)
+    cluster, topic = cluster_with_topic(cluster_factory, storage, "hdfs-proxy")
     proxy = proxies(cluster)
-    topic = make_topic_name("hdfs-proxy")
-    admin = AdminClient({"bootstrap.servers": proxy.bootstrap})
-    for future in admin.create_topics([NewTopic(topic, PARTITIONS, 1)]).values():
-        future.result(60)
-    cluster.wait_writable(topic, timeout=60)
     # Far less than a block (16 MiB): every byte is in the block each segment's writer has open.
     values = [i.to_bytes(4, "big") + os.urandom(n)
               for i, n in enumerate([0, 10, 1000, 20_000] * 25)]
