@@ -19,6 +19,9 @@ Capabilities are flags so callers can choose a layout:
   appending to (not so on HDFS).
 * ``durable_sync``: ``AppendFile.sync`` really forces the bytes to stable media (fsync) rather
   than only handing them to the filesystem (fsspec's generic ``flush``).
+* ``fences_writers``: opening a file for appending takes the write right from any writer that
+  still has it open, even in this process (HDFS's lease recovery): a write that hangs can be
+  left behind, its file reopened, and nothing it does later reaches the file.
 """
 
 from __future__ import annotations
@@ -80,6 +83,7 @@ class Storage(ABC):
     # file status lags for a file still open for writing (the last block's length counts
     # only once the block completes), so recovery reads past it there.
     exact_size: bool = True
+    fences_writers: bool = False
 
     @property
     @abstractmethod

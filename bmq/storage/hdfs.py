@@ -231,6 +231,7 @@ class HdfsStorage(Storage):
     # The NameNode's length of a file being written counts what its writer hsynced; what the
     # writer wrote since does not (recovery reads past it where it matters).
     exact_size = False
+    fences_writers = True   # a new writer recovers the lease: the old one can write no more
 
     def __init__(self, url: str, options: dict[str, str] | None = None) -> None:
         parts = urlsplit(url)

@@ -38,7 +38,9 @@ REOPEN_FIRST_S = 1.0
 REOPEN_MAX_S = 30.0
 # A flush that has not returned after this long has hung on storage (hdfs-native's writer can
 # wait for ever on a DataNode that died mid-pipeline): the partition is failed as if the flush
-# had raised, and reopened; the hung call is left behind on its worker thread.
+# had raised, and reopened, leaving the hung call behind on its worker thread where the storage
+# fences it off (``Storage.fences_writers``), else once it has returned (a slow write must
+# not land after the reopened log's).
 FLUSH_STALL_S = 15.0
 REOPEN_STALL_S = 60.0   # ... and a reopening that has not finished after this long, too
 
@@ -74,6 +76,7 @@ class Partition:
         self._flushing = False
         self._flush: asyncio.Future[int] | None = None     # the flush running, if any
         self._flush_watch: asyncio.TimerHandle | None = None
+        self._hung: asyncio.Future[int] | None = None       # a flush given up on as hung
         self._failed: BaseException | None = None
         # (offset, future) pairs in offset order: appends arrive in offset order.
         self._durable_waiters: deque[tuple[int, asyncio.Future[None]]] = deque()
@@ -129,6 +132,7 @@ class Partition:
         log.error("flush of %s-%d has not returned in %.0f s: storage hangs", self.topic,
                   self.index, FLUSH_STALL_S)
         self._flush = None      # its late end, if any, is not this partition's any more
+        self._hung = flush
         self._fail(KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
                               f"flush hung for {FLUSH_STALL_S:.0f} s"))
 
@@ -147,8 +151,10 @@ class Partition:
             self.schedule_flush()
 
     def _flushed(self, future: asyncio.Future[int]) -> None:
-        if future is not self._flush:
-            return      # given up on as hung: the partition was failed already
+        if future is not self._flush:      # given up on as hung: the partition failed already
+            if not future.cancelled():
+                future.exception()          # (retrieved: nothing waits for it any more)
+            return
         self._flush = None
         if self._flush_watch is not None:
             self._flush_watch.cancel()
@@ -194,6 +200,9 @@ class Partition:
         storage kept whole are recognised as duplicates) and is written on a new pipeline or
         connection. Meanwhile the partition answers KAFKA_STORAGE_ERROR."""
         loop = asyncio.get_running_loop()
+        hung, self._hung = self._hung, None
+        if hung is not None and not self.log.storage.fences_writers:
+            await asyncio.wait([hung])
         # Not waited for: a hung flush may hold the log's handles (their closing gives up on
         # a writer that does not let go, whose lease the reopening recovers).
         loop.run_in_executor(self._executor, self.log.abandon)
