@@ -12,6 +12,7 @@ from typing import Any
 from confluent_kafka.admin import AdminClient, NewTopic
 from hdfs_native import Client
 
+from bmq.storage import PartitionLog, open_storage
 from tests.cluster.conftest import (
     ClusterFactory,
     SharedStorage,
@@ -26,6 +27,7 @@ from tests.spark.test_datasource import check_rows, rows_by_offset
 __all__ = ["cluster_factory", "shared_storage", "zookeeper"]
 PARTITIONS = 3
 SEGMENT_BYTES = 8192     # several segments a partition: closed ones and the open one
+PUBLISHED_WITHIN_S = 30
 
 
 def test_the_spark_source_reads_a_cluster_on_hdfs(spark: Any, cluster_factory: ClusterFactory,
@@ -40,6 +42,22 @@ def test_the_spark_source_reads_a_cluster_on_hdfs(spark: Any, cluster_factory: C
     cluster.wait_writable(produced.topic, timeout=60)
     for codec in CODECS:
         produce(cluster.bootstrap, produced, mixed_messages(120, PARTITIONS, codec), codec)
+    # The source reads what the owner last published (its state document, at most a second
+    # behind its acknowledgements): a query planned before that misses the newest records.
+    store = open_storage(mini_hdfs.url(f"{root}/topics"), http)
+    try:
+        for partition, end in produced.ends().items():
+            reader = PartitionLog.open_reader(store, produced.topic, partition)
+            try:
+                deadline = time.monotonic() + PUBLISHED_WITHIN_S
+                while reader.high_watermark < end:
+                    assert time.monotonic() < deadline, (partition, reader.high_watermark, end)
+                    time.sleep(0.2)
+                    reader.refresh()
+            finally:
+                reader.close()
+    finally:
+        store.close()
 
     reader = (spark.read.format("bmq").option("storage", mini_hdfs.url(f"{root}/topics"))
               .option("topic", produced.topic))
