@@ -45,7 +45,7 @@ def run_workload(bootstrap: str, args: argparse.Namespace, out: Path) -> dict[st
                     "--acks", "all", "--messages", str(args.messages), "--message-size",
                     str(args.message_size), "--partitions", str(args.partitions),
                     "--no-progress", "--json", str(out)], check=True,
-                   stdout=subprocess.DEVNULL)
+                   stdout=sys.stderr)
     doc: dict[str, Any] = json.loads(out.read_text())
     return {r["phase"]: r for r in doc["results"]}
 
@@ -68,6 +68,7 @@ def bench_storage(kind: str, base: Path, args: argparse.Namespace) -> dict[str, 
         env = _env()
         env.pop("BMQ_ZOOKEEPER_SESSION_TIMEOUT_MS")     # BMQ's defaults, not the tests'
         env.pop("BMQ_LOG_CHECKPOINT_INTERVAL_MS")
+        (base / "c").mkdir()
         cluster = Cluster(base / "c", zk, url, options, env)
         try:
             cluster.start_controller()
