@@ -22,6 +22,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka.admin import AdminClient, NewTopic
+
 from bench.hdfs_clients import datanode_fsyncs
 from tests.cluster.conftest import Cluster, _env
 from tests.cluster.zookeeper import ZooKeeper
@@ -29,6 +31,7 @@ from tests.hdfs import MiniHdfs
 from tests.seaweedfs import SeaweedFS
 
 MB = 1e6
+TOPIC = "bmq-bench"     # the bench's default topic
 
 
 def namenode_calls(http_address: str) -> int:
@@ -77,6 +80,11 @@ def bench_storage(kind: str, base: Path, args: argparse.Namespace) -> dict[str, 
             if hdfs is not None:
                 jmx = hdfs.info["datanodes"][0]["http"]
                 before = (datanode_fsyncs(jmx), namenode_calls(hdfs.http_address))
+            # Created first and waited for: a cluster opens a new topic's partitions a moment
+            # after CreateTopics answers (the bench itself expects a ready topic).
+            admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+            admin.create_topics([NewTopic(TOPIC, args.partitions, 1)])[TOPIC].result(60)
+            cluster.wait_writable(TOPIC, timeout=120)
             phases = run_workload(cluster.bootstrap, args, base / "bench.json")
             result: dict[str, Any] = {"storage": kind, **phases}
             if hdfs is not None and before is not None:
