@@ -67,7 +67,7 @@ def bench_storage(kind: str, base: Path, args: argparse.Namespace) -> dict[str, 
         else:
             hdfs = MiniHdfs.start(base / "hdfs")
             url = hdfs.url("bench")
-            options = {"dfs.namenode.http-address": hdfs.http_address}
+            options = hdfs.storage_options()
         env = _env()
         env.pop("BMQ_ZOOKEEPER_SESSION_TIMEOUT_MS")     # BMQ's defaults, not the tests'
         env.pop("BMQ_LOG_CHECKPOINT_INTERVAL_MS")

@@ -87,6 +87,11 @@ class MiniHdfs:
     def datanodes(self) -> list[str]:
         return [str(node["xfer"]) for node in self.info["datanodes"]]
 
+    def storage_options(self) -> dict[str, str]:
+        """Options for ``open_storage(self.url(...), options)``: the NameNode's web address,
+        which readers of a segment another process writes need (``HdfsStorage``)."""
+        return {"dfs.namenode.http-address": self.http_address}
+
     def url(self, path: str = "") -> str:
         return f"{self.namenode}/{path.lstrip('/')}"
 

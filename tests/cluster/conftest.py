@@ -49,8 +49,7 @@ def shared_storage(request: pytest.FixtureRequest) -> SharedStorage:
         return SharedStorage(None, {})
     if request.param == "hdfs":
         hdfs: MiniHdfs = request.getfixturevalue("mini_hdfs")
-        return SharedStorage(hdfs.url(f"c-{time.time_ns()}"),
-                             {"dfs.namenode.http-address": hdfs.http_address})
+        return SharedStorage(hdfs.url(f"c-{time.time_ns()}"), hdfs.storage_options())
     server: SeaweedFS = request.getfixturevalue("seaweedfs")
     return SharedStorage(server.url(f"c-{time.time_ns()}"), server.storage_options())
 

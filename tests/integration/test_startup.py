@@ -251,21 +251,6 @@ def test_unreachable_s3_exits_4(tmp_path: Path) -> None:
     assert line.startswith("bmq: storage s3://bucket/bmq cannot be used: ") and dead in line
 
 
-def test_unreachable_namenode_exits_4(tmp_path: Path) -> None:
-    """A broker reaches ZooKeeper, then nothing listens at its HDFS NameNode: one line, at once
-    (hdfs-native would retry for ever; the NameNode's address is probed first)."""
-    namenode = f"127.0.0.1:{free_port()}"
-    zookeeper = ZooKeeper.start(tmp_path / "zk")
-    try:
-        result = bmq("broker", "--zookeeper", zookeeper.hosts, "--storage",
-                     f"hdfs://{namenode}/bmq", "--listen", f"127.0.0.1:{free_port()}",
-                     "--broker-id", "1", cwd=tmp_path)
-    finally:
-        zookeeper.stop()
-    assert_refused(result, ExitCode.STORAGE, f"storage hdfs://{namenode}/bmq cannot be used: "
-                   f"NameNode {namenode} unreachable: Connection refused")
-
-
 def hdfs_broker(hdfs_url: str, tmp_path: Path, user: str | None = None
                 ) -> subprocess.CompletedProcess[str]:
     """``bmq broker`` on ``hdfs_url`` (as HDFS user ``user``: hdfs-native takes
@@ -277,6 +262,15 @@ def hdfs_broker(hdfs_url: str, tmp_path: Path, user: str | None = None
                    env_extra={"HADOOP_USER_NAME": user} if user else None)
     finally:
         zookeeper.stop()
+
+
+def test_unreachable_namenode_exits_4(tmp_path: Path) -> None:
+    """A broker reaches ZooKeeper, then nothing listens at its HDFS NameNode: one line, at once
+    (hdfs-native would retry for ever; the NameNode's address is probed first)."""
+    namenode = f"127.0.0.1:{free_port()}"
+    result = hdfs_broker(f"hdfs://{namenode}/bmq", tmp_path)
+    assert_refused(result, ExitCode.STORAGE, f"storage hdfs://{namenode}/bmq cannot be used: "
+                   f"NameNode {namenode} unreachable: Connection refused")
 
 
 def test_an_hdfs_path_without_permission_exits_4(mini_hdfs: MiniHdfs, tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ def test_a_proxy_reads_segments_still_being_written(cluster_factory: ClusterFact
                                                      proxies: Proxies,
                                                      mini_hdfs: MiniHdfs) -> None:
     storage = SharedStorage(mini_hdfs.url(f"bmq-proxy-{time.time_ns()}"),
-                            {"dfs.namenode.http-address": mini_hdfs.http_address})
+                            mini_hdfs.storage_options())
     cluster, topic = cluster_with_topic(cluster_factory, storage, "hdfs-proxy")
     proxy = proxies(cluster)
     # Far less than a block (16 MiB): every byte is in the block each segment's writer has open.

@@ -33,7 +33,7 @@ PUBLISHED_WITHIN_S = 30
 def test_the_spark_source_reads_a_cluster_on_hdfs(spark: Any, cluster_factory: ClusterFactory,
                                                   mini_hdfs: MiniHdfs) -> None:
     root = f"bmq-spark-{time.time_ns()}"
-    http = {"dfs.namenode.http-address": mini_hdfs.http_address}
+    http = mini_hdfs.storage_options()
     cluster = cluster_factory(brokers=1, storage=SharedStorage(mini_hdfs.url(root), http))
     produced = Produced(f"spark-hdfs-{time.time_ns()}", PARTITIONS)
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
