@@ -194,9 +194,10 @@ async def ask_while_alive(link: BrokerLink, send: Callable[[], Awaitable[T]],
     or while it waits (the request then stays outstanding: its answer, when it comes, only
     tells the link is alive). LinkError if the link fails."""
     watch = _watches.get(link)
-    if watch is not None and watch.stalled(running_time()):
+    now = running_time()
+    if watch is not None and watch.stalled(now):
         watch.probe.ask()
-        watch.close_if_given_up(link, running_time())
+        watch.close_if_given_up(link, now)
         raise Stalled
     asked = Outstanding(link, send)
     while not asked.request.done():

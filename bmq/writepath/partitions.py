@@ -73,7 +73,6 @@ class Partition:
         self._min_flush_interval = min_flush_interval_s
         self._last_flush_start = -1e18
         self._executor = executor
-        self._flushing = False
         self._flush: asyncio.Future[int] | None = None     # the flush running, if any
         self._flush_watch: asyncio.TimerHandle | None = None
         self._hung: asyncio.Future[int] | None = None       # a flush given up on as hung
@@ -102,7 +101,7 @@ class Partition:
 
     def schedule_flush(self) -> None:
         """Start a flush unless one is running; the running one restarts itself when done."""
-        if self._flushing or self._failed is not None:
+        if self._flush is not None or self._failed is not None:
             return
         if self.log.pending_bytes() == 0:
             self._idle.set()
@@ -119,7 +118,6 @@ class Partition:
                 self._retry = loop.call_later(wait, self._retry_flush)
             return
         self._last_flush_start = loop.time()
-        self._flushing = True
         self._idle.clear()
         future = loop.run_in_executor(self._executor, self._timed_flush)
         self._flush = future
@@ -158,7 +156,6 @@ class Partition:
         self._flush = None
         if self._flush_watch is not None:
             self._flush_watch.cancel()
-        self._flushing = False
         error = future.exception()
         if error is not None:
             log.error("flush of %s-%d failed: %s", self.topic, self.index, error)
@@ -177,7 +174,6 @@ class Partition:
 
     def _fail(self, error: BaseException) -> None:
         """The log is unusable: refuse what waits on it, and reopen it if it failed on storage."""
-        self._flushing = False
         self._failed = error
         # Fenced by a newer owner (cluster mode): clients must go to the new leader.
         code = (ErrorCode.NOT_LEADER_OR_FOLLOWER if isinstance(error, KafkaError)
@@ -213,20 +209,17 @@ class Partition:
             opening = loop.run_in_executor(self._executor, self._reopen)
             try:
                 fresh = await asyncio.wait_for(asyncio.shield(opening), REOPEN_STALL_S)
-            except (asyncio.CancelledError, TimeoutError) as error:
-                # Given up (the partition moved or closes, or storage hangs): a log that
+            except BaseException as error:
+                # Given up (it failed or hangs, or the partition moved or closes): a log that
                 # still opens is shut unused.
                 opening.add_done_callback(_abandon_opened)
-                if isinstance(error, asyncio.CancelledError):
+                if not isinstance(error, Exception):
                     raise
                 delay = min(delay * 2, REOPEN_MAX_S)
-                log.warning("%s-%d: reopening after a storage failure hangs (again in %.0f s)",
-                            self.topic, self.index, delay)
-                continue
-            except Exception as error:
-                delay = min(delay * 2, REOPEN_MAX_S)
                 log.warning("%s-%d: reopening after a storage failure failed (again in %.0f s):"
-                            " %s", self.topic, self.index, delay, error)
+                            " %s", self.topic, self.index, delay,
+                            error if not isinstance(error, TimeoutError)
+                            else f"it hangs after {REOPEN_STALL_S:.0f} s")
                 continue
             self.log = fresh
             self._failed = None
