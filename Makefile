@@ -18,7 +18,7 @@ hdfs:
 test:
 	./scripts/setup.sh --tests
 	$(MAKE) lint
-	.venv/bin/pytest -q -p no:cacheprovider
+	.venv/bin/pytest -q -p no:cacheprovider --durations=25
 
 # The slow set too: further fault scenarios (S3 variants, crashes) run before resolving an issue.
 test-slow:

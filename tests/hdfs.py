@@ -109,6 +109,14 @@ class MiniHdfs:
         """Put the NameNode in safe mode (read-only: every change refused) or take it out."""
         self._command(f"safemode {'enter' if on else 'leave'}")
 
+    def stop_namenode(self) -> None:
+        """Stop the NameNode (its port refuses connections); the DataNodes keep running."""
+        self._command("stop-namenode")
+
+    def restart_namenode(self) -> None:
+        """Start the NameNode again on the same port; returns once the DataNodes are back."""
+        self.info = self._command("restart-namenode")
+
     def restart_datanode(self, index: int) -> None:
         self.info = self._command(f"restart-datanode {index}")
 

@@ -201,7 +201,8 @@ class Partition:
             await asyncio.wait([hung])
         # Not waited for: a hung flush may hold the log's handles (their closing gives up on
         # a writer that does not let go, whose lease the reopening recovers).
-        loop.run_in_executor(self._executor, self.log.abandon)
+        loop.run_in_executor(self._executor, self.log.abandon).add_done_callback(
+            functools.partial(_report_abandon, f"{self.topic}-{self.index}"))
         delay = REOPEN_FIRST_S
         while True:
             await asyncio.sleep(delay)
@@ -306,6 +307,12 @@ class Partition:
         """Wait until everything appended so far is flushed."""
         self.schedule_flush()
         await self._idle.wait()
+
+
+def _report_abandon(name: str, abandoning: asyncio.Future[None]) -> None:
+    """A failed log's handles were let go; an error doing so only matters to the log."""
+    if not abandoning.cancelled() and abandoning.exception() is not None:
+        log.warning("%s: letting the failed log go: %s", name, abandoning.exception())
 
 
 def _abandon_opened(opening: asyncio.Future[PartitionLog]) -> None:

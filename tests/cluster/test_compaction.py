@@ -1,6 +1,6 @@
-"""Compacted topics in cluster mode on S3 (SeaweedFS, the object layout): the partition's owner
-cleans its log, and a kill -9 of the owner while it cleans loses nothing: the next owner
-serves every last value and finishes the cleaning."""
+"""Compacted topics in cluster mode on S3 (SeaweedFS, the object layout) and HDFS
+(MiniDFSCluster): the partition's owner cleans its log, and a kill -9 of the owner while it
+cleans loses nothing: the next owner serves every last value and finishes the cleaning."""
 
 from __future__ import annotations
 
@@ -27,12 +27,12 @@ def _compacted(bootstrap: str, topic: str, expected: dict[bytes, bytes | None]) 
         {k: v for k, v in values.items() if v is not None} == live
 
 
-def test_owner_cleans_on_s3_and_a_kill_9_loses_nothing(cluster_factory: ClusterFactory,
-                                                        seaweedfs: SeaweedFS) -> None:
-    storage = SharedStorage(seaweedfs.url(f"c-{time.time_ns()}"), seaweedfs.storage_options())
-    cluster = cluster_factory(brokers=2, storage=storage,
+@pytest.mark.parametrize("shared_storage", ["s3", "hdfs"], indirect=True)
+def test_owner_cleans_and_a_kill_9_loses_nothing(cluster_factory: ClusterFactory,
+                                                 shared_storage: SharedStorage) -> None:
+    cluster = cluster_factory(brokers=2, storage=shared_storage,
                               env={"BMQ_LOG_CLEANER_BACKOFF_MS": 200})
-    topic = make_topic_name("compact-s3")
+    topic = make_topic_name("compact")
     client = admin(cluster.bootstrap)
     client.create_topics([NewTopic(topic, 1, 1, config=COMPACTED)])[topic].result(30)
     cluster.wait_writable(topic)

@@ -38,6 +38,7 @@ PARTITIONS = 3
 # Small blocks: a steady produce starts new ones every few seconds.
 BLOCK_SIZE = 64 << 10
 RECOVERED_S = 90
+NAMENODE_DOWN_S = 20
 SPREAD_SEGMENTS = 40
 
 
@@ -182,6 +183,40 @@ def test_a_datanode_stops_under_load(cluster_factory: ClusterFactory,
         assert verify(producer, cluster.bootstrap) == producer.sent
         log_text = broker.log_text()
         assert "hdfs_native" in log_text            # the pipeline's failure, from hdfs-native
+    finally:
+        hdfs.stop()
+
+
+@pytest.mark.slow
+def test_the_namenode_stops_under_load(cluster_factory: ClusterFactory,
+                                       tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The NameNode is down for 20 s while a broker writes with acks=all (small blocks: new
+    ones need the NameNode every few seconds). A flush that cannot finish is given up after
+    15 s and answered KAFKA_STORAGE_ERROR, which producers retry; the partition's log is
+    reopened with back-off once the NameNode is back. Nothing acknowledged is lost or written
+    twice, and writes go on after it."""
+    hdfs = MiniHdfs.start(tmp_path_factory.mktemp("hdfs-namenode"), block_size=BLOCK_SIZE)
+    try:
+        storage = SharedStorage(hdfs.url("bmq"), {"block_size": str(BLOCK_SIZE)})
+        cluster, topic = cluster_with_topic(cluster_factory, storage, "hdfs-namenode")
+        producer = SteadyProducer(cluster.bootstrap, topic, PARTITIONS, rate=400,
+                                  extra={"message.timeout.ms": 300_000}).start()
+        try:
+            time.sleep(3)
+            hdfs.stop_namenode()
+            time.sleep(NAMENODE_DOWN_S)
+            hdfs.restart_namenode()
+            back_at, back = time.monotonic(), producer.acked_count()
+            while producer.acked_count() < back + 2000 and \
+                    time.monotonic() < back_at + RECOVERED_S:
+                time.sleep(0.5)
+            recovered = producer.acked_count() - back
+        finally:
+            producer.stop(flush_timeout=300)
+        broker = cluster.brokers[1]
+        assert recovered >= 2000, broker.log_text()[-3000:]
+        assert not producer.failed, producer.failed[:5]
+        assert verify(producer, cluster.bootstrap) == producer.sent
     finally:
         hdfs.stop()
 

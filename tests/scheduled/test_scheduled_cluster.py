@@ -1,15 +1,19 @@
-"""Scheduled delivery in cluster mode on S3 (the session's SeaweedFS): the owner of partitions
-with records pending is killed (kill -9); the new owners resume its timer logs with their
-leader epoch and deliver every record once, not before its time."""
+"""Scheduled delivery in cluster mode on S3 (the session's SeaweedFS) and HDFS: the owner of
+partitions with records pending is killed (kill -9); the new owners resume its timer logs with
+their leader epoch and deliver every record once, not before its time."""
 
 from __future__ import annotations
-
-import time
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.cluster.conftest import ClusterFactory, SharedStorage, cluster_factory, zookeeper
+from tests.cluster.conftest import (
+    ClusterFactory,
+    SharedStorage,
+    cluster_factory,
+    shared_storage,
+    zookeeper,
+)
 from tests.scheduled.helpers import (
     DELIVER_AT,
     confluent_schedule,
@@ -17,20 +21,18 @@ from tests.scheduled.helpers import (
     now_ms,
     settled_arrivals,
 )
-from tests.seaweedfs import SeaweedFS
 
-__all__ = ["cluster_factory", "zookeeper"]
+__all__ = ["cluster_factory", "shared_storage", "zookeeper"]
 
 pytestmark = pytest.mark.timeout(300)
 
 PARTITIONS = 3
 
 
-def test_new_owner_delivers_after_kill_9_on_s3(cluster_factory: ClusterFactory,
-                                               seaweedfs: SeaweedFS) -> None:
-    storage = SharedStorage(seaweedfs.url(f"scheduled-{time.time_ns()}"),
-                            seaweedfs.storage_options())
-    cluster = cluster_factory(brokers=3, storage=storage)
+@pytest.mark.parametrize("shared_storage", ["s3", "hdfs"], indirect=True)
+def test_new_owner_delivers_after_kill_9(cluster_factory: ClusterFactory,
+                                         shared_storage: SharedStorage) -> None:
+    cluster = cluster_factory(brokers=3, storage=shared_storage)
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     admin.create_topics([NewTopic("later", PARTITIONS, 1, config={
         "bmq.delay.enable": "true"})])["later"].result(30)

@@ -1,4 +1,4 @@
-"""Share groups in cluster mode (`bmq broker` x 3 on S3, ZooKeeper, a controller) with
+"""Share groups in cluster mode (`bmq broker` x 3 on S3 or HDFS, ZooKeeper, a controller) with
 confluent-kafka's ShareConsumer: the leader of a data partition keeps its share-partitions and
 writes their state through the share coordinator (the owner of the key's
 ``__share_group_state`` partition, FindCoordinator key type 2); when the leader is killed
@@ -36,7 +36,13 @@ from bmq.protocol.messages.describe_share_group_offsets_request import (
     DescribeShareGroupOffsetsRequestTopic,
 )
 from bmq.protocol.messages.metadata_request import MetadataRequestTopic
-from tests.cluster.conftest import ClusterFactory, SharedStorage, cluster_factory, zookeeper
+from tests.cluster.conftest import (
+    ClusterFactory,
+    SharedStorage,
+    cluster_factory,
+    shared_storage,
+    zookeeper,
+)
 from tests.groups.wire import RawClient
 from tests.share.helpers import (
     SHARE_ENV,
@@ -52,17 +58,17 @@ from tests.share.test_clients import EARLIEST, _dead_letters, share_consumer
 from tests.share.test_read_committed import share_consumer_reads_committed
 from tests.share.test_wire import ACCEPT, acknowledge, acquired, fetch, heartbeat
 
-__all__ = ["cluster_factory", "zookeeper"]
+__all__ = ["cluster_factory", "shared_storage", "zookeeper"]
 
 
-def test_the_leader_of_a_share_partition_is_killed_on_s3(
-        cluster_factory: ClusterFactory, seaweedfs: Any, workers: list[ShareWorker]) -> None:
+@pytest.mark.parametrize("shared_storage", ["s3", "hdfs"], indirect=True)
+def test_the_leader_of_a_share_partition_is_killed(
+        cluster_factory: ClusterFactory, shared_storage: SharedStorage,
+        workers: list[ShareWorker]) -> None:
     """Acknowledgements answered before the kill hold after it (group ``acks``: none of its
     records comes back); records acquired and not acknowledged are delivered again by the new
     leader with their delivery count (group ``held``); no record is lost."""
-    storage = SharedStorage(seaweedfs.url(f"share-{uuid.uuid4().hex[:8]}"),
-                            seaweedfs.storage_options())
-    cluster = cluster_factory(brokers=3, storage=storage, env=SHARE_ENV)
+    cluster = cluster_factory(brokers=3, storage=shared_storage, env=SHARE_ENV)
     topic, acks, held = unique("cshare"), unique("acks"), unique("held")
     create_topic(cluster.bootstrap, topic, 1)
     cluster.wait_writable(topic)
@@ -97,15 +103,15 @@ def test_the_leader_of_a_share_partition_is_killed_on_s3(
 
 
 @pytest.mark.slow
-def test_the_share_coordinator_is_killed_on_s3(
-        cluster_factory: ClusterFactory, seaweedfs: Any, workers: list[ShareWorker]) -> None:
+@pytest.mark.parametrize("shared_storage", ["s3", "hdfs"], indirect=True)
+def test_the_share_coordinator_is_killed(
+        cluster_factory: ClusterFactory, shared_storage: SharedStorage,
+        workers: list[ShareWorker]) -> None:
     """kill -9 of the broker that keeps a share-partition's state (not the partition's
-    leader): its state partition moves, the new owner replays it from S3, and the leader goes
+    leader): its state partition moves, the new owner replays it from storage, and the leader goes
     on writing there; the consumer keeps running, every record is acknowledged and none whose
     acknowledgement was answered comes back."""
-    storage = SharedStorage(seaweedfs.url(f"share-{uuid.uuid4().hex[:8]}"),
-                            seaweedfs.storage_options())
-    cluster = cluster_factory(brokers=3, storage=storage, env=SHARE_ENV)
+    cluster = cluster_factory(brokers=3, storage=shared_storage, env=SHARE_ENV)
     topic = unique("cstate")
     create_topic(cluster.bootstrap, topic, 1)
     cluster.wait_writable(topic)
@@ -188,9 +194,8 @@ def test_share_group_admin_in_a_cluster(cluster_factory: ClusterFactory) -> None
     set_group_configs(cluster.bootstrap, group, EARLIEST)
     produce(cluster.bootstrap, topic, 10)
     leader = cluster.brokers[cluster.owners(topic)[0]].bootstrap
-    with RawClient(cluster.bootstrap.split(",")[0]) as client:
-        found = client.call(FindCoordinatorRequest(key=group), 3)
-    with RawClient(f"{found.host}:{found.port}") as coordinator, RawClient(leader) as data:
+    with RawClient(_settled_coordinator(cluster.bootstrap, group, topic)) as coordinator, \
+            RawClient(leader) as data:
         def delivered(member: str) -> list[tuple[int, int, int]]:
             topic_id = heartbeat(coordinator, group, member, 0, [topic]) \
                 .assignment.topic_partitions[0].topic_id
@@ -220,6 +225,26 @@ def test_share_group_admin_in_a_cluster(cluster_factory: ClusterFactory) -> None
         after = coordinator.call(DescribeShareGroupOffsetsRequest(groups=[
             DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None)]), 1)
         assert after.groups[0].error_code == ErrorCode.GROUP_ID_NOT_FOUND
+
+
+def _settled_coordinator(bootstrap: str, group: str, topic: str) -> str:
+    """The address of the group's coordinator once it serves the group. Like a client, a
+    probe member finds it again while the answer is NOT_COORDINATOR (a new cluster's
+    partitions move as its brokers join) or COORDINATOR_LOAD_IN_PROGRESS, then leaves."""
+    deadline = time.monotonic() + 30
+    while True:
+        with RawClient(bootstrap.split(",")[0]) as client:
+            found = client.call(FindCoordinatorRequest(key=group), 3)
+        address = f"{found.host}:{found.port}"
+        if found.error_code == ErrorCode.NONE:
+            with RawClient(address) as coordinator:
+                error = heartbeat(coordinator, group, "probe", 0, [topic]).error_code
+                if error == ErrorCode.NONE:
+                    heartbeat(coordinator, group, "probe", -1)
+                    return address
+            assert error in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        assert time.monotonic() < deadline, f"no coordinator serves {group}: {found}"
+        time.sleep(0.1)
 
 
 def test_dead_letters_to_a_partition_another_broker_owns(

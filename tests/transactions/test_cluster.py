@@ -71,6 +71,7 @@ def _check_transactions(bootstrap: str, topic: str) -> None:
         sorted(committed + [f"abort-{p}" for p in range(PARTITIONS)])
 
 
+@pytest.mark.parametrize("shared_storage", ["file", "s3", "hdfs"], indirect=True)
 def test_a_transaction_over_partitions_of_every_broker_commits_atomically(
         cluster_factory: ClusterFactory, shared_storage: SharedStorage) -> None:
     cluster = cluster_factory(brokers=3, storage=shared_storage, env=TXN_ENV)

@@ -135,6 +135,16 @@ public final class MiniHdfs {
                 ? SafeModeAction.ENTER : SafeModeAction.LEAVE);
             out.println("{\"safemode\": \"" + words[1] + "\"}");
           }
+          case "stop-namenode" -> {
+            // The NameNode goes away (its RPC port refuses), the DataNodes keep running.
+            cluster.shutdownNameNode(0);
+            out.println("{\"namenode\": \"stopped\"}");
+          }
+          case "restart-namenode" -> {
+            // Back on the same RPC port, from its own metadata; waits for the DataNodes.
+            cluster.restartNameNode(0, true);
+            out.println(info(cluster));
+          }
           case "restart-datanode" -> {
             cluster.restartDataNode(Integer.parseInt(words[1]), true);
             cluster.waitActive();
