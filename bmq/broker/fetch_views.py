@@ -48,7 +48,12 @@ class BrokerFetchViews:
         return -1 if partition is None else partition.leader_epoch
 
     async def catch_up(self, view: PartitionView) -> bool:
-        """Nothing to do: the view reads the broker's own log, which is always current."""
+        """Bring the view to its log's high watermark now. The view reads the broker's own log,
+        but follows its flushes a step behind (``_follow``, and longer while it reads new data
+        into the cache): a producer just acknowledged must find its records below the end
+        offset a ListOffsets answers, as on Kafka's leader."""
+        if view.high_watermark < view.reader.high_watermark:
+            await view.apply(None)
         return True
 
     async def view(self, topic: str, index: int) -> PartitionView | FilteredView:

@@ -217,6 +217,8 @@ def test_the_namenode_stops_under_load(cluster_factory: ClusterFactory,
         assert recovered >= 2000, broker.log_text()[-3000:]
         assert not producer.failed, producer.failed[:5]
         assert verify(producer, cluster.bootstrap) == producer.sent
+        # The outage went through the failure path (a NameNode is needed for new blocks).
+        assert "reopened after a storage failure" in broker.log_text()
     finally:
         hdfs.stop()
 
