@@ -138,7 +138,7 @@ class Partition:
         """log.flush() on the worker thread, observed once per flush for the metrics."""
         size = self.log.pending_bytes()  # appends racing with this read join this flush
         started = time.perf_counter()
-        high_watermark = self.log.flush()
+        high_watermark = self.log.flush(publish=False)
         metrics.FLUSH_SECONDS.observe(time.perf_counter() - started)
         metrics.FLUSH_BYTES.observe(size)
         return high_watermark
@@ -171,6 +171,10 @@ class Partition:
             self.schedule_flush()
         else:
             self._idle.set()
+        if self.log.publish_due():       # after the acks: they need the data only
+            asyncio.get_running_loop().run_in_executor(
+                self._executor, self.log.publish_if_due).add_done_callback(
+                functools.partial(_report_error, f"{self.topic}-{self.index}: publishing"))
 
     def _fail(self, error: BaseException) -> None:
         """The log is unusable: refuse what waits on it, and reopen it if it failed on storage."""
@@ -202,7 +206,8 @@ class Partition:
         # Not waited for: a hung flush may hold the log's handles (their closing gives up on
         # a writer that does not let go, whose lease the reopening recovers).
         loop.run_in_executor(self._executor, self.log.abandon).add_done_callback(
-            functools.partial(_report_abandon, f"{self.topic}-{self.index}"))
+            functools.partial(_report_error, f"{self.topic}-{self.index}: letting the failed "
+                              "log go"))
         delay = REOPEN_FIRST_S
         while True:
             await asyncio.sleep(delay)
@@ -309,10 +314,10 @@ class Partition:
         await self._idle.wait()
 
 
-def _report_abandon(name: str, abandoning: asyncio.Future[None]) -> None:
-    """A failed log's handles were let go; an error doing so only matters to the log."""
-    if not abandoning.cancelled() and abandoning.exception() is not None:
-        log.warning("%s: letting the failed log go: %s", name, abandoning.exception())
+def _report_error(what: str, done: asyncio.Future[None]) -> None:
+    """The end of work nothing waits for (its error is only worth a line in the log)."""
+    if not done.cancelled() and done.exception() is not None:
+        log.warning("%s: %s", what, done.exception())
 
 
 def _abandon_opened(opening: asyncio.Future[PartitionLog]) -> None:

@@ -115,6 +115,12 @@ class PartitionLog:
         self._published_ms = 0.0   # monotonic time of the last state document write
         self._published_hw = 0     # the high watermark the last state document names
         self._published_active = ""  # the stem of the newest segment it names
+        # State documents are numbered as they are built (under io_lock) and written in that
+        # order under their own lock, some outside io_lock (``publish_if_due``): a document
+        # older than the last written is dropped, never written over a newer one.
+        self._state_lock = threading.Lock()
+        self._state_built = 0
+        self._state_written = 0
         self._cleaning = Cleaning(self, layout)
         # Called (from the cleaner's thread) once the cleaner's segments are published: the
         # owner tells readers elsewhere, which follow its notices of new data.
@@ -216,7 +222,9 @@ class PartitionLog:
     def pending_bytes(self) -> int:
         return self._pending
 
-    def flush(self) -> int:
+    def flush(self, publish: bool = True) -> int:
+        """Make the queued batches durable; returns the high watermark. With ``publish``, the
+        state document too once a publish interval has passed (else ``publish_if_due``)."""
         with self.io_lock:
             with self.segments.lock:
                 self._check_writable()
@@ -235,14 +243,42 @@ class PartitionLog:
                 self._failed = exc
                 logger.error("%s: write failed, log unavailable until reopened: %s", self, exc)
                 raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{self}: {exc}") from exc
-            if self.leader_epoch > 0 and self.config.publish_interval_ms >= 0 and (
-                    (time.monotonic() - self._published_ms) * 1000 >=
-                    self.config.publish_interval_ms or self._tail_outran_checkpoint()):
-                try:
-                    self.publish_state()
-                except OSError as exc:   # the data is durable; the next checkpoint retries
-                    logger.warning("%s: could not publish the checkpoint: %s", self, exc)
+            if publish and self.publish_due():
+                self._publish()
             return self.segments.high_watermark
+
+    def publish_due(self) -> bool:
+        """Whether a state document is due: a publish interval passed since the last one, or
+        the tail outran it."""
+        return self.leader_epoch > 0 and self.config.publish_interval_ms >= 0 and (
+            (time.monotonic() - self._published_ms) * 1000 >= self.config.publish_interval_ms
+            or self._tail_outran_checkpoint())
+
+    def publish_if_due(self) -> None:
+        """The state document, if due, apart from a flush and off the flushes' way: the write
+        path publishes once a flush's acknowledgements are answered, and the document is
+        written outside ``io_lock`` (built inside it), so the next flush does not wait either.
+        On HDFS a state document is a file of its own (20 ms at the median, 100 ms and more
+        at times), which acks=all waited for when flushes published."""
+        try:
+            with self.io_lock:
+                if self._closed or self._failed is not None or not self.publish_due():
+                    return
+                self.layout.before_checkpoint(self)
+                self.seal_aborted()
+                state = self.layout.state(self)
+                number, active = self._number_state()
+                self._published_ms = time.monotonic()   # not due again meanwhile
+            self._store_state(number, active, state)
+        except (OSError, KafkaError) as exc:
+            logger.warning("%s: could not publish the checkpoint: %s", self, exc)
+
+    def _publish(self) -> None:
+        try:
+            self.publish_state()
+        except (OSError, KafkaError) as exc:
+            # The data is durable; the next one retries (a fenced owner's next flush fails).
+            logger.warning("%s: could not publish the checkpoint: %s", self, exc)
 
     def _tail_outran_checkpoint(self) -> bool:
         """Whether the segments a tail lists no longer reach back to the last published state
@@ -474,14 +510,27 @@ class PartitionLog:
             table.seal(name, start + len(fresh))
 
     def write_state(self, state: dict[str, Any]) -> None:
-        data = json.dumps(state, separators=(",", ":")).encode()
-        if data != self._checkpointed:   # idle partitions cost no fsync
-            self.state_files.write(self.leader_epoch, data)
-            self._checkpointed = data
-        self._published_ms = time.monotonic()
+        """Under ``io_lock``: write a state document built now."""
+        self._store_state(*self._number_state(), state)
+
+    def _number_state(self) -> tuple[int, str]:
+        """Under ``io_lock``: the number of a document built now, and its newest segment."""
+        self._state_built += 1
         by_offset = self.segments.by_offset
-        self._published_active = by_offset[-1].stem if by_offset else ""
-        self._published_hw = int(state.get("high_watermark", 0))
+        return self._state_built, by_offset[-1].stem if by_offset else ""
+
+    def _store_state(self, number: int, active: str, state: dict[str, Any]) -> None:
+        data = json.dumps(state, separators=(",", ":")).encode()
+        with self._state_lock:
+            if number < self._state_written:     # a newer one is written already
+                return
+            if data != self._checkpointed:   # idle partitions cost no fsync
+                self.state_files.write(self.leader_epoch, data)
+                self._checkpointed = data
+            self._state_written = number
+            self._published_ms = time.monotonic()
+            self._published_active = active
+            self._published_hw = int(state.get("high_watermark", 0))
 
     def _shut(self) -> None:
         with self.segments.lock:

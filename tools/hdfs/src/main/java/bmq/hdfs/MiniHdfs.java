@@ -88,6 +88,7 @@ public final class MiniHdfs {
     conf.setBoolean(DFSConfigKeys.DFS_NAMENODE_AVOID_STALE_DATANODE_FOR_READ_KEY, true);
     conf.setLong(DFSConfigKeys.DFS_NAMENODE_STALE_DATANODE_INTERVAL_KEY, 3000);
     conf.setBoolean(DFSConfigKeys.DFS_PERMISSIONS_ENABLED_KEY, true);
+    conf.setInt("dfs.namenode.file.close.num-committed-allowed", 1);
     if (blockSize > 0) {
       conf.setLong(DFSConfigKeys.DFS_NAMENODE_MIN_BLOCK_SIZE_KEY, 0);
       conf.setLong(DFSConfigKeys.DFS_BLOCK_SIZE_KEY, blockSize);
