@@ -188,13 +188,15 @@ def test_a_datanode_stops_under_load(cluster_factory: ClusterFactory,
 
 
 @pytest.mark.slow
-def test_the_namenode_stops_under_load(cluster_factory: ClusterFactory,
-                                       tmp_path_factory: pytest.TempPathFactory) -> None:
-    """The NameNode is down for 20 s while a broker writes with acks=all (small blocks: new
-    ones need the NameNode every few seconds). A flush that cannot finish is given up after
-    15 s and answered KAFKA_STORAGE_ERROR, which producers retry; the partition's log is
-    reopened with back-off once the NameNode is back. Nothing acknowledged is lost or written
-    twice, and writes go on after it."""
+@pytest.mark.parametrize("outage", ["stopped", "safe mode"])
+def test_the_namenode_is_out_under_load(cluster_factory: ClusterFactory,
+                                        tmp_path_factory: pytest.TempPathFactory,
+                                        outage: str) -> None:
+    """The NameNode is stopped, or in safe mode (read-only), for 20 s while a broker writes
+    with acks=all (small blocks: new ones need the NameNode every few seconds). A flush that
+    cannot finish fails (or is given up after 15 s) and is answered KAFKA_STORAGE_ERROR, which
+    producers retry; the partition's log is reopened with back-off once the NameNode is back.
+    Nothing acknowledged is lost or written twice, and writes go on after it."""
     hdfs = MiniHdfs.start(tmp_path_factory.mktemp("hdfs-namenode"), block_size=BLOCK_SIZE)
     try:
         storage = SharedStorage(hdfs.url("bmq"), {"block_size": str(BLOCK_SIZE)})
@@ -203,9 +205,14 @@ def test_the_namenode_stops_under_load(cluster_factory: ClusterFactory,
                                   extra={"message.timeout.ms": 300_000}).start()
         try:
             time.sleep(3)
-            hdfs.stop_namenode()
-            time.sleep(NAMENODE_DOWN_S)
-            hdfs.restart_namenode()
+            if outage == "stopped":
+                hdfs.stop_namenode()
+                time.sleep(NAMENODE_DOWN_S)
+                hdfs.restart_namenode()
+            else:
+                hdfs.safe_mode(True)
+                time.sleep(NAMENODE_DOWN_S)
+                hdfs.safe_mode(False)
             back_at, back = time.monotonic(), producer.acked_count()
             while producer.acked_count() < back + 2000 and \
                     time.monotonic() < back_at + RECOVERED_S:
