@@ -16,6 +16,7 @@ import json
 import os
 import time
 import urllib.request
+from collections.abc import Callable
 
 import pytest
 from confluent_kafka import (
@@ -38,7 +39,7 @@ PARTITIONS = 3
 # Small blocks: a steady produce starts new ones every few seconds.
 BLOCK_SIZE = 64 << 10
 RECOVERED_S = 90
-NAMENODE_DOWN_S = 20
+NAMENODE_OUT_S = 20
 SPREAD_SEGMENTS = 40
 
 
@@ -148,6 +149,32 @@ def test_round_trip_and_kill9_on_hdfs(cluster_factory: ClusterFactory,
     assert consume_all(cluster.bootstrap, topic) == placed
 
 
+def writes_go_on(cluster_factory: ClusterFactory, hdfs: MiniHdfs, hint: str,
+                 fault: Callable[[], None]) -> str:
+    """One broker on ``hdfs`` under an acks=all load; ``fault`` runs 3 s in. Once it returns,
+    writes go on (2,000 more acknowledgements within RECOVERED_S) and, at the end, everything
+    acknowledged is read back once. Returns the broker's log."""
+    storage = SharedStorage(hdfs.url("bmq"), {"block_size": str(BLOCK_SIZE)})
+    cluster, topic = cluster_with_topic(cluster_factory, storage, hint)
+    producer = SteadyProducer(cluster.bootstrap, topic, PARTITIONS, rate=400,
+                              extra={"message.timeout.ms": 300_000}).start()
+    try:
+        time.sleep(3)
+        fault()
+        after_at, after = time.monotonic(), producer.acked_count()
+        while producer.acked_count() < after + 2000 and \
+                time.monotonic() < after_at + RECOVERED_S:
+            time.sleep(0.5)
+        recovered = producer.acked_count() - after
+    finally:
+        producer.stop(flush_timeout=300)
+    log_text = cluster.brokers[1].log_text()
+    assert recovered >= 2000, log_text[-3000:]
+    assert not producer.failed, producer.failed[:5]
+    assert verify(producer, cluster.bootstrap) == producer.sent
+    return log_text
+
+
 def test_a_datanode_stops_under_load(cluster_factory: ClusterFactory,
                                      tmp_path_factory: pytest.TempPathFactory) -> None:
     """One DataNode of four stops while a broker writes with acks=all. hdfs-native replaces
@@ -155,33 +182,14 @@ def test_a_datanode_stops_under_load(cluster_factory: ClusterFactory,
     the NameNode sees it stale) or hang for ever (hdfs-native 0.14.7): the broker then gives
     the flush up after 15 s, answers KAFKA_STORAGE_ERROR (producers retry) and reopens the
     partition's log after a back-off. Writes go on; nothing acknowledged is lost; the log says
-    what happened. (Before the reopening, the test hung: the partitions stayed unavailable.)"""
+    what happened. (Before the reopening, the test hung: the partitions stayed unavailable.)
+    The NameNode declares the DataNode dead after ~16 s with the launcher's heartbeat
+    settings, and places new blocks on it until then."""
     hdfs = MiniHdfs.start(tmp_path_factory.mktemp("hdfs-datanode"), datanodes=4,
                           block_size=BLOCK_SIZE)
     try:
-        storage = SharedStorage(hdfs.url("bmq"), {"block_size": str(BLOCK_SIZE)})
-        cluster, topic = cluster_with_topic(cluster_factory, storage, "hdfs-datanode")
-        producer = SteadyProducer(cluster.bootstrap, topic, PARTITIONS, rate=400,
-                                  extra={"message.timeout.ms": 300_000}).start()
-        try:
-            time.sleep(3)
-            hdfs.stop_datanode(0)
-            stopped_at, stopped = time.monotonic(), producer.acked_count()
-            # Writes go on: a pipeline that lost the DataNode is recovered by hdfs-native or,
-            # when it fails or hangs (bmq.writepath.partitions.FLUSH_STALL_S), the partition
-            # is reopened. (The NameNode declares the DataNode dead after ~16 s with the
-            # launcher's heartbeat settings, and places new blocks on it until then.)
-            while producer.acked_count() < stopped + 2000 and \
-                    time.monotonic() < stopped_at + RECOVERED_S:
-                time.sleep(0.5)
-            recovered = producer.acked_count() - stopped
-        finally:
-            producer.stop(flush_timeout=300)
-        broker = cluster.brokers[1]
-        assert recovered >= 2000, broker.log_text()[-3000:]
-        assert not producer.failed, producer.failed[:5]
-        assert verify(producer, cluster.bootstrap) == producer.sent
-        log_text = broker.log_text()
+        log_text = writes_go_on(cluster_factory, hdfs, "hdfs-datanode",
+                                lambda: hdfs.stop_datanode(0))
         assert "hdfs_native" in log_text            # the pipeline's failure, from hdfs-native
     finally:
         hdfs.stop()
@@ -198,34 +206,20 @@ def test_the_namenode_is_out_under_load(cluster_factory: ClusterFactory,
     producers retry; the partition's log is reopened with back-off once the NameNode is back.
     Nothing acknowledged is lost or written twice, and writes go on after it."""
     hdfs = MiniHdfs.start(tmp_path_factory.mktemp("hdfs-namenode"), block_size=BLOCK_SIZE)
+
+    def outage_of_20_s() -> None:
+        if outage == "stopped":
+            hdfs.stop_namenode()
+            time.sleep(NAMENODE_OUT_S)
+            hdfs.restart_namenode()
+        else:
+            hdfs.safe_mode(True)
+            time.sleep(NAMENODE_OUT_S)
+            hdfs.safe_mode(False)
     try:
-        storage = SharedStorage(hdfs.url("bmq"), {"block_size": str(BLOCK_SIZE)})
-        cluster, topic = cluster_with_topic(cluster_factory, storage, "hdfs-namenode")
-        producer = SteadyProducer(cluster.bootstrap, topic, PARTITIONS, rate=400,
-                                  extra={"message.timeout.ms": 300_000}).start()
-        try:
-            time.sleep(3)
-            if outage == "stopped":
-                hdfs.stop_namenode()
-                time.sleep(NAMENODE_DOWN_S)
-                hdfs.restart_namenode()
-            else:
-                hdfs.safe_mode(True)
-                time.sleep(NAMENODE_DOWN_S)
-                hdfs.safe_mode(False)
-            back_at, back = time.monotonic(), producer.acked_count()
-            while producer.acked_count() < back + 2000 and \
-                    time.monotonic() < back_at + RECOVERED_S:
-                time.sleep(0.5)
-            recovered = producer.acked_count() - back
-        finally:
-            producer.stop(flush_timeout=300)
-        broker = cluster.brokers[1]
-        assert recovered >= 2000, broker.log_text()[-3000:]
-        assert not producer.failed, producer.failed[:5]
-        assert verify(producer, cluster.bootstrap) == producer.sent
+        log_text = writes_go_on(cluster_factory, hdfs, "hdfs-namenode", outage_of_20_s)
         # The outage went through the failure path (a NameNode is needed for new blocks).
-        assert "reopened after a storage failure" in broker.log_text()
+        assert "reopened after a storage failure" in log_text
     finally:
         hdfs.stop()
 

@@ -336,10 +336,10 @@ def test_concurrent_commits_share_flushes(tmp_path: Path) -> None:
         flushes = 0
         original = shard.partition.log.flush
 
-        def counting_flush() -> int:
+        def counting_flush(publish: bool = True) -> int:
             nonlocal flushes
             flushes += 1
-            return original()
+            return original(publish)
 
         shard.partition.log.flush = counting_flush  # type: ignore[method-assign]
         results = await asyncio.gather(*(
