@@ -109,6 +109,11 @@ class MiniHdfs:
         """Put the NameNode in safe mode (read-only: every change refused) or take it out."""
         self._command(f"safemode {'enter' if on else 'leave'}")
 
+    def space_quota(self, path: str, size: int | None) -> None:
+        """Limit what the files under ``path`` may take (replicas counted), or lift the limit
+        (None): past it the NameNode refuses new blocks, as a full HDFS does."""
+        self._command(f"space-quota {path} {-1 if size is None else size}")
+
     def stop_namenode(self) -> None:
         """Stop the NameNode (its port refuses connections); the DataNodes keep running."""
         self._command("stop-namenode")

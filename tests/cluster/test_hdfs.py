@@ -39,7 +39,7 @@ PARTITIONS = 3
 # Small blocks: a steady produce starts new ones every few seconds.
 BLOCK_SIZE = 64 << 10
 RECOVERED_S = 90
-NAMENODE_OUT_S = 20
+REFUSING_S = 20
 SPREAD_SEGMENTS = 40
 
 
@@ -196,29 +196,34 @@ def test_a_datanode_stops_under_load(cluster_factory: ClusterFactory,
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("outage", ["stopped", "safe mode"])
-def test_the_namenode_is_out_under_load(cluster_factory: ClusterFactory,
-                                        tmp_path_factory: pytest.TempPathFactory,
-                                        outage: str) -> None:
-    """The NameNode is stopped, or in safe mode (read-only), for 20 s while a broker writes
-    with acks=all (small blocks: new ones need the NameNode every few seconds). A flush that
-    cannot finish fails (or is given up after 15 s) and is answered KAFKA_STORAGE_ERROR, which
-    producers retry; the partition's log is reopened with back-off once the NameNode is back.
-    Nothing acknowledged is lost or written twice, and writes go on after it."""
+@pytest.mark.parametrize("outage", ["namenode stopped", "safe mode", "full"])
+def test_hdfs_refuses_writes_for_20_s_under_load(cluster_factory: ClusterFactory,
+                                                 tmp_path_factory: pytest.TempPathFactory,
+                                                 outage: str) -> None:
+    """For 20 s the NameNode is stopped, or in safe mode (read-only), or HDFS is full (a
+    space quota on BMQ's directory) while a broker writes with acks=all (small blocks: new
+    ones need the NameNode every few seconds). A flush that cannot finish fails (or is given
+    up after 15 s) and is answered KAFKA_STORAGE_ERROR, which producers retry; the partition's
+    log is reopened with back-off once HDFS takes writes again. Nothing acknowledged is lost
+    or written twice, and writes go on after it."""
     hdfs = MiniHdfs.start(tmp_path_factory.mktemp("hdfs-namenode"), block_size=BLOCK_SIZE)
 
     def outage_of_20_s() -> None:
-        if outage == "stopped":
+        if outage == "namenode stopped":
             hdfs.stop_namenode()
-            time.sleep(NAMENODE_OUT_S)
+            time.sleep(REFUSING_S)
             hdfs.restart_namenode()
-        else:
+        elif outage == "safe mode":
             hdfs.safe_mode(True)
-            time.sleep(NAMENODE_OUT_S)
+            time.sleep(REFUSING_S)
             hdfs.safe_mode(False)
+        else:
+            hdfs.space_quota("/bmq", 1)
+            time.sleep(REFUSING_S)
+            hdfs.space_quota("/bmq", None)
     try:
         log_text = writes_go_on(cluster_factory, hdfs, "hdfs-namenode", outage_of_20_s)
-        # The outage went through the failure path (a NameNode is needed for new blocks).
+        # It went through the failure path (new blocks need the NameNode and room).
         assert "reopened after a storage failure" in log_text
     finally:
         hdfs.stop()

@@ -2,11 +2,14 @@
 (MiniDFSCluster) and ``spark.read.format("bmq")`` reads them, every codec, headers and null
 keys and values, including the segments the broker still has open (their last block is read
 through WebHDFS: the ``dfs.namenode.http-address`` storage option, passed as
-``storage.dfs.namenode.http-address``)."""
+``storage.dfs.namenode.http-address``); so does a Structured Streaming query
+(``spark.readStream``, into Spark's Parquet file sink). Streaming through a broker's and the
+driver's kill -9 on HDFS: ``test_streaming_cluster.py`` (slow set)."""
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -23,6 +26,7 @@ from tests.cluster.conftest import (
 from tests.hdfs import MiniHdfs
 from tests.spark.conftest import CODECS, Produced, mixed_messages, produce
 from tests.spark.test_datasource import check_rows, rows_by_offset
+from tests.spark.test_streaming import check_equal, run_available_now, sink_rows
 
 __all__ = ["cluster_factory", "shared_storage", "zookeeper"]
 PARTITIONS = 3
@@ -31,7 +35,7 @@ PUBLISHED_WITHIN_S = 30
 
 
 def test_the_spark_source_reads_a_cluster_on_hdfs(spark: Any, cluster_factory: ClusterFactory,
-                                                  mini_hdfs: MiniHdfs) -> None:
+                                                  mini_hdfs: MiniHdfs, tmp_path: Path) -> None:
     root = f"bmq-spark-{time.time_ns()}"
     http = mini_hdfs.storage_options()
     cluster = cluster_factory(brokers=1, storage=SharedStorage(mini_hdfs.url(root), http))
@@ -59,12 +63,12 @@ def test_the_spark_source_reads_a_cluster_on_hdfs(spark: Any, cluster_factory: C
     finally:
         store.close()
 
-    reader = (spark.read.format("bmq").option("storage", mini_hdfs.url(f"{root}/topics"))
-              .option("topic", produced.topic))
-    for key, value in http.items():
-        reader = reader.option(f"storage.{key}", value)
-    df = reader.load()
-    check_rows(rows_by_offset(df), produced, set(produced.records))
+    options = {"storage": mini_hdfs.url(f"{root}/topics"), "topic": produced.topic,
+               **{f"storage.{key}": value for key, value in http.items()}}
+    check_rows(rows_by_offset(spark.read.format("bmq").options(**options).load()), produced,
+               set(produced.records))
+    run_available_now(spark, tmp_path / "out", tmp_path / "checkpoint", **options)
+    check_equal(sink_rows(spark, tmp_path / "out"), produced)
     segments = [status.path for status in Client(mini_hdfs.namenode).list_status(
         f"/{root}/topics/{produced.topic}/0") if status.path.endswith(".log")]
     assert len(segments) >= 2, segments     # a closed segment, and the open one

@@ -16,6 +16,7 @@ import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.SafeModeAction;
 import org.apache.hadoop.hdfs.DFSConfigKeys;
 import org.apache.hadoop.hdfs.MiniDFSCluster;
+import org.apache.hadoop.hdfs.protocol.HdfsConstants;
 import org.apache.hadoop.hdfs.server.datanode.DataNode;
 
 /**
@@ -135,6 +136,15 @@ public final class MiniHdfs {
             cluster.getFileSystem().setSafeMode(words[1].equals("enter")
                 ? SafeModeAction.ENTER : SafeModeAction.LEAVE);
             out.println("{\"safemode\": \"" + words[1] + "\"}");
+          }
+          case "space-quota" -> {
+            // "space-quota PATH BYTES": the most the directory's files may take (replicas
+            // counted), "space-quota PATH -1" clears it. Past it, new blocks are refused
+            // (DSQuotaExceededException): a full HDFS, as far as a client can tell.
+            long bytes = Long.parseLong(words[2]);
+            cluster.getFileSystem().setQuota(new org.apache.hadoop.fs.Path(words[1]),
+                HdfsConstants.QUOTA_DONT_SET, bytes < 0 ? HdfsConstants.QUOTA_RESET : bytes);
+            out.println("{\"space-quota\": " + bytes + "}");
           }
           case "stop-namenode" -> {
             // The NameNode goes away (its RPC port refuses), the DataNodes keep running.
