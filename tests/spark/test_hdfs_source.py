@@ -2,9 +2,10 @@
 (MiniDFSCluster) and ``spark.read.format("bmq")`` reads them, every codec, headers and null
 keys and values, including the segments the broker still has open (their last block is read
 through WebHDFS: the ``dfs.namenode.http-address`` storage option, passed as
-``storage.dfs.namenode.http-address``); so does a Structured Streaming query
-(``spark.readStream``, into Spark's Parquet file sink). Streaming through a broker's and the
-driver's kill -9 on HDFS: ``test_streaming_cluster.py`` (slow set)."""
+``storage.dfs.namenode.http-address``); so do a Structured Streaming query
+(``spark.readStream``, into Spark's Parquet file sink) and the Parquet job. Streaming
+through a broker's and the driver's kill -9 on HDFS: ``test_streaming_cluster.py`` (slow
+set)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Any
 from confluent_kafka.admin import AdminClient, NewTopic
 from hdfs_native import Client
 
+from bmq.spark.parquet_export import JobConfig
 from bmq.storage import PartitionLog, open_storage
 from tests.cluster.conftest import (
     ClusterFactory,
@@ -26,6 +28,7 @@ from tests.cluster.conftest import (
 from tests.hdfs import MiniHdfs
 from tests.spark.conftest import CODECS, Produced, mixed_messages, produce
 from tests.spark.test_datasource import check_rows, rows_by_offset
+from tests.spark.test_parquet_export import check_exact, output_rows, run_job
 from tests.spark.test_streaming import check_equal, run_available_now, sink_rows
 
 __all__ = ["cluster_factory", "shared_storage", "zookeeper"]
@@ -69,6 +72,12 @@ def test_the_spark_source_reads_a_cluster_on_hdfs(spark: Any, cluster_factory: C
                set(produced.records))
     run_available_now(spark, tmp_path / "out", tmp_path / "checkpoint", **options)
     check_equal(sink_rows(spark, tmp_path / "out"), produced)
+    # The Parquet job (spark_jobs/export_to_parquet.py) on the same segments.
+    summary, _ = run_job(spark, JobConfig(
+        storage=options["storage"], topics=[produced.topic], output=str(tmp_path / "parquet"),
+        storage_options=http))
+    assert summary["records"] == len(produced.records)
+    check_exact(output_rows(tmp_path / "parquet"), produced)
     segments = [status.path for status in Client(mini_hdfs.namenode).list_status(
         f"/{root}/topics/{produced.topic}/0") if status.path.endswith(".log")]
     assert len(segments) >= 2, segments     # a closed segment, and the open one
