@@ -41,6 +41,7 @@ from bmq.metadata.views import is_view
 from bmq.metadata.zookeeper.layout import (
     FENCED,
     RELEASED,
+    RESYNC_INTERVAL_S,
     STATES,
     Paths,
     connect,
@@ -54,12 +55,6 @@ from bmq.metadata.zookeeper.layout import (
 from bmq.metadata.zookeeper.state import states_of
 
 log = logging.getLogger(__name__)
-
-# A full pass without a change: only insurance (watches and connection changes wake a pass at
-# once; kazoo does not re-arm watches after a reconnect, but the reconnect itself wakes one).
-# Each pass reads every znode through kazoo (~0.15 s of CPU with a few topics): at 1 s this
-# took 15-20% of a core on an idle cluster.
-RESYNC_INTERVAL_S = 10.0
 
 Assignment = dict[str, Any]
 

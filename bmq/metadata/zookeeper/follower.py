@@ -22,15 +22,12 @@ from kazoo.exceptions import ConnectionLoss, SessionExpiredError
 
 from bmq.metadata.nodes import BrokerNode
 from bmq.metadata.topics import TopicInfo
-from bmq.metadata.zookeeper.layout import Paths, loads, read_children
+from bmq.metadata.zookeeper.layout import RESYNC_INTERVAL_S, Paths, loads, read_children
 
 log = logging.getLogger(__name__)
 
 FIRST_READ_DEADLINE_S = 30.0    # as ``layout.start_retry``
 
-# A full re-read without a change is insurance only (as the controller's): at 2 s it cost an
-# idle proxy 9-24% of a core and each broker a few per cent.
-RESYNC_INTERVAL_S = 10.0
 # /assignments/<topic>: {"<partition>": {"owner", "reg", "epoch", "draining"}}
 Assignment = dict[str, Any]
 
