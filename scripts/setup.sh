@@ -28,11 +28,10 @@ if [ "$with_tests" = "--tests" ]; then
   # tests that need HDFS run Hadoop's MiniDFSCluster (tools/hdfs), which Maven fetches.
   command -v mvn >/dev/null 2>&1 || need+=(maven)
   # tests/faults puts each process of a cluster on its own host (a network namespace, made
-  # with iproute2's ip) and injects faults: nftables drops packets (partitions, loss),
-  # libfaketime (faketime) steps a host's wall clock.
+  # with iproute2's ip) and injects faults: nftables drops packets (partitions, loss); a
+  # host's wall clock steps through a small preloaded library the tests compile with cc.
   command -v ip >/dev/null 2>&1 || need+=(iproute2)
   command -v nft >/dev/null 2>&1 || need+=(nftables)
-  ls /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 >/dev/null 2>&1 || need+=(faketime)
 fi
 if [ ${#need[@]} -gt 0 ] || [ -n "$need_java" ]; then
   sudo=""

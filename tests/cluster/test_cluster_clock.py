@@ -4,7 +4,7 @@ restarted during a two-minute clock step, which went on delivering scheduled rec
 to 1.6 s in that run, everything due within two minutes at once in principle) long after the
 step was undone.
 
-The broker runs under libfaketime (``tests.faults.clock``) two minutes ahead; ZooKeeper, the
+The broker runs under a stepped clock (``tests.faults.clock``) two minutes ahead; ZooKeeper, the
 clients and the test keep the real clock."""
 
 from __future__ import annotations

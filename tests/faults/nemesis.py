@@ -4,7 +4,7 @@ and every start and undo is recorded in a ``History`` as an operation of process
 applying it took).
 
 Network faults are nftables tables in the hosts' namespaces (one table per fault, deleted to
-undo it), latency is ``relay.py``'s delay line, a clock jump rewrites the host's libfaketime
+undo it), latency is ``relay.py``'s delay line, a clock jump rewrites the host's clock
 offset (``clock.py``), and kill -9 / SIGSTOP go through the cluster's processes.
 ``Schedule.random`` draws a seeded schedule of bounded faults; ``ScheduleRunner`` applies one on a
 thread and always heals at the end."""

@@ -16,6 +16,7 @@ import pytest
 
 from tests.cluster.conftest import Cluster, ClusterFactory, cluster_factory, zookeeper
 from tests.conftest import BrokerFactory
+from tests.faults.clock import Clock
 from tests.faults.history import History
 from tests.faults.scheduled import ScheduledWorkload
 from tests.faults.share_queue import ShareWorkload
@@ -110,29 +111,25 @@ def test_share_groups_under_kill_and_freeze(cluster_factory: ClusterFactory,
 @pytest.mark.parametrize("workload", [ScheduledWorkload, ShareWorkload])
 def test_across_clock_jumps(broker_factory: BrokerFactory, tmp_path: Path,
                             workload: type[ScheduledWorkload | ShareWorkload]) -> None:
-    """The broker's wall clock jumps 5 minutes forward for 6 s, then back (libfaketime; the
+    """The broker's wall clock jumps 5 minutes forward for 6 s, then back (``Clock``; the
     monotonic clock is left alone). Before the timers took their time from the monotonic
     clock, every scheduled record due within those 5 minutes was delivered at once (1-5 s
     early here), and records sent after the jump back were held for minutes. Share groups
     time their locks by the wall clock: the jump expires every lock, which Kafka's
     at-least-once delivery allows."""
-    library = next(Path("/usr/lib").glob("*/faketime/libfaketime.so.1"))
-    offset = tmp_path / "faketime"
-    offset.write_text("+0\n")
-    broker = broker_factory(env={
-        **SHARE_ENV, "LD_PRELOAD": str(library), "FAKETIME_TIMESTAMP_FILE": str(offset),
-        "FAKETIME_CACHE_DURATION": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1"})
+    clock = Clock(tmp_path)
+    broker = broker_factory(env={**SHARE_ENV, **clock.env()})
     endpoints = Endpoints(broker.bootstrap, None, broker.bootstrap)
     clients = workload()
     clients.setup(endpoints)
     history, stop = History(), threading.Event()
     running = threading.Thread(target=clients.run, args=(endpoints, history, stop, 1))
     running.start()
-    for seconds, step in [(6.0, "+300"), (6.0, "+0"), (6.0, None)]:
+    for seconds, step in [(6.0, 300), (6.0, 0), (6.0, None)]:
         time.sleep(seconds)
         if step is not None:
-            offset.write_text(step + "\n")
-            history.event("nemesis", "clock", step)
+            clock.set(step)
+            history.event("nemesis", "clock", f"{step:+d}")
     stop.set()
     running.join()
     verdict = clients.check(endpoints, history)

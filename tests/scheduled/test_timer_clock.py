@@ -1,6 +1,6 @@
 """The timers' clock (bmq/coordinators/clock.py) does not follow a step of the wall
 clock: a broker whose clock jumped five minutes forward delivered every record due within them
-at once (tests/faults/test_share_scheduled_loopback.py runs it under libfaketime)."""
+at once (tests/faults/test_share_scheduled_loopback.py runs it under a stepped clock)."""
 
 from __future__ import annotations
 
