@@ -5,7 +5,7 @@ how soon are the victim's partitions writable again, does any producer die? (``p
 measures kill -9 and SIGSTOP on loopback with ``file://``; only hosts of their own let a broker
 be cut off the network.) Needs root, for the namespaces.
 
-    .venv/bin/python -m bench.proxy_faults_hosts [--fault partition|kill|pause ...]
+    .venv/bin/python -m bench.proxy_faults_hosts [--fault none|partition|kill|pause ...]
         [--fault-s 8] [--rounds 1] [--rate 500] [--partitions 12] [--storage s3|file]
 
 ``--storage file`` puts the segments in a directory all hosts share (the issue's own set-up:
@@ -13,12 +13,14 @@ a broker cut off the network still reaches its storage) instead of S3 on a host 
 
 Reports per round and producer (one bootstrapped on the proxy, one on the brokers, whose
 Metadata names the proxy as every partition's leader) what ``proxy_freeze`` reports, and at the
-end that every acknowledged record was read back once, at its offset.
+end that every acknowledged record was read back once, at its offset. The fault ``none`` is the
+baseline: the same windows with nothing done, what "keep their latency" compares with.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import tempfile
 import time
 from pathlib import Path
@@ -32,7 +34,9 @@ from tests.faults.nemesis import CLIENTS, Fault, Nemesis
 VICTIM = "broker2"
 
 
-def _fault(nemesis: Nemesis, kind: str) -> Fault:
+def _fault(nemesis: Nemesis, kind: str) -> Fault | contextlib.nullcontext[None]:
+    if kind == "none":      # the baseline: the same window without a fault
+        return contextlib.nullcontext()
     if kind == "partition":
         return nemesis.partition(VICTIM, [*(h for h in HOSTS if h != VICTIM), CLIENTS])
     return nemesis.kill(VICTIM) if kind == "kill" else nemesis.pause(VICTIM)
@@ -59,8 +63,9 @@ def fault_round(cluster: FaultCluster, producers: list[WatchedProducer], kind: s
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--fault", action="append", choices=("partition", "kill", "pause"),
-                        help="repeatable [all three]")
+    parser.add_argument("--fault", action="append",
+                        choices=("none", "partition", "kill", "pause"),
+                        help="repeatable [all four; none: the same window without a fault]")
     parser.add_argument("--fault-s", type=float, default=8.0)
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--rate", type=float, default=500.0, help="messages/s per producer")
@@ -82,7 +87,7 @@ def main() -> None:
             producers[-1].start()
         print(f"2 producers at {args.rate:.0f} msg/s each, {args.partitions} partitions, "
               f"session timeout {SESSION_TIMEOUT_MS} ms, storage {cluster.storage}", flush=True)
-        for kind in args.fault or ["partition", "kill", "pause"]:
+        for kind in args.fault or ["none", "partition", "kill", "pause"]:
             for round_no in range(args.rounds):
                 windows = fault_round(cluster, producers, kind, args.fault_s)
                 for producer, window in zip(producers, windows, strict=True):
