@@ -1,0 +1,218 @@
+package bmq.clients;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.Set;
+import java.util.TreeSet;
+import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.RebalanceInProgressException;
+
+/**
+ * Java consumers in a group against BMQ, with the classic protocol or KIP-848's
+ * (group.protocol=consumer), two members polled in turn on one thread:
+ * <ul>
+ * <li>classic, consumer: both members join, split the partitions and read the topic to its end,
+ *     committing what they read (also when partitions are revoked, so nothing is read twice);
+ *     then one new record a partition, each of which its partition's owner must get;
+ * <li>static-classic, static-consumer: members with group.instance.id; one closes and a new
+ *     process with its instance id takes its place: it gets the same partitions, and the other
+ *     member keeps its own without a rebalance.
+ * </ul>
+ */
+public final class GroupScenarios {
+    static final Duration POLL = Duration.ofMillis(100);
+
+    private GroupScenarios() {}
+
+    public static void main(String[] args) throws Exception {
+        Map<String, Scenarios.Scenario> known = new LinkedHashMap<>();
+        known.put("classic", (context, topic) -> readTogether(context, topic, "classic"));
+        known.put("consumer", (context, topic) -> readTogether(context, topic, "consumer"));
+        known.put("static-classic", (context, topic) -> staticMembers(context, topic, "classic"));
+        known.put("static-consumer", (context, topic) -> staticMembers(context, topic, "consumer"));
+        Scenarios.main("GroupScenarios", args, known);
+    }
+
+    /** One group member: its consumer, what it read, and what was revoked from it. */
+    static final class Member implements ConsumerRebalanceListener {
+        final KafkaConsumer<byte[], byte[]> consumer;
+        final List<ConsumerRecord<byte[], byte[]>> records = new ArrayList<>();
+        final List<List<Integer>> revoked = new ArrayList<>();
+        private final Map<TopicPartition, OffsetAndMetadata> uncommitted = new HashMap<>();
+
+        Member(Scenarios.Context context, String group, String protocol, String instance,
+               String topic) {
+            Properties props = context.client("group.id", group, "group.protocol", protocol,
+                                              "enable.auto.commit", false,
+                                              "auto.offset.reset", "earliest");
+            if (instance != null) props.put("group.instance.id", instance);
+            // Classic members learn of a rebalance from a heartbeat: every 3 s by default.
+            // (The consumer protocol's interval is the broker's, and the setting is refused.)
+            if (protocol.equals("classic")) props.put("heartbeat.interval.ms", "500");
+            consumer = ConsumerScenarios.consumer(props);
+            consumer.subscribe(List.of(topic), this);
+        }
+
+        void poll() {
+            for (ConsumerRecord<byte[], byte[]> record : consumer.poll(POLL)) {
+                records.add(record);
+                uncommitted.put(new TopicPartition(record.topic(), record.partition()),
+                                new OffsetAndMetadata(record.offset() + 1));
+            }
+            if (!uncommitted.isEmpty()) {
+                try {
+                    consumer.commitSync(uncommitted);
+                    uncommitted.clear();
+                } catch (RebalanceInProgressException rebalancing) {
+                    // Committed by onPartitionsRevoked, or on the next poll.
+                }
+            }
+        }
+
+        Set<Integer> assignment() {
+            Set<Integer> partitions = new TreeSet<>();
+            for (TopicPartition partition : consumer.assignment()) partitions.add(partition.partition());
+            return partitions;
+        }
+
+        @Override
+        public void onPartitionsRevoked(Collection<TopicPartition> partitions) {
+            Map<TopicPartition, OffsetAndMetadata> ours = new HashMap<>();
+            for (TopicPartition partition : partitions) {
+                OffsetAndMetadata offset = uncommitted.remove(partition);
+                if (offset != null) ours.put(partition, offset);
+            }
+            if (!ours.isEmpty()) consumer.commitSync(ours);
+            if (!partitions.isEmpty()) {
+                revoked.add(new ArrayList<>(new TreeSet<>(
+                        partitions.stream().map(TopicPartition::partition).toList())));
+            }
+        }
+
+        @Override
+        public void onPartitionsAssigned(Collection<TopicPartition> partitions) {}
+
+        Map<String, Object> report() {
+            Map<String, Object> out = new LinkedHashMap<>();
+            out.put("assignment", assignment());
+            out.put("generation", consumer.groupMetadata().generationId());
+            out.put("revoked", revoked);
+            out.put("records", records.stream().map(Records::describe).toList());
+            return out;
+        }
+    }
+
+    /** Both members own partitions, no partition twice, every partition owned. */
+    static boolean split(Member a, Member b, int partitions) {
+        Set<Integer> first = a.assignment();
+        Set<Integer> second = b.assignment();
+        Set<Integer> all = new HashSet<>(first);
+        all.addAll(second);
+        return !first.isEmpty() && !second.isEmpty() && all.size() == partitions
+               && first.size() + second.size() == partitions;
+    }
+
+    static int readCount(Member a, Member b) {
+        return a.records.size() + b.records.size();
+    }
+
+    static Map<String, Object> readTogether(Scenarios.Context context, String topic,
+                                            String protocol) throws Exception {
+        String group = topic + "-" + protocol;
+        Member a = new Member(context, group, protocol, null, topic);
+        Member b = new Member(context, group, protocol, null, topic);
+        Map<String, Object> result = new LinkedHashMap<>();
+        result.put("group", group);
+        try {
+            List<TopicPartition> partitions = a.consumer.partitionsFor(topic).stream()
+                    .map(info -> new TopicPartition(topic, info.partition())).toList();
+            long total = a.consumer.endOffsets(partitions).values().stream()
+                    .mapToLong(Long::longValue).sum();
+            while (!(split(a, b, partitions.size()) && readCount(a, b) >= total)) {
+                context.check();
+                a.poll();
+                b.poll();
+            }
+            result.put("split_after_reading", List.of(a.assignment(), b.assignment()));
+            try (KafkaProducer<byte[], byte[]> producer =
+                         ProducerScenarios.producer(context.client())) {
+                for (TopicPartition partition : partitions) {
+                    producer.send(new ProducerRecord<>(topic, partition.partition(), null,
+                                                       ProducerScenarios.utf8("late")));
+                }
+                producer.flush();
+            }
+            while (readCount(a, b) < total + partitions.size()) {
+                context.check();
+                a.poll();
+                b.poll();
+            }
+            result.put("a", a.report());
+            result.put("b", b.report());
+        } finally {
+            a.consumer.close();
+            b.consumer.close();
+        }
+        return result;
+    }
+
+    static Map<String, Object> staticMembers(Scenarios.Context context, String topic,
+                                             String protocol) throws Exception {
+        String group = topic + "-static-" + protocol;
+        Member a = new Member(context, group, protocol, "a", topic);
+        Member b = new Member(context, group, protocol, "b", topic);
+        Map<String, Object> result = new LinkedHashMap<>();
+        result.put("group", group);
+        int partitions = a.consumer.partitionsFor(topic).size();
+        Member restarted = null;
+        try {
+            while (!split(a, b, partitions)) {
+                context.check();
+                a.poll();
+                b.poll();
+            }
+            // A round more, so that both have completed the rebalance (the consumer protocol
+            // reconciles on the next heartbeat).
+            a.poll();
+            b.poll();
+            result.put("a_before", a.assignment());
+            result.put("b_before", b.assignment());
+            result.put("a_generation_before", a.consumer.groupMetadata().generationId());
+            int revocationsBefore = a.revoked.size();
+            b.consumer.close();
+            restarted = new Member(context, group, protocol, "b", topic);
+            while (restarted.assignment().isEmpty()) {
+                context.check();
+                a.poll();
+                restarted.poll();
+            }
+            // Time for a rebalance the restart might have started to show at the other member.
+            for (int round = 0; round < 10; round++) {
+                a.poll();
+                restarted.poll();
+            }
+            result.put("b_after", restarted.assignment());
+            result.put("a_after", a.assignment());
+            result.put("a_generation_after", a.consumer.groupMetadata().generationId());
+            result.put("a_revoked_after_restart", new ArrayList<>(
+                    a.revoked.subList(revocationsBefore, a.revoked.size())));
+        } finally {
+            a.consumer.close();
+            if (restarted != null) restarted.consumer.close();
+        }
+        return result;
+    }
+}

@@ -1,0 +1,71 @@
+"""Kafka's Java client (kafka-clients 4.4) on `bmq serve`: the producer, consumers in groups and
+with assigned partitions, and the share consumer (scenarios in src/main/java/bmq/clients, checks
+in checks.py). Each test is one JVM run of several scenarios."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import BrokerProcess
+from tests.java import checks
+from tests.java.conftest import JavaClients
+
+
+def test_producer_idempotent_transactional_and_every_codec(
+        java_clients: JavaClients, java_broker: BrokerProcess) -> None:
+    bootstrap = java_broker.bootstrap
+    topics = checks.producer_topics(bootstrap)
+    result = java_clients.run("ProducerScenarios", bootstrap, topics)
+    checks.check_idempotent(bootstrap, topics["idempotent"], result["idempotent"])
+    checks.check_transactions(bootstrap, topics["transactions"], result["transactions"])
+    checks.check_codecs(bootstrap, topics["codecs"], result["codecs"])
+
+
+def test_groups_classic_and_consumer_protocol_and_static_members(
+        java_clients: JavaClients, java_broker: BrokerProcess) -> None:
+    bootstrap = java_broker.bootstrap
+    topic, records = checks.group_topic(bootstrap)
+    result = java_clients.run("GroupScenarios", bootstrap, {
+        "classic": topic, "consumer": topic, "static-classic": topic})
+    checks.check_read_together(bootstrap, topic, records, result["classic"])
+    checks.check_read_together(bootstrap, topic, records, result["consumer"])
+    checks.check_static_members(result["static-classic"], same_generation=True)
+
+
+@pytest.mark.slow
+def test_static_members_with_the_consumer_protocol(java_clients: JavaClients,
+                                                    java_broker: BrokerProcess) -> None:
+    topic, _ = checks.group_topic(java_broker.bootstrap)
+    result = java_clients.run("GroupScenarios", java_broker.bootstrap,
+                              {"static-consumer": topic})
+    checks.check_static_members(result["static-consumer"], same_generation=False)
+
+
+def test_seek_offsets_for_times_and_read_committed(java_clients: JavaClients,
+                                                   java_broker: BrokerProcess) -> None:
+    bootstrap = java_broker.bootstrap
+    topic, records = checks.group_topic(bootstrap)
+    transactions = checks.OpenTransaction(bootstrap)
+    try:
+        result = java_clients.run("ConsumerScenarios", bootstrap, {
+            "seek": topic, "offsets-for-times": topic, "read-committed": transactions.topic})
+    finally:
+        transactions.close()
+    checks.check_seek(result["seek"])
+    checks.check_offsets_for_times(records, result["offsets-for-times"])
+    checks.check_read_committed(result["read-committed"])
+
+
+def test_share_consumer_accept_release_reject(java_clients: JavaClients,
+                                              java_broker: BrokerProcess) -> None:
+    topic = checks.share_topic(java_broker.bootstrap)
+    result = java_clients.run("ShareScenarios", java_broker.bootstrap, {"acknowledge": topic})
+    checks.check_acknowledge(result["acknowledge"])
+
+
+@pytest.mark.slow
+def test_share_consumer_implicit_acknowledgement(java_clients: JavaClients,
+                                                 java_broker: BrokerProcess) -> None:
+    topic = checks.share_topic(java_broker.bootstrap)
+    result = java_clients.run("ShareScenarios", java_broker.bootstrap, {"implicit": topic})
+    checks.check_implicit(result["implicit"])
