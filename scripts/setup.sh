@@ -63,4 +63,5 @@ if [ "$with_tests" = "--tests" ]; then
   # hadoop-client-minicluster, about 150 MB) into its local repository (~/.m2/repository, kept
   # between runs) and builds the launcher into tools/hdfs/target; done once, skipped after.
   scripts/hdfs.sh build
+  scripts/java_clients.sh build   # kafka-clients from Maven Central, the tests/java programs
 fi
