@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -17,6 +18,21 @@ from tests.integration.helpers import Msg, consume, produce_all
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 GROUP_PARTITIONS, PER_PARTITION = 3, 20
+
+# Called with a topic just created, before anything is written to it: on a cluster, waiting
+# until its partitions have owners (``Cluster.wait_writable``).
+Ready = Callable[[str], object]
+
+
+def no_wait(topic: str) -> None:
+    """On `bmq serve` a created topic is writable at once."""
+
+
+def new_topic(bootstrap: str, prefix: str, partitions: int, ready: Ready) -> str:
+    topic = unique(prefix)
+    create_topic(bootstrap, topic, partitions)
+    ready(topic)
+    return topic
 
 
 def hex_or_none(data: bytes | None) -> str | None:
@@ -31,13 +47,12 @@ def as_seen(msg: Msg) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------- producer
 
-def producer_topics(bootstrap: str) -> dict[str, str]:
-    topics = {"idempotent": unique("java-idem"), "transactions": unique("java-txn"),
-              "codecs": unique("java-codecs")}
-    create_topic(bootstrap, topics["idempotent"], 1)
-    create_topic(bootstrap, topics["transactions"], 1)
-    create_topic(bootstrap, topics["codecs"], len(CODECS))
-    return topics
+def producer_topics(bootstrap: str, scenarios: tuple[str, ...] = ("idempotent", "transactions",
+                                                                    "codecs"),
+                    ready: Ready = no_wait) -> dict[str, str]:
+    """A topic for each producer scenario: the codecs' has a partition for each codec."""
+    return {name: new_topic(bootstrap, f"java-{name}", len(CODECS) if name == "codecs" else 1,
+                            ready) for name in scenarios}
 
 
 def check_idempotent(bootstrap: str, topic: str, result: dict[str, Any]) -> None:
@@ -87,11 +102,10 @@ def check_codecs(bootstrap: str, topic: str, result: dict[str, Any]) -> None:
 
 # ------------------------------------------------------------------------------- consumer
 
-def group_topic(bootstrap: str) -> tuple[str, list[Msg]]:
+def group_topic(bootstrap: str, ready: Ready = no_wait) -> tuple[str, list[Msg]]:
     """A topic of 3 partitions, 20 records each with a key, a header and a timestamp one
     second apart (starting a minute ago), as the group scenarios' input."""
-    topic = unique("java-group")
-    create_topic(bootstrap, topic, GROUP_PARTITIONS)
+    topic = new_topic(bootstrap, "java-group", GROUP_PARTITIONS, ready)
     base = int(time.time() * 1000) - 60_000
     records = [Msg(topic, p, i, f"k{p}-{i}".encode(), f"p{p}-{i}".encode(),
                    [("n", str(i).encode())], 1, base + i * 1000)
@@ -172,9 +186,8 @@ class OpenTransaction:
     ABORTED = ["a-0", "a-1", "a-2"]
     OPEN = ["open-0", "open-1"]
 
-    def __init__(self, bootstrap: str) -> None:
-        self.topic = unique("java-rc")
-        create_topic(bootstrap, self.topic, 1)
+    def __init__(self, bootstrap: str, ready: Ready = no_wait) -> None:
+        self.topic = new_topic(bootstrap, "java-rc", 1, ready)
         plain = Producer({"bootstrap.servers": bootstrap, "broker.address.family": "v4"})
         self.producer = Producer({"bootstrap.servers": bootstrap, "broker.address.family": "v4",
                                   "transactional.id": unique("java-rc-txn")})
@@ -218,10 +231,9 @@ def check_read_committed(result: dict[str, Any]) -> None:
 
 # ---------------------------------------------------------------------------------- share
 
-def share_topic(bootstrap: str) -> str:
+def share_topic(bootstrap: str, ready: Ready = no_wait) -> str:
     """One partition with v0 .. v9."""
-    topic = unique("java-share")
-    create_topic(bootstrap, topic, 1)
+    topic = new_topic(bootstrap, "java-share", 1, ready)
     produce_all(bootstrap, topic, ({"partition": 0, "value": f"v{i}".encode()}
                                    for i in range(10)))
     return topic

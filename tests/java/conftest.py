@@ -26,10 +26,10 @@ BUILD_TIMEOUT_S = 600.0
 RUN_TIMEOUT_S = 180.0
 # Short-lived programs: the first JIT tier and the serial collector start fastest on 2 cores.
 JVM_OPTIONS = ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xmx256m"]
-# The brokers of these tests: groups form at once, as Kafka's test brokers are set up.
-BROKER_CONFIG = {"group.initial.rebalance.delay.ms": 0}
-# Fewer share-state partitions than the default 50: a quicker first ShareFetch.
-BROKER_ENV = {"BMQ_SHARE_COORDINATOR_STATE_TOPIC_NUM_PARTITIONS": "3"}
+# The brokers of these tests: groups form at once, as Kafka's test brokers are set up, and
+# fewer share-state partitions than the default 50 make a quicker first ShareFetch.
+BROKER_CONFIG = {"group.initial.rebalance.delay.ms": 0,
+                 "share.coordinator.state.topic.num.partitions": 3}
 
 
 class JavaClients:
@@ -93,4 +93,4 @@ def java_clients(java_classpath: str, tmp_path: Path) -> JavaClients:
 
 @pytest.fixture(scope="module")
 def java_broker(module_broker_factory: BrokerFactory) -> BrokerProcess:
-    return module_broker_factory(config=BROKER_CONFIG, env=BROKER_ENV)
+    return module_broker_factory(config=BROKER_CONFIG)

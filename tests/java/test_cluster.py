@@ -1,0 +1,60 @@
+"""Kafka's Java client on a cluster: three `bmq broker`s on shared storage (tests/cluster) and a
+`bmq proxy` before them (tests/proxy). The Java clients talk to the proxy or to the brokers
+themselves; the checks read back with confluent-kafka through the proxy."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.cluster.conftest import ClusterFactory, cluster_factory, zookeeper
+from tests.java import checks
+from tests.java.conftest import JavaClients
+from tests.proxy.conftest import Proxies, proxies
+from tests.share.helpers import SHARE_ENV
+
+__all__ = ["cluster_factory", "proxies", "zookeeper"]
+
+
+def test_producer_through_a_proxy_and_groups_on_the_brokers(
+        java_clients: JavaClients, cluster_factory: ClusterFactory, proxies: Proxies) -> None:
+    cluster = cluster_factory(brokers=3)
+    proxy = proxies(cluster)
+    topics = checks.producer_topics(proxy.bootstrap, ("idempotent", "transactions"),
+                                    ready=cluster.wait_writable)
+    produced = java_clients.run("ProducerScenarios", proxy.bootstrap, topics)
+    checks.check_idempotent(proxy.bootstrap, topics["idempotent"], produced["idempotent"])
+    checks.check_transactions(proxy.bootstrap, topics["transactions"], produced["transactions"])
+    topic, records = checks.group_topic(proxy.bootstrap, ready=cluster.wait_writable)
+    assert len(set(cluster.owners(topic).values())) > 1, "the partitions share one owner"
+    consumed = java_clients.run("GroupScenarios", cluster.bootstrap, {"consumer": topic})
+    checks.check_read_together(proxy.bootstrap, topic, records, consumed["consumer"])
+
+
+@pytest.mark.slow
+def test_every_scenario_through_a_proxy(java_clients: JavaClients,
+                                        cluster_factory: ClusterFactory,
+                                        proxies: Proxies) -> None:
+    cluster = cluster_factory(brokers=3, env=SHARE_ENV)
+    proxy = proxies(cluster)
+    bootstrap = proxy.bootstrap
+    topics = checks.producer_topics(bootstrap, ("codecs",), ready=cluster.wait_writable)
+    produced = java_clients.run("ProducerScenarios", bootstrap, topics)
+    checks.check_codecs(bootstrap, topics["codecs"], produced["codecs"])
+    topic, records = checks.group_topic(bootstrap, ready=cluster.wait_writable)
+    grouped = java_clients.run("GroupScenarios", bootstrap, {
+        "classic": topic, "consumer": topic, "static-classic": topic, "static-consumer": topic})
+    checks.check_read_together(bootstrap, topic, records, grouped["classic"])
+    checks.check_read_together(bootstrap, topic, records, grouped["consumer"])
+    checks.check_static_members(grouped["static-classic"], same_generation=True)
+    checks.check_static_members(grouped["static-consumer"], same_generation=False)
+    transactions = checks.OpenTransaction(bootstrap, ready=cluster.wait_writable)
+    try:
+        consumed = java_clients.run("ConsumerScenarios", bootstrap, {
+            "offsets-for-times": topic, "read-committed": transactions.topic})
+    finally:
+        transactions.close()
+    checks.check_offsets_for_times(records, consumed["offsets-for-times"])
+    checks.check_read_committed(consumed["read-committed"])
+    share = checks.share_topic(bootstrap, ready=cluster.wait_writable)
+    shared = java_clients.run("ShareScenarios", bootstrap, {"acknowledge": share})
+    checks.check_acknowledge(shared["acknowledge"])
