@@ -140,6 +140,7 @@ async def alter_offsets(share: SharePartitionManager, admin: StateAdmin, group_i
         return ErrorCode.NON_EMPTY_GROUP, []
     if not await share.state.ensure_started():
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+    share.groups.get_or_create(group_id)
     altered = []
     for name, partitions in topics:
         info = share.host.topics.get(name)

@@ -167,6 +167,12 @@ class ShareGroups:
         group = self.groups.get(group_id)
         return group is not None and bool(group.members)
 
+    def get_or_create(self, group_id: str) -> ShareGroup:
+        """The group, made empty if unknown: Kafka makes it so when its offsets are altered
+        (kafka-share-groups.sh --reset-offsets sets a new group's start before any member
+        joins), and it is then listed and described."""
+        return self.groups.setdefault(group_id, ShareGroup(group_id))
+
     def describe(self, group_id: str) -> ShareGroup:
         group = self.groups.get(group_id)
         if group is None:
