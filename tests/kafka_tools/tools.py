@@ -55,10 +55,11 @@ class KafkaTools:
 
 def rows(text: str) -> list[list[str]]:
     """The rows of a table a tool prints (columns split on whitespace), without the header
-    lines (those whose first column is upper case: GROUP, TOPIC, TransactionalId ...) or
-    blank lines."""
+    lines (those whose first column is upper case: GROUP, TOPIC, TransactionalId ...), the
+    tools' sentences ("Warn: ...", "Request succeeded for ...") or blank lines."""
     table = [line.split() for line in text.splitlines() if line.strip()]
-    return [row for row in table if not row[0].isupper() and row[0] not in _HEADER_WORDS]
+    return [row for row in table if not row[0].isupper() and row[0] not in _HEADER_WORDS
+            and not row[0].endswith(":") and not row[-1].endswith(".")]
 
 
 # kafka-transactions.sh heads its tables with camel-case column names.
