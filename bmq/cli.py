@@ -12,6 +12,7 @@ from typing import Any, NoReturn
 import click
 
 from bmq.config import ConfigError, load_config
+from bmq.limits import meet_open_files_limit
 from bmq.logs import setup_logging
 from bmq.startup import ExitCode, StartupError
 
@@ -140,4 +141,5 @@ def serve(data_dir: str | None, listen: str | None, advertise: str | None,
         setup_logging(config.log_level, config.log_format)
     except ValueError as error:
         raise StartupError(f"log_level: {error}", ExitCode.USAGE) from error
+    meet_open_files_limit()
     run(config)

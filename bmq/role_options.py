@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from bmq.config import Config, ConfigError, load_config
+from bmq.limits import meet_open_files_limit
 from bmq.logs import setup_logging
 from bmq.startup import ExitCode, StartupError
 
@@ -43,6 +44,7 @@ def role_config(common: dict[str, Any], overrides: dict[str, object]
     except (ConfigError, ValueError) as error:
         # One line and exit 2 (the README's promise), not click's usage block.
         raise StartupError(str(error), ExitCode.USAGE) from error
+    meet_open_files_limit()
     return config, parse_storage_options(common["storage_options"])
 
 

@@ -29,6 +29,7 @@ from operator import lt
 
 from bmq.protocol.records import HEADER_SIZE, LOG_OVERHEAD
 from bmq.storage.base import AppendFile, ReadFile
+from bmq.storage.handles import OPEN_FILES
 
 OFFSET_ENTRY = struct.Struct(">II")
 TIME_ENTRY = struct.Struct(">qI")
@@ -274,6 +275,7 @@ class Segment:
         with self.lock:
             for handle in (self.reader, self.appender):
                 if handle is not None:
+                    OPEN_FILES.closed(handle)
                     with contextlib.suppress(OSError):
                         handle.close()
             self.reader = None

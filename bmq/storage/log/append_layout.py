@@ -58,11 +58,14 @@ same epoch (a restart) continues its own active segment as in epoch 0.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
 from dataclasses import dataclass, field
 from typing import Any
 
 from bmq.storage.base import AppendFile, BytesLike, Storage
+from bmq.storage.handles import OPEN_FILES
 from bmq.storage.log.aborted_index import load_sealed
 from bmq.storage.log.config import BatchMeta, Queued, clock_ms, parse_files
 from bmq.storage.log.fencing import FencedEpochError
@@ -289,6 +292,7 @@ class AppendLayout(Layout):
         active = segments[-1]
         active.bytes_since_index = active.size - (active.idx_pos[-1] if active.idx_pos else 0)
         active.appender = self._open_appender(log_segments, active)
+        _track_appender(log, active)
         return Recovered(segments, log_start, producers, names)
 
     def write(self, log: LogHost, queue: list[Queued]) -> None:
@@ -343,12 +347,14 @@ class AppendLayout(Layout):
             seg = g.seg
             if g.new:
                 self._seal(segments, groups[i - 1])
+            if g.new or (g.buffers and seg.appender is None):   # (closed while idle)
                 seg.appender = self._open_appender(segments, seg)
             if g.buffers:
                 assert seg.appender is not None
                 seg.appender.write(g.buffers)
                 seg.appender.sync()
         active = groups[-1]
+        _track_appender(log, active.seg)
         for t, r in zip(active.tidx_ts, active.tidx_rel, strict=True):
             active.seg.tidx_pending += TIME_ENTRY.pack(t, r)
         for r, p in zip(active.idx_rel, active.idx_pos, strict=True):
@@ -417,6 +423,7 @@ class AppendLayout(Layout):
             TIME_ENTRY.pack(t, r) for t, r in zip(g.tidx_ts, g.tidx_rel, strict=True))
         self._append_index(segments, seg, idx, tidx)
         if seg.appender is not None:
+            OPEN_FILES.closed(seg.appender)
             seg.appender.close()
             seg.appender = None
 
@@ -473,3 +480,27 @@ class AppendLayout(Layout):
     def tail_segments(self, segments: LogSegments) -> list[Segment]:
         """The active segment, and the one before in case it rolled."""
         return segments.by_offset[-2:]
+
+
+def _track_appender(log: LogHost, seg: Segment) -> None:
+    """Under ``io_lock``: the active segment's append handle was used now (the process's pool
+    closes it once the partition is idle, or the least recently written past its limit)."""
+    handle = seg.appender
+    if handle is not None:
+        OPEN_FILES.used(handle, functools.partial(_close_idle_appender, log, seg, handle))
+
+
+def _close_idle_appender(log: LogHost, seg: Segment, handle: AppendFile) -> bool:
+    """The pool's closer of ``seg``'s append handle: False while the partition is flushing (the
+    next write opens it again)."""
+    if not log.io_lock.acquire(blocking=False):
+        return False
+    try:
+        if seg.appender is not handle:
+            return True
+        seg.appender = None
+    finally:
+        log.io_lock.release()
+    with contextlib.suppress(OSError):
+        handle.close()
+    return True

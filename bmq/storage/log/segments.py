@@ -5,9 +5,12 @@ layouts work on it."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import threading
 
 from bmq.storage.base import ReadFile, Storage
+from bmq.storage.handles import OPEN_FILES
 from bmq.storage.log.config import LogConfig
 from bmq.storage.segment import Segment
 
@@ -70,14 +73,28 @@ class LogSegments:
         return [seg for seg in self.by_offset if seg.readers == 0]
 
     def reader(self, seg: Segment) -> ReadFile:
-        """The segment's read handle, opened on first use."""
+        """The segment's read handle, opened on first use; only for a read that holds
+        ``seg.readers`` (the process's pool of handles closes those no read holds)."""
         reader = seg.reader
         if reader is None:
             with seg.lock:
                 if seg.reader is None:
                     seg.reader = self.storage.open_read(self.path(seg.log_file))
                 reader = seg.reader
+        OPEN_FILES.used(reader, functools.partial(self._close_unused_reader, seg, reader))
         return reader
+
+    def _close_unused_reader(self, seg: Segment, handle: ReadFile) -> bool:
+        """The pool's closer of ``seg``'s read handle: False while a read holds it."""
+        with self.lock:     # reads take seg.readers under it: none can start meanwhile
+            if seg.readers:
+                return False
+            if seg.reader is not handle:
+                return True
+            seg.reader = None
+        with contextlib.suppress(OSError):
+            handle.close()
+        return True
 
     def release(self, seg: Segment) -> None:
         """A read of ``seg`` ended (it took ``seg.readers`` under ``lock``)."""
