@@ -112,7 +112,8 @@ class BrokerProcess:
 
     def __init__(self, workdir: Path, *, env: Mapping[str, Any] | None = None,
                  config: Mapping[str, Any] | None = None, port: int | None = None,
-                 extra_args: list[str] | None = None) -> None:
+                 extra_args: list[str] | None = None, open_files: int | None = None) -> None:
+        """``open_files``: the process's limit of open files, soft and hard (``ulimit -n``)."""
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.data_dir = str(self.workdir / "data")
@@ -121,6 +122,7 @@ class BrokerProcess:
         self.env = {k: str(v) for k, v in (env or {}).items()}
         self.config = dict(config or {})
         self.extra_args = list(extra_args or [])
+        self.open_files = open_files
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
         self.log_path = self.workdir / "broker.log"
@@ -164,7 +166,9 @@ class BrokerProcess:
 
     # ------------------------------------------------------------- lifecycle
     def command(self) -> list[str]:
-        cmd = [*bmq_command(), "serve", "--data-dir", self.data_dir,
+        limit = [] if self.open_files is None else [
+            "prlimit", f"--nofile={self.open_files}:{self.open_files}", "--"]
+        cmd = [*limit, *bmq_command(), "serve", "--data-dir", self.data_dir,
                "--listen", self.bootstrap]
         if self.config_path is not None:
             cmd += ["--config", str(self.config_path)]
@@ -311,10 +315,11 @@ class BrokerFactory:
 
     def __call__(self, *, env: Mapping[str, Any] | None = None,
                  config: Mapping[str, Any] | None = None, start: bool = True,
-                 port: int | None = None, extra_args: list[str] | None = None) -> BrokerProcess:
+                 port: int | None = None, extra_args: list[str] | None = None,
+                 open_files: int | None = None) -> BrokerProcess:
         workdir = self.base / f"broker{len(self.brokers)}"
         broker = BrokerProcess(workdir, env=env, config=config, port=port,
-                               extra_args=extra_args)
+                               extra_args=extra_args, open_files=open_files)
         self.brokers.append(broker)
         if start:
             broker.start()

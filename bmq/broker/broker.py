@@ -203,7 +203,21 @@ class Broker:
         if self.controller_assigns_partitions or is_view(topic.configs):
             return  # the controller assigns partitions, their owners open them; views have none
         config = log_config(self.config, topic.configs)
-        await asyncio.gather(*(self.partitions.open(topic.name, i, config) for i in indexes))
+        opened = await asyncio.gather(
+            *(self.partitions.open(topic.name, i, config) for i in indexes),
+            return_exceptions=True)
+        failed = [result for result in opened if isinstance(result, BaseException)]
+        if not failed:
+            return
+        # All or none: a topic (or its new partitions) is complete or absent, never half made.
+        for index, result in zip(indexes, opened, strict=True):
+            if not isinstance(result, BaseException):
+                await self.partitions.close(topic.name, index, delete=True)
+        if isinstance(failed[0], OSError):    # out of file descriptors, disk space, ...
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
+                             f"could not open the partitions of {topic.name}: {failed[0]}"
+                             ) from failed[0]
+        raise failed[0]
 
     def partition(self, topic: str, index: int) -> Partition:
         """The partition a client names, or UNKNOWN_TOPIC_OR_PARTITION."""
