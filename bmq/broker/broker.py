@@ -199,17 +199,19 @@ class Broker:
                 peers.close()
         await self.partitions.close_all()
 
-    async def _open_partitions(self, topic: TopicInfo, indexes: range) -> None:
+    async def _open_partitions(self, topic: TopicInfo, indexes: range, new: bool = False
+                               ) -> None:
+        """Open the partitions (at start-up), or make ``new`` ones: all or none of those, so a
+        topic (or its added partitions) is complete or absent, never half made."""
         if self.controller_assigns_partitions or is_view(topic.configs):
             return  # the controller assigns partitions, their owners open them; views have none
         config = log_config(self.config, topic.configs)
         opened = await asyncio.gather(
             *(self.partitions.open(topic.name, i, config) for i in indexes),
-            return_exceptions=True)
+            return_exceptions=new)
         failed = [result for result in opened if isinstance(result, BaseException)]
         if not failed:
             return
-        # All or none: a topic (or its new partitions) is complete or absent, never half made.
         for index, result in zip(indexes, opened, strict=True):
             if not isinstance(result, BaseException):
                 await self.partitions.close(topic.name, index, delete=True)
@@ -279,7 +281,7 @@ class Broker:
             count, valid = self.check_new_topic(name, num_partitions, replication_factor,
                                                 configs or {})
             info = TopicInfo(name, uuid.uuid4(), count, valid)
-            await self._open_partitions(info, range(count))
+            await self._open_partitions(info, range(count), new=True)
             await asyncio.get_running_loop().run_in_executor(
                 self._executor, self.topics.save, info)
             log.info("created topic %s with %d partitions", name, count)
@@ -307,7 +309,7 @@ class Broker:
                                  f"which is higher than or equal to the requested {count}.")
             if count > MAX_PARTITIONS:
                 raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"At most {MAX_PARTITIONS}.")
-            await self._open_partitions(info, range(info.partitions, count))
+            await self._open_partitions(info, range(info.partitions, count), new=True)
             # A copy is saved: the registry's cached object may be refreshed from a ZooKeeper
             # read (made before this save) while the save waits for a worker thread.
             # Its views (and lanes) have its partitions: they grow with it.
