@@ -72,6 +72,7 @@ class LocalServer:
         self.port = 0
         self.data_dir = ""
         self.log_path = ""
+        self._argv: list[str] = []
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -89,8 +90,8 @@ class LocalServer:
         self.data_dir = tempfile.mkdtemp(prefix="bmq-bench-")
         self.log_path = os.path.join(self.data_dir, "server.log")
         self.port = free_port(self.host)
-        argv = [*self.command, "--data-dir", os.path.join(self.data_dir, "data"),
-                "--listen", self.bootstrap]
+        self._argv = [*self.command, "--data-dir", os.path.join(self.data_dir, "data"),
+                      "--listen", self.bootstrap]
         if self.security:
             try:
                 self.secure = prepare(self.data_dir, self.security, self.port,
@@ -98,16 +99,23 @@ class LocalServer:
                                       self.command[:-1])   # the command without "serve"
             except SecuritySetupError as error:
                 raise BenchError(str(error)) from error
-            argv += ["--config", self.secure.config_path]
-        with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, start_new_session=True)
+            self._argv += ["--config", self.secure.config_path]
         try:
-            self._wait_ready()
+            self._launch()
         except BaseException:
             self.stop()
             raise
         return self.bootstrap
+
+    def relaunch(self) -> None:
+        """Start the server again on the same data and port (after ``terminate``)."""
+        self._launch()
+
+    def _launch(self) -> None:
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(self._argv, stdout=log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, start_new_session=True)
+        self._wait_ready()
 
     def _wait_ready(self) -> None:
         assert self.proc is not None
@@ -165,14 +173,18 @@ class LocalServer:
             return "(no log)"
         return "\n".join(text.splitlines()[-lines:])
 
-    def stop(self) -> None:
+    def terminate(self) -> None:
+        """Stop the server (SIGTERM), keeping its data."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
-                self.proc.wait(timeout=15)
+                self.proc.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=15)
+
+    def stop(self) -> None:
+        self.terminate()
         if self.data_dir and not self.keep_data:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 
