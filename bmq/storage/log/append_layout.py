@@ -220,21 +220,24 @@ class AppendLayout(Layout):
                 continue
             scanning = True
             start = 0
+            vouched = False     # the checkpoint vouches for the segment up to ``start``
             fresh = Segment(seg.base, epoch=seg.epoch, seq=seg.seq)
             if meta is not None and file_size >= meta["size"]:
                 seg.idx_rel = seg.idx_pos = seg.tidx_ts = seg.tidx_rel = None
                 indexes = read_indexes(log_segments, seg)
                 if indexes is not None:
                     seg.set_indexes(*indexes)
-                    start = seg.size  # checkpointed prefix trusted, its indexes valid
+                    start, vouched = seg.size, True   # its indexes valid too
                 else:
                     seg = fresh
             else:
                 seg = fresh
             valid_end = recover_segment(log_segments, seg, start, file_size, producers, now,
                                         gaps=ck_metas is None)
-            if start == 0 or valid_end > start:
-                scanned.append(seg)   # bytes the checkpoint did not vouch for
+            if not vouched or valid_end > start:
+                # Bytes the checkpoint did not vouch for (an empty segment it lists, as after
+                # a clean stop, needs neither a sync nor new index files).
+                scanned.append(seg)
             if segments and ck_metas is None:
                 close_gap(segments[-1], seg, now)
             segments.append(seg)
@@ -293,7 +296,7 @@ class AppendLayout(Layout):
         active.bytes_since_index = active.size - (active.idx_pos[-1] if active.idx_pos else 0)
         active.appender = self._open_appender(log_segments, active)
         _track_appender(log, active)
-        return Recovered(segments, log_start, producers, names)
+        return Recovered(segments, log_start, producers, names, ckpt if top == epoch else None)
 
     def write(self, log: LogHost, queue: list[Queued]) -> None:
         segments = log.segments

@@ -32,6 +32,9 @@ class Recovered:
     #: The partition's files as listed before the new owner's fence check (none is a newer
     #: owner's): those no state document of this owner names are garbage.
     listed: list[str]
+    #: The state document the loader started from, if it is this owner's epoch's (a restart):
+    #: not written again when the log it describes is unchanged.
+    stored_state: dict[str, Any] | None = None
 
 
 def listed_segments(files: list[tuple[int, int, int]], epoch: int) -> list[Segment]:
