@@ -85,10 +85,15 @@ class IndexBuilder:
         worked = False
         owned = list(self._owned())
         self._forget_gone({(topic, partition) for topic, partition, _ in owned})
+        # Once per topic and pass: a broker with tens of thousands of partitions runs a pass
+        # a second, mostly over topics without an index.
+        fields_of: dict[str, tuple[Field, ...]] = {}
         for topic, partition, partition_log in owned:
             if self._stop.is_set():
                 break
-            fields = tuple(self._fields_of(topic))
+            fields = fields_of.get(topic)
+            if fields is None:
+                fields = fields_of[topic] = tuple(self._fields_of(topic))
             key = (topic, partition)
             try:
                 # First sight (an index dropped while no owner ran) or a change of fields:
