@@ -133,10 +133,10 @@ class AppendLayout(Layout):
         log_segments = log.segments
         epoch = log.leader_epoch
         storage.makedirs(log.dir)
-        top, ckpt = log.state_files.newest()
+        names = storage.list(log.dir)       # (checkpoints lie beside the segments)
+        top, ckpt = log.state_files.newest(names)
         if top > epoch:
             raise FencedEpochError(f"{log}: epoch {epoch} is older than the current {top}", top)
-        names = storage.list(log.dir)
         files = parse_files(names, ".log")
         if ckpt is not None:
             data_epoch = int(ckpt["data_epoch"])

@@ -114,9 +114,10 @@ def collect_garbage(log: LogHost, names: list[str]) -> None:
                 if parsed is not None and parsed[1] <= log.leader_epoch:
                     log.storage.delete(log.segments.path(name))
                 break
-    for e in log.state_files.epochs():
-        if e < log.leader_epoch:
-            log.state_files.delete(e)
+    if log.leader_epoch > 0:     # (epoch 0, `bmq serve`: no lower epoch to list)
+        for e in log.state_files.epochs():
+            if e < log.leader_epoch:
+                log.state_files.delete(e)
 
 
 def recover_segment(segments: LogSegments, seg: Segment, start: int, file_size: int,

@@ -44,9 +44,11 @@ class StateFiles:
     def path(self, epoch: int) -> str:
         return f"{self.directory}/{self.name(epoch)}"
 
-    def epochs(self) -> list[int]:
-        """Epochs that have a document, ascending (one listing)."""
-        found = (self.epoch_of(n) for n in self.storage.list(self.directory))
+    def epochs(self, listed: list[str] | None = None) -> list[int]:
+        """Epochs that have a document, ascending (one listing, or the names ``listed`` of
+        the directory's files, read just before)."""
+        names = self.storage.list(self.directory) if listed is None else listed
+        found = (self.epoch_of(n) for n in names)
         return sorted(e for e in found if e is not None)
 
     def read(self, epoch: int) -> dict[str, Any] | None:
@@ -69,9 +71,9 @@ class StateFiles:
             logger.warning("%s: unreadable checkpoint %s (%s)", self.directory, path, exc)
             return None
 
-    def newest(self) -> tuple[int, dict[str, Any] | None]:
+    def newest(self, listed: list[str] | None = None) -> tuple[int, dict[str, Any] | None]:
         """(highest epoch with a document or -1, the newest readable document)."""
-        epochs = self.epochs()
+        epochs = self.epochs(listed)
         top = epochs[-1] if epochs else -1
         for epoch in reversed(epochs):
             state = self.read(epoch)
