@@ -9,8 +9,9 @@
 #   scripts/kafka.sh TOOL ARGS             run a tool by the name of its bin/ script, e.g.
 #                                          kafka-topics --bootstrap-server localhost:9092 --list
 #                                          (kafka-topics.sh works too)
-#   scripts/kafka.sh bin DIR               write DIR/bin/kafka-*.sh, one wrapper a tool, for
-#                                          programs that run Kafka's tools from $KAFKA_PATH/bin
+#   scripts/kafka.sh bin DIR               write DIR/bin/kafka-*.sh, one wrapper a tool (and
+#                                          kafka-run-class.sh), for programs that run Kafka's
+#                                          tools from $KAFKA_PATH/bin
 #   scripts/kafka.sh tools                 list the tool names
 #
 # Environment, as Kafka's scripts read it: KAFKA_HEAP_OPTS [-Xmx256M], KAFKA_OPTS, and
@@ -114,9 +115,11 @@ case "${1:-}" in
     [ $# -eq 2 ] || { echo "usage: kafka.sh bin DIR" >&2; exit 2; }
     build
     mkdir -p "$2/bin"
-    for tool in $(tools); do
-      printf '#!/bin/sh\nexec "%s" %s "$@"\n' "$here/scripts/kafka.sh" "$tool" >"$2/bin/$tool.sh"
-      chmod +x "$2/bin/$tool.sh"
+    for tool in $(tools) run-class; do
+      name="$tool"
+      [ "$tool" = run-class ] && name=kafka-run-class
+      printf '#!/bin/sh\nexec "%s" %s "$@"\n' "$here/scripts/kafka.sh" "$tool" >"$2/bin/$name.sh"
+      chmod +x "$2/bin/$name.sh"
     done
     ;;
   kafka-*)

@@ -24,8 +24,9 @@
 # reused; nothing of librdkafka is ever written into this repository. The broker is
 # `bmq serve` with 4 partitions per auto-created topic (the suite's default scenario), on a
 # free port of 127.0.0.1 and a temporary data directory, stopped when the script exits.
-# Tests that call Kafka's own tools get stand-ins (scripts/kafka_cli.py), and the runner is
-# started again for the tests it never started when it gave up after a timeout.
+# Tests that call Kafka's own tools (kafka-topics.sh, kafka-acls.sh) run the real ones, Kafka
+# 4.4's from Maven Central (scripts/kafka.sh), and the runner is started again for the tests it
+# never started when it gave up after a timeout.
 # Exit status: 0 when no test failed.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -112,24 +113,19 @@ metadata.broker.list=127.0.0.1:$port
 test.timeout.multiplier=2
 EOF
 
-# Some tests run Kafka's own tools (kafka-topics.sh, kafka-acls.sh from $KAFKA_PATH/bin): stand-ins
-# that send the same admin requests through confluent-kafka (scripts/kafka_cli.py). The suite
-# passes --zookeeper $ZK_ADDRESS to brokers it believes older than 3.0: the stand-in takes the
-# bootstrap address there.
-mkdir -p "$work/kafka/bin"
-for tool in topics acls; do
-  printf '#!/bin/sh\nexec "%s" "%s" %s "$@"\n' "$py" "$root/scripts/kafka_cli.py" "$tool" \
-    >"$work/kafka/bin/kafka-$tool.sh"
-  chmod +x "$work/kafka/bin/kafka-$tool.sh"
-done
+# Some tests run Kafka's own tools from $KAFKA_PATH/bin (kafka-topics.sh, kafka-acls.sh): Kafka
+# 4.4's, each bin/ script a wrapper of scripts/kafka.sh. They take --bootstrap-server $BROKERS,
+# which the suite passes to brokers of 3.0 and later (TEST_KAFKA_VERSION); Kafka 4's tools have
+# no --zookeeper.
+"$root/scripts/kafka.sh" bin "$work/kafka"
 
 # The runner gives up on every test still to run when one times out: it is started again for
 # the tests that did not start, until each has a result. Then the summary.
 log="$cache/last-run.log"
 : >"$log"
 set +e
-RDKAFKA_TEST_CONF="$work/test.conf" KAFKA_PATH="$work/kafka" ZK_ADDRESS="127.0.0.1:$port" \
-  BROKERS="127.0.0.1:$port" LIBRDKAFKA_VERSION="$version" \
+RDKAFKA_TEST_CONF="$work/test.conf" KAFKA_PATH="$work/kafka" BROKERS="127.0.0.1:$port" \
+  LIBRDKAFKA_VERSION="$version" \
   "$py" - "$src/tests" "$log" "$run_args" "${TESTS:-}" <<'EOF'
 import os, re, subprocess, sys
 tests_dir, log_path, run_args, only = sys.argv[1:5]
