@@ -55,6 +55,29 @@ def _proc_stats() -> dict[int, tuple[int, int]]:
     return stats
 
 
+def process_tree(root: int, stats: dict[int, tuple[int, int]]) -> set[int]:
+    """``root`` and its descendants, from ``_proc_stats()``."""
+    tree = {root}
+    grew = True
+    while grew:  # add descendants until nothing new turns up
+        grew = False
+        for pid, (ppid, _) in stats.items():
+            if ppid in tree and pid not in tree:
+                tree.add(pid)
+                grew = True
+    return tree
+
+
+def tree_cpu_seconds(root: int) -> float | None:
+    """CPU time (user + system) of ``root`` and its descendants so far (None: /proc unreadable)."""
+    try:
+        stats = _proc_stats()
+    except OSError:
+        return None
+    ticks = os.sysconf("SC_CLK_TCK")
+    return sum(stats[pid][1] for pid in process_tree(root, stats) if pid in stats) / ticks
+
+
 class LocalServer:
     """Start with ``with LocalServer() as server:``; server.bootstrap is the address."""
 
@@ -151,20 +174,7 @@ class LocalServer:
         """
         if self.proc is None or self.proc.poll() is not None:
             return None
-        try:
-            stats = _proc_stats()
-        except OSError:
-            return None
-        tree = {self.proc.pid}
-        grew = True
-        while grew:  # add descendants until nothing new turns up
-            grew = False
-            for pid, (ppid, _) in stats.items():
-                if ppid in tree and pid not in tree:
-                    tree.add(pid)
-                    grew = True
-        ticks = os.sysconf("SC_CLK_TCK")
-        return sum(stats[pid][1] for pid in tree if pid in stats) / ticks
+        return tree_cpu_seconds(self.proc.pid)
 
     def log_tail(self, lines: int = 30) -> str:
         try:

@@ -10,7 +10,7 @@ from typing import Any
 
 from bench.config import MB
 
-PERCENTILES = (50.0, 95.0, 99.0)
+PERCENTILES = (50.0, 95.0, 99.0, 99.9)
 
 
 def percentile(sorted_values: Sequence[float], pct: float) -> float:
@@ -26,14 +26,15 @@ class LatencySummary:
     p95: float
     p99: float
     max: float
+    p999: float
 
     @classmethod
     def of(cls, values_ms: list[float]) -> LatencySummary | None:
         if not values_ms:
             return None
         ordered = sorted(values_ms)
-        p50, p95, p99 = (percentile(ordered, p) for p in PERCENTILES)
-        return cls(len(ordered), p50, p95, p99, ordered[-1])
+        p50, p95, p99, p999 = (percentile(ordered, p) for p in PERCENTILES)
+        return cls(len(ordered), p50, p95, p99, ordered[-1], p999)
 
 
 #: (time.monotonic(), messages so far, value bytes so far) of one worker
@@ -135,6 +136,7 @@ class PhaseResult:
                 "p50": round(lat.p50, 3),
                 "p95": round(lat.p95, 3),
                 "p99": round(lat.p99, 3),
+                "p99.9": round(lat.p999, 3),
                 "max": round(lat.max, 3),
             },
             "notes": list(self.notes),
