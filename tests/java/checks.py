@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
@@ -182,9 +182,9 @@ class OpenTransaction:
     """A one-partition topic with: a plain record, a committed transaction, an aborted one,
     another plain record, and a transaction left open (until ``close``)."""
 
-    COMMITTED = ["plain-0", "c-0", "c-1", "c-2", "plain-1"]
-    ABORTED = ["a-0", "a-1", "a-2"]
-    OPEN = ["open-0", "open-1"]
+    COMMITTED: ClassVar[list[str]] = ["plain-0", "c-0", "c-1", "c-2", "plain-1"]
+    ABORTED: ClassVar[list[str]] = ["a-0", "a-1", "a-2"]
+    OPEN: ClassVar[list[str]] = ["open-0", "open-1"]
 
     def __init__(self, bootstrap: str, ready: Ready = no_wait) -> None:
         self.topic = new_topic(bootstrap, "java-rc", 1, ready)
