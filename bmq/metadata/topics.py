@@ -15,6 +15,7 @@ from enum import Enum
 from typing import Any
 
 from bmq.protocol.errors import ErrorCode, KafkaError
+from bmq.protocol.primitives import ZERO_UUID
 
 # A partition of a topic, as Kafka's TopicPartition (by name) and TopicIdPartition (by topic
 # id, as the share group APIs name partitions): the one definition every package uses.
@@ -81,6 +82,13 @@ def check_topic_name(name: str | None) -> str:
             or not LEGAL_TOPIC.fullmatch(name):
         raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Invalid topic name {name!r}")
     return name
+
+
+def asked_name(name: str | None, topic_id: uuid.UUID) -> str | None:
+    """The topic name a Metadata request asks for, or None when it asks by topic id: a
+    non-zero id wins over the name, as in Kafka (the Java consumer sends an empty name beside
+    the id of a topic a broker-side regex assigned it)."""
+    return None if topic_id != ZERO_UUID else name
 
 
 @dataclass(slots=True)

@@ -160,6 +160,31 @@ def test_regex_subscription_picks_up_new_topic(kip848_broker: Any) -> None:
         consumer.close()
 
 
+def test_a_member_may_join_subscribed_to_nothing_yet(kip848_broker: Any) -> None:
+    """An empty list of names is a subscription to nothing, not a missing one (Kafka accepts
+    it): the Java consumer joins so when its Pattern has matched no topic yet. It gets
+    partitions once it names a topic; a join with neither names nor a regex is refused."""
+    bootstrap = kip848_broker.bootstrap
+    topic, group = unique("empty848"), unique("empty848-group")
+    create_topic(bootstrap, topic, 2)
+    member = uuid.uuid4().hex
+    with RawClient(bootstrap) as client:
+        joined = join(client, group, member, [])
+        assert joined.error_code == ErrorCode.NONE, joined
+        assert owned(joined) == []
+        # A full heartbeat: a valid join too, were the member still at epoch 0.
+        subscribed = heartbeat(client, group, member, joined.member_epoch,
+                               subscribed_topic_names=[topic], topic_partitions=[],
+                               rebalance_timeout_ms=30000)
+        assert subscribed.error_code == ErrorCode.NONE
+        assert [sorted(tp.partitions) for tp in owned(subscribed)] == [[0, 1]]
+        refused = heartbeat(client, group, uuid.uuid4().hex, 0, rebalance_timeout_ms=1000,
+                            topic_partitions=[])
+        assert (refused.error_code, refused.error_message) == (
+            ErrorCode.INVALID_REQUEST, "Either SubscribedTopicNames or SubscribedTopicRegex "
+                                       "must be non-null when (re-)joining.")
+
+
 def test_static_member_restart_keeps_its_partitions(kip848_broker: Any) -> None:
     bootstrap = kip848_broker.bootstrap
     topic, group = unique("static848"), unique("static848-group")

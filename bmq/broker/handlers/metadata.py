@@ -5,7 +5,7 @@ from __future__ import annotations
 from bmq.broker.broker import Broker
 from bmq.broker.handlers.base import RequestContext
 from bmq.metadata.acls import CLUSTER_NAME, Operation, ResourceType
-from bmq.metadata.topics import TopicInfo, check_topic_name
+from bmq.metadata.topics import TopicInfo, asked_name, check_topic_name
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.messages import MetadataRequest, MetadataResponse
 from bmq.protocol.messages.metadata_response import (
@@ -39,6 +39,7 @@ def topic_metadata(broker: Broker, info: TopicInfo) -> MetadataResponseTopic:
 async def _requested_topic(ctx: RequestContext, name: str | None, topic_id: object,
                            auto_create: bool) -> MetadataResponseTopic:
     broker = ctx.broker
+    name = asked_name(name, topic_id)  # type: ignore[arg-type]
     try:
         if name is None:
             info = broker.topics.by_id(topic_id)  # type: ignore[arg-type]

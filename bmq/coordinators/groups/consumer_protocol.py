@@ -115,9 +115,12 @@ class ConsumerGroupProtocol(GroupCoordinatorCore):
                 raise _invalid("RebalanceTimeoutMs must be provided in first request.")
             if hb.owned is None or hb.owned:
                 raise _invalid("TopicPartitions must be empty when (re-)joining.")
-            if not hb.subscribed_topic_names and not hb.subscribed_topic_regex:
-                raise _invalid("SubscribedTopicNames or SubscribedTopicRegex must be set in "
-                               "first request.")
+            # An empty list of names (or an empty regex) is a member subscribed to nothing
+            # yet, as Kafka accepts: the Java client joins so when its Pattern matched no
+            # topic so far (no metadata yet at its first heartbeat).
+            if hb.subscribed_topic_names is None and hb.subscribed_topic_regex is None:
+                raise _invalid("Either SubscribedTopicNames or SubscribedTopicRegex must be "
+                               "non-null when (re-)joining.")
         elif hb.member_epoch == STATIC_LEAVE_EPOCH and hb.instance_id is None:
             raise _invalid("InstanceId can't be null.")
         elif hb.member_epoch < STATIC_LEAVE_EPOCH:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 
 from bmq.metadata.acls import Operation, ResourceType
-from bmq.metadata.topics import TopicInfo, check_topic_name
+from bmq.metadata.topics import TopicInfo, asked_name, check_topic_name
 from bmq.metadata.views import lane_view
 from bmq.net.client import LinkError
 from bmq.protocol.errors import ErrorCode, KafkaError
@@ -66,31 +66,32 @@ async def handle_metadata(ctx: ProxyContext, request: MetadataRequest,
         auto_create = proxy.config.auto_create_topics_enable and (
             version < 4 or request.allow_auto_topic_creation)
         for asked in request.topics:
+            name = asked_name(asked.name, asked.topic_id)
             try:
-                if asked.name is None:
+                if name is None:
                     info = proxy.cluster.topics.by_id(asked.topic_id)
                     if info is None:
                         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID)
                 else:
                     # Created a moment ago, it may be in ZooKeeper and not yet in the cached
                     # view (see the broker's Metadata).
-                    info = proxy.cluster.topics.get(asked.name) or await _lookup(
-                        proxy, asked.name)
+                    info = proxy.cluster.topics.get(name) or await _lookup(
+                        proxy, name)
                     if info is None:
-                        check_topic_name(asked.name)
+                        check_topic_name(name)
                         # A lane's view is made on first use, by a broker, like a topic.
-                        lane = lane_view(proxy.cluster.topics, asked.name) is not None
+                        lane = lane_view(proxy.cluster.topics, name) is not None
                         if auto_create or lane:   # the broker decides who may CREATE
-                            info = await _create_through_broker(ctx, proxy, asked.name)
+                            info = await _create_through_broker(ctx, proxy, name)
                         if info is None:
-                            ctx.require(Operation.DESCRIBE, ResourceType.TOPIC, asked.name)
+                            ctx.require(Operation.DESCRIBE, ResourceType.TOPIC, name)
                             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 ctx.require(Operation.DESCRIBE, ResourceType.TOPIC, info.name)
                 topics.append(_topic(proxy, info))
             except KafkaError as error:
                 topics.append(MetadataResponseTopic(
-                    error_code=error.code, name=asked.name,
-                    topic_id=asked.topic_id if asked.name is None else ZERO_UUID))
+                    error_code=error.code, name=name,
+                    topic_id=asked.topic_id if name is None else ZERO_UUID))
     # The brokers are listed too: clients reach group coordinators (named by FindCoordinator)
     # there, and librdkafka drops connections to nodes a Metadata response does not list.
     nodes = {**proxy.cluster.brokers, **proxy.cluster.proxies, proxy.node.node_id: proxy.node}
