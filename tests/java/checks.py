@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
@@ -156,6 +156,15 @@ def check_static_members(result: dict[str, Any], same_generation: bool) -> None:
         assert result["a_generation_after"] == result["a_generation_before"]
 
 
+def check_regex(topic: str, result: dict[str, Any]) -> None:
+    """Each regex consumer read the topic it matched at the start, then the record of the
+    topic created after, which it was assigned too."""
+    for kind in ("pattern", "subscription-pattern"):
+        seen, created = result[kind], f"{topic}-{kind}"
+        assert seen["records_by_topic"] == {topic: seen["records_at_start"], created: 1}, kind
+        assert seen["assigned_topics"] == sorted([topic, created]), kind
+
+
 def check_seek(result: dict[str, Any]) -> None:
     end = result["end"]
     assert (result["beginning"], end) == (0, PER_PARTITION)
@@ -182,9 +191,9 @@ class OpenTransaction:
     """A one-partition topic with: a plain record, a committed transaction, an aborted one,
     another plain record, and a transaction left open (until ``close``)."""
 
-    COMMITTED: ClassVar[list[str]] = ["plain-0", "c-0", "c-1", "c-2", "plain-1"]
-    ABORTED: ClassVar[list[str]] = ["a-0", "a-1", "a-2"]
-    OPEN: ClassVar[list[str]] = ["open-0", "open-1"]
+    COMMITTED = ("plain-0", "c-0", "c-1", "c-2", "plain-1")
+    ABORTED = ("a-0", "a-1", "a-2")
+    OPEN = ("open-0", "open-1")
 
     def __init__(self, bootstrap: str, ready: Ready = no_wait) -> None:
         self.topic = new_topic(bootstrap, "java-rc", 1, ready)
@@ -192,19 +201,19 @@ class OpenTransaction:
         self.producer = Producer({"bootstrap.servers": bootstrap, "broker.address.family": "v4",
                                   "transactional.id": unique("java-rc-txn")})
         self.producer.init_transactions(15)
-        self._write(plain, ["plain-0"])
-        self._transaction(["c-0", "c-1", "c-2"], commit=True)
+        self._write(plain, self.COMMITTED[:1])
+        self._transaction(self.COMMITTED[1:4], commit=True)
         self._transaction(self.ABORTED, commit=False)
-        self._write(plain, ["plain-1"])
+        self._write(plain, self.COMMITTED[4:])
         self.producer.begin_transaction()
         self._write(self.producer, self.OPEN)
 
-    def _write(self, producer: Producer, values: list[str]) -> None:
+    def _write(self, producer: Producer, values: tuple[str, ...]) -> None:
         for value in values:
             producer.produce(self.topic, value=value.encode(), partition=0)
         assert producer.flush(15) == 0
 
-    def _transaction(self, values: list[str], commit: bool) -> None:
+    def _transaction(self, values: tuple[str, ...], commit: bool) -> None:
         self.producer.begin_transaction()
         self._write(self.producer, values)
         if commit:
@@ -222,7 +231,7 @@ def check_read_committed(result: dict[str, Any]) -> None:
     reads everything to the high watermark. Offsets: plain 0, c 1-3, marker 4, a 5-7, marker
     8, plain 9, open 10-11."""
     committed, uncommitted = result["read_committed"], result["read_uncommitted"]
-    assert committed["values"] == OpenTransaction.COMMITTED
+    assert committed["values"] == list(OpenTransaction.COMMITTED)
     assert committed["end_offsets"] == {"0": 10}
     assert uncommitted["values"] == [*OpenTransaction.COMMITTED[:4], *OpenTransaction.ABORTED,
                                      "plain-1", *OpenTransaction.OPEN]

@@ -26,10 +26,16 @@ BUILD_TIMEOUT_S = 600.0
 RUN_TIMEOUT_S = 180.0
 # Short-lived programs: the first JIT tier and the serial collector start fastest on 2 cores.
 JVM_OPTIONS = ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xmx256m"]
-# The brokers of these tests: groups form at once, as Kafka's test brokers are set up, and
-# fewer share-state partitions than the default 50 make a quicker first ShareFetch.
+# The brokers of these tests: groups form at once, as Kafka's test brokers are set up;
+# consumer-protocol members hear of new assignments within 1 s rather than 5 (a new topic a
+# regex matches; a member joining); fewer share-state partitions than the default 50 make a
+# quicker first ShareFetch.
 BROKER_CONFIG = {"group.initial.rebalance.delay.ms": 0,
+                 "group.consumer.heartbeat.interval.ms": 1000,
                  "share.coordinator.state.topic.num.partitions": 3}
+# The same for cluster brokers, which take their settings from the environment.
+BROKER_ENV = {f"BMQ_{key.upper().replace('.', '_')}": str(value)
+              for key, value in BROKER_CONFIG.items()}
 
 
 class JavaClients:

@@ -1,6 +1,6 @@
 """Kafka's Java client on a cluster: three `bmq broker`s on shared storage (tests/cluster) and a
-`bmq proxy` before them (tests/proxy). The Java clients talk to the proxy or to the brokers
-themselves; the checks read back with confluent-kafka through the proxy."""
+`bmq proxy` before them (tests/proxy). The Java clients talk to the brokers themselves or to
+the proxy; the checks read back with confluent-kafka through the proxy."""
 
 from __future__ import annotations
 
@@ -8,33 +8,34 @@ import pytest
 
 from tests.cluster.conftest import ClusterFactory, cluster_factory, zookeeper
 from tests.java import checks
-from tests.java.conftest import JavaClients
+from tests.java.conftest import BROKER_ENV, JavaClients
 from tests.proxy.conftest import Proxies, proxies
-from tests.share.helpers import SHARE_ENV
 
 __all__ = ["cluster_factory", "proxies", "zookeeper"]
 
 
-def test_producer_through_a_proxy_and_groups_on_the_brokers(
+def test_producer_on_the_brokers_and_groups_through_a_proxy(
         java_clients: JavaClients, cluster_factory: ClusterFactory, proxies: Proxies) -> None:
-    cluster = cluster_factory(brokers=3)
+    cluster = cluster_factory(brokers=3, env=BROKER_ENV)
     proxy = proxies(cluster)
     topics = checks.producer_topics(proxy.bootstrap, ("idempotent", "transactions"),
                                     ready=cluster.wait_writable)
-    produced = java_clients.run("ProducerScenarios", proxy.bootstrap, topics)
+    produced = java_clients.run("ProducerScenarios", cluster.bootstrap, topics)
     checks.check_idempotent(proxy.bootstrap, topics["idempotent"], produced["idempotent"])
     checks.check_transactions(proxy.bootstrap, topics["transactions"], produced["transactions"])
     topic, records = checks.group_topic(proxy.bootstrap, ready=cluster.wait_writable)
     assert len(set(cluster.owners(topic).values())) > 1, "the partitions share one owner"
-    consumed = java_clients.run("GroupScenarios", cluster.bootstrap, {"consumer": topic})
+    consumed = java_clients.run("GroupScenarios", proxy.bootstrap,
+                                {"consumer": topic, "regex": topic})
     checks.check_read_together(proxy.bootstrap, topic, records, consumed["consumer"])
+    checks.check_regex(topic, consumed["regex"])
 
 
 @pytest.mark.slow
 def test_every_scenario_through_a_proxy(java_clients: JavaClients,
                                         cluster_factory: ClusterFactory,
                                         proxies: Proxies) -> None:
-    cluster = cluster_factory(brokers=3, env=SHARE_ENV)
+    cluster = cluster_factory(brokers=3, env=BROKER_ENV)
     proxy = proxies(cluster)
     bootstrap = proxy.bootstrap
     topics = checks.producer_topics(bootstrap, ("codecs",), ready=cluster.wait_writable)

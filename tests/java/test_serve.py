@@ -21,15 +21,16 @@ def test_producer_idempotent_transactional_and_every_codec(
     checks.check_codecs(bootstrap, topics["codecs"], result["codecs"])
 
 
-def test_groups_classic_and_consumer_protocol_and_static_members(
+def test_groups_classic_and_consumer_protocol_static_members_and_regex(
         java_clients: JavaClients, java_broker: BrokerProcess) -> None:
     bootstrap = java_broker.bootstrap
     topic, records = checks.group_topic(bootstrap)
     result = java_clients.run("GroupScenarios", bootstrap, {
-        "classic": topic, "consumer": topic, "static-classic": topic})
+        "classic": topic, "consumer": topic, "static-classic": topic, "regex": topic})
     checks.check_read_together(bootstrap, topic, records, result["classic"])
     checks.check_read_together(bootstrap, topic, records, result["consumer"])
     checks.check_static_members(result["static-classic"], same_generation=True)
+    checks.check_regex(topic, result["regex"])
 
 
 @pytest.mark.slow

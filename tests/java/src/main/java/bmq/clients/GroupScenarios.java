@@ -10,11 +10,17 @@ import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.Set;
+import java.util.TreeMap;
 import java.util.TreeSet;
+import java.util.concurrent.TimeUnit;
+import java.util.regex.Pattern;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.consumer.SubscriptionPattern;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.TopicPartition;
@@ -29,7 +35,10 @@ import org.apache.kafka.common.errors.RebalanceInProgressException;
  *     then one new record a partition, each of which its partition's owner must get;
  * <li>static-classic, static-consumer: members with group.instance.id; one closes and a new
  *     process with its instance id takes its place: it gets the same partitions, and the other
- *     member keeps its own without a rebalance.
+ *     member keeps its own without a rebalance;
+ * <li>regex: the consumer protocol with a java.util.regex.Pattern (matched by the client) and
+ *     with a SubscriptionPattern (an RE2J regex matched by the broker), each matching TOPIC
+ *     and a topic it creates once it has read TOPIC: it must read that topic's record too.
  * </ul>
  */
 public final class GroupScenarios {
@@ -43,6 +52,7 @@ public final class GroupScenarios {
         known.put("consumer", (context, topic) -> readTogether(context, topic, "consumer"));
         known.put("static-classic", (context, topic) -> staticMembers(context, topic, "classic"));
         known.put("static-consumer", (context, topic) -> staticMembers(context, topic, "consumer"));
+        known.put("regex", GroupScenarios::regex);
         Scenarios.main("GroupScenarios", args, known);
     }
 
@@ -212,6 +222,53 @@ public final class GroupScenarios {
         } finally {
             a.consumer.close();
             if (restarted != null) restarted.consumer.close();
+        }
+        return result;
+    }
+
+    static Map<String, Object> regex(Scenarios.Context context, String topic) throws Exception {
+        Map<String, Object> result = new LinkedHashMap<>();
+        for (String kind : List.of("pattern", "subscription-pattern")) {
+            String created = topic + "-" + kind;
+            // Topic names have no characters special to either syntax but the dot.
+            String regex = topic.replace(".", "\\.") + "(-" + kind + ")?";
+            Properties props = context.client("group.id", created, "group.protocol", "consumer",
+                                              "enable.auto.commit", false,
+                                              "auto.offset.reset", "earliest",
+                                              // The client matches a Pattern against metadata.
+                                              "metadata.max.age.ms", 500);
+            Map<String, Object> seen = new LinkedHashMap<>();
+            try (KafkaConsumer<byte[], byte[]> consumer = ConsumerScenarios.consumer(props)) {
+                if (kind.equals("pattern")) consumer.subscribe(Pattern.compile(regex));
+                else consumer.subscribe(new SubscriptionPattern(regex));
+                List<TopicPartition> partitions = consumer.partitionsFor(topic).stream()
+                        .map(info -> new TopicPartition(topic, info.partition())).toList();
+                long total = consumer.endOffsets(partitions).values().stream()
+                        .mapToLong(Long::longValue).sum();
+                Map<String, Integer> counts = new TreeMap<>();
+                while (counts.getOrDefault(topic, 0) < total) {
+                    context.check();
+                    consumer.poll(POLL).forEach(r -> counts.merge(r.topic(), 1, Integer::sum));
+                }
+                try (Admin admin = Admin.create(context.client())) {
+                    admin.createTopics(List.of(new NewTopic(created, 1, (short) 1))).all()
+                         .get(context.remaining().toMillis(), TimeUnit.MILLISECONDS);
+                }
+                try (KafkaProducer<byte[], byte[]> producer =
+                             ProducerScenarios.producer(context.client())) {
+                    producer.send(new ProducerRecord<>(created, ProducerScenarios.utf8("new")))
+                            .get(context.remaining().toMillis(), TimeUnit.MILLISECONDS);
+                }
+                while (counts.getOrDefault(created, 0) < 1) {
+                    context.check();
+                    consumer.poll(POLL).forEach(r -> counts.merge(r.topic(), 1, Integer::sum));
+                }
+                seen.put("records_at_start", total);
+                seen.put("records_by_topic", counts);
+                seen.put("assigned_topics", new TreeSet<>(consumer.assignment().stream()
+                        .map(TopicPartition::topic).toList()));
+            }
+            result.put(kind, seen);
         }
         return result;
     }
