@@ -10,24 +10,15 @@ from __future__ import annotations
 
 import re
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
+
+from tests.cli.conftest import Result
 
 REPO = Path(__file__).resolve().parents[2]
 KAFKA_SCRIPT = REPO / "scripts" / "kafka.sh"
 # A JVM start and one admin round trip take about a second on an idle machine; several times
 # that while other tests load it.
 TOOL_TIMEOUT_S = 120.0
-
-
-@dataclass
-class ToolResult:
-    code: int
-    out: str
-    err: str
-
-    def __str__(self) -> str:
-        return f"exit {self.code}\n--- stdout ---\n{self.out}\n--- stderr ---\n{self.err[-4000:]}"
 
 
 def build() -> None:
@@ -42,12 +33,12 @@ class KafkaTools:
         self.bootstrap = bootstrap
 
     def __call__(self, tool: str, *args: str, stdin: str | None = None, check: bool = True,
-                 timeout: float = TOOL_TIMEOUT_S) -> ToolResult:
+                 timeout: float = TOOL_TIMEOUT_S) -> Result:
         # First: kafka-transactions.sh takes it only before its subcommand.
         argv = [str(KAFKA_SCRIPT), tool, "--bootstrap-server", self.bootstrap, *args]
         ran = subprocess.run(argv, input=stdin, capture_output=True, text=True,
                              timeout=timeout, check=False)
-        result = ToolResult(ran.returncode, ran.stdout, ran.stderr)
+        result = Result(ran.returncode, ran.stdout, ran.stderr)
         if check:
             assert result.code == 0, f"{tool} {' '.join(args)} failed: {result}"
         return result
