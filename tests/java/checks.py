@@ -267,3 +267,11 @@ def check_implicit(result: dict[str, Any]) -> None:
     assert sorted((d["offset"], d["delivery_count"]) for d in result["deliveries"]) == [
         (o, 1) for o in range(10)]
     assert [(d["offset"], d["delivery_count"]) for d in result["new_consumer"]] == [(10, 1)]
+
+
+def check_renew(result: dict[str, Any]) -> None:
+    """RENEW needs ShareAcknowledge v2 (KIP-1222), which BMQ does not serve: the client's
+    commit reports UNSUPPORTED_VERSION for the partition (an error, not a hang)."""
+    assert result["renewed_offset"] == 0
+    assert len(result["commit_results"]) == 1
+    assert "UnsupportedVersionException" in result["commit_results"][0], result

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -38,50 +38,77 @@ BROKER_ENV = {f"BMQ_{key.upper().replace('.', '_')}": str(value)
               for key, value in BROKER_CONFIG.items()}
 
 
+class JavaRun:
+    """A running main class of bmq.clients; ``result`` waits for it and checks it."""
+
+    def __init__(self, command: list[str], scenarios: Mapping[str, str], output: Path) -> None:
+        self.command = command
+        self.scenarios = dict(scenarios)
+        # Output to files: a pipe nobody reads while the program runs (the client's warnings
+        # while a test restarts the broker) could fill and stop it.
+        self.stdout, self.stderr = output.with_suffix(".out"), output.with_suffix(".err")
+        with open(self.stdout, "wb") as out, open(self.stderr, "wb") as err:
+            self.proc = subprocess.Popen(command, stdout=out, stderr=err)
+
+    def result(self, timeout: float = RUN_TIMEOUT_S) -> dict[str, Any]:
+        """Every scenario must report, none with an error."""
+        try:
+            code: int | None = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            code = None
+        stdout = self.stdout.read_text(errors="replace")
+        stderr = self.stderr.read_text(errors="replace")
+        results: dict[str, Any] = {}
+        for line in stdout.splitlines():
+            results.update(json.loads(line))
+        failed = {name: result["error"] for name, result in results.items()
+                  if isinstance(result, dict) and "error" in result}
+        assert code == 0 and set(results) == set(self.scenarios) and not failed, (
+            f"{' '.join(self.command[-len(self.scenarios) - 3:])}: exit code {code} (None: "
+            f"killed after {timeout} s), errors {failed}, reported {sorted(results)}\n"
+            f"--- stderr ---\n{stderr[-6000:]}")
+        return results
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(10)
+
+
 class JavaClients:
-    """Runs a main class of bmq.clients with its scenarios and returns their results."""
+    """Runs main classes of bmq.clients with their scenarios."""
 
     def __init__(self, classpath: str, workdir: Path) -> None:
         self.classpath = classpath
         self.workdir = workdir
-        self.runs = 0
+        self.started: list[JavaRun] = []
 
-    def run(self, main: str, bootstrap: str, scenarios: Mapping[str, str],
-            settings: Mapping[str, str] | None = None,
-            timeout: float = RUN_TIMEOUT_S) -> dict[str, Any]:
+    def start(self, main: str, bootstrap: str, scenarios: Mapping[str, str],
+              settings: Mapping[str, str] | None = None) -> JavaRun:
         """``scenarios`` maps scenario names to topics; ``settings`` go to every client (a
-        properties file). Every scenario must report, none with an error."""
-        self.runs += 1
+        properties file)."""
         settings_arg = "-"
         if settings:
-            path = self.workdir / f"client{self.runs}.properties"
+            path = self.workdir / f"client{len(self.started)}.properties"
             path.write_text("".join(f"{key}={value.replace(chr(92), chr(92) * 2)}\n"
                                     for key, value in settings.items()))
             settings_arg = str(path)
         command = ["java", *JVM_OPTIONS, "-cp", self.classpath, f"bmq.clients.{main}",
                    bootstrap, settings_arg, *(f"{name}={topic}" for name, topic in
                                               scenarios.items())]
-        try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
-            stdout, stderr, code = done.stdout, done.stderr, done.returncode
-        except subprocess.TimeoutExpired as expired:
-            stdout, stderr, code = _text(expired.stdout), _text(expired.stderr), None
-        results: dict[str, Any] = {}
-        for line in stdout.splitlines():
-            results.update(json.loads(line))
-        failed = {name: result["error"] for name, result in results.items()
-                  if isinstance(result, dict) and "error" in result}
-        assert code == 0 and set(results) == set(scenarios) and not failed, (
-            f"{main} {' '.join(command[-len(scenarios):])}: exit code {code} (None: killed "
-            f"after {timeout} s), errors {failed}, reported {sorted(results)}\n"
-            f"--- stderr ---\n{stderr[-6000:]}")
-        return results
+        self.started.append(JavaRun(command, scenarios,
+                                    self.workdir / f"{main}-{len(self.started)}"))
+        return self.started[-1]
 
+    def run(self, main: str, bootstrap: str, scenarios: Mapping[str, str],
+            settings: Mapping[str, str] | None = None,
+            timeout: float = RUN_TIMEOUT_S) -> dict[str, Any]:
+        return self.start(main, bootstrap, scenarios, settings).result(timeout)
 
-def _text(output: bytes | str | None) -> str:
-    if isinstance(output, bytes):
-        return output.decode(errors="replace")
-    return output or ""
+    def cleanup(self) -> None:
+        for run in self.started:
+            run.kill()
 
 
 @pytest.fixture(scope="session")
@@ -93,8 +120,12 @@ def java_classpath() -> str:
 
 
 @pytest.fixture
-def java_clients(java_classpath: str, tmp_path: Path) -> JavaClients:
-    return JavaClients(java_classpath, tmp_path)
+def java_clients(java_classpath: str, tmp_path: Path) -> Iterator[JavaClients]:
+    clients = JavaClients(java_classpath, tmp_path)
+    try:
+        yield clients
+    finally:
+        clients.cleanup()
 
 
 @pytest.fixture(scope="module")

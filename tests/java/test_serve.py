@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import BrokerProcess
+from tests.conftest import BrokerFactory, BrokerProcess
+from tests.integration.helpers import consume, wait_until, watermarks
 from tests.java import checks
-from tests.java.conftest import JavaClients
+from tests.java.conftest import BROKER_CONFIG, JavaClients
 
 
 def test_producer_idempotent_transactional_and_every_codec(
@@ -19,6 +20,26 @@ def test_producer_idempotent_transactional_and_every_codec(
     checks.check_idempotent(bootstrap, topics["idempotent"], result["idempotent"])
     checks.check_transactions(bootstrap, topics["transactions"], result["transactions"])
     checks.check_codecs(bootstrap, topics["codecs"], result["codecs"])
+
+
+@pytest.mark.slow
+def test_idempotent_producer_across_a_kill_9_of_the_broker(java_clients: JavaClients,
+                                                           broker_factory: BrokerFactory) -> None:
+    """The broker is killed (-9) and restarted while the Java producer writes: every send
+    succeeds, and the partition holds each record once, in order."""
+    broker = broker_factory(config=BROKER_CONFIG)
+    topic = checks.producer_topics(broker.bootstrap, ("steady",))["steady"]
+    run = java_clients.start("ProducerScenarios", broker.bootstrap, {"steady": topic})
+    wait_until(lambda: watermarks(broker.bootstrap, topic)[1] >= 800, 60,
+               message="800 records written")
+    broker.kill()
+    assert run.proc.poll() is None, "the producer finished before the kill"
+    broker.start()
+    result = run.result()["steady"]
+    assert result["errors"] == []
+    read = consume(broker.bootstrap, topic, expected=4000)[0]
+    assert [m.value for m in read] == [f"steady-{i}".encode() for i in range(4000)]
+    assert result["offsets"] == [m.offset for m in read]
 
 
 def test_groups_classic_and_consumer_protocol_static_members_and_regex(
@@ -65,8 +86,10 @@ def test_share_consumer_accept_release_reject(java_clients: JavaClients,
 
 
 @pytest.mark.slow
-def test_share_consumer_implicit_acknowledgement(java_clients: JavaClients,
-                                                 java_broker: BrokerProcess) -> None:
+def test_share_consumer_implicit_acknowledgement_and_renew(java_clients: JavaClients,
+                                                           java_broker: BrokerProcess) -> None:
     topic = checks.share_topic(java_broker.bootstrap)
-    result = java_clients.run("ShareScenarios", java_broker.bootstrap, {"implicit": topic})
+    result = java_clients.run("ShareScenarios", java_broker.bootstrap,
+                              {"implicit": topic, "renew": topic})
     checks.check_implicit(result["implicit"])
+    checks.check_renew(result["renew"])

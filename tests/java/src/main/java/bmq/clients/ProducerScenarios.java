@@ -26,7 +26,9 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * <li>transactions: commit, abort, commit again (with consumer offsets sent to each), then a
  *     second producer with the same transactional.id fences the first and commits;
  * <li>codecs: 60 records with keys, binary values and headers with each codec (none, gzip,
- *     snappy, lz4, zstd), codec i into partition i.
+ *     snappy, lz4, zstd), codec i into partition i;
+ * <li>steady: an idempotent producer writing 4000 records, about 500 a second, while the test
+ *     kills and restarts the broker: the outcome of every send (its offset, or its error).
  * </ul>
  */
 public final class ProducerScenarios {
@@ -39,6 +41,7 @@ public final class ProducerScenarios {
         known.put("idempotent", ProducerScenarios::idempotent);
         known.put("transactions", ProducerScenarios::transactions);
         known.put("codecs", ProducerScenarios::codecs);
+        known.put("steady", ProducerScenarios::steady);
         Scenarios.main("ProducerScenarios", args, known);
     }
 
@@ -197,5 +200,30 @@ public final class ProducerScenarios {
         for (int b = 0; b < 256; b++) value[b] = (byte) (b + i);
         System.arraycopy(text, 0, value, 256, text.length);
         return value;
+    }
+
+    static Map<String, Object> steady(Scenarios.Context context, String topic) throws Exception {
+        Properties props = context.client("enable.idempotence", true, "acks", "all",
+                                          "linger.ms", 5, "delivery.timeout.ms", 50000);
+        List<Future<RecordMetadata>> sent = new ArrayList<>();
+        try (KafkaProducer<byte[], byte[]> producer = producer(props)) {
+            for (int i = 0; i < 4000; i++) {
+                sent.add(send(producer, new ProducerRecord<>(topic, 0, null, utf8("steady-" + i)),
+                              context));
+                if (i % 10 == 9) Thread.sleep(20);
+            }
+            producer.flush();
+        }
+        List<Long> offsets = new ArrayList<>();
+        List<String> errors = new ArrayList<>();
+        for (Future<RecordMetadata> each : sent) {
+            try {
+                offsets.add(each.get().offset());
+            } catch (java.util.concurrent.ExecutionException failed) {
+                offsets.add(null);
+                errors.add(Scenarios.describe(failed.getCause()));
+            }
+        }
+        return Map.of("offsets", offsets, "errors", errors);
     }
 }

@@ -31,7 +31,10 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
  *     each poll's acknowledgements committed with commitSync; after close, one more record is
  *     written and a new consumer of the group must get it and nothing older;
  * <li>implicit: the default acknowledgement mode: every record of a poll is accepted by the
- *     next poll; a new consumer then gets only a record written after.
+ *     next poll; a new consumer then gets only a record written after;
+ * <li>renew: AcknowledgeType.RENEW (KIP-1222: extend the lock) on the first record: it needs
+ *     ShareAcknowledge v2, which BMQ does not serve; the commit's result for the partition is
+ *     what the application sees.
  * </ul>
  */
 public final class ShareScenarios {
@@ -43,6 +46,7 @@ public final class ShareScenarios {
         Map<String, Scenarios.Scenario> known = new LinkedHashMap<>();
         known.put("acknowledge", (context, topic) -> consume(context, topic, true));
         known.put("implicit", (context, topic) -> consume(context, topic, false));
+        known.put("renew", ShareScenarios::renew);
         Scenarios.main("ShareScenarios", args, known);
     }
 
@@ -140,6 +144,32 @@ public final class ShareScenarios {
             }
         }
         result.put("new_consumer", later);
+        return result;
+    }
+
+    static Map<String, Object> renew(Scenarios.Context context, String topic) throws Exception {
+        String group = topic + "-renew";
+        startAtEarliest(context, group);
+        Properties props = context.client("group.id", group,
+                                          "share.acknowledgement.mode", "explicit");
+        Map<String, Object> result = new LinkedHashMap<>();
+        try (KafkaShareConsumer<byte[], byte[]> consumer = consumer(props)) {
+            consumer.subscribe(List.of(topic));
+            ConsumerRecord<byte[], byte[]> first = null;
+            while (first == null) {
+                context.check();
+                for (ConsumerRecord<byte[], byte[]> record : consumer.poll(POLL)) {
+                    consumer.acknowledge(record, first == null ? AcknowledgeType.RENEW
+                                                               : AcknowledgeType.ACCEPT);
+                    if (first == null) first = record;
+                }
+            }
+            List<String> outcomes = new ArrayList<>();
+            consumer.commitSync(context.remaining()).forEach((partition, error) -> outcomes.add(
+                    error.map(Scenarios::describe).orElse("none")));
+            result.put("renewed_offset", first.offset());
+            result.put("commit_results", outcomes);
+        }
         return result;
     }
 }
