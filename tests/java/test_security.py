@@ -1,9 +1,12 @@
 """Kafka's Java client over SASL_SSL on `bmq serve`: SCRAM-SHA-512 as user alice, the broker's
 certificate checked against the test CA (a PEM trust store, host name verified), with the
-security tests' certificates, listeners and user (tests/security/conftest.py). The checks read
-back with confluent-kafka on the same broker's PLAINTEXT listener."""
+security tests' certificates, listeners and user (tests/security/conftest.py); and over SSL
+with a client certificate (a PEM key store). The checks read back with confluent-kafka on the
+same broker's PLAINTEXT listener."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -25,7 +28,9 @@ __all__ = ["certificates"]
 @pytest.fixture(scope="module")
 def java_secured(module_broker_factory: BrokerFactory,
                  certificates: Certificates) -> SecureBroker:
-    return secure_broker(module_broker_factory, certificates, **BROKER_CONFIG)
+    # SSL clients must show a certificate; SASL_SSL ones are not asked for one (as Kafka).
+    return secure_broker(module_broker_factory, certificates, **BROKER_CONFIG,
+                         **{"ssl.client.auth": "required"})
 
 
 def sasl_ssl(certificates: Certificates) -> dict[str, str]:
@@ -73,3 +78,22 @@ def test_codecs_seek_and_share_consumer_over_sasl_ssl(java_clients: JavaClients,
     share = checks.share_topic(plain)
     shared = java_clients.run("ShareScenarios", secure, {"acknowledge": share}, settings)
     checks.check_acknowledge(shared["acknowledge"])
+
+
+@pytest.mark.slow
+def test_producer_and_consumer_over_ssl_with_a_client_certificate(
+        java_clients: JavaClients, java_secured: SecureBroker, certificates: Certificates,
+        tmp_path: Path) -> None:
+    plain, ssl = java_secured.broker.bootstrap, java_secured.bootstrap("SSL")
+    key_store = tmp_path / "client.pem"
+    key_store.write_text(certificates.client_key.read_text()
+                         + certificates.client_cert.read_text())
+    settings = {"security.protocol": "SSL", "ssl.keystore.type": "PEM",
+                "ssl.keystore.location": str(key_store), "ssl.truststore.type": "PEM",
+                "ssl.truststore.location": str(certificates.ca)}
+    topics = checks.producer_topics(plain, ("idempotent",))
+    produced = java_clients.run("ProducerScenarios", ssl, topics, settings)
+    checks.check_idempotent(plain, topics["idempotent"], produced["idempotent"])
+    topic, records = checks.group_topic(plain)
+    consumed = java_clients.run("GroupScenarios", ssl, {"classic": topic}, settings)
+    checks.check_read_together(plain, topic, records, consumed["classic"])
