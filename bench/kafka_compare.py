@@ -34,13 +34,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.kafka_peer import BmqPeer, KafkaPeer, Peer, environment_note
 from bench.topic import BenchError
 
 GB = 1e9
 READY_TOPIC = "bench-ready"
+TOPIC = "bmq-bench"     # the bench's default topic
 PACED_TOPIC = "bench-paced"
 FSYNC_EACH_WRITE = {"log.flush.interval.messages": "1"}
 
@@ -78,6 +80,28 @@ def first_accepted_produce(peer: Peer, started: float, timeout: float = 180.0) -
     return delivered[0] - started
 
 
+def create_ready_topic(peer: Peer, topic: str, partitions: int, timeout: float = 60.0) -> None:
+    """Created first and waited for until every partition answers ListOffsets: Kafka elects
+    a new topic's leaders a moment after CreateTopics answers (the bench expects a ready
+    topic)."""
+    admin = AdminClient({"bootstrap.servers": peer.bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(timeout)
+    consumer = Consumer({"bootstrap.servers": peer.bootstrap, "group.id": "bench-ready"})
+    deadline = time.monotonic() + timeout
+    try:
+        for partition in range(partitions):
+            while True:
+                try:
+                    consumer.get_watermark_offsets(TopicPartition(topic, partition), 5.0)
+                    break
+                except KafkaException:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.1)
+    finally:
+        consumer.close()
+
+
 def run_bench(peer: Peer, args: argparse.Namespace, out: Path,
               workload: list[str]) -> tuple[dict[str, Any], float]:
     """``python -m bench`` against the peer: its phases, and the peer's CPU seconds meanwhile."""
@@ -107,6 +131,8 @@ def bench_peer(peer: Peer, args: argparse.Namespace) -> dict[str, Any]:
     result: dict[str, Any] = {"peer": peer.name}
     try:
         result["start_s"] = first_accepted_produce(peer, peer.launch())
+        for topic in (TOPIC, PACED_TOPIC):
+            create_ready_topic(peer, topic, args.partitions)
         produce, cpu = run_bench(peer, args, peer.base / "produce.json",
                                  ["--mode", "produce", "--messages", str(args.messages)])
         result["produce"] = produce["produce"]
