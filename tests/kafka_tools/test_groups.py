@@ -11,7 +11,8 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka import Consumer, Producer, ShareConsumer, TopicPartition
 
-from tests.conftest import make_topic_name
+from tests.conftest import BrokerFactory, make_topic_name
+from tests.kafka_tools.conftest import TOOLS_ENV
 from tests.kafka_tools.tools import KAFKA_SCRIPT, KafkaTools, rows
 
 
@@ -181,3 +182,22 @@ def test_share_group_offsets_are_set_and_deleted(kafka: KafkaTools) -> None:
     assert rows(deleted) == [[topic, "Successful"]]
     assert f"Share group '{group}' has no offset information." in \
         kafka("kafka-share-groups", "--describe", "--group", group).out
+
+
+@pytest.mark.slow
+def test_share_group_is_described_after_a_restart(kafka_jars: None,
+                                                  broker_factory: BrokerFactory) -> None:
+    """Its share-partitions are durable, its membership is not: after a restart the group is
+    described (Empty, with its start offsets and lag) before any member joins again."""
+    broker = broker_factory(env=TOOLS_ENV)
+    kafka = KafkaTools(broker.bootstrap)
+    topic, group = make_topic_name("restart"), make_topic_name("workers")
+    kafka("kafka-topics", "--create", "--topic", topic, "--partitions", "1")
+    produce(kafka.bootstrap, topic, {0: 3})
+    kafka("kafka-share-groups", "--reset-offsets", "--group", group, "--topic", topic,
+          "--to-offset", "1", "--execute")
+    broker.restart()
+    assert rows(kafka("kafka-share-groups", "--describe", "--group", group).out) \
+        == [[group, topic, "0", "1", "2"]]
+    state = rows(kafka("kafka-share-groups", "--describe", "--group", group, "--state").out)
+    assert [(s[0], s[-2], s[-1]) for s in state] == [(group, "Empty", "0")]

@@ -36,8 +36,14 @@ async def handle_share_group_describe(ctx: RequestContext, request: ShareGroupDe
         try:
             group = groups.describe(group_id)
         except KafkaError as failure:
-            result.error_code, result.error_message = failure.code, failure.message
-            continue
+            # Membership is in memory, the share-partitions are durable: a group with
+            # share-partitions and no member since this coordinator started (a restart, a
+            # move) exists, empty, as in Kafka, whose groups are durable.
+            if failure.code != ErrorCode.GROUP_ID_NOT_FOUND \
+                    or not await ctx.broker.share_admin.keys(group_id):
+                result.error_code, result.error_message = failure.code, failure.message
+                continue
+            group = groups.get_or_create(group_id)
         result.group_state = group.state
         result.group_epoch = result.assignment_epoch = group.epoch
         result.assignor_name = ASSIGNOR
