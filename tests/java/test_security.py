@@ -45,10 +45,9 @@ def test_producer_and_consumer_group_over_sasl_ssl(java_clients: JavaClients,
                                                    certificates: Certificates) -> None:
     plain, secure = java_secured.broker.bootstrap, java_secured.bootstrap("SASL_SSL")
     settings = sasl_ssl(certificates)
-    topics = checks.producer_topics(plain, ("idempotent", "transactions"))
+    topics = checks.producer_topics(plain, ("idempotent",))
     produced = java_clients.run("ProducerScenarios", secure, topics, settings)
     checks.check_idempotent(plain, topics["idempotent"], produced["idempotent"])
-    checks.check_transactions(plain, topics["transactions"], produced["transactions"])
     topic, records = checks.group_topic(plain)
     consumed = java_clients.run("GroupScenarios", secure, {"consumer": topic}, settings)
     checks.check_read_together(plain, topic, records, consumed["consumer"])
@@ -56,13 +55,14 @@ def test_producer_and_consumer_group_over_sasl_ssl(java_clients: JavaClients,
 
 
 @pytest.mark.slow
-def test_codecs_seek_and_share_consumer_over_sasl_ssl(java_clients: JavaClients,
-                                                      java_secured: SecureBroker,
-                                                      certificates: Certificates) -> None:
+def test_transactions_codecs_seek_and_share_consumer_over_sasl_ssl(
+        java_clients: JavaClients, java_secured: SecureBroker,
+        certificates: Certificates) -> None:
     plain, secure = java_secured.broker.bootstrap, java_secured.bootstrap("SASL_SSL")
     settings = sasl_ssl(certificates)
-    topics = checks.producer_topics(plain, ("codecs",))
+    topics = checks.producer_topics(plain, ("transactions", "codecs"))
     produced = java_clients.run("ProducerScenarios", secure, topics, settings)
+    checks.check_transactions(plain, topics["transactions"], produced["transactions"])
     checks.check_codecs(plain, topics["codecs"], produced["codecs"])
     topic, records = checks.group_topic(plain)
     transactions = checks.OpenTransaction(plain)

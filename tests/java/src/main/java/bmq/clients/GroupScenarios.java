@@ -209,8 +209,9 @@ public final class GroupScenarios {
                 a.poll();
                 restarted.poll();
             }
-            // Time for a rebalance the restart might have started to show at the other member.
-            for (int round = 0; round < 10; round++) {
+            // Time for a rebalance the restart might have started to show at the other member
+            // (a classic member hears of one at its next heartbeat, within 500 ms).
+            for (int round = 0; round < 5; round++) {
                 a.poll();
                 restarted.poll();
             }
