@@ -10,8 +10,9 @@
 #                                          kafka-topics --bootstrap-server localhost:9092 --list
 #                                          (kafka-topics.sh works too)
 #   scripts/kafka.sh bin DIR               write DIR/bin/kafka-*.sh, one wrapper a tool (and
-#                                          kafka-run-class.sh), for programs that run Kafka's
-#                                          tools from $KAFKA_PATH/bin
+#                                          kafka-run-class.sh), and DIR/libs/*.jar, links to
+#                                          the jars: for programs that take a Kafka
+#                                          distribution's directory ($KAFKA_PATH)
 #   scripts/kafka.sh tools                 list the tool names
 #
 # Environment, as Kafka's scripts read it: KAFKA_HEAP_OPTS [-Xmx256M], KAFKA_OPTS, and
@@ -85,13 +86,13 @@ run_class() {
     shift
   fi
   # The JVM options of kafka-run-class.sh; KAFKA_HEAP_OPTS and KAFKA_OPTS unquoted on purpose
-  # (several options each), as there.
+  # (several options each), as there; a CLASSPATH in the environment goes first, as there.
   # shellcheck disable=SC2206
   local jvm=(java "${extra[@]}" ${KAFKA_HEAP_OPTS:--Xmx256M} -XX:+UseG1GC
     -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35
     -XX:+ExplicitGCInvokesConcurrent -XX:MaxInlineLevel=15 -Djava.awt.headless=true
     -Dorg.slf4j.simpleLogger.defaultLogLevel="$level" -Dorg.slf4j.simpleLogger.showDateTime=true
-    -cp "$jar:$(cat "$classpath_file")" ${KAFKA_OPTS:-})
+    -cp "${CLASSPATH:+$CLASSPATH:}$jar:$(cat "$classpath_file")" ${KAFKA_OPTS:-})
   if [ -f "$archive" ]; then
     exec "${jvm[@]}" -XX:SharedArchiveFile="$archive" "$@"
   elif [ ${#extra[@]} -gt 0 ]; then
@@ -114,7 +115,9 @@ case "${1:-}" in
   bin)
     [ $# -eq 2 ] || { echo "usage: kafka.sh bin DIR" >&2; exit 2; }
     build
-    mkdir -p "$2/bin"
+    # DIR/libs: the jars, as in a Kafka distribution (programs compile against libs/*.jar).
+    mkdir -p "$2/bin" "$2/libs"
+    tr ':' '\n' <"$classpath_file" | while read -r lib; do ln -sf "$lib" "$2/libs/"; done
     for tool in $(tools) run-class; do
       name="$tool"
       [ "$tool" = run-class ] && name=kafka-run-class

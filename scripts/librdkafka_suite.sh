@@ -24,9 +24,9 @@
 # reused; nothing of librdkafka is ever written into this repository. The broker is
 # `bmq serve` with 4 partitions per auto-created topic (the suite's default scenario), on a
 # free port of 127.0.0.1 and a temporary data directory, stopped when the script exits.
-# Tests that call Kafka's own tools (kafka-topics.sh, kafka-acls.sh) run the real ones, Kafka
-# 4.4's from Maven Central (scripts/kafka.sh), and the runner is started again for the tests it
-# never started when it gave up after a timeout.
+# Tests that call Kafka's own tools (kafka-topics.sh, kafka-acls.sh) or its Java client (0098)
+# run the real ones, Kafka 4.4's from Maven Central (scripts/kafka.sh), and the runner is
+# started again for the tests it never started when it gave up after a timeout.
 # Exit status: 0 when no test failed.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -116,7 +116,8 @@ EOF
 # Some tests run Kafka's own tools from $KAFKA_PATH/bin (kafka-topics.sh, kafka-acls.sh): Kafka
 # 4.4's, each bin/ script a wrapper of scripts/kafka.sh. They take --bootstrap-server $BROKERS,
 # which the suite passes to brokers of 3.0 and later (TEST_KAFKA_VERSION); Kafka 4's tools have
-# no --zookeeper.
+# no --zookeeper. 0098 compiles its Java producer against $KAFKA_PATH/libs/kafka-clients-*.jar
+# and runs it with bin/kafka-run-class.sh.
 "$root/scripts/kafka.sh" bin "$work/kafka"
 
 # The runner gives up on every test still to run when one times out: it is started again for
