@@ -11,30 +11,19 @@
 #   scripts/hdfs.sh classpath    the class path to run bmq.hdfs.MiniHdfs with (after build)
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
+. "$here/scripts/maven_module.sh"
 launcher="$here/tools/hdfs"
 jar="$launcher/target/bmq-mini-hdfs-1.jar"
-classpath_file="$launcher/target/classpath.txt"
-
-build() {
-  # Rebuilt only when the launcher's sources or pom are newer than the jar.
-  if [ -f "$jar" ] && [ -f "$classpath_file" ] && \
-     [ -z "$(find "$launcher/pom.xml" "$launcher/src" -newer "$jar" -print -quit)" ]; then
-    return
-  fi
-  command -v mvn >/dev/null 2>&1 || { echo "hdfs.sh: Maven (mvn) is not installed" >&2; exit 1; }
-  mvn -B -q -f "$launcher/pom.xml" package >&2
-}
 
 case "${1:-}" in
-  build) build ;;
-  classpath) build; echo "$jar:$(cat "$classpath_file")" ;;
   run)
     shift
-    build
+    classpath="$(maven_module_classpath "$launcher" "$jar")"
     args=("$@")
     case " ${args[*]} " in *" --base-dir "*) ;; *) args+=(--base-dir "$PWD/hdfs-data") ;; esac
     case " ${args[*]} " in *" --port "*) ;; *) args+=(--port 8020) ;; esac
-    exec java -cp "$jar:$(cat "$classpath_file")" bmq.hdfs.MiniHdfs "${args[@]}"
+    exec java -cp "$classpath" bmq.hdfs.MiniHdfs "${args[@]}"
     ;;
-  *) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) maven_module_command "$launcher" "$jar" "${1:-}" || {
+       sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; } ;;
 esac

@@ -11,22 +11,9 @@
 #                                        bmq.clients.ProducerScenarios BOOTSTRAP - idempotent=TOPIC
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
+. "$here/scripts/maven_module.sh"
 module="$here/tests/java"
 jar="$module/target/bmq-java-clients-1.jar"
-classpath_file="$module/target/classpath.txt"
 
-build() {
-  # Rebuilt only when the programs' sources or pom are newer than the jar.
-  if [ -f "$jar" ] && [ -f "$classpath_file" ] && \
-     [ -z "$(find "$module/pom.xml" "$module/src" -newer "$jar" -print -quit)" ]; then
-    return
-  fi
-  command -v mvn >/dev/null 2>&1 || { echo "java_clients.sh: Maven (mvn) is not installed" >&2; exit 1; }
-  mvn -B -q -f "$module/pom.xml" package >&2
-}
-
-case "${1:-}" in
-  build) build ;;
-  classpath) build; echo "$jar:$(cat "$classpath_file")" ;;
-  *) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
-esac
+maven_module_command "$module" "$jar" "${1:-}" || {
+  sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }

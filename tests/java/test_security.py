@@ -40,17 +40,25 @@ def sasl_ssl(certificates: Certificates) -> dict[str, str]:
             "ssl.truststore.type": "PEM", "ssl.truststore.location": str(certificates.ca)}
 
 
-def test_producer_and_consumer_group_over_sasl_ssl(java_clients: JavaClients,
-                                                   java_secured: SecureBroker,
-                                                   certificates: Certificates) -> None:
-    plain, secure = java_secured.broker.bootstrap, java_secured.bootstrap("SASL_SSL")
-    settings = sasl_ssl(certificates)
+def produce_and_consume_in_a_group(java_clients: JavaClients, broker: SecureBroker,
+                                   listener: str, settings: dict[str, str],
+                                   protocol: str) -> None:
+    """The idempotent producer, then two consumers in a group of ``protocol``, on
+    ``listener``; checked on the PLAINTEXT one."""
+    plain, secure = broker.broker.bootstrap, broker.bootstrap(listener)
     topics = checks.producer_topics(plain, ("idempotent",))
     produced = java_clients.run("ProducerScenarios", secure, topics, settings)
     checks.check_idempotent(plain, topics["idempotent"], produced["idempotent"])
     topic, records = checks.group_topic(plain)
-    consumed = java_clients.run("GroupScenarios", secure, {"consumer": topic}, settings)
-    checks.check_read_together(plain, topic, records, consumed["consumer"])
+    consumed = java_clients.run("GroupScenarios", secure, {protocol: topic}, settings)
+    checks.check_read_together(plain, topic, records, consumed[protocol])
+
+
+def test_producer_and_consumer_group_over_sasl_ssl(java_clients: JavaClients,
+                                                   java_secured: SecureBroker,
+                                                   certificates: Certificates) -> None:
+    produce_and_consume_in_a_group(java_clients, java_secured, "SASL_SSL",
+                                   sasl_ssl(certificates), "consumer")
     assert "authenticated User:alice" in java_secured.broker.log_text()
 
 
@@ -84,16 +92,10 @@ def test_transactions_codecs_seek_and_share_consumer_over_sasl_ssl(
 def test_producer_and_consumer_over_ssl_with_a_client_certificate(
         java_clients: JavaClients, java_secured: SecureBroker, certificates: Certificates,
         tmp_path: Path) -> None:
-    plain, ssl = java_secured.broker.bootstrap, java_secured.bootstrap("SSL")
     key_store = tmp_path / "client.pem"
     key_store.write_text(certificates.client_key.read_text()
                          + certificates.client_cert.read_text())
     settings = {"security.protocol": "SSL", "ssl.keystore.type": "PEM",
                 "ssl.keystore.location": str(key_store), "ssl.truststore.type": "PEM",
                 "ssl.truststore.location": str(certificates.ca)}
-    topics = checks.producer_topics(plain, ("idempotent",))
-    produced = java_clients.run("ProducerScenarios", ssl, topics, settings)
-    checks.check_idempotent(plain, topics["idempotent"], produced["idempotent"])
-    topic, records = checks.group_topic(plain)
-    consumed = java_clients.run("GroupScenarios", ssl, {"classic": topic}, settings)
-    checks.check_read_together(plain, topic, records, consumed["classic"])
+    produce_and_consume_in_a_group(java_clients, java_secured, "SSL", settings, "classic")
