@@ -15,7 +15,8 @@
 #                                          distribution's directory ($KAFKA_PATH)
 #   scripts/kafka.sh tools                 list the tool names
 #
-# Environment, as Kafka's scripts read it: KAFKA_HEAP_OPTS [-Xmx256M], KAFKA_OPTS, and
+# Environment, as Kafka's scripts read it: KAFKA_HEAP_OPTS [-Xmx256M; the broker -Xmx1G -Xms1G],
+# KAFKA_OPTS, and
 # KAFKA_LOG_LEVEL, the level of the logs on stderr [warn, as Kafka's tools-log4j2.yaml].
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
@@ -26,9 +27,10 @@ classpath_file="$module/target/classpath.txt"
 # A class-data archive of the tools' classes (AppCDS): a tool then starts in about half the CPU
 # time, which adds up over the tests' hundred tool runs on a shared 2-core machine. The first
 # quick tool run writes it, with the classes it loaded. It belongs to one JDK (named after the
-# java binary) and one class path (removed when Maven runs again).
+# java binary and its time stamp) and one class path (removed when Maven runs again); a JVM that
+# cannot use it anyway runs without it, silently (-Xlog:cds=off: no warning in the tool's output).
 java_bin="$(readlink -f "$(command -v java)")"
-archive="$module/target/tools-$(printf '%s' "$java_bin" | cksum | cut -d' ' -f1).jsa"
+archive="$module/target/tools-$(stat -c '%n %Y' "$java_bin" | cksum | cut -d' ' -f1).jsa"
 
 build() {
   # Resolved again only when the pom is newer than the jar.
@@ -93,15 +95,22 @@ run_class() {
     -XX:+ExplicitGCInvokesConcurrent -XX:MaxInlineLevel=15 -Djava.awt.headless=true
     -Dorg.slf4j.simpleLogger.defaultLogLevel="$level" -Dorg.slf4j.simpleLogger.showDateTime=true
     -cp "${CLASSPATH:+$CLASSPATH:}$jar:$(cat "$classpath_file")" ${KAFKA_OPTS:-})
-  if [ -f "$archive" ]; then
-    exec "${jvm[@]}" -XX:SharedArchiveFile="$archive" "$@"
+  # An archive of an admin tool's run holds some 16 MB of classes; `--version` or `--help`
+  # loads a tenth of that, too few to be worth using: the next quick run writes a fuller one.
+  local have=0
+  [ -f "$archive" ] && have="$(stat -c %s "$archive")"
+  if [ "$have" -ge 8000000 ]; then
+    exec "${jvm[@]}" -XX:SharedArchiveFile="$archive" -Xlog:cds=off -Xlog:cds+dynamic=off "$@"
   elif [ ${#extra[@]} -gt 0 ]; then
-    # A quick tool and no archive yet: this run writes it (renamed into place, as tools may
-    # run side by side).
-    local code=0
-    "${jvm[@]}" -XX:ArchiveClassesAtExit="$archive.$$" -Xlog:cds=off -Xlog:cds+dynamic=off \
-      "$@" || code=$?
-    [ -f "$archive.$$" ] && mv -f "$archive.$$" "$archive"
+    # A quick tool and no full archive yet: this run writes one (renamed into place if it holds
+    # more than the one there, as tools may run side by side).
+    local code=0 dump="$archive.$$"
+    "${jvm[@]}" -XX:ArchiveClassesAtExit="$dump" -Xlog:cds=off -Xlog:cds+dynamic=off "$@" \
+      || code=$?
+    if [ -f "$dump" ] && [ "$(stat -c %s "$dump")" -gt "$have" ]; then
+      mv -f "$dump" "$archive"
+    fi
+    rm -f "$dump"
     exit $code
   fi
   exec "${jvm[@]}" "$@"
@@ -128,11 +137,12 @@ case "${1:-}" in
   kafka-*)
     class="$(main_class "$1")" || { echo "kafka.sh: no such tool: $1 (see: kafka.sh tools)" >&2; exit 2; }
     case "$1" in
-      kafka-server-start* | *-perf-test*) quick=() ;;
+      kafka-server-start*) quick=(); export KAFKA_HEAP_OPTS="${KAFKA_HEAP_OPTS:--Xmx1G -Xms1G}" ;;
+      *-perf-test*) quick=() ;;
       *) quick=(--quick) ;;
     esac
     shift
     run_class "${quick[@]}" "$class" "$@"
     ;;
-  *) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2 ;;
 esac
