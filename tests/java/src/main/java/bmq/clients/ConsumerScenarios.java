@@ -43,6 +43,21 @@ public final class ConsumerScenarios {
         return new KafkaConsumer<>(props, new ByteArrayDeserializer(), new ByteArrayDeserializer());
     }
 
+    /** The topic's partitions. */
+    static List<TopicPartition> partitions(KafkaConsumer<byte[], byte[]> consumer, String topic) {
+        List<TopicPartition> partitions = new ArrayList<>();
+        for (PartitionInfo info : consumer.partitionsFor(topic)) {
+            partitions.add(new TopicPartition(topic, info.partition()));
+        }
+        return partitions;
+    }
+
+    /** The sum of the topic's end offsets: its record count, when it has no transactions. */
+    static long endOffsetSum(KafkaConsumer<byte[], byte[]> consumer, String topic) {
+        return consumer.endOffsets(partitions(consumer, topic)).values().stream()
+                       .mapToLong(Long::longValue).sum();
+    }
+
     /** The first record polled from the consumer's position, or null when none came in time. */
     static ConsumerRecord<byte[], byte[]> next(KafkaConsumer<byte[], byte[]> consumer,
                                                Scenarios.Context context) throws Exception {
@@ -131,10 +146,7 @@ public final class ConsumerScenarios {
             Map<String, Object> seen = new LinkedHashMap<>();
             try (KafkaConsumer<byte[], byte[]> consumer =
                          consumer(context.client("isolation.level", isolation))) {
-                List<TopicPartition> partitions = new ArrayList<>();
-                for (PartitionInfo info : consumer.partitionsFor(topic)) {
-                    partitions.add(new TopicPartition(topic, info.partition()));
-                }
+                List<TopicPartition> partitions = partitions(consumer, topic);
                 consumer.assign(partitions);
                 consumer.seekToBeginning(partitions);
                 Map<TopicPartition, Long> ends = consumer.endOffsets(partitions);
@@ -146,7 +158,7 @@ public final class ConsumerScenarios {
                     }
                 }
                 Map<String, Long> endOffsets = new LinkedHashMap<>();
-                ends.forEach((p, offset) -> endOffsets.put(Integer.toString(p.partition()), offset));
+                ends.forEach((p, end) -> endOffsets.put(Integer.toString(p.partition()), end));
                 seen.put("end_offsets", endOffsets);
                 seen.put("values", values);
             }

@@ -94,7 +94,7 @@ public final class GroupScenarios {
 
         Set<Integer> assignment() {
             Set<Integer> partitions = new TreeSet<>();
-            for (TopicPartition partition : consumer.assignment()) partitions.add(partition.partition());
+            consumer.assignment().forEach(partition -> partitions.add(partition.partition()));
             return partitions;
         }
 
@@ -147,10 +147,8 @@ public final class GroupScenarios {
         Map<String, Object> result = new LinkedHashMap<>();
         result.put("group", group);
         try {
-            List<TopicPartition> partitions = a.consumer.partitionsFor(topic).stream()
-                    .map(info -> new TopicPartition(topic, info.partition())).toList();
-            long total = a.consumer.endOffsets(partitions).values().stream()
-                    .mapToLong(Long::longValue).sum();
+            List<TopicPartition> partitions = ConsumerScenarios.partitions(a.consumer, topic);
+            long total = ConsumerScenarios.endOffsetSum(a.consumer, topic);
             while (!(split(a, b, partitions.size()) && readCount(a, b) >= total)) {
                 context.check();
                 a.poll();
@@ -242,10 +240,7 @@ public final class GroupScenarios {
             try (KafkaConsumer<byte[], byte[]> consumer = ConsumerScenarios.consumer(props)) {
                 if (kind.equals("pattern")) consumer.subscribe(Pattern.compile(regex));
                 else consumer.subscribe(new SubscriptionPattern(regex));
-                List<TopicPartition> partitions = consumer.partitionsFor(topic).stream()
-                        .map(info -> new TopicPartition(topic, info.partition())).toList();
-                long total = consumer.endOffsets(partitions).values().stream()
-                        .mapToLong(Long::longValue).sum();
+                long total = ConsumerScenarios.endOffsetSum(consumer, topic);
                 Map<String, Integer> counts = new TreeMap<>();
                 while (counts.getOrDefault(topic, 0) < total) {
                     context.check();

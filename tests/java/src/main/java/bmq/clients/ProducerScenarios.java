@@ -1,11 +1,13 @@
 package bmq.clients;
 
 import java.nio.charset.StandardCharsets;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
@@ -72,7 +74,8 @@ public final class ProducerScenarios {
         return offsets;
     }
 
-    static Map<String, Object> idempotent(Scenarios.Context context, String topic) throws Exception {
+    static Map<String, Object> idempotent(Scenarios.Context context, String topic)
+            throws Exception {
         Properties props = context.client("enable.idempotence", true, "acks", "all",
                                           "max.in.flight.requests.per.connection", 5,
                                           "linger.ms", 2, "batch.size", 2048);
@@ -145,7 +148,7 @@ public final class ProducerScenarios {
                 second.commitTransaction();
             }
         } finally {
-            first.close(java.time.Duration.ofSeconds(5));
+            first.close(Duration.ofSeconds(5));
         }
         return result;
     }
@@ -173,11 +176,7 @@ public final class ProducerScenarios {
                     Map<String, Object> record = new LinkedHashMap<>();
                     record.put("key", key);
                     record.put("value", value);
-                    List<List<Object>> headerList = new ArrayList<>();
-                    for (Header header : headers) {
-                        headerList.add(java.util.Arrays.asList(header.key(), header.value()));
-                    }
-                    record.put("headers", headerList);
+                    record.put("headers", Records.headers(headers));
                     records.add(record);
                 }
                 producer.flush();
@@ -219,7 +218,7 @@ public final class ProducerScenarios {
         for (Future<RecordMetadata> each : sent) {
             try {
                 offsets.add(each.get().offset());
-            } catch (java.util.concurrent.ExecutionException failed) {
+            } catch (ExecutionException failed) {
                 offsets.add(null);
                 errors.add(Scenarios.describe(failed.getCause()));
             }

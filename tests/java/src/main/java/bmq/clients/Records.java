@@ -8,7 +8,7 @@ import java.util.Map;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.common.header.Header;
 
-/** A consumed record as the tests compare it: bytes exactly (hex), headers in order. */
+/** Records as the tests compare them: bytes exactly (hex), headers in order. */
 final class Records {
     private Records() {}
 
@@ -19,12 +19,15 @@ final class Records {
         out.put("timestamp", record.timestamp());
         out.put("key", record.key());
         out.put("value", record.value());
-        List<List<Object>> headers = new ArrayList<>();
-        for (Header header : record.headers()) {
-            headers.add(Arrays.asList(header.key(), header.value()));
-        }
-        out.put("headers", headers);
+        out.put("headers", headers(record.headers()));
         record.deliveryCount().ifPresent(count -> out.put("delivery_count", count));
+        return out;
+    }
+
+    /** Each header as [name, value]. */
+    static List<List<Object>> headers(Iterable<Header> headers) {
+        List<List<Object>> out = new ArrayList<>();
+        for (Header header : headers) out.add(Arrays.asList(header.key(), header.value()));
         return out;
     }
 }

@@ -8,11 +8,13 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Properties;
+import java.util.concurrent.TimeUnit;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AlterConfigOp;
 import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.consumer.AcknowledgeType;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.KafkaShareConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
@@ -62,7 +64,7 @@ public final class ShareScenarios {
                     new ConfigEntry("share.auto.offset.reset", "earliest"),
                     AlterConfigOp.OpType.SET);
             admin.incrementalAlterConfigs(Map.of(resource, List.of(earliest))).all()
-                 .get(context.remaining().toMillis(), java.util.concurrent.TimeUnit.MILLISECONDS);
+                 .get(context.remaining().toMillis(), TimeUnit.MILLISECONDS);
         }
     }
 
@@ -91,12 +93,9 @@ public final class ShareScenarios {
         long total;
         try (KafkaShareConsumer<byte[], byte[]> consumer = consumer(props)) {
             consumer.subscribe(List.of(topic));
-            try (var probe = ConsumerScenarios.consumer(context.client())) {
-                var partitions = probe.partitionsFor(topic).stream()
-                        .map(p -> new org.apache.kafka.common.TopicPartition(topic, p.partition()))
-                        .toList();
-                total = probe.endOffsets(partitions).values().stream()
-                             .mapToLong(Long::longValue).sum();
+            try (KafkaConsumer<byte[], byte[]> probe =
+                         ConsumerScenarios.consumer(context.client())) {
+                total = ConsumerScenarios.endOffsetSum(probe, topic);
             }
             // Explicit: every record once, v2 twice. Implicit: every record once.
             long expected = explicit ? total + 1 : total;
@@ -125,7 +124,8 @@ public final class ShareScenarios {
         }
         result.put("deliveries", deliveries);
         result.put("commit_errors", commitErrors);
-        try (KafkaProducer<byte[], byte[]> producer = ProducerScenarios.producer(context.client())) {
+        try (KafkaProducer<byte[], byte[]> producer =
+                     ProducerScenarios.producer(context.client())) {
             producer.send(new ProducerRecord<>(topic, 0, null, ProducerScenarios.utf8("after")))
                     .get();
         }
