@@ -37,7 +37,7 @@ build() {
   if [ ! -f "$jar" ] || [ ! -f "$classpath_file" ] || [ "$module/pom.xml" -nt "$jar" ]; then
     command -v mvn >/dev/null 2>&1 || { echo "kafka.sh: Maven (mvn) is not installed" >&2; exit 1; }
     rm -f "$module"/target/tools-*.jsa
-    mvn -B -q -Dstyle.color=never -f "$module/pom.xml" package >&2
+    mvn -B -q -f "$module/pom.xml" package >&2
   fi
 }
 
