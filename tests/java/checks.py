@@ -100,6 +100,15 @@ def check_codecs(bootstrap: str, topic: str, result: dict[str, Any]) -> None:
         assert [as_seen(m) for m in read[partition]] == result[codec], codec
 
 
+def check_steady(bootstrap: str, topic: str, result: dict[str, Any]) -> None:
+    """Every send succeeded, and the partition holds each record once, in order, at the
+    offsets the producer was told."""
+    assert result["errors"] == []
+    read = consume(bootstrap, topic, expected=4000)[0]
+    assert [m.value for m in read] == [f"steady-{i}".encode() for i in range(4000)]
+    assert result["offsets"] == [m.offset for m in read]
+
+
 # ------------------------------------------------------------------------------- consumer
 
 def group_topic(bootstrap: str, ready: Ready = no_wait) -> tuple[str, list[Msg]]:

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import BrokerFactory, BrokerProcess
+from tests.integration.helpers import wait_until
 
 REPO = Path(__file__).resolve().parent.parent.parent
 SCRIPT = REPO / "scripts" / "java_clients.sh"
@@ -69,6 +70,12 @@ class JavaRun:
             f"killed after {timeout} s), errors {failed}, reported {sorted(results)}\n"
             f"--- stderr ---\n{stderr[-6000:]}")
         return results
+
+    def wait_for_output(self, text: str, timeout: float) -> None:
+        """Until the program has written ``text`` on stderr (a scenario's progress line)."""
+        wait_until(lambda: text in self.stderr.read_text(errors="replace")
+                   or self.proc.poll() is not None, timeout, message=repr(text))
+        assert text in self.stderr.read_text(errors="replace"), self.result()
 
     def kill(self) -> None:
         if self.proc.poll() is None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.cluster.conftest import ClusterFactory, cluster_factory, zookeeper
+from tests.integration.helpers import produce_all, wait_until, watermarks
 from tests.java import checks
 from tests.java.conftest import BROKER_ENV, JavaClients
 from tests.proxy.conftest import Proxies, proxies
@@ -59,3 +60,43 @@ def test_every_scenario_through_a_proxy(java_clients: JavaClients,
     share = checks.share_topic(bootstrap, ready=cluster.wait_writable)
     shared = java_clients.run("ShareScenarios", bootstrap, {"acknowledge": share})
     checks.check_acknowledge(shared["acknowledge"])
+
+
+@pytest.mark.slow
+def test_idempotent_producer_across_the_kill_of_the_partition_owner(
+        java_clients: JavaClients, cluster_factory: ClusterFactory) -> None:
+    """The owner of the partition the Java producer writes is killed (-9): another broker
+    takes it over from shared storage, the producer follows it, every send succeeds and each
+    record is there once, in order."""
+    cluster = cluster_factory(brokers=3, env=BROKER_ENV)
+    topic = checks.producer_topics(cluster.bootstrap, ("steady",),
+                                   ready=cluster.wait_writable)["steady"]
+    run = java_clients.start("ProducerScenarios", cluster.bootstrap, {"steady": topic})
+    wait_until(lambda: watermarks(cluster.bootstrap, topic)[1] >= 800, 60,
+               message="800 records written")
+    owner = cluster.owners(topic)[0]
+    cluster.brokers[owner].kill()
+    assert run.proc.poll() is None, "the producer finished before the kill"
+    cluster.wait_writable(topic, owners=set(cluster.brokers) - {owner})
+    checks.check_steady(cluster.bootstrap, topic, run.result()["steady"])
+
+
+@pytest.mark.slow
+def test_a_reader_across_the_kill_of_the_partition_owner(
+        java_clients: JavaClients, cluster_factory: ClusterFactory) -> None:
+    """A Java consumer reading a partition when its owner is killed (-9) goes on at the new
+    owner: every record once, in order."""
+    cluster = cluster_factory(brokers=3, env=BROKER_ENV)
+    topic = checks.producer_topics(cluster.bootstrap, ("follow",),
+                                   ready=cluster.wait_writable)["follow"]
+    # Batches of 20 records, and fetches of a batch or two (ConsumerScenarios.follow): the
+    # consumer fetches all along, not everything before the kill.
+    produce_all(cluster.bootstrap, topic, ({"partition": 0, "value": f"v{i}".encode()}
+                                           for i in range(4000)), batch_num_messages=20)
+    run = java_clients.start("ConsumerScenarios", cluster.bootstrap, {"follow": topic})
+    run.wait_for_output("follow: 500 read", 60)
+    owner = cluster.owners(topic)[0]
+    cluster.brokers[owner].kill()
+    assert run.proc.poll() is None, "the consumer finished before the kill"
+    cluster.wait_writable(topic, owners=set(cluster.brokers) - {owner})
+    assert run.result()["follow"]["values"] == [f"v{i}" for i in range(4000)]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import BrokerFactory, BrokerProcess
-from tests.integration.helpers import consume, wait_until, watermarks
+from tests.integration.helpers import wait_until, watermarks
 from tests.java import checks
 from tests.java.conftest import BROKER_CONFIG, JavaClients
 
@@ -35,11 +35,7 @@ def test_idempotent_producer_across_a_kill_9_of_the_broker(java_clients: JavaCli
     broker.kill()
     assert run.proc.poll() is None, "the producer finished before the kill"
     broker.start()
-    result = run.result()["steady"]
-    assert result["errors"] == []
-    read = consume(broker.bootstrap, topic, expected=4000)[0]
-    assert [m.value for m in read] == [f"steady-{i}".encode() for i in range(4000)]
-    assert result["offsets"] == [m.offset for m in read]
+    checks.check_steady(broker.bootstrap, topic, run.result()["steady"])
 
 
 def test_groups_classic_and_consumer_protocol_static_members_and_regex(

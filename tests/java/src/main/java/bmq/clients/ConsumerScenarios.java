@@ -22,7 +22,10 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
  *     end with auto.offset.reset=none (an error) and with latest (reset to the end);
  * <li>offsets-for-times: offsetsForTimes of partition 0 around its records' timestamps;
  * <li>read-committed: every partition read to its end with isolation.level read_committed and
- *     read_uncommitted: the values each sees and the end offsets (LSO, high watermark).
+ *     read_uncommitted: the values each sees and the end offsets (LSO, high watermark);
+ * <li>follow: the topic read from the beginning to its end, slowly (20 records a poll), while
+ *     the test kills a partition's owner: every value in the order read. It writes the line
+ *     "follow: 500 read" on stderr after the 500th record, for the test to act then.
  * </ul>
  */
 public final class ConsumerScenarios {
@@ -35,6 +38,7 @@ public final class ConsumerScenarios {
         known.put("seek", ConsumerScenarios::seek);
         known.put("offsets-for-times", ConsumerScenarios::offsetsForTimes);
         known.put("read-committed", ConsumerScenarios::readCommitted);
+        known.put("follow", ConsumerScenarios::follow);
         Scenarios.main("ConsumerScenarios", args, known);
     }
 
@@ -165,5 +169,27 @@ public final class ConsumerScenarios {
             result.put(isolation, seen);
         }
         return result;
+    }
+
+    static Map<String, Object> follow(Scenarios.Context context, String topic) throws Exception {
+        List<String> values = new ArrayList<>();
+        // Small fetches (a batch or two): the consumer keeps fetching while the test acts.
+        try (KafkaConsumer<byte[], byte[]> consumer =
+                     consumer(context.client("max.poll.records", 20,
+                                             "max.partition.fetch.bytes", 1024))) {
+            List<TopicPartition> partitions = partitions(consumer, topic);
+            long total = endOffsetSum(consumer, topic);
+            consumer.assign(partitions);
+            consumer.seekToBeginning(partitions);
+            while (values.size() < total) {
+                context.check();
+                for (ConsumerRecord<byte[], byte[]> record : consumer.poll(POLL)) {
+                    values.add(new String(record.value(), StandardCharsets.UTF_8));
+                    if (values.size() == 500) System.err.println("follow: 500 read");
+                }
+                Thread.sleep(5);
+            }
+        }
+        return Map.of("values", values);
     }
 }
