@@ -34,12 +34,11 @@ public final class ConsumerScenarios {
     private ConsumerScenarios() {}
 
     public static void main(String[] args) throws Exception {
-        Map<String, Scenarios.Scenario> known = new LinkedHashMap<>();
-        known.put("seek", ConsumerScenarios::seek);
-        known.put("offsets-for-times", ConsumerScenarios::offsetsForTimes);
-        known.put("read-committed", ConsumerScenarios::readCommitted);
-        known.put("follow", ConsumerScenarios::follow);
-        Scenarios.main("ConsumerScenarios", args, known);
+        Scenarios.main("ConsumerScenarios", args, Map.of(
+                "seek", ConsumerScenarios::seek,
+                "offsets-for-times", ConsumerScenarios::offsetsForTimes,
+                "read-committed", ConsumerScenarios::readCommitted,
+                "follow", ConsumerScenarios::follow));
     }
 
     static KafkaConsumer<byte[], byte[]> consumer(Properties props) {

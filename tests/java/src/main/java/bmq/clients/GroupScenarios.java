@@ -47,13 +47,12 @@ public final class GroupScenarios {
     private GroupScenarios() {}
 
     public static void main(String[] args) throws Exception {
-        Map<String, Scenarios.Scenario> known = new LinkedHashMap<>();
-        known.put("classic", (context, topic) -> readTogether(context, topic, "classic"));
-        known.put("consumer", (context, topic) -> readTogether(context, topic, "consumer"));
-        known.put("static-classic", (context, topic) -> staticMembers(context, topic, "classic"));
-        known.put("static-consumer", (context, topic) -> staticMembers(context, topic, "consumer"));
-        known.put("regex", GroupScenarios::regex);
-        Scenarios.main("GroupScenarios", args, known);
+        Scenarios.main("GroupScenarios", args, Map.of(
+                "classic", (context, topic) -> readTogether(context, topic, "classic"),
+                "consumer", (context, topic) -> readTogether(context, topic, "consumer"),
+                "static-classic", (context, topic) -> staticMembers(context, topic, "classic"),
+                "static-consumer", (context, topic) -> staticMembers(context, topic, "consumer"),
+                "regex", GroupScenarios::regex));
     }
 
     /** One group member: its consumer, what it read, and what was revoked from it. */

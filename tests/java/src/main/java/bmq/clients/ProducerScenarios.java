@@ -39,12 +39,11 @@ public final class ProducerScenarios {
     private ProducerScenarios() {}
 
     public static void main(String[] args) throws Exception {
-        Map<String, Scenarios.Scenario> known = new LinkedHashMap<>();
-        known.put("idempotent", ProducerScenarios::idempotent);
-        known.put("transactions", ProducerScenarios::transactions);
-        known.put("codecs", ProducerScenarios::codecs);
-        known.put("steady", ProducerScenarios::steady);
-        Scenarios.main("ProducerScenarios", args, known);
+        Scenarios.main("ProducerScenarios", args, Map.of(
+                "idempotent", ProducerScenarios::idempotent,
+                "transactions", ProducerScenarios::transactions,
+                "codecs", ProducerScenarios::codecs,
+                "steady", ProducerScenarios::steady));
     }
 
     /** A producer whose sends block (for metadata, for buffer space) 15 s at most. */

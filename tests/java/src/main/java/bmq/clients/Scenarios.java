@@ -10,6 +10,7 @@ import java.util.HashSet;
 import java.util.Map;
 import java.util.Properties;
 import java.util.Set;
+import java.util.TreeSet;
 import java.util.concurrent.TimeoutException;
 
 /**
@@ -26,7 +27,7 @@ import java.util.concurrent.TimeoutException;
  * one line {"SCENARIO": {...}}. A scenario that throws reports {"error": "..."} (with the stack
  * trace on stderr) and the next one still runs: one JVM start serves several checks. Every wait
  * is bounded by the scenario's deadline, so a broker that never answers ends the run with what
- * was seen, not a hang. A new main class is a map of named scenarios passed to {@link #main}.
+ * was seen, not a hang. A new main class passes its named scenarios to {@link #main}.
  */
 final class Scenarios {
     /** How long one scenario may take; the tests' own timeout for the whole run is longer. */
@@ -79,7 +80,7 @@ final class Scenarios {
     static void main(String main, String[] args, Map<String, Scenario> known) throws IOException {
         if (args.length < 3) {
             System.err.printf("usage: %s BOOTSTRAP SETTINGS|- SCENARIO=TOPIC...%nscenarios: %s%n",
-                              main, String.join(" ", known.keySet()));
+                              main, String.join(" ", new TreeSet<>(known.keySet())));
             System.exit(2);
         }
         Properties settings = new Properties();
@@ -94,7 +95,7 @@ final class Scenarios {
             Scenario scenario = known.get(nameAndTopic[0]);
             if (scenario == null || nameAndTopic.length != 2 || !done.add(nameAndTopic[0])) {
                 System.err.printf("%s: unknown or repeated scenario %s (known: %s)%n",
-                                  main, args[i], String.join(" ", known.keySet()));
+                                  main, args[i], String.join(" ", new TreeSet<>(known.keySet())));
                 System.exit(2);
             }
             long deadline = System.nanoTime() + SCENARIO_TIMEOUT.toNanos();

@@ -45,11 +45,10 @@ public final class ShareScenarios {
     private ShareScenarios() {}
 
     public static void main(String[] args) throws Exception {
-        Map<String, Scenarios.Scenario> known = new LinkedHashMap<>();
-        known.put("acknowledge", (context, topic) -> consume(context, topic, true));
-        known.put("implicit", (context, topic) -> consume(context, topic, false));
-        known.put("renew", ShareScenarios::renew);
-        Scenarios.main("ShareScenarios", args, known);
+        Scenarios.main("ShareScenarios", args, Map.of(
+                "acknowledge", (context, topic) -> consume(context, topic, true),
+                "implicit", (context, topic) -> consume(context, topic, false),
+                "renew", ShareScenarios::renew));
     }
 
     static KafkaShareConsumer<byte[], byte[]> consumer(Properties props) {
