@@ -134,6 +134,13 @@ def _shell_script(path: str) -> Callable[[list[str]], None]:
     return check
 
 
+def _java_main(args: list[str]) -> None:
+    """``java -cp CLASSPATH CLASS ...``: the class is one of the tests' Java programs."""
+    main = next(a for a in args if re.fullmatch(r"bmq\.clients\.\w+", a))
+    source = ROOT / "tests/java/src/main/java" / (main.replace(".", "/") + ".java")
+    assert source.exists(), main
+
+
 CHECKS: dict[str, Callable[[list[str]], None]] = {
     "bmq": _parse_bmq,
     ".venv/bin/python -m bench": _parse_bench,
@@ -141,6 +148,8 @@ CHECKS: dict[str, Callable[[list[str]], None]] = {
     "python spark_jobs/export_to_parquet.py": _parse_parquet_export_job,
     "make": _make_target,
     "scripts/librdkafka_suite.sh": _shell_script("scripts/librdkafka_suite.sh"),
+    "scripts/java_clients.sh": _shell_script("scripts/java_clients.sh"),
+    "java": _java_main,
     ".venv/bin/pytest": _existing_path,
     ".venv/bin/python": _existing_path,
     # docker-compose.yml: test_compose_schema.py and tests/cluster/test_compose.py.
