@@ -13,6 +13,7 @@ import pytest
 
 from tests.cluster.conftest import ClusterFactory, cluster_factory, zookeeper
 from tests.conftest import BrokerFactory, BrokerProcess
+from tests.groups.helpers import create_topic, unique
 from tests.integration.helpers import produce_all
 from tests.java import admin_checks, checks
 from tests.java.conftest import BROKER_CONFIG, BROKER_ENV, JavaClients
@@ -30,7 +31,7 @@ def run_admin(java_clients: JavaClients, bootstrap: str, java_bootstrap: str,
     config_topic = checks.new_topic(bootstrap, "java-admin-configs", 1, ready)
     offsets_topic, records = checks.group_topic(bootstrap, ready)
     argument, seventh = admin_checks.offsets_argument(offsets_topic, records)
-    prefix = checks.unique("java-admin")
+    prefix = unique("java-admin")
     result = java_clients.run("AdminScenarios", java_bootstrap, {
         "topics": prefix, "configs": config_topic, "offsets": argument,
         "cluster": offsets_topic}, settings)
@@ -77,7 +78,7 @@ def acl_broker(module_broker_factory: BrokerFactory,
 def run_security(java_clients: JavaClients, bootstrap: str, java_bootstrap: str,
                  settings: dict[str, str], scenarios: tuple[str, ...]) -> dict[str, Any]:
     topic = checks.new_topic(bootstrap, "java-admin-acl", 1, checks.no_wait)
-    checks.create_topic(bootstrap, f"{topic}-other", 1)
+    create_topic(bootstrap, f"{topic}-other", 1)
     produce_all(bootstrap, topic, ({"value": f"v{i}".encode()} for i in range(3)))
     result = java_clients.run("AdminSecurityScenarios", java_bootstrap,
                               {name: topic for name in scenarios}, settings)
