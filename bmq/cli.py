@@ -12,7 +12,6 @@ from typing import Any, NoReturn
 import click
 
 from bmq.config import ConfigError, load_config
-from bmq.limits import meet_open_files_limit
 from bmq.logs import setup_logging
 from bmq.startup import ExitCode, StartupError
 
@@ -141,5 +140,7 @@ def serve(data_dir: str | None, listen: str | None, advertise: str | None,
         setup_logging(config.log_level, config.log_format)
     except ValueError as error:
         raise StartupError(f"log_level: {error}", ExitCode.USAGE) from error
+    from bmq.role_options import meet_open_files_limit
+
     meet_open_files_limit()
     run(config)

@@ -9,6 +9,8 @@ import logging
 import signal
 from typing import Protocol
 
+from bmq import limits
+
 log = logging.getLogger(__name__)
 
 # glibc serves buffers up to some megabytes from its heaps once a larger one was freed (its
@@ -69,6 +71,8 @@ async def _serve(role: Role) -> None:
     libc = glibc_malloc()
     trimming = None if libc is None else asyncio.create_task(_return_free_heap(libc))
     await role.start()
+    if limits.report():
+        log.info("%s", limits.report())
     await stopping.wait()
     log.info("shutting down")
     if trimming is not None:

@@ -8,9 +8,10 @@ from typing import Any
 import click
 
 from bmq.config import Config, ConfigError, load_config
-from bmq.limits import meet_open_files_limit
+from bmq.limits import partition_files, raise_open_files_limit
 from bmq.logs import setup_logging
 from bmq.startup import ExitCode, StartupError
+from bmq.storage.handles import OPEN_FILES
 
 _STORAGE_HELP = "Shared storage: file:///dir, s3://bucket/prefix or hdfs://namenode:port/path."
 
@@ -24,6 +25,12 @@ def parse_storage_options(pairs: tuple[str, ...]) -> dict[str, str]:
                                ExitCode.USAGE)
         options[key] = value
     return options
+
+
+def meet_open_files_limit() -> None:
+    """Before a server role opens anything: the soft limit of open files raised to the hard
+    one (``bmq.limits``), the partitions' pool of handles sized from it."""
+    OPEN_FILES.limit = partition_files(raise_open_files_limit())
 
 
 def role_config(common: dict[str, Any], overrides: dict[str, object]

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
+import sys
 import time
 
 import pytest
@@ -55,8 +57,8 @@ def test_a_broker_serves_twice_as_many_partitions_as_it_may_open_files(
                     for p in range(PARTITIONS)}
     assert len(os.listdir(f"/proc/{broker.pid}/fd")) < OPEN_FILES
     log = broker.log_text()
-    assert f"open files: soft limit {OPEN_FILES}, hard limit {OPEN_FILES}" in log
-    assert f"partitions keep at most {OPEN_FILES // 2} files open" in log
+    assert (f"open files: soft limit {OPEN_FILES}, hard limit {OPEN_FILES}; partitions keep "
+            f"at most {OPEN_FILES // 2} open") in log
 
 
 def test_the_pool_closes_the_least_recently_used_and_the_idle_but_never_a_busy_one() -> None:
@@ -116,3 +118,13 @@ def test_out_of_file_descriptors_a_topic_is_refused_whole_and_the_broker_serves_
         assert (message.offset(), message.value()) == (0, b"after")
     finally:
         consumer.close()
+
+
+def test_a_server_raises_its_soft_limit_of_open_files_to_the_hard_one() -> None:
+    shown = subprocess.run(
+        ["prlimit", "--nofile=256:1024", "--", sys.executable, "-c",
+         "import resource; from bmq.limits import raise_open_files_limit, report; "
+         "print(raise_open_files_limit(), resource.getrlimit(resource.RLIMIT_NOFILE)[0]); "
+         "print(report())"], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert shown == ["1024 1024", "open files: soft limit raised from 256 to 1024 (hard limit "
+                                  "1024); partitions keep at most 512 open"]
