@@ -177,8 +177,10 @@ class Broker:
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._executor, self.membership.load)
         if not self.controller_assigns_partitions:
-            for topic in self.topics.all():
-                await self._open_partitions(topic, range(topic.partitions))
+            # All at once: the worker threads stay busy across topics (a broker of many small
+            # topics opened them one topic at a time).
+            await asyncio.gather(*(self._open_partitions(topic, range(topic.partitions))
+                                   for topic in self.topics.all()))
             log.info("loaded %d topics", len(self.topics.all()))
         for coordinator in self.coordinators.values():
             await coordinator.start()

@@ -294,8 +294,15 @@ class AppendLayout(Layout):
 
         active = segments[-1]
         active.bytes_since_index = active.size - (active.idx_pos[-1] if active.idx_pos else 0)
-        active.appender = self._open_appender(log_segments, active)
-        _track_appender(log, active)
+        # The active segment's file at its durable size now (a torn tail cut off before any
+        # reader sees it); its append handle waits for the first write, so a partition nobody
+        # writes keeps no file open (a restart of 50,000 partitions opened as many).
+        try:
+            on_storage = visible_size(storage, log_segments.path(active.log_file))
+        except FileNotFoundError:
+            on_storage = -1
+        if on_storage != active.size:
+            self._open_appender(log_segments, active).close()
         return Recovered(segments, log_start, producers, names, ckpt if top == epoch else None)
 
     def write(self, log: LogHost, queue: list[Queued]) -> None:
