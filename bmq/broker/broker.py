@@ -42,6 +42,7 @@ from bmq.writepath.partitions import Partition, PartitionManager
 log = logging.getLogger(__name__)
 
 MAX_PARTITIONS = 10_000
+_OPENS_IN_FLIGHT = 256    # partitions opened together at start-up
 
 
 class Broker:
@@ -177,10 +178,15 @@ class Broker:
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._executor, self.membership.load)
         if not self.controller_assigns_partitions:
-            # All at once: the worker threads stay busy across topics (a broker of many small
-            # topics opened them one topic at a time).
-            await asyncio.gather(*(self._open_partitions(topic, range(topic.partitions))
-                                   for topic in self.topics.all()))
+            # Topics together, some hundreds of partitions at a time: the worker threads stay
+            # busy across small topics, and the opens in flight stay few.
+            batch: list[TopicInfo] = []
+            for topic in self.topics.all():
+                batch.append(topic)
+                if sum(t.partitions for t in batch) >= _OPENS_IN_FLIGHT:
+                    await self._open_topics(batch)
+                    batch = []
+            await self._open_topics(batch)
             log.info("loaded %d topics", len(self.topics.all()))
         for coordinator in self.coordinators.values():
             await coordinator.start()
@@ -200,6 +206,9 @@ class Broker:
             if peers is not None:
                 peers.close()
         await self.partitions.close_all()
+
+    async def _open_topics(self, topics: list[TopicInfo]) -> None:
+        await asyncio.gather(*(self._open_partitions(t, range(t.partitions)) for t in topics))
 
     async def _open_partitions(self, topic: TopicInfo, indexes: range, new: bool = False
                                ) -> None:
