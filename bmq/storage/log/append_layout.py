@@ -132,8 +132,9 @@ class AppendLayout(Layout):
         storage = log.storage
         log_segments = log.segments
         epoch = log.leader_epoch
-        storage.makedirs(log.dir)
         names = storage.list(log.dir)       # (checkpoints lie beside the segments)
+        if not names:
+            storage.makedirs(log.dir)
         top, ckpt = log.state_files.newest(names)
         if top > epoch:
             raise FencedEpochError(f"{log}: epoch {epoch} is older than the current {top}", top)
@@ -193,6 +194,7 @@ class AppendLayout(Layout):
         now = clock_ms()
         segments: list[Segment] = []
         scanned: list[Segment] = []
+        sizes: dict[int, int] = {}      # segment base -> its file's size as found
         scanning = False
         for seg, meta in chain:
             own = seg.epoch == epoch   # our own file (a restart in the same epoch)
@@ -207,7 +209,7 @@ class AppendLayout(Layout):
             try:
                 # (HDFS: the old writer's lease; its open block is unreadable until then)
                 storage.claim(path)
-                file_size = visible_size(log.storage, path)
+                file_size = sizes[seg.base] = visible_size(log.storage, path)
             except FileNotFoundError:
                 logger.warning("%s: segment file %s is missing", log, seg.log_file)
                 break
@@ -297,11 +299,7 @@ class AppendLayout(Layout):
         # The active segment's file at its durable size now (a torn tail cut off before any
         # reader sees it); its append handle waits for the first write, so a partition nobody
         # writes keeps no file open (a restart of 50,000 partitions opened as many).
-        try:
-            on_storage = visible_size(storage, log_segments.path(active.log_file))
-        except FileNotFoundError:
-            on_storage = -1
-        if on_storage != active.size:
+        if sizes.get(active.base, -1) != active.size:
             self._open_appender(log_segments, active).close()
         return Recovered(segments, log_start, producers, names, ckpt if top == epoch else None)
 
