@@ -43,6 +43,7 @@ REOPEN_MAX_S = 30.0
 # not land after the reopened log's).
 FLUSH_STALL_S = 15.0
 REOPEN_STALL_S = 60.0   # ... and a reopening that has not finished after this long, too
+_CLOSES_IN_FLIGHT = 256   # partitions closed together at shutdown
 
 
 # A transaction marker appended to a partition goes to what the partition holds elsewhere too
@@ -415,8 +416,12 @@ class PartitionManager:
             self._executor, partition.log.delete if delete else partition.log.close)
 
     async def close_all(self) -> None:
-        for topic, index in list(self._partitions):
-            await self.close(topic, index)
+        """Close every partition, some hundreds at a time (each publishes its state document:
+        one after the other, a broker of 10,000 partitions took 17 s to stop)."""
+        keys = list(self._partitions)
+        for start in range(0, len(keys), _CLOSES_IN_FLIGHT):
+            await asyncio.gather(*(self.close(topic, index)
+                                   for topic, index in keys[start:start + _CLOSES_IN_FLIGHT]))
 
     async def maintain(self, checkpoint_interval_ms: int, retention_interval_ms: int,
                        cleaner: CleanerService | None = None) -> None:
