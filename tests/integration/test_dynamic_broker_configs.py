@@ -19,7 +19,8 @@ from confluent_kafka.admin import (
 )
 
 from bmq.net.client import BrokerLink
-from bmq.protocol.messages import IncrementalAlterConfigsRequest
+from bmq.protocol.messages import DescribeConfigsRequest, IncrementalAlterConfigsRequest
+from bmq.protocol.messages.describe_configs_request import DescribeConfigsResource
 from bmq.protocol.messages.incremental_alter_configs_request import (
     AlterableConfig,
     AlterConfigsResource,
@@ -48,6 +49,25 @@ def _alter_cluster_default(bootstrap: str, *changes: tuple[str, str, AlterConfig
         link = BrokerLink(host, int(port))
         try:
             return int((await link.request(request, 1)).responses[0].error_code)
+        finally:
+            link.close()
+
+    return asyncio.run(ask())
+
+
+def _described_cluster_default(bootstrap: str) -> dict[str, tuple[str | None, int]]:
+    """DescribeConfigs of the cluster-wide default (the empty broker name, as the Java Admin
+    and `kafka-configs --entity-default` ask) over the wire: name to value and source."""
+    request = DescribeConfigsRequest(resources=[DescribeConfigsResource(
+        resource_type=4, resource_name="", configuration_keys=None)])
+    host, port = bootstrap.split(":")
+
+    async def ask() -> dict[str, tuple[str | None, int]]:
+        link = BrokerLink(host, int(port))
+        try:
+            [result] = (await link.request(request, 4)).results
+            assert result.error_code == 0, result.error_message
+            return {c.name: (c.value, c.config_source) for c in result.configs}
         finally:
             link.close()
 
@@ -87,6 +107,11 @@ def test_dynamic_broker_configs(broker_factory: BrokerFactory) -> None:
         policy = configs["log.cleanup.policy"]
         assert (policy.value, policy.source) == (
             "compact", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)
+        # The cluster-wide default is what was set there, not this broker's own values.
+        cluster_wide = ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
+        assert _described_cluster_default(broker.bootstrap) == {
+            "log.retention.ms": ("3600000", cluster_wide),
+            "log.cleanup.policy": ("compact", cluster_wide)}
         broker.restart()
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
 

@@ -29,6 +29,11 @@ def check_topics(bootstrap: str, topic: str, result: dict[str, Any]) -> None:
         assert partition["leader"] is not None and partition["leader"] in partition["replicas"]
         assert partition["isr"] == partition["replicas"], partition
     assert result["described_by_id"] == described
+    assert result["create_answer"] == [3, 1, "3600000"]
+    # Defaults (num.partitions) and a replica assignment; both deleted by topic id.
+    assert (result["default_partitions"], result["assigned_partitions"]) == (1, 2)
+    assert result["deleted_by_id"]
+    assert result["internal_listed"] and result["internal_described"]
     assert result["configs"] == {
         "cleanup.policy": entry("compact", "DYNAMIC_TOPIC_CONFIG"),
         "retention.ms": entry("3600000", "DYNAMIC_TOPIC_CONFIG"),
@@ -50,7 +55,7 @@ def check_topics(bootstrap: str, topic: str, result: dict[str, Any]) -> None:
 
 def check_configs(bootstrap: str, topic: str, result: dict[str, Any]) -> None:
     """Set configs are DYNAMIC_TOPIC_CONFIG, deleted ones back to their DEFAULT_CONFIG,
-    APPEND adds to a list; confluent-kafka sees the same values."""
+    APPEND adds to a list, SUBTRACT takes from it; confluent-kafka sees the same values."""
     assert result["after_alter"] == {
         "cleanup.policy": entry("delete", "DEFAULT_CONFIG"),
         "max.message.bytes": entry("1048588", "DEFAULT_CONFIG"),
@@ -61,13 +66,38 @@ def check_configs(bootstrap: str, topic: str, result: dict[str, Any]) -> None:
         "max.message.bytes": entry("2097152", "DYNAMIC_TOPIC_CONFIG"),
         "retention.ms": entry("604800000", "DEFAULT_CONFIG"),
         "segment.ms": entry("600000", "DYNAMIC_TOPIC_CONFIG")}
+    # validate-only changed nothing; SUBTRACT takes from a list.
+    assert result["after_validate_only"] == result["after_incremental"]
+    assert result["after_subtract"] == {
+        "cleanup.policy": entry("compact", "DYNAMIC_TOPIC_CONFIG")}
+    assert result["synonyms"] == ["max.message.bytes=2097152 DYNAMIC_TOPIC_CONFIG",
+                                  "message.max.bytes=1048588 DEFAULT_CONFIG"]
+    assert result["documented"] and result["type"] == "INT"
     assert (result["unknown_name"], result["bad_value"], result["unknown_topic"]) == (
         "InvalidConfigurationException", "InvalidConfigurationException",
         "UnknownTopicOrPartitionException")
     assert result["broker"]["num.partitions"]["read_only"]
     seen = topic_configs(bootstrap, topic)
     assert (seen["max.message.bytes"], seen["cleanup.policy"], seen["retention.ms"]) == (
-        "2097152", "delete,compact", "604800000")
+        "2097152", "compact", "604800000")
+
+
+def check_broker_configs(result: dict[str, Any]) -> None:
+    """A broker's own dynamic value over the cluster-wide one, the cluster-wide default
+    described as itself; static configs refused, broker loggers not served (INVALID_REQUEST,
+    as Kafka answers a resource type it does not know); a group's config."""
+    threads = "log.cleaner.threads"
+    assert result["static"] == {}     # BMQ lists a dynamic config only once it is set
+    assert result["per_broker"] == {threads: entry("2", "DYNAMIC_BROKER_CONFIG")}
+    assert result["cluster_default"] == {threads: entry("3", "DYNAMIC_DEFAULT_BROKER_CONFIG")}
+    assert result["per_broker_deleted"] == {threads: entry("3", "DYNAMIC_DEFAULT_BROKER_CONFIG")}
+    assert result["both_deleted"] == {}
+    assert (result["static_refused"], result["loggers"]) == (
+        "InvalidRequestException", "InvalidRequestException")
+    assert result["group"] == {
+        "share.delivery.count.limit": entry("5", "DEFAULT_CONFIG"),
+        "share.record.lock.duration.ms": entry("45000", "DYNAMIC_GROUP_CONFIG")}
+    assert result["group_bad_value"] == "InvalidConfigurationException"
 
 
 def offsets_argument(topic: str, records: list[Msg]) -> tuple[str, int]:

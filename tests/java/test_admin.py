@@ -33,10 +33,11 @@ def run_admin(java_clients: JavaClients, bootstrap: str, java_bootstrap: str,
     argument, seventh = admin_checks.offsets_argument(offsets_topic, records)
     prefix = unique("java-admin")
     result = java_clients.run("AdminScenarios", java_bootstrap, {
-        "topics": prefix, "configs": config_topic, "offsets": argument,
-        "cluster": offsets_topic}, settings)
+        "topics": prefix, "configs": config_topic, "broker-configs": f"{prefix}-group",
+        "offsets": argument, "cluster": offsets_topic}, settings)
     admin_checks.check_topics(bootstrap, prefix, result["topics"])
     admin_checks.check_configs(bootstrap, config_topic, result["configs"])
+    admin_checks.check_broker_configs(result["broker-configs"])
     admin_checks.check_offsets(bootstrap, offsets_topic, records, seventh, result["offsets"])
     admin_checks.check_cluster(result["cluster"], nodes)
 

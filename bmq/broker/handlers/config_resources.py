@@ -63,10 +63,12 @@ def _broker_entry(config: Config, defaults: Config, field_name: str, shown: str)
                        f"BMQ broker setting, read-only here; set as {names} or a flag.", synonyms)
 
 
-def broker_entries(broker: Broker) -> list[ConfigEntry]:
+def broker_entries(broker: Broker, resource: str) -> list[ConfigEntry]:
     """The broker's settings under Kafka's names where Kafka has one (BMQ's own names for the
     rest), read-only: they come from flags, the environment and the TOML file; over them the
-    dynamic configs set for this broker or the cluster (dynamic_config.py)."""
+    dynamic configs set for this broker or the cluster (dynamic_config.py). ``resource`` is
+    this broker's id, or CLUSTER_DEFAULT: then, as Kafka describes the cluster-wide default,
+    only the configs set there, with that source (a broker's own value is no synonym of it)."""
     config, defaults = broker.config, Config()
     entries = [_broker_entry(config, defaults, f.name, kafka_name(f.name))
                for f in dataclasses.fields(config)]
@@ -74,9 +76,10 @@ def broker_entries(broker: Broker) -> list[ConfigEntry]:
                 for alias in DESCRIBED_ALIASES]
     store = broker.dynamic_configs
     if store is None:
-        return entries
-    layers = [(store.of(str(broker.node.node_id)), ConfigSource.DYNAMIC_BROKER_CONFIG),
-              (store.of(CLUSTER_DEFAULT), ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)]
+        return [] if resource == CLUSTER_DEFAULT else entries
+    layers = [(store.of(CLUSTER_DEFAULT), ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)]
+    if resource != CLUSTER_DEFAULT:
+        layers.insert(0, (store.of(resource), ConfigSource.DYNAMIC_BROKER_CONFIG))
     by_name = {entry.name: entry for entry in entries}
     for name, (_mode, kind) in DYNAMIC_CONFIGS.items():
         dynamic = [(name, values[name], source) for values, source in layers if name in values]
@@ -87,6 +90,9 @@ def broker_entries(broker: Broker) -> list[ConfigEntry]:
         _, value, source = synonyms[0] if synonyms else (name, "", ConfigSource.DEFAULT_CONFIG)
         by_name[name] = ConfigEntry(name, value, source, kind, False,
                                     DYNAMIC_DOCUMENTATION, synonyms)
+    if resource == CLUSTER_DEFAULT:
+        return [entry for entry in by_name.values()
+                if entry.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG]
     return list(by_name.values())
 
 

@@ -37,7 +37,7 @@ async def _entries(ctx: RequestContext, resource_type: int, name: str) -> list[C
         ctx.require(Operation.DESCRIBE_CONFIGS, AclResource.CLUSTER, CLUSTER_NAME)
         if name not in ("", str(broker.node.node_id)):
             raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown broker {name}")
-        return broker_entries(broker)
+        return broker_entries(broker, name)
     if resource_type == ResourceType.GROUP:
         ctx.require(Operation.DESCRIBE_CONFIGS, AclResource.GROUP, name)
         return group_entries(broker, name)

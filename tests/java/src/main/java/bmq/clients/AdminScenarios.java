@@ -11,11 +11,15 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AlterConfigOp;
+import org.apache.kafka.clients.admin.AlterConfigsOptions;
 import org.apache.kafka.clients.admin.Config;
 import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.CreateTopicsOptions;
+import org.apache.kafka.clients.admin.CreateTopicsResult;
+import org.apache.kafka.clients.admin.DescribeConfigsOptions;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
 import org.apache.kafka.clients.admin.ListOffsetsResult;
+import org.apache.kafka.clients.admin.ListTopicsOptions;
 import org.apache.kafka.clients.admin.NewPartitions;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.OffsetSpec;
@@ -55,6 +59,7 @@ public final class AdminScenarios {
         Scenarios.main("AdminScenarios", args, Map.of(
                 "topics", AdminScenarios::topics,
                 "configs", AdminScenarios::configs,
+                "broker-configs", AdminScenarios::brokerConfigs,
                 "offsets", AdminScenarios::offsets,
                 "cluster", AdminScenarios::cluster));
     }
@@ -129,7 +134,33 @@ public final class AdminScenarios {
         try (Admin admin = admin(context)) {
             NewTopic newTopic = new NewTopic(created, 3, (short) 1).configs(Map.of(
                     "retention.ms", "3600000", "cleanup.policy", "compact"));
-            get(admin.createTopics(List.of(newTopic)).all(), context);
+            CreateTopicsResult creation = admin.createTopics(List.of(newTopic));
+            get(creation.all(), context);
+            result.put("create_answer", List.of(
+                    get(creation.numPartitions(created), context),
+                    (int) get(creation.replicationFactor(created), context),
+                    get(creation.config(created), context).get("retention.ms").value()));
+            String byDefault = topic + "-default";
+            String assigned = topic + "-assigned";
+            int node = get(admin.describeCluster().nodes(), context).iterator().next().id();
+            get(admin.createTopics(List.of(
+                    new NewTopic(byDefault, Optional.empty(), Optional.empty()),
+                    new NewTopic(assigned, Map.of(0, List.of(node), 1, List.of(node))))).all(),
+                context);
+            Map<String, TopicDescription> more = get(admin.describeTopics(
+                    List.of(byDefault, assigned)).allTopicNames(), context);
+            result.put("default_partitions", more.get(byDefault).partitions().size());
+            result.put("assigned_partitions", more.get(assigned).partitions().size());
+            // Deleted by id (DeleteTopics v6), as Kafka's tools may.
+            get(admin.deleteTopics(TopicCollection.ofTopicIds(List.of(
+                    more.get(byDefault).topicId(), more.get(assigned).topicId()))).all(), context);
+            Set<String> all = get(admin.listTopics(new ListTopicsOptions().listInternal(true))
+                                       .names(), context);
+            result.put("deleted_by_id", !all.contains(byDefault) && !all.contains(assigned));
+            result.put("internal_listed", all.contains("__consumer_offsets"));
+            result.put("internal_described", get(admin.describeTopics(
+                    List.of("__consumer_offsets")).allTopicNames(), context)
+                    .get("__consumer_offsets").isInternal());
             result.put("created_again", outcome(() -> get(
                     admin.createTopics(List.of(new NewTopic(created, 3, (short) 1))).all(),
                     context)));
@@ -190,6 +221,26 @@ public final class AdminScenarios {
                     op("cleanup.policy", "compact", AlterConfigOp.OpType.APPEND)))).all(),
                 context);
             result.put("after_incremental", configEntries(admin, resource, names, context));
+            get(admin.incrementalAlterConfigs(Map.of(resource, List.of(
+                    op("cleanup.policy", "delete", AlterConfigOp.OpType.SUBTRACT),
+                    op("segment.ms", "700000", AlterConfigOp.OpType.SET))),
+                    new AlterConfigsOptions().validateOnly(true)).all(), context);
+            result.put("after_validate_only", configEntries(admin, resource, names, context));
+            get(admin.incrementalAlterConfigs(Map.of(resource, List.of(
+                    op("cleanup.policy", "delete", AlterConfigOp.OpType.SUBTRACT)))).all(),
+                context);
+            result.put("after_subtract", configEntries(admin, resource,
+                                                       Set.of("cleanup.policy"), context));
+            ConfigEntry detailed = get(admin.describeConfigs(List.of(resource),
+                    new DescribeConfigsOptions().includeSynonyms(true)
+                                                .includeDocumentation(true)).all(), context)
+                    .get(resource).get("max.message.bytes");
+            result.put("synonyms", detailed.synonyms().stream()
+                    .map(synonym -> synonym.name() + "=" + synonym.value() + " "
+                                    + synonym.source().name()).toList());
+            result.put("documented", detailed.documentation() != null
+                                     && !detailed.documentation().isEmpty());
+            result.put("type", detailed.type().name());
             result.put("unknown_name", outcome(() -> get(admin.incrementalAlterConfigs(
                     Map.of(resource, List.of(op("no.such.config", "1",
                                                 AlterConfigOp.OpType.SET)))).all(), context)));
@@ -203,6 +254,52 @@ public final class AdminScenarios {
             result.put("broker", configEntries(admin, new ConfigResource(
                     ConfigResource.Type.BROKER, String.valueOf(broker.id())),
                     Set.of("num.partitions", "log.retention.hours"), context));
+        }
+        return result;
+    }
+
+    /** A broker's dynamic config (its own, then the cluster-wide default under it), a static
+     *  one refused, the broker's loggers, and a group's config; ``group`` names the group. */
+    static Map<String, Object> brokerConfigs(Scenarios.Context context, String group)
+            throws Exception {
+        Set<String> threads = Set.of("log.cleaner.threads");
+        Map<String, Object> result = new LinkedHashMap<>();
+        try (Admin admin = admin(context)) {
+            Node node = get(admin.describeCluster().nodes(), context).iterator().next();
+            ConfigResource broker = new ConfigResource(ConfigResource.Type.BROKER,
+                                                       String.valueOf(node.id()));
+            ConfigResource cluster = new ConfigResource(ConfigResource.Type.BROKER, "");
+            result.put("static", configEntries(admin, broker, threads, context));
+            get(admin.incrementalAlterConfigs(Map.of(broker, List.of(
+                    op("log.cleaner.threads", "2", AlterConfigOp.OpType.SET)))).all(), context);
+            get(admin.incrementalAlterConfigs(Map.of(cluster, List.of(
+                    op("log.cleaner.threads", "3", AlterConfigOp.OpType.SET)))).all(), context);
+            result.put("per_broker", configEntries(admin, broker, threads, context));
+            result.put("cluster_default", configEntries(admin, cluster, threads, context));
+            get(admin.incrementalAlterConfigs(Map.of(broker, List.of(
+                    op("log.cleaner.threads", null, AlterConfigOp.OpType.DELETE)))).all(),
+                context);
+            result.put("per_broker_deleted", configEntries(admin, broker, threads, context));
+            get(admin.incrementalAlterConfigs(Map.of(cluster, List.of(
+                    op("log.cleaner.threads", null, AlterConfigOp.OpType.DELETE)))).all(),
+                context);
+            result.put("both_deleted", configEntries(admin, broker, threads, context));
+            result.put("static_refused", outcome(() -> get(admin.incrementalAlterConfigs(
+                    Map.of(broker, List.of(op("node.id", "7", AlterConfigOp.OpType.SET))))
+                    .all(), context)));
+            result.put("loggers", outcome(() -> get(admin.describeConfigs(List.of(
+                    new ConfigResource(ConfigResource.Type.BROKER_LOGGER,
+                                       String.valueOf(node.id())))).all(), context)));
+            ConfigResource groupResource = new ConfigResource(ConfigResource.Type.GROUP, group);
+            get(admin.incrementalAlterConfigs(Map.of(groupResource, List.of(
+                    op("share.record.lock.duration.ms", "45000", AlterConfigOp.OpType.SET))))
+                    .all(), context);
+            result.put("group", configEntries(admin, groupResource, Set.of(
+                    "share.record.lock.duration.ms", "share.delivery.count.limit"), context));
+            result.put("group_bad_value", outcome(() -> get(admin.incrementalAlterConfigs(
+                    Map.of(groupResource, List.of(op("share.record.lock.duration.ms", "1",
+                                                     AlterConfigOp.OpType.SET)))).all(),
+                    context)));
         }
         return result;
     }
