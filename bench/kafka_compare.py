@@ -10,8 +10,10 @@ For each broker: the time from starting its process to the first acks=all produc
 confluent-kafka producer can, acks=all, 1 KiB values, 8 partitions) and ``--mode consume``
 (the whole topic, one consumer): MB/s, and the broker's CPU seconds per GB (its process tree,
 from /proc); ``--mode e2e`` at ``--rate`` MB/s: the acks=all latency of a paced producer,
-p50/p99/p99.9; the broker's resident memory after all that (and its peak); then the time from
-starting it again to its first accepted produce, after a SIGTERM and after a kill -9.
+p50/p99/p99.9; the same records produced and consumed with the Java client (Kafka's
+kafka-producer-perf-test and kafka-consumer-perf-test, the client's defaults but acks=all):
+MB/s; the broker's resident memory after all that (and its peak); then the time from starting
+it again to its first accepted produce, after a SIGTERM and after a kill -9.
 
 The peers: ``bmq`` is `bmq serve` with its defaults: acks=all is answered once the write is
 fsynced (group commit). ``kafka`` is Kafka with its defaults but for those a single node needs
@@ -37,13 +39,15 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from bench.java_perf import java_consume, java_produce
 from bench.kafka_peer import BmqPeer, KafkaPeer, Peer, environment_note
 from bench.topic import BenchError
 
-GB = 1e9
+GB, MB, MIB = 1e9, 1e6, 2**20
 READY_TOPIC = "bench-ready"
 TOPIC = "bmq-bench"     # the bench's default topic
 PACED_TOPIC = "bench-paced"
+JAVA_TOPIC = "bench-java"
 FSYNC_EACH_WRITE = {"log.flush.interval.messages": "1"}
 
 PEERS: dict[str, Callable[[Path], Peer]] = {
@@ -131,7 +135,7 @@ def bench_peer(peer: Peer, args: argparse.Namespace) -> dict[str, Any]:
     result: dict[str, Any] = {"peer": peer.name}
     try:
         result["start_s"] = first_accepted_produce(peer, peer.launch())
-        for topic in (TOPIC, PACED_TOPIC):
+        for topic in (TOPIC, PACED_TOPIC, JAVA_TOPIC):
             create_ready_topic(peer, topic, args.partitions)
         produce, cpu = run_bench(peer, args, peer.base / "produce.json",
                                  ["--mode", "produce", "--messages", str(args.messages)])
@@ -144,6 +148,12 @@ def bench_peer(peer: Peer, args: argparse.Namespace) -> dict[str, Any]:
                              ["--mode", "e2e", "--topic", PACED_TOPIC, "--rate", str(args.rate),
                               "--duration", str(args.duration)])
         result["paced_produce"], result["e2e"] = paced["e2e-produce"], paced["e2e"]
+        # The Java client: Kafka's own perf tools, the same records (MB/s in 10^6 bytes; the
+        # consumer's without its group join, as the Python consumer assigns).
+        produced = java_produce(peer.bootstrap, JAVA_TOPIC, args.messages, args.message_size)
+        result["java_produce_mb_per_s"] = produced.records_per_s * args.message_size / MB
+        consumed = java_consume(peer.bootstrap, JAVA_TOPIC, args.messages)
+        result["java_consume_mb_per_s"] = float(consumed["fetch.MB.sec"]) * MIB / MB
         result["rss_mb"], result["peak_rss_mb"] = peer.memory_mb()
         result["data_mb"] = peer.data_bytes() / 2**20
         result["sigterm_exit_s"], result["restart_s"] = restart_seconds(peer, signal.SIGTERM)
@@ -161,6 +171,10 @@ def _latency(phase: dict[str, Any]) -> str:
 ROWS: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
     ("produce MB/s (acks=all, flat out)", lambda r: f"{r['produce']['mb_per_s']:.1f}"),
     ("consume MB/s (whole topic)", lambda r: f"{r['consume']['mb_per_s']:.1f}"),
+    ("produce MB/s, Java client (kafka-producer-perf-test, acks=all)",
+     lambda r: f"{r['java_produce_mb_per_s']:.1f}"),
+    ("consume MB/s, Java client (kafka-consumer-perf-test)",
+     lambda r: f"{r['java_consume_mb_per_s']:.1f}"),
     ("acks=all latency at the paced rate, ms p50 / p99 / p99.9", lambda r: _latency(
         r["paced_produce"])),
     ("produce to consumer at the paced rate, ms p50 / p99 / p99.9", lambda r: _latency(

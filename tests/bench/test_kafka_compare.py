@@ -31,6 +31,7 @@ def test_both_brokers_run_every_workload(tmp_path: Path) -> None:
         assert result["produce"]["messages"] == result["consume"]["messages"] == MESSAGES
         latency = result["paced_produce"]["latency_ms"]
         assert 0 < latency["p50"] <= latency["p99"] <= latency["p99.9"] <= latency["max"]
+        assert result["java_produce_mb_per_s"] > 0 and result["java_consume_mb_per_s"] > 0
         assert result["produce_cpu_s_per_gb"] > 0 and result["consume_cpu_s_per_gb"] > 0
         assert 0 < result["rss_mb"] <= result["peak_rss_mb"]
         for key in ("start_s", "restart_s", "restart_after_kill_s"):
