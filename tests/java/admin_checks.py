@@ -155,6 +155,19 @@ def check_consumer_groups(bootstrap: str, topic: str, result: dict[str, Any]) ->
     assert checks.committed_offsets(bootstrap, f"{topic}-g", topic, 3) == [-1001] * 3
 
 
+def check_classic_group(result: dict[str, Any]) -> None:
+    """The static member's group listed and described as a Stable classic group; removed by
+    its instance id, the group is Empty (and listed so); Kafka's errors for unknown ones."""
+    assert result["listed"] == ["CLASSIC", "STABLE"]
+    assert (result["state"], result["type"], result["assignor"]) == ("STABLE", "CLASSIC", "range")
+    [(instance, partitions)] = result["members"]
+    assert instance.endswith("-classic-member") and partitions == [0, 1, 2]
+    assert result["state_after_removal"] == "EMPTY"
+    assert result["listed_empty"] == ["CLASSIC", "EMPTY"]
+    assert (result["remove_unknown_member"], result["describe_unknown_group"]) == (
+        "UnknownMemberIdException", "GroupIdNotFoundException")
+
+
 def check_share_groups(result: dict[str, Any]) -> None:
     """The share group listed and described while its member reads, its start offset past
     every accepted record; altering or deleting it refused while it has a member; moved back
@@ -169,6 +182,8 @@ def check_share_groups(result: dict[str, Any]) -> None:
     assert result["read_after_alter"] == list(range(3, 10))
     assert result["offsets_after_delete"] == {"0": None}
     assert not result["listed_after_delete"]
+    assert (result["describe_unknown"], result["delete_unknown"]) == (
+        "GroupIdNotFoundException", "GroupIdNotFoundException")
 
 
 def check_transactions(bootstrap: str, topic: str, result: dict[str, Any]) -> None:
@@ -178,6 +193,8 @@ def check_transactions(bootstrap: str, topic: str, result: dict[str, Any]) -> No
     coordinator; confluent-kafka's read_committed consumer reads only the plain record."""
     transactional_id = f"{topic}-txn"
     assert result["listed"] == {transactional_id: "ONGOING"}
+    assert result["listed_by_pattern"] == [transactional_id]
+    assert result["listed_running_an_hour"] == result["listed_committing"] == []
     described = result["described"]
     assert (described["state"], described["partitions"]) == ("ONGOING", [f"{topic}-0"])
     assert result["open_transaction_start"] == 0
@@ -188,6 +205,7 @@ def check_transactions(bootstrap: str, topic: str, result: dict[str, Any]) -> No
     assert fenced["producer_id"] == described["producer_id"]
     assert fenced["epoch"] > described["epoch"]
     assert (fenced["state"], fenced["partitions"]) == ("EMPTY", [])
+    assert result["force_terminate"] == "ok"
     assert result["describe_unknown"] == "TransactionalIdNotFoundException"
     committed = consume(bootstrap, topic, isolation_level="read_committed")[0]
     assert [m.value for m in committed] == [b"after"]

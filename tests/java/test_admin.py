@@ -49,9 +49,10 @@ def run_admin_groups(java_clients: JavaClients, bootstrap: str, java_bootstrap: 
     share_topic = checks.share_topic(bootstrap, ready)
     transaction_topic = checks.new_topic(bootstrap, "java-admin-txn", 1, ready)
     result = java_clients.run("AdminGroupScenarios", java_bootstrap, {
-        "consumer-groups": group_topic, "share-groups": share_topic,
+        "consumer-groups": group_topic, "classic-group": group_topic, "share-groups": share_topic,
         "transactions": transaction_topic}, settings)
     admin_checks.check_consumer_groups(bootstrap, group_topic, result["consumer-groups"])
+    admin_checks.check_classic_group(result["classic-group"])
     admin_checks.check_share_groups(result["share-groups"])
     admin_checks.check_transactions(bootstrap, transaction_topic, result["transactions"])
 

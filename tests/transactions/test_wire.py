@@ -131,6 +131,19 @@ def test_bad_transactional_input_gets_kafkas_errors_and_writes_nothing(txn_broke
         listed = client.call(ListTransactionsRequest(state_filters=["Empty"]), 0)
         assert TXN_ID in [s.transactional_id for s in listed.transaction_states]
 
+        # v2's transactional-id pattern is RE2 (RE2J in Kafka), matched against whole ids:
+        # RE2's quoting \Q...\E (Java's Pattern.quote) too; a pattern that does not compile
+        # gets Kafka's INVALID_REGULAR_EXPRESSION.
+        def by_pattern(pattern: str) -> tuple[int, list[str]]:
+            answer = client.call(ListTransactionsRequest(transactional_id_pattern=pattern), 2)
+            return answer.error_code, [s.transactional_id for s in answer.transaction_states]
+
+        assert by_pattern("wire-.*") == (ErrorCode.NONE, [TXN_ID])
+        assert by_pattern("wire") == (ErrorCode.NONE, [])
+        assert by_pattern("\\Qwire-\\E.x.") == (ErrorCode.NONE, [TXN_ID])
+        assert by_pattern("\\Qwire.txn\\E") == (ErrorCode.NONE, [])
+        assert by_pattern("(wire") == (ErrorCode.INVALID_REGULAR_EXPRESSION, [])
+
 
 def test_kip_360_init_producer_id_with_the_current_epoch(txn_broker):
     with RawClient(txn_broker.bootstrap) as client:

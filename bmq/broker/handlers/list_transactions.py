@@ -11,6 +11,7 @@ from bmq.metadata.acls import Operation, ResourceType
 from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import ListTransactionsRequest, ListTransactionsResponse
 from bmq.protocol.messages.list_transactions_response import TransactionState
+from bmq.protocol.re2 import compile_re2
 from bmq.writepath.partitions import now_ms
 
 STATES = {state.kafka_name: state for state in TxnState}
@@ -25,9 +26,10 @@ async def handle_list_transactions(ctx: RequestContext, request: ListTransaction
     pattern = None
     if version >= 2 and request.transactional_id_pattern:
         try:
-            pattern = re.compile(request.transactional_id_pattern)
+            pattern = compile_re2(request.transactional_id_pattern)
         except re.error:
-            return ListTransactionsResponse(error_code=ErrorCode.INVALID_REQUEST)
+            # Kafka's answer (InvalidRegularExpression) to a pattern RE2J cannot compile.
+            return ListTransactionsResponse(error_code=ErrorCode.INVALID_REGULAR_EXPRESSION)
     now = now_ms()
     listed = [
         TransactionState(transactional_id=m.transactional_id, producer_id=m.producer_id,

@@ -31,6 +31,7 @@ from bmq.coordinators.groups.records import (
     ConsumerGroupValue,
     ConsumerMemberValue,
 )
+from bmq.protocol.re2 import compile_re2
 
 LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
@@ -91,7 +92,7 @@ def is_subset(owned: Assignment | None, assignment: Assignment) -> bool:
 def compile_regex(pattern: str) -> re.Pattern[str]:
     """A subscription's regular expression; it must match a whole topic name (RE2's
     FullMatch, as Kafka uses). Raises re.error."""
-    return re.compile(pattern)
+    return compile_re2(pattern)
 
 
 class ConsumerGroup:

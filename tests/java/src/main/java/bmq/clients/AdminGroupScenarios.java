@@ -19,18 +19,24 @@ import org.apache.kafka.clients.admin.GroupListing;
 import org.apache.kafka.clients.admin.ListGroupsOptions;
 import org.apache.kafka.clients.admin.ListShareGroupOffsetsSpec;
 import org.apache.kafka.clients.admin.MemberDescription;
+import org.apache.kafka.clients.admin.MemberToRemove;
+import org.apache.kafka.clients.admin.RemoveMembersFromConsumerGroupOptions;
 import org.apache.kafka.clients.admin.ProducerState;
 import org.apache.kafka.clients.admin.ShareGroupDescription;
 import org.apache.kafka.clients.admin.ShareMemberDescription;
 import org.apache.kafka.clients.admin.SharePartitionOffsetInfo;
 import org.apache.kafka.clients.admin.TransactionDescription;
 import org.apache.kafka.clients.admin.TransactionListing;
+import org.apache.kafka.clients.admin.TransactionState;
+import org.apache.kafka.clients.admin.ListTransactionsOptions;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.KafkaShareConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.GroupState;
+import org.apache.kafka.common.GroupType;
 import org.apache.kafka.common.TopicPartition;
 
 /**
@@ -41,14 +47,20 @@ import org.apache.kafka.common.TopicPartition;
  *     group, altering and deleting its offsets are refused; once it has left, its offsets are
  *     altered and a new member reads from there; one partition's offset is deleted, then the
  *     group;
+ * <li>classic-group: a static member (group.instance.id) of the classic group TOPIC-classic:
+ *     the group listed by type and described; the member removed with
+ *     removeMembersFromConsumerGroup, after which the group is listed by its state, Empty;
+ *     an unknown member and an unknown group;
  * <li>share-groups: a share consumer of TOPIC-s accepts every record of TOPIC; the group is
  *     listed, described and its offsets listed; altering them while it is a member is refused;
  *     after it left they are moved back and a new member gets the records from there; then the
- *     offsets and the group are deleted;
+ *     offsets and the group are deleted, and describing or deleting it again fails;
  * <li>transactions: a transactional producer writes to TOPIC and goes away with its transaction
  *     open (a hanging transaction), a plain record follows; the transaction is listed and
- *     described, its producer described on the partition, aborted with abortTransaction; a
- *     read_committed consumer then reads to the end; fenceProducers ends it at its coordinator.
+ *     listed with filters (an RE2 pattern made with Pattern.quote, a duration, a state), described,
+ *     its producer described on the partition, aborted with abortTransaction; a read_committed
+ *     consumer then reads to the end; fenceProducers ends it at its coordinator, and
+ *     forceTerminateTransaction (KIP-939) is accepted after it.
  * </ul>
  */
 public final class AdminGroupScenarios {
@@ -59,6 +71,7 @@ public final class AdminGroupScenarios {
     public static void main(String[] args) throws Exception {
         Scenarios.main("AdminGroupScenarios", args, Map.of(
                 "consumer-groups", AdminGroupScenarios::consumerGroups,
+                "classic-group", AdminGroupScenarios::classicGroup,
                 "share-groups", AdminGroupScenarios::shareGroups,
                 "transactions", AdminGroupScenarios::transactions));
     }
@@ -166,6 +179,48 @@ public final class AdminGroupScenarios {
         return result;
     }
 
+    static Map<String, Object> classicGroup(Scenarios.Context context, String topic)
+            throws Exception {
+        String group = topic + "-classic";
+        String instance = group + "-member";
+        Map<String, Object> result = new LinkedHashMap<>();
+        try (Admin admin = admin(context);
+             KafkaConsumer<byte[], byte[]> member = ConsumerScenarios.consumer(context.client(
+                     "group.id", group, "group.protocol", "classic",
+                     "group.instance.id", instance, "enable.auto.commit", false,
+                     "auto.offset.reset", "earliest"))) {
+            member.subscribe(List.of(topic));
+            while (member.assignment().isEmpty()) {
+                context.check();
+                member.poll(POLL);
+            }
+            member.commitSync();
+            ListGroupsOptions classic = new ListGroupsOptions().withTypes(Set.of(GroupType.CLASSIC));
+            result.put("listed", listed(admin, classic, context).get(group));
+            ConsumerGroupDescription described = get(admin.describeConsumerGroups(
+                    List.of(group)).describedGroups().get(group), context);
+            result.put("state", described.groupState().name());
+            result.put("type", described.type().name());
+            result.put("assignor", described.partitionAssignor());
+            result.put("members", described.members().stream().map(each -> List.of(
+                    each.groupInstanceId().orElse(""),
+                    partitionNumbers(each.assignment().topicPartitions()))).toList());
+            get(admin.removeMembersFromConsumerGroup(group, new RemoveMembersFromConsumerGroupOptions(
+                    List.of(new MemberToRemove(instance)))).all(), context);
+            result.put("state_after_removal", get(admin.describeConsumerGroups(List.of(group))
+                    .describedGroups().get(group), context).groupState().name());
+            result.put("listed_empty", listed(admin, new ListGroupsOptions()
+                    .inGroupStates(Set.of(GroupState.EMPTY)), context).get(group));
+            result.put("remove_unknown_member", outcome(() -> get(
+                    admin.removeMembersFromConsumerGroup(group,
+                            new RemoveMembersFromConsumerGroupOptions(List.of(
+                                    new MemberToRemove(group + "-nobody")))).all(), context)));
+            result.put("describe_unknown_group", outcome(() -> get(admin.describeConsumerGroups(
+                    List.of(group + "-nobody")).all(), context)));
+        }
+        return result;
+    }
+
     /** The share group's offsets: partition to [start offset, lag]. */
     static Map<String, Object> shareOffsets(Admin admin, String group, String topic,
                                             int partitions, Scenarios.Context context)
@@ -234,6 +289,10 @@ public final class AdminGroupScenarios {
             get(admin.deleteShareGroups(List.of(group)).all(), context);
             result.put("listed_after_delete", listed(
                     admin, ListGroupsOptions.forShareGroups(), context).containsKey(group));
+            result.put("describe_unknown", outcome(() -> get(admin.describeShareGroups(
+                    List.of(group)).all(), context)));
+            result.put("delete_unknown", outcome(() -> get(
+                    admin.deleteShareGroups(List.of(group)).all(), context)));
         }
         return result;
     }
@@ -271,6 +330,19 @@ public final class AdminGroupScenarios {
                 }
             }
             result.put("listed", listed);
+            result.put("listed_by_pattern", get(admin.listTransactions(
+                    new ListTransactionsOptions().filterOnTransactionalIdPattern(
+                            java.util.regex.Pattern.quote(topic) + "-t.n")).all(), context)
+                    .stream().map(TransactionListing::transactionalId).toList());
+            result.put("listed_running_an_hour", get(admin.listTransactions(
+                    new ListTransactionsOptions().filterOnDuration(3_600_000)).all(), context)
+                    .stream().map(TransactionListing::transactionalId)
+                    .filter(transactionalId::equals).toList());
+            result.put("listed_committing", get(admin.listTransactions(
+                    new ListTransactionsOptions().filterStates(List.of(
+                            TransactionState.PREPARE_COMMIT))).all(), context)
+                    .stream().map(TransactionListing::transactionalId)
+                    .filter(transactionalId::equals).toList());
             result.put("described", describeTransaction(get(admin.describeTransactions(
                     List.of(transactionalId)).description(transactionalId), context)));
             List<ProducerState> producers = get(admin.describeProducers(List.of(partition))
@@ -293,6 +365,8 @@ public final class AdminGroupScenarios {
             result.put("described_after_fence", describeTransaction(get(
                     admin.describeTransactions(List.of(transactionalId))
                          .description(transactionalId), context)));
+            result.put("force_terminate", outcome(() -> get(
+                    admin.forceTerminateTransaction(transactionalId).result(), context)));
             result.put("describe_unknown", outcome(() -> get(admin.describeTransactions(
                     List.of(topic + "-nobody")).all(), context)));
         }
