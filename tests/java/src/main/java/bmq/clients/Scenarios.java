@@ -83,12 +83,7 @@ final class Scenarios {
                               main, String.join(" ", new TreeSet<>(known.keySet())));
             System.exit(2);
         }
-        Properties settings = new Properties();
-        if (!args[1].equals("-")) {
-            try (InputStream in = new FileInputStream(args[1])) {
-                settings.load(in);
-            }
-        }
+        Properties settings = settings(args[1]);
         Set<String> done = new HashSet<>();
         for (int i = 2; i < args.length; i++) {
             String[] nameAndTopic = args[i].split("=", 2);
@@ -106,6 +101,17 @@ final class Scenarios {
         }
         // Client threads that failed to stop (a broker gone silent) must not keep the JVM alive.
         System.exit(0);
+    }
+
+    /** The settings file of the command line ("-": none). */
+    static Properties settings(String path) throws IOException {
+        Properties settings = new Properties();
+        if (!path.equals("-")) {
+            try (InputStream in = new FileInputStream(path)) {
+                settings.load(in);
+            }
+        }
+        return settings;
     }
 
     private static Object run(Scenario scenario, Context context, String topic) {

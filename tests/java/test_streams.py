@@ -1,0 +1,105 @@
+"""Kafka Streams (kafka-streams 4.4) on BMQ: an exactly-once application (exactly_once_v2) with a
+repartition topic and a state store changelogged to a compacted topic, run as two instances;
+one is killed (-9) mid-stream, the other takes its tasks over; an instance started with an
+empty state directory restores the store from the changelog (the app and its checks:
+streams.py, src/main/java/bmq/clients/StreamsApp.java)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import BrokerFactory
+from tests.integration.helpers import wait_until
+from tests.java.conftest import BROKER_CONFIG
+from tests.java.streams import (
+    ALL_TASKS,
+    PARTITIONS,
+    START_TIMEOUT_S,
+    STATEFUL_TASKS,
+    STREAMS_BROKER_CONFIG,
+    StreamsInstance,
+    StreamsInstances,
+    StreamsTopics,
+    expected,
+)
+
+# Input written before the instances start, then while one is killed (at 400 a second: the
+# kill comes while it is still being written), then after the restart.
+BEFORE, DURING, AFTER = 1000, 3000, 300
+
+
+@pytest.fixture
+def streams_instances(java_classpath: str, tmp_path: Path) -> Iterator[StreamsInstances]:
+    instances = StreamsInstances(java_classpath, tmp_path)
+    try:
+        yield instances
+    finally:
+        instances.cleanup()
+
+
+def split_between(first: StreamsInstance, second: StreamsInstance) -> None:
+    """Until both run and the tasks are split between them, each task once."""
+    first.wait_running()
+    second.wait_running()
+    wait_until(lambda: first.tasks() and second.tasks()
+               and sorted(first.tasks() + second.tasks()) == ALL_TASKS, START_TIMEOUT_S,
+               message="the tasks split between the two instances")
+
+
+def kill_in_a_transaction(topics: StreamsTopics, instances: list[StreamsInstance]
+                          ) -> tuple[StreamsInstance, list[int]]:
+    """kill -9 of an instance with a stateful task, while an output partition of its has
+    records of its open transaction; returns it and those partitions."""
+    victim = next(i for i in instances if set(i.tasks()) & set(STATEFUL_TASKS))
+    partitions = [int(task[2:]) for task in victim.tasks() if task in STATEFUL_TASKS]
+    wait_until(lambda: topics.open_transaction_in(partitions), 30, interval=0.05,
+               message="an open transaction in the victim's output partitions")
+    victim.kill()
+    return victim, partitions
+
+
+def test_exactly_once_across_a_kill_9_and_a_restore_from_the_changelog(
+        streams_instances: StreamsInstances, broker_factory: BrokerFactory) -> None:
+    broker = broker_factory(config={**BROKER_CONFIG, **STREAMS_BROKER_CONFIG})
+    bootstrap = broker.bootstrap
+    topics = StreamsTopics(bootstrap)
+    topics.write(BEFORE)
+    first = streams_instances.start(bootstrap, topics)
+    second = streams_instances.start(bootstrap, topics)
+    split_between(first, second)
+    topics.check_output(topics.wait_for_output(60))
+
+    writer = topics.write_in_background(DURING, per_second=400)
+    killed, partitions = kill_in_a_transaction(topics, [first, second])
+    assert writer.is_alive(), "the input was all written before the kill"
+    survivor = first if killed is second else second
+    writer.join(60)
+    # The survivor takes the killed instance's tasks over (after its session times out),
+    # restores their stores from the changelog and goes on from the last committed offsets.
+    survivor.wait_running(lambda tasks: tasks == ALL_TASKS)
+    topics.check_output(topics.wait_for_output(60))
+    assert survivor.query() == expected(topics.written)
+    # What the killed instance had committed came back from the changelog.
+    assert all(survivor.restored()[p] for p in partitions), survivor.restored()
+    # The killed instance's open transaction had records in its output partitions that
+    # read_committed does not show (it was aborted, and redone by the survivor).
+    assert len(topics.output_records("read_uncommitted", partitions)) > len(
+        topics.output_records(partitions=partitions))
+
+    # A new instance with an empty state directory; once the survivor has left, it runs every
+    # task, its stores restored from the changelog: the counts go on from there.
+    restarted = streams_instances.start(bootstrap, topics)
+    restarted.wait_running(lambda tasks: True)     # in the group, with tasks or not
+    survivor.close()
+    restarted.wait_running(lambda tasks: tasks == ALL_TASKS)
+    assert restarted.query() == expected(topics.written)
+    restored = restarted.restored()
+    assert sorted(restored) == list(range(PARTITIONS)) and all(restored.values()), restored
+    topics.write(AFTER)
+    topics.check_output(topics.wait_for_output(60))
+    assert restarted.query() == expected(topics.written)
+
+    topics.check_internal_topics()
