@@ -1,5 +1,6 @@
 """WriteTxnMarkers (inter-broker): a transaction coordinator on another broker has this broker,
-the owner of the partitions, write a transaction's COMMIT or ABORT marker into them. Each
+the owner of the partitions, write a transaction's COMMIT or ABORT marker into them (so does
+an operator's Admin.abortTransaction, for a transaction its coordinator lost). Each
 partition is answered once its marker is durable; a partition this broker does not own
 (any more) is answered NOT_LEADER_OR_FOLLOWER, and the coordinator retries with its new owner.
 """
@@ -10,6 +11,7 @@ import asyncio
 
 from bmq.broker.handlers.base import RequestContext
 from bmq.coordinators.transactions import append_marker
+from bmq.metadata.acls import Operation
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 from bmq.protocol.messages.write_txn_markers_request import WritableTxnMarker
@@ -45,7 +47,9 @@ async def handle_write_txn_markers(ctx: RequestContext, request: WriteTxnMarkers
                                    version: int) -> WriteTxnMarkersResponse:
     now = now_ms()
     answers = []
-    allowed = ctx.authorize_internal()   # brokers only, as in Kafka
+    # CLUSTER_ACTION on any listener, as Kafka authorizes it: brokers, and an operator's
+    # Admin.abortTransaction (kafka-transactions.sh abort) for a hanging transaction.
+    allowed = ctx.authorize_cluster(Operation.CLUSTER_ACTION)
     for marker in request.markers:
         if not allowed:
             answers.append(WritableTxnMarkerResult(producer_id=marker.producer_id, topics=[
