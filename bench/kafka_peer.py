@@ -139,6 +139,15 @@ def kafka_classpath() -> str:
                           stdout=subprocess.PIPE).stdout.strip()
 
 
+def random_cluster_id() -> str:
+    """A Kafka Uuid as its tools print it (URL-safe base64 of 16 bytes), never starting with
+    "-", which a command line would take for an option (Kafka's Uuid.randomUuid draws again)."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
+
+
 class KafkaPeer(Peer):
     """Apache Kafka 4.4 in KRaft combined mode, its log directory formatted at construction
     (``kafka-storage format``, not counted in any start time)."""
@@ -163,7 +172,7 @@ class KafkaPeer(Peer):
         }
         self.config_path = self.base / "server.properties"
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cluster_id = random_cluster_id()
         formatted = subprocess.run(
             ["java", "-cp", self.classpath, "kafka.tools.StorageTool", "format",
              "--cluster-id", cluster_id, "--config", str(self.config_path)],
