@@ -23,7 +23,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from tests.groups.helpers import create_topic, unique
 from tests.integration.helpers import admin, consume, topic_configs, wait_until
 from tests.java.checks import Ready, no_wait
-from tests.java.conftest import JVM_OPTIONS
+from tests.java.conftest import BROKER_CONFIG, BROKER_ENV, JVM_OPTIONS
 
 WORDS = 7
 PARTITIONS = 3
@@ -41,10 +41,16 @@ STREAMS_SETTINGS = {"consumer.session.timeout.ms": 6000, "consumer.heartbeat.int
                     "commit.interval.ms": 1000,
                     # Streams warns at start unless this is set; it changes nothing here.
                     "processing.exception.handler.global.enabled": "true"}
-STREAMS_BROKER_CONFIG = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": 500}
+STREAMS_BROKER_CONFIG = {**BROKER_CONFIG,
+                         "transaction.abort.timed.out.transaction.cleanup.interval.ms": 500}
+STREAMS_BROKER_ENV = {**BROKER_ENV,
+                      "BMQ_TRANSACTION_ABORT_TIMED_OUT_TRANSACTION_CLEANUP_INTERVAL_MS": "500"}
 # Stores in memory rather than in RocksDB: the store suppliers setting.
 IN_MEMORY_STORES = {"dsl.store.suppliers.class": "org.apache.kafka.streams.state."
                                                  "BuiltInDslStoreSuppliers$InMemoryDslStoreSuppliers"}
+# Internal topics (``topic.`` settings go to the changelog and the repartition topic) that the
+# cleaner compacts soon: small segments, cleaned as soon as anything is dirty.
+SMALL_SEGMENTS = {"topic.segment.bytes": 16384, "topic.min.cleanable.dirty.ratio": 0.01}
 START_TIMEOUT_S = 60.0
 
 
@@ -151,6 +157,15 @@ class StreamsTopics:
         repartition = topic_configs(self.bootstrap, self.repartition)
         assert (repartition["cleanup.policy"], repartition["retention.ms"]) == ("delete", "-1")
         assert topic_configs(self.bootstrap, self.changelog)["cleanup.policy"] == "compact"
+
+    def wait_compacted(self, timeout: float) -> None:
+        """Until the cleaner has removed records from the changelog: fewer are left than
+        the updates committed to it (one an input record)."""
+        def compacted() -> bool:
+            read = consume(self.bootstrap, self.changelog, partitions=range(PARTITIONS),
+                           isolation_level="read_committed")
+            return sum(len(messages) for messages in read.values()) < self.written
+        wait_until(compacted, timeout, interval=1, message=f"{self.changelog} compacted")
 
     def open_transaction_in(self, partitions: list[int]) -> bool:
         """Whether one of these output partitions has records of a transaction still open

@@ -6,25 +6,31 @@ streams.py, src/main/java/bmq/clients/StreamsApp.java)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
 
+from tests.cluster.conftest import ClusterFactory, cluster_factory, zookeeper
 from tests.conftest import BrokerFactory
 from tests.integration.helpers import wait_until
-from tests.java.conftest import BROKER_CONFIG
 from tests.java.streams import (
     ALL_TASKS,
+    IN_MEMORY_STORES,
     PARTITIONS,
+    SMALL_SEGMENTS,
     START_TIMEOUT_S,
     STATEFUL_TASKS,
     STREAMS_BROKER_CONFIG,
+    STREAMS_BROKER_ENV,
     StreamsInstance,
     StreamsInstances,
     StreamsTopics,
     expected,
 )
+from tests.proxy.conftest import Proxies, proxies
+
+__all__ = ["cluster_factory", "proxies", "zookeeper"]
 
 # Input written before the instances start, then while one is killed (at 400 a second: the
 # kill comes while it is still being written), then after the restart.
@@ -61,14 +67,16 @@ def kill_in_a_transaction(topics: StreamsTopics, instances: list[StreamsInstance
     return victim, partitions
 
 
-def test_exactly_once_across_a_kill_9_and_a_restore_from_the_changelog(
-        streams_instances: StreamsInstances, broker_factory: BrokerFactory) -> None:
-    broker = broker_factory(config={**BROKER_CONFIG, **STREAMS_BROKER_CONFIG})
-    bootstrap = broker.bootstrap
-    topics = StreamsTopics(bootstrap)
+def kill_and_restore(bootstrap: str, instances: StreamsInstances, topics: StreamsTopics,
+                     settings: Mapping[str, object] | None = None,
+                     before_restore: Callable[[], object] = lambda: None) -> dict[int, int]:
+    """Two instances; one killed -9 inside a transaction while input flows; the other takes
+    its tasks over; then a new instance with an empty state directory takes every task from
+    it (after ``before_restore``). The committed output and the stores are checked at each
+    step; returns what the new instance restored, by changelog partition."""
     topics.write(BEFORE)
-    first = streams_instances.start(bootstrap, topics)
-    second = streams_instances.start(bootstrap, topics)
+    first = instances.start(bootstrap, topics, settings)
+    second = instances.start(bootstrap, topics, settings)
     split_between(first, second)
     topics.check_output(topics.wait_for_output(60))
 
@@ -91,7 +99,8 @@ def test_exactly_once_across_a_kill_9_and_a_restore_from_the_changelog(
 
     # A new instance with an empty state directory; once the survivor has left, it runs every
     # task, its stores restored from the changelog: the counts go on from there.
-    restarted = streams_instances.start(bootstrap, topics)
+    before_restore()
+    restarted = instances.start(bootstrap, topics, settings)
     restarted.wait_running(lambda tasks: True)     # in the group, with tasks or not
     survivor.close()
     restarted.wait_running(lambda tasks: tasks == ALL_TASKS)
@@ -101,5 +110,38 @@ def test_exactly_once_across_a_kill_9_and_a_restore_from_the_changelog(
     topics.write(AFTER)
     topics.check_output(topics.wait_for_output(60))
     assert restarted.query() == expected(topics.written)
-
     topics.check_internal_topics()
+    return restored
+
+
+def test_exactly_once_across_a_kill_9_and_a_restore_from_the_changelog(
+        streams_instances: StreamsInstances, broker_factory: BrokerFactory) -> None:
+    bootstrap = broker_factory(config=STREAMS_BROKER_CONFIG).bootstrap
+    kill_and_restore(bootstrap, streams_instances, StreamsTopics(bootstrap))
+
+
+@pytest.mark.slow
+def test_in_memory_stores_restored_from_a_compacted_changelog(
+        streams_instances: StreamsInstances, broker_factory: BrokerFactory) -> None:
+    """The same with stores in memory, and internal topics of small segments that BMQ's
+    cleaner compacts: the new instance restores fewer records than were written to the
+    changelog (the latest of each word's, and the active segments), and the same state."""
+    bootstrap = broker_factory(config={**STREAMS_BROKER_CONFIG,
+                                       "log.cleaner.backoff.ms": 500}).bootstrap
+    topics = StreamsTopics(bootstrap)
+    restored = kill_and_restore(bootstrap, streams_instances, topics,
+                                {**IN_MEMORY_STORES, **SMALL_SEGMENTS},
+                                before_restore=lambda: topics.wait_compacted(60))
+    assert sum(restored.values()) < BEFORE + DURING, restored
+
+
+@pytest.mark.slow
+def test_exactly_once_on_a_cluster_through_a_proxy(
+        streams_instances: StreamsInstances, cluster_factory: ClusterFactory,
+        proxies: Proxies) -> None:
+    """The same on three `bmq broker`s, every client (Streams' and the checks') through a
+    `bmq proxy`: the internal topics, the groups and the transactions on the cluster."""
+    cluster = cluster_factory(brokers=3, env=STREAMS_BROKER_ENV)
+    bootstrap = proxies(cluster).bootstrap
+    kill_and_restore(bootstrap, streams_instances,
+                     StreamsTopics(bootstrap, ready=cluster.wait_writable))
