@@ -145,3 +145,30 @@ def test_exactly_once_on_a_cluster_through_a_proxy(
     bootstrap = proxies(cluster).bootstrap
     kill_and_restore(bootstrap, streams_instances,
                      StreamsTopics(bootstrap, ready=cluster.wait_writable))
+
+
+@pytest.mark.slow
+def test_exactly_once_across_a_kill_9_of_the_broker(
+        streams_instances: StreamsInstances, broker_factory: BrokerFactory) -> None:
+    """`bmq serve` killed (-9) while both instances are inside transactions, and restarted:
+    its coordinators come back from the log (groups, transactions, producer state); the
+    instances carry on, and the committed output is still every update once, in order."""
+    broker = broker_factory(config=STREAMS_BROKER_CONFIG)
+    topics = StreamsTopics(broker.bootstrap)
+    topics.write(BEFORE)
+    first = streams_instances.start(broker.bootstrap, topics)
+    second = streams_instances.start(broker.bootstrap, topics)
+    split_between(first, second)
+    topics.check_output(topics.wait_for_output(60))
+
+    writer = topics.write_in_background(DURING, per_second=400)
+    wait_until(lambda: topics.open_transaction_in(list(range(PARTITIONS))), 30, interval=0.05,
+               message="an open transaction in the output")
+    broker.kill()
+    assert writer.is_alive(), "the input was all written before the kill"
+    broker.start()
+    writer.join(60)
+    records = topics.wait_for_output(90)
+    topics.check_output(records)
+    split_between(first, second)
+    assert {**first.query(), **second.query()} == expected(topics.written)
