@@ -44,7 +44,7 @@ def run_admin(java_clients: JavaClients, bootstrap: str, java_bootstrap: str,
 
 def run_admin_groups(java_clients: JavaClients, bootstrap: str, java_bootstrap: str,
                      ready: checks.Ready = checks.no_wait,
-                     settings: dict[str, str] | None = None) -> None:
+                     settings: dict[str, str] | None = None, cluster: bool = False) -> None:
     group_topic, _ = checks.group_topic(bootstrap, ready)
     share_topic = checks.share_topic(bootstrap, ready)
     transaction_topic = checks.new_topic(bootstrap, "java-admin-txn", 1, ready)
@@ -53,7 +53,7 @@ def run_admin_groups(java_clients: JavaClients, bootstrap: str, java_bootstrap: 
         "transactions": transaction_topic}, settings)
     admin_checks.check_consumer_groups(bootstrap, group_topic, result["consumer-groups"])
     admin_checks.check_classic_group(result["classic-group"])
-    admin_checks.check_share_groups(result["share-groups"])
+    admin_checks.check_share_groups(result["share-groups"], cluster)
     admin_checks.check_transactions(bootstrap, transaction_topic, result["transactions"])
 
 
@@ -125,8 +125,9 @@ def test_admin_on_cluster_brokers_and_through_a_proxy(java_clients: JavaClients,
                                                       proxies: Proxies) -> None:
     cluster = cluster_factory(brokers=3, env=BROKER_ENV)
     proxy = proxies(cluster)
+    # DescribeCluster names the proxy too: Metadata names it as every partition's leader.
     run_admin(java_clients, proxy.bootstrap, cluster.bootstrap,
-              [broker.bootstrap for broker in cluster.brokers.values()],
+              [*(broker.bootstrap for broker in cluster.brokers.values()), proxy.bootstrap],
               ready=cluster.wait_writable)
     run_admin_groups(java_clients, proxy.bootstrap, proxy.bootstrap,
-                     ready=cluster.wait_writable)
+                     ready=cluster.wait_writable, cluster=True)

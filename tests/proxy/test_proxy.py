@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import threading
@@ -11,6 +12,9 @@ import uuid
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
+from bmq.net.client import BrokerLink
+from bmq.protocol.messages import DescribeClusterRequest
+from bmq.protocol.messages.describe_cluster_response import DescribeClusterBroker
 from tests.cluster.conftest import ClusterFactory
 from tests.conftest import bmq_command
 from tests.proxy.conftest import Proxies, producer_config
@@ -76,6 +80,20 @@ def _tail_while_producing(bootstrap: str, topic: str, count: int, consumers: int
     return results
 
 
+def _described_cluster(bootstrap: str) -> list[DescribeClusterBroker]:
+    """DescribeCluster's nodes, asked of a broker."""
+    host, port = bootstrap.split(":")
+
+    async def ask() -> list[DescribeClusterBroker]:
+        link = BrokerLink(host, int(port))
+        try:
+            return list((await link.request(DescribeClusterRequest(), 0)).brokers)
+        finally:
+            link.close()
+
+    return asyncio.run(ask())
+
+
 def test_clients_bootstrap_to_proxies_only(cluster_factory: ClusterFactory,
                                            proxies: Proxies) -> None:
     cluster = cluster_factory(brokers=2)
@@ -112,6 +130,17 @@ def test_clients_bootstrap_to_proxies_only(cluster_factory: ClusterFactory,
                                for p in range(4)})
     assert {tp.partition: f.result(30).offset for tp, f in ends.items()} == {
         p: len(acked.get(p, [])) for p in range(4)}
+
+    # DeleteRecords goes to each partition's leader, a proxy, which has each owner delete its
+    # own partition's records (relayed to just any broker, it was NOT_LEADER_OR_FOLLOWER);
+    # DescribeCluster names the proxies too, as Metadata does (the Java Admin finds leaders
+    # among DescribeCluster's nodes).
+    deleted = admin.delete_records([TopicPartition("orders", p, 1) for p in range(4)])
+    assert sorted((tp.partition, f.result(30).low_watermark) for tp, f in deleted.items()) == [
+        (p, 1) for p in range(4)]
+    assert {b.port for b in _described_cluster(next(iter(cluster.brokers.values())).bootstrap)
+            } == proxy_ports | {b.port for b in cluster.brokers.values()}
+    acked = {p: values[1:] for p, values in acked.items()}
 
     # kcat (Debian's librdkafka 2.0) reads the topic to its end through a proxy too.
     out = subprocess.run(["kcat", "-b", p2.bootstrap, "-C", "-t", "orders", "-o", "beginning",

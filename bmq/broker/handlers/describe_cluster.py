@@ -22,13 +22,15 @@ async def handle_describe_cluster(ctx: RequestContext, request: DescribeClusterR
                                        endpoint_type=request.endpoint_type,
                                        cluster_id=broker.cluster_id)
     # The embedded broker is its own controller, so both endpoint types name the same node.
+    # The nodes are Metadata's, proxies included: Metadata and DescribeTopicPartitions name
+    # proxies as leaders, and the Java Admin finds a leader among DescribeCluster's nodes.
     return DescribeClusterResponse(
         error_code=ErrorCode.NONE,
         endpoint_type=request.endpoint_type,
         cluster_id=broker.cluster_id,
         controller_id=broker.controller_id,
         brokers=[DescribeClusterBroker(broker_id=n.node_id, host=host, port=port, rack=n.rack)
-                 for n in broker.nodes for host, port in [n.address(ctx.listener)]],
+                 for n in broker.metadata_nodes for host, port in [n.address(ctx.listener)]],
         cluster_authorized_operations=authorized(
             ctx.operations(CLUSTER_OPERATIONS, ResourceType.CLUSTER, CLUSTER_NAME),
             request.include_cluster_authorized_operations),

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 from bmq.broker.handlers.base import RequestContext
 from bmq.broker.handlers.config_resources import (
     ConfigEntry,
@@ -13,6 +16,7 @@ from bmq.broker.handlers.config_resources import (
 from bmq.broker.topic_config import ConfigSource, ResourceType, log_config
 from bmq.metadata.acls import CLUSTER_NAME, Operation
 from bmq.metadata.acls import ResourceType as AclResource
+from bmq.metadata.documents import DocumentStore
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.messages import DescribeConfigsRequest, DescribeConfigsResponse
 from bmq.protocol.messages.describe_configs_response import (
@@ -20,6 +24,13 @@ from bmq.protocol.messages.describe_configs_response import (
     DescribeConfigsResult,
     DescribeConfigsSynonym,
 )
+
+
+async def _reloaded(store: DocumentStore[Any] | None) -> None:
+    """The store read again: a change made through another broker a moment ago may not have
+    reached this one's watch yet, and an admin describing right after altering must see it."""
+    if store is not None:
+        await asyncio.get_running_loop().run_in_executor(None, store.load)
 
 
 async def _entries(ctx: RequestContext, resource_type: int, name: str) -> list[ConfigEntry]:
@@ -37,9 +48,11 @@ async def _entries(ctx: RequestContext, resource_type: int, name: str) -> list[C
         ctx.require(Operation.DESCRIBE_CONFIGS, AclResource.CLUSTER, CLUSTER_NAME)
         if name not in ("", str(broker.node.node_id)):
             raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown broker {name}")
+        await _reloaded(broker.dynamic_configs)
         return broker_entries(broker, name)
     if resource_type == ResourceType.GROUP:
         ctx.require(Operation.DESCRIBE_CONFIGS, AclResource.GROUP, name)
+        await _reloaded(broker.group_configs)
         return group_entries(broker, name)
     raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}")
 

@@ -75,7 +75,11 @@ async def handle_describe_topic_partitions(ctx: RequestContext,
         if remaining == 0:
             next_cursor = Cursor(topic_name=name, partition_index=0)
             break
-        info = registry.get(name)
+        # A topic the client names is read from the source of truth (ZooKeeper in a cluster):
+        # this broker's view may not have caught up with a change made through another broker
+        # a moment ago (a topic created, grown or deleted), which an admin describing it next
+        # must see.
+        info = registry.get(name) if every_topic else await ctx.broker.lookup_topic(name)
         if not every_topic and not ctx.authorize(Operation.DESCRIBE, ResourceType.TOPIC, name):
             topics.append(_unknown(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
             continue

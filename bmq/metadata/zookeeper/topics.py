@@ -35,10 +35,10 @@ class ZkTopicRegistry(TopicRegistry):
         self.replace_all(topics)
 
     def lookup(self, name: str) -> TopicInfo | None:
-        """The cached topic, else ZooKeeper's (the watcher may not have delivered it yet)."""
-        cached = self._by_name.get(name)
-        if cached is not None:
-            return cached
+        """ZooKeeper's topic, not the cached one: the watcher may not have delivered a change
+        made through another broker a moment ago (a topic created, partitions added, configs
+        altered), and an admin request computing from it (IncrementalAlterConfigs' APPEND and
+        SUBTRACT, CreatePartitions) must not undo that change."""
         try:
             data, _ = self._zk.get(self._paths.topic(name))
         except NoNodeError:

@@ -3,7 +3,8 @@
 Answered here: SASL (the proxy authenticates its clients itself), Metadata (proxies as leaders),
 Fetch, ListOffsets and OffsetForLeaderEpoch (from storage), Produce (forwarded to the owners),
 FindCoordinator and DescribeCluster (relayed, with addresses for the client's listener),
-ShareFetch and ShareAcknowledge (split by partition owner, bmq.proxy.share). Every other API
+ShareFetch and ShareAcknowledge (split by partition owner, bmq.proxy.share), DeleteRecords,
+DescribeProducers and WriteTxnMarkers (split by partition owner, by_owner). Every other API
 the broker serves is relayed to a broker unchanged, at the same versions, on links that act for
 the client's principal; BMQ's internal APIs are not served.
 """
@@ -32,6 +33,10 @@ _ANSWERED = [
     _api("DescribeClusterRequest", "describe_cluster"),
     _api("ShareFetchRequest", "share_fetch"),
     _api("ShareAcknowledgeRequest", "share_acknowledge"),
+    *(ApiSpec(name, f"bmq.proxy.handlers.by_owner:handle_{module}") for name, module in (
+        ("DeleteRecordsRequest", "delete_records"),
+        ("DescribeProducersRequest", "describe_producers"),
+        ("WriteTxnMarkersRequest", "write_txn_markers"))),
 ]
 
 _RELAYED = (ApiSpec(name, "bmq.proxy.handlers.forward:relay_to_broker")

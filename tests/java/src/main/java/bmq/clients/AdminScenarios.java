@@ -111,6 +111,36 @@ public final class AdminScenarios {
         return out;
     }
 
+    /** The topic described once every partition has a leader: at once on `bmq serve`; in a
+     *  cluster once the controller has given each partition an owner (a moment after
+     *  CreateTopics is answered, where Kafka elects leaders as it creates the topic). */
+    static TopicDescription withLeaders(Admin admin, String topic, Scenarios.Context context)
+            throws Exception {
+        while (true) {
+            TopicDescription described = get(admin.describeTopics(List.of(topic))
+                                                  .allTopicNames(), context).get(topic);
+            if (described.partitions().stream().allMatch(p -> p.leader() != null)) {
+                return described;
+            }
+            context.check();
+            Thread.sleep(50);
+        }
+    }
+
+    /** The topics listed (internal ones too) once ``done`` holds of them, or at the deadline:
+     *  at once on `bmq serve`; in a cluster a broker lists a change made through another one
+     *  once ZooKeeper's watch has told it (milliseconds), as Kafka's brokers list a change once
+     *  its metadata has reached them. */
+    static Set<String> listedOnce(Admin admin, java.util.function.Predicate<Set<String>> done,
+                                  Scenarios.Context context) throws Exception {
+        while (true) {
+            Set<String> names = get(admin.listTopics(new ListTopicsOptions().listInternal(true))
+                                         .names(), context);
+            if (done.test(names) || context.remaining().toMillis() < 5000) return names;
+            Thread.sleep(50);
+        }
+    }
+
     /** The named entries of a resource's config: value, source, read-only. */
     static Map<String, Object> configEntries(Admin admin, ConfigResource resource,
                                              Set<String> names, Scenarios.Context context)
@@ -154,8 +184,8 @@ public final class AdminScenarios {
             // Deleted by id (DeleteTopics v6), as Kafka's tools may.
             get(admin.deleteTopics(TopicCollection.ofTopicIds(List.of(
                     more.get(byDefault).topicId(), more.get(assigned).topicId()))).all(), context);
-            Set<String> all = get(admin.listTopics(new ListTopicsOptions().listInternal(true))
-                                       .names(), context);
+            Set<String> all = listedOnce(admin, names -> !names.contains(byDefault)
+                                                         && !names.contains(assigned), context);
             result.put("deleted_by_id", !all.contains(byDefault) && !all.contains(assigned));
             result.put("internal_listed", all.contains("__consumer_offsets"));
             result.put("internal_described", get(admin.describeTopics(
@@ -172,8 +202,7 @@ public final class AdminScenarios {
             Set<String> listed = get(admin.listTopics().names(), context);
             result.put("listed", listed.contains(created));
             result.put("validate_only_listed", listed.contains(topic + "-v"));
-            TopicDescription described = get(admin.describeTopics(List.of(created))
-                                                   .allTopicNames(), context).get(created);
+            TopicDescription described = withLeaders(admin, created, context);
             result.put("described", describeTopic(described));
             result.put("described_by_id", describeTopic(get(admin.describeTopics(
                     TopicCollection.ofTopicIds(List.of(described.topicId()))).allTopicIds(),
@@ -190,8 +219,8 @@ public final class AdminScenarios {
             result.put("increase_unknown", outcome(() -> get(admin.createPartitions(
                     Map.of(topic + "-missing", NewPartitions.increaseTo(2))).all(), context)));
             get(admin.deleteTopics(List.of(created)).all(), context);
-            result.put("listed_after_delete", get(admin.listTopics().names(), context)
-                    .contains(created));
+            result.put("listed_after_delete", listedOnce(
+                    admin, names -> !names.contains(created), context).contains(created));
             result.put("describe_deleted", outcome(() -> get(
                     admin.describeTopics(List.of(created)).allTopicNames(), context)));
             result.put("delete_again", outcome(() -> get(
