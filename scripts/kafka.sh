@@ -2,8 +2,9 @@
 # Apache Kafka's own command-line tools (and its broker) from the Maven jars (tools/kafka), without
 # a Kafka distribution. Needs Java 17+ and Maven (scripts/setup.sh --tests installs both).
 #
-#   scripts/kafka.sh build                 fetch Kafka's jars with Maven (cached in ~/.m2/repository)
-#                                          and write their class path to tools/kafka/target
+#   scripts/kafka.sh build                 fetch Kafka's jars with Maven (cached in
+#                                          ~/.m2/repository) and write their class path to
+#                                          tools/kafka/target
 #   scripts/kafka.sh classpath             the class path (after build)
 #   scripts/kafka.sh run-class CLASS ARGS  run a main class, as Kafka's bin/kafka-run-class.sh
 #   scripts/kafka.sh TOOL ARGS             run a tool by the name of its bin/ script, e.g.
@@ -20,6 +21,7 @@
 # KAFKA_LOG_LEVEL, the level of the logs on stderr [warn, as Kafka's tools-log4j2.yaml].
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
+. "$here/scripts/maven_module.sh"
 module="$here/tools/kafka"
 jar="$module/target/bmq-kafka-tools-1.jar"
 classpath_file="$module/target/classpath.txt"
@@ -27,18 +29,14 @@ classpath_file="$module/target/classpath.txt"
 # A class-data archive of the tools' classes (AppCDS): a tool then starts in about half the CPU
 # time, which adds up over the tests' hundred tool runs on a shared 2-core machine. The first
 # quick tool run writes it, with the classes it loaded. It belongs to one JDK (named after the
-# java binary and its time stamp) and one class path (removed when Maven runs again); a JVM that
-# cannot use it anyway runs without it, silently (-Xlog:cds=off: no warning in the tool's output).
+# java binary and its time stamp) and one class path (one older than the class path Maven wrote
+# is written again); a JVM that cannot use it anyway runs without it, silently (-Xlog:cds=off:
+# no warning in the tool's output).
 java_bin="$(readlink -f "$(command -v java)")"
 archive="$module/target/tools-$(stat -c '%n %Y' "$java_bin" | cksum | cut -d' ' -f1).jsa"
 
 build() {
-  # Resolved again only when the pom is newer than the jar.
-  if [ ! -f "$jar" ] || [ ! -f "$classpath_file" ] || [ "$module/pom.xml" -nt "$jar" ]; then
-    command -v mvn >/dev/null 2>&1 || { echo "kafka.sh: Maven (mvn) is not installed" >&2; exit 1; }
-    rm -f "$module"/target/tools-*.jsa
-    mvn -B -q -f "$module/pom.xml" package >&2
-  fi
+  maven_module_build "$module" "$jar"
 }
 
 # Each tool's main class, as Kafka 4.4's bin/*.sh name them.
@@ -98,7 +96,7 @@ run_class() {
   # An archive of an admin tool's run holds some 16 MB of classes; `--version` or `--help`
   # loads a tenth of that, too few to be worth using: the next quick run writes a fuller one.
   local have=0
-  [ -f "$archive" ] && have="$(stat -c %s "$archive")"
+  [ -f "$archive" ] && [ "$archive" -nt "$classpath_file" ] && have="$(stat -c %s "$archive")"
   if [ "$have" -ge 8000000 ]; then
     exec "${jvm[@]}" -XX:SharedArchiveFile="$archive" -Xlog:cds=off -Xlog:cds+dynamic=off "$@"
   elif [ ${#extra[@]} -gt 0 ]; then
@@ -118,7 +116,7 @@ run_class() {
 
 case "${1:-}" in
   build) build ;;
-  classpath) build; echo "$jar:$(cat "$classpath_file")" ;;
+  classpath) maven_module_classpath "$module" "$jar" ;;
   run-class) shift; run_class "$@" ;;
   tools) tools ;;
   bin)
@@ -135,7 +133,8 @@ case "${1:-}" in
     done
     ;;
   kafka-*)
-    class="$(main_class "$1")" || { echo "kafka.sh: no such tool: $1 (see: kafka.sh tools)" >&2; exit 2; }
+    class="$(main_class "$1")" || {
+      echo "kafka.sh: no such tool: $1 (see: kafka.sh tools)" >&2; exit 2; }
     case "$1" in
       kafka-server-start*) quick=(); export KAFKA_HEAP_OPTS="${KAFKA_HEAP_OPTS:--Xmx1G -Xms1G}" ;;
       *-perf-test*) quick=() ;;

@@ -1,7 +1,8 @@
 # Sourced by the scripts that build a Maven module of this repository and run its programs
-# without Maven (scripts/hdfs.sh, scripts/java_clients.sh). The module's pom writes its run-time
-# class path to target/classpath.txt (maven-dependency-plugin's build-classpath); Maven keeps
-# the dependencies in its local repository (~/.m2/repository), so later builds need no network.
+# without Maven (scripts/hdfs.sh, scripts/java_clients.sh, scripts/kafka.sh). The module's pom
+# writes its run-time class path to target/classpath.txt (maven-dependency-plugin's
+# build-classpath); Maven keeps the dependencies in its local repository (~/.m2/repository), so
+# later builds need no network.
 #
 #   maven_module_build MODULE JAR       build MODULE/pom.xml into MODULE/target, unless JAR and
 #                                       the class path are newer than the pom and the sources
@@ -11,8 +12,10 @@
 
 maven_module_build() {
   local module=$1 jar=$2
+  local sources=("$module/pom.xml")
+  [ -d "$module/src" ] && sources+=("$module/src")   # a module may only resolve jars
   if [ -f "$jar" ] && [ -f "$module/target/classpath.txt" ] && \
-     [ -z "$(find "$module/pom.xml" "$module/src" -newer "$jar" -print -quit)" ]; then
+     [ -z "$(find "${sources[@]}" -newer "$jar" -print -quit)" ]; then
     return
   fi
   command -v mvn >/dev/null 2>&1 || {
