@@ -72,11 +72,18 @@ async def _ask_owners(ctx: ProxyContext, keys: Iterable[Key],
     return answered, failed
 
 
-def _by_topic(results: dict[Key, Result]) -> dict[str, list[Result]]:
-    """Partition results grouped by topic, in partition order."""
+def _gathered(answered: list[tuple[set[Key], Any]], failed: dict[Key, ErrorCode],
+              failure: Callable[[int, ErrorCode], Result]) -> dict[str, list[Result]]:
+    """The owners' partition results (answers with ``topics`` of ``partitions``) and one
+    ``failure(index, code)`` for each partition left over, by topic, in partition order."""
+    results: dict[Key, Result] = {key: failure(key[1], code) for key, code in failed.items()}
+    for _owned, answer in answered:
+        for topic in answer.topics:
+            for partition in topic.partitions:
+                results[(topic.name, partition.partition_index)] = partition
     topics: dict[str, list[Result]] = {}
-    for (topic, _index), result in sorted(results.items()):
-        topics.setdefault(topic, []).append(result)
+    for (topic_name, _index), result in sorted(results.items(), key=lambda item: item[0]):
+        topics.setdefault(topic_name, []).append(result)
     return topics
 
 
@@ -91,17 +98,12 @@ async def handle_delete_records(ctx: ProxyContext, request: DeleteRecordsRequest
             for t in request.topics if any(k[0] == t.name for k in owned)])
 
     answered, failed = await _ask_owners(ctx, offsets, build, version)
-    results: dict[Key, DeleteRecordsPartitionResult] = {
-        (topic, index): DeleteRecordsPartitionResult(partition_index=index, low_watermark=-1,
-                                                     error_code=code)
-        for (topic, index), code in failed.items()}
-    for _owned, answer in answered:
-        for topic in answer.topics:
-            for partition in topic.partitions:
-                results[(topic.name, partition.partition_index)] = partition
     return DeleteRecordsResponse(topics=[
         DeleteRecordsTopicResult(name=name, partitions=partitions)
-        for name, partitions in _by_topic(results).items()])
+        for name, partitions in _gathered(answered, failed, lambda index, code:
+                                          DeleteRecordsPartitionResult(
+                                              partition_index=index, low_watermark=-1,
+                                              error_code=code)).items()])
 
 
 async def handle_describe_producers(ctx: ProxyContext, request: DescribeProducersRequest,
@@ -115,16 +117,11 @@ async def handle_describe_producers(ctx: ProxyContext, request: DescribeProducer
             for t in request.topics if any(k[0] == t.name for k in owned)])
 
     answered, failed = await _ask_owners(ctx, keys, build, version)
-    results: dict[Key, PartitionResponse] = {
-        (topic, index): PartitionResponse(partition_index=index, error_code=code)
-        for (topic, index), code in failed.items()}
-    for _owned, answer in answered:
-        for topic in answer.topics:
-            for partition in topic.partitions:
-                results[(topic.name, partition.partition_index)] = partition
     return DescribeProducersResponse(topics=[
         TopicResponse(name=name, partitions=partitions)
-        for name, partitions in _by_topic(results).items()])
+        for name, partitions in _gathered(answered, failed, lambda index, code:
+                                          PartitionResponse(partition_index=index,
+                                                            error_code=code)).items()])
 
 
 async def handle_write_txn_markers(ctx: ProxyContext, request: WriteTxnMarkersRequest,
