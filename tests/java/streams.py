@@ -10,6 +10,8 @@ each once and in order: a record counted twice (a zombie's transaction seen) or 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import threading
 import time
@@ -230,6 +232,10 @@ class StreamsInstance:
         running = states and states[-1]["state"] == "RUNNING"
         return [str(task) for task in states[-1]["tasks"]] if running else []
 
+    def rebalances(self) -> int:
+        """How many rebalances it has gone through (state changes to REBALANCING)."""
+        return sum(1 for e in self.events() if e.get("state") == "REBALANCING")
+
     def wait_running(self, tasks: Callable[[list[str]], bool] = bool,
                      timeout: float = START_TIMEOUT_S) -> list[str]:
         """Until it is RUNNING with active tasks that ``tasks`` accepts; returns them."""
@@ -270,6 +276,13 @@ class StreamsInstance:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait(10)
+
+    def pause(self) -> None:
+        """SIGSTOP: every thread stops (heartbeats too), as in a long GC pause."""
+        os.kill(self.proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        os.kill(self.proc.pid, signal.SIGCONT)
 
     def _send(self, command: str) -> None:
         stdin = self.proc.stdin

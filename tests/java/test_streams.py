@@ -6,6 +6,7 @@ streams.py, src/main/java/bmq/clients/StreamsApp.java)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
@@ -35,6 +36,8 @@ __all__ = ["cluster_factory", "proxies", "zookeeper"]
 # Input written before the instances start, then while one is killed (at 400 a second: the
 # kill comes while it is still being written), then after the restart.
 BEFORE, DURING, AFTER = 1000, 3000, 300
+# A transaction timeout the paused instance's test must not wait for.
+LONG_TRANSACTION_TIMEOUT_S = 120
 
 
 @pytest.fixture
@@ -171,4 +174,43 @@ def test_exactly_once_across_a_kill_9_of_the_broker(
     records = topics.wait_for_output(90)
     topics.check_output(records)
     split_between(first, second)
+    assert {**first.query(), **second.query()} == expected(topics.written)
+
+
+@pytest.mark.slow
+def test_a_paused_instance_is_fenced_when_it_wakes(
+        streams_instances: StreamsInstances, broker_factory: BrokerFactory) -> None:
+    """An instance stopped (SIGSTOP) inside a transaction for longer than its session, then
+    woken long before its transaction would time out. It was removed from the group
+    meanwhile, and the other instance was given its tasks (their restore waits, as in Kafka,
+    for the open transaction to end). Woken, it finds itself fenced (its heartbeat is refused,
+    and so would be its offsets, sent with the old generation: KIP-447) and aborts its
+    transaction rather than commit it; the other instance goes on: no update twice, and long
+    before the transaction timeout."""
+    bootstrap = broker_factory(config=STREAMS_BROKER_CONFIG).bootstrap
+    topics = StreamsTopics(bootstrap)
+    topics.write(BEFORE)
+    long_transactions = {"producer.transaction.timeout.ms": LONG_TRANSACTION_TIMEOUT_S * 1000}
+    first = streams_instances.start(bootstrap, topics, long_transactions)
+    second = streams_instances.start(bootstrap, topics, long_transactions)
+    split_between(first, second)
+    topics.check_output(topics.wait_for_output(60))
+
+    writer = topics.write_in_background(DURING, per_second=400)
+    zombie = next(i for i in (first, second) if set(i.tasks()) & set(STATEFUL_TASKS))
+    partitions = [int(task[2:]) for task in zombie.tasks() if task in STATEFUL_TASKS]
+    wait_until(lambda: topics.open_transaction_in(partitions), 30, interval=0.05,
+               message="an open transaction in the paused instance's output partitions")
+    other = first if zombie is second else second
+    rebalances = other.rebalances()
+    zombie.pause()
+    paused_at = time.monotonic()
+    # The paused instance's session expires: the group rebalances without it.
+    wait_until(lambda: other.rebalances() > rebalances, 30, interval=0.2,
+               message="the other instance rebalancing without the paused one")
+    zombie.resume()
+    writer.join(60)
+    split_between(first, second)
+    topics.check_output(topics.wait_for_output(60))
+    assert time.monotonic() - paused_at < LONG_TRANSACTION_TIMEOUT_S / 2
     assert {**first.query(), **second.query()} == expected(topics.written)
