@@ -7,7 +7,7 @@ streams.py, src/main/java/bmq/clients/StreamsApp.java)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
@@ -41,12 +41,12 @@ LONG_TRANSACTION_TIMEOUT_S = 120
 
 
 @pytest.fixture
-def streams_instances(java_classpath: str, tmp_path: Path) -> Iterator[StreamsInstances]:
+def streams_instances(java_classpath: str, tmp_path: Path,
+                      request: pytest.FixtureRequest) -> StreamsInstances:
+    """Instances of StreamsApp, killed at the end of the test if still running."""
     instances = StreamsInstances(java_classpath, tmp_path)
-    try:
-        yield instances
-    finally:
-        instances.cleanup()
+    request.addfinalizer(instances.cleanup)
+    return instances
 
 
 def split_between(first: StreamsInstance, second: StreamsInstance) -> None:
@@ -58,16 +58,28 @@ def split_between(first: StreamsInstance, second: StreamsInstance) -> None:
                message="the tasks split between the two instances")
 
 
-def kill_in_a_transaction(topics: StreamsTopics, instances: list[StreamsInstance]
-                          ) -> tuple[StreamsInstance, list[int]]:
-    """kill -9 of an instance with a stateful task, while an output partition of its has
-    records of its open transaction; returns it and those partitions."""
-    victim = next(i for i in instances if set(i.tasks()) & set(STATEFUL_TASKS))
-    partitions = [int(task[2:]) for task in victim.tasks() if task in STATEFUL_TASKS]
+def two_running(bootstrap: str, instances: StreamsInstances, topics: StreamsTopics,
+                settings: Mapping[str, object] | None = None
+                ) -> tuple[StreamsInstance, StreamsInstance]:
+    """The first input, then two instances splitting the tasks, and their committed output."""
+    topics.write(BEFORE)
+    first = instances.start(bootstrap, topics, settings)
+    second = instances.start(bootstrap, topics, settings)
+    split_between(first, second)
+    topics.check_output(topics.wait_for_output(60))
+    return first, second
+
+
+def inside_a_transaction(topics: StreamsTopics, first: StreamsInstance,
+                         second: StreamsInstance) -> tuple[StreamsInstance, StreamsInstance,
+                                                           list[int]]:
+    """Once an output partition of an instance with a stateful task has records of its open
+    transaction: that instance, the other one, and that instance's output partitions."""
+    one = first if set(first.tasks()) & set(STATEFUL_TASKS) else second
+    partitions = [int(task[2:]) for task in one.tasks() if task in STATEFUL_TASKS]
     wait_until(lambda: topics.open_transaction_in(partitions), 30, interval=0.05,
-               message="an open transaction in the victim's output partitions")
-    victim.kill()
-    return victim, partitions
+               message=f"an open transaction in output partitions {partitions}")
+    return one, first if one is second else second, partitions
 
 
 def kill_and_restore(bootstrap: str, instances: StreamsInstances, topics: StreamsTopics,
@@ -77,16 +89,11 @@ def kill_and_restore(bootstrap: str, instances: StreamsInstances, topics: Stream
     its tasks over; then a new instance with an empty state directory takes every task from
     it (after ``before_restore``). The committed output and the stores are checked at each
     step; returns what the new instance restored, by changelog partition."""
-    topics.write(BEFORE)
-    first = instances.start(bootstrap, topics, settings)
-    second = instances.start(bootstrap, topics, settings)
-    split_between(first, second)
-    topics.check_output(topics.wait_for_output(60))
-
+    first, second = two_running(bootstrap, instances, topics, settings)
     writer = topics.write_in_background(DURING, per_second=400)
-    killed, partitions = kill_in_a_transaction(topics, [first, second])
+    killed, survivor, partitions = inside_a_transaction(topics, first, second)
+    killed.kill()
     assert writer.is_alive(), "the input was all written before the kill"
-    survivor = first if killed is second else second
     writer.join(60)
     # The survivor takes the killed instance's tasks over (after its session times out),
     # restores their stores from the changelog and goes on from the last committed offsets.
@@ -158,21 +165,14 @@ def test_exactly_once_across_a_kill_9_of_the_broker(
     instances carry on, and the committed output is still every update once, in order."""
     broker = broker_factory(config=STREAMS_BROKER_CONFIG)
     topics = StreamsTopics(broker.bootstrap)
-    topics.write(BEFORE)
-    first = streams_instances.start(broker.bootstrap, topics)
-    second = streams_instances.start(broker.bootstrap, topics)
-    split_between(first, second)
-    topics.check_output(topics.wait_for_output(60))
-
+    first, second = two_running(broker.bootstrap, streams_instances, topics)
     writer = topics.write_in_background(DURING, per_second=400)
-    wait_until(lambda: topics.open_transaction_in(list(range(PARTITIONS))), 30, interval=0.05,
-               message="an open transaction in the output")
+    inside_a_transaction(topics, first, second)
     broker.kill()
     assert writer.is_alive(), "the input was all written before the kill"
     broker.start()
     writer.join(60)
-    records = topics.wait_for_output(90)
-    topics.check_output(records)
+    topics.check_output(topics.wait_for_output(90))
     split_between(first, second)
     assert {**first.query(), **second.query()} == expected(topics.written)
 
@@ -189,19 +189,10 @@ def test_a_paused_instance_is_fenced_when_it_wakes(
     before the transaction timeout."""
     bootstrap = broker_factory(config=STREAMS_BROKER_CONFIG).bootstrap
     topics = StreamsTopics(bootstrap)
-    topics.write(BEFORE)
-    long_transactions = {"producer.transaction.timeout.ms": LONG_TRANSACTION_TIMEOUT_S * 1000}
-    first = streams_instances.start(bootstrap, topics, long_transactions)
-    second = streams_instances.start(bootstrap, topics, long_transactions)
-    split_between(first, second)
-    topics.check_output(topics.wait_for_output(60))
-
+    first, second = two_running(bootstrap, streams_instances, topics, {
+        "producer.transaction.timeout.ms": LONG_TRANSACTION_TIMEOUT_S * 1000})
     writer = topics.write_in_background(DURING, per_second=400)
-    zombie = next(i for i in (first, second) if set(i.tasks()) & set(STATEFUL_TASKS))
-    partitions = [int(task[2:]) for task in zombie.tasks() if task in STATEFUL_TASKS]
-    wait_until(lambda: topics.open_transaction_in(partitions), 30, interval=0.05,
-               message="an open transaction in the paused instance's output partitions")
-    other = first if zombie is second else second
+    zombie, other, _ = inside_a_transaction(topics, first, second)
     rebalances = other.rebalances()
     zombie.pause()
     paused_at = time.monotonic()
