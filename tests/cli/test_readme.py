@@ -141,6 +141,14 @@ def _java_main(args: list[str]) -> None:
     assert source.exists(), main
 
 
+def _kafka_tool(args: list[str]) -> None:
+    """``scripts/kafka.sh TOOL ...``: the script knows the tool (or the subcommand)."""
+    _shell_script("scripts/kafka.sh")(args)
+    known = subprocess.run(["bash", str(ROOT / "scripts/kafka.sh"), "tools"], check=True,
+                           capture_output=True, text=True, timeout=30).stdout.split()
+    assert args[0] in [*known, "tools", "bin", "build", "classpath", "run-class"], args[0]
+
+
 CHECKS: dict[str, Callable[[list[str]], None]] = {
     "bmq": _parse_bmq,
     ".venv/bin/python -m bench": _parse_bench,
@@ -149,6 +157,7 @@ CHECKS: dict[str, Callable[[list[str]], None]] = {
     "make": _make_target,
     "scripts/librdkafka_suite.sh": _shell_script("scripts/librdkafka_suite.sh"),
     "scripts/java_clients.sh": _shell_script("scripts/java_clients.sh"),
+    "scripts/kafka.sh": _kafka_tool,
     "java": _java_main,
     ".venv/bin/pytest": _existing_path,
     ".venv/bin/python": _existing_path,
