@@ -105,9 +105,13 @@ class ShareStatePeers:
         if node is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if self._is_me(node):
-            return await self._log.durable(self._log.admin_write(key, start_offset))
-        code, _ = await self._ask(node, key, -1, False, True, _start_value(start_offset),
-                                  reset=True, forwarded=True)
+            code = await self._log.durable(self._log.admin_write(key, start_offset))
+        else:
+            code, _ = await self._ask(node, key, -1, False, True, _start_value(start_offset),
+                                      reset=True, forwarded=True)
+        info = self._membership.topics.by_id(key.topic_id)
+        if code == ErrorCode.NONE and self.leader_state is not None and info is not None:
+            await self.leader_state.reload(key, info.name)
         return code
 
     def _coordinator(self, key: StateKey) -> BrokerNode | None:

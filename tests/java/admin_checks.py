@@ -168,20 +168,17 @@ def check_classic_group(result: dict[str, Any]) -> None:
         "UnknownMemberIdException", "GroupIdNotFoundException")
 
 
-def check_share_groups(result: dict[str, Any], cluster: bool = False) -> None:
+def check_share_groups(result: dict[str, Any]) -> None:
     """The share group listed and described while its member reads, its start offset past
     every accepted record; altering or deleting it refused while it has a member; moved back
-    to 3, a new member gets 3..9; the offsets and the group deleted. In a cluster the altered
-    offset is not described until a member fetches the partition again (a difference from
-    Kafka, which describes the stored state: the partition's leader forgets its copy and
-    reloads it only for a fetch)."""
+    to 3 (described so at once), a new member gets 3..9; the offsets and the group deleted."""
     assert result["read"] == list(range(10))
     assert result["listed_while_active"] == ["SHARE", "STABLE"]
     assert (result["state"], result["assignments"]) == ("STABLE", [[0]])
     assert result["offsets"] == {"0": [10, 0]}
     assert (result["alter_active"], result["delete_active"]) == (
         "GroupNotEmptyException", "GroupNotEmptyException")
-    assert result["offsets_after_alter"] == ({"0": None} if cluster else {"0": [3, 7]})
+    assert result["offsets_after_alter"] == {"0": [3, 7]}
     assert result["read_after_alter"] == list(range(3, 10))
     assert result["offsets_after_delete"] == {"0": None}
     assert not result["listed_after_delete"]

@@ -44,7 +44,7 @@ def run_admin(java_clients: JavaClients, bootstrap: str, java_bootstrap: str,
 
 def run_admin_groups(java_clients: JavaClients, bootstrap: str, java_bootstrap: str,
                      ready: checks.Ready = checks.no_wait,
-                     settings: dict[str, str] | None = None, cluster: bool = False) -> None:
+                     settings: dict[str, str] | None = None) -> None:
     group_topic, _ = checks.group_topic(bootstrap, ready)
     share_topic = checks.share_topic(bootstrap, ready)
     transaction_topic = checks.new_topic(bootstrap, "java-admin-txn", 1, ready)
@@ -53,7 +53,7 @@ def run_admin_groups(java_clients: JavaClients, bootstrap: str, java_bootstrap: 
         "transactions": transaction_topic}, settings)
     admin_checks.check_consumer_groups(bootstrap, group_topic, result["consumer-groups"])
     admin_checks.check_classic_group(result["classic-group"])
-    admin_checks.check_share_groups(result["share-groups"], cluster)
+    admin_checks.check_share_groups(result["share-groups"])
     admin_checks.check_transactions(bootstrap, transaction_topic, result["transactions"])
 
 
@@ -130,4 +130,4 @@ def test_admin_on_cluster_brokers_and_through_a_proxy(java_clients: JavaClients,
               [*(broker.bootstrap for broker in cluster.brokers.values()), proxy.bootstrap],
               ready=cluster.wait_writable)
     run_admin_groups(java_clients, proxy.bootstrap, proxy.bootstrap,
-                     ready=cluster.wait_writable, cluster=True)
+                     ready=cluster.wait_writable)

@@ -215,6 +215,12 @@ def test_share_group_admin_in_a_cluster(cluster_factory: ClusterFactory) -> None
                 AlterShareGroupOffsetsRequestPartition(partition_index=0, start_offset=6)])]),
             0)
         assert altered.responses[0].partitions[0].error_code == 0
+        # Described at once, before a member fetches again (Kafka describes the stored state):
+        # the leader reads the rewritten state as soon as it is written.
+        described = coordinator.call(DescribeShareGroupOffsetsRequest(groups=[
+            DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None)]), 1)
+        assert [(p.partition_index, p.start_offset) for t in described.groups[0].topics
+                for p in t.partitions] == [(0, 6)]
         assert delivered("b") == [(6, 9, 1)]
         deleted = coordinator.call(DeleteShareGroupOffsetsRequest(group_id=group, topics=[
             DeleteShareGroupOffsetsRequestTopic(topic_name=topic)]), 0)

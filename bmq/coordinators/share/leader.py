@@ -98,6 +98,15 @@ class LeaderShareState:
         self._held.pop(key, None)
         self._last.pop(key, None)
 
+    async def reload(self, key: StateKey, topic: str) -> None:
+        """Read the state the group's coordinator rewrote now, if this broker leads the
+        partition: DescribeShareGroupOffsets describes the share-partitions leaders hold, and
+        must show altered offsets before any member fetches again (as Kafka describes the
+        stored state). A failed read leaves it to the next fetch."""
+        partition = self._partitions.get(topic, key.partition)
+        if partition is not None:
+            await self.prepare(key, partition)
+
     def state(self, key: StateKey) -> SharePartition | None:
         held = self._held.get(key)
         return None if held is None else held.state
