@@ -226,6 +226,16 @@ class StreamsInstance:
             raise AssertionError(f"{error}\n{self.describe()}") from None
         return result[0]
 
+    def wait_for_error(self, timeout: float) -> str:
+        """Until a stream thread dies: its error."""
+        def errors() -> list[str]:
+            return [e["error"] for e in self.events() if "error" in e]
+        try:
+            wait_until(errors, timeout, message="a stream thread's error")
+        except AssertionError as error:
+            raise AssertionError(f"{error}\n{self.describe()}") from None
+        return errors()[0]
+
     def tasks(self) -> list[str]:
         """The active tasks of the last state change, if it was to RUNNING."""
         states = [e for e in self.events() if "state" in e]

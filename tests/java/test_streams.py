@@ -205,3 +205,16 @@ def test_a_paused_instance_is_fenced_when_it_wakes(
     topics.check_output(topics.wait_for_output(60))
     assert time.monotonic() - paused_at < LONG_TRANSACTION_TIMEOUT_S / 2
     assert {**first.query(), **second.query()} == expected(topics.written)
+
+
+def test_the_streams_rebalance_protocol_is_refused_at_once(
+        streams_instances: StreamsInstances, broker_factory: BrokerFactory) -> None:
+    """``group.protocol=streams`` (KIP-1071) needs StreamsGroupHeartbeat, which BMQ does not
+    serve (nor list in ApiVersions): the application fails at once with the client's
+    UnsupportedVersionException, as against a Kafka without that protocol, and never hangs."""
+    bootstrap = broker_factory(config=STREAMS_BROKER_CONFIG).bootstrap
+    topics = StreamsTopics(bootstrap)
+    topics.write(10)
+    instance = streams_instances.start(bootstrap, topics, {"group.protocol": "streams"})
+    error = instance.wait_for_error(30)
+    assert "UnsupportedVersionException" in error and "STREAMS group protocol" in error, error
