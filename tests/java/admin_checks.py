@@ -235,9 +235,12 @@ def check_quotas(topic: str, result: dict[str, Any]) -> None:
 
 def check_acls(result: dict[str, Any], records: int) -> None:
     """The user made with the Admin logs in; it reads TOPIC only while its ACL is there,
-    never TOPIC-other; a wrong password fails authentication."""
+    never TOPIC-other, and is told so (authorized operations); a wrong password fails
+    authentication."""
     assert result["read_before_acls"] == "TopicAuthorizationException"
     assert result["read_with_acl"] == f"read {records}"
+    # KIP-430 as the user's own Admin reports it: READ implies DESCRIBE; nothing on the cluster.
+    assert result["authorized"] == {"topic": ["DESCRIBE", "READ"], "cluster": []}
     assert result["read_other"] == "TopicAuthorizationException"
     assert (result["described"], result["deleted"], result["described_after_delete"]) == (
         1, 1, 0)

@@ -195,7 +195,8 @@ public final class AdminGroupScenarios {
                 member.poll(POLL);
             }
             member.commitSync();
-            ListGroupsOptions classic = new ListGroupsOptions().withTypes(Set.of(GroupType.CLASSIC));
+            ListGroupsOptions classic =
+                    new ListGroupsOptions().withTypes(Set.of(GroupType.CLASSIC));
             result.put("listed", listed(admin, classic, context).get(group));
             ConsumerGroupDescription described = get(admin.describeConsumerGroups(
                     List.of(group)).describedGroups().get(group), context);
@@ -205,8 +206,9 @@ public final class AdminGroupScenarios {
             result.put("members", described.members().stream().map(each -> List.of(
                     each.groupInstanceId().orElse(""),
                     partitionNumbers(each.assignment().topicPartitions()))).toList());
-            get(admin.removeMembersFromConsumerGroup(group, new RemoveMembersFromConsumerGroupOptions(
-                    List.of(new MemberToRemove(instance)))).all(), context);
+            get(admin.removeMembersFromConsumerGroup(group,
+                    new RemoveMembersFromConsumerGroupOptions(
+                            List.of(new MemberToRemove(instance)))).all(), context);
             result.put("state_after_removal", get(admin.describeConsumerGroups(List.of(group))
                     .describedGroups().get(group), context).groupState().name());
             result.put("listed_empty", listed(admin, new ListGroupsOptions()

@@ -10,6 +10,8 @@ import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
 import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.DescribeClusterOptions;
+import org.apache.kafka.clients.admin.DescribeTopicsOptions;
 import org.apache.kafka.clients.admin.ScramCredentialInfo;
 import org.apache.kafka.clients.admin.ScramMechanism;
 import org.apache.kafka.clients.admin.UserScramCredentialDeletion;
@@ -41,7 +43,8 @@ import org.apache.kafka.common.resource.ResourceType;
  *     alterClientQuotas, described back, one removed;
  * <li>acls (a broker with an authorizer, the run's user a super user, a SASL_SSL listener with
  *     SCRAM-SHA-256): user TOPIC-reader is made with alterUserScramCredentials and given READ
- *     on TOPIC; it reads TOPIC and is refused TOPIC-other; the ACLs are described and deleted,
+ *     on TOPIC; it reads TOPIC and is refused TOPIC-other, and its Admin reports what it may
+ *     do with TOPIC and the cluster; the ACLs are described and deleted,
  *     after which it is refused TOPIC too;
  * <li>acls-disabled (a broker without an authorizer): every ACL call gets
  *     SecurityDisabledException.
@@ -176,6 +179,7 @@ public final class AdminSecurityScenarios {
             result.put("described", get(admin.describeAcls(theReaders).values(), context)
                     .stream().map(AclBinding::toString).toList().size());
             result.put("read_with_acl", readError(context, reader, topic));
+            result.put("authorized", authorizedOperations(context, reader, topic));
             result.put("read_other", readError(context, reader, other));
             result.put("deleted", get(admin.deleteAcls(List.of(theReaders)).all(), context)
                     .size());
@@ -185,6 +189,31 @@ public final class AdminSecurityScenarios {
             result.put("wrong_password", readError(context, reader, topic, "not-the-secret"));
         }
         return result;
+    }
+
+    /** A client's settings logging in as ``user`` with SCRAM-SHA-256. */
+    static java.util.Properties as(Scenarios.Context context, String user, String password) {
+        return context.client("sasl.mechanism", "SCRAM-SHA-256", "sasl.jaas.config",
+                              "org.apache.kafka.common.security.scram.ScramLoginModule "
+                              + "required username=\"" + user + "\" password=\"" + password
+                              + "\";", "default.api.timeout.ms", 10000,
+                              "request.timeout.ms", 10000);
+    }
+
+    /** What the user may do with the topic and the cluster, as the Admin reports (KIP-430). */
+    static Map<String, Object> authorizedOperations(Scenarios.Context context, String user,
+                                                    String topic) throws Exception {
+        try (Admin own = Admin.create(as(context, user, "reader-secret"))) {
+            Map<String, Object> out = new LinkedHashMap<>();
+            out.put("topic", get(own.describeTopics(List.of(topic),
+                    new DescribeTopicsOptions().includeAuthorizedOperations(true))
+                    .allTopicNames(), context).get(topic).authorizedOperations().stream()
+                    .map(Enum::name).sorted().toList());
+            out.put("cluster", get(own.describeCluster(
+                    new DescribeClusterOptions().includeAuthorizedOperations(true))
+                    .authorizedOperations(), context).stream().map(Enum::name).sorted().toList());
+            return out;
+        }
     }
 
     static String readError(Scenarios.Context context, String user, String topic) {
@@ -197,11 +226,7 @@ public final class AdminSecurityScenarios {
         int[] read = {0};
         String outcome = outcome(() -> {
             try (KafkaConsumer<byte[], byte[]> consumer = ConsumerScenarios.consumer(
-                    context.client("sasl.mechanism", "SCRAM-SHA-256", "sasl.jaas.config",
-                                   "org.apache.kafka.common.security.scram.ScramLoginModule "
-                                   + "required username=\"" + user + "\" password=\""
-                                   + password + "\";",
-                                   "default.api.timeout.ms", 10000))) {
+                    as(context, user, password))) {
                 TopicPartition partition = new TopicPartition(topic, 0);
                 consumer.assign(List.of(partition));
                 consumer.seekToBeginning(List.of(partition));
