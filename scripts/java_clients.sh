@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Kafka's Java client against BMQ (tests/java): small programs that run client scenarios and
-# print JSON, which the pytest tests in tests/java assert on. Needs Java 17+ and Maven
-# (scripts/setup.sh --tests installs both).
+# Kafka's Java client and Kafka Streams against BMQ (tests/java): small programs that run
+# client scenarios and print JSON, which the pytest tests in tests/java assert on. Needs Java
+# 17+ and Maven (scripts/setup.sh --tests installs both).
 #
-#   scripts/java_clients.sh build        fetch kafka-clients with Maven (cached in Maven's local
-#                                        repository, ~/.m2/repository) and build the programs
+#   scripts/java_clients.sh build        fetch kafka-clients and kafka-streams with Maven (cached
+#                                        in ~/.m2/repository) and build the programs
 #                                        into tests/java/target
 #   scripts/java_clients.sh classpath    build if needed, then print the class path to run them
 #                                        with: java -cp "$(scripts/java_clients.sh classpath)"

@@ -21,7 +21,7 @@ from tests.integration.helpers import wait_until
 
 REPO = Path(__file__).resolve().parent.parent.parent
 SCRIPT = REPO / "scripts" / "java_clients.sh"
-# A first build fetches kafka-clients (about 10 MB) with Maven.
+# A first build fetches kafka-clients and kafka-streams with RocksDB (about 85 MB) with Maven.
 BUILD_TIMEOUT_S = 600.0
 # A run of several scenarios; each is bounded at 60 s by the program itself (Scenarios.java).
 RUN_TIMEOUT_S = 180.0
