@@ -255,10 +255,11 @@ class StreamsInstance:
         self._wait(accepted, timeout, "RUNNING with the tasks expected")
         return self.tasks()
 
-    def restored(self) -> dict[int, int]:
-        """Records restored from the changelog, by changelog partition (the last restore)."""
-        return {e["restored"]["partition"]: e["restored"]["records"] for e in self.events()
-                if "restored" in e}
+    def restored(self, since: int = 0) -> dict[int, int]:
+        """Records restored from the changelog, by changelog partition (the last restore),
+        in its events from the ``since``-th on."""
+        return {e["restored"]["partition"]: e["restored"]["records"]
+                for e in self.events()[since:] if "restored" in e}
 
     def query(self, timeout: float = 30) -> dict[str, str]:
         """The store's local contents (asked again while the store is not queryable)."""
