@@ -23,7 +23,7 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from tests.groups.helpers import create_topic, unique
-from tests.integration.helpers import admin, consume, topic_configs, wait_until
+from tests.integration.helpers import admin, consume, topic_configs, wait_until, watermarks
 from tests.java.checks import Ready, no_wait
 from tests.java.conftest import BROKER_CONFIG, BROKER_ENV, JVM_OPTIONS
 
@@ -41,6 +41,9 @@ ALL_TASKS = sorted([f"0_{p}" for p in range(PARTITIONS)] + STATEFUL_TASKS)
 STREAMS_SETTINGS = {"consumer.session.timeout.ms": 6000, "consumer.heartbeat.interval.ms": 500,
                     "producer.transaction.timeout.ms": 5000, "producer.linger.ms": 5,
                     "commit.interval.ms": 1000,
+                    # Streams deletes what it has read of a repartition topic (DeleteRecords)
+                    # at most this often: every 30 s by default, longer than a test.
+                    "repartition.purge.interval.ms": 1000,
                     # Streams warns at start unless this is set; it changes nothing here.
                     "processing.exception.handler.global.enabled": "true"}
 STREAMS_BROKER_CONFIG = {**BROKER_CONFIG,
@@ -149,8 +152,8 @@ class StreamsTopics:
 
     def check_internal_topics(self) -> None:
         """The topics Streams created, with as many partitions as the input: the repartition
-        topic (records deleted, never by age: Streams deletes what it has read) and the
-        store's changelog (compacted)."""
+        topic (records deleted, never by age: Streams deletes what it has read, and has) and
+        the store's changelog (compacted)."""
         listed = admin(self.bootstrap).list_topics(timeout=15).topics
         internal = sorted(t for t in listed if t.startswith(f"{self.application_id}-")
                           and t not in (self.input, self.output))
@@ -159,6 +162,9 @@ class StreamsTopics:
         repartition = topic_configs(self.bootstrap, self.repartition)
         assert (repartition["cleanup.policy"], repartition["retention.ms"]) == ("delete", "-1")
         assert topic_configs(self.bootstrap, self.changelog)["cleanup.policy"] == "compact"
+        wait_until(lambda: all(watermarks(self.bootstrap, self.repartition, p)[0] > 0
+                               for p in range(PARTITIONS)), 30, interval=0.5,
+                   message=f"records of {self.repartition} deleted by Streams")
 
     def wait_compacted(self, timeout: float) -> None:
         """Until the cleaner has removed records from the changelog: fewer are left than
