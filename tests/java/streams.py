@@ -127,8 +127,11 @@ class StreamsTopics:
         def complete() -> bool:
             records[:] = self.output_records()
             return len(records) >= self.written
-        wait_until(complete, timeout, interval=0.5,
-                   message=f"{self.written} output records (have {len(records)})")
+        try:
+            wait_until(complete, timeout, interval=0.5,
+                       message=f"{self.written} committed output records")
+        except AssertionError as error:
+            raise AssertionError(f"{error}: {len(records)} read") from None
         return records
 
     def check_output(self, records: list[tuple[str, str, int]]) -> None:
@@ -168,7 +171,7 @@ class StreamsTopics:
 
     def wait_compacted(self, timeout: float) -> None:
         """Until the cleaner has removed records from the changelog: fewer are left than
-        the updates committed to it (one an input record)."""
+        the updates committed to it (one for each input record)."""
         def compacted() -> bool:
             read = consume(self.bootstrap, self.changelog, partitions=range(PARTITIONS),
                            isolation_level="read_committed")
