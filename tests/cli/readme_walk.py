@@ -57,6 +57,8 @@ NOT_RUN: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"^python spark_jobs/"), SPARK),
     (re.compile(r"^(BMQ_\w+=\S+ )*\.venv/bin/(pytest|python -m tests\.faults)\b"),
      "the fault tests: network namespaces and minutes per run; tests/faults runs them"),
+    (re.compile(r"(^|\| )(scripts/(java_clients|kafka)\.sh|java -cp)\b"),
+     "Kafka's Java client and tools, a JVM each: tests/java and tests/kafka_tools run them"),
 ]
 
 
