@@ -175,6 +175,7 @@ def writes_go_on(cluster_factory: ClusterFactory, hdfs: MiniHdfs, hint: str,
     return log_text
 
 
+@pytest.mark.slow   # (CI: the kill -9 and SIGSTOP failover on HDFS, test_cluster.py)
 def test_a_datanode_stops_under_load(cluster_factory: ClusterFactory,
                                      tmp_path_factory: pytest.TempPathFactory) -> None:
     """One DataNode of four stops while a broker writes with acks=all. hdfs-native replaces
@@ -238,6 +239,7 @@ def block_locations(hdfs: MiniHdfs, path: str) -> list[set[str]]:
     return [set(block["names"]) for block in doc["BlockLocations"]["BlockLocation"]]
 
 
+@pytest.mark.slow   # (CI: the kill -9 and SIGSTOP failover on HDFS, test_cluster.py)
 def test_a_partitions_blocks_spread_over_the_datanodes(
         cluster_factory: ClusterFactory, tmp_path_factory: pytest.TempPathFactory) -> None:
     """Every segment is a file of its own, and HDFS places each new block on DataNodes it
