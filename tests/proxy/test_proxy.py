@@ -8,13 +8,17 @@ import subprocess
 import threading
 import time
 import uuid
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from bmq.net.client import BrokerLink
-from bmq.protocol.messages import DescribeClusterRequest
-from bmq.protocol.messages.describe_cluster_response import DescribeClusterBroker
+from bmq.protocol.messages import (
+    DescribeClusterRequest,
+    FindCoordinatorRequest,
+    ListTransactionsRequest,
+)
 from tests.cluster.conftest import ClusterFactory
 from tests.conftest import bmq_command
 from tests.proxy.conftest import Proxies, producer_config
@@ -80,14 +84,14 @@ def _tail_while_producing(bootstrap: str, topic: str, count: int, consumers: int
     return results
 
 
-def _described_cluster(bootstrap: str) -> list[DescribeClusterBroker]:
-    """DescribeCluster's nodes, asked of a broker."""
+def _ask(bootstrap: str, request: Any, version: int) -> Any:
+    """One request to one node, over the wire; its answer."""
     host, port = bootstrap.split(":")
 
-    async def ask() -> list[DescribeClusterBroker]:
+    async def ask() -> Any:
         link = BrokerLink(host, int(port))
         try:
-            return list((await link.request(DescribeClusterRequest(), 0)).brokers)
+            return await link.request(request, version)
         finally:
             link.close()
 
@@ -138,9 +142,24 @@ def test_clients_bootstrap_to_proxies_only(cluster_factory: ClusterFactory,
     deleted = admin.delete_records([TopicPartition("orders", p, 1) for p in range(4)])
     assert sorted((tp.partition, f.result(30).low_watermark) for tp, f in deleted.items()) == [
         (p, 1) for p in range(4)]
-    assert {b.port for b in _described_cluster(next(iter(cluster.brokers.values())).bootstrap)
-            } == proxy_ports | {b.port for b in cluster.brokers.values()}
+    first = cluster.brokers[min(cluster.brokers)]
+    assert {b.port for b in _ask(first.bootstrap, DescribeClusterRequest(), 0).brokers} == \
+        proxy_ports | {b.port for b in cluster.brokers.values()}
     acked = {p: values[1:] for p, values in acked.items()}
+    # ListTransactions asked of every node, as admin clients ask: each transaction once (a
+    # proxy coordinates none; relayed to a broker, the lowest live one first, it repeated that
+    # broker's answer). The transactional id is one that broker coordinates.
+    transactional_id = next(
+        name for name in (f"txn-{uuid.uuid4().hex[:8]}" for _ in range(1000))
+        if _ask(first.bootstrap, FindCoordinatorRequest(key=name, key_type=1), 3).node_id
+        == first.broker_id)
+    transactional = Producer({"bootstrap.servers": bootstrap,
+                              "transactional.id": transactional_id})
+    transactional.init_transactions(30)
+    nodes = [b.bootstrap for b in cluster.brokers.values()] + [p1.bootstrap, p2.bootstrap]
+    assert [t.transactional_id for node in nodes
+            for t in _ask(node, ListTransactionsRequest(), 1).transaction_states] == [
+        transactional_id]
 
     # kcat (Debian's librdkafka 2.0) reads the topic to its end through a proxy too.
     out = subprocess.run(["kcat", "-b", p2.bootstrap, "-C", "-t", "orders", "-o", "beginning",

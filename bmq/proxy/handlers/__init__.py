@@ -4,7 +4,8 @@ Answered here: SASL (the proxy authenticates its clients itself), Metadata (prox
 Fetch, ListOffsets and OffsetForLeaderEpoch (from storage), Produce (forwarded to the owners),
 FindCoordinator and DescribeCluster (relayed, with addresses for the client's listener),
 ShareFetch and ShareAcknowledge (split by partition owner, bmq.proxy.share), DeleteRecords,
-DescribeProducers and WriteTxnMarkers (split by partition owner, by_owner). Every other API
+DescribeProducers and WriteTxnMarkers (split by partition owner, by_owner), ListTransactions
+(none: a proxy coordinates no transaction, and clients ask every node). Every other API
 the broker serves is relayed to a broker unchanged, at the same versions, on links that act for
 the client's principal; BMQ's internal APIs are not served.
 """
@@ -33,6 +34,7 @@ _ANSWERED = [
     _api("DescribeClusterRequest", "describe_cluster"),
     _api("ShareFetchRequest", "share_fetch"),
     _api("ShareAcknowledgeRequest", "share_acknowledge"),
+    _api("ListTransactionsRequest", "list_transactions"),
     *(ApiSpec(name, f"bmq.proxy.handlers.by_owner:handle_{module}") for name, module in (
         ("DeleteRecordsRequest", "delete_records"),
         ("DescribeProducersRequest", "describe_producers"),
