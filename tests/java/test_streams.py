@@ -220,3 +220,26 @@ def test_the_streams_rebalance_protocol_is_refused_at_once(
     instance = streams_instances.start(bootstrap, topics, {"group.protocol": "streams"})
     error = instance.wait_for_error(30)
     assert "UnsupportedVersionException" in error and "STREAMS group protocol" in error, error
+
+
+@pytest.mark.slow
+def test_exactly_once_across_a_kill_9_of_a_cluster_broker(
+        streams_instances: StreamsInstances, cluster_factory: ClusterFactory,
+        proxies: Proxies) -> None:
+    """Three `bmq broker`s, every client through a proxy: the owner of an output partition
+    with an open transaction in it is killed (-9); the others take its partitions (and the
+    coordinators on them) over from shared storage; the instances carry on, and the committed
+    output is every update once, in order."""
+    cluster = cluster_factory(brokers=3, env=STREAMS_BROKER_ENV)
+    bootstrap = proxies(cluster).bootstrap
+    topics = StreamsTopics(bootstrap, ready=cluster.wait_writable)
+    first, second = two_running(bootstrap, streams_instances, topics)
+    writer = topics.write_in_background(DURING, per_second=400)
+    _, _, partitions = inside_a_transaction(topics, first, second)
+    owner = cluster.owners(topics.output)[partitions[0]]
+    cluster.brokers[owner].kill()
+    assert writer.is_alive(), "the input was all written before the kill"
+    writer.join(60)
+    topics.check_output(topics.wait_for_output(120))
+    split_between(first, second)
+    assert {**first.query(), **second.query()} == expected(topics.written)
