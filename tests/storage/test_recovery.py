@@ -4,8 +4,10 @@ import json
 import os
 import struct
 from collections.abc import Sequence
+from pathlib import Path
 
-from bmq.storage import Storage
+from bmq.storage import LocalStorage, LogConfig, PartitionLog, Storage
+from bmq.storage.log.state import CHECKPOINT_FILE
 
 from .batches import make_batch, request, sized_batch, with_offset
 from .conftest import OpenLog
@@ -222,3 +224,27 @@ def test_checkpoint_contents(open_log: OpenLog, storage: Storage) -> None:
     assert producer["batches"][-1] == [5, 5, 5, 5, 55]
     assert len(producer["batches"]) == 5
     assert log.producer_state() == state["producers"]
+
+
+def test_a_restart_after_a_clean_stop_writes_no_state_document(tmp_path: Path) -> None:
+    """Its log is as the document says: no new one (a file write and two syncs a partition);
+    a log that changed since gets one."""
+    storage = LocalStorage(str(tmp_path))
+    document = tmp_path / "t" / "0" / CHECKPOINT_FILE
+
+    def reopened(*batches: bytes) -> int:
+        log = PartitionLog.open(storage, "t", 0, LogConfig())
+        if batches:
+            append(log, *batches)
+            log.flush()
+        log.close()
+        return document.stat().st_ino     # (every write replaces the file)
+
+    empty = reopened()
+    assert reopened() == empty                      # an empty log, stopped and started
+    written = reopened(make_batch([b"a", b"b"]))
+    assert written != empty
+    assert reopened() == written                    # a log with data, stopped and started
+    log = PartitionLog.open(storage, "t", 0, LogConfig())
+    assert [h.base_offset for h, _ in read_batches(log)] == [0]
+    log.close()

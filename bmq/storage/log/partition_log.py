@@ -72,6 +72,7 @@ from bmq.storage.log.published_txns import TAIL_KEY, tail_txn_state
 from bmq.storage.log.reader import LogReader
 from bmq.storage.log.recovery import Recovered
 from bmq.storage.log.segments import LogSegments
+from bmq.storage.log.state import CHECKPOINT_VERSION
 from bmq.storage.producer_state import (
     TXN_NONE,
     AbortedTxn,
@@ -164,7 +165,7 @@ class PartitionLog:
         self.durable_producers = recovered.producers
         self.live_producers = recovered.producers.copy()
         with self.io_lock:
-            self._checkpointed = _unchanged(self.layout.state(self), recovered.stored_state)
+            self._checkpointed = _as_written(recovered.stored_state)
             self.publish_state()
         self.fence_check()
 
@@ -548,15 +549,13 @@ class PartitionLog:
     __str__ = __repr__
 
 
-def _unchanged(state: dict[str, Any], stored: dict[str, Any] | None) -> bytes:
-    """The bytes of ``state`` if ``stored`` (as ``StateFiles.read`` gave it) says the same
-    (else none):
-    then it is on storage already, and a restart after a clean stop writes no state document
-    (one file write and two syncs per partition, most of a restart's time)."""
+
+def _as_written(stored: dict[str, Any] | None) -> bytes:
+    """The bytes of the state document ``stored`` (as ``StateFiles.read`` gave it) as they were
+    written: a restart after a clean stop, whose log is as the document describes it, then
+    writes no new one (one file write and two syncs per partition, most of a restart's time)."""
     if stored is None:
         return b""
-    data = json.dumps(state, separators=(",", ":")).encode()
-    same = json.loads(data)
-    for key in ("epoch", "data_epoch"):     # (read() fills them in for older documents)
-        same.setdefault(key, stored.get(key))
-    return data if same == stored else b""
+    if stored.get("version") == CHECKPOINT_VERSION:     # read() filled these in
+        stored = {k: v for k, v in stored.items() if k not in ("epoch", "data_epoch")}
+    return json.dumps(stored, separators=(",", ":")).encode()
