@@ -181,11 +181,13 @@ class Broker:
             # Topics together, some hundreds of partitions at a time: the worker threads stay
             # busy across small topics, and the opens in flight stay few.
             batch: list[TopicInfo] = []
+            in_batch = 0
             for topic in self.topics.all():
                 batch.append(topic)
-                if sum(t.partitions for t in batch) >= _OPENS_IN_FLIGHT:
+                in_batch += topic.partitions
+                if in_batch >= _OPENS_IN_FLIGHT:
                     await self._open_topics(batch)
-                    batch = []
+                    batch, in_batch = [], 0
             await self._open_topics(batch)
             log.info("loaded %d topics", len(self.topics.all()))
         for coordinator in self.coordinators.values():
