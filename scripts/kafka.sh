@@ -9,22 +9,28 @@
 #   scripts/kafka.sh run-class CLASS ARGS  run a main class, as Kafka's bin/kafka-run-class.sh
 #   scripts/kafka.sh TOOL ARGS             run a tool by the name of its bin/ script, e.g.
 #                                          kafka-topics --bootstrap-server localhost:9092 --list
-#                                          (kafka-topics.sh works too)
+#                                          (kafka-topics.sh works too), or Kafka Connect's
+#                                          worker: connect-distributed worker.properties
+#   scripts/kafka.sh connect-plugins       the directory of the file connectors, for a worker's
+#                                          plugin.path (after build)
 #   scripts/kafka.sh bin DIR               write DIR/bin/kafka-*.sh, one wrapper a tool (and
-#                                          kafka-run-class.sh), and DIR/libs/*.jar, links to
-#                                          the jars: for programs that take a Kafka
-#                                          distribution's directory ($KAFKA_PATH)
+#                                          kafka-run-class.sh, connect-distributed.sh), and
+#                                          DIR/libs/*.jar, links to the jars: for programs
+#                                          that take a Kafka distribution's directory
+#                                          ($KAFKA_PATH)
 #   scripts/kafka.sh tools                 list the tool names
 #
-# Environment, as Kafka's scripts read it: KAFKA_HEAP_OPTS [-Xmx256M; the broker -Xmx1G -Xms1G],
-# KAFKA_OPTS, and
-# KAFKA_LOG_LEVEL, the level of the logs on stderr [warn, as Kafka's tools-log4j2.yaml].
+# Environment, as Kafka's scripts read it: KAFKA_HEAP_OPTS [-Xmx256M; the broker -Xmx1G -Xms1G;
+# connect-distributed -Xms256M -Xmx2G], KAFKA_OPTS, and
+# KAFKA_LOG_LEVEL, the level of the logs on stderr [warn, as Kafka's tools-log4j2.yaml;
+# connect-distributed info, as connect-log4j2.yaml].
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 . "$here/scripts/maven_module.sh"
 module="$here/tools/kafka"
 jar="$module/target/bmq-kafka-tools-1.jar"
 classpath_file="$module/target/classpath.txt"
+connect_plugins="$module/target/connect-plugins"
 
 # A class-data archive of the tools' classes (AppCDS): a tool then starts in about half the CPU
 # time, which adds up over the tests' hundred tool runs on a shared 2-core machine. The first
@@ -42,6 +48,7 @@ build() {
 # Each tool's main class, as Kafka 4.4's bin/*.sh name them.
 main_class() {
   case "${1%.sh}" in
+    connect-distributed) echo org.apache.kafka.connect.cli.ConnectDistributed ;;
     kafka-acls) echo org.apache.kafka.tools.AclCommand ;;
     kafka-broker-api-versions) echo org.apache.kafka.tools.BrokerApiVersionsCommand ;;
     kafka-client-metrics) echo org.apache.kafka.tools.ClientMetricsCommand ;;
@@ -73,7 +80,7 @@ main_class() {
 }
 
 tools() {
-  sed -n 's/^    \(kafka-[a-z-]*\)) echo .*/\1/p' "$0"
+  sed -n 's/^    \(\(kafka\|connect\)-[a-z-]*\)) echo .*/\1/p' "$0"
 }
 
 # run_class [--quick] CLASS ARGS: --quick for the tools that run a few requests and exit: the
@@ -119,6 +126,7 @@ case "${1:-}" in
   classpath) maven_module_classpath "$module" "$jar" ;;
   run-class) shift; run_class "$@" ;;
   tools) tools ;;
+  connect-plugins) build; echo "$connect_plugins" ;;
   bin)
     [ $# -eq 2 ] || { echo "usage: kafka.sh bin DIR" >&2; exit 2; }
     build
@@ -132,11 +140,18 @@ case "${1:-}" in
       chmod +x "$2/bin/$name.sh"
     done
     ;;
-  kafka-*)
+  kafka-* | connect-*)
     class="$(main_class "$1")" || {
       echo "kafka.sh: no such tool: $1 (see: kafka.sh tools)" >&2; exit 2; }
     case "$1" in
       kafka-server-start*) quick=(); export KAFKA_HEAP_OPTS="${KAFKA_HEAP_OPTS:--Xmx1G -Xms1G}" ;;
+      # A worker runs until stopped (SIGTERM stops it cleanly), logging at connect-log4j2.yaml's
+      # level; the heap of connect-distributed.sh.
+      connect-distributed*)
+        quick=()
+        export KAFKA_HEAP_OPTS="${KAFKA_HEAP_OPTS:--Xms256M -Xmx2G}"
+        export KAFKA_LOG_LEVEL="${KAFKA_LOG_LEVEL:-info}"
+        ;;
       *-perf-test*) quick=() ;;
       *) quick=(--quick) ;;
     esac

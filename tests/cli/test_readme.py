@@ -146,7 +146,8 @@ def _kafka_tool(args: list[str]) -> None:
     _shell_script("scripts/kafka.sh")(args)
     known = subprocess.run(["bash", str(ROOT / "scripts/kafka.sh"), "tools"], check=True,
                            capture_output=True, text=True, timeout=30).stdout.split()
-    assert args[0] in [*known, "tools", "bin", "build", "classpath", "run-class"], args[0]
+    assert args[0] in [*known, "tools", "bin", "build", "classpath", "run-class",
+                           "connect-plugins"], args[0]
 
 
 CHECKS: dict[str, Callable[[list[str]], None]] = {
