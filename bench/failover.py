@@ -37,6 +37,7 @@ from typing import cast
 
 from bench.failover_clients import CLIENTS, Producer, make_producer
 from bmq.metadata.zookeeper.layout import WRITABLE
+from bmq.metadata.zookeeper.reports import decode as decode_reports
 from tests.cluster.conftest import Cluster, _env
 from tests.cluster.workload import SteadyProducer, verify
 from tests.cluster.zookeeper import ZooKeeper
@@ -81,7 +82,7 @@ def _wait_reported_writable(cluster: Cluster, broker_id: int, topic: str, count:
 
     def changed(data: bytes | None, _stat: object) -> bool | None:
         if data:
-            reports = json.loads(data).get("partitions", {})
+            reports = decode_reports(json.loads(data))
             if sum(1 for name, report in reports.items()
                    if name.rsplit("/", 1)[0] == topic and report[1] == WRITABLE) >= count:
                 done.set()

@@ -31,13 +31,14 @@ import threading
 import zlib
 from typing import Any
 
-from kazoo.client import KazooClient, KazooState
+from kazoo.client import KazooClient, KazooState, TransactionRequest
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from bmq import metrics
 from bmq.controller.liveness import ChannelSecurity, LivenessServer
 from bmq.controller.placement import place
 from bmq.metadata.views import is_view
+from bmq.metadata.zookeeper import reports
 from bmq.metadata.zookeeper.layout import (
     FENCED,
     RELEASED,
@@ -58,6 +59,12 @@ log = logging.getLogger(__name__)
 
 Assignment = dict[str, Any]
 
+# The most a transaction of assignments carries, well under ZooKeeper's limit on a request
+# (``jute.maxbuffer``, 1 MiB by default): a pass that moves a killed broker's share of 100,000
+# partitions changes ~1,000 documents, some 6 MB, which as one transaction ZooKeeper refused, at
+# every pass.
+TRANSACTION_BYTES = 256 << 10
+
 
 def next_assignments(topics: dict[str, int], assignments: dict[str, dict[str, Assignment]],
                      brokers: dict[int, tuple[int, dict[str, Any]]]
@@ -69,6 +76,7 @@ def next_assignments(topics: dict[str, int], assignments: dict[str, dict[str, As
     Returns the documents that change (an empty dict for a topic means delete it).
     """
     live = sorted(b for b, (_, doc) in brokers.items() if not doc.get("draining"))
+    reported = {b: reports.decode(doc) for b, (_, doc) in brokers.items()}
     load: dict[int, int] = {}
     changes: dict[str, dict[str, Assignment]] = {}
 
@@ -107,7 +115,7 @@ def next_assignments(topics: dict[str, int], assignments: dict[str, dict[str, As
                 new[key] = give(target, epoch)
                 continue
             owner = int(a["owner"])
-            report = brokers[owner][1].get("partitions", {}).get(f"{name}/{p}")
+            report = reported[owner].get(f"{name}/{p}")
             if (isinstance(report, list) and len(report) == 3 and report[0] == epoch
                     and report[1] == FENCED and not a.get("draining")):
                 # The owner found a higher epoch on storage: reassign above it.
@@ -365,22 +373,42 @@ class Controller:
         changes = next_assignments(topics, assignments, brokers)
         if not changes:
             return
-        txn = zk.transaction()
-        txn.check(self.paths.controller_epoch, self._epoch_version)
+        self._write(zk, changes, versions)
+        log.info("assignments updated for %d topic(s) (%s): %s", len(changes),
+                 describe_changes(assignments, changes), ", ".join(sorted(changes)[:10]))
+
+
+    def _write(self, zk: KazooClient, changes: dict[str, dict[str, Assignment]],
+               versions: dict[str, int]) -> None:
+        """Write the changed documents in transactions of at most ``TRANSACTION_BYTES``, each
+        checking the controller epoch. Each document is a step of its partitions' state machine
+        on its own, so a pass cut short after some transactions leaves a valid state; the next
+        pass reads it and goes on."""
+        txn, size = None, 0
         for name, doc in changes.items():
+            data = dumps(doc) if doc else b""
+            if txn is None or size + len(data) > TRANSACTION_BYTES:
+                if txn is not None:
+                    _commit(txn)
+                txn, size = zk.transaction(), 0
+                txn.check(self.paths.controller_epoch, self._epoch_version)
             path = self.paths.assignment(name)
             if not doc:
                 txn.delete(path, version=versions[name])
             elif name in versions:
-                txn.set_data(path, dumps(doc), version=versions[name])
+                txn.set_data(path, data, version=versions[name])
             else:
-                txn.create(path, dumps(doc))
-        results = txn.commit()
-        failures = [r for r in results if isinstance(r, Exception)]
-        if failures:
-            raise RuntimeError(f"assignment transaction failed: {failures[0]!r}")
-        log.info("assignments updated for %d topic(s) (%s): %s", len(changes),
-                 describe_changes(assignments, changes), ", ".join(sorted(changes)[:10]))
+                txn.create(path, data)
+            size += len(data) + len(path)
+        if txn is not None:
+            _commit(txn)
+
+
+def _commit(txn: TransactionRequest) -> None:
+    results = txn.commit()
+    failures = [r for r in results if isinstance(r, Exception)]
+    if failures:
+        raise RuntimeError(f"assignment transaction failed: {failures[0]!r}")
 
 
 def describe_changes(before: dict[str, dict[str, Assignment]],

@@ -8,6 +8,7 @@ from typing import Any
 from bmq.controller.controller import describe_changes, next_assignments
 from bmq.controller.placement import place
 from bmq.metadata.zookeeper.layout import RELEASED
+from bmq.metadata.zookeeper.reports import encode
 
 
 def test_empty_cluster_starts_at_i_mod_n() -> None:
@@ -33,8 +34,8 @@ def test_no_live_broker_leaves_partitions_unowned() -> None:
 
 
 def _broker(reg: int, draining: bool = False, **reports: Any) -> tuple[int, dict[str, Any]]:
-    return reg, {"draining": draining, "partitions": {k.replace("__", "/"): v
-                                                       for k, v in reports.items()}}
+    return reg, {"draining": draining, "reports": encode({k.replace("__", "/"): v
+                                                          for k, v in reports.items()})}
 
 
 def test_state_machine_assign_drain_release_reassign() -> None:

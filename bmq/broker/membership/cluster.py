@@ -39,6 +39,7 @@ from bmq.coordinators.base import InternalLogCoordinator
 from bmq.metadata.nodes import BrokerNode
 from bmq.metadata.routing import proxy_for
 from bmq.metadata.topics import TopicPartition
+from bmq.metadata.zookeeper import reports
 from bmq.metadata.zookeeper.follower import Assignment, ClusterFollower, ClusterSnapshot
 from bmq.metadata.zookeeper.layout import (
     DRAINING,
@@ -224,7 +225,7 @@ class ClusterMembership(Membership):
     def _registration(self) -> bytes:
         node = self.node
         return dumps({**node.registration(), "draining": self.draining,
-                      "partitions": self._reports})
+                      "reports": reports.encode(self._reports)})
 
     async def _register(self) -> None:
         if self._registering:

@@ -6,7 +6,8 @@ Everything lives under one root (``zookeeper_root``, ``/bmq`` by default)::
     /controller                 ephemeral: the active controller ({"host", "pid"})
     /controller_epoch           bumped by each new active controller; its writes check it
     /brokers/ids/<id>           ephemeral registration of a live broker: {"host", "port",
-                                "draining", "partitions": {"<topic>/<p>": [epoch, state]}}
+                                "draining", "reports": its partitions' states by topic}
+                                (bmq/metadata/zookeeper/reports.py)
     /topics/<name>              {"topic_id", "partitions", "configs"}   (written by admin APIs)
     /assignments/<name>         {"<p>": {"owner", "reg", "epoch", "draining"}}  (controller only)
     /producer_ids               {"next_block_start"}: producer-id blocks, taken by CAS

@@ -10,6 +10,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from bmq.metadata.views import is_view
+from bmq.metadata.zookeeper import reports
 from bmq.metadata.zookeeper.layout import ASSIGNED, DRAINING, OWNER_DOWN, UNASSIGNED, Paths, loads
 
 
@@ -48,6 +49,7 @@ def states_of(topics: dict[str, int], assignments: dict[str, dict[str, Any]],
     """Every partition's state from what ZooKeeper holds: ``topics`` (partition counts),
     ``assignments`` (documents by topic) and ``brokers`` (registration documents by id)."""
     states = []
+    reported = {b: reports.decode(doc) for b, doc in brokers.items()}
     for topic in sorted(topics):
         doc = assignments.get(topic) or {}
         for p in range(topics[topic]):
@@ -57,7 +59,7 @@ def states_of(topics: dict[str, int], assignments: dict[str, dict[str, Any]],
                                              UNASSIGNED))
                 continue
             owner, epoch = int(a["owner"]), int(a["epoch"])
-            report = brokers.get(owner, {}).get("partitions", {}).get(f"{topic}/{p}")
+            report = reported.get(owner, {}).get(f"{topic}/{p}")
             if owner not in brokers:
                 state = OWNER_DOWN
             elif report and report[0] == epoch:
