@@ -6,64 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.conftest import BrokerProcess, make_topic_name
-from tests.integration.helpers import admin, topic_configs
-from tests.kafka_connect.connectors import (
-    append_lines,
-    create_file_sink,
-    create_file_source,
-    numbered_lines,
-    topic_lines,
-    wait_for_line,
-    wait_running,
-)
-from tests.kafka_connect.worker import ConnectWorkers, WorkerSettings
-
-# The partitions Connect asks for its topics by default (offset.storage.partitions,
-# status.storage.partitions; the config topic must have one).
-STORAGE_PARTITIONS = (1, 25, 5)
+from tests.conftest import BrokerProcess
+from tests.kafka_connect.scenarios import copy_a_file_across_a_worker_restart
+from tests.kafka_connect.worker import ConnectWorkers
 
 
 def test_file_source_and_sink_run_and_resume_after_a_worker_restart(
         connect_broker: BrokerProcess, connect_workers: ConnectWorkers, tmp_path: Path) -> None:
-    bootstrap = connect_broker.bootstrap
-    settings = WorkerSettings.fresh("connect")
-    worker = connect_workers.start(bootstrap, settings)
-
-    # The worker created its three topics on BMQ, compacted, with Connect's partition counts.
-    described = admin(bootstrap).list_topics(timeout=10).topics
-    for topic, partitions in zip(settings.topics, STORAGE_PARTITIONS, strict=True):
-        assert topic in described, sorted(described)
-        assert len(described[topic].partitions) == partitions, topic
-        assert topic_configs(bootstrap, topic)["cleanup.policy"] == "compact", topic
-
-    topic = make_topic_name("lines")
-    source_file, sink_file = tmp_path / "source.txt", tmp_path / "sink.txt"
-    source_file.touch()
-    create_file_source(worker.rest, "file-source", source_file, topic)
-    create_file_sink(worker.rest, "file-sink", sink_file, topic)
-    before = numbered_lines(1, 30)
-    append_lines(source_file, before)
-    assert wait_for_line(sink_file, before[-1]) == before
-
-    assert sorted(worker.rest.get("/connectors")) == ["file-sink", "file-source"]
-    for name, kind in (("file-source", "source"), ("file-sink", "sink")):
-        status = wait_running(worker.rest, name)
-        assert status["type"] == kind
-        assert status["connector"]["worker_id"] == worker.worker_id
-    # The topic Connect created for the source: one partition, as its config asked.
-    assert len(admin(bootstrap).list_topics(topic, timeout=10).topics[topic].partitions) == 1
-
-    # A stopped worker stored where its source read to (offset topic) and its sink's consumer
-    # where it wrote to (the group connect-file-sink): a new worker of the same group, on the
-    # same topics, goes on from there: the lines of the old one once, the new ones once.
-    worker.stop()
-    after = numbered_lines(31, 50)
-    append_lines(source_file, after)
-    restarted = connect_workers.start(bootstrap, settings)
-    assert sorted(restarted.rest.get("/connectors")) == ["file-sink", "file-source"]
-    assert wait_for_line(sink_file, after[-1]) == before + after
-    for name in ("file-source", "file-sink"):
-        status = wait_running(restarted.rest, name)
-        assert status["connector"]["worker_id"] == restarted.worker_id
-    assert topic_lines(bootstrap, topic) == before + after
+    copy_a_file_across_a_worker_restart(connect_broker.bootstrap, connect_workers, tmp_path)

@@ -36,6 +36,9 @@ CONNECT_PLUGINS = REPO / "tools" / "kafka" / "target" / "connect-plugins"
 START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 60.0
 LOG_TAIL_CHARS = 6000
+# A JVM's exit code after SIGTERM and its shutdown hooks (ConnectDistributed stops the worker
+# in one): 128 + 15.
+STOPPED_BY_SIGTERM = 143
 # The worker's heap: plenty for two file connectors (connect-distributed.sh's default is 2 GB).
 HEAP_OPTS = "-Xms64M -Xmx384M"
 
@@ -179,7 +182,8 @@ class ConnectWorker:
 
     def stop(self, timeout: float = STOP_TIMEOUT_S) -> int:
         """SIGTERM, as an operator stops it: the worker stops its tasks (a source task commits
-        its offsets, a sink task its consumer's), leaves its group and exits. Its exit code."""
+        its offsets, a sink task its consumer's), leaves its group and exits. Its exit code:
+        STOPPED_BY_SIGTERM when it stopped so."""
         assert self.proc is not None, "worker not started"
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)

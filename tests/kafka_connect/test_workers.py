@@ -1,0 +1,108 @@
+"""Kafka Connect on BMQ, the slow set: two distributed workers sharing their group, one of them
+killed (kill -9), and a worker on a cluster of brokers behind a proxy."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tests.cluster.conftest import ClusterFactory, cluster_factory, zookeeper
+from tests.conftest import BrokerProcess, make_topic_name
+from tests.kafka_connect.connectors import (
+    append_lines,
+    create_file_sink,
+    create_file_source,
+    numbered_lines,
+    status,
+    topic_lines,
+    wait_for_line,
+    wait_running,
+)
+from tests.kafka_connect.scenarios import copy_a_file_across_a_worker_restart
+from tests.kafka_connect.worker import STOPPED_BY_SIGTERM, ConnectWorkers, WorkerSettings
+from tests.proxy.conftest import Proxies, proxies
+
+__all__ = ["cluster_factory", "proxies", "zookeeper"]
+
+# The worker's group notices a killed member after its session timeout (Connect's default,
+# 10 s); the incremental cooperative assignor then holds the member's connectors and tasks
+# back for scheduled.rebalance.max.delay.ms (default 5 minutes, for a restarting worker to get
+# them back) before it gives them to the others: 5 s here.
+TAKEOVER_DELAY_MS = 5000
+# The sink task's consumer (its group connect-file-sink) on the survivor joins once the killed
+# worker's consumer is out of that group: after the consumer's session timeout, 45 s by
+# default; 10 s here (consumer.* worker settings are the tasks' consumers').
+SINK_CONSUMER_SESSION_TIMEOUT_MS = 10000
+TAKEOVER_TIMEOUT_S = 120.0
+
+
+@pytest.mark.slow
+def test_the_other_worker_takes_the_tasks_of_a_killed_one_over(
+        connect_broker: BrokerProcess, connect_workers: ConnectWorkers, tmp_path: Path) -> None:
+    bootstrap = connect_broker.bootstrap
+    settings = WorkerSettings.fresh(
+        "connect", scheduled_rebalance_max_delay_ms=str(TAKEOVER_DELAY_MS),
+        consumer_session_timeout_ms=str(SINK_CONSUMER_SESSION_TIMEOUT_MS))
+    first = connect_workers.start(bootstrap, settings)
+    second = connect_workers.start(bootstrap, settings)
+    by_id = {worker.worker_id: worker for worker in (first, second)}
+
+    topic = make_topic_name("lines")
+    source_file, sink_file = tmp_path / "source.txt", tmp_path / "sink.txt"
+    source_file.touch()
+    create_file_source(first.rest, "file-source", source_file, topic)
+    create_file_sink(second.rest, "file-sink", sink_file, topic)     # forwarded to the leader
+    before = numbered_lines(1, 30)
+    append_lines(source_file, before)
+    assert wait_for_line(sink_file, before[-1]) == before
+    running = {name: wait_running(first.rest, name) for name in ("file-source", "file-sink")}
+    # Both workers report the same: the status topic they share.
+    assert {name: status(second.rest, name) for name in running} == running
+
+    # Kill the worker with the sink's task (the one that writes the file), and with the
+    # source's too if it has both: nothing is committed or left behind.
+    tasks = Counter(found["tasks"][0]["worker_id"] for found in running.values())
+    sink_worker = running["file-sink"]["tasks"][0]["worker_id"]
+    victim = by_id[max(tasks, key=lambda worker_id: (tasks[worker_id],
+                                                     worker_id == sink_worker))]
+    survivor = second if victim is first else first
+    victim.kill()
+    after = numbered_lines(31, 60)
+    append_lines(source_file, after)
+
+    # The survivor runs every connector and task, and the sink gets every line: none lost.
+    # Connect's sink is at-least-once: the lines whose offsets the killed worker had not
+    # committed yet (offset.flush.interval.ms) may come again, before the new ones.
+    copied = wait_for_line(sink_file, after[-1], timeout=TAKEOVER_TIMEOUT_S)
+    for name in ("file-source", "file-sink"):
+        found = wait_running(survivor.rest, name)
+        owners = {found["connector"]["worker_id"], *(t["worker_id"] for t in found["tasks"])}
+        assert owners == {survivor.worker_id}, found
+    check_every_line_at_least_once(copied, before, after, "sink file")
+    check_every_line_at_least_once(topic_lines(bootstrap, topic), before, after, "topic")
+    print(f"again after the kill: {len(copied) - len(before + after)} lines in the sink file, "
+          f"{len(topic_lines(bootstrap, topic)) - len(before + after)} records in the topic")
+    assert survivor.stop() == STOPPED_BY_SIGTERM, survivor.log_tail()
+
+
+def check_every_line_at_least_once(lines: list[str], before: list[str], after: list[str],
+                                   where: str) -> None:
+    """Every line of ``before`` (written before the kill) at least once, every line of
+    ``after`` exactly once and in order at the end, nothing else."""
+    counts = Counter(lines)
+    lost = [line for line in before + after if counts[line] == 0]
+    assert not lost, f"{where}: lost {lost}"
+    assert set(counts) == set(before + after), f"{where}: {set(counts) - set(before + after)}"
+    assert all(counts[line] == 1 for line in after), f"{where}: {counts}"
+    assert lines[-len(after):] == after, where
+
+
+@pytest.mark.slow
+def test_a_worker_on_a_cluster_through_a_proxy(
+        kafka_jars: None, cluster_factory: ClusterFactory, proxies: Proxies,
+        connect_workers: ConnectWorkers, tmp_path: Path) -> None:
+    cluster = cluster_factory(brokers=3)
+    proxy = proxies(cluster)
+    copy_a_file_across_a_worker_restart(proxy.bootstrap, connect_workers, tmp_path)
