@@ -62,7 +62,10 @@ def copy_a_file_across_a_worker_restart(bootstrap: str, workers: ConnectWorkers,
     append_lines(source_file, after)
     restarted = workers.start(bootstrap, settings)
     assert sorted(restarted.rest.get("/connectors")) == ["file-sink", "file-source"]
-    assert wait_for_line(sink_file, after[-1]) == before + after
+    copied = wait_for_line(sink_file, after[-1])
+    assert copied == before + after, (
+        f"{len(copied)} lines for {len(before + after)}: "
+        f"{len(copied) - len(set(copied))} again, the first {copied[len(before):][:2]}")
     for name in ("file-source", "file-sink"):
         status = wait_running(restarted.rest, name)
         assert status["connector"]["worker_id"] == restarted.worker_id

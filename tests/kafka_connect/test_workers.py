@@ -106,3 +106,33 @@ def test_a_worker_on_a_cluster_through_a_proxy(
     cluster = cluster_factory(brokers=3)
     proxy = proxies(cluster)
     copy_a_file_across_a_worker_restart(proxy.bootstrap, connect_workers, tmp_path)
+
+
+@pytest.mark.slow
+def test_a_worker_through_a_proxy_across_a_kill_of_the_broker_owning_its_topic(
+        kafka_jars: None, cluster_factory: ClusterFactory, proxies: Proxies,
+        connect_workers: ConnectWorkers, tmp_path: Path) -> None:
+    cluster = cluster_factory(brokers=3)
+    proxy = proxies(cluster)
+    worker = connect_workers.start(proxy.bootstrap, WorkerSettings.fresh("connect"))
+    topic = make_topic_name("lines")
+    source_file, sink_file = tmp_path / "source.txt", tmp_path / "sink.txt"
+    source_file.touch()
+    create_file_source(worker.rest, "file-source", source_file, topic)
+    create_file_sink(worker.rest, "file-sink", sink_file, topic)
+    before = numbered_lines(1, 30)
+    append_lines(source_file, before)
+    assert wait_for_line(sink_file, before[-1]) == before
+
+    # The broker the source's producer writes to and the sink's consumer reads from: another
+    # takes the partition over; the producer retries, the consumer goes on where it was.
+    (owner,) = cluster.owners(topic).values()
+    cluster.brokers[owner].kill()
+    after = numbered_lines(31, 60)
+    append_lines(source_file, after)
+    copied = wait_for_line(sink_file, after[-1], timeout=TAKEOVER_TIMEOUT_S)
+    assert copied == before + after
+    assert topic_lines(proxy.bootstrap, topic) == before + after
+    assert owner not in cluster.owners(topic).values()
+    for name in ("file-source", "file-sink"):
+        wait_running(worker.rest, name)
