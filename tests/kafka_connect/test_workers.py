@@ -21,30 +21,23 @@ from tests.kafka_connect.connectors import (
     wait_running,
 )
 from tests.kafka_connect.scenarios import copy_a_file_across_a_worker_restart
-from tests.kafka_connect.worker import STOPPED_BY_SIGTERM, ConnectWorkers, WorkerSettings
+from tests.kafka_connect.worker import (
+    STOPPED_BY_SIGTERM,
+    TAKEOVER_SETTINGS,
+    TAKEOVER_TIMEOUT_S,
+    ConnectWorkers,
+    WorkerSettings,
+)
 from tests.proxy.conftest import Proxies, proxies
 
 __all__ = ["cluster_factory", "proxies", "zookeeper"]
-
-# The worker's group notices a killed member after its session timeout (Connect's default,
-# 10 s); the incremental cooperative assignor then holds the member's connectors and tasks
-# back for scheduled.rebalance.max.delay.ms (default 5 minutes, for a restarting worker to get
-# them back) before it gives them to the others: 5 s here.
-TAKEOVER_DELAY_MS = 5000
-# The sink task's consumer (its group connect-file-sink) on the survivor joins once the killed
-# worker's consumer is out of that group: after the consumer's session timeout, 45 s by
-# default; 10 s here (consumer.* worker settings are the tasks' consumers').
-SINK_CONSUMER_SESSION_TIMEOUT_MS = 10000
-TAKEOVER_TIMEOUT_S = 120.0
 
 
 @pytest.mark.slow
 def test_the_other_worker_takes_the_tasks_of_a_killed_one_over(
         connect_broker: BrokerProcess, connect_workers: ConnectWorkers, tmp_path: Path) -> None:
     bootstrap = connect_broker.bootstrap
-    settings = WorkerSettings.fresh(
-        "connect", scheduled_rebalance_max_delay_ms=str(TAKEOVER_DELAY_MS),
-        consumer_session_timeout_ms=str(SINK_CONSUMER_SESSION_TIMEOUT_MS))
+    settings = WorkerSettings.fresh("connect", **TAKEOVER_SETTINGS)
     first = connect_workers.start(bootstrap, settings)
     second = connect_workers.start(bootstrap, settings)
     by_id = {worker.worker_id: worker for worker in (first, second)}

@@ -42,6 +42,17 @@ STOPPED_BY_SIGTERM = 143
 # The worker's heap: plenty for two file connectors (connect-distributed.sh's default is 2 GB).
 HEAP_OPTS = "-Xms64M -Xmx384M"
 
+# For the tests that kill a worker: its group notices after its session timeout (Connect's
+# default, 10 s); the incremental cooperative assignor then holds the member's connectors and
+# tasks back for scheduled.rebalance.max.delay.ms (default 5 minutes, for a restarting worker to
+# get them back) before it gives them to the others: 5 s here. A sink task's consumer on the
+# survivor joins its group (connect-CONNECTOR) once the killed worker's consumer is out of it:
+# after the consumer's session timeout, 45 s by default, 10 s here (a worker's consumer.*
+# settings are its tasks' consumers').
+TAKEOVER_SETTINGS = {"scheduled_rebalance_max_delay_ms": "5000",
+                     "consumer_session_timeout_ms": "10000"}
+TAKEOVER_TIMEOUT_S = 120.0
+
 
 @dataclass(frozen=True)
 class WorkerSettings:
