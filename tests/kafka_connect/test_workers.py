@@ -1,5 +1,6 @@
 """Kafka Connect on BMQ, the slow set: two distributed workers sharing their group, one of them
-killed (kill -9), and a worker on a cluster of brokers behind a proxy."""
+killed (kill -9); a worker on a cluster of brokers, directly or through a proxy, and across a
+kill -9 of a broker."""
 
 from __future__ import annotations
 
@@ -93,12 +94,15 @@ def check_every_line_at_least_once(lines: list[str], before: list[str], after: l
 
 
 @pytest.mark.slow
-def test_a_worker_on_a_cluster_through_a_proxy(
-        kafka_jars: None, cluster_factory: ClusterFactory, proxies: Proxies,
+@pytest.mark.parametrize("through", ["brokers", "proxy"])
+def test_a_worker_on_a_cluster(
+        through: str, kafka_jars: None, cluster_factory: ClusterFactory, proxies: Proxies,
         connect_workers: ConnectWorkers, tmp_path: Path) -> None:
+    """Bootstrapped from the brokers (each client then talks to the owner of each partition
+    and group) or from a proxy (every request through it)."""
     cluster = cluster_factory(brokers=3)
-    proxy = proxies(cluster)
-    copy_a_file_across_a_worker_restart(proxy.bootstrap, connect_workers, tmp_path)
+    bootstrap = cluster.bootstrap if through == "brokers" else proxies(cluster).bootstrap
+    copy_a_file_across_a_worker_restart(bootstrap, connect_workers, tmp_path)
 
 
 @pytest.mark.slow
