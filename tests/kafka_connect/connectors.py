@@ -4,10 +4,14 @@ REST API, and what the tests read back: the sink's file, the connectors' status,
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.integration.helpers import consume
+from confluent_kafka import KafkaException
+
+from tests.conftest import make_topic_name
+from tests.integration.helpers import consume, watermarks
 from tests.kafka_connect.worker import RestApi, RestError
 
 # A connector's tasks start a few seconds after it is created (the leader writes its task
@@ -15,11 +19,15 @@ from tests.kafka_connect.worker import RestApi, RestError
 # consumer's fetch.
 RUNNING_TIMEOUT_S = 90.0
 LINES_TIMEOUT_S = 90.0
+# A topic config the source's topic.creation.* asks for: the topic has it when Connect created
+# it (CreateTopics with configs), not when something else did.
+CREATED_TOPIC_RETENTION_MS = "86400000"
 
 
 def create_file_source(rest: RestApi, name: str, path: Path, topic: str) -> None:
-    """file -> topic, one task. The topic is created by Connect (topic.creation.*: one
-    partition, so that the lines stay in order; the broker's replication factor)."""
+    """file -> topic, one task. The task creates the topic before it sends it its first
+    records (topic.creation.*: one partition, so that the lines stay in order; the broker's
+    replication factor; a retention)."""
     rest.post("/connectors", {"name": name, "config": {
         "connector.class": "FileStreamSource",
         "tasks.max": "1",
@@ -27,6 +35,7 @@ def create_file_source(rest: RestApi, name: str, path: Path, topic: str) -> None
         "topic": topic,
         "topic.creation.default.partitions": "1",
         "topic.creation.default.replication.factor": "-1",
+        "topic.creation.default.retention.ms": CREATED_TOPIC_RETENTION_MS,
     }})
 
 
@@ -38,6 +47,54 @@ def create_file_sink(rest: RestApi, name: str, path: Path, topic: str) -> None:
         "file": str(path),
         "topics": topic,
     }})
+
+
+@dataclass(frozen=True)
+class FileCopy:
+    """A file copied through a topic to another file: the FileStreamSource "file-source" and
+    the FileStreamSink "file-sink"."""
+
+    bootstrap: str
+    topic: str
+    source_file: Path
+    sink_file: Path
+
+    @classmethod
+    def in_directory(cls, bootstrap: str, directory: Path) -> FileCopy:
+        copy = cls(bootstrap, make_topic_name("lines"), directory / "source.txt",
+                   directory / "sink.txt")
+        copy.source_file.touch()
+        return copy
+
+    def start(self, rest: RestApi, first_lines: list[str],
+              sink_rest: RestApi | None = None) -> None:
+        """The source first, and the sink (through ``sink_rest`` if given: another worker's
+        API) once the source has created the topic and written ``first_lines`` to it; returns
+        when the sink has written them. (A sink created at once could have its consumer's
+        subscription create the topic, with the broker's defaults, before the source does:
+        auto.create.topics.enable, as on Kafka.)"""
+        create_file_source(rest, "file-source", self.source_file, self.topic)
+        append_lines(self.source_file, first_lines)
+        wait_for_records(self.bootstrap, self.topic, len(first_lines))
+        create_file_sink(sink_rest or rest, "file-sink", self.sink_file, self.topic)
+        copied = wait_for_line(self.sink_file, first_lines[-1])
+        assert copied == first_lines, copied
+
+
+def wait_for_records(bootstrap: str, topic: str, count: int,
+                     timeout: float = LINES_TIMEOUT_S) -> None:
+    """Until the (one-partition) topic exists and has ``count`` records or more."""
+    deadline = time.monotonic() + timeout
+    high = None
+    while time.monotonic() < deadline:
+        try:
+            high = watermarks(bootstrap, topic)[1]
+        except KafkaException:      # no such topic yet
+            high = None
+        if high is not None and high >= count:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"{topic} has not {count} records within {timeout}s: {high}")
 
 
 def status(rest: RestApi, name: str) -> dict[str, Any]:

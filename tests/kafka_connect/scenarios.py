@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.conftest import make_topic_name
 from tests.integration.helpers import admin, topic_configs
 from tests.kafka_connect.connectors import (
+    CREATED_TOPIC_RETENTION_MS,
+    FileCopy,
     append_lines,
-    create_file_sink,
-    create_file_source,
     numbered_lines,
     topic_lines,
     wait_for_line,
@@ -37,37 +36,34 @@ def copy_a_file_across_a_worker_restart(bootstrap: str, workers: ConnectWorkers,
         assert len(described[topic].partitions) == partitions, topic
         assert topic_configs(bootstrap, topic)["cleanup.policy"] == "compact", topic
 
-    topic = make_topic_name("lines")
-    source_file, sink_file = tmp_path / "source.txt", tmp_path / "sink.txt"
-    source_file.touch()
-    create_file_source(worker.rest, "file-source", source_file, topic)
-    create_file_sink(worker.rest, "file-sink", sink_file, topic)
+    copy = FileCopy.in_directory(bootstrap, tmp_path)
     before = numbered_lines(1, 30)
-    append_lines(source_file, before)
-    assert wait_for_line(sink_file, before[-1]) == before
+    copy.start(worker.rest, before)
 
     assert sorted(worker.rest.get("/connectors")) == ["file-sink", "file-source"]
     for name, kind in (("file-source", "source"), ("file-sink", "sink")):
         status = wait_running(worker.rest, name)
         assert status["type"] == kind
         assert status["connector"]["worker_id"] == worker.worker_id
-    # The topic Connect created for the source: one partition, as its config asked.
-    assert len(admin(bootstrap).list_topics(topic, timeout=10).topics[topic].partitions) == 1
+    # The source's task created its topic as its config asked (CreateTopics with configs).
+    assert len(admin(bootstrap).list_topics(copy.topic, timeout=10)
+               .topics[copy.topic].partitions) == 1
+    assert topic_configs(bootstrap, copy.topic)["retention.ms"] == CREATED_TOPIC_RETENTION_MS
 
     # A stopped worker stored where its source read to (offset topic) and its sink's consumer
     # where it wrote to (the group connect-file-sink): a new worker of the same group, on the
     # same topics, goes on from there: the lines of the old one once, the new ones once.
     assert worker.stop() == STOPPED_BY_SIGTERM, worker.log_tail()
     after = numbered_lines(31, 50)
-    append_lines(source_file, after)
+    append_lines(copy.source_file, after)
     restarted = workers.start(bootstrap, settings)
     assert sorted(restarted.rest.get("/connectors")) == ["file-sink", "file-source"]
-    copied = wait_for_line(sink_file, after[-1])
+    copied = wait_for_line(copy.sink_file, after[-1])
     assert copied == before + after, (
         f"{len(copied)} lines for {len(before + after)}: "
         f"{len(copied) - len(set(copied))} again, the first {copied[len(before):][:2]}")
     for name in ("file-source", "file-sink"):
         status = wait_running(restarted.rest, name)
         assert status["connector"]["worker_id"] == restarted.worker_id
-    assert topic_lines(bootstrap, topic) == before + after
+    assert topic_lines(bootstrap, copy.topic) == before + after
     assert restarted.stop() == STOPPED_BY_SIGTERM, restarted.log_tail()

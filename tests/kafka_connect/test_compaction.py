@@ -9,13 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import BrokerFactory, make_topic_name
+from tests.conftest import BrokerFactory
 from tests.integration.helpers import consume, watermarks
 from tests.kafka_connect.conftest import CONNECT_BROKER_ENV
 from tests.kafka_connect.connectors import (
+    FileCopy,
     append_lines,
-    create_file_sink,
-    create_file_source,
     numbered_lines,
     topic_lines,
     wait_for_line,
@@ -49,20 +48,17 @@ def test_a_worker_restarts_on_its_compacted_topics(
     bootstrap = broker.bootstrap
     settings = compacting_settings()
     worker = connect_workers.start(bootstrap, settings)
-    topic = make_topic_name("lines")
-    source_file, sink_file = tmp_path / "source.txt", tmp_path / "sink.txt"
-    source_file.touch()
-    create_file_source(worker.rest, "file-source", source_file, topic)
-    create_file_sink(worker.rest, "file-sink", sink_file, topic)
+    copy = FileCopy.in_directory(bootstrap, tmp_path)
+    lines = numbered_lines(1, (CONFIG_UPDATES + 1) * 3)
+    copy.start(worker.rest, lines[:3])
     # The sink's config again and again (each time a connector record, its task's, a commit
     # record), and lines a few at a time (each time a source offset).
-    lines = numbered_lines(1, CONFIG_UPDATES * 3)
-    for update in range(CONFIG_UPDATES):
+    for update in range(1, CONFIG_UPDATES + 1):
         worker.rest.put("/connectors/file-sink/config", {
-            "connector.class": "FileStreamSink", "tasks.max": "1", "file": str(sink_file),
-            "topics": topic, "errors.retry.timeout": str(update + 1)})
-        append_lines(source_file, lines[update * 3:update * 3 + 3])
-        wait_for_line(sink_file, lines[update * 3 + 2])
+            "connector.class": "FileStreamSink", "tasks.max": "1", "file": str(copy.sink_file),
+            "topics": copy.topic, "errors.retry.timeout": str(update)})
+        append_lines(copy.source_file, lines[update * 3:update * 3 + 3])
+        wait_for_line(copy.sink_file, lines[update * 3 + 2])
     config_topic = settings.config_topic
     written = watermarks(bootstrap, config_topic)[1]
 
@@ -76,12 +72,12 @@ def test_a_worker_restarts_on_its_compacted_topics(
 
     assert worker.stop() == STOPPED_BY_SIGTERM, worker.log_tail()
     more = numbered_lines(len(lines) + 1, len(lines) + 20)
-    append_lines(source_file, more)
+    append_lines(copy.source_file, more)
     restarted = connect_workers.start(bootstrap, settings)
     assert sorted(restarted.rest.get("/connectors")) == ["file-sink", "file-source"]
     config = restarted.rest.get("/connectors/file-sink/config")
     assert config["errors.retry.timeout"] == str(CONFIG_UPDATES)
-    assert wait_for_line(sink_file, more[-1]) == lines + more
-    assert topic_lines(bootstrap, topic) == lines + more
+    assert wait_for_line(copy.sink_file, more[-1]) == lines + more
+    assert topic_lines(bootstrap, copy.topic) == lines + more
     for name in ("file-source", "file-sink"):
         wait_running(restarted.rest, name)

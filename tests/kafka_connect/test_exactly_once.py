@@ -13,11 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import BrokerProcess, make_topic_name
+from tests.conftest import BrokerProcess
 from tests.kafka_connect.connectors import (
+    FileCopy,
     append_lines,
-    create_file_sink,
-    create_file_source,
     numbered_lines,
     topic_lines,
     wait_for_line,
@@ -58,31 +57,26 @@ def test_exactly_once_source_across_a_kill_of_its_worker(
     settings = WorkerSettings.fresh("connect", exactly_once_source_support="enabled",
                                     **TAKEOVER_SETTINGS)
     workers = [connect_workers.start(bootstrap, settings) for _ in range(2)]
-    topic = make_topic_name("lines")
-    source_file, sink_file = tmp_path / "source.txt", tmp_path / "sink.txt"
-    source_file.touch()
-    create_file_source(workers[0].rest, "file-source", source_file, topic)
-    create_file_sink(workers[0].rest, "file-sink", sink_file, topic)
+    copy = FileCopy.in_directory(bootstrap, tmp_path)
     before = numbered_lines(1, 30)
-    append_lines(source_file, before)
-    assert wait_for_line(sink_file, before[-1]) == before
+    copy.start(workers[0].rest, before)
 
     source_worker = wait_running(workers[0].rest, "file-source")["tasks"][0]["worker_id"]
     (victim,) = [worker for worker in workers if worker.worker_id == source_worker]
     (survivor,) = [worker for worker in workers if worker is not victim]
-    writer = LineWriter(source_file, len(before) + 1)
+    writer = LineWriter(copy.source_file, len(before) + 1)
     writer.start()
     time.sleep(KILL_AFTER_S)
     victim.kill()
     writer.join()
 
     every = numbered_lines(1, LINES)
-    copied = wait_for_line(sink_file, every[-1], timeout=TAKEOVER_TIMEOUT_S)
+    copied = wait_for_line(copy.sink_file, every[-1], timeout=TAKEOVER_TIMEOUT_S)
     found = wait_running(survivor.rest, "file-source")
     assert found["tasks"][0]["worker_id"] == survivor.worker_id
     # The topic read committed: the killed task's open transaction aborted, its offsets with
     # it: the new task wrote again what that transaction had, once.
-    assert topic_lines(bootstrap, topic) == every
+    assert topic_lines(bootstrap, copy.topic) == every
     # The sink (at-least-once) reads committed records too; what it wrote again is the killed
     # worker's uncommitted part if it ran the sink, at most.
     counts = Counter(copied)

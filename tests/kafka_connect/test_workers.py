@@ -10,11 +10,10 @@ from pathlib import Path
 import pytest
 
 from tests.cluster.conftest import ClusterFactory, cluster_factory, zookeeper
-from tests.conftest import BrokerProcess, make_topic_name
+from tests.conftest import BrokerProcess
 from tests.kafka_connect.connectors import (
+    FileCopy,
     append_lines,
-    create_file_sink,
-    create_file_source,
     numbered_lines,
     status,
     topic_lines,
@@ -43,14 +42,9 @@ def test_the_other_worker_takes_the_tasks_of_a_killed_one_over(
     second = connect_workers.start(bootstrap, settings)
     by_id = {worker.worker_id: worker for worker in (first, second)}
 
-    topic = make_topic_name("lines")
-    source_file, sink_file = tmp_path / "source.txt", tmp_path / "sink.txt"
-    source_file.touch()
-    create_file_source(first.rest, "file-source", source_file, topic)
-    create_file_sink(second.rest, "file-sink", sink_file, topic)     # forwarded to the leader
+    copy = FileCopy.in_directory(bootstrap, tmp_path)
     before = numbered_lines(1, 30)
-    append_lines(source_file, before)
-    assert wait_for_line(sink_file, before[-1]) == before
+    copy.start(first.rest, before, sink_rest=second.rest)    # one of them forwards to the leader
     running = {name: wait_running(first.rest, name) for name in ("file-source", "file-sink")}
     # Both workers report the same: the status topic they share.
     assert {name: status(second.rest, name) for name in running} == running
@@ -64,20 +58,20 @@ def test_the_other_worker_takes_the_tasks_of_a_killed_one_over(
     survivor = second if victim is first else first
     victim.kill()
     after = numbered_lines(31, 60)
-    append_lines(source_file, after)
+    append_lines(copy.source_file, after)
 
     # The survivor runs every connector and task, and the sink gets every line: none lost.
     # Connect's sink is at-least-once: the lines whose offsets the killed worker had not
     # committed yet (offset.flush.interval.ms) may come again, before the new ones.
-    copied = wait_for_line(sink_file, after[-1], timeout=TAKEOVER_TIMEOUT_S)
+    copied = wait_for_line(copy.sink_file, after[-1], timeout=TAKEOVER_TIMEOUT_S)
     for name in ("file-source", "file-sink"):
         found = wait_running(survivor.rest, name)
         owners = {found["connector"]["worker_id"], *(t["worker_id"] for t in found["tasks"])}
         assert owners == {survivor.worker_id}, found
     check_every_line_at_least_once(copied, before, after, "sink file")
-    check_every_line_at_least_once(topic_lines(bootstrap, topic), before, after, "topic")
+    check_every_line_at_least_once(topic_lines(bootstrap, copy.topic), before, after, "topic")
     print(f"again after the kill: {len(copied) - len(before + after)} lines in the sink file, "
-          f"{len(topic_lines(bootstrap, topic)) - len(before + after)} records in the topic")
+          f"{len(topic_lines(bootstrap, copy.topic)) - len(before + after)} records in the topic")
     assert survivor.stop() == STOPPED_BY_SIGTERM, survivor.log_tail()
 
 
@@ -112,24 +106,19 @@ def test_a_worker_through_a_proxy_across_a_kill_of_the_broker_owning_its_topic(
     cluster = cluster_factory(brokers=3)
     proxy = proxies(cluster)
     worker = connect_workers.start(proxy.bootstrap, WorkerSettings.fresh("connect"))
-    topic = make_topic_name("lines")
-    source_file, sink_file = tmp_path / "source.txt", tmp_path / "sink.txt"
-    source_file.touch()
-    create_file_source(worker.rest, "file-source", source_file, topic)
-    create_file_sink(worker.rest, "file-sink", sink_file, topic)
+    copy = FileCopy.in_directory(proxy.bootstrap, tmp_path)
     before = numbered_lines(1, 30)
-    append_lines(source_file, before)
-    assert wait_for_line(sink_file, before[-1]) == before
+    copy.start(worker.rest, before)
 
     # The broker the source's producer writes to and the sink's consumer reads from: another
     # takes the partition over; the producer retries, the consumer goes on where it was.
-    (owner,) = cluster.owners(topic).values()
+    (owner,) = cluster.owners(copy.topic).values()
     cluster.brokers[owner].kill()
     after = numbered_lines(31, 60)
-    append_lines(source_file, after)
-    copied = wait_for_line(sink_file, after[-1], timeout=TAKEOVER_TIMEOUT_S)
+    append_lines(copy.source_file, after)
+    copied = wait_for_line(copy.sink_file, after[-1], timeout=TAKEOVER_TIMEOUT_S)
     assert copied == before + after
-    assert topic_lines(proxy.bootstrap, topic) == before + after
-    assert owner not in cluster.owners(topic).values()
+    assert topic_lines(proxy.bootstrap, copy.topic) == before + after
+    assert owner not in cluster.owners(copy.topic).values()
     for name in ("file-source", "file-sink"):
         wait_running(worker.rest, name)
