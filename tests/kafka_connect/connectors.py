@@ -109,9 +109,10 @@ def is_running(found: dict[str, Any], tasks: int = 1) -> bool:
 
 
 def wait_running(rest: RestApi, name: str, tasks: int = 1,
-                 timeout: float = RUNNING_TIMEOUT_S) -> dict[str, Any]:
-    """The connector's status once it and its tasks run; fails at once on a FAILED one (with
-    its trace), and after ``timeout`` otherwise."""
+                 timeout: float = RUNNING_TIMEOUT_S, on: str | None = None) -> dict[str, Any]:
+    """The connector's status once it and its tasks run (all of them on the worker ``on``, a
+    worker id, if given); fails at once on a FAILED one (with its trace), and after
+    ``timeout`` otherwise."""
     deadline = time.monotonic() + timeout
     found: dict[str, Any] | None = None
     while time.monotonic() < deadline:
@@ -125,7 +126,8 @@ def wait_running(rest: RestApi, name: str, tasks: int = 1,
         states = [found["connector"], *found["tasks"]]
         failed = [state for state in states if state["state"] == "FAILED"]
         assert not failed, f"{name} failed: {failed}"
-        if is_running(found, tasks):
+        owners = {state["worker_id"] for state in states}
+        if is_running(found, tasks) and (on is None or owners == {on}):
             return found
         time.sleep(0.5)
     raise AssertionError(f"{name} is not running within {timeout}s: {found}")

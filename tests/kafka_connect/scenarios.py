@@ -42,9 +42,7 @@ def copy_a_file_across_a_worker_restart(bootstrap: str, workers: ConnectWorkers,
 
     assert sorted(worker.rest.get("/connectors")) == ["file-sink", "file-source"]
     for name, kind in (("file-source", "source"), ("file-sink", "sink")):
-        status = wait_running(worker.rest, name)
-        assert status["type"] == kind
-        assert status["connector"]["worker_id"] == worker.worker_id
+        assert wait_running(worker.rest, name, on=worker.worker_id)["type"] == kind
     # The source's task created its topic as its config asked (CreateTopics with configs).
     assert len(admin(bootstrap).list_topics(copy.topic, timeout=10)
                .topics[copy.topic].partitions) == 1
@@ -63,7 +61,6 @@ def copy_a_file_across_a_worker_restart(bootstrap: str, workers: ConnectWorkers,
         f"{len(copied)} lines for {len(before + after)}: "
         f"{len(copied) - len(set(copied))} again, the first {copied[len(before):][:2]}")
     for name in ("file-source", "file-sink"):
-        status = wait_running(restarted.rest, name)
-        assert status["connector"]["worker_id"] == restarted.worker_id
+        wait_running(restarted.rest, name, on=restarted.worker_id)
     assert topic_lines(bootstrap, copy.topic) == before + after
     assert restarted.stop() == STOPPED_BY_SIGTERM, restarted.log_tail()

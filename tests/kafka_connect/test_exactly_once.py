@@ -72,8 +72,7 @@ def test_exactly_once_source_across_a_kill_of_its_worker(
 
     every = numbered_lines(1, LINES)
     copied = wait_for_line(copy.sink_file, every[-1], timeout=TAKEOVER_TIMEOUT_S)
-    found = wait_running(survivor.rest, "file-source")
-    assert found["tasks"][0]["worker_id"] == survivor.worker_id
+    wait_running(survivor.rest, "file-source", on=survivor.worker_id)
     # The topic read committed: the killed task's open transaction aborted, its offsets with
     # it: the new task wrote again what that transaction had, once.
     assert topic_lines(bootstrap, copy.topic) == every

@@ -30,9 +30,9 @@ REPO = Path(__file__).resolve().parents[2]
 KAFKA_SCRIPT = REPO / "scripts" / "kafka.sh"
 # Where `scripts/kafka.sh build` puts the file connectors (tools/kafka/pom.xml).
 CONNECT_PLUGINS = REPO / "tools" / "kafka" / "target" / "connect-plugins"
-# A worker answers its REST API some 8 to 15 s after its JVM starts on an idle machine (it
-# scans its plugins, then joins its group and reads its three topics); several times that when
-# other tests load the 2 cores.
+# A worker answers its REST API some 3 to 5 s after its JVM starts on an idle machine (it
+# finds its plugins, joins its group and reads its three topics to the end); several times
+# that when other tests load the 2 cores.
 START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 60.0
 LOG_TAIL_CHARS = 6000
@@ -187,9 +187,6 @@ class ConnectWorker:
                 time.sleep(0.5)
         raise AssertionError(f"the Connect worker's REST API did not answer within {timeout}s "
                              f"(last: {last})\n{self.log_tail()}")
-
-    def is_running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
 
     def stop(self, timeout: float = STOP_TIMEOUT_S) -> int:
         """SIGTERM, as an operator stops it: the worker stops its tasks (a source task commits
