@@ -63,6 +63,6 @@ if [ "$with_tests" = "--tests" ]; then
   # hadoop-client-minicluster, about 150 MB) into its local repository (~/.m2/repository, kept
   # between runs) and builds the launcher into tools/hdfs/target; done once, skipped after.
   scripts/hdfs.sh build
-  scripts/kafka.sh build   # Kafka 4.4's own tools and broker (tools/kafka): tests/kafka_tools, bench
+  scripts/kafka.sh build   # Kafka 4.4's tools, broker, Connect (tools/kafka): tests/kafka_tools, kafka_connect, bench
   scripts/java_clients.sh build   # kafka-clients from Maven Central, the tests/java programs
 fi
