@@ -12,6 +12,7 @@ from dataclasses import replace
 from bmq.broker.fetch_views import BrokerFetchViews
 from bmq.broker.group_config import group_config_defaults
 from bmq.broker.membership import Membership
+from bmq.broker.partition_loader import PartitionLoader
 from bmq.broker.share_peers import ClusterStateAdmin, ShareStatePeers
 from bmq.broker.topic_config import log_config, validate_topic_configs
 from bmq.broker.txn_peers import TxnPeers
@@ -42,7 +43,6 @@ from bmq.writepath.partitions import Partition, PartitionManager
 log = logging.getLogger(__name__)
 
 MAX_PARTITIONS = 10_000
-_OPENS_IN_FLIGHT = 256    # partitions opened together at start-up
 
 
 class Broker:
@@ -71,6 +71,7 @@ class Broker:
                                    self.allocate_producer_id)
         # Serialises topic create/delete/alter so concurrent admin requests cannot interleave.
         self._admin_lock = asyncio.Lock()
+        self.loader = PartitionLoader(config, self.topics, self.partitions, self._admin_lock)
         self.groups = GroupCoordinator(self, executor)
         # The coordinators of internal logs, by internal topic: loaded as partitions are.
         self.coordinators: dict[str, InternalLogCoordinator] = {OFFSETS_TOPIC: self.groups}
@@ -83,8 +84,8 @@ class Broker:
             None if self.txn_peers is None else self.txn_peers.write_markers)
         self.coordinators[TRANSACTION_TOPIC] = self.transactions
         # The read path in this process: every Fetch goes through its views and record cache.
-        self.fetch_views = BrokerFetchViews(config, self.topics, self.partitions, self.partition,
-                                            executor)
+        self.fetch_views = BrokerFetchViews(config, self.topics, self.partitions,
+                                            self.served_partition, executor)
         self._group_config_defaults = group_config_defaults(config)
         # Share groups (KIP-932): membership here, share-partition state on its own log.
         self.share = SharePartitionManager(self, executor, self.fetch_views, self.group_config)
@@ -178,24 +179,16 @@ class Broker:
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._executor, self.membership.load)
         if not self.controller_assigns_partitions:
-            # Topics together, some hundreds of partitions at a time: the worker threads stay
-            # busy across small topics, and the opens in flight stay few.
-            batch: list[TopicInfo] = []
-            in_batch = 0
-            for topic in self.topics.all():
-                batch.append(topic)
-                in_batch += topic.partitions
-                if in_batch >= _OPENS_IN_FLIGHT:
-                    await self._open_topics(batch)
-                    batch, in_batch = [], 0
-            await self._open_topics(batch)
-            log.info("loaded %d topics", len(self.topics.all()))
+            await self.loader.open_internal()
         for coordinator in self.coordinators.values():
             await coordinator.start()
         self.share.start()
         self.index_builder.start()
+        if not self.controller_assigns_partitions:
+            self.loader.start()
 
     async def stop(self) -> None:
+        await self.loader.stop()
         await asyncio.get_running_loop().run_in_executor(self._executor,
                                                          self.index_builder.stop)
         self.queries.close()
@@ -209,19 +202,15 @@ class Broker:
                 peers.close()
         await self.partitions.close_all()
 
-    async def _open_topics(self, topics: list[TopicInfo]) -> None:
-        await asyncio.gather(*(self._open_partitions(t, range(t.partitions)) for t in topics))
-
-    async def _open_partitions(self, topic: TopicInfo, indexes: range, new: bool = False
-                               ) -> None:
-        """Open the partitions (at start-up), or make ``new`` ones: all or none of those, so a
-        topic (or its added partitions) is complete or absent, never half made."""
+    async def _open_partitions(self, topic: TopicInfo, indexes: range) -> None:
+        """Make new partitions: all or none of them, so a topic (or its added partitions) is
+        complete or absent, never half made."""
         if self.controller_assigns_partitions or is_view(topic.configs):
             return  # the controller assigns partitions, their owners open them; views have none
         config = log_config(self.config, topic.configs)
         opened = await asyncio.gather(
             *(self.partitions.open(topic.name, i, config) for i in indexes),
-            return_exceptions=new)
+            return_exceptions=True)
         failed = [result for result in opened if isinstance(result, BaseException)]
         if not failed:
             return
@@ -234,14 +223,25 @@ class Broker:
                              ) from failed[0]
         raise failed[0]
 
+    async def served_partition(self, topic: str, index: int) -> Partition:
+        """``partition``, opened first if this broker has not opened it yet (`bmq serve` opens
+        its partitions in the background after it starts serving, see ``PartitionLoader``)."""
+        partition = self.partitions.get(topic, index)
+        if partition is not None:
+            return partition
+        if not self.controller_assigns_partitions:
+            await self.loader.open_now(topic, [index])
+        return self.partition(topic, index)
+
     def partition(self, topic: str, index: int) -> Partition:
         """The partition a client names, or UNKNOWN_TOPIC_OR_PARTITION."""
         partition = self.partitions.get(topic, index)
         if partition is None:
             info = self.topics.get(topic)
-            if self.controller_assigns_partitions and info is not None \
-                    and 0 <= index < info.partitions:
-                # Another broker owns it (or it is moving): clients refresh their metadata.
+            if info is not None and 0 <= index < info.partitions and (
+                    self.controller_assigns_partitions or not is_view(info.configs)):
+                # Another broker owns it (or it is moving), or `bmq serve` has not opened it
+                # yet (see served_partition): clients refresh their metadata and retry.
                 raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         return partition
@@ -294,7 +294,7 @@ class Broker:
             count, valid = self.check_new_topic(name, num_partitions, replication_factor,
                                                 configs or {})
             info = TopicInfo(name, uuid.uuid4(), count, valid)
-            await self._open_partitions(info, range(count), new=True)
+            await self._open_partitions(info, range(count))
             await asyncio.get_running_loop().run_in_executor(
                 self._executor, self.topics.save, info)
             log.info("created topic %s with %d partitions", name, count)
@@ -302,12 +302,15 @@ class Broker:
 
     async def delete_topic(self, info: TopicInfo) -> None:
         async with self._admin_lock:
+            # In cluster mode each owner deletes its partitions once the topic is gone. Those
+            # `bmq serve` has not opened yet are opened to be deleted as the others are.
+            indexes = range(0 if self.controller_assigns_partitions else info.partitions)
+            await self.loader.open_locked(info.name, indexes)
             # Its views and lanes go with it: they would show whatever topic took the name next.
             for gone in [*views_of(self.topics, info.name), info]:
                 await asyncio.get_running_loop().run_in_executor(
                     self._executor, self.topics.remove, gone)
-            # In cluster mode each owner deletes its partitions once the topic is gone.
-            for index in range(0 if self.controller_assigns_partitions else info.partitions):
+            for index in indexes:
                 await self.partitions.close(info.name, index, delete=True)
             log.info("deleted topic %s", info.name)
 
@@ -322,7 +325,7 @@ class Broker:
                                  f"which is higher than or equal to the requested {count}.")
             if count > MAX_PARTITIONS:
                 raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"At most {MAX_PARTITIONS}.")
-            await self._open_partitions(info, range(info.partitions, count), new=True)
+            await self._open_partitions(info, range(info.partitions, count))
             # A copy is saved: the registry's cached object may be refreshed from a ZooKeeper
             # read (made before this save) while the save waits for a worker thread.
             # Its views (and lanes) have its partitions: they grow with it.

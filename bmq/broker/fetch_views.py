@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 
 from bmq.config import Config
@@ -29,7 +29,8 @@ class BrokerFetchViews:
     error to answer when this broker does not hold it."""
 
     def __init__(self, config: Config, topics: TopicRegistry, partitions: PartitionManager,
-                 find_partition: Callable[[str, int], Partition], executor: Executor) -> None:
+                 find_partition: Callable[[str, int], Awaitable[Partition]],
+                 executor: Executor) -> None:
         self._topics = topics
         self._partitions = partitions
         self._find_partition = find_partition
@@ -61,7 +62,7 @@ class BrokerFetchViews:
         return await self.views.view(topic, index, self._source_view)
 
     async def _source_view(self, topic: str, index: int) -> PartitionView:
-        partition = self._find_partition(topic, index)
+        partition = await self._find_partition(topic, index)
         key = (topic, index)
         view = self._views.get(key)
         if view is not None and view.reader is partition.log:

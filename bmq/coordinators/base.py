@@ -20,7 +20,7 @@ from typing import Protocol
 
 from bmq.config import Config
 from bmq.metadata.topics import TopicInfo, TopicRegistry
-from bmq.writepath.partitions import PartitionManager
+from bmq.writepath.partitions import Partition, PartitionManager
 
 
 class CoordinatorHost(Protocol):
@@ -33,6 +33,10 @@ class CoordinatorHost(Protocol):
     @property
     def controller_assigns_partitions(self) -> bool:
         """True: shards are loaded as partitions are assigned; False: all of them at start."""
+
+    async def served_partition(self, topic: str, index: int) -> Partition:
+        """A partition this broker serves, opened first if it was not yet; raises the Kafka
+        error a client would get (NOT_LEADER_OR_FOLLOWER if another broker owns it)."""
 
     async def create_topic(self, name: str, num_partitions: int = -1,
                            replication_factor: int = -1,

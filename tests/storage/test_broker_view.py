@@ -21,7 +21,7 @@ from bmq.readpath.fetch import READ_COMMITTED
 from bmq.readpath.list_offsets import answer_list_offsets
 from bmq.storage import LocalStorage, LogConfig
 from bmq.storage.offsets import LATEST
-from bmq.writepath.partitions import PartitionManager, now_ms
+from bmq.writepath.partitions import Partition, PartitionManager, now_ms
 
 from .batches import make_batch
 
@@ -40,8 +40,11 @@ def test_list_offsets_right_after_an_ack_includes_it(tmp_path: Path) -> None:
             storage = LocalStorage(str(tmp_path))
             manager = PartitionManager(storage, pool)
             partition = await manager.open("t", 0, LogConfig())
-            views = BrokerFetchViews(Config(), LocalTopicRegistry(storage), manager,
-                                     lambda topic, index: partition, pool)
+            async def served(topic: str, index: int) -> Partition:
+                return partition
+
+            views = BrokerFetchViews(Config(), LocalTopicRegistry(storage), manager, served,
+                                     pool)
             try:
                 assert await end_offset(views, READ_COMMITTED) == 0   # the view is made
                 for acked in range(1, 6):

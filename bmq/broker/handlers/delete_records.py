@@ -29,7 +29,7 @@ async def handle_delete_records(ctx: RequestContext, request: DeleteRecordsReque
             partitions.append(result)
             try:
                 ctx.require(Operation.DELETE, ResourceType.TOPIC, topic.name)
-                log = broker.partition(topic.name, asked.partition_index).log
+                log = (await broker.served_partition(topic.name, asked.partition_index)).log
                 offset = log.high_watermark if asked.offset == HIGH_WATERMARK else asked.offset
                 result.low_watermark = await loop.run_in_executor(
                     None, log.delete_records, offset)

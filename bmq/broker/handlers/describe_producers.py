@@ -14,10 +14,10 @@ from bmq.protocol.messages.describe_producers_response import (
 )
 
 
-def _partition(ctx: RequestContext, topic: str, index: int) -> PartitionResponse:
+async def _partition(ctx: RequestContext, topic: str, index: int) -> PartitionResponse:
     result = PartitionResponse(partition_index=index)
     try:
-        partition = ctx.broker.partition(topic, index)
+        partition = await ctx.broker.served_partition(topic, index)
     except KafkaError as error:
         result.error_code = error.code
         return result
@@ -36,7 +36,7 @@ def _partition(ctx: RequestContext, topic: str, index: int) -> PartitionResponse
 async def handle_describe_producers(ctx: RequestContext, request: DescribeProducersRequest,
                                     version: int) -> DescribeProducersResponse:
     return DescribeProducersResponse(topics=[
-        TopicResponse(name=t.name, partitions=[_partition(ctx, t.name, i)
+        TopicResponse(name=t.name, partitions=[await _partition(ctx, t.name, i)
                                                for i in t.partition_indexes])
         if ctx.authorize(Operation.READ, ResourceType.TOPIC, t.name)
         else TopicResponse(name=t.name, partitions=[

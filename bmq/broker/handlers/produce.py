@@ -99,7 +99,7 @@ async def verify_elsewhere(broker: Broker, request: ProduceRequest) -> Verdicts:
                 continue
             try:
                 name = broker.topic_name(topic_data.name, topic_data.topic_id)
-                partition = broker.partition(name, data.index)
+                partition = await broker.served_partition(name, data.index)
             except KafkaError:
                 continue        # answered with its error by the produce itself
             header = read_header(records)
@@ -164,7 +164,7 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest,
                     raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
                                      f"Producing to internal topic {name} is not allowed")
                 refuse_view(broker.topics, name)
-                partition = broker.partition(name, data.index)
+                partition = await broker.served_partition(name, data.index)
                 partition.check_writable()
                 if not broker.can_acknowledge():
                     raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "ack lease expired")

@@ -30,7 +30,7 @@ async def _write(ctx: RequestContext, marker: WritableTxnMarker, topic: str, ind
     try:
         if not broker.can_acknowledge():
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "ack lease expired")
-        wait = append_marker(broker.partition(topic, index), marker.producer_id,
+        wait = append_marker(await broker.served_partition(topic, index), marker.producer_id,
                              marker.producer_epoch, marker.transaction_result,
                              marker.coordinator_epoch, now)
         await asyncio.shield(wait)

@@ -32,7 +32,9 @@ class StandaloneMembership(Membership):
 
     def partition_leader(self, topic: str, index: int, local_epoch: int | None
                          ) -> tuple[int, int] | None:
-        return None if local_epoch is None else (self.node.node_id, local_epoch)
+        # Every partition of a topic is this broker's, opened or not yet (bmq serve opens them
+        # in the background after start-up, and any a client asks for at once).
+        return self.node.node_id, local_epoch or 0
 
     def owner_node(self, topic: str, index: int) -> BrokerNode | None:
         return self.node

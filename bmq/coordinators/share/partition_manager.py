@@ -168,9 +168,7 @@ class SharePartitionManager:
         if is_view(info.configs):     # before the ownership check: a view has no owner
             raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
                              f"{info.name} is a view: share groups read unfiltered topics only")
-        partition = self.host.partitions.get(info.name, index)
-        if partition is None:
-            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        partition = await self.host.served_partition(info.name, index)
         view = await self._topic_view(info.name, index)
         if not await self.state.ensure_started():
             raise KafkaError(_partition_error(ErrorCode.COORDINATOR_NOT_AVAILABLE))

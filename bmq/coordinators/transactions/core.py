@@ -191,7 +191,11 @@ class TxnCoordinatorCore(ShardedCoordinator[TxnShard, TxnMetadata | str]):
                 if self._host.topics.get(topic) is None:
                     continue    # the topic was deleted: nothing left to mark
                 if self._write_elsewhere is None:
-                    return ErrorCode.NOT_LEADER_OR_FOLLOWER
+                    try:        # not opened yet by `bmq serve`
+                        partition = await self._host.served_partition(topic, index)
+                    except KafkaError as error:
+                        return error.code
+            if partition is None:
                 elsewhere.append((topic, index))
                 continue
             try:
