@@ -1,6 +1,6 @@
 """Kafka Connect on BMQ, the slow set: two distributed workers sharing their group, one of them
-killed (kill -9); a worker on a cluster of brokers, directly or through a proxy, and across a
-kill -9 of a broker."""
+killed (kill -9); a worker across a kill -9 and restart of `bmq serve`; a worker on a cluster of
+brokers, directly or through a proxy, and across a kill -9 of a broker."""
 
 from __future__ import annotations
 
