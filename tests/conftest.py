@@ -112,8 +112,10 @@ class BrokerProcess:
 
     def __init__(self, workdir: Path, *, env: Mapping[str, Any] | None = None,
                  config: Mapping[str, Any] | None = None, port: int | None = None,
-                 extra_args: list[str] | None = None, open_files: int | None = None) -> None:
-        """``open_files``: the process's limit of open files, soft and hard (``ulimit -n``)."""
+                 extra_args: list[str] | None = None,
+                 limits: Mapping[str, int] | None = None) -> None:
+        """``limits``: the process's resource limits, soft and hard, by prlimit's names
+        (``{"nofile": 256}`` as ``ulimit -n 256``, ``{"data": bytes}`` as ``ulimit -d``)."""
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.data_dir = str(self.workdir / "data")
@@ -122,7 +124,7 @@ class BrokerProcess:
         self.env = {k: str(v) for k, v in (env or {}).items()}
         self.config = dict(config or {})
         self.extra_args = list(extra_args or [])
-        self.open_files = open_files
+        self.limits = dict(limits or {})
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
         self.log_path = self.workdir / "broker.log"
@@ -166,8 +168,8 @@ class BrokerProcess:
 
     # ------------------------------------------------------------- lifecycle
     def command(self) -> list[str]:
-        limit = [] if self.open_files is None else [
-            "prlimit", f"--nofile={self.open_files}:{self.open_files}", "--"]
+        limit = ["prlimit", *(f"--{name}={value}:{value}" for name, value
+                              in self.limits.items()), "--"] if self.limits else []
         cmd = [*limit, *bmq_command(), "serve", "--data-dir", self.data_dir,
                "--listen", self.bootstrap]
         if self.config_path is not None:
@@ -316,10 +318,10 @@ class BrokerFactory:
     def __call__(self, *, env: Mapping[str, Any] | None = None,
                  config: Mapping[str, Any] | None = None, start: bool = True,
                  port: int | None = None, extra_args: list[str] | None = None,
-                 open_files: int | None = None) -> BrokerProcess:
+                 limits: Mapping[str, int] | None = None) -> BrokerProcess:
         workdir = self.base / f"broker{len(self.brokers)}"
         broker = BrokerProcess(workdir, env=env, config=config, port=port,
-                               extra_args=extra_args, open_files=open_files)
+                               extra_args=extra_args, limits=limits)
         self.brokers.append(broker)
         if start:
             broker.start()

@@ -35,6 +35,7 @@ from bmq.metadata.nodes import BrokerNode
 from bmq.metadata.topics import OFFSETS_TOPIC, TopicInfo, check_topic_name
 from bmq.metadata.views import is_view, lane_view, served_topic, views_of
 from bmq.net.client import LinkSecurity
+from bmq.net.memory import RequestMemory
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.storage import Storage
 from bmq.storage.log import PartitionLog
@@ -54,6 +55,8 @@ class Broker:
                  membership: Membership, link_security: LinkSecurity | None = None) -> None:
         """``link_security``: how this broker's links to other brokers log in (cluster mode)."""
         self.config = config
+        # Memory for the requests its clients sent and it has not answered yet.
+        self.request_memory = RequestMemory(config.queued_max_request_bytes)
         # BMQ's internal APIs are served on this listener only (links between nodes use it).
         self.inter_broker_listener = config.listener_list[0].name
         # Dynamic broker configs, once the role has read them (bmq/metadata/broker_configs.py).

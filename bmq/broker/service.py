@@ -22,6 +22,7 @@ class BrokerService:
         self.session = session
         self.max_frame_bytes = broker.config.socket_request_max_bytes
         self.max_inflight = broker.config.max_inflight_requests_per_connection
+        self.request_memory = broker.request_memory
 
     def context(self, header: RequestHeader, client_host: str,
                 frame: bytearray) -> RequestContext:

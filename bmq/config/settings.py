@@ -64,6 +64,9 @@ class Config:
     object_flush_interval_ms: int = 20
     # Network
     socket_request_max_bytes: int = 104_857_600
+    # Memory for the requests a process has read and not yet answered; past it, connections
+    # stop reading until answers free some (bmq/net/memory.py). -1: no limit (Kafka's default).
+    queued_max_request_bytes: int = 512 << 20
     max_inflight_requests_per_connection: int = 64
     # Producer ids handed out per allocation persisted to storage (so restarts never reuse ids).
     producer_id_block_size: int = 1000

@@ -12,6 +12,7 @@ responses leave in request order, as Kafka requires.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import struct
 import time
@@ -21,6 +22,7 @@ from typing import Any, Protocol, cast
 
 from bmq.net.api import ApiSpec, api_versions_error
 from bmq.net.client import LinkError
+from bmq.net.memory import RequestMemory
 from bmq.protocol.headers import (
     API_VERSIONS_KEY,
     RequestHeader,
@@ -53,6 +55,10 @@ class Service(Protocol):
     @property
     def max_inflight(self) -> int:
         """Requests of one connection in progress before it stops reading."""
+
+    @property
+    def request_memory(self) -> RequestMemory:
+        """The role's memory for requests read and not yet answered (one pool a process)."""
 
     def context(self, header: RequestHeader, client_host: str, frame: bytearray) -> Any:
         """What the handler of this request receives as its first argument."""
@@ -92,6 +98,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._handlers = service.handlers
         self._max_frame = service.max_frame_bytes
         self._max_inflight = service.max_inflight
+        self._memory = service.request_memory
+        self._held = 0                  # memory taken for the frame being received
+        self._waiting_memory = False
         self._scratch = bytearray(SCRATCH_BYTES)
         self._scratch_view = memoryview(self._scratch)
         self._scratch_end = 0
@@ -121,6 +130,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
+        self._memory.forget(self._memory_freed)
+        self._give_back()
         for task in self._responses:
             task.cancel()
         self._responses.clear()
@@ -142,7 +153,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._dispatch(frame)
             return
         self._scratch_end += nbytes
-        self._parse_scratch()
+        if not self._waiting_memory:
+            self._parse_scratch()
 
     def pause_writing(self) -> None:
         self._writing_paused = True
@@ -165,6 +177,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
                             self._peer, size, self._max_frame)
                 self._close()
                 return
+            if not self._held:
+                if not self._memory.take(size):
+                    self._waiting_memory = True
+                    self._memory.wait(self._memory_freed)
+                    self._update_reading()
+                    break
+                self._held = size
             available = end - pos - 4
             if available >= size:
                 self._dispatch(bytearray(self._scratch_view[pos + 4 : pos + 4 + size]))
@@ -184,16 +203,44 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     # Requests -------------------------------------------------------------------------------
 
+    def _memory_freed(self) -> None:
+        """Memory was given back: read the frame that waited for it."""
+        self._waiting_memory = False
+        if not self._closed:
+            self._update_reading()
+            self._parse_scratch()
+
+    def _give_back(self, _: object = None, size: int | None = None) -> None:
+        """Give the memory of a request back: ``size``, or the frame being received's."""
+        if size is None:
+            size, self._held = self._held, 0
+        if size:
+            self._memory.give_back(size)
+
     def _dispatch(self, frame: bytearray) -> None:
+        # The frame's memory goes back once its answer is done, or at once if no handler runs.
+        held, self._held = self._held, 0
+        task = None
+        try:
+            task = self._handle(frame)
+        finally:
+            if task is None:
+                self._give_back(size=held)
+            else:
+                task.add_done_callback(functools.partial(self._give_back, size=held))
+
+    def _handle(self, frame: bytearray) -> asyncio.Task[Parts | None] | None:
+        """Start the handler of a request; None if none runs (the connection closes, or the
+        answer is ready at once)."""
         if self._closed:
-            return
+            return None
         reader = Reader(memoryview(frame))
         try:
             header = read_request_header(reader)
         except DecodeError as error:
             log.warning("closing %s: bad request header: %s", self._peer, error)
             self._close()
-            return
+            return None
         spec = self._handlers.get(header.api_key)
         version = header.api_version
         if self._guard is not None and not self._guard.admits(header.api_key):
@@ -202,32 +249,33 @@ class KafkaConnection(asyncio.BufferedProtocol):
             log.warning("closing %s: api key %d before authentication or after the session "
                         "ended", self._peer, header.api_key)
             self._close()
-            return
+            return None
         if spec is None:
             log.warning("closing %s: unknown api key %d", self._peer, header.api_key)
             self._close()
-            return
+            return None
         if not spec.min_version <= version <= spec.max_version:
             if header.api_key == API_VERSIONS_KEY:
                 # Kafka answers an ApiVersions it cannot parse with a v0 body listing what it does.
                 self._enqueue_ready(self._encode(header.correlation_id, header.api_key, 0,
                                                  api_versions_error(self._handlers)))
-                return
+                return None
             log.warning("closing %s: %s v%d not supported", self._peer, spec.name, version)
             self._close()
-            return
+            return None
         try:
             request = spec.request_type.read(reader, version)
         except (DecodeError, UnsupportedVersionError) as error:
             log.warning("closing %s: malformed %s v%d: %s", self._peer, spec.name, version,
                         error)
             self._close()
-            return
+            return None
         context = self._service.context(header, self._client_host, frame)
         task = asyncio.get_running_loop().create_task(
             self._run(spec.handler(context, request, version), header.correlation_id,
                       header.api_key, version, request, spec.name, header.client_id or ""))
         self._track(task)
+        return task
 
     async def _run(self, handling: Any, correlation_id: int, api_key: int,
                    version: int, request: Any, api_name: str, client_id: str) -> Parts | None:
@@ -314,7 +362,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if transport is None or self._closed:
             return
         pause = (self._writing_paused or len(self._responses) >= self._max_inflight
-                 or self._muted_until > 0)
+                 or self._muted_until > 0 or self._waiting_memory)
         if pause and not self._reading_paused:
             transport.pause_reading()
             self._reading_paused = True

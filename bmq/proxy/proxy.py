@@ -25,6 +25,7 @@ from bmq.metadata.nodes import BrokerNode
 from bmq.metadata.routing import proxy_for
 from bmq.metadata.topics import TopicInfo, TopicPartition
 from bmq.net.client import BrokerLink, LinkError, LinkPool, LinkSecurity
+from bmq.net.memory import RequestMemory
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.messages import BmqWatchPartitionsRequest
 from bmq.protocol.messages.bmq_watch_partitions_request import WatchPartition, WatchTopic
@@ -49,6 +50,8 @@ class Proxy:
                  cluster: ClusterView, link_security: LinkSecurity | None = None) -> None:
         """``link_security``: how links to the brokers' inter-broker listener log in."""
         self.config = config
+        # Memory for the requests its clients sent and it has not answered yet.
+        self.request_memory = RequestMemory(config.queued_max_request_bytes)
         self.link_security = link_security
         self.storage = storage
         self.cluster = cluster

@@ -49,6 +49,7 @@ class ProxyService:
         self.session = session
         self.max_frame_bytes = proxy.config.socket_request_max_bytes
         self.max_inflight = proxy.config.max_inflight_requests_per_connection
+        self.request_memory = proxy.request_memory
         # Opened once the client has authenticated (nothing is forwarded before), each link
         # acts for the client's principal.
         self.links = LinkPool(security=ActingFor(proxy.link_security, session))

@@ -24,7 +24,7 @@ PARTITIONS = 100        # 500 partitions in all, twice the limit
 
 def test_a_broker_serves_twice_as_many_partitions_as_it_may_open_files(
         broker_factory: BrokerFactory) -> None:
-    broker = broker_factory(open_files=OPEN_FILES)
+    broker = broker_factory(limits={"nofile": OPEN_FILES})
     topics = [make_topic_name(f"fd{n}") for n in range(TOPICS)]
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     for future in admin.create_topics([NewTopic(t, PARTITIONS, 1) for t in topics]).values():
@@ -88,7 +88,7 @@ def test_the_pool_closes_the_least_recently_used_and_the_idle_but_never_a_busy_o
 
 def test_out_of_file_descriptors_a_topic_is_refused_whole_and_the_broker_serves_on(
         broker_factory: BrokerFactory) -> None:
-    broker = broker_factory(open_files=OPEN_FILES)
+    broker = broker_factory(limits={"nofile": OPEN_FILES})
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     assert admin.list_topics(timeout=30).brokers      # its connections are made
     hogs = []       # connections that take every descriptor the broker has left

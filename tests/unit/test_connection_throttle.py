@@ -17,6 +17,7 @@ import uvloop
 
 from bmq.net.api import ApiSpec, supported_versions
 from bmq.net.connection import KafkaConnection
+from bmq.net.memory import RequestMemory
 from bmq.protocol.messages import ApiVersionsResponse
 
 REQUESTS = 400
@@ -33,6 +34,7 @@ class _OneApi:
     handlers: Mapping[int, ApiSpec] = HANDLERS
     max_frame_bytes = 1 << 20
     max_inflight = 5
+    request_memory = RequestMemory(-1)
 
     def context(self, header: Any, client_host: str, frame: bytearray) -> None:
         return None
