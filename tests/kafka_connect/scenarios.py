@@ -3,6 +3,7 @@ through a topic, across a restart of the worker."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from tests.integration.helpers import admin, topic_configs
@@ -22,12 +23,15 @@ from tests.kafka_connect.worker import STOPPED_BY_SIGTERM, ConnectWorkers, Worke
 STORAGE_PARTITIONS = (1, 25, 5)
 
 
-def copy_a_file_across_a_worker_restart(bootstrap: str, workers: ConnectWorkers,
-                                        tmp_path: Path) -> None:
+def copy_a_file_across_a_worker_restart(
+        bootstrap: str, workers: ConnectWorkers, tmp_path: Path,
+        worker_bootstrap: str | None = None,
+        worker_properties: Mapping[str, str] | None = None) -> None:
     """One worker: its topics, a file copied through a topic by the file connectors, a restart
-    of the worker that goes on where the first one stopped."""
-    settings = WorkerSettings.fresh("connect")
-    worker = workers.start(bootstrap, settings)
+    of the worker that goes on where the first one stopped. The worker on ``worker_bootstrap``
+    (another listener) with ``worker_properties`` if given; the checks on ``bootstrap``."""
+    settings = WorkerSettings.fresh("connect", worker_properties)
+    worker = workers.start(worker_bootstrap or bootstrap, settings)
 
     # The worker created its three topics on BMQ, compacted, with Connect's partition counts.
     described = admin(bootstrap).list_topics(timeout=10).topics
@@ -54,7 +58,7 @@ def copy_a_file_across_a_worker_restart(bootstrap: str, workers: ConnectWorkers,
     assert worker.stop() == STOPPED_BY_SIGTERM, worker.log_tail()
     after = numbered_lines(31, 50)
     append_lines(copy.source_file, after)
-    restarted = workers.start(bootstrap, settings)
+    restarted = workers.start(worker_bootstrap or bootstrap, settings)
     assert sorted(restarted.rest.get("/connectors")) == ["file-sink", "file-source"]
     copied = wait_for_line(copy.sink_file, after[-1])
     assert copied == before + after, (

@@ -32,11 +32,11 @@ COMPACTION_TIMEOUT_S = 60.0
 
 
 def compacting_settings() -> WorkerSettings:
-    storage = {f"{prefix}.{key}".replace(".", "_"): value
+    storage = {f"{prefix}.{key}": value
                for prefix in ("config.storage", "offset.storage", "status.storage")
                for key, value in COMPACTING.items()}
     # Source offsets flushed often: many records of the same key in the offset topic.
-    return WorkerSettings.fresh("connect", offset_flush_interval_ms="200", **storage)
+    return WorkerSettings.fresh("connect", storage, offset_flush_interval_ms="200")
 
 
 @pytest.mark.slow

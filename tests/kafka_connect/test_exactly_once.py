@@ -54,8 +54,8 @@ class LineWriter(threading.Thread):
 def test_exactly_once_source_across_a_kill_of_its_worker(
         connect_broker: BrokerProcess, connect_workers: ConnectWorkers, tmp_path: Path) -> None:
     bootstrap = connect_broker.bootstrap
-    settings = WorkerSettings.fresh("connect", exactly_once_source_support="enabled",
-                                    **TAKEOVER_SETTINGS)
+    settings = WorkerSettings.fresh("connect", TAKEOVER_SETTINGS,
+                                    exactly_once_source_support="enabled")
     workers = [connect_workers.start(bootstrap, settings) for _ in range(2)]
     copy = FileCopy.in_directory(bootstrap, tmp_path)
     before = numbered_lines(1, 30)

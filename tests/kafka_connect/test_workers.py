@@ -37,7 +37,7 @@ __all__ = ["cluster_factory", "proxies", "zookeeper"]
 def test_the_other_worker_takes_the_tasks_of_a_killed_one_over(
         connect_broker: BrokerProcess, connect_workers: ConnectWorkers, tmp_path: Path) -> None:
     bootstrap = connect_broker.bootstrap
-    settings = WorkerSettings.fresh("connect", **TAKEOVER_SETTINGS)
+    settings = WorkerSettings.fresh("connect", TAKEOVER_SETTINGS)
     first = connect_workers.start(bootstrap, settings)
     second = connect_workers.start(bootstrap, settings)
     by_id = {worker.worker_id: worker for worker in (first, second)}

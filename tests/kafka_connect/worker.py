@@ -49,8 +49,8 @@ HEAP_OPTS = "-Xms64M -Xmx384M"
 # survivor joins its group (connect-CONNECTOR) once the killed worker's consumer is out of it:
 # after the consumer's session timeout, 45 s by default, 10 s here (a worker's consumer.*
 # settings are its tasks' consumers').
-TAKEOVER_SETTINGS = {"scheduled_rebalance_max_delay_ms": "5000",
-                     "consumer_session_timeout_ms": "10000"}
+TAKEOVER_SETTINGS = {"scheduled.rebalance.max.delay.ms": "5000",
+                     "consumer.session.timeout.ms": "10000"}
 TAKEOVER_TIMEOUT_S = 120.0
 
 
@@ -66,11 +66,15 @@ class WorkerSettings:
     extra: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
-    def fresh(cls, prefix: str, **extra: str) -> WorkerSettings:
-        """A group and topics of its own (tests share brokers): PREFIX-XXXXXXXX-configs ..."""
+    def fresh(cls, prefix: str, properties: Mapping[str, str] | None = None,
+              **extra: str) -> WorkerSettings:
+        """A group and topics of its own (tests share brokers): PREFIX-XXXXXXXX-configs ...;
+        more worker properties by their names (``properties``) or as keywords, the dots of
+        their names written as underscores."""
         name = f"{prefix}-{uuid.uuid4().hex[:8]}"
         return cls(name, f"{name}-configs", f"{name}-offsets", f"{name}-status",
-                   {key.replace("_", "."): value for key, value in extra.items()})
+                   {**(properties or {}),
+                    **{key.replace("_", "."): value for key, value in extra.items()}})
 
     @property
     def topics(self) -> tuple[str, str, str]:
@@ -169,8 +173,9 @@ class ConnectWorker:
         return self
 
     def _wait_ready(self, timeout: float) -> None:
-        """Until GET / (the worker's version) and GET /connectors answer: the second only once
-        the worker has joined its group and read its config topic to the end."""
+        """Until GET /health says healthy (KIP-1017: the worker has started, joined its group
+        and read its config topic; a 503 before) and GET /connectors answers. (GET /connectors
+        alone may answer [] while the worker is still creating its topics.)"""
         deadline = time.monotonic() + timeout
         last: Exception | None = None
         while time.monotonic() < deadline:
@@ -179,7 +184,7 @@ class ConnectWorker:
                 raise AssertionError(f"the Connect worker exited with code "
                                      f"{self.proc.returncode}\n{self.log_tail()}")
             try:
-                self.rest.get("/")
+                self.rest.get("/health")
                 self.rest.get("/connectors")
                 return
             except (OSError, RestError) as error:
