@@ -56,6 +56,7 @@ from bmq.metadata.zookeeper.producer_ids import ZkProducerIdAllocator
 from bmq.metadata.zookeeper.topics import ZkTopicRegistry
 from bmq.security.link import link_security
 from bmq.storage import FencedEpochError
+from bmq.storage.log import LogConfig
 from bmq.writepath.partitions import PartitionManager
 
 log = logging.getLogger(__name__)
@@ -366,10 +367,15 @@ class ClusterMembership(Membership):
         self.brokers = snapshot.brokers
         self.proxies = snapshot.proxies
         self.assignments = snapshot.assignments
+        configs: dict[str, LogConfig | None] = {}     # a topic's, worked out once a read
         for partition in self._partitions.all():
-            info = self.topics.get(partition.topic)
-            if info is not None:
-                partition.log.config = log_config(self.config, info.configs)
+            if partition.topic not in configs:
+                info = self.topics.get(partition.topic)
+                configs[partition.topic] = None if info is None else log_config(self.config,
+                                                                                 info.configs)
+            config = configs[partition.topic]
+            if config is not None:
+                partition.log.config = config
         self._drive_all()
 
     # ================================================================== ownership
@@ -391,8 +397,22 @@ class ClusterMembership(Membership):
         opened = {(p.topic, p.index) for p in self._partitions.all()}
         reported = {(k.rsplit("/", 1)[0], int(k.rsplit("/", 1)[1])) for k in self._reports}
         for tp in wanted | opened | reported:
-            if tp not in self._workers:
+            if tp not in self._workers and not self._settled(tp):
                 self._workers[tp] = asyncio.get_running_loop().create_task(self._drive(tp))
+
+    def _settled(self, tp: TopicPartition) -> bool:
+        """Whether ``_drive`` would find ``tp`` as its assignment wants it and leave it so (it
+        is not started then: a task for each of 30,000 partitions at every read of the
+        cluster kept the event loop busy and starved the ZooKeeper session)."""
+        assert self._partitions is not None
+        a = self._mine(*tp)
+        partition = self._partitions.get(*tp)
+        key = f"{tp[0]}/{tp[1]}"
+        if a is None:
+            return partition is None and key not in self._reports
+        epoch = int(a["epoch"])
+        return (not a.get("draining") and partition is not None
+                and partition.leader_epoch == epoch and self._reports.get(key) == [epoch, WRITABLE])
 
     async def _drive(self, tp: TopicPartition) -> None:
         """Move one partition towards what its assignment says, one step at a time."""

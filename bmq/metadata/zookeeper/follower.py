@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
@@ -42,6 +43,10 @@ class ClusterSnapshot:
     assignments: dict[str, dict[str, Assignment]]
 
 
+def _topic(name: str, data: bytes) -> TopicInfo:
+    return TopicInfo.from_json({"name": name, **loads(data)})
+
+
 def _nodes(children: dict[str, bytes]) -> dict[int, BrokerNode]:
     nodes = {}
     for name, data in children.items():
@@ -71,6 +76,9 @@ class ClusterFollower:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        # The previous read's documents, parsed, by path: a document whose bytes did not change
+        # is not parsed again (a read of 1,000 topics parsed ~6 MB of JSON, at every change).
+        self._parsed: dict[str, tuple[bytes, Any]] = {}
 
     def start(self) -> None:
         """Follow from now on (the first read happens at once)."""
@@ -140,12 +148,23 @@ class ClusterFollower:
         return read_children(self._zk, path, self._watch)
 
     def _read(self) -> ClusterSnapshot:
-        """Worker thread: read everything, watches set on all of it."""
+        """Worker thread: read everything, watches set on all of it. The documents it returns
+        are shared with the previous snapshot where unchanged: nobody may modify them."""
         paths = self._paths
-        return ClusterSnapshot(
+        previous, parsed = self._parsed, {}
+
+        def parse(path: str, data: bytes, how: Callable[[bytes], Any]) -> Any:
+            known = previous.get(path)
+            value = known[1] if known is not None and known[0] == data else how(data)
+            parsed[path] = (data, value)
+            return value
+
+        snapshot = ClusterSnapshot(
             brokers=_nodes(self._children(paths.brokers)),
             proxies=_nodes(self._children(paths.proxies)),
-            topics=[TopicInfo.from_json({"name": name, **loads(data)})
+            topics=[parse(paths.topic(name), data, functools.partial(_topic, name))
                     for name, data in self._children(paths.topics).items()],
-            assignments={name: loads(data) or {}
+            assignments={name: parse(paths.assignment(name), data, lambda d: loads(d) or {})
                          for name, data in self._children(paths.assignments).items()})
+        self._parsed = parsed
+        return snapshot
