@@ -103,7 +103,7 @@ def produce_to(bootstrap: str, partitions: list[tuple[str, int]]) -> None:
     failed: list[str] = []
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "acks": "all",
                          "queue.buffering.max.messages": 1_000_000,
-                         "message.timeout.ms": 300_000})
+                         "message.timeout.ms": 0, "log.connection.close": False})
     for topic, partition in partitions:
         producer.produce(topic, _VALUE, partition=partition,
                          on_delivery=lambda e, _: e and failed.append(str(e)))
