@@ -17,14 +17,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from kazoo.client import KazooClient
 
 from bench.scale import create, full_metadata, open_files, produce_everywhere, rss_mib
-from bmq.metadata.zookeeper.layout import WRITABLE, Paths, loads
+from bmq.metadata.zookeeper.layout import WRITABLE, Paths, loads, read_children
 from bmq.metadata.zookeeper.state import states_of
 from tests.cluster.conftest import Cluster, _env
 from tests.cluster.zookeeper import ZooKeeper
@@ -60,29 +59,18 @@ HEADER = ["partitions", "CreateTopics s", "all writable s", "RSS MiB (each broke
 
 
 class States:
-    """Every partition's owner and state, read from ZooKeeper with pipelined requests (the
-    documents of 1,000 topics in one round trip, not one each)."""
+    """Every partition's owner and state, read from ZooKeeper with pipelined requests
+    (``read_children``: the documents of 1,000 topics in one round trip, not one each)."""
 
     def __init__(self, zk: KazooClient, paths: Paths, topics: dict[str, int]) -> None:
         self.zk, self.paths, self.topics = zk, paths, topics
 
-    def _documents(self, parent: str, names: list[str]) -> dict[str, Any]:
-        pending = [(name, self.zk.get_async(f"{parent}/{name}")) for name in names]
-        found = {}
-        for name, result in pending:
-            try:
-                found[name] = loads(result.get()[0])
-            except Exception:
-                continue
-        return found
-
     def owners(self) -> dict[tuple[str, int], tuple[int, str]]:
-        brokers = self._documents(self.paths.brokers,
-                                  self.zk.get_children(self.paths.brokers))
-        assignments = self._documents(self.paths.assignments, list(self.topics))
+        brokers = read_children(self.zk, self.paths.brokers)
+        assignments = read_children(self.zk, self.paths.assignments)
         return {(s.topic, s.partition): (s.owner, s.state)
-                for s in states_of(self.topics, assignments,
-                                   {int(b): doc for b, doc in brokers.items()})}
+                for s in states_of(self.topics, {t: loads(d) for t, d in assignments.items()},
+                                   {int(b): loads(d) for b, d in brokers.items()})}
 
     def wait(self, done: Callable[[dict[tuple[str, int], tuple[int, str]]], bool],
              timeout: float) -> float:

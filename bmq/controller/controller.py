@@ -377,7 +377,6 @@ class Controller:
         log.info("assignments updated for %d topic(s) (%s): %s", len(changes),
                  describe_changes(assignments, changes), ", ".join(sorted(changes)[:10]))
 
-
     def _write(self, zk: KazooClient, changes: dict[str, dict[str, Assignment]],
                versions: dict[str, int]) -> None:
         """Write the changed documents in transactions of at most ``TRANSACTION_BYTES``, each

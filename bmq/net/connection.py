@@ -12,7 +12,6 @@ responses leave in request order, as Kafka requires.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import struct
 import time
@@ -131,7 +130,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
         self._memory.forget(self._memory_freed)
-        self._give_back()
+        held, self._held = self._held, 0
+        self._give_back(held)
         for task in self._responses:
             task.cancel()
         self._responses.clear()
@@ -210,10 +210,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._update_reading()
             self._parse_scratch()
 
-    def _give_back(self, _: object = None, size: int | None = None) -> None:
-        """Give the memory of a request back: ``size``, or the frame being received's."""
-        if size is None:
-            size, self._held = self._held, 0
+    def _give_back(self, size: int) -> None:
         if size:
             self._memory.give_back(size)
 
@@ -225,9 +222,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             task = self._handle(frame)
         finally:
             if task is None:
-                self._give_back(size=held)
+                self._give_back(held)
             else:
-                task.add_done_callback(functools.partial(self._give_back, size=held))
+                task.add_done_callback(lambda _: self._give_back(held))
 
     def _handle(self, frame: bytearray) -> asyncio.Task[Parts | None] | None:
         """Start the handler of a request; None if none runs (the connection closes, or the

@@ -16,7 +16,7 @@ import uuid
 from kazoo.client import KazooClient
 
 from bmq.controller.controller import Controller
-from bmq.metadata.zookeeper.layout import WRITABLE, Paths, dumps, loads
+from bmq.metadata.zookeeper.layout import WRITABLE, Paths, dumps, loads, read_children
 from bmq.metadata.zookeeper.reports import decode, encode
 from bmq.metadata.zookeeper.state import states_of
 
@@ -39,9 +39,8 @@ def register(zk: KazooClient, paths: Paths, broker: int, reports: dict[str, list
     return int(zk.exists(path).czxid)
 
 
-def assignments(zk: KazooClient, paths: Paths, names: list[str]) -> dict[str, dict[str, dict]]:
-    pending = [(name, zk.get_async(paths.assignment(name))) for name in names]
-    return {name: loads(result.get()[0]) for name, result in pending}
+def assignments(zk: KazooClient, paths: Paths) -> dict[str, dict[str, dict]]:
+    return {name: loads(data) for name, data in read_children(zk, paths.assignments).items()}
 
 
 def test_a_hundred_thousand_partitions_are_placed_reported_and_moved(
@@ -57,7 +56,7 @@ def test_a_hundred_thousand_partitions_are_placed_reported_and_moved(
     assert controller._campaign(client)
 
     controller.reconcile(client)
-    placed = assignments(client, paths, names)
+    placed = assignments(client, paths)
     owned: dict[int, list[str]] = {b: [] for b in BROKERS}
     for name, doc in placed.items():
         assert sorted(doc, key=int) == [str(p) for p in range(PER_TOPIC)]
@@ -79,7 +78,7 @@ def test_a_hundred_thousand_partitions_are_placed_reported_and_moved(
     # Broker 1 is gone: its 33,000 partitions go to 2 and 3 above their epoch, in one pass.
     client.delete(paths.broker(1))
     controller.reconcile(client)
-    moved = assignments(client, paths, names)
+    moved = assignments(client, paths)
     gone = set(owned[1])
     for name, doc in moved.items():
         for p, a in doc.items():

@@ -138,9 +138,10 @@ def track_connection(zk: KazooClient) -> None:
     metrics.set_zookeeper_connected(zk.connected)
 
 
-def read_children(zk: KazooClient, path: str, watch: Callable[..., object]) -> dict[str, bytes]:
-    """The data of every child of ``path``, fetched in parallel, with ``watch`` set on the
-    list and on each child (children deleted meanwhile are left out)."""
+def read_children(zk: KazooClient, path: str, watch: Callable[..., object] | None = None
+                  ) -> dict[str, bytes]:
+    """The data of every child of ``path``, fetched in parallel, with ``watch`` (if any) set on
+    the list and on each child (children deleted meanwhile are left out)."""
     pending = [(name, zk.get_async(f"{path}/{name}", watch=watch))
                for name in zk.get_children(path, watch=watch)]
     found = {}

@@ -549,7 +549,6 @@ class PartitionLog:
     __str__ = __repr__
 
 
-
 def _as_written(stored: dict[str, Any] | None) -> bytes:
     """The bytes of the state document ``stored`` (as ``StateFiles.read`` gave it) as they were
     written: a restart after a clean stop, whose log is as the document describes it, then
