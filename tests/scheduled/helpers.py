@@ -135,3 +135,10 @@ def due_of(record: Arrived) -> int:
 def lateness(records: Iterable[Arrived]) -> list[int]:
     """Per record, ms from its due time until the consumer had it (sorted)."""
     return sorted(r.seen_ms - due_of(r) for r in records)
+
+
+def delivered_early(records: Iterable[Arrived]) -> list[str]:
+    """The records the consumer had before they were due, each with how early (empty when
+    none was)."""
+    return [f"{r.value!r} at {r.partition}/{r.offset}: {due_of(r) - r.seen_ms} ms early"
+            for r in records if r.seen_ms < due_of(r)]

@@ -255,13 +255,16 @@ class ClusterMembership(Membership):
         path = self.paths.broker(self.node.node_id)
         deadline = time.monotonic() + 3 * self.config.zookeeper_session_timeout_ms / 1000 + 30
         while True:
-            sent_ns = time.monotonic_ns()
-            sent = sent_ns / 1e9
+            sent = time.monotonic()
             session = zk.client_id
             try:
                 _, created = zk.create(path, self._registration(), ephemeral=True,
                                        makepath=True, include_data=True)
-                self._follow_clock(created.ctime, (sent_ns + time.monotonic_ns()) // 2)
+                # ZooKeeper stamped ctime between our request and its answer: read as
+                # stamped now, our clock is behind by at most the round trip, never ahead
+                # (the midpoint put it ahead when the request waited to be sent, and
+                # scheduled records went out early).
+                self._follow_clock(created.ctime, time.monotonic_ns())
             except NodeExistsError:
                 stat = zk.exists(path)
                 if stat is None:
