@@ -36,6 +36,7 @@ _ELSEWHERE: dict[str, str] = {
     "admin": "bmq.controller.command",
     "proxy": "bmq.proxy.command",
     "local": "bmq.local.command",
+    "mirror": "bmq.mirror.command",
 }
 # The server roles: how they fail to start is one line and an exit code (bmq.startup).
 _ROLES = frozenset({"serve", "broker", "controller", "proxy", "local"})

@@ -26,6 +26,10 @@ Metric names (all prefixed ``bmq_``):
 * ``scheduled_pending`` {topic}, ``scheduled_delivered_total`` {topic} and
   ``scheduled_lateness_seconds``: scheduled delivery's held records, delivered records, and
   how long after its due time each delivery was durable.
+* ``mirror_bytes_total`` / ``mirror_records_total`` {topic}: batch bytes and records `bmq mirror`
+  appended to the target; ``mirror_lag_records`` / ``mirror_lag_seconds`` {topic, partition}: how
+  far the target is behind the source (records, and the age of the oldest record fetched and
+  not yet appended); ``mirror_errors_total`` {error}; ``mirror_source_up``: 1/0.
 * ``zookeeper_connected``: 1/0, registered only once a role calls :func:`set_zookeeper_connected`.
 * ``controller_active`` (1/0), ``controller_brokers`` {draining} and ``controller_partitions``
   {state}: the controller role's view (:func:`controller`); a standby exports active 0 and no
@@ -34,6 +38,7 @@ Metric names (all prefixed ``bmq_``):
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import struct
 import threading
@@ -394,3 +399,38 @@ SCHEDULED_LATENESS = Histogram(
     "Time from a scheduled record's due time until its delivery was durable.",
     registry=REGISTRY,
     buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0))
+
+
+MIRROR_BYTES = Counter("bmq_mirror_bytes", "Record batch bytes the mirror appended to the target.",
+                       ["topic"], registry=REGISTRY)
+MIRROR_RECORDS = Counter("bmq_mirror_records",
+                         "Records (from batch headers) the mirror appended to the target.",
+                         ["topic"], registry=REGISTRY)
+MIRROR_LAG_RECORDS = Gauge("bmq_mirror_lag_records",
+                           "Offsets the target's partition is behind the source's.",
+                           ["topic", "partition"], registry=REGISTRY)
+MIRROR_LAG_SECONDS = Gauge("bmq_mirror_lag_seconds",
+                           "Age of the oldest record fetched from the source and not yet on "
+                           "the target (0 when caught up).", ["topic", "partition"],
+                           registry=REGISTRY)
+MIRROR_ERRORS = Counter("bmq_mirror_errors", "Errors of the mirror's fetches and appends.",
+                        ["error"], registry=REGISTRY)
+MIRROR_SOURCE_UP = Gauge("bmq_mirror_source_up", "1 while the source cluster answers, else 0.",
+                         registry=REGISTRY)
+
+
+def count_mirrored(topic: str, batches: bytes | bytearray | memoryview) -> None:
+    MIRROR_BYTES.labels(topic).inc(len(batches))
+    MIRROR_RECORDS.labels(topic).inc(count_records(batches))
+
+
+def set_mirror_lag(topic: str, partition: int, records: int, seconds: float) -> None:
+    MIRROR_LAG_RECORDS.labels(topic, str(partition)).set(records)
+    MIRROR_LAG_SECONDS.labels(topic, str(partition)).set(seconds)
+
+
+def forget_mirror_partition(topic: str, partition: int) -> None:
+    """A partition no longer mirrored (its topic promoted) leaves the lag gauges."""
+    for gauge in (MIRROR_LAG_RECORDS, MIRROR_LAG_SECONDS):
+        with contextlib.suppress(KeyError):
+            gauge.remove(topic, str(partition))

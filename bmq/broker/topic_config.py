@@ -18,6 +18,7 @@ from bmq.broker.view_config import check_filter
 from bmq.config import COMPRESSION_TYPES, Config, explicitly_set, field_default, kafka_name
 from bmq.coordinators.share.dlq import DEAD_LETTER_ENABLE
 from bmq.field_index.fields import FieldSpecError, parse_fields
+from bmq.metadata.mirrors import LEGAL_SOURCE_NAME
 from bmq.metadata.topics import LEGAL_TOPIC as _LEGAL_NAME
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.storage import LogConfig
@@ -282,6 +283,12 @@ _DEFINITIONS = (
            "BMQ: fields to index for Index Query, comma-separated: key, header:NAME or a JSON "
            "dot path into the value (order.id; value:key for a JSON field named key).",
            enforced=True),
+    # BMQ's mirrored topics (bmq.metadata.mirrors): set by `bmq mirror`, deleted by promote.
+    _kafka("bmq.mirror.source", ConfigType.STRING, "",
+           lambda v: bool(LEGAL_SOURCE_NAME.fullmatch(v)),
+           "BMQ: this topic is a read-only mirror of the same topic on that source cluster "
+           "(`bmq mirror`): produce is refused with INVALID_REQUEST. `bmq mirror promote` "
+           "deletes it, which makes the topic writable.", enforced=True),
     _kafka("bmq.delay.enable", ConfigType.BOOLEAN, "false", _is_bool,
            "BMQ: scheduled delivery. A record with a header bmq.deliver.at (ms since the epoch) "
            "or bmq.delay.ms is held in the partition's timer log and appended at that time.",

@@ -72,6 +72,8 @@ BROKER_REQUESTS: tuple[str, ...] = (
     # tells `bmq group describe` their record counts
     "BmqShareStateRequest",
     "BmqDescribeSharePartitionsRequest",
+    # BMQ-internal: `bmq mirror` appends a source cluster's batches at their offsets
+    "BmqMirrorAppendRequest",
 )
 
 

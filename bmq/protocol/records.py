@@ -121,11 +121,14 @@ def set_log_append_time(buf: bytearray | memoryview, pos: int, header: BatchHead
     seal_crc(buf, pos, pos + header.size)
 
 
-def validate_batches(buf: memoryview, max_batch_bytes: int) -> list[BatchHeader]:
+def validate_batches(buf: memoryview, max_batch_bytes: int,
+                     copied: bool = False) -> list[BatchHeader]:
     """Check the framing and CRC of every batch in a Produce partition's record set.
 
     Raises KafkaError with the code Kafka uses: CORRUPT_MESSAGE for framing or CRC faults,
     UNSUPPORTED_FOR_MESSAGE_FORMAT for old magic, MESSAGE_TOO_LARGE for a batch over the limit.
+    ``copied``: batches copied from another log as they are (a mirror's), which may be control
+    batches (transaction markers) and, compacted there, hold fewer records than offsets.
     """
     headers: list[BatchHeader] = []
     pos = 0
@@ -147,11 +150,13 @@ def validate_batches(buf: memoryview, max_batch_bytes: int) -> list[BatchHeader]
         if header.size > max_batch_bytes:
             raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE,
                              f"batch of {header.size} bytes exceeds {max_batch_bytes}")
-        if header.record_count <= 0 or header.last_offset_delta != header.record_count - 1:
+        offsets = header.last_offset_delta + 1
+        if not (0 <= header.record_count <= offsets if copied
+                else 0 < header.record_count == offsets):
             raise KafkaError(ErrorCode.INVALID_RECORD, "record count does not match offsets")
         if not crc_ok(buf, pos, header):
             raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "CRC-32C mismatch")
-        if header.attributes & CONTROL_FLAG:
+        if header.attributes & CONTROL_FLAG and not copied:
             # Markers are the transaction coordinator's to write (Kafka's LogValidator).
             raise KafkaError(ErrorCode.INVALID_RECORD,
                              "Clients are not allowed to write control records")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import itertools
 import logging
 import time
 from collections import deque
@@ -22,7 +23,7 @@ from bmq import metrics
 from bmq.cleaner import CleanerService
 from bmq.metadata.topics import SNAPSHOTTED_TOPICS
 from bmq.protocol.errors import ErrorCode, KafkaError
-from bmq.protocol.records import BatchHeader
+from bmq.protocol.records import BatchHeader, set_leader_epoch
 from bmq.storage import LogConfig, PartitionLog, Storage
 
 log = logging.getLogger(__name__)
@@ -258,6 +259,37 @@ class Partition:
         appended = self.log.append(memoryview(batch), [header], now)
         if header.is_control and header.producer_id >= 0:     # a transaction marker
             self._verifications.pop(header.producer_id, None)
+        self.schedule_flush()
+        return self.durable(appended.last_offset)
+
+    def append_copied(self, records: memoryview, headers: list[BatchHeader],
+                      now: int) -> asyncio.Future[None]:
+        """Append batches copied from another log (a mirror's) at the offsets they have there,
+        and start a flush; the future is done once they are durable. They must continue this
+        log: the first at its end offset, each next one where the one before ended (a
+        compacted source's gaps cannot be kept yet). Raises KafkaError, writing nothing,
+        if not (OFFSET_OUT_OF_RANGE when they start elsewhere than the end offset)."""
+        self.check_writable()
+        end = self.log.log_end_offset
+        if headers[0].base_offset != end:
+            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                             f"batches start at {headers[0].base_offset}, the log ends at {end}")
+        if self.log.config.message_timestamp_type == "LogAppendTime":
+            raise KafkaError(ErrorCode.INVALID_CONFIG, "copied batches keep their timestamps: "
+                             "message.timestamp.type must be CreateTime")
+        for before, header in itertools.pairwise(headers):
+            if header.base_offset != before.next_offset:
+                raise KafkaError(ErrorCode.INVALID_RECORD,
+                                 f"batch at {header.base_offset} does not follow the one "
+                                 f"ending at {before.last_offset} (a compacted source)")
+        position = 0
+        for header in headers:      # this log's leader epoch, as for every batch it takes
+            set_leader_epoch(records, position, self.leader_epoch)
+            position += header.size
+        appended = self.log.append(records, headers, now)
+        if appended.duplicate:
+            raise KafkaError(ErrorCode.DUPLICATE_SEQUENCE_NUMBER,
+                             f"batches at {end} repeat producer sequences the log has")
         self.schedule_flush()
         return self.durable(appended.last_offset)
 

@@ -8,6 +8,7 @@ from bmq.broker.broker import Broker
 from bmq.broker.handlers.base import RequestContext
 from bmq.broker.txn_peers import verification_error
 from bmq.metadata.acls import Operation, ResourceType
+from bmq.metadata.mirrors import refuse_mirrored
 from bmq.metadata.topics import INTERNAL_TOPICS
 from bmq.metadata.views import refuse_view
 from bmq.protocol.errors import ErrorCode, KafkaError
@@ -164,6 +165,7 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest,
                     raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
                                      f"Producing to internal topic {name} is not allowed")
                 refuse_view(broker.topics, name)
+                refuse_mirrored(broker.topics, name)
                 partition = await broker.served_partition(name, data.index)
                 partition.check_writable()
                 if not broker.can_acknowledge():

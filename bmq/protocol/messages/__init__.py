@@ -49,6 +49,8 @@ if TYPE_CHECKING:
     from bmq.protocol.messages.bmq_describe_share_partitions_response import (
         BmqDescribeSharePartitionsResponse,
     )
+    from bmq.protocol.messages.bmq_mirror_append_request import BmqMirrorAppendRequest
+    from bmq.protocol.messages.bmq_mirror_append_response import BmqMirrorAppendResponse
     from bmq.protocol.messages.bmq_share_state_request import BmqShareStateRequest
     from bmq.protocol.messages.bmq_share_state_response import BmqShareStateResponse
     from bmq.protocol.messages.bmq_watch_partitions_request import BmqWatchPartitionsRequest
@@ -219,6 +221,8 @@ _MODULES: dict[str, str] = {
     "BmqActAsResponse": "bmq_act_as_response",
     "BmqDescribeSharePartitionsRequest": "bmq_describe_share_partitions_request",
     "BmqDescribeSharePartitionsResponse": "bmq_describe_share_partitions_response",
+    "BmqMirrorAppendRequest": "bmq_mirror_append_request",
+    "BmqMirrorAppendResponse": "bmq_mirror_append_response",
     "BmqShareStateRequest": "bmq_share_state_request",
     "BmqShareStateResponse": "bmq_share_state_response",
     "BmqWatchPartitionsRequest": "bmq_watch_partitions_request",
@@ -435,6 +439,7 @@ REQUEST_TYPES: Mapping[int, type[Any]] = _ByApiKey(
         32001: "BmqActAsRequest",
         32002: "BmqShareStateRequest",
         32003: "BmqDescribeSharePartitionsRequest",
+        32004: "BmqMirrorAppendRequest",
     }
 )
 
@@ -506,6 +511,7 @@ RESPONSE_TYPES: Mapping[int, type[Any]] = _ByApiKey(
         32001: "BmqActAsResponse",
         32002: "BmqShareStateResponse",
         32003: "BmqDescribeSharePartitionsResponse",
+        32004: "BmqMirrorAppendResponse",
     }
 )
 
@@ -577,6 +583,7 @@ REQUEST_FLEXIBLE_MIN_VERSIONS: dict[int, int | None] = {
     32001: 0,
     32002: 0,
     32003: 0,
+    32004: 0,
 }
 
 # request class name -> (api key, lowest version, highest version), so a server can list
@@ -593,6 +600,7 @@ REQUEST_APIS: dict[str, tuple[int, int, int]] = {
     "ApiVersionsRequest": (18, 0, 4),
     "BmqActAsRequest": (32001, 0, 0),
     "BmqDescribeSharePartitionsRequest": (32003, 0, 0),
+    "BmqMirrorAppendRequest": (32004, 0, 0),
     "BmqShareStateRequest": (32002, 0, 0),
     "BmqWatchPartitionsRequest": (32000, 0, 0),
     "ConsumerGroupDescribeRequest": (69, 0, 1),
@@ -676,6 +684,8 @@ __all__ = [
     "BmqActAsResponse",
     "BmqDescribeSharePartitionsRequest",
     "BmqDescribeSharePartitionsResponse",
+    "BmqMirrorAppendRequest",
+    "BmqMirrorAppendResponse",
     "BmqShareStateRequest",
     "BmqShareStateResponse",
     "BmqWatchPartitionsRequest",

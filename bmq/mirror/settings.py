@@ -1,0 +1,93 @@
+"""A mirror's settings: a ``[mirror]`` table in a TOML file of its own, flags over it.
+
+    [mirror]
+    name = "east"                          # the source's name, marks the mirrored topics
+    source = "east-1:9092,east-2:9092"     # the source's bootstrap servers
+    target = "localhost:9092"              # the target's
+    topics = ["orders", "payments"]        # names ...
+    topics_regex = "audit\\..*"            # ... and/or a regular expression (whole names)
+    groups = ["billing"]                   # consumer groups whose offsets are copied
+    groups_regex = ""
+    [mirror.source_properties]             # librdkafka-style client properties
+    "security.protocol" = "SASL_SSL"
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import tomllib
+from typing import Any
+
+from bmq.metadata.mirrors import LEGAL_SOURCE_NAME
+
+
+class SettingsError(ValueError):
+    """A setting is missing or wrong."""
+
+
+@dataclasses.dataclass(frozen=True)
+class MirrorSettings:
+    name: str
+    source: str
+    target: str
+    topics: tuple[str, ...] = ()
+    topics_regex: str = ""
+    groups: tuple[str, ...] = ()
+    groups_regex: str = ""
+    source_properties: dict[str, str] = dataclasses.field(default_factory=dict)
+    target_properties: dict[str, str] = dataclasses.field(default_factory=dict)
+    # How often source metadata (new topics and partitions, configs) and group offsets are
+    # looked at.
+    metadata_interval_ms: int = 5000
+    offsets_interval_ms: int = 5000
+    metrics_port: int = 0
+    log_level: str = "INFO"
+
+    def topic_selected(self, topic: str) -> bool:
+        """Whether a source topic is mirrored (internal topics never are)."""
+        if topic.startswith("__"):
+            return False
+        return topic in self.topics or bool(
+            self.topics_regex and re.fullmatch(self.topics_regex, topic))
+
+    def group_selected(self, group: str) -> bool:
+        return group in self.groups or bool(
+            self.groups_regex and re.fullmatch(self.groups_regex, group))
+
+
+def load_settings(path: str | None, overrides: dict[str, Any]) -> MirrorSettings:
+    """The ``[mirror]`` table of ``path`` (if any) with ``overrides`` (flags, None: unset)."""
+    values: dict[str, Any] = {}
+    if path:
+        try:
+            with open(path, "rb") as fh:
+                table = tomllib.load(fh).get("mirror", {})
+        except (OSError, tomllib.TOMLDecodeError) as error:
+            raise SettingsError(f"cannot read {path}: {error}") from error
+        if not isinstance(table, dict):
+            raise SettingsError(f"{path}: [mirror] must be a table")
+        values.update(table)
+    values.update({key: value for key, value in overrides.items()
+                   if value is not None and value != ()})
+    known = {field.name for field in dataclasses.fields(MirrorSettings)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise SettingsError(f"unknown mirror setting(s): {', '.join(unknown)}")
+    for key in ("name", "source", "target"):
+        if not values.get(key):
+            raise SettingsError(f"the mirror's {key} is required (--{key} or {key} = ...)")
+    if not LEGAL_SOURCE_NAME.fullmatch(values["name"]):
+        raise SettingsError(f"name {values['name']!r}: letters, digits, '.', '_', '-' only")
+    for key in ("topics", "groups"):
+        values[key] = tuple(values.get(key, ()))
+    for key in ("source_properties", "target_properties"):
+        values[key] = {str(k): str(v) for k, v in values.get(key, {}).items()}
+    for key in ("topics_regex", "groups_regex"):
+        try:
+            re.compile(values.get(key, ""))
+        except re.error as error:
+            raise SettingsError(f"{key}: {error}") from error
+    if not values["topics"] and not values.get("topics_regex"):
+        raise SettingsError("the mirror needs topics or topics_regex")
+    return MirrorSettings(**values)
