@@ -38,7 +38,8 @@ class Mirror:
 
     async def start(self) -> None:
         if self.settings.metrics_port:
-            self._metrics_server = metrics.serve_for_role(self.settings.metrics_port, "")
+            self._metrics_server = metrics.serve_for_role(self.settings.metrics_port,
+                                                          self.settings.metrics_host)
         log.info("mirroring %s (%s) into %s", self.settings.name, self.settings.source,
                  self.settings.target)
         self._running = asyncio.get_running_loop().create_task(self.run())

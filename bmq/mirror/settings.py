@@ -42,6 +42,7 @@ class MirrorSettings:
     metadata_interval_ms: int = 5000
     offsets_interval_ms: int = 5000
     metrics_port: int = 0
+    metrics_host: str = "127.0.0.1"
     log_level: str = "INFO"
 
     def topic_selected(self, topic: str) -> bool:

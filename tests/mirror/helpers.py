@@ -1,0 +1,68 @@
+"""What the mirror tests read of a cluster, through confluent-kafka."""
+
+from __future__ import annotations
+
+import time
+import urllib.request
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource
+
+Record = tuple[int, int, bytes | None, bytes | None, Any, int]
+
+
+def records(bootstrap: str, topic: str, partitions: int,
+            isolation: str = "read_uncommitted") -> list[Record]:
+    """Every record of ``topic``: (partition, offset, key, value, headers, timestamp)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "mirror-test-reader",
+                         "enable.auto.commit": False, "isolation.level": isolation})
+    found: list[Record] = []
+    try:
+        ends = [consumer.get_watermark_offsets(TopicPartition(topic, p), 10)[1]
+                for p in range(partitions)]
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        deadline = time.monotonic() + 20
+        while any(position.offset < end for position, end in zip(consumer.position(
+                [TopicPartition(topic, p) for p in range(partitions)]), ends, strict=True)):
+            assert time.monotonic() < deadline, f"{topic} not read up to {ends}"
+            for message in consumer.consume(1000, 0.2):
+                if not message.error():
+                    found.append((message.partition(), message.offset(), message.key(),
+                                  message.value(), message.headers(), message.timestamp()[1]))
+    finally:
+        consumer.close()
+    return sorted(found, key=lambda record: record[:2])
+
+
+def end_offsets(bootstrap: str, topic: str, partitions: int) -> list[int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "mirror-test-reader"})
+    try:
+        return [consumer.get_watermark_offsets(TopicPartition(topic, p), 10)[1]
+                for p in range(partitions)]
+    finally:
+        consumer.close()
+
+
+def topic_configs(bootstrap: str, topic: str) -> dict[str, str]:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    described = admin.describe_configs([resource])[resource].result(10)
+    return {name: entry.value for name, entry in described.items()}
+
+
+def partition_count(bootstrap: str, topic: str) -> int:
+    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
+    info = metadata.topics.get(topic)
+    return 0 if info is None or info.error is not None else len(info.partitions)
+
+
+def metric(port: int, name: str, **labels: str) -> float:
+    """One sample of the mirror's metrics (0 if absent)."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    wanted = ",".join(f'{key}="{value}"' for key, value in labels.items())
+    for line in text.splitlines():
+        sample, _, value = line.rpartition(" ")
+        if sample == (f"{name}{{{wanted}}}" if wanted else name):
+            return float(value)
+    return 0.0

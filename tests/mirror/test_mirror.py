@@ -1,0 +1,252 @@
+"""`bmq mirror` between two `bmq serve`s: topics are copied with identical offsets, record by
+record (transactions and their markers included); configs and new partitions follow the
+source; a consumer group moves to the target after `promote` and reads the rest exactly once;
+produce to a mirrored topic is refused; a kill -9 of the mirror loses nothing and writes
+nothing twice."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
+from tests.conftest import BrokerProcess, bmq_command, make_topic_name
+from tests.mirror.conftest import INTERVAL_MS, MirrorProcess, wait_until
+from tests.mirror.helpers import (
+    end_offsets,
+    metric,
+    partition_count,
+    records,
+    topic_configs,
+)
+
+Pair = tuple[BrokerProcess, BrokerProcess, MirrorProcess]
+
+
+def create(bootstrap: str, topic: str, partitions: int, **configs: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1, config=configs)])[topic].result(10)
+
+
+def produce(bootstrap: str, topic: str, count: int, partitions: int, start: int = 0) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
+                         "linger.ms": 5})
+    for i in range(start, start + count):
+        producer.produce(topic, key=f"k{i}".encode(), value=f"value {i}".encode(),
+                         partition=i % partitions, headers=[("n", str(i).encode())],
+                         timestamp=1_700_000_000_000 + i)
+    assert producer.flush(20) == 0
+
+
+def caught_up(pair: Pair, topic: str, partitions: int) -> bool:
+    source, target, _ = pair
+    ends = end_offsets(source.bootstrap, topic, partitions)
+    return partition_count(target.bootstrap, topic) == partitions and \
+        end_offsets(target.bootstrap, topic, partitions) == ends
+
+
+def test_topics_are_mirrored_record_by_record_with_their_transactions(pair: Pair) -> None:
+    source, target, mirror = pair
+    topic = make_topic_name("m-orders")
+    create(source.bootstrap, topic, 2, **{"retention.ms": "123456789"})
+    produce(source.bootstrap, topic, 300, 2)
+    transactional = Producer({"bootstrap.servers": source.bootstrap,
+                              "transactional.id": make_topic_name("txn")})
+    transactional.init_transactions(10)
+    for commit, values in ((True, range(1000, 1010)), (False, range(2000, 2005))):
+        transactional.begin_transaction()
+        for value in values:
+            transactional.produce(topic, value=str(value).encode(), partition=value % 2)
+        transactional.flush(10)       # (an abort drops what is not sent yet)
+        if commit:
+            transactional.commit_transaction(10)
+        else:
+            transactional.abort_transaction(10)
+    produce(source.bootstrap, topic, 50, 2, start=300)
+    wait_until(lambda: caught_up(pair, topic, 2), 20, "the target has the source's offsets",
+               mirror.log_text)
+    everything = records(source.bootstrap, topic, 2)
+    assert len(everything) == 350 + 15
+    assert records(target.bootstrap, topic, 2) == everything
+    committed = records(source.bootstrap, topic, 2, "read_committed")
+    assert {r[3] for r in everything} - {r[3] for r in committed} == {
+        str(v).encode() for v in range(2000, 2005)}
+    assert records(target.bootstrap, topic, 2, "read_committed") == committed
+    configs = topic_configs(target.bootstrap, topic)
+    assert configs["retention.ms"] == "123456789"
+    assert configs["bmq.mirror.source"] == "east"
+    assert metric(mirror.metrics_port, "bmq_mirror_bytes_total", topic=topic) > 0
+    # A new partition on the source, and a new topic, appear on the target.
+    admin = AdminClient({"bootstrap.servers": source.bootstrap})
+    admin.create_partitions([NewPartitions(topic, 3)])[topic].result(10)
+    later = make_topic_name("m-later")
+    create(source.bootstrap, later, 1)
+    produce(source.bootstrap, topic, 30, 3, start=400)
+    produce(source.bootstrap, later, 10, 1)
+    wait_until(lambda: caught_up(pair, topic, 3) and caught_up(pair, later, 1), 20,
+               "the new partition and the new topic are mirrored", mirror.log_text)
+    assert records(target.bootstrap, topic, 3) == records(source.bootstrap, topic, 3)
+
+
+def test_a_group_moves_to_the_target_after_promote_and_reads_the_rest_once(pair: Pair) -> None:
+    source, target, mirror = pair
+    topic, group = make_topic_name("m-moving"), make_topic_name("g-moving")
+    create(source.bootstrap, topic, 2)
+    produce(source.bootstrap, topic, 100, 2)
+    partitions = [TopicPartition(topic, p) for p in range(2)]
+    consumer = Consumer({"bootstrap.servers": source.bootstrap, "group.id": group,
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.assign(partitions)      # from the group's committed offsets (none yet)
+    seen: list[bytes] = []
+    while len(seen) < 50:
+        message = consumer.poll(1.0)
+        if message is not None and not message.error():
+            seen.append(message.value())
+    consumer.commit(asynchronous=False)
+    on_source = consumer.committed([TopicPartition(topic, p) for p in range(2)], 10)
+    consumer.close()
+
+    def copied() -> bool:
+        reader = Consumer({"bootstrap.servers": target.bootstrap, "group.id": group})
+        try:
+            found = reader.committed([TopicPartition(topic, p) for p in range(2)], 10)
+        finally:
+            reader.close()
+        return [tp.offset for tp in found] == [tp.offset for tp in on_source]
+
+    wait_until(copied, 20, "the group's offsets are copied to the target", mirror.log_text)
+    ends = end_offsets(target.bootstrap, topic, 2)
+    refused: list[object] = []
+    producer = Producer({"bootstrap.servers": target.bootstrap})
+    producer.produce(topic, value=b"not here", on_delivery=lambda e, m: refused.append(e))
+    producer.flush(10)
+    assert refused and refused[0] is not None and "INVALID_REQUEST" in refused[0].name()
+    assert end_offsets(target.bootstrap, topic, 2) == ends
+
+    promoted = subprocess.run([*bmq_command(), "mirror", "promote", topic, "-b",
+                               target.bootstrap], capture_output=True, text=True, timeout=30)
+    assert promoted.returncode == 0, promoted.stderr
+    assert "bmq.mirror.source" not in topic_configs(target.bootstrap, topic) or \
+        not topic_configs(target.bootstrap, topic)["bmq.mirror.source"]
+    consumer = Consumer({"bootstrap.servers": target.bootstrap, "group.id": group,
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.assign(partitions)      # from the offsets copied from the source
+    rest: list[bytes] = []
+    deadline = time.monotonic() + 20
+    while len(seen) + len(rest) < 100 and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and not message.error():
+            rest.append(message.value())
+    extra = consumer.poll(0.5)
+    consumer.close()
+    assert extra is None
+    assert sorted(seen + rest) == sorted(f"value {i}".encode() for i in range(100))
+    # Promoted: writable, and the mirror leaves it alone (the source's new records stay there).
+    delivered: list[object] = []
+    producer.produce(topic, value=b"written on the target", partition=0,
+                     on_delivery=lambda e, m: delivered.append(e))
+    producer.flush(10)
+    assert delivered == [None]
+    produce(source.bootstrap, topic, 10, 2, start=100)
+    time.sleep(3 * INTERVAL_MS / 1000)
+    assert end_offsets(target.bootstrap, topic, 2) == [ends[0] + 1, ends[1]]
+
+
+def test_an_unrelated_topic_of_the_same_name_is_never_written(pair: Pair) -> None:
+    source, target, mirror = pair
+    topic = make_topic_name("m-unrelated")
+    create(target.bootstrap, topic, 1)
+    create(source.bootstrap, topic, 1)
+    produce(source.bootstrap, topic, 20, 1)
+    wait_until(lambda: f"topic {topic} is not mirrored" in mirror.log_text(), 20,
+               "the mirror reports the topic it refuses", mirror.log_text)
+    assert end_offsets(target.bootstrap, topic, 1) == [0]
+    assert "bmq.mirror.source" not in {k for k, v in topic_configs(target.bootstrap,
+                                                                   topic).items() if v}
+
+
+def test_kill_9_of_the_mirror_twice_mid_stream_loses_and_repeats_nothing(pair: Pair) -> None:
+    source, target, mirror = pair
+    topic = make_topic_name("m-killed")
+    create(source.bootstrap, topic, 2)
+    done = threading.Event()
+
+    def stream() -> None:
+        producer = Producer({"bootstrap.servers": source.bootstrap,
+                             "enable.idempotence": True, "linger.ms": 2})
+        i = 0
+        deadline = time.monotonic() + 4
+        while time.monotonic() < deadline:
+            producer.produce(topic, key=str(i).encode(), value=b"x" * 200, partition=i % 2)
+            producer.poll(0)
+            i += 1
+            if i % 500 == 0:
+                time.sleep(0.02)
+        producer.flush(20)
+        done.set()
+
+    producing = threading.Thread(target=stream)
+    producing.start()
+    for pause in (1.0, 1.2):
+        time.sleep(pause)
+        assert mirror.proc is not None and mirror.proc.poll() is None, mirror.log_text()
+        mirror.kill()
+        mirror.start()
+    producing.join(30)
+    assert done.is_set()
+    wait_until(lambda: caught_up(pair, topic, 2), 30, "the target catches up after two kill -9",
+               mirror.log_text)
+    expected = records(source.bootstrap, topic, 2)
+    assert records(target.bootstrap, topic, 2) == expected
+    assert "from offset" in mirror.log_text()
+
+
+def test_mirror_append_refuses_what_does_not_continue_a_mirror(pair: Pair) -> None:
+    """BmqMirrorAppend itself: batches that do not start at the log end offset, for a topic
+    that is not a mirror (or of another source), or corrupt, get Kafka's error and change
+    nothing."""
+    import asyncio
+
+    from bmq.client.requests import ask_once
+    from bmq.protocol.errors import ErrorCode
+    from bmq.protocol.messages import BmqMirrorAppendRequest, FetchRequest
+    from bmq.protocol.messages.bmq_mirror_append_request import MirrorPartition, MirrorTopic
+    from bmq.protocol.messages.fetch_request import FetchPartition, FetchTopic
+
+    source, target, mirror = pair
+    topic = make_topic_name("m-append")
+    plain = make_topic_name("plain")
+    create(source.bootstrap, topic, 1)
+    create(target.bootstrap, plain, 1)
+    produce(source.bootstrap, topic, 20, 1)
+    wait_until(lambda: caught_up(pair, topic, 1), 20, "mirrored", mirror.log_text)
+    end = end_offsets(target.bootstrap, topic, 1)[0]
+
+    async def ask(request: object, address: str, version: int) -> object:
+        host, port = address.split(":")
+        return await ask_once((host, int(port)), request, version, 10, "test")
+
+    fetched = asyncio.run(ask(FetchRequest(max_wait_ms=0, topics=[FetchTopic(
+        topic=topic, partitions=[FetchPartition(partition=0, fetch_offset=0,
+                                                partition_max_bytes=1 << 20)])]),
+        source.bootstrap, 12))
+    batches = bytes(fetched.responses[0].partitions[0].records)  # type: ignore[attr-defined]
+
+    def append(name: str, records: bytes, source_name: str = "east") -> tuple[int, int]:
+        answer = asyncio.run(ask(BmqMirrorAppendRequest(
+            source=source_name, timeout_ms=5000, topics=[MirrorTopic(name=name, partitions=[
+                MirrorPartition(partition_index=0, records=records)])]), target.bootstrap, 0))
+        result = answer.topics[0].partitions[0]  # type: ignore[attr-defined]
+        return result.error_code, result.log_end_offset
+
+    assert append(topic, batches) == (ErrorCode.OFFSET_OUT_OF_RANGE, end)
+    assert append(topic, batches, "west")[0] == ErrorCode.INVALID_REQUEST
+    assert append(plain, batches)[0] == ErrorCode.INVALID_REQUEST
+    corrupt = bytearray(batches)
+    corrupt[-1] ^= 0xFF
+    assert append(topic, bytes(corrupt))[0] == ErrorCode.CORRUPT_MESSAGE
+    assert end_offsets(target.bootstrap, topic, 1) == [end]
+    assert end_offsets(target.bootstrap, plain, 1) == [0]
