@@ -112,8 +112,10 @@ class Storage(ABC):
     def read_all(self, path: str) -> bytes: ...
 
     @abstractmethod
-    def write_atomic(self, path: str, data: BytesLike) -> None:
-        """Replace ``path`` with ``data`` all at once and durably (temp file + rename)."""
+    def write_atomic(self, path: str, data: BytesLike, durable: bool = True) -> None:
+        """Replace ``path`` with ``data`` all at once (temp file + rename), durably unless
+        ``durable`` is False: then a crash of the storage host may leave the file as it was,
+        or empty (for files rebuilt when missing or short, such as segment indexes)."""
 
     # -- namespace -----------------------------------------------------------------------------
     @abstractmethod

@@ -51,8 +51,8 @@ class CountingStorage(Storage):
         self._count()
         return self._inner.read_all(path)
 
-    def write_atomic(self, path: str, data: BytesLike) -> None:
-        self._inner.write_atomic(path, data)
+    def write_atomic(self, path: str, data: BytesLike, durable: bool = True) -> None:
+        self._inner.write_atomic(path, data, durable)
 
     def size(self, path: str) -> int:
         self._count()

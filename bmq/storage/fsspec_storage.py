@@ -194,7 +194,7 @@ class FsspecStorage(Storage):
         with self._lock(full):
             return bytes(self.fs.cat_file(full))
 
-    def write_atomic(self, path: str, data: BytesLike) -> None:
+    def write_atomic(self, path: str, data: BytesLike, durable: bool = True) -> None:
         full = self._abs(path)
         if self.object_store:
             # Object stores: a PUT replaces the object all at once (and a rename is a copy).
@@ -204,7 +204,8 @@ class FsspecStorage(Storage):
         with self.fs.open(tmp, "wb") as f:
             f.write(data)
             f.flush()
-            _try_fsync(f)
+            if durable:
+                _try_fsync(f)
         with self._lock(full):
             try:
                 self.fs.mv(tmp, full)

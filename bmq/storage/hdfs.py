@@ -399,14 +399,15 @@ class HdfsStorage(Storage):
         with _as_os_error(full), self._client.read(full) as reader:
             return bytes(reader.readall())
 
-    def write_atomic(self, path: str, data: BytesLike) -> None:
+    def write_atomic(self, path: str, data: BytesLike, durable: bool = True) -> None:
         full = self._abs(path)
         tmp = f"{full}.tmp.{os.getpid()}.{threading.get_ident()}.{next(_tmp_counter)}"
         client = self._client
         with _as_os_error(full):
             with client.create(tmp, self._write_options(overwrite=True)) as out:
                 out.write(data)
-                out.hsync()    # on the DataNodes' disks before the rename publishes it
+                if durable:
+                    out.hsync()    # on the DataNodes' disks before the rename publishes it
             client.rename(tmp, full, overwrite=True)
 
     # ------------------------------------------------------------------------ namespace

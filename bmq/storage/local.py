@@ -155,20 +155,22 @@ class LocalStorage(Storage):
         with open(self._abs(path), "rb") as f:
             return f.read()
 
-    def write_atomic(self, path: str, data: BytesLike) -> None:
+    def write_atomic(self, path: str, data: BytesLike, durable: bool = True) -> None:
         full = self._abs(path)
         tmp = f"{full}.tmp.{os.getpid()}.{threading.get_ident()}.{next(_tmp_counter)}"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _O_BINARY | _O_CLOEXEC, 0o644)
         try:
             pwrite_all(fd, [data], 0)
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
         except BaseException:
             os.close(fd)
             os.unlink(tmp)
             raise
         os.close(fd)
         os.replace(tmp, full)
-        fsync_dir(os.path.dirname(full))
+        if durable:
+            fsync_dir(os.path.dirname(full))
 
     def size(self, path: str) -> int:
         return os.stat(self._abs(path)).st_size

@@ -159,6 +159,35 @@ def test_unflushed_data_of_the_old_owner_is_lost_flushed_data_is_kept(
     a._shut()
 
 
+def test_index_files_a_takeover_wrote_are_rebuilt_when_a_crash_lost_them(
+        tmp_path: Path) -> None:
+    """A takeover writes index files for the old owner's segment it scanned without syncing
+    them (they are rebuilt from the segment when missing or short): lost in a crash, every
+    offset is still found, and the index is written again."""
+    storage = LocalStorage(str(tmp_path))
+    unpublished = LogConfig(segment_bytes=40_000, index_interval_bytes=200, retention_ms=-1,
+                            publish_interval_ms=3_600_000)
+    a = _open(storage, 1, unpublished)
+    _write(a, range(3))
+    a.publish_state()
+    _write(a, range(3, 12))
+    a._shut()                       # killed: its checkpoint knows only the first three
+    b = _open(storage, 2)
+    stored = _raw(b)
+    assert len(stored) == 12
+    written = [n for n in storage.list("t/0") if "-i0000000002." in n]
+    assert len(written) == 2, storage.list("t/0")
+    b._shut()
+    for name in written:            # what a crash of the storage host may leave
+        storage.write_atomic(f"t/0/{name}", b"")
+    c = _open(storage, 3)
+    assert _raw(c) == stored
+    for offset, batch in enumerate(stored):
+        assert bytes(c.read(offset, 1))[:len(batch)] == batch
+    c.close()
+    assert all(storage.size(f"t/0/{name}") for name in written)    # written again
+
+
 def test_epoch_zero_data_migrates(storage: Storage) -> None:
     """Data written by a single-node broker (epoch 0, checkpoint.json) opens in cluster mode,
     and from then on epoch 0 is fenced."""

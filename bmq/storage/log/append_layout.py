@@ -260,10 +260,10 @@ class AppendLayout(Layout):
             start_at = segments[-1].next_offset if segments else max(log_start,
                                                                       recovery_point)
             segments.append(Segment(start_at, epoch=epoch))
-            scanned.append(segments[-1])
         if not segments:
             segments.append(Segment(max(log_start, recovery_point), epoch=epoch))
-            scanned.append(segments[0])
+        # (A new segment is empty: its file is made below; its index files at its first
+        # index entry.)
         log_end = segments[-1].next_offset
         if log_end < recovery_point:
             logger.warning("%s: log ends at %d, before its recovery point %d", log, log_end,

@@ -77,13 +77,15 @@ def rebuild_indexes(segments: LogSegments, seg: Segment, end: int,
 
 
 def write_index_files(segments: LogSegments, seg: Segment) -> None:
-    """Replace both index files of ``seg`` with its in-memory entries."""
+    """Replace both index files of ``seg`` with its in-memory entries, not durably: a file a
+    crash left missing or short is rebuilt from the segment on first use (``read_indexes``),
+    and the four syncs of two durable replacements were most of a partition's takeover."""
     assert seg.idx_rel is not None and seg.idx_pos is not None
     assert seg.tidx_ts is not None and seg.tidx_rel is not None
     segments.storage.write_atomic(segments.path(seg.index_file),
-                                  encode_offset_index(seg.idx_rel, seg.idx_pos))
+                                  encode_offset_index(seg.idx_rel, seg.idx_pos), durable=False)
     segments.storage.write_atomic(segments.path(seg.timeindex_file),
-                                  encode_time_index(seg.tidx_ts, seg.tidx_rel))
+                                  encode_time_index(seg.tidx_ts, seg.tidx_rel), durable=False)
     seg.idx_persisted = len(seg.idx_rel)
     seg.tidx_persisted = len(seg.tidx_ts)
     seg.idx_pending.clear()
