@@ -45,6 +45,7 @@ PARTITION_MAX_BYTES = 16 << 20
 APPEND_TIMEOUT_MS = 30_000
 BACKOFF_FIRST_S = 0.1           # an unreachable cluster is asked again after this long,
 BACKOFF_MAX_S = 5.0             # twice as long each time up to this
+RETRY_S = 1.0                   # a partition that failed is fetched again after this long
 # Errors after which the cluster's metadata is looked at again (the partition moved).
 MOVED = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
          ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.FENCED_LEADER_EPOCH}
@@ -64,6 +65,7 @@ class PartitionProgress:
     oldest_unmirrored_ms: int = -1   # timestamp of the first batch fetched and not yet there
     bytes_mirrored: int = 0
     error: str = ""             # why it does not move now ("" if nothing is wrong)
+    retry_at: float = 0.0       # (monotonic time) not fetched before, after a failure
 
     @property
     def lag_records(self) -> int:
@@ -80,6 +82,8 @@ class PartitionProgress:
             log.warning("mirroring %s-%d: %s", self.topic, self.index, error)
         self.error = error
         self.fetch_from = self.mirrored_to
+        if error:
+            self.retry_at = time.monotonic() + RETRY_S
 
 
 @dataclass
@@ -119,8 +123,13 @@ class Copier:
                 fetched = await self._fetch_round()
                 if appending is not None:
                     await appending
-                ready = [found for found in fetched if found.start == found.progress.mirrored_to
-                         and self._assigned(found.progress)]
+                ready = []
+                for found in fetched:
+                    if found.start == found.progress.mirrored_to and \
+                            self._assigned(found.progress):
+                        ready.append(found)
+                    else:   # fetched past an append that failed: again from the target's end
+                        found.progress.fetch_from = found.progress.mirrored_to
                 appending = asyncio.get_running_loop().create_task(self._append_round(ready))
                 if self._backoff:
                     await asyncio.sleep(self._backoff)
@@ -145,7 +154,9 @@ class Copier:
 
     async def _fetch_round(self) -> list[Fetched]:
         """One Fetch to each source leader, at once; the whole batches each partition got."""
-        started = [p for p in self.partitions.values() if p.fetch_from >= 0]
+        now = time.monotonic()
+        started = [p for p in self.partitions.values()
+                   if p.fetch_from >= 0 and p.retry_at <= now]
         by_leader = self._by_leader(self.source, started)
         if not by_leader:
             await asyncio.sleep(FETCH_MAX_WAIT_MS / 1000)

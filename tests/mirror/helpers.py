@@ -6,8 +6,8 @@ import time
 import urllib.request
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 Record = tuple[int, int, bytes | None, bytes | None, Any, int]
 
@@ -66,3 +66,25 @@ def metric(port: int, name: str, **labels: str) -> float:
         if sample == (f"{name}{{{wanted}}}" if wanted else name):
             return float(value)
     return 0.0
+
+
+def create(bootstrap: str, topic: str, partitions: int, **configs: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1, config=configs)])[topic].result(10)
+
+
+def produce(bootstrap: str, topic: str, count: int, partitions: int, start: int = 0) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
+                         "linger.ms": 5})
+    for i in range(start, start + count):
+        producer.produce(topic, key=f"k{i}".encode(), value=f"value {i}".encode(),
+                         partition=i % partitions, headers=[("n", str(i).encode())],
+                         timestamp=1_700_000_000_000 + i)
+    assert producer.flush(20) == 0
+
+
+def mirrored(source: str, target: str, topic: str, partitions: int) -> bool:
+    """Whether the target has the topic's partitions up to the source's end offsets."""
+    ends = end_offsets(source, topic, partitions)
+    return partition_count(target, topic) == partitions and \
+        end_offsets(target, topic, partitions) == ends

@@ -11,14 +11,16 @@ import threading
 import time
 
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from confluent_kafka.admin import AdminClient, NewPartitions
 
 from tests.conftest import BrokerProcess, bmq_command, make_topic_name
 from tests.mirror.conftest import INTERVAL_MS, MirrorProcess, wait_until
 from tests.mirror.helpers import (
+    create,
     end_offsets,
     metric,
-    partition_count,
+    mirrored,
+    produce,
     records,
     topic_configs,
 )
@@ -26,26 +28,9 @@ from tests.mirror.helpers import (
 Pair = tuple[BrokerProcess, BrokerProcess, MirrorProcess]
 
 
-def create(bootstrap: str, topic: str, partitions: int, **configs: str) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions, 1, config=configs)])[topic].result(10)
-
-
-def produce(bootstrap: str, topic: str, count: int, partitions: int, start: int = 0) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
-                         "linger.ms": 5})
-    for i in range(start, start + count):
-        producer.produce(topic, key=f"k{i}".encode(), value=f"value {i}".encode(),
-                         partition=i % partitions, headers=[("n", str(i).encode())],
-                         timestamp=1_700_000_000_000 + i)
-    assert producer.flush(20) == 0
-
-
 def caught_up(pair: Pair, topic: str, partitions: int) -> bool:
     source, target, _ = pair
-    ends = end_offsets(source.bootstrap, topic, partitions)
-    return partition_count(target.bootstrap, topic) == partitions and \
-        end_offsets(target.bootstrap, topic, partitions) == ends
+    return mirrored(source.bootstrap, target.bootstrap, topic, partitions)
 
 
 def test_topics_are_mirrored_record_by_record_with_their_transactions(pair: Pair) -> None:
@@ -79,6 +64,15 @@ def test_topics_are_mirrored_record_by_record_with_their_transactions(pair: Pair
     assert configs["retention.ms"] == "123456789"
     assert configs["bmq.mirror.source"] == "east"
     assert metric(mirror.metrics_port, "bmq_mirror_bytes_total", topic=topic) > 0
+    status = subprocess.run([*bmq_command(), "mirror", "status", "-b", target.bootstrap,
+                             "--source", source.bootstrap, "--name", "east"],
+                            capture_output=True, text=True, timeout=30)
+    assert status.returncode == 0, status.stderr
+    rows = {tuple(line.split()[:2]): line.split() for line in status.stdout.splitlines()}
+    ends = end_offsets(source.bootstrap, topic, 2)
+    for partition in range(2):  # topic, partition, source, target end, source end, lag, lag s
+        assert rows[(topic, str(partition))][2:] == [
+            "east", str(ends[partition]), str(ends[partition]), "0", "0.0"]
     # A new partition on the source, and a new topic, appear on the target.
     admin = AdminClient({"bootstrap.servers": source.bootstrap})
     admin.create_partitions([NewPartitions(topic, 3)])[topic].result(10)
