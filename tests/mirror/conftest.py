@@ -10,7 +10,7 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 
@@ -21,11 +21,17 @@ SOURCE_NAME = "east"
 INTERVAL_MS = 300
 
 
+class Cluster(Protocol):
+    """A cluster the mirror connects to (a `bmq serve`, or Kafka): its bootstrap address."""
+
+    @property
+    def bootstrap(self) -> str: ...
+
+
 class MirrorProcess:
     """`bmq mirror run` from ``source`` into ``target`` (``--name east``)."""
 
-    def __init__(self, workdir: Path, source: BrokerProcess, target: BrokerProcess,
-                 *flags: str) -> None:
+    def __init__(self, workdir: Path, source: Cluster, target: Cluster, *flags: str) -> None:
         self.workdir = workdir
         self.source = source
         self.target = target
@@ -72,8 +78,7 @@ class MirrorFactory:
         self.base = base
         self.mirrors: list[MirrorProcess] = []
 
-    def __call__(self, source: BrokerProcess, target: BrokerProcess, *flags: str
-                 ) -> MirrorProcess:
+    def __call__(self, source: Cluster, target: Cluster, *flags: str) -> MirrorProcess:
         workdir = self.base / f"mirror{len(self.mirrors)}"
         workdir.mkdir(parents=True, exist_ok=True)
         mirror = MirrorProcess(workdir, source, target, *flags)
