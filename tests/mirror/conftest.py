@@ -90,22 +90,22 @@ class MirrorFactory:
             mirror.kill()
 
 
-@pytest.fixture(scope="module")
-def module_mirror_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MirrorFactory]:
+def _mirrors(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MirrorFactory]:
     factory = MirrorFactory(tmp_path_factory.mktemp("mirror"))
     try:
         yield factory
     finally:
         factory.cleanup()
+
+
+@pytest.fixture(scope="module")
+def module_mirror_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MirrorFactory]:
+    yield from _mirrors(tmp_path_factory)
 
 
 @pytest.fixture
 def mirror_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MirrorFactory]:
-    factory = MirrorFactory(tmp_path_factory.mktemp("mirror"))
-    try:
-        yield factory
-    finally:
-        factory.cleanup()
+    yield from _mirrors(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import time
 import urllib.request
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 Record = tuple[int, int, bytes | None, bytes | None, Any, int]
@@ -84,7 +84,11 @@ def produce(bootstrap: str, topic: str, count: int, partitions: int, start: int 
 
 
 def mirrored(source: str, target: str, topic: str, partitions: int) -> bool:
-    """Whether the target has the topic's partitions up to the source's end offsets."""
-    ends = end_offsets(source, topic, partitions)
-    return partition_count(target, topic) == partitions and \
-        end_offsets(target, topic, partitions) == ends
+    """Whether the target has the topic's partitions up to the source's end offsets (False
+    while a cluster does not know every partition yet)."""
+    try:
+        ends = end_offsets(source, topic, partitions)
+        return partition_count(target, topic) == partitions and \
+            end_offsets(target, topic, partitions) == ends
+    except KafkaException:
+        return False

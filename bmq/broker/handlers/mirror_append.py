@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 
 from bmq.broker.handlers.base import RequestContext
+from bmq.broker.handlers.produce import wait_durable
 from bmq.metadata.acls import Operation, ResourceType
 from bmq.metadata.mirrors import mirror_source
 from bmq.protocol.errors import ErrorCode, KafkaError
@@ -46,16 +47,9 @@ async def handle_mirror_append(ctx: RequestContext, request: BmqMirrorAppendRequ
             except KafkaError as error:
                 answer.error_code = error.code
                 answer.error_message = error.message
-    if waits:
-        await asyncio.wait([wait for _, _, wait in waits], timeout=request.timeout_ms / 1000)
-    for answer, partition, wait in waits:
+    await wait_durable([(answer, wait) for answer, _, wait in waits], request.timeout_ms)
+    for answer, partition, _ in waits:
         answer.log_end_offset = partition.log.log_end_offset
-        if not wait.done():
-            wait.cancel()
-            answer.error_code = ErrorCode.REQUEST_TIMED_OUT
-        elif (failure := wait.exception()) is not None:
-            answer.error_code = (failure.code if isinstance(failure, KafkaError)
-                                 else ErrorCode.KAFKA_STORAGE_ERROR)
     if not broker.can_acknowledge():
         # Cluster mode: the ack lease ran out meanwhile (see Produce); the mirror asks the
         # partition's current owner, whose log end offset says what was kept.

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
+from typing import Protocol
 
 from bmq.broker.broker import Broker
 from bmq.broker.handlers.base import RequestContext
@@ -127,6 +129,26 @@ async def hold_scheduled(broker: Broker, partition: Partition, records: memoryvi
     return timer.hold(records, headers, now)
 
 
+class PartitionAnswer(Protocol):
+    error_code: int
+
+
+async def wait_durable(waits: Sequence[tuple[PartitionAnswer, asyncio.Future[None]]],
+                       timeout_ms: int) -> None:
+    """Wait up to ``timeout_ms`` for appended batches to be durable; each answer whose batches
+    are not gets the error: REQUEST_TIMED_OUT, or the failure of the flush."""
+    if not waits:
+        return
+    await asyncio.wait([waiter for _, waiter in waits], timeout=timeout_ms / 1000)
+    for answer, waiter in waits:
+        if not waiter.done():
+            waiter.cancel()
+            answer.error_code = ErrorCode.REQUEST_TIMED_OUT
+        elif (failure := waiter.exception()) is not None:
+            answer.error_code = (failure.code if isinstance(failure, KafkaError)
+                                 else ErrorCode.KAFKA_STORAGE_ERROR)
+
+
 async def handle_produce(ctx: RequestContext, request: ProduceRequest,
                          version: int) -> ProduceResponse | None:
     broker = ctx.broker
@@ -223,15 +245,7 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest,
                                            partition_responses=results))
     if acks == 0:
         return None
-    if durable_waits:
-        await asyncio.wait([w for _, w in durable_waits], timeout=request.timeout_ms / 1000)
-        for result, waiter in durable_waits:
-            if not waiter.done():
-                waiter.cancel()
-                result.error_code = ErrorCode.REQUEST_TIMED_OUT
-            elif (failure := waiter.exception()) is not None:
-                result.error_code = (failure.code if isinstance(failure, KafkaError)
-                                     else ErrorCode.KAFKA_STORAGE_ERROR)
+    await wait_durable(durable_waits, request.timeout_ms)
     if not broker.can_acknowledge():
         # Cluster mode: the ack lease ran out (e.g. this process was frozen); the partitions may
         # have moved, so nothing is acknowledged: the client retries on the current owner.
