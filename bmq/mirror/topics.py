@@ -4,7 +4,9 @@ Each metadata round looks at the source's topics that the settings select: a top
 the target is created there with the source's partition count and topic configs, marked as a
 mirror of this source (``bmq.mirror.source``); a marked one gets the source's new partitions
 and config changes. A target topic of that name that is not marked so (an unrelated topic, or
-one promoted since) is never written: it is reported and left alone.
+one promoted since) is never written: it is reported and left alone; so is a source topic that
+is a mirror itself (two clusters mirroring into each other do not send a topic back where it
+came from).
 """
 
 from __future__ import annotations
@@ -91,6 +93,12 @@ async def sync_topics(settings: MirrorSettings, source: Cluster, target: Cluster
             continue            # its configs could not be read this round
         if VIEW_SOURCE in configs:
             found.refused[name] = f"a view of {configs[VIEW_SOURCE]}: mirror that topic"
+            continue
+        if configs.get(MIRROR_SOURCE):
+            # Two clusters mirroring into each other never loop: a topic is mirrored from
+            # its origin only, never from another mirror of it.
+            found.refused[name] = (f"the source's {name} is itself a mirror of "
+                                   f"{configs[MIRROR_SOURCE]}: mirror it from there")
             continue
         partitions = len(source.metadata.topics[name].partitions)
         wanted = copied_configs(configs)

@@ -20,6 +20,7 @@ from tests.mirror.helpers import (
     end_offsets,
     metric,
     mirrored,
+    partition_count,
     produce,
     records,
     topic_configs,
@@ -149,17 +150,21 @@ def test_a_group_moves_to_the_target_after_promote_and_reads_the_rest_once(pair:
     assert end_offsets(target.bootstrap, topic, 2) == [ends[0] + 1, ends[1]]
 
 
-def test_an_unrelated_topic_of_the_same_name_is_never_written(pair: Pair) -> None:
+def test_an_unrelated_topic_and_a_mirror_on_the_source_are_never_written(pair: Pair) -> None:
+    """A target topic of the name that is not a mirror is left alone, and so is a source topic
+    that is a mirror itself (of the target, say: two clusters mirroring into each other)."""
     source, target, mirror = pair
-    topic = make_topic_name("m-unrelated")
-    create(target.bootstrap, topic, 1)
-    create(source.bootstrap, topic, 1)
-    produce(source.bootstrap, topic, 20, 1)
-    wait_until(lambda: f"topic {topic} is not mirrored" in mirror.log_text(), 20,
-               "the mirror reports the topic it refuses", mirror.log_text)
-    assert end_offsets(target.bootstrap, topic, 1) == [0]
-    assert "bmq.mirror.source" not in {k for k, v in topic_configs(target.bootstrap,
-                                                                   topic).items() if v}
+    unrelated, mirrored_back = make_topic_name("m-unrelated"), make_topic_name("m-back")
+    create(target.bootstrap, unrelated, 1)
+    create(source.bootstrap, unrelated, 1)
+    create(source.bootstrap, mirrored_back, 1, **{"bmq.mirror.source": "west"})
+    produce(source.bootstrap, unrelated, 20, 1)
+    wait_until(lambda: all(f"topic {topic} is not mirrored" in mirror.log_text()
+                           for topic in (unrelated, mirrored_back)), 20,
+               "the mirror reports the topics it refuses", mirror.log_text)
+    assert end_offsets(target.bootstrap, unrelated, 1) == [0]
+    assert not topic_configs(target.bootstrap, unrelated).get("bmq.mirror.source")
+    assert partition_count(target.bootstrap, mirrored_back) == 0
 
 
 def test_kill_9_of_the_mirror_twice_mid_stream_loses_and_repeats_nothing(pair: Pair) -> None:
