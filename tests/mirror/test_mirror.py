@@ -11,7 +11,13 @@ import threading
 import time
 
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewPartitions
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+)
 
 from tests.conftest import BrokerProcess, bmq_command, make_topic_name
 from tests.mirror.conftest import INTERVAL_MS, MirrorProcess, wait_until
@@ -74,9 +80,14 @@ def test_topics_are_mirrored_record_by_record_with_their_transactions(pair: Pair
     for partition in range(2):  # topic, partition, source, target end, source end, lag, lag s
         assert rows[(topic, str(partition))][2:] == [
             "east", str(ends[partition]), str(ends[partition]), "0", "0.0"]
-    # A new partition on the source, and a new topic, appear on the target.
+    # A new partition on the source, a new topic and a config change appear on the target.
     admin = AdminClient({"bootstrap.servers": source.bootstrap})
     admin.create_partitions([NewPartitions(topic, 3)])[topic].result(10)
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
+        ConfigEntry("retention.ms", "", incremental_operation=AlterConfigOpType.DELETE),
+        ConfigEntry("max.message.bytes", "2000000",
+                    incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([resource])[resource].result(10)
     later = make_topic_name("m-later")
     create(source.bootstrap, later, 1)
     produce(source.bootstrap, topic, 30, 3, start=400)
@@ -84,6 +95,10 @@ def test_topics_are_mirrored_record_by_record_with_their_transactions(pair: Pair
     wait_until(lambda: caught_up(pair, topic, 3) and caught_up(pair, later, 1), 20,
                "the new partition and the new topic are mirrored", mirror.log_text)
     assert records(target.bootstrap, topic, 3) == records(source.bootstrap, topic, 3)
+    wait_until(lambda: topic_configs(target.bootstrap, topic)["max.message.bytes"] == "2000000"
+               and topic_configs(target.bootstrap, topic)["retention.ms"]
+               == topic_configs(source.bootstrap, topic)["retention.ms"], 10,
+               "the target's configs follow the source's", mirror.log_text)
 
 
 def test_a_group_moves_to_the_target_after_promote_and_reads_the_rest_once(pair: Pair) -> None:
