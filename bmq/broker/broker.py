@@ -11,6 +11,7 @@ from dataclasses import replace
 
 from bmq.broker.fetch_views import BrokerFetchViews
 from bmq.broker.group_config import group_config_defaults
+from bmq.broker.leaders_cache import LeadersCache
 from bmq.broker.membership import Membership
 from bmq.broker.partition_loader import PartitionLoader
 from bmq.broker.share_peers import ClusterStateAdmin, ShareStatePeers
@@ -75,6 +76,7 @@ class Broker:
         # Serialises topic create/delete/alter so concurrent admin requests cannot interleave.
         self._admin_lock = asyncio.Lock()
         self.loader = PartitionLoader(config, self.topics, self.partitions, self._admin_lock)
+        self.leaders_cache = LeadersCache()
         self.groups = GroupCoordinator(self, executor)
         # The coordinators of internal logs, by internal topic: loaded as partitions are.
         self.coordinators: dict[str, InternalLogCoordinator] = {OFFSETS_TOPIC: self.groups}
@@ -162,6 +164,11 @@ class Broker:
         partition = self.partitions.get(topic, index)
         return self.membership.partition_leader(
             topic, index, None if partition is None else partition.leader_epoch)
+
+    def leaders_token(self, topic: str) -> object:
+        """What the leaders of ``topic``'s partitions depend on (``Membership.leaders_token``;
+        a view's are its source's)."""
+        return self.membership.leaders_token(served_topic(self.topics, topic))
 
     def partition_leader_of(self, topic_id: uuid.UUID, index: int) -> tuple[int, int]:
         """(leader node id, leader epoch) of a partition named by topic id, or (-1, -1)."""

@@ -41,6 +41,7 @@ def test_drain_moves_everything_off_a_broker_under_load(cluster_factory: Cluster
     create_topic(cluster, topic)
     on_3 = {(s.topic, s.partition) for s in cluster.states() if s.owner == 3}
     assert any(t == topic for t, _ in on_3) and any(t == OFFSETS_TOPIC for t, _ in on_3)
+    assert 3 in leaders(cluster.brokers[3].bootstrap).values()  # (its Metadata, as cached)
     producer = SteadyProducer(cluster.bootstrap, topic, PARTITIONS).start()
     try:
         time.sleep(1)

@@ -17,6 +17,14 @@ from bmq.protocol.primitives import ZERO_UUID
 
 
 def topic_metadata(broker: Broker, info: TopicInfo) -> MetadataResponseTopic:
+    partitions = broker.leaders_cache.partitions(
+        info, broker.leaders_token(info.name), lambda: _partitions(broker, info))
+    return MetadataResponseTopic(error_code=ErrorCode.NONE, name=info.name,
+                                 topic_id=info.topic_id, is_internal=info.internal,
+                                 partitions=partitions)
+
+
+def _partitions(broker: Broker, info: TopicInfo) -> list[MetadataResponsePartition]:
     partitions = []
     for index in range(info.partitions):
         # The leader is the broker that owns the partition (in cluster mode, per ZooKeeper).
@@ -31,9 +39,7 @@ def topic_metadata(broker: Broker, info: TopicInfo) -> MetadataResponseTopic:
             isr_nodes=[node] if leader else [],
             offline_replicas=[],
         ))
-    return MetadataResponseTopic(error_code=ErrorCode.NONE, name=info.name,
-                                 topic_id=info.topic_id, is_internal=info.internal,
-                                 partitions=partitions)
+    return partitions
 
 
 async def _requested_topic(ctx: RequestContext, name: str | None, topic_id: object,
@@ -78,7 +84,9 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest,
         # Internal topics (__consumer_offsets) are only described when asked for by name.
         # Kafka lists internal topics too, flagged is_internal; clients filter them.
         # Topics the principal may not describe are left out, as Kafka does.
-        topics = [topic_metadata(broker, info) for info in broker.topics.all()
+        every = broker.topics.all()
+        broker.leaders_cache.keep_only({info.name for info in every})
+        topics = [topic_metadata(broker, info) for info in every
                   if ctx.authorize(Operation.DESCRIBE, ResourceType.TOPIC, info.name,
                                    audit=False)]
     else:

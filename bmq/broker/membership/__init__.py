@@ -55,6 +55,12 @@ class Membership(ABC):
         leader now. ``local_epoch`` is the epoch of this broker's open copy, if it has one."""
 
     @abstractmethod
+    def leaders_token(self, topic: str) -> object:
+        """What ``partition_leader`` of ``topic``'s partitions depends on besides the
+        partition: while it compares equal, so do their leaders (Metadata keeps a topic's
+        partition descriptions while it does, ``bmq.broker.leaders_cache``)."""
+
+    @abstractmethod
     def owner_node(self, topic: str, index: int) -> BrokerNode | None:
         """The broker that owns a partition (where its coordinator runs), if any."""
 

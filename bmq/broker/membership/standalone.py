@@ -36,5 +36,9 @@ class StandaloneMembership(Membership):
         # in the background after start-up, and any a client asks for at once).
         return self.node.node_id, local_epoch or 0
 
+    def leaders_token(self, topic: str) -> object:
+        # Always this node; the epoch of a standalone partition is 0, opened or not.
+        return self.node.node_id
+
     def owner_node(self, topic: str, index: int) -> BrokerNode | None:
         return self.node
