@@ -105,9 +105,8 @@ class Copier:
         self.source_up = True
         self._backoff = 0.0
 
-    def assign(self, mirrored: dict[str, int]) -> None:
-        """Mirror exactly these topics' partitions (name -> partition count)."""
-        wanted = {(topic, index) for topic, count in mirrored.items() for index in range(count)}
+    def assign(self, wanted: set[Key]) -> None:
+        """Mirror exactly these partitions."""
         for key in set(self.partitions) - wanted:
             del self.partitions[key]
             metrics.forget_mirror_partition(*key)

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from bmq import metrics
 from bmq.mirror.cluster import Cluster
 from bmq.mirror.copier import BACKOFF_FIRST_S, BACKOFF_MAX_S, Copier
+from bmq.mirror.members import Membership
 from bmq.mirror.offsets import GroupOffsets
 from bmq.mirror.settings import MirrorSettings
 from bmq.mirror.topics import sync_topics
@@ -32,6 +33,9 @@ class Mirror:
         self.target = Cluster(settings.target, settings.target_properties, CLIENT_ID)
         self.copier = Copier(settings.name, self.source, self.target)
         self.offsets = GroupOffsets(settings, self.source, self.target, self.copier)
+        self.members = Membership(settings.name, self.target, settings.session_timeout_ms,
+                                  settings.heartbeat_interval_ms)
+        self._mirrored: dict[str, int] = {}     # topic -> the source's partition count
         self._refused: dict[str, str] = {}
         self._metrics_server: object | None = None
         self._running: asyncio.Task[None] | None = None
@@ -49,6 +53,9 @@ class Mirror:
             self._running.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._running
+            await self.members.leave()
+        self.source.close()
+        self.target.close()
         if self._metrics_server is not None:
             metrics.stop(self._metrics_server)
 
@@ -58,6 +65,8 @@ class Mirror:
             await asyncio.gather(
                 _every(self.settings.metadata_interval_ms / 1000, "source metadata",
                        self._sync_topics),
+                _every(self.settings.heartbeat_interval_ms / 1000, "mirror group",
+                       self._heartbeat),
                 _every(self.settings.offsets_interval_ms / 1000, "group offsets",
                        self.offsets.copy),
                 _every(REPORT_INTERVAL_S, "report", self._report))
@@ -65,8 +74,6 @@ class Mirror:
             copying.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await copying
-            self.source.close()
-            self.target.close()
 
     async def _sync_topics(self) -> None:
         found = await sync_topics(self.settings, self.source, self.target)
@@ -74,19 +81,34 @@ class Mirror:
             if self._refused.get(name) != why:
                 log.warning("topic %s is not mirrored: %s", name, why)
         self._refused = found.refused
-        self.copier.assign(found.mirrored)
+        self._mirrored = found.mirrored
+        self._assign()
+
+    async def _heartbeat(self) -> float:
+        wait = await self.members.heartbeat(sorted(self._mirrored))
+        self._assign()
+        return wait
+
+    def _assign(self) -> None:
+        """The partitions this process mirrors: those of the mirrored topics its group gave
+        it."""
+        self.copier.assign({(topic, index) for topic, index in self.members.assigned
+                            if index < self._mirrored.get(topic, 0)})
 
     async def _report(self) -> None:
         self.copier.report()
 
 
-async def _every(interval_s: float, what: str, work: Callable[[], Awaitable[None]]) -> None:
-    """``work`` now and then every ``interval_s``; after a failure, again with back-off."""
+async def _every(interval_s: float, what: str,
+                 work: Callable[[], Awaitable[float | None]]) -> None:
+    """``work`` now and then every ``interval_s`` (or as long as it says); after a failure,
+    again with back-off."""
     backoff = 0.0
     failure = ""
     while True:
+        wait = interval_s
         try:
-            await work()
+            wait = await work() or interval_s
             if failure:
                 log.info("%s: working again", what)
             backoff, failure = 0.0, ""
@@ -96,4 +118,4 @@ async def _every(interval_s: float, what: str, work: Callable[[], Awaitable[None
                 log.warning("%s: %s (retrying with back-off)", what, why)
             failure = why
             backoff = min(BACKOFF_MAX_S, max(BACKOFF_FIRST_S, backoff * 2))
-        await asyncio.sleep(min(backoff, interval_s) if failure else interval_s)
+        await asyncio.sleep(min(backoff, interval_s) if failure else wait)

@@ -21,6 +21,9 @@ from typing import Any
 
 from bmq.metadata.mirrors import LEGAL_SOURCE_NAME
 
+# The consumer groups mirror processes share their work in (bmq.mirror.members).
+MIRROR_GROUP_PREFIX = "bmq-mirror."
+
 
 class SettingsError(ValueError):
     """A setting is missing or wrong."""
@@ -41,6 +44,10 @@ class MirrorSettings:
     # looked at.
     metadata_interval_ms: int = 5000
     offsets_interval_ms: int = 5000
+    # The mirror processes of one source share its partitions as a consumer group on the
+    # target (bmq.mirror.members): a dead one's partitions move after this long.
+    session_timeout_ms: int = 6000
+    heartbeat_interval_ms: int = 1000
     metrics_port: int = 0
     metrics_host: str = "127.0.0.1"
     log_level: str = "INFO"
@@ -53,6 +60,9 @@ class MirrorSettings:
             self.topics_regex and re.fullmatch(self.topics_regex, topic))
 
     def group_selected(self, group: str) -> bool:
+        """Whether a source group's offsets are copied (never a mirror's own group)."""
+        if group.startswith(MIRROR_GROUP_PREFIX):
+            return False
         return group in self.groups or bool(
             self.groups_regex and re.fullmatch(self.groups_regex, group))
 

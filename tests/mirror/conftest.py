@@ -19,6 +19,8 @@ from tests.conftest import BrokerFactory, BrokerProcess, bmq_command, free_port
 SOURCE_NAME = "east"
 # Source metadata and group offsets are looked at this often in the tests (5 s by default).
 INTERVAL_MS = 300
+# A killed mirror's partitions go to the other mirrors (or its next start) after this long.
+SESSION_TIMEOUT_MS = 2000
 
 
 class Cluster(Protocol):
@@ -39,7 +41,8 @@ class MirrorProcess:
         self.config_path = workdir / "mirror.toml"
         self.config_path.write_text(
             f"[mirror]\nmetadata_interval_ms = {INTERVAL_MS}\n"
-            f"offsets_interval_ms = {INTERVAL_MS}\n")
+            f"offsets_interval_ms = {INTERVAL_MS}\nheartbeat_interval_ms = {INTERVAL_MS}\n"
+            f"session_timeout_ms = {SESSION_TIMEOUT_MS}\n")
         self.flags = list(flags)
         self.log_path = workdir / "mirror.log"
         self.proc: subprocess.Popen[bytes] | None = None

@@ -57,15 +57,19 @@ def partition_count(bootstrap: str, topic: str) -> int:
     return 0 if info is None or info.error is not None else len(info.partitions)
 
 
-def metric(port: int, name: str, **labels: str) -> float:
-    """One sample of the mirror's metrics (0 if absent)."""
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    wanted = ",".join(f'{key}="{value}"' for key, value in labels.items())
+def metric(port: int, name: str, **labels: str) -> float | None:
+    """One sample of the mirror's metrics (None if it has none, or does not answer yet)."""
+    try:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics",
+                                      timeout=5).read().decode()
+    except OSError:
+        return None
+    wanted = ",".join(f'{key}="{value}"' for key, value in sorted(labels.items()))
     for line in text.splitlines():
         sample, _, value = line.rpartition(" ")
         if sample == (f"{name}{{{wanted}}}" if wanted else name):
             return float(value)
-    return 0.0
+    return None
 
 
 def create(bootstrap: str, topic: str, partitions: int, **configs: str) -> None:

@@ -20,7 +20,13 @@ from confluent_kafka.admin import (
 )
 
 from tests.conftest import BrokerProcess, bmq_command, make_topic_name
-from tests.mirror.conftest import INTERVAL_MS, MirrorProcess, wait_until
+from tests.mirror.conftest import (
+    INTERVAL_MS,
+    SESSION_TIMEOUT_MS,
+    MirrorFactory,
+    MirrorProcess,
+    wait_until,
+)
 from tests.mirror.helpers import (
     create,
     end_offsets,
@@ -70,7 +76,7 @@ def test_topics_are_mirrored_record_by_record_with_their_transactions(pair: Pair
     configs = topic_configs(target.bootstrap, topic)
     assert configs["retention.ms"] == "123456789"
     assert configs["bmq.mirror.source"] == "east"
-    assert metric(mirror.metrics_port, "bmq_mirror_bytes_total", topic=topic) > 0
+    assert (metric(mirror.metrics_port, "bmq_mirror_bytes_total", topic=topic) or 0) > 0
     status = subprocess.run([*bmq_command(), "mirror", "status", "-b", target.bootstrap,
                              "--source", source.bootstrap, "--name", "east"],
                             capture_output=True, text=True, timeout=30)
@@ -216,6 +222,35 @@ def test_kill_9_of_the_mirror_twice_mid_stream_loses_and_repeats_nothing(pair: P
     expected = records(source.bootstrap, topic, 2)
     assert records(target.bootstrap, topic, 2) == expected
     assert "from offset" in mirror.log_text()
+
+
+def test_two_mirrors_share_the_partitions_and_one_takes_over_from_a_dead_one(
+        pair: Pair, module_mirror_factory: MirrorFactory) -> None:
+    source, target, mirror = pair
+    other = module_mirror_factory(source, target, "--topic-regex", "m-.*",
+                                  "--group-regex", "g-.*")
+    topic = make_topic_name("m-shared")
+    create(source.bootstrap, topic, 4)
+    produce(source.bootstrap, topic, 200, 4)
+
+    def mirrored_by(process: MirrorProcess) -> set[str]:
+        return {str(p) for p in range(4) if metric(
+            process.metrics_port, "bmq_mirror_lag_records", partition=str(p), topic=topic) == 0}
+
+    # Each mirrors some of the topic's partitions (each reports the lag of its own), and
+    # together all of them.
+    wait_until(lambda: mirrored_by(mirror) and mirrored_by(other)
+               and mirrored_by(mirror) | mirrored_by(other) == {"0", "1", "2", "3"}
+               and caught_up(pair, topic, 4), 20, "both mirrors copy the topic",
+               lambda: mirror.log_text() + other.log_text())
+    assert not mirrored_by(mirror) & mirrored_by(other)
+    other.kill()
+    killed_at = time.monotonic()
+    produce(source.bootstrap, topic, 200, 4, start=200)
+    wait_until(lambda: caught_up(pair, topic, 4), 20,
+               "the mirror left takes the dead one's partitions over", mirror.log_text)
+    assert time.monotonic() - killed_at < SESSION_TIMEOUT_MS / 1000 + 5
+    assert records(target.bootstrap, topic, 4) == records(source.bootstrap, topic, 4)
 
 
 def test_mirror_append_refuses_what_does_not_continue_a_mirror(pair: Pair) -> None:
