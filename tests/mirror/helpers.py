@@ -57,19 +57,45 @@ def partition_count(bootstrap: str, topic: str) -> int:
     return 0 if info is None or info.error is not None else len(info.partitions)
 
 
-def metric(port: int, name: str, **labels: str) -> float | None:
-    """One sample of the mirror's metrics (None if it has none, or does not answer yet)."""
+def samples(port: int, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+    """The samples of one of the mirror's metrics, by their labels (none if it does not
+    answer yet)."""
     try:
         text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics",
                                       timeout=5).read().decode()
     except OSError:
-        return None
-    wanted = ",".join(f'{key}="{value}"' for key, value in sorted(labels.items()))
+        return {}
+    found = {}
     for line in text.splitlines():
         sample, _, value = line.rpartition(" ")
-        if sample == (f"{name}{{{wanted}}}" if wanted else name):
-            return float(value)
-    return None
+        metric_name, _, labels = sample.partition("{")
+        if metric_name == name:
+            found[_labels(labels.rstrip("}"))] = float(value)
+    return found
+
+
+def _labels(text: str) -> tuple[tuple[str, str], ...]:
+    """``topic="t",partition="0"`` -> (("partition", "0"), ("topic", "t"))."""
+    pairs = []
+    for pair in text.split(","):
+        if pair:
+            key, _, value = pair.partition("=")
+            pairs.append((key, value.strip('"')))
+    return tuple(sorted(pairs))
+
+
+def metric(port: int, name: str, **labels: str) -> float | None:
+    """One sample of the mirror's metrics (None if it has none, or does not answer yet)."""
+    return samples(port, name).get(tuple(sorted(labels.items())))
+
+
+def mirrored_partitions(port: int) -> set[tuple[str, int]]:
+    """The partitions a mirror process copies now (it reports the lag of each)."""
+    found = set()
+    for labels in samples(port, "bmq_mirror_lag_records"):
+        named = dict(labels)
+        found.add((named["topic"], int(named["partition"])))
+    return found
 
 
 def create(bootstrap: str, topic: str, partitions: int, **configs: str) -> None:
