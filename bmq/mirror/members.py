@@ -70,7 +70,7 @@ class Membership:
                         ErrorCode(response.error_code).name)
             self.epoch = 0
             self.assigned = set()
-            return 0.0
+            return 0.1         # (joining again at once)
         if response.error_code != ErrorCode.NONE:
             raise KafkaError(ErrorCode(response.error_code), response.error_message)
         self.epoch = response.member_epoch
