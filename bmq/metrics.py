@@ -26,10 +26,11 @@ Metric names (all prefixed ``bmq_``):
 * ``scheduled_pending`` {topic}, ``scheduled_delivered_total`` {topic} and
   ``scheduled_lateness_seconds``: scheduled delivery's held records, delivered records, and
   how long after its due time each delivery was durable.
-* ``mirror_bytes_total`` / ``mirror_records_total`` {topic}: batch bytes and records `bmq mirror`
-  appended to the target; ``mirror_lag_records`` / ``mirror_lag_seconds`` {topic, partition}: how
-  far the target is behind the source (records, and the age of the oldest record fetched and
-  not yet appended); ``mirror_errors_total`` {error}; ``mirror_source_up``: 1/0.
+* ``mirror_bytes_total`` {topic, partition} / ``mirror_records_total`` {topic}: batch bytes and
+  records `bmq mirror` appended to the target; ``mirror_lag_records`` / ``mirror_lag_seconds``
+  {topic, partition}: how far the target is behind the source (records, and the age of the
+  oldest record fetched and not yet appended); ``mirror_errors_total`` {error};
+  ``mirror_source_up``: 1/0.
 * ``zookeeper_connected``: 1/0, registered only once a role calls :func:`set_zookeeper_connected`.
 * ``controller_active`` (1/0), ``controller_brokers`` {draining} and ``controller_partitions``
   {state}: the controller role's view (:func:`controller`); a standby exports active 0 and no
@@ -402,7 +403,7 @@ SCHEDULED_LATENESS = Histogram(
 
 
 MIRROR_BYTES = Counter("bmq_mirror_bytes", "Record batch bytes the mirror appended to the target.",
-                       ["topic"], registry=REGISTRY)
+                       ["topic", "partition"], registry=REGISTRY)
 MIRROR_RECORDS = Counter("bmq_mirror_records",
                          "Records (from batch headers) the mirror appended to the target.",
                          ["topic"], registry=REGISTRY)
@@ -419,8 +420,8 @@ MIRROR_SOURCE_UP = Gauge("bmq_mirror_source_up", "1 while the source cluster ans
                          registry=REGISTRY)
 
 
-def count_mirrored(topic: str, batches: bytes | bytearray | memoryview) -> None:
-    MIRROR_BYTES.labels(topic).inc(len(batches))
+def count_mirrored(topic: str, partition: int, batches: bytes | bytearray | memoryview) -> None:
+    MIRROR_BYTES.labels(topic, str(partition)).inc(len(batches))
     MIRROR_RECORDS.labels(topic).inc(count_records(batches))
 
 

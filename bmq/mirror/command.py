@@ -121,15 +121,20 @@ def _connection(func: Any) -> Any:
 @click.option("--source-property", "source_properties", multiple=True, metavar="KEY=VALUE",
               help="librdkafka-style property for the source.")
 @click.option("--name", help="Only the mirrors of this source name.")
+@click.option("--metrics", "metrics_urls", multiple=True, metavar="URL",
+              help="A mirror process's metrics (http://HOST:PORT/metrics, repeatable): adds "
+                   "the bytes they mirrored since they started.")
 def status(bootstrap: str, properties: tuple[str, ...], source: str | None,
-           source_properties: tuple[str, ...], name: str | None) -> None:
-    """Each mirrored partition: the target's and the source's end offsets and the lag."""
+           source_properties: tuple[str, ...], name: str | None,
+           metrics_urls: tuple[str, ...]) -> None:
+    """Each mirrored partition: the target's and the source's end offsets, the lag in records
+    and seconds, and the bytes mirrored."""
     async def work() -> list[Any]:
         target = Cluster(bootstrap, _properties(properties), CLIENT_ID)
         origin = None if source is None else Cluster(source, _properties(source_properties),
                                                      CLIENT_ID)
         try:
-            return await mirror_status(target, origin, name)
+            return await mirror_status(target, origin, name, metrics_urls)
         finally:
             target.close()
             if origin is not None:
@@ -137,12 +142,13 @@ def status(bootstrap: str, properties: tuple[str, ...], source: str | None,
 
     rows = _run(work())
     click.echo(f"{'TOPIC':<24} {'PART':>4} {'SOURCE':<12} {'TARGET END':>12} "
-               f"{'SOURCE END':>12} {'LAG':>10} {'LAG S':>8}")
+               f"{'SOURCE END':>12} {'LAG':>10} {'LAG S':>8} {'BYTES':>14}")
     for row in rows:
         click.echo(f"{row.topic:<24} {row.partition:>4} {row.source_name:<12} "
                    f"{_shown(row.target_end):>12} {_shown(row.source_end):>12} "
                    f"{_shown(row.lag_records):>10} "
-                   f"{'-' if row.lag_seconds is None else f'{row.lag_seconds:.1f}':>8}")
+                   f"{'-' if row.lag_seconds is None else f'{row.lag_seconds:.1f}':>8} "
+                   f"{_shown(row.bytes_mirrored):>14}")
 
 
 def _shown(value: int | None) -> str:

@@ -245,7 +245,7 @@ class Copier:
             progress.error = ""
             progress.bytes_mirrored += len(found.records)
             progress.oldest_unmirrored_ms = -1
-            metrics.count_mirrored(progress.topic, found.records)
+            metrics.count_mirrored(progress.topic, progress.index, found.records)
         elif code == ErrorCode.OFFSET_OUT_OF_RANGE:
             log.info("mirroring %s-%d: the target ends at %d, going on from there",
                      progress.topic, progress.index, log_end)

@@ -4,8 +4,14 @@ which is when an operator deciding on a failover asks)."""
 
 from __future__ import annotations
 
+import asyncio
 import time
+import urllib.request
+from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from bmq.metadata.mirrors import MIRROR_SOURCE
 from bmq.mirror.cluster import Cluster
@@ -28,6 +34,7 @@ class PartitionStatus:
     target_end: int | None = None
     source_end: int | None = None
     lag_seconds: float | None = None   # age of the oldest record the target lacks
+    bytes_mirrored: int | None = None  # by the mirror processes asked, since they started
 
     @property
     def lag_records(self) -> int | None:
@@ -36,10 +43,11 @@ class PartitionStatus:
         return max(0, self.source_end - self.target_end)
 
 
-async def mirror_status(target: Cluster, source: Cluster | None,
-                        name: str | None = None) -> list[PartitionStatus]:
+async def mirror_status(target: Cluster, source: Cluster | None, name: str | None = None,
+                        metrics_urls: Sequence[str] = ()) -> list[PartitionStatus]:
     """Every partition of the target's mirrored topics (of source ``name`` if given), with
-    the source's end and lag when ``source`` is given."""
+    the source's end and lag when ``source`` is given, and the bytes the mirror processes
+    whose metrics are at ``metrics_urls`` copied of each."""
     await target.metadata.refresh()
     marks = {topic: configs[MIRROR_SOURCE] for topic, configs in (await describe_configs(
         target, sorted(target.metadata.topics))).items() if configs.get(MIRROR_SOURCE)}
@@ -49,6 +57,10 @@ async def mirror_status(target: Cluster, source: Cluster | None,
     keys = [(row.topic, row.partition) for row in rows]
     for row, end in _each(rows, await target.end_offsets(keys)):
         row.target_end = end
+    if metrics_urls:
+        copied = await asyncio.to_thread(bytes_mirrored, metrics_urls)
+        for row in rows:
+            row.bytes_mirrored = copied.get((row.topic, row.partition), 0)
     if source is None:
         return rows
     await source.metadata.refresh()
@@ -63,6 +75,21 @@ async def mirror_status(target: Cluster, source: Cluster | None,
         elif (row.topic, row.partition) in stamps:
             row.lag_seconds = max(0.0, (now_ms - stamps[(row.topic, row.partition)]) / 1000)
     return rows
+
+
+def bytes_mirrored(metrics_urls: Sequence[str]) -> dict[tuple[str, int], int]:
+    """Bytes mirrored by partition, added up over the mirror processes' metrics endpoints
+    (``http://HOST:PORT/metrics``); OSError if one does not answer."""
+    copied: dict[tuple[str, int], int] = defaultdict(int)
+    for url in metrics_urls:
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            text = answer.read().decode()
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == "bmq_mirror_bytes_total":
+                    key = (sample.labels["topic"], int(sample.labels["partition"]))
+                    copied[key] += int(sample.value)
+    return copied
 
 
 def _each(rows: list[PartitionStatus], ends: dict[tuple[str, int], int | ErrorCode]

@@ -77,16 +77,19 @@ def test_topics_are_mirrored_record_by_record_with_their_transactions(pair: Pair
     configs = topic_configs(target.bootstrap, topic)
     assert configs["retention.ms"] == "123456789"
     assert configs["bmq.mirror.source"] == "east"
-    assert (metric(mirror.metrics_port, "bmq_mirror_bytes_total", topic=topic) or 0) > 0
     status = subprocess.run([*bmq_command(), "mirror", "status", "-b", target.bootstrap,
-                             "--source", source.bootstrap, "--name", "east"],
+                             "--source", source.bootstrap, "--name", "east", "--metrics",
+                             f"http://127.0.0.1:{mirror.metrics_port}/metrics"],
                             capture_output=True, text=True, timeout=30)
     assert status.returncode == 0, status.stderr
     rows = {tuple(line.split()[:2]): line.split() for line in status.stdout.splitlines()}
     ends = end_offsets(source.bootstrap, topic, 2)
-    for partition in range(2):  # topic, partition, source, target end, source end, lag, lag s
-        assert rows[(topic, str(partition))][2:] == [
-            "east", str(ends[partition]), str(ends[partition]), "0", "0.0"]
+    for partition in range(2):
+        # topic, partition, source, target end, source end, lag, lag s, bytes
+        row = rows[(topic, str(partition))]
+        assert row[2:7] == ["east", str(ends[partition]), str(ends[partition]), "0", "0.0"]
+        assert int(row[7]) == metric(mirror.metrics_port, "bmq_mirror_bytes_total",
+                                     topic=topic, partition=str(partition)) > 0
     # A new partition on the source, a new topic and a config change appear on the target.
     admin = AdminClient({"bootstrap.servers": source.bootstrap})
     admin.create_partitions([NewPartitions(topic, 3)])[topic].result(10)
