@@ -62,10 +62,11 @@ class LocalProducerIdAllocator(ProducerIdAllocator):
         super().__init__(block_size)
         self._storage = storage
 
-    def _reserve_block(self) -> int:
+    def _reserve_block(self, at_least: int = 0) -> int:
         start = 0
         if self._storage.exists(self._PATH):
             start = int(json.loads(self._storage.read_all(self._PATH))["next_block_start"])
+        start = max(start, at_least)
         self._storage.write_atomic(
             self._PATH, json.dumps({"next_block_start": start + self._block_size}).encode())
         return start

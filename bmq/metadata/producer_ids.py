@@ -28,6 +28,26 @@ class ProducerIdAllocator(ABC):
             self._next += 1
             return pid
 
+    def may_hand_out(self, pid: int) -> bool:
+        """Whether ``pid`` may still be handed out here (a quick check, without I/O)."""
+        return pid >= self._next
+
+    def avoid(self, pid: int) -> None:
+        """Hand out no id up to ``pid`` from now on: a mirrored log holds another cluster's
+        producer ids, whose state a new producer given one of them would inherit (its
+        batches taken for that producer's duplicates, or out of sequence). Ids of the
+        current block are skipped; past it, the next block is reserved from ``pid + 1`` on,
+        durably, so no broker's later block holds it. May do I/O."""
+        with self._lock:
+            if pid < self._next:
+                return
+            if pid < self._block_end:
+                self._next = pid + 1
+                return
+            self._next = self._reserve_block(pid + 1)
+            self._block_end = self._next + self._block_size
+
     @abstractmethod
-    def _reserve_block(self) -> int:
-        """Durably reserve the next ``_block_size`` ids; returns the first of them."""
+    def _reserve_block(self, at_least: int = 0) -> int:
+        """Durably reserve the next ``_block_size`` ids, none below ``at_least``; returns the
+        first of them."""

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 import urllib.request
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+
+from bmq.client.requests import ask_once
+from bmq.protocol.messages import FetchRequest
+from bmq.protocol.messages.fetch_request import FetchPartition, FetchTopic
+from bmq.protocol.records import iter_batches
 
 Record = tuple[int, int, bytes | None, bytes | None, Any, int]
 
@@ -122,3 +128,23 @@ def mirrored(source: str, target: str, topic: str, partitions: int) -> bool:
             end_offsets(target, topic, partitions) == ends
     except KafkaException:
         return False
+
+
+def ask(bootstrap: str, request: Any, version: int) -> Any:
+    """One request to a broker (BMQ's own client), its decoded response."""
+    host, port = bootstrap.split(":")
+    return asyncio.run(ask_once((host, int(port)), request, version, 10, "mirror-test"))
+
+
+def raw_batches(bootstrap: str, topic: str, partition: int) -> bytes:
+    """The partition's record batches from offset 0, as Fetch answers them (up to 1 MiB)."""
+    fetched = ask(bootstrap, FetchRequest(max_wait_ms=0, topics=[FetchTopic(
+        topic=topic, partitions=[FetchPartition(partition=partition, fetch_offset=0,
+                                                partition_max_bytes=1 << 20)])]), 12)
+    return bytes(fetched.responses[0].partitions[0].records or b"")
+
+
+def producer_ids(bootstrap: str, topic: str, partition: int) -> list[int]:
+    """The producer id of each batch of the partition, in offset order."""
+    return [header.producer_id
+            for _, header in iter_batches(raw_batches(bootstrap, topic, partition))]

@@ -28,6 +28,7 @@ from tests.mirror.conftest import (
     wait_until,
 )
 from tests.mirror.helpers import (
+    ask,
     create,
     end_offsets,
     metric,
@@ -35,6 +36,8 @@ from tests.mirror.helpers import (
     mirrored_partitions,
     partition_count,
     produce,
+    producer_ids,
+    raw_batches,
     records,
     topic_configs,
 )
@@ -164,15 +167,18 @@ def test_a_group_moves_to_the_target_after_promote_and_reads_the_rest_once(pair:
     consumer.close()
     assert extra is None
     assert sorted(seen + rest) == sorted(f"value {i}".encode() for i in range(100))
-    # Promoted: writable, and the mirror leaves it alone (the source's new records stay there).
-    delivered: list[object] = []
-    producer.produce(topic, value=b"written on the target", partition=0,
-                     on_delivery=lambda e, m: delivered.append(e))
-    producer.flush(10)
-    assert delivered == [None]
+    # Promoted: writable, by an idempotent producer too, whose producer id is none of the
+    # source's (it would take over that producer's sequence numbers in the partition); and the
+    # mirror leaves the topic alone (the source's new records stay there).
+    mirrored_ids = [producer_ids(target.bootstrap, topic, p) for p in range(2)]
+    produce(target.bootstrap, topic, 10, 2, start=1000)
+    assert end_offsets(target.bootstrap, topic, 2) == [end + 5 for end in ends]
+    for partition, before in enumerate(mirrored_ids):
+        after = producer_ids(target.bootstrap, topic, partition)[len(before):]
+        assert after and min(after) > max(before) >= 0
     produce(source.bootstrap, topic, 10, 2, start=100)
     time.sleep(3 * INTERVAL_MS / 1000)
-    assert end_offsets(target.bootstrap, topic, 2) == [ends[0] + 1, ends[1]]
+    assert end_offsets(target.bootstrap, topic, 2) == [end + 5 for end in ends]
 
 
 def test_an_unrelated_topic_and_a_mirror_on_the_source_are_never_written(pair: Pair) -> None:
@@ -251,10 +257,10 @@ def test_two_mirrors_share_the_partitions_and_one_takes_over_from_a_dead_one(
     dead.kill()
     killed_at = time.monotonic()
     produce(source.bootstrap, topic, 200, 4, start=200)
-    wait_until(lambda: caught_up(pair, topic, 4), 20,
+    wait_until(lambda: caught_up(pair, topic, 4)
+               and everything <= mirrored_partitions(alive.metrics_port), 20,
                "the mirror left takes the dead one's partitions over", alive.log_text)
     assert time.monotonic() - killed_at < SESSION_TIMEOUT_MS / 1000 + 5
-    assert everything <= mirrored_partitions(alive.metrics_port)
     assert records(target.bootstrap, topic, 4) == records(source.bootstrap, topic, 4)
     if dead is mirror:
         mirror.start()      # (the module's mirror, for the tests after this one)
@@ -264,13 +270,9 @@ def test_mirror_append_refuses_what_does_not_continue_a_mirror(pair: Pair) -> No
     """BmqMirrorAppend itself: batches that do not start at the log end offset, for a topic
     that is not a mirror (or of another source), or corrupt, get Kafka's error and change
     nothing."""
-    import asyncio
-
-    from bmq.client.requests import ask_once
     from bmq.protocol.errors import ErrorCode
-    from bmq.protocol.messages import BmqMirrorAppendRequest, FetchRequest
+    from bmq.protocol.messages import BmqMirrorAppendRequest
     from bmq.protocol.messages.bmq_mirror_append_request import MirrorPartition, MirrorTopic
-    from bmq.protocol.messages.fetch_request import FetchPartition, FetchTopic
 
     source, target, mirror = pair
     topic = make_topic_name("m-append")
@@ -281,21 +283,13 @@ def test_mirror_append_refuses_what_does_not_continue_a_mirror(pair: Pair) -> No
     wait_until(lambda: caught_up(pair, topic, 1), 20, "mirrored", mirror.log_text)
     end = end_offsets(target.bootstrap, topic, 1)[0]
 
-    async def ask(request: object, address: str, version: int) -> object:
-        host, port = address.split(":")
-        return await ask_once((host, int(port)), request, version, 10, "test")
-
-    fetched = asyncio.run(ask(FetchRequest(max_wait_ms=0, topics=[FetchTopic(
-        topic=topic, partitions=[FetchPartition(partition=0, fetch_offset=0,
-                                                partition_max_bytes=1 << 20)])]),
-        source.bootstrap, 12))
-    batches = bytes(fetched.responses[0].partitions[0].records)  # type: ignore[attr-defined]
+    batches = raw_batches(source.bootstrap, topic, 0)
 
     def append(name: str, records: bytes, source_name: str = "east") -> tuple[int, int]:
-        answer = asyncio.run(ask(BmqMirrorAppendRequest(
+        answer = ask(target.bootstrap, BmqMirrorAppendRequest(
             source=source_name, timeout_ms=5000, topics=[MirrorTopic(name=name, partitions=[
-                MirrorPartition(partition_index=0, records=records)])]), target.bootstrap, 0))
-        result = answer.topics[0].partitions[0]  # type: ignore[attr-defined]
+                MirrorPartition(partition_index=0, records=records)])]), 0)
+        result = answer.topics[0].partitions[0]
         return result.error_code, result.log_end_offset
 
     assert append(topic, batches) == (ErrorCode.OFFSET_OUT_OF_RANGE, end)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
+from bmq.broker.broker import Broker
 from bmq.broker.handlers.base import RequestContext
 from bmq.broker.handlers.produce import wait_durable
 from bmq.metadata.acls import Operation, ResourceType
@@ -18,7 +19,7 @@ from bmq.protocol.messages.bmq_mirror_append_response import (
     MirrorPartitionResponse,
     MirrorTopicResponse,
 )
-from bmq.protocol.records import validate_batches
+from bmq.protocol.records import BatchHeader, validate_batches
 from bmq.writepath.partitions import Partition, now_ms
 
 
@@ -42,6 +43,7 @@ async def handle_mirror_append(ctx: RequestContext, request: BmqMirrorAppendRequ
                     raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "no record batches")
                 headers = validate_batches(records, partition.log.config.max_message_bytes,
                                            copied=True)
+                await _avoid_producer_ids(broker, headers)
                 waits.append((answer, partition, partition.append_copied(records, headers,
                                                                          now)))
             except KafkaError as error:
@@ -57,6 +59,20 @@ async def handle_mirror_append(ctx: RequestContext, request: BmqMirrorAppendRequ
             if answer.error_code == ErrorCode.NONE:
                 answer.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
     return BmqMirrorAppendResponse(topics=topics)
+
+
+async def _avoid_producer_ids(broker: Broker, headers: list[BatchHeader]) -> None:
+    """This cluster hands out none of the producer ids of the batches (the source's) from
+    now on, before they are appended: after a promotion, a new producer given one of them would
+    take over that producer's state in the partition."""
+    allocator = broker.membership.producer_ids
+    highest = max(header.producer_id for header in headers)
+    if highest >= 0 and allocator.may_hand_out(highest):
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, allocator.avoid, highest)
+        except Exception as error:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
+                             f"cannot reserve producer ids past {highest}: {error}") from error
 
 
 async def _mirrored_partition(ctx: RequestContext, source: str, topic: str,

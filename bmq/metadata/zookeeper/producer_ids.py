@@ -18,18 +18,18 @@ class ZkProducerIdAllocator(ProducerIdAllocator):
         self._zk = zk
         self._path = paths.producer_ids
 
-    def _reserve_block(self) -> int:
+    def _reserve_block(self, at_least: int = 0) -> int:
         while True:
             try:
                 data, stat = self._zk.get(self._path)
             except NoNodeError:
                 try:
-                    self._zk.create(self._path, dumps({"next_block_start": self._block_size}),
-                                    makepath=True)
-                    return 0
+                    self._zk.create(self._path, dumps(
+                        {"next_block_start": at_least + self._block_size}), makepath=True)
+                    return at_least
                 except NodeExistsError:
                     continue
-            start = int(loads(data)["next_block_start"])
+            start = max(int(loads(data)["next_block_start"]), at_least)
             try:
                 self._zk.set(self._path, dumps({"next_block_start": start + self._block_size}),
                              version=stat.version)
