@@ -12,19 +12,12 @@ import click
 from bmq.client.login import PropertyError
 from bmq.listeners import ListenerError
 from bmq.logs import setup_logging
-from bmq.metadata.mirrors import MIRROR_SOURCE
 from bmq.mirror.cluster import Cluster
 from bmq.mirror.service import CLIENT_ID, Mirror
 from bmq.mirror.settings import SettingsError, load_settings
 from bmq.mirror.status import mirror_status
-from bmq.mirror.topics import ALTER_CONFIGS_VERSION, DELETE, TOPIC_RESOURCE, describe_configs
+from bmq.mirror.topics import promote_topics
 from bmq.net.client import LinkError
-from bmq.protocol.errors import ErrorCode
-from bmq.protocol.messages import IncrementalAlterConfigsRequest
-from bmq.protocol.messages.incremental_alter_configs_request import (
-    AlterableConfig,
-    AlterConfigsResource,
-)
 from bmq.startup import ExitCode
 
 T = TypeVar("T")
@@ -164,22 +157,7 @@ def promote(bootstrap: str, properties: tuple[str, ...], topics: tuple[str, ...]
     async def work() -> dict[str, str]:
         target = Cluster(bootstrap, _properties(properties), CLIENT_ID)
         try:
-            configs = await describe_configs(target, list(topics))
-            refused = {topic: "no such topic" if topic not in configs else "not a mirror"
-                       for topic in topics if not configs.get(topic, {}).get(MIRROR_SOURCE)}
-            marked = [topic for topic in topics if topic not in refused]
-            if marked:
-                response = await target.ask_any(IncrementalAlterConfigsRequest(resources=[
-                    AlterConfigsResource(resource_type=TOPIC_RESOURCE, resource_name=topic,
-                                         configs=[AlterableConfig(
-                                             name=MIRROR_SOURCE, config_operation=DELETE,
-                                             value=None)]) for topic in marked]),
-                    ALTER_CONFIGS_VERSION)
-                for result in response.responses:
-                    if result.error_code != ErrorCode.NONE:
-                        refused[result.resource_name] = (
-                            f"{ErrorCode(result.error_code).name} {result.error_message or ''}")
-            return refused
+            return await promote_topics(target, list(topics))
         finally:
             target.close()
 

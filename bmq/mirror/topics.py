@@ -166,3 +166,23 @@ async def _follow_configs(target: Cluster, name: str, wanted: dict[str, str],
     else:
         log.warning("mirror topic %s: following the source's configs failed: %s", name,
                     ErrorCode(error).name)
+
+
+async def promote_topics(target: Cluster, topics: list[str]) -> dict[str, str]:
+    """Make mirrored topics of the target ordinary, writable ones (failover): their mark is
+    deleted, so the mirror leaves them alone and produces are taken. Returns the topics not
+    promoted, with why."""
+    marks = await describe_configs(target, topics)
+    refused = {topic: "no such topic" if topic not in marks else "not a mirror"
+               for topic in topics if not marks.get(topic, {}).get(MIRROR_SOURCE)}
+    marked = [topic for topic in topics if topic not in refused]
+    if marked:
+        response = await target.ask_any(IncrementalAlterConfigsRequest(resources=[
+            AlterConfigsResource(resource_type=TOPIC_RESOURCE, resource_name=topic, configs=[
+                AlterableConfig(name=MIRROR_SOURCE, config_operation=DELETE, value=None)])
+            for topic in marked]), ALTER_CONFIGS_VERSION)
+        for result in response.responses:
+            if result.error_code != ErrorCode.NONE:
+                refused[result.resource_name] = (
+                    f"{ErrorCode(result.error_code).name} {result.error_message or ''}")
+    return refused
