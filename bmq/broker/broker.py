@@ -235,12 +235,15 @@ class Broker:
 
     async def served_partition(self, topic: str, index: int) -> Partition:
         """``partition``, opened first if this broker has not opened it yet (`bmq serve` opens
-        its partitions in the background after it starts serving, see ``PartitionLoader``)."""
+        its partitions in the background after it starts serving, see ``PartitionLoader``; a
+        cluster broker those it was given, see ``membership.taken``)."""
         partition = self.partitions.get(topic, index)
         if partition is not None:
             return partition
         if not self.controller_assigns_partitions:
             await self.loader.open_now(topic, [index])
+        else:
+            await self.membership.open_taken(topic, index)
         return self.partition(topic, index)
 
     def partition(self, topic: str, index: int) -> Partition:

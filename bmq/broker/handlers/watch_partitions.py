@@ -9,6 +9,7 @@ that advances one of them or cleaner swap in one, or after max_wait_ms with no p
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 from bmq.broker.handlers.base import RequestContext
 from bmq.protocol.errors import ErrorCode, KafkaError
@@ -60,6 +61,10 @@ async def handle_watch_partitions(ctx: RequestContext, request: BmqWatchPartitio
                                   version: int) -> BmqWatchPartitionsResponse:
     if not ctx.authorize_internal():    # BMQ's own brokers and proxies
         return BmqWatchPartitionsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    for topic in request.topics:        # watched: opened now if taken and not open yet
+        for asked in topic.partitions:
+            with contextlib.suppress(KafkaError):   # answered below
+                await ctx.broker.membership.open_taken(topic.name, asked.partition_index)
     waits: list[asyncio.Future[None]] = []
     rewrites: dict[tuple[str, int], int] = {}
     topics = _changes(ctx, request, waits, rewrites)

@@ -64,6 +64,10 @@ class Membership(ABC):
     def owner_node(self, topic: str, index: int) -> BrokerNode | None:
         """The broker that owns a partition (where its coordinator runs), if any."""
 
+    async def open_taken(self, topic: str, index: int) -> None:  # noqa: B027 - optional
+        """Open a partition this broker took and has not opened yet (a cluster broker opens
+        the partitions it is given on first use, ``cluster``); nothing if there is none."""
+
     def write_guard(self) -> Callable[[], bool] | None:
         """What a flush asks before writing (None: always allowed)."""
         return None

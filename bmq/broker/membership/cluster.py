@@ -30,8 +30,10 @@ from kazoo.exceptions import NodeExistsError
 
 from bmq.broker.membership import Membership
 from bmq.broker.membership.channel import ControllerChannel
+from bmq.broker.membership.handover import Handover
 from bmq.broker.membership.lease import Lease, LeaseKeeper
 from bmq.broker.membership.moves import MoveLog
+from bmq.broker.membership.taken import TakenPartitions
 from bmq.broker.topic_config import log_config
 from bmq.config import Config
 from bmq.coordinators import clock
@@ -42,9 +44,7 @@ from bmq.metadata.topics import TopicPartition
 from bmq.metadata.zookeeper import reports
 from bmq.metadata.zookeeper.follower import Assignment, ClusterFollower, ClusterSnapshot
 from bmq.metadata.zookeeper.layout import (
-    DRAINING,
     FENCED,
-    RECOVERING,
     RELEASED,
     WRITABLE,
     Paths,
@@ -54,6 +54,7 @@ from bmq.metadata.zookeeper.layout import (
 )
 from bmq.metadata.zookeeper.producer_ids import ZkProducerIdAllocator
 from bmq.metadata.zookeeper.topics import ZkTopicRegistry
+from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.security.link import link_security
 from bmq.storage import FencedEpochError
 from bmq.storage.log import LogConfig
@@ -88,6 +89,8 @@ class ClusterMembership(Membership):
         self.draining = False
         self._reports: dict[str, list[Any]] = {}
         self._workers: dict[TopicPartition, asyncio.Task[None]] = {}
+        self._taken = TakenPartitions(self._open_taken)   # taken, opened on first use
+        self._handover: Handover | None = None            # set by start
         self._moves = MoveLog()
         self._follower: ClusterFollower | None = None
         self._publish = asyncio.Event()
@@ -120,6 +123,8 @@ class ClusterMembership(Membership):
         assert self.zk is not None
         self._partitions = partitions
         self._coordinators = coordinators
+        self._handover = Handover(self.config, self.topics, partitions, coordinators,
+                                  self._moves, self._report)
         self._follower = ClusterFollower(self.zk, self.paths, self._executor, self._apply,
                                          before_read=self._registered,
                                          on_session_lost=self._lose_session)
@@ -141,8 +146,8 @@ class ClusterMembership(Membership):
         await self._write_registration()
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if not self._owned_assignments() and not self._workers and \
-                    self._partitions is not None and not list(self._partitions.all()):
+            if not self._owned_assignments() and not self._workers and not self._taken \
+                    and self._partitions is not None and not list(self._partitions.all()):
                 self._moves.flush()
                 log.info("drained: every partition was handed over")
                 return True
@@ -158,6 +163,7 @@ class ClusterMembership(Membership):
             self._publisher_task.cancel()
         for task in list(self._workers.values()):
             task.cancel()
+        self._taken.clear()
         if self._keeper is not None:
             self._keeper.stop()
         if self._channel is not None:   # after the partitions closed: nothing left to move
@@ -348,6 +354,7 @@ class ClusterMembership(Membership):
         for task in list(self._workers.values()):
             task.cancel()
         self._workers.clear()
+        self._taken.clear()
         if self._channel is not None:
             self._channel.wake()
         if self._follower is not None:
@@ -407,7 +414,7 @@ class ClusterMembership(Membership):
     def _drive_all(self) -> None:
         assert self._partitions is not None
         wanted: set[TopicPartition] = set(self._owned_assignments())
-        opened = {(p.topic, p.index) for p in self._partitions.all()}
+        opened = {(p.topic, p.index) for p in self._partitions.all()} | set(self._taken.keys())
         reported = {(k.rsplit("/", 1)[0], int(k.rsplit("/", 1)[1])) for k in self._reports}
         for tp in wanted | opened | reported:
             if tp not in self._workers and not self._settled(tp):
@@ -422,10 +429,12 @@ class ClusterMembership(Membership):
         partition = self._partitions.get(*tp)
         key = f"{tp[0]}/{tp[1]}"
         if a is None:
-            return partition is None and key not in self._reports
+            return partition is None and self._taken.epoch(tp) is None \
+                and key not in self._reports
         epoch = int(a["epoch"])
-        return (not a.get("draining") and partition is not None
-                and partition.leader_epoch == epoch and self._reports.get(key) == [epoch, WRITABLE])
+        held = partition.leader_epoch if partition is not None else self._taken.epoch(tp)
+        return (not a.get("draining") and held == epoch
+                and self._reports.get(key) == [epoch, WRITABLE])
 
     async def _drive(self, tp: TopicPartition) -> None:
         """Move one partition towards what its assignment says, one step at a time."""
@@ -436,33 +445,39 @@ class ClusterMembership(Membership):
             while True:
                 a = self._mine(topic, index)
                 partition = partitions.get(topic, index)
+                taken = self._taken.epoch(tp)
                 if a is not None and not a.get("draining"):
                     epoch = int(a["epoch"])
-                    if partition is not None and partition.leader_epoch == epoch:
+                    held = partition.leader_epoch if partition is not None else taken
+                    if held == epoch:
                         self._report(tp, epoch, WRITABLE)
                         return
                     if partition is not None:
-                        await self._release(tp, partition.leader_epoch, delete=False)
+                        await self._handing().release(tp, partition.leader_epoch, delete=False)
                         continue
+                    if taken is not None:       # for an older epoch
+                        await self._taken.drop(tp)
+                        continue
+                    if self._handing().opened_on_first_use(topic):
+                        self._taken.take(tp, epoch)
+                        self._report(tp, epoch, WRITABLE)
+                        return
                     try:
-                        await self._acquire(tp, epoch)
+                        await self._handing().acquire(tp, epoch)
                     except FencedEpochError as error:
-                        # Storage has seen a higher epoch (ZooKeeper state older than the
-                        # data): tell the controller, which assigns an epoch above it.
-                        top = error.current_epoch
-                        log.warning("%s-%d: epoch %d is fenced on storage (highest %d)",
-                                    topic, index, epoch, top)
-                        self._reports[f"{topic}/{index}"] = [epoch, FENCED, top]
-                        self._publish.set()
+                        self._fenced(tp, epoch, error)
                         await asyncio.sleep(0.5)
                     except Exception as error:
                         log.warning("could not take %s-%d with epoch %d: %s",
                                     topic, index, epoch, error)
                         await asyncio.sleep(0.5)
                     continue
+                if taken is not None:
+                    await self._taken.drop(tp)      # (an open under way may have ended)
+                    continue
                 if partition is not None:
                     deleted = a is None and await self._topic_deleted(topic)
-                    await self._release(tp, partition.leader_epoch, delete=deleted)
+                    await self._handing().release(tp, partition.leader_epoch, delete=deleted)
                     continue
                 if a is not None:   # draining: tell the controller it is ours no more
                     self._report(tp, int(a["epoch"]), RELEASED)
@@ -473,6 +488,30 @@ class ClusterMembership(Membership):
             if self._workers.get(tp) is asyncio.current_task():
                 del self._workers[tp]
 
+    def _fenced(self, tp: TopicPartition, epoch: int, error: FencedEpochError) -> None:
+        """Storage has seen a higher epoch (ZooKeeper state older than the data): tell the
+        controller, which assigns an epoch above it."""
+        top = error.current_epoch
+        log.warning("%s-%d: epoch %d is fenced on storage (highest %d)", *tp, epoch, top)
+        self._reports[f"{tp[0]}/{tp[1]}"] = [epoch, FENCED, top]
+        self._publish.set()
+
+    async def open_taken(self, topic: str, index: int) -> None:
+        try:
+            await self._taken.open((topic, index))
+        except FencedEpochError:
+            pass            # not ours: the request is answered NOT_LEADER_OR_FOLLOWER
+        except OSError as error:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
+                             f"could not open {topic}/{index}: {error}") from error
+
+    async def _open_taken(self, tp: TopicPartition, epoch: int) -> None:
+        try:
+            await self._handing().open(tp, epoch)
+        except FencedEpochError as error:
+            self._fenced(tp, epoch, error)
+            raise
+
     async def _topic_deleted(self, topic: str) -> bool:
         """Whether ``topic`` is gone from ZooKeeper itself. Not the cache: a watcher's re-read
         that started before the delete can put the topic back into it for a moment, and a
@@ -482,35 +521,9 @@ class ClusterMembership(Membership):
         return await loop.run_in_executor(
             self._executor, self.zk.exists, self.paths.topic(topic)) is None
 
-    async def _acquire(self, tp: TopicPartition, epoch: int) -> None:
-        assert self._partitions is not None
-        topic, index = tp
-        info = self.topics.get(topic)
-        if info is None:
-            raise RuntimeError("topic unknown")
-        self._report(tp, epoch, RECOVERING)
-        started = time.monotonic()
-        await self._partitions.open(topic, index, log_config(self.config, info.configs),
-                                    leader_epoch=epoch)
-        coordinator = self._coordinators.get(topic)
-        if coordinator is not None:
-            await coordinator.load_partition(index)
-        self._report(tp, epoch, WRITABLE)
-        self._moves.taken(topic, index, epoch, (time.monotonic() - started) * 1000)
-
-    async def _release(self, tp: TopicPartition, epoch: int, delete: bool) -> None:
-        assert self._partitions is not None
-        topic, index = tp
-        self._report(tp, epoch, DRAINING)
-        coordinator = self._coordinators.get(topic)
-        if coordinator is not None:
-            coordinator.unload_partition(index)
-        try:
-            await self._partitions.close(topic, index, delete=delete)
-        except Exception as error:
-            log.warning("closing %s-%d: %s", topic, index, error)
-        self._report(tp, epoch, RELEASED)
-        self._moves.released(topic, index, epoch)
+    def _handing(self) -> Handover:
+        assert self._handover is not None, "started"
+        return self._handover
 
     def owned(self) -> Iterable[TopicPartition]:
         return list(self._owned_assignments())
