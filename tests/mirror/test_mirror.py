@@ -208,7 +208,7 @@ def test_kill_9_of_the_mirror_twice_mid_stream_loses_and_repeats_nothing(pair: P
         producer = Producer({"bootstrap.servers": source.bootstrap,
                              "enable.idempotence": True, "linger.ms": 2})
         i = 0
-        deadline = time.monotonic() + 4
+        deadline = time.monotonic() + 3
         while time.monotonic() < deadline:
             producer.produce(topic, key=str(i).encode(), value=b"x" * 200, partition=i % 2)
             producer.poll(0)
@@ -220,7 +220,7 @@ def test_kill_9_of_the_mirror_twice_mid_stream_loses_and_repeats_nothing(pair: P
 
     producing = threading.Thread(target=stream)
     producing.start()
-    for pause in (1.0, 1.2):
+    for pause in (0.8, 0.9):
         time.sleep(pause)
         assert mirror.proc is not None and mirror.proc.poll() is None, mirror.log_text()
         mirror.kill()
