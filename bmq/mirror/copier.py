@@ -40,8 +40,6 @@ log = logging.getLogger(__name__)
 FETCH_VERSION = 12              # topic names (v13 has ids only); Kafka 2.7 and later
 APPEND_VERSION = 0
 FETCH_MAX_WAIT_MS = 500
-FETCH_MAX_BYTES = 64 << 20
-PARTITION_MAX_BYTES = 16 << 20
 APPEND_TIMEOUT_MS = 30_000
 BACKOFF_FIRST_S = 0.1           # an unreachable cluster is asked again after this long,
 BACKOFF_MAX_S = 5.0             # twice as long each time up to this
@@ -97,8 +95,14 @@ class Fetched:
 
 
 class Copier:
-    def __init__(self, name: str, source: Cluster, target: Cluster) -> None:
+    def __init__(self, name: str, source: Cluster, target: Cluster, fetch_max_bytes: int,
+                 partition_max_bytes: int) -> None:
+        """``fetch_max_bytes``: of a fetch from one source broker, and so of an append to
+        one target broker (less than the target's socket.request.max.bytes);
+        ``partition_max_bytes``: of one partition in a fetch."""
         self.name = name
+        self.fetch_max_bytes = fetch_max_bytes
+        self.partition_max_bytes = partition_max_bytes
         self.source = source
         self.target = target
         self.partitions: dict[Key, PartitionProgress] = {}
@@ -170,10 +174,10 @@ class Copier:
                      ) -> list[Fetched] | None:
         request = FetchRequest(
             replica_id=-1, max_wait_ms=FETCH_MAX_WAIT_MS, min_bytes=1,
-            max_bytes=FETCH_MAX_BYTES, isolation_level=0, session_epoch=-1,
+            max_bytes=self.fetch_max_bytes, isolation_level=0, session_epoch=-1,
             topics=[FetchTopic(topic=topic, partitions=[
                 FetchPartition(partition=p.index, fetch_offset=p.fetch_from,
-                               partition_max_bytes=PARTITION_MAX_BYTES) for p in parts])
+                               partition_max_bytes=self.partition_max_bytes) for p in parts])
                 for topic, parts in _by_topic(group).items()])
         try:
             response: FetchResponse = await self.source.ask(

@@ -31,7 +31,8 @@ class Mirror:
         self.settings = settings
         self.source = Cluster(settings.source, settings.source_properties, CLIENT_ID)
         self.target = Cluster(settings.target, settings.target_properties, CLIENT_ID)
-        self.copier = Copier(settings.name, self.source, self.target)
+        self.copier = Copier(settings.name, self.source, self.target, settings.fetch_max_bytes,
+                             settings.partition_max_bytes)
         self.offsets = GroupOffsets(settings, self.source, self.target, self.copier)
         self.members = Membership(settings.name, self.target, settings.session_timeout_ms,
                                   settings.heartbeat_interval_ms)

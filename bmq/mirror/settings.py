@@ -48,6 +48,11 @@ class MirrorSettings:
     # target (bmq.mirror.members): a dead one's partitions move after this long.
     session_timeout_ms: int = 6000
     heartbeat_interval_ms: int = 1000
+    # What one fetch from a source broker brings (and so one append to a target broker
+    # carries: below the target's socket.request.max.bytes, 100 MiB by default), and of that
+    # one partition's share.
+    fetch_max_bytes: int = 64 << 20
+    partition_max_bytes: int = 16 << 20
     metrics_port: int = 0
     metrics_host: str = "127.0.0.1"
     log_level: str = "INFO"
@@ -101,4 +106,11 @@ def load_settings(path: str | None, overrides: dict[str, Any]) -> MirrorSettings
             raise SettingsError(f"{key}: {error}") from error
     if not values["topics"] and not values.get("topics_regex"):
         raise SettingsError("the mirror needs topics or topics_regex")
+    for field in dataclasses.fields(MirrorSettings):
+        value = values.get(field.name)
+        lowest = 0 if field.name == "metrics_port" else 1
+        if field.type == "int" and value is not None and (
+                not isinstance(value, int) or isinstance(value, bool) or value < lowest):
+            raise SettingsError(f"{field.name}: a whole number of at least {lowest}, "
+                                f"not {value!r}")
     return MirrorSettings(**values)
