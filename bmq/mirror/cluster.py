@@ -20,6 +20,7 @@ from bmq.protocol.messages.list_offsets_request import ListOffsetsPartition, Lis
 REQUEST_TIMEOUT_S = 30.0
 FIND_COORDINATOR_VERSION = 4
 GROUP_KEY = 0
+COORDINATOR_MOVED = {ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE}
 LIST_OFFSETS_VERSION = 7
 LATEST = -1
 
@@ -30,6 +31,7 @@ class Cluster:
         self.links = LinkPool(client_id, login(properties))
         self.metadata = MetadataCache(bootstrap_addresses(bootstrap), self.links,
                                       request_timeout_s=REQUEST_TIMEOUT_S)
+        self._coordinators: dict[str, Address] = {}     # group -> its coordinator
 
     async def ask(self, address: Address, request: Any, version: int,
                   timeout: float = REQUEST_TIMEOUT_S) -> Any:
@@ -49,8 +51,25 @@ class Cluster:
                 failures.append(f"{address[0]}:{address[1]}: {error or 'timed out'}")
         raise LinkError(f"no broker of {self.bootstrap} answered ({'; '.join(failures)})")
 
-    async def coordinator(self, group: str) -> Address:
-        """The broker coordinating ``group``; KafkaError if the cluster has none now."""
+    async def ask_coordinator(self, group: str, request: Any, version: int,
+                              timeout: float = REQUEST_TIMEOUT_S) -> Any:
+        """A request to ``group``'s coordinator: found once, and again after a request to it
+        failed or it said it is not the coordinator any more (``coordinator_moved``)."""
+        address = self._coordinators.get(group)
+        if address is None:
+            address = self._coordinators[group] = await self._find_coordinator(group)
+        try:
+            return await self.ask(address, request, version, timeout)
+        except (LinkError, OSError, TimeoutError):
+            self._coordinators.pop(group, None)
+            raise
+
+    def coordinator_moved(self, group: str, code: int) -> None:
+        """A coordinator's answer: after NOT_COORDINATOR and the like it is looked up again."""
+        if code in COORDINATOR_MOVED:
+            self._coordinators.pop(group, None)
+
+    async def _find_coordinator(self, group: str) -> Address:
         response = await self.ask_any(FindCoordinatorRequest(
             key_type=GROUP_KEY, coordinator_keys=[group]), FIND_COORDINATOR_VERSION)
         found = response.coordinators[0]

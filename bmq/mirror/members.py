@@ -60,11 +60,11 @@ class Membership:
         Returns the seconds until the next one; KafkaError, LinkError if it failed."""
         if not self._configured:
             await self._configure()
-        coordinator = await self.target.coordinator(self.group)
-        response = await self.target.ask(coordinator, ConsumerGroupHeartbeatRequest(
+        response = await self.target.ask_coordinator(self.group, ConsumerGroupHeartbeatRequest(
             group_id=self.group, member_id=self.member_id, member_epoch=self.epoch,
             rebalance_timeout_ms=REBALANCE_TIMEOUT_MS, subscribed_topic_names=topics,
             topic_partitions=self._owned()), HEARTBEAT_VERSION)
+        self.target.coordinator_moved(self.group, response.error_code)
         if response.error_code in REJOIN:
             log.warning("mirror group %s: %s, joining again", self.group,
                         ErrorCode(response.error_code).name)
@@ -82,8 +82,7 @@ class Membership:
     async def leave(self) -> None:
         """Leave the group now (a clean stop), so the others take the partitions at once."""
         try:
-            coordinator = await self.target.coordinator(self.group)
-            await self.target.ask(coordinator, ConsumerGroupHeartbeatRequest(
+            await self.target.ask_coordinator(self.group, ConsumerGroupHeartbeatRequest(
                 group_id=self.group, member_id=self.member_id, member_epoch=LEAVE_EPOCH),
                 HEARTBEAT_VERSION, timeout=5)
         except (KafkaError, LinkError, OSError, TimeoutError) as error:

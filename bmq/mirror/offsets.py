@@ -68,9 +68,10 @@ class GroupOffsets:
         return sorted(groups)
 
     async def _copy_group(self, group: str) -> None:
-        fetched = await self.source.ask(await self.source.coordinator(group), OffsetFetchRequest(
+        fetched = await self.source.ask_coordinator(group, OffsetFetchRequest(
             groups=[OffsetFetchRequestGroup(group_id=group, topics=None)]), OFFSET_FETCH_VERSION)
         answer = fetched.groups[0]
+        self.source.coordinator_moved(group, answer.error_code)
         if answer.error_code != ErrorCode.NONE:
             raise KafkaError(ErrorCode(answer.error_code), "OffsetFetch on the source")
         copied = self._copied[group]
@@ -93,7 +94,7 @@ class GroupOffsets:
             by_topic[topic_name].append(OffsetCommitRequestPartition(
                 partition_index=index, committed_offset=offset, committed_leader_epoch=-1,
                 committed_metadata=metadata))
-        response = await self.target.ask(await self.target.coordinator(group), OffsetCommitRequest(
+        response = await self.target.ask_coordinator(group, OffsetCommitRequest(
             group_id=group, generation_id_or_member_epoch=-1, member_id="",
             topics=[OffsetCommitRequestTopic(name=name, partitions=parts)
                     for name, parts in by_topic.items()]), OFFSET_COMMIT_VERSION)
@@ -103,5 +104,6 @@ class GroupOffsets:
                 if result.error_code == ErrorCode.NONE and key in due:
                     copied[key] = due[key]
                 elif result.error_code != ErrorCode.NONE:
+                    self.target.coordinator_moved(group, result.error_code)
                     raise KafkaError(ErrorCode(result.error_code),
                                      f"OffsetCommit of {key[0]}-{key[1]} on the target")
