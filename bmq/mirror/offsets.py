@@ -3,7 +3,8 @@ so a group that moves to the target resumes where it was.
 
 An offset is copied only once the target has the data before it (the partition mirrored at
 least that far), so a group never points past what the target holds; and only for partitions
-still mirrored (after a promotion the group's offsets on the target are its own). The copy is
+still mirrored, as the target says right before the commit (after a promotion the group's
+offsets on the target are its own). The copy is
 a commit of a group with no members (generation -1), which the target refuses while the group
 is active there: a group is run on one cluster at a time.
 """
@@ -13,9 +14,11 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 
+from bmq.metadata.mirrors import MIRROR_SOURCE
 from bmq.mirror.cluster import Cluster
 from bmq.mirror.copier import Copier
 from bmq.mirror.settings import MirrorSettings
+from bmq.mirror.topics import describe_configs
 from bmq.net.client import LinkError
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.messages import ListGroupsRequest, OffsetCommitRequest, OffsetFetchRequest
@@ -88,12 +91,19 @@ class GroupOffsets:
                 due[key] = (offset, partition.metadata)
         if not due:
             return
+        # Still mirrors now: a topic promoted since the last metadata round is the group's
+        # own on the target (it may have committed there already).
+        marks = await describe_configs(self.target, sorted({topic for topic, _ in due}))
         by_topic: dict[str, list[OffsetCommitRequestPartition]] = defaultdict(list)
         for (topic_name, index), (offset, metadata) in due.items():
+            if marks.get(topic_name, {}).get(MIRROR_SOURCE) != self.settings.name:
+                continue
             # No leader epoch: the source's epochs are not the target's.
             by_topic[topic_name].append(OffsetCommitRequestPartition(
                 partition_index=index, committed_offset=offset, committed_leader_epoch=-1,
                 committed_metadata=metadata))
+        if not by_topic:
+            return
         response = await self.target.ask_coordinator(group, OffsetCommitRequest(
             group_id=group, generation_id_or_member_epoch=-1, member_id="",
             topics=[OffsetCommitRequestTopic(name=name, partitions=parts)
