@@ -41,7 +41,9 @@ async def handle_mirror_append(ctx: RequestContext, request: BmqMirrorAppendRequ
                 records = data.records
                 if not isinstance(records, memoryview) or len(records) == 0:
                     raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "no record batches")
-                headers = validate_batches(records, partition.log.config.max_message_bytes,
+                # Not max.message.bytes: a batch the source took is mirrored whatever this
+                # cluster's default limit (a segment holds it, as on Produce).
+                headers = validate_batches(records, partition.log.config.segment_bytes,
                                            copied=True)
                 await _avoid_producer_ids(broker, headers)
                 waits.append((answer, partition, partition.append_copied(records, headers,
@@ -83,6 +85,8 @@ async def _mirrored_partition(ctx: RequestContext, source: str, topic: str,
     broker = ctx.broker
     ctx.require(Operation.WRITE, ResourceType.TOPIC, topic)
     ctx.require(Operation.ALTER, ResourceType.TOPIC, topic)
+    if broker.topics.get(topic) is None:
+        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     marked = mirror_source(broker.topics, topic)
     if marked != source:
         raise KafkaError(ErrorCode.INVALID_REQUEST,
