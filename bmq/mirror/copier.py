@@ -61,7 +61,6 @@ class PartitionProgress:
     fetch_from: int = -1        # where the next fetch starts (past batches being appended)
     source_end: int = -1        # the source's high watermark, as its last fetch answered
     oldest_unmirrored_ms: int = -1   # timestamp of the first batch fetched and not yet there
-    bytes_mirrored: int = 0
     error: str = ""             # why it does not move now ("" if nothing is wrong)
     retry_at: float = 0.0       # (monotonic time) not fetched before, after a failure
 
@@ -247,7 +246,6 @@ class Copier:
             progress.mirrored_to = log_end
         if code == ErrorCode.NONE:
             progress.error = ""
-            progress.bytes_mirrored += len(found.records)
             progress.oldest_unmirrored_ms = -1
             metrics.count_mirrored(progress.topic, progress.index, found.records)
         elif code == ErrorCode.OFFSET_OUT_OF_RANGE:
