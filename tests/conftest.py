@@ -167,10 +167,13 @@ class BrokerProcess:
         return (utime + stime) / os.sysconf("SC_CLK_TCK")
 
     # ------------------------------------------------------------- lifecycle
+    def limited(self) -> list[str]:
+        """The start of a command that runs under ``limits`` (nothing without any)."""
+        return ["prlimit", *(f"--{name}={value}:{value}" for name, value
+                             in self.limits.items()), "--"] if self.limits else []
+
     def command(self) -> list[str]:
-        limit = ["prlimit", *(f"--{name}={value}:{value}" for name, value
-                              in self.limits.items()), "--"] if self.limits else []
-        cmd = [*limit, *bmq_command(), "serve", "--data-dir", self.data_dir,
+        cmd = [*self.limited(), *bmq_command(), "serve", "--data-dir", self.data_dir,
                "--listen", self.bootstrap]
         if self.config_path is not None:
             cmd += ["--config", str(self.config_path)]

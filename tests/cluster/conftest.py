@@ -103,7 +103,8 @@ class ClusterBroker(BrokerProcess):
         self.storage_options = storage_options
 
     def command(self) -> list[str]:
-        cmd = [*bmq_command(), "broker", "--zookeeper", self.zk_hosts, "--storage", self.storage,
+        cmd = [*self.limited(), *bmq_command(), "broker", "--zookeeper", self.zk_hosts,
+               "--storage", self.storage,
                "--listen", self.bootstrap, "--broker-id", str(self.broker_id)]
         for key, value in self.storage_options.items():
             cmd += ["--storage-option", f"{key}={value}"]

@@ -271,3 +271,54 @@ def test_a_partitions_blocks_spread_over_the_datanodes(
         assert all(0 < count < len(blocks) for count in holding.values()), holding
     finally:
         hdfs.stop()
+
+
+@pytest.mark.slow   # (CI: the round trip and kill -9 above)
+def test_partitions_past_the_open_files_limit_close_and_append_again_on_hdfs(
+        cluster_factory: ClusterFactory, mini_hdfs: MiniHdfs) -> None:
+    """A broker allowed 256 open files keeps at most 128 segment handles (``bmq.storage.
+    handles``): writing 300 partitions twice over, each partition's HDFS file is closed
+    (completed) between its two writes and appended to again; every record is read back at
+    its offset."""
+    partitions, limit = 300, 256
+    cluster = cluster_factory(brokers=1, storage=SharedStorage(
+        mini_hdfs.url(f"bmq-{time.time_ns()}"), {}))
+    broker = cluster.brokers[1]
+    broker.stop()
+    broker.limits = {"nofile": limit}
+    broker.start(timeout=120)
+    topic = make_topic_name("hdfs-handles")
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(60)
+    cluster.wait_writable(topic, timeout=120)
+    written: dict[tuple[int, int], bytes] = {}
+    failed: list[str] = []
+    for round_ in range(2):
+        # Idempotent: a flush waiting on reopened files may outlast a request's timeout, and
+        # the retry must not write the record twice.
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
+                             "enable.idempotence": True, "linger.ms": 20})
+        for partition in range(partitions):
+            producer.produce(topic, f"{round_}/{partition}".encode(), partition=partition,
+                             on_delivery=lambda error, _: failed.append(str(error))
+                             if error else None)
+            producer.poll(0)
+        assert producer.flush(120) == 0 and not failed, failed[:3]
+        written.update({(p, round_): f"{round_}/{p}".encode() for p in range(partitions)})
+    assert f"partitions keep at most {limit // 2} open" in broker.log_text()
+
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "hdfs-handles",
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    read: dict[tuple[int, int], bytes] = {}
+    try:
+        deadline = time.monotonic() + 120
+        while len(read) < len(written) and time.monotonic() < deadline:
+            message = consumer.poll(1)
+            if message is None or message.error() is not None:
+                continue
+            value, (partition, offset) = placement(message)
+            read[(partition, offset)] = value
+    finally:
+        consumer.close()
+    assert read == written
