@@ -26,17 +26,16 @@ from concurrent.futures import Executor
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import NodeExistsError
 
 from bmq.broker.membership import Membership
 from bmq.broker.membership.channel import ControllerChannel
 from bmq.broker.membership.handover import Handover
 from bmq.broker.membership.lease import Lease, LeaseKeeper
 from bmq.broker.membership.moves import MoveLog
+from bmq.broker.membership.registration import register
 from bmq.broker.membership.taken import TakenPartitions
 from bmq.broker.topic_config import log_config
 from bmq.config import Config
-from bmq.coordinators import clock
 from bmq.coordinators.base import InternalLogCoordinator
 from bmq.metadata.nodes import BrokerNode
 from bmq.metadata.routing import proxy_for
@@ -61,8 +60,6 @@ from bmq.storage.log import LogConfig
 from bmq.writepath.partitions import PartitionManager
 
 log = logging.getLogger(__name__)
-
-CLOCK_OFF_WARN_MS = 1000    # a host clock this far off ZooKeeper's is worth an operator's look
 
 
 class ClusterMembership(Membership):
@@ -266,48 +263,9 @@ class ClusterMembership(Membership):
 
     def _register_blocking(self) -> None:
         assert self.zk is not None
-        zk = self.zk
-        path = self.paths.broker(self.node.node_id)
-        deadline = time.monotonic() + 3 * self.config.zookeeper_session_timeout_ms / 1000 + 30
-        while True:
-            sent = time.monotonic()
-            session = zk.client_id
-            try:
-                _, created = zk.create(path, self._registration(), ephemeral=True,
-                                       makepath=True, include_data=True)
-                # ZooKeeper stamped ctime between our request and its answer: read as
-                # stamped now, our clock is behind by at most the round trip, never ahead
-                # (the midpoint put it ahead when the request waited to be sent, and
-                # scheduled records went out early).
-                self._follow_clock(created.ctime, time.monotonic_ns())
-            except NodeExistsError:
-                stat = zk.exists(path)
-                if stat is None:
-                    continue
-                if session is None or stat.ephemeralOwner != session[0]:
-                    # A previous incarnation's session has not expired yet.
-                    if time.monotonic() > deadline:
-                        raise RuntimeError(f"broker id {self.node.node_id} is taken by "
-                                           f"a live broker") from None
-                    time.sleep(0.2)
-                    continue
-            stat = zk.exists(path)
-            if stat is None:
-                continue
-            self.lease.bind(session, sent)
-            self.reg = stat.czxid
-            log.info("registered as broker %d (registration %d)", self.node.node_id,
-                     self.reg)
-            return
-
-    @staticmethod
-    def _follow_clock(zookeeper_ms: int, at_monotonic_ns: int) -> None:
-        """Time scheduled deliveries and share groups by ZooKeeper's clock (see
-        ``bmq.coordinators.clock``): ``zookeeper_ms`` stamped our registration."""
-        ahead_ms = clock.follow(zookeeper_ms, at_monotonic_ns)
-        if abs(ahead_ms) >= CLOCK_OFF_WARN_MS:
-            log.warning("this host's wall clock is %+.1f s off ZooKeeper's: scheduled delivery "
-                        "and share groups are timed by ZooKeeper's", ahead_ms / 1000)
+        self.reg = register(self.zk, self.paths.broker(self.node.node_id), self.node.node_id,
+                            self._registration, self.lease,
+                            self.config.zookeeper_session_timeout_ms)
 
     async def _write_registration(self) -> None:
         if self.zk is None or self.reg == 0:
