@@ -2,9 +2,10 @@
 so a group that moves to the target resumes where it was.
 
 An offset is copied only once the target has the data before it (the partition mirrored at
-least that far), so a group never points past what the target holds; and only for partitions
+least that far), so a group never points past what the target holds; only for partitions
 still mirrored, as the target says right before the commit (after a promotion the group's
-offsets on the target are its own). The copy is
+offsets on the target are its own); and never back (a group that moved to the target and went
+on there keeps its offsets, whatever it left on the source). The copy is
 a commit of a group with no members (generation -1), which the target refuses while the group
 is active there: a group is run on one cluster at a time.
 """
@@ -71,26 +72,20 @@ class GroupOffsets:
         return sorted(groups)
 
     async def _copy_group(self, group: str) -> None:
-        fetched = await self.source.ask_coordinator(group, OffsetFetchRequest(
-            groups=[OffsetFetchRequestGroup(group_id=group, topics=None)]), OFFSET_FETCH_VERSION)
-        answer = fetched.groups[0]
-        self.source.coordinator_moved(group, answer.error_code)
-        if answer.error_code != ErrorCode.NONE:
-            raise KafkaError(ErrorCode(answer.error_code), "OffsetFetch on the source")
         copied = self._copied[group]
         due: Committed = {}
-        for topic in answer.topics:
-            for partition in topic.partitions:
-                key = (topic.name, partition.partition_index)
-                progress = self.copier.partitions.get(key)
-                offset = partition.committed_offset
-                if (progress is None or offset < 0 or partition.error_code != ErrorCode.NONE
-                        or progress.mirrored_to < offset
-                        or copied.get(key, (None,))[0] == offset):
-                    continue
-                due[key] = (offset, partition.metadata)
+        for key, (offset, metadata) in (await _committed(self.source, group)).items():
+            progress = self.copier.partitions.get(key)
+            if progress is not None and progress.mirrored_to >= offset and \
+                    copied.get(key, (None,))[0] != offset:
+                due[key] = (offset, metadata)
         if not due:
             return
+        # Never back: a group that moved to the target and went on there keeps its offsets
+        # (also when a mirror started again, which has copied nothing yet, copies them all).
+        on_target = await _committed(self.target, group)
+        due = {key: committed for key, committed in due.items()
+               if key not in on_target or on_target[key][0] <= committed[0]}
         # Still mirrors now: a topic promoted since the last metadata round is the group's
         # own on the target (it may have committed there already).
         marks = await describe_configs(self.target, sorted({topic for topic, _ in due}))
@@ -117,3 +112,17 @@ class GroupOffsets:
                     self.target.coordinator_moved(group, result.error_code)
                     raise KafkaError(ErrorCode(result.error_code),
                                      f"OffsetCommit of {key[0]}-{key[1]} on the target")
+
+
+async def _committed(cluster: Cluster, group: str) -> Committed:
+    """The group's committed offsets on ``cluster``, by partition."""
+    fetched = await cluster.ask_coordinator(group, OffsetFetchRequest(
+        groups=[OffsetFetchRequestGroup(group_id=group, topics=None)]), OFFSET_FETCH_VERSION)
+    answer = fetched.groups[0]
+    cluster.coordinator_moved(group, answer.error_code)
+    if answer.error_code != ErrorCode.NONE:
+        raise KafkaError(ErrorCode(answer.error_code), f"OffsetFetch on {cluster.bootstrap}")
+    return {(topic.name, partition.partition_index): (partition.committed_offset,
+                                                      partition.metadata)
+            for topic in answer.topics for partition in topic.partitions
+            if partition.committed_offset >= 0 and partition.error_code == ErrorCode.NONE}

@@ -181,6 +181,38 @@ def test_a_group_moves_to_the_target_after_promote_and_reads_the_rest_once(pair:
     assert end_offsets(target.bootstrap, topic, 2) == [end + 5 for end in ends]
 
 
+def test_a_group_offset_is_never_moved_back_on_the_target(pair: Pair) -> None:
+    """A group that went on on the target (it moved there) keeps its offset there, whatever
+    the source says later."""
+    source, target, mirror = pair
+    topic, group = make_topic_name("m-back-offsets"), make_topic_name("g-back-offsets")
+    create(source.bootstrap, topic, 1)
+    produce(source.bootstrap, topic, 100, 1)
+    wait_until(lambda: caught_up(pair, topic, 1), 20, "mirrored", mirror.log_text)
+
+    on_source, on_target = (Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group})
+                            for cluster in (source, target))
+
+    def commit(consumer: Consumer, offset: int) -> None:
+        consumer.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
+
+    def committed() -> int:
+        return int(on_target.committed([TopicPartition(topic, 0)], 10)[0].offset)
+
+    try:
+        commit(on_source, 50)
+        wait_until(lambda: committed() == 50, 20, "the offset is copied", mirror.log_text)
+        commit(on_target, 80)
+        commit(on_source, 60)
+        time.sleep(4 * INTERVAL_MS / 1000)
+        assert committed() == 80
+        commit(on_source, 90)
+        wait_until(lambda: committed() == 90, 20, "a later offset is copied", mirror.log_text)
+    finally:
+        on_source.close()
+        on_target.close()
+
+
 def test_an_unrelated_topic_and_a_mirror_on_the_source_are_never_written(pair: Pair) -> None:
     """A target topic of the name that is not a mirror is left alone, and so is a source topic
     that is a mirror itself (of the target, say: two clusters mirroring into each other)."""
