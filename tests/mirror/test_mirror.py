@@ -292,7 +292,7 @@ def test_two_mirrors_share_the_partitions_and_one_takes_over_from_a_dead_one(
     wait_until(lambda: caught_up(pair, topic, 4)
                and everything <= mirrored_partitions(alive.metrics_port), 20,
                "the mirror left takes the dead one's partitions over", alive.log_text)
-    assert time.monotonic() - killed_at < SESSION_TIMEOUT_MS / 1000 + 5
+    assert time.monotonic() - killed_at < SESSION_TIMEOUT_MS / 1000 + 10  # (a loaded CI host)
     assert records(target.bootstrap, topic, 4) == records(source.bootstrap, topic, 4)
     if dead is mirror:
         mirror.start()      # (the module's mirror, for the tests after this one)
