@@ -29,7 +29,8 @@ Metric names (all prefixed ``bmq_``):
 * ``mirror_bytes_total`` {topic, partition} / ``mirror_records_total`` {topic}: batch bytes and
   records `bmq mirror` appended to the target; ``mirror_lag_records`` / ``mirror_lag_seconds``
   {topic, partition}: how far the target is behind the source (records, and the age of the
-  oldest record fetched and not yet appended); ``mirror_errors_total`` {error};
+  oldest record fetched and not yet appended); ``mirror_partition_failing`` {topic, partition}:
+  1 while a partition does not move (the log says why); ``mirror_errors_total`` {error};
   ``mirror_source_up``: 1/0.
 * ``zookeeper_connected``: 1/0, registered only once a role calls :func:`set_zookeeper_connected`.
 * ``controller_active`` (1/0), ``controller_brokers`` {draining} and ``controller_partitions``
@@ -416,6 +417,9 @@ MIRROR_LAG_SECONDS = Gauge("bmq_mirror_lag_seconds",
                            registry=REGISTRY)
 MIRROR_ERRORS = Counter("bmq_mirror_errors", "Errors of the mirror's fetches and appends.",
                         ["error"], registry=REGISTRY)
+MIRROR_PARTITION_FAILING = Gauge("bmq_mirror_partition_failing",
+                                 "1 while the mirror cannot copy the partition (its log says "
+                                 "why), else 0.", ["topic", "partition"], registry=REGISTRY)
 MIRROR_SOURCE_UP = Gauge("bmq_mirror_source_up", "1 while the source cluster answers, else 0.",
                          registry=REGISTRY)
 
@@ -425,13 +429,16 @@ def count_mirrored(topic: str, partition: int, batches: bytes | bytearray | memo
     MIRROR_RECORDS.labels(topic).inc(count_records(batches))
 
 
-def set_mirror_lag(topic: str, partition: int, records: int, seconds: float) -> None:
+def set_mirror_partition(topic: str, partition: int, records: int, seconds: float,
+                         failing: bool) -> None:
+    """A mirrored partition's lag, and whether it fails to move now."""
     MIRROR_LAG_RECORDS.labels(topic, str(partition)).set(records)
     MIRROR_LAG_SECONDS.labels(topic, str(partition)).set(seconds)
+    MIRROR_PARTITION_FAILING.labels(topic, str(partition)).set(1 if failing else 0)
 
 
 def forget_mirror_partition(topic: str, partition: int) -> None:
     """A partition no longer mirrored (its topic promoted) leaves the lag gauges."""
-    for gauge in (MIRROR_LAG_RECORDS, MIRROR_LAG_SECONDS):
+    for gauge in (MIRROR_LAG_RECORDS, MIRROR_LAG_SECONDS, MIRROR_PARTITION_FAILING):
         with contextlib.suppress(KeyError):
             gauge.remove(topic, str(partition))

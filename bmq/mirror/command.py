@@ -116,12 +116,13 @@ def _connection(func: Any) -> Any:
 @click.option("--name", help="Only the mirrors of this source name.")
 @click.option("--metrics", "metrics_urls", multiple=True, metavar="URL",
               help="A mirror process's metrics (http://HOST:PORT/metrics, repeatable): adds "
-                   "the bytes they mirrored since they started.")
+                   "the bytes they mirrored since they started, and whether a partition is "
+                   "failing (its mirror's log says why).")
 def status(bootstrap: str, properties: tuple[str, ...], source: str | None,
            source_properties: tuple[str, ...], name: str | None,
            metrics_urls: tuple[str, ...]) -> None:
     """Each mirrored partition: the target's and the source's end offsets, the lag in records
-    and seconds, and the bytes mirrored."""
+    and seconds, the bytes mirrored and whether it is failing."""
     async def work() -> list[Any]:
         target = Cluster(bootstrap, _properties(properties), CLIENT_ID)
         origin = None if source is None else Cluster(source, _properties(source_properties),
@@ -135,13 +136,14 @@ def status(bootstrap: str, properties: tuple[str, ...], source: str | None,
 
     rows = _run(work())
     click.echo(f"{'TOPIC':<24} {'PART':>4} {'SOURCE':<12} {'TARGET END':>12} "
-               f"{'SOURCE END':>12} {'LAG':>10} {'LAG S':>8} {'BYTES':>14}")
+               f"{'SOURCE END':>12} {'LAG':>10} {'LAG S':>8} {'BYTES':>14} STATE")
     for row in rows:
+        state = "-" if row.failing is None else "failing" if row.failing else "ok"
         click.echo(f"{row.topic:<24} {row.partition:>4} {row.source_name:<12} "
                    f"{_shown(row.target_end):>12} {_shown(row.source_end):>12} "
                    f"{_shown(row.lag_records):>10} "
                    f"{'-' if row.lag_seconds is None else f'{row.lag_seconds:.1f}':>8} "
-                   f"{_shown(row.bytes_mirrored):>14}")
+                   f"{_shown(row.bytes_mirrored):>14} {state}")
 
 
 def _shown(value: int | None) -> str:

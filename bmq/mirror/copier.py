@@ -285,11 +285,11 @@ class Copier:
                                                 max(BACKOFF_FIRST_S, self._backoff * 2))
 
     def report(self) -> None:
-        """The per-partition gauges (lag in records and seconds)."""
+        """The per-partition gauges (lag in records and seconds, failing or not)."""
         now = int(time.time() * 1000)
         for progress in self.partitions.values():
-            metrics.set_mirror_lag(progress.topic, progress.index, progress.lag_records,
-                                   progress.lag_seconds(now))
+            metrics.set_mirror_partition(progress.topic, progress.index, progress.lag_records,
+                                         progress.lag_seconds(now), bool(progress.error))
 
 
 def _by_topic(partitions: Iterable[PartitionProgress]) -> dict[str, list[PartitionProgress]]:

@@ -35,6 +35,7 @@ class PartitionStatus:
     source_end: int | None = None
     lag_seconds: float | None = None   # age of the oldest record the target lacks
     bytes_mirrored: int | None = None  # by the mirror processes asked, since they started
+    failing: bool | None = None        # whether the mirror process copying it reports it stuck
 
     @property
     def lag_records(self) -> int | None:
@@ -58,9 +59,10 @@ async def mirror_status(target: Cluster, source: Cluster | None, name: str | Non
     for row, end in _each(rows, await target.end_offsets(keys)):
         row.target_end = end
     if metrics_urls:
-        copied = await asyncio.to_thread(bytes_mirrored, metrics_urls)
+        copied, failing = await asyncio.to_thread(mirror_metrics, metrics_urls)
         for row in rows:
             row.bytes_mirrored = copied.get((row.topic, row.partition), 0)
+            row.failing = failing.get((row.topic, row.partition))
     if source is None:
         return rows
     await source.metadata.refresh()
@@ -77,19 +79,26 @@ async def mirror_status(target: Cluster, source: Cluster | None, name: str | Non
     return rows
 
 
-def bytes_mirrored(metrics_urls: Sequence[str]) -> dict[tuple[str, int], int]:
-    """Bytes mirrored by partition, added up over the mirror processes' metrics endpoints
-    (``http://HOST:PORT/metrics``); OSError if one does not answer."""
+def mirror_metrics(metrics_urls: Sequence[str]
+                   ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], bool]]:
+    """From the mirror processes' metrics endpoints (``http://HOST:PORT/metrics``): the bytes
+    mirrored by partition, added up, and whether the process copying a partition reports it
+    failing; OSError if one does not answer."""
     copied: dict[tuple[str, int], int] = defaultdict(int)
+    failing: dict[tuple[str, int], bool] = {}
     for url in metrics_urls:
         with urllib.request.urlopen(url, timeout=10) as answer:
             text = answer.read().decode()
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
+                if sample.name not in ("bmq_mirror_bytes_total", "bmq_mirror_partition_failing"):
+                    continue
+                key = (sample.labels["topic"], int(sample.labels["partition"]))
                 if sample.name == "bmq_mirror_bytes_total":
-                    key = (sample.labels["topic"], int(sample.labels["partition"]))
                     copied[key] += int(sample.value)
-    return copied
+                else:
+                    failing[key] = sample.value > 0
+    return copied, failing
 
 
 def _each(rows: list[PartitionStatus], ends: dict[tuple[str, int], int | ErrorCode]

@@ -10,6 +10,7 @@ import subprocess
 import threading
 import time
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
@@ -88,11 +89,12 @@ def test_topics_are_mirrored_record_by_record_with_their_transactions(pair: Pair
     rows = {tuple(line.split()[:2]): line.split() for line in status.stdout.splitlines()}
     ends = end_offsets(source.bootstrap, topic, 2)
     for partition in range(2):
-        # topic, partition, source, target end, source end, lag, lag s, bytes
+        # topic, partition, source, target end, source end, lag, lag s, bytes, state
         row = rows[(topic, str(partition))]
         assert row[2:7] == ["east", str(ends[partition]), str(ends[partition]), "0", "0.0"]
         assert int(row[7]) == metric(mirror.metrics_port, "bmq_mirror_bytes_total",
                                      topic=topic, partition=str(partition)) > 0
+        assert row[8] == "ok"
     # A new partition on the source, a new topic and a config change appear on the target.
     admin = AdminClient({"bootstrap.servers": source.bootstrap})
     admin.create_partitions([NewPartitions(topic, 3)])[topic].result(10)
@@ -181,9 +183,10 @@ def test_a_group_moves_to_the_target_after_promote_and_reads_the_rest_once(pair:
     assert end_offsets(target.bootstrap, topic, 2) == [end + 5 for end in ends]
 
 
+@pytest.mark.slow
 def test_a_group_offset_is_never_moved_back_on_the_target(pair: Pair) -> None:
     """A group that went on on the target (it moved there) keeps its offset there, whatever
-    the source says later."""
+    the source says later (slow: CI time)."""
     source, target, mirror = pair
     topic, group = make_topic_name("m-back-offsets"), make_topic_name("g-back-offsets")
     create(source.bootstrap, topic, 1)
@@ -228,6 +231,27 @@ def test_an_unrelated_topic_and_a_mirror_on_the_source_are_never_written(pair: P
     assert end_offsets(target.bootstrap, unrelated, 1) == [0]
     assert not topic_configs(target.bootstrap, unrelated).get("bmq.mirror.source")
     assert partition_count(target.bootstrap, mirrored_back) == 0
+
+
+def test_a_source_log_starting_past_the_target_end_is_reported_failing(pair: Pair) -> None:
+    """Not mirrored yet (the target cannot start a partition past offset 0): the partition is
+    reported failing, and nothing is written."""
+    source, target, mirror = pair
+    topic = make_topic_name("m-trimmed")
+    create(target.bootstrap, topic, 1)          # not a mirror: left alone for now
+    create(source.bootstrap, topic, 1)
+    produce(source.bootstrap, topic, 10, 1)
+    admin = AdminClient({"bootstrap.servers": source.bootstrap})
+    admin.delete_records([TopicPartition(topic, 0, 5)])[TopicPartition(topic, 0, 5)].result(10)
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
+        ConfigEntry("bmq.mirror.source", "east", incremental_operation=AlterConfigOpType.SET)])
+    target_admin = AdminClient({"bootstrap.servers": target.bootstrap})
+    target_admin.incremental_alter_configs([resource])[resource].result(10)
+    wait_until(lambda: metric(mirror.metrics_port, "bmq_mirror_partition_failing",
+                              topic=topic, partition="0") == 1, 20,
+               "the partition is reported failing", mirror.log_text)
+    assert "source log starts at 5" in mirror.log_text()
+    assert end_offsets(target.bootstrap, topic, 1) == [0]
 
 
 def test_kill_9_of_the_mirror_twice_mid_stream_loses_and_repeats_nothing(pair: Pair) -> None:
