@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bmq.coordinators.placement import partition_for
@@ -252,3 +252,27 @@ def test_admin_apis_on_any_broker(cluster_factory: ClusterFactory) -> None:
     # controller's update: soon, not at once (asked at once, it failed under load twice).
     cluster.wait_for(lambda: topic not in two.list_topics(timeout=10).topics, 20,
                      "the topic gone from broker 2's Metadata")
+
+
+def test_a_topic_deleted_before_its_moved_partitions_were_opened_leaves_no_data(
+        cluster_factory: ClusterFactory) -> None:
+    """A killed broker's partitions are taken by the others without being opened (opened on
+    first use or in the background); the topic's deletion right after still removes every
+    partition's files, the dead broker's included."""
+    cluster = cluster_factory(brokers=2)
+    topic = make_topic_name("deleted-moved")
+    partitions = 200
+    create_topic(cluster, topic, partitions)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 20})
+    for partition in range(partitions):
+        producer.produce(topic, b"x", partition=partition)
+    assert producer.flush(60) == 0
+    del producer    # its metadata refreshes would create the deleted topic again
+    shared = cluster.base / "shared" / "topics" / topic
+    assert len(list(shared.iterdir())) == partitions
+    cluster.brokers[2].kill()
+    cluster.wait_writable(topic, owners={1}, timeout=20)
+    admin = AdminClient({"bootstrap.servers": cluster.brokers[1].bootstrap})
+    admin.delete_topics([topic])[topic].result(30)
+    cluster.wait_for(lambda: not shared.exists() or not any(shared.iterdir()), 30,
+                     "every partition's data deleted")

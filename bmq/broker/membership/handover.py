@@ -14,7 +14,6 @@ from bmq.config import Config
 from bmq.coordinators.base import InternalLogCoordinator
 from bmq.metadata.topics import TopicPartition, TopicRegistry
 from bmq.metadata.zookeeper.layout import DRAINING, RECOVERING, RELEASED, WRITABLE
-from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.writepath.partitions import PartitionManager
 
 log = logging.getLogger("bmq.broker.membership.cluster")
@@ -45,10 +44,10 @@ class Handover:
         if storage has seen a higher one)."""
         topic, index = tp
         info = self._topics.get(topic)
-        if info is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic} is unknown")
+        # (Unknown: the topic was deleted, and the partition is opened to be deleted with it.)
+        configs = {} if info is None else info.configs
         started = time.monotonic()
-        await self._partitions.open(topic, index, log_config(self._config, info.configs),
+        await self._partitions.open(topic, index, log_config(self._config, configs),
                                     leader_epoch=epoch)
         self._moves.taken(topic, index, epoch, (time.monotonic() - started) * 1000)
 
