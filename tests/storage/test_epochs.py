@@ -188,6 +188,26 @@ def test_index_files_a_takeover_wrote_are_rebuilt_when_a_crash_lost_them(
     assert all(storage.size(f"t/0/{name}") for name in written)    # written again
 
 
+def test_owners_that_wrote_nothing_leave_a_log_the_next_ones_continue(
+        storage: Storage, caplog: pytest.LogCaptureFixture) -> None:
+    """Owners 2 and 3 take over and write nothing: each new segment is empty and starts where
+    the previous owner's dropped empty one did, and its file is made all the same (it was not:
+    the next owner found the segment its checkpoint lists missing). Owner 4 continues the log;
+    every batch is read back."""
+    a = _open(storage, 1)
+    stored = _write(a, range(3))
+    a._shut()
+    for epoch in (2, 3):
+        _open(storage, epoch)._shut()
+    d = _open(storage, 4)
+    stored += _write(d, range(3, 5))
+    d._shut()
+    e = _open(storage, 5)
+    assert _raw(e) == stored
+    assert "missing" not in caplog.text
+    e.close()
+
+
 def test_epoch_zero_data_migrates(storage: Storage) -> None:
     """Data written by a single-node broker (epoch 0, checkpoint.json) opens in cluster mode,
     and from then on epoch 0 is fenced."""

@@ -431,15 +431,16 @@ class ClusterMembership(Membership):
                         await asyncio.sleep(0.5)
                     continue
                 if taken is not None:
-                    if a is None and await self._topic_deleted(topic):
+                    await self._taken.drop(tp)      # (an open under way may have ended)
+                    if partitions.get(topic, index) is None and a is None \
+                            and await self._topic_deleted(topic):
                         # Its data goes with the topic: claimed now, it is deleted below as
                         # an open partition's is (a previous owner's files are there).
                         try:
-                            await self._taken.open(tp)
+                            await self._handing().open(tp, taken, deleted=True)
                         except Exception as error:
                             log.warning("%s-%d of a deleted topic not claimed to be deleted: "
                                         "%s", topic, index, error)
-                    await self._taken.drop(tp)      # (an open under way may have ended)
                     continue
                 if partition is not None:
                     deleted = a is None and await self._topic_deleted(topic)

@@ -14,6 +14,7 @@ from bmq.config import Config
 from bmq.coordinators.base import InternalLogCoordinator
 from bmq.metadata.topics import TopicPartition, TopicRegistry
 from bmq.metadata.zookeeper.layout import DRAINING, RECOVERING, RELEASED, WRITABLE
+from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.writepath.partitions import PartitionManager
 
 log = logging.getLogger("bmq.broker.membership.cluster")
@@ -39,12 +40,14 @@ class Handover:
             and topic not in self._coordinators \
             and not log_config(self._config, info.configs).delay_enable
 
-    async def open(self, tp: TopicPartition, epoch: int) -> None:
+    async def open(self, tp: TopicPartition, epoch: int, deleted: bool = False) -> None:
         """Open the partition's log as the owner of ``epoch`` (raises ``FencedEpochError``
-        if storage has seen a higher one)."""
+        if storage has seen a higher one); ``deleted``: its topic was deleted, and it is
+        opened to be deleted with it (with the default configs)."""
         topic, index = tp
         info = self._topics.get(topic)
-        # (Unknown: the topic was deleted, and the partition is opened to be deleted with it.)
+        if info is None and not deleted:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic} is unknown")
         configs = {} if info is None else info.configs
         started = time.monotonic()
         await self._partitions.open(topic, index, log_config(self._config, configs),

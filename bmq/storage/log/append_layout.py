@@ -194,7 +194,7 @@ class AppendLayout(Layout):
         now = clock_ms()
         segments: list[Segment] = []
         scanned: list[Segment] = []
-        sizes: dict[int, int] = {}      # segment base -> its file's size as found
+        sizes: dict[str, int] = {}      # segment file -> its size as found
         scanning = False
         for seg, meta in chain:
             own = seg.epoch == epoch   # our own file (a restart in the same epoch)
@@ -209,7 +209,7 @@ class AppendLayout(Layout):
             try:
                 # (HDFS: the old writer's lease; its open block is unreadable until then)
                 storage.claim(path)
-                file_size = sizes[seg.base] = visible_size(log.storage, path)
+                file_size = sizes[seg.log_file] = visible_size(log.storage, path)
             except FileNotFoundError:
                 logger.warning("%s: segment file %s is missing", log, seg.log_file)
                 break
@@ -299,7 +299,7 @@ class AppendLayout(Layout):
         # The active segment's file at its durable size now (a torn tail cut off before any
         # reader sees it); its append handle waits for the first write, so a partition nobody
         # writes keeps no file open (a restart of 50,000 partitions opened as many).
-        if sizes.get(active.base, -1) != active.size:
+        if sizes.get(active.log_file, -1) != active.size:
             self._open_appender(log_segments, active).close()
         return Recovered(segments, log_start, producers, names, ckpt if top == epoch else None)
 
