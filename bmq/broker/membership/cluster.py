@@ -79,8 +79,6 @@ class ClusterMembership(Membership):
         self._coordinators: Mapping[str, InternalLogCoordinator] = {}
         self.brokers: dict[int, BrokerNode] = {}
         self.proxies: dict[int, BrokerNode] = {}   # the proxy tier, if any (bmq/proxy/)
-        self._broker_ids: frozenset[int] = frozenset()     # their keys, for leaders_token
-        self._proxy_ids: frozenset[int] = frozenset()
         self.assignments: dict[str, dict[str, Assignment]] = {}
         self.reg = 0                      # creation zxid of our registration; 0 = unregistered
         self.draining = False
@@ -212,11 +210,13 @@ class ClusterMembership(Membership):
         return owner
 
     def leaders_token(self, topic: str) -> object:
-        # What ``leader`` and ``partition_leader`` read. The follower shares an assignment
-        # document between reads while its bytes do not change, so comparing it is mostly an
-        # identity check.
-        return (self.assignments.get(topic), self._broker_ids, self._proxy_ids, self.reg,
-                self.can_acknowledge())
+        # What ``leader`` and ``partition_leader`` read: the assignment document, which
+        # brokers and proxies are live (key views: each read replaces these dicts, never
+        # changes them), the registration and the ack right. The follower shares a document
+        # between reads while its bytes do not change, so comparing it is mostly an identity
+        # check.
+        return (self.assignments.get(topic), self.brokers.keys(), self.proxies.keys(),
+                self.reg, self.can_acknowledge())
 
     def owner_node(self, topic: str, index: int) -> BrokerNode | None:
         leader = self.leader(topic, index)
@@ -343,7 +343,6 @@ class ClusterMembership(Membership):
         self.topics.replace_all(snapshot.topics)
         self.brokers = snapshot.brokers
         self.proxies = snapshot.proxies
-        self._broker_ids, self._proxy_ids = frozenset(self.brokers), frozenset(self.proxies)
         self.assignments = snapshot.assignments
         configs: dict[str, LogConfig | None] = {}     # a topic's, worked out once a read
         for partition in self._partitions.all():
