@@ -90,7 +90,10 @@ def test_out_of_file_descriptors_a_topic_is_refused_whole_and_the_broker_serves_
         broker_factory: BrokerFactory) -> None:
     broker = broker_factory(limits={"nofile": OPEN_FILES})
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    assert admin.list_topics(timeout=30).brokers      # its connections are made
+    # CreateTopics goes to the controller over a connection of its own (librdkafka's broker "/0",
+    # not the bootstrap one); made now, or the hogs would leave it waiting in the listen backlog
+    warm = make_topic_name("warm")
+    admin.create_topics([NewTopic(warm, 1, 1)])[warm].result(30)
     hogs = []       # connections that take every descriptor the broker has left
     try:
         for _ in range(OPEN_FILES):
