@@ -38,3 +38,17 @@ async def ask_each(links: LinkPool, requests: Sequence[tuple[Address, Any]], ver
             return None
 
     return list(await asyncio.gather(*(ask(address, request) for address, request in requests)))
+
+
+async def ask_first(links: LinkPool, addresses: Sequence[Address], request: Any, version: int,
+                    timeout: float) -> Any:
+    """The request sent to each address in turn until one answers (requests any broker
+    answers: InitProducerId, CreateTopics): its decoded response; LinkError naming every
+    failure if none did."""
+    failures = []
+    for address in dict.fromkeys(addresses):
+        try:
+            return await asyncio.wait_for(links.get(*address).request(request, version), timeout)
+        except (LinkError, OSError, TimeoutError) as error:
+            failures.append(f"{address[0]}:{address[1]}: {error or 'timed out'}")
+    raise LinkError(f"no broker answered {type(request).__name__} ({'; '.join(failures)})")
