@@ -201,10 +201,14 @@ class AppendLayout(Layout):
             if segments and ck_metas is None:
                 if not continues(segments[-1], seg):
                     continue
-            elif segments and seg.base != segments[-1].next_offset:
+            elif segments and seg.base < segments[-1].next_offset:
                 logger.warning("%s: segment %d does not follow offset %d; dropping it and later "
                                "ones", log, seg.base, segments[-1].next_offset)
                 break
+            elif segments:
+                # (A roll after a copied log's gap: the gap ends the segment before, as the
+                # writer had it.)
+                segments[-1].next_offset = seg.base
             path = log_segments.path(seg.log_file)
             try:
                 # (HDFS: the old writer's lease; its open block is unreadable until then)
@@ -235,7 +239,7 @@ class AppendLayout(Layout):
             else:
                 seg = fresh
             valid_end = recover_segment(log_segments, seg, start, file_size, producers, now,
-                                        gaps=ck_metas is None)
+                                        gaps_cleaned=ck_metas is None)
             if not vouched or valid_end > start:
                 # Bytes the checkpoint did not vouch for (an empty segment it lists, as after
                 # a clean stop, needs neither a sync nor new index files).
@@ -325,6 +329,9 @@ class AppendLayout(Layout):
                     if pos > run_start:
                         group.buffers.append(view[run_start:pos])
                     run_start = pos
+                    # (A copied log's gap before ``base`` ends the segment rolled away from,
+                    # as the cleaner's do: each segment starts where the one before ends.)
+                    group.next_offset = base
                     group = self._new_group(Segment(base, now_ms), True)
                     groups.append(group)
                     seg_base = base
@@ -407,6 +414,9 @@ class AppendLayout(Layout):
                       offset_of_max_timestamp=seg.offset_of_max_timestamp,
                       bytes_since_index=seg.bytes_since_index,
                       last_time_entry=seg.last_time_entry, created_ms=seg.created_ms)
+
+    def make_file(self, segments: LogSegments, seg: Segment) -> None:
+        self._open_appender(segments, seg).close()
 
     @staticmethod
     def _open_appender(segments: LogSegments, seg: Segment) -> AppendFile:

@@ -67,6 +67,11 @@ class Layout(ABC):
         """Whole batches from the one holding ``offset``."""
         return read_batches(segments, offset, max_bytes)
 
+    def make_file(self, segments: LogSegments, seg: Segment) -> None:
+        """Make the (empty) file of a new segment the log starts with (``start_at``), if this
+        layout has one before the first write."""
+        return None
+
     @abstractmethod
     def tail_segments(self, segments: LogSegments) -> list[Segment]:
         """The segments a tail (``PartitionLog.tail``) lists."""

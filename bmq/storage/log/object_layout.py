@@ -178,7 +178,7 @@ class ObjectLayout(Layout):
             except FileNotFoundError:
                 continue
             valid_end = recover_segment(log.segments, seg, 0, size, producers, now,
-                                        gaps=metas is None)
+                                        gaps_cleaned=metas is None)
             if valid_end == 0:
                 continue
             if metas is None and objects:

@@ -80,7 +80,7 @@ from bmq.storage.producer_state import (
     ProducerStateTable,
     txn_kind,
 )
-from bmq.storage.segment import Segment
+from bmq.storage.segment import MAX_RELATIVE_OFFSET, Segment
 
 logger = logging.getLogger(__name__)
 
@@ -170,11 +170,19 @@ class PartitionLog:
         self.fence_check()
 
     def append(self, records: memoryview, headers: list[BatchHeader], now_ms: int,
-               sequences_from: PartitionLog | None = None) -> AppendResult:
+               sequences_from: PartitionLog | None = None, copied: bool = False
+               ) -> AppendResult:
         """Append whole batches (their base offsets are set in ``records``). ``sequences_from``:
         a log sharing this one's producer sequence numbers (a partition and its timer log,
         which holds idempotent producers' batches while scheduling is on): a producer whose
-        newest batch went there continues its sequence here."""
+        newest batch went there continues its sequence here.
+
+        ``copied``: batches of another log (a mirror's source), appended as a Kafka follower
+        appends its leader's: at their own offsets, each at or past the end of the one before
+        (a compacted source's gaps are kept), their producer sequences not checked again
+        (the source did; its cleaner may have removed some). Raises KafkaError, writing
+        nothing, for a batch before the log end offset (OFFSET_OUT_OF_RANGE) or so far past
+        the high watermark that a segment could not index it (INVALID_RECORD)."""
         if not headers:
             raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "no record batches")
         log_append_time = self.config.message_timestamp_type == "LogAppendTime"
@@ -184,17 +192,23 @@ class PartitionLog:
         with segments.lock:
             self._check_writable()
             producers = self.live_producers
-            duplicate = producers.check(headers, elsewhere)
-            if duplicate is not None:
-                return AppendResult(
-                    duplicate.base_offset, duplicate.last_offset,
-                    duplicate.max_timestamp if log_append_time else -1,
-                    segments.log_start_offset, duplicate=True)
-            first = offset = segments.log_end_offset
+            if copied:
+                _check_copied(headers, segments.log_end_offset, segments.high_watermark)
+            else:
+                duplicate = producers.check(headers, elsewhere)
+                if duplicate is not None:
+                    return AppendResult(
+                        duplicate.base_offset, duplicate.last_offset,
+                        duplicate.max_timestamp if log_append_time else -1,
+                        segments.log_start_offset, duplicate=True)
+            first = offset = headers[0].base_offset if copied else segments.log_end_offset
             pos = 0
             metas: list[BatchMeta] = []
             for h in headers:
-                set_base_offset(records, pos, offset)
+                if copied:
+                    offset = h.base_offset
+                else:
+                    set_base_offset(records, pos, offset)
                 if log_append_time:
                     set_log_append_time(records, pos, h, now_ms)
                     max_ts = now_ms
@@ -413,6 +427,11 @@ class PartitionLog:
     def delete_records(self, before_offset: int) -> int:
         return retention.delete_records(self, before_offset)
 
+    def start_at(self, offset: int) -> None:
+        """Empty the log and start it at ``offset``, past its end (Kafka's
+        ``truncateFullyAndStartAt``): a mirror's source deleted everything this log holds."""
+        retention.start_at(self, offset, self.layout.make_file)
+
     def apply_retention(self, now_ms: int) -> int:
         return retention.apply_retention(self, now_ms, self.layout.kept_at_end)
 
@@ -547,6 +566,23 @@ class PartitionLog:
         return f"PartitionLog({self.storage.url}/{self.dir})"
 
     __str__ = __repr__
+
+
+def _check_copied(headers: list[BatchHeader], log_end: int, high_watermark: int) -> None:
+    """Copied batches must continue the log (gaps allowed) and stay within what one segment
+    indexes from the high watermark (the object layout's next object starts there)."""
+    if headers[0].base_offset < log_end:
+        raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                         f"batches start at {headers[0].base_offset}, the log ends at {log_end}")
+    end = log_end
+    for h in headers:
+        if h.base_offset < end:
+            raise KafkaError(ErrorCode.INVALID_RECORD,
+                             f"batch at {h.base_offset} does not follow offset {end - 1}")
+        end = h.next_offset
+    if end - 1 - high_watermark > MAX_RELATIVE_OFFSET:
+        raise KafkaError(ErrorCode.INVALID_RECORD, f"batches up to offset {end - 1} leave a "
+                         f"gap after {high_watermark} that a segment cannot index")
 
 
 def _as_written(stored: dict[str, Any] | None) -> bytes:

@@ -95,8 +95,9 @@ def _read_segment(segments: LogSegments, seg: Segment, offset: int, pos: int, at
             learned.commit()
             return _read_located(segments, seg, offset, pos + q, end, max_bytes)
         h = read_header(data, q)
-        # (A cleaned segment's first batch may start after its base: the cleaner left a gap.)
-        gap = pos == 0 and seg.cleaned_ms >= 0 and h.base_offset > at
+        # (A segment's first batch may start after its base: a gap the cleaner left, or a
+        # copied log's.)
+        gap = pos == 0 and h.base_offset > at
         if q == 0 and ((h.base_offset != at and not gap) or h.magic != MAGIC_V2
                        or h.batch_length < HEADER_SIZE - LOG_OVERHEAD):
             # The index points somewhere odd: rebuild it, then find the batch by scanning.
@@ -132,9 +133,9 @@ def _read_located(segments: LogSegments, seg: Segment, offset: int, start: int, 
                 return _trim(data, 0, size, max_bytes)
     finally:
         learned.commit()
-    if seg.cleaned_ms >= 0:
-        return b""   # the cleaner left a gap from ``offset`` to the segment's end
-    raise CorruptLogError(f"offset {offset} not found in segment {seg.base}")
+    # A gap from ``offset`` to the segment's end (the cleaner's, or a copied log's before a
+    # roll): ``read_batches`` goes on in the next segment.
+    return b""
 
 
 def offset_for_timestamp(segments: LogSegments, timestamp: int) -> tuple[int, int] | None:

@@ -121,11 +121,11 @@ def collect_garbage(log: LogHost, names: list[str]) -> None:
 
 
 def recover_segment(segments: LogSegments, seg: Segment, start: int, file_size: int,
-                    producers: ProducerStateTable, now: int, gaps: bool = False) -> int:
+                    producers: ProducerStateTable, now: int, gaps_cleaned: bool = False) -> int:
     """Scan [start, file_size) of a segment with full checks, extending ``seg`` (sizes,
-    indexes, timestamps) and ``producers``; return the end of the valid data. With
-    ``gaps`` (no state document says which segments the cleaner wrote) offsets may skip,
-    and a segment where they do is taken as cleaned (``now``)."""
+    indexes, timestamps) and ``producers``; return the end of the valid data. Offsets may
+    skip (the cleaner's gaps, a copied log's); with ``gaps_cleaned`` (no state document says
+    which segments the cleaner wrote) a segment where they do is taken as cleaned (``now``)."""
     path = segments.path(seg.log_file)
     interval = segments.config.index_interval_bytes
     assert seg.idx_rel is not None and seg.idx_pos is not None
@@ -133,8 +133,8 @@ def recover_segment(segments: LogSegments, seg: Segment, start: int, file_size: 
     since = start - (seg.idx_pos[-1] if seg.idx_pos else 0)
     end = start
     for pos, h in valid_batches(segments.storage, path, start, file_size, seg.next_offset,
-                                seg.base, gaps):
-        if h.base_offset != seg.next_offset and seg.cleaned_ms < 0:
+                                seg.base):
+        if gaps_cleaned and h.base_offset != seg.next_offset and seg.cleaned_ms < 0:
             seg.cleaned_ms = now
         if seg.created_ms < 0:
             seg.created_ms = h.max_timestamp if h.max_timestamp >= 0 else now

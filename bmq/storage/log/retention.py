@@ -4,9 +4,12 @@ or a new log start offset); their files are deleted once no read uses them."""
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.storage.log.host import LogHost
+from bmq.storage.log.segments import LogSegments
+from bmq.storage.producer_state import ProducerStateTable
 from bmq.storage.segment import Segment
 
 
@@ -32,6 +35,42 @@ def delete_records(log: LogHost, before_offset: int) -> int:
         log.publish_state()
         delete_segments(log, retired)
         return segments.log_start_offset
+
+
+def start_at(log: LogHost, offset: int, make_file: Callable[[LogSegments, Segment], None]
+             ) -> None:
+    """Kafka's ``truncateFullyAndStartAt``, for a log whose records are all below ``offset``
+    (a mirror's source deleted them): every segment goes, with the producer state (no
+    transaction stays open below the log start), and the log starts empty at ``offset``, in a
+    segment whose file (if its layout has one) ``make_file`` makes."""
+    segments = log.segments
+    with log.io_lock:
+        with segments.lock:
+            if log.closed:
+                raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{log} is closed")
+            if offset <= segments.log_end_offset or \
+                    segments.high_watermark != segments.log_end_offset:
+                raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                                 f"cannot start at {offset}: the log ends at "
+                                 f"{segments.log_end_offset}, durable up to "
+                                 f"{segments.high_watermark}")
+            retired = list(segments.by_offset)
+            for seg in retired:
+                seg.retired = True
+            active = Segment(offset, epoch=log.leader_epoch)
+            segments.install([active])
+            segments.log_start_offset = segments.log_end_offset = offset
+            segments.high_watermark = offset
+            segments.rewrites += 1      # batches cached from the old segments are gone
+            chunks = [name for name, _end in log.durable_producers.sealed]
+            log.live_producers = ProducerStateTable()
+            log.durable_producers = ProducerStateTable()
+        make_file(segments, active)
+        log.publish_state()
+        delete_segments(log, retired)
+        for name in chunks:     # no state document names them any more
+            with contextlib.suppress(FileNotFoundError):
+                log.storage.delete(segments.path(name))
 
 
 def apply_retention(log: LogHost, now_ms: int, kept_at_end: int) -> int:

@@ -1,5 +1,5 @@
 """Recovery's scan: which batches of a segment file are valid, checked as recovery checks them
-(framing, consecutive offsets, offsets a segment can index, CRC-32C). The owner recovering a
+(framing, increasing offsets, offsets a segment can index, CRC-32C). The owner recovering a
 partition and the read-only Spark source use the same scan, so they agree on what is durable."""
 
 from __future__ import annotations
@@ -36,10 +36,10 @@ def record_producer_batch(storage: Storage, path: str, pos: int, h: BatchHeader,
 
 
 def valid_batches(storage: Storage, path: str, start: int, end: int, expected_offset: int,
-                  segment_base: int, gaps: bool = False) -> Iterator[tuple[int, BatchHeader]]:
+                  segment_base: int) -> Iterator[tuple[int, BatchHeader]]:
     """(position, header) of each valid batch of ``path`` from ``start`` (where the batch of
-    ``expected_offset`` must begin; with ``gaps``, a batch of a later offset may, as after the
-    log cleaner) up to ``end`` bytes; stops at the first invalid one."""
+    ``expected_offset``, or of a later one, must begin: offsets may skip, after the log
+    cleaner or in a copied log) up to ``end`` bytes; stops at the first invalid one."""
     pos = start
     expected = expected_offset
     buf = b""
@@ -54,7 +54,7 @@ def valid_batches(storage: Storage, path: str, start: int, end: int, expected_of
         h = read_header(buf, off)
         if (h.magic != MAGIC_V2 or h.batch_length < _MIN_BATCH_LENGTH
                 or pos + h.size > end
-                or (h.base_offset < expected if gaps else h.base_offset != expected)
+                or h.base_offset < expected
                 or h.last_offset_delta < 0 or pos + h.size > MAX_POSITION
                 or h.last_offset - segment_base > MAX_RELATIVE_OFFSET):
             return
