@@ -37,6 +37,7 @@ _ELSEWHERE: dict[str, str] = {
     "proxy": "bmq.proxy.command",
     "local": "bmq.local.command",
     "mirror": "bmq.mirror.command",
+    "databus": "bmq.databus.command",
 }
 # The server roles: how they fail to start is one line and an exit code (bmq.startup).
 _ROLES = frozenset({"serve", "broker", "controller", "proxy", "local"})

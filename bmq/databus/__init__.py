@@ -1,0 +1,16 @@
+"""``bmq databus`` (issue #35): a per-host agent applications produce to instead of the
+cluster. It is a Kafka client of the cluster through ``bmq.client``, never a copy of the
+proxy's forwarding.
+
+* ``settings``: the agent's ``[databus]`` table and flags;
+* ``streams``: logical streams, their mappings to topics (kept on the cluster, in the
+  compacted topic ``__bmq_databus_streams``) and the partitioners;
+* ``kafka_port``: the Kafka protocol on a local port (ApiVersions, Metadata, InitProducerId,
+  Produce); ``http``: ``POST /streams/NAME`` on a port and/or a Unix socket;
+* ``intake``: a message's way in, whatever the door: routed, checked, placed, waited for;
+* ``batcher``: messages merged into large compressed batches per topic partition;
+* ``spool``: the durable, bounded spool every batch is written to before it is acknowledged
+  or sent; ``sender``: spooled batches to the cluster, in order per partition, as an
+  idempotent producer; ``cluster``: the cluster as the agent sees it;
+* ``agent``: the role, wiring them; ``command``: ``bmq databus run | map``.
+"""

@@ -1,0 +1,162 @@
+"""Many applications' messages merged into a few large batches: per topic partition one open
+batch, closed when it reaches its stream's ``batch_bytes`` or its ``linger_ms`` has passed
+since its first message, then encoded (compressed as its stream says), written to the spool,
+and once durable handed to the sender.
+
+Whoever added a message to a batch learns when the batch is durable (``spooled``: acks=1 is
+answered then) and when the cluster took it (``delivered``: acks=all, with the batch's
+partition and base offset) or refused it for good."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from bmq.databus.spool import Spool, SpooledBatch, SpoolFull
+from bmq.databus.streams import StreamRoute, key_partition, other_partition
+from bmq.protocol.errors import ErrorCode, KafkaError
+from bmq.protocol.record_codec import Record, compress, encode_record, frame_batch
+
+log = logging.getLogger(__name__)
+
+# What a record costs in a batch beyond its key, value and headers (length, attributes,
+# deltas): enough to keep a batch within its stream's batch_bytes.
+RECORD_OVERHEAD = 16
+
+
+@dataclass(frozen=True)
+class Delivered:
+    """Where the cluster put a batch."""
+
+    topic: str
+    partition: int
+    base_offset: int
+
+
+@dataclass(eq=False)
+class OpenBatch:
+    topic: str
+    partition: int
+    codec: int
+    records: list[Record] = field(default_factory=list)
+    size: int = 0
+    spooled: asyncio.Future[None] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future())
+    delivered: asyncio.Future[Delivered] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future())
+    timer: asyncio.TimerHandle | None = None
+
+
+@dataclass(frozen=True)
+class Placement:
+    """A message's place: its batch and its index there (its offset: the batch's base + it)."""
+
+    batch: OpenBatch
+    index: int
+
+
+def record_size(record: Record) -> int:
+    return (RECORD_OVERHEAD + len(record.key or b"") + len(record.value or b"")
+            + sum(len(name) + len(value or b"") + 4 for name, value in record.headers))
+
+
+class Batcher:
+    def __init__(self, spool: Spool, send: Callable[[SpooledBatch, OpenBatch], None]) -> None:
+        self.spool = spool
+        self._send = send
+        self._open: dict[tuple[str, int], OpenBatch] = {}
+        self._sticky: dict[str, int] = {}      # topic -> the partition of unkeyed records
+        self.open_bytes = 0
+        self._closing: set[asyncio.Task[None]] = set()
+
+    def room(self, size: int) -> None:
+        """Raise KAFKA_STORAGE_ERROR unless ``size`` more bytes fit in the spool's bound."""
+        if self.spool.used_bytes + self.open_bytes + size > self.spool.limit_bytes:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
+                             f"databus spool full: {self.spool.used_bytes + self.open_bytes} "
+                             f"of {self.spool.limit_bytes} bytes wait for the cluster")
+
+    def add(self, route: StreamRoute, partitions: int, records: Sequence[Record]
+            ) -> list[Placement]:
+        """Place ``records`` (all of them: the caller checked ``room``) in open batches of
+        ``route``'s topic, whose partition count is ``partitions``."""
+        placements = []
+        for record in records:
+            if route.partitioner == "key" and record.key is not None:
+                partition = key_partition(record.key, partitions)
+            else:
+                partition = self._sticky_partition(route.topic, partitions)
+            size = record_size(record)
+            batch = self._open.get((route.topic, partition))
+            if batch is not None and batch.records and batch.size + size > route.batch_bytes:
+                self._close(batch)
+                batch = None
+            if batch is None:
+                batch = self._open[(route.topic, partition)] = OpenBatch(
+                    route.topic, partition, route.codec)
+                batch.timer = asyncio.get_running_loop().call_later(
+                    route.linger_s, self._close, batch)
+            placements.append(Placement(batch, len(batch.records)))
+            batch.records.append(record)
+            batch.size += size
+            self.open_bytes += size
+            if batch.size >= route.batch_bytes:
+                self._close(batch)
+        return placements
+
+    def _sticky_partition(self, topic: str, partitions: int) -> int:
+        partition = self._sticky.get(topic)
+        if partition is None or partition >= partitions:
+            partition = self._sticky[topic] = other_partition(partition, partitions)
+        return partition
+
+    def _close(self, batch: OpenBatch) -> None:
+        if self._open.get((batch.topic, batch.partition)) is not batch:
+            return      # closed already (full, then its linger timer)
+        del self._open[(batch.topic, batch.partition)]
+        if batch.timer is not None:
+            batch.timer.cancel()
+        if self._sticky.get(batch.topic) == batch.partition:
+            # The next unkeyed records go to another partition (Kafka's sticky partitioner).
+            self._sticky.pop(batch.topic)
+        task = asyncio.get_running_loop().create_task(self._spool(batch))
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
+
+    async def _spool(self, batch: OpenBatch) -> None:
+        self.open_bytes -= batch.size
+        try:
+            data = encode(batch.records, batch.codec)
+            spooled = self.spool.append(batch.topic, batch.partition, data, len(batch.records))
+            await self.spool.sync()
+        except (SpoolFull, OSError) as error:
+            log.error("batch of %d records for %s-%d not spooled: %s", len(batch.records),
+                      batch.topic, batch.partition, error)
+            failure = KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"not spooled: {error}")
+            for future in (batch.spooled, batch.delivered):
+                future.set_exception(failure)
+                future.exception()      # retrieved: acks=0 messages have no one waiting
+            return
+        batch.spooled.set_result(None)
+        self._send(spooled, batch)
+
+    async def flush(self) -> None:
+        """Close every open batch and wait until they are spooled (at shutdown)."""
+        for batch in list(self._open.values()):
+            self._close(batch)
+        if self._closing:
+            await asyncio.gather(*self._closing, return_exceptions=True)
+
+
+def encode(records: Sequence[Record], codec: int) -> bytearray:
+    """One RecordBatch v2 of ``records`` (keys, values, headers and timestamps kept),
+    compressed with ``codec``; its producer fields are the sender's to fill in."""
+    first_ts = min(r.timestamp for r in records)
+    max_ts = max(r.timestamp for r in records)
+    payload = b"".join([encode_record(i, r.timestamp - first_ts, r.key, r.value, r.headers)
+                        for i, r in enumerate(records)])
+    data, _ = frame_batch(compress(codec, payload), len(records), first_ts, max_ts,
+                          attributes=codec)
+    return data

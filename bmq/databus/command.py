@@ -1,0 +1,136 @@
+"""`bmq databus`: run the agent, and map streams to topics."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import Any, NoReturn
+
+import click
+
+from bmq.client.login import PropertyError
+from bmq.databus.settings import SettingsError, load_settings
+from bmq.databus.streams import MappingError, make_mapping
+from bmq.listeners import ListenerError
+from bmq.net.client import LinkError
+from bmq.protocol.errors import KafkaError
+from bmq.startup import ExitCode
+
+EXIT_FAILED = 1
+EXIT_UNREACHABLE = 3
+
+
+def _properties(pairs: tuple[str, ...]) -> dict[str, str]:
+    properties = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            _fail(f"expected KEY=VALUE, got {pair!r}", ExitCode.USAGE)
+        properties[key] = value
+    return properties
+
+
+def _fail(message: str, code: int = EXIT_FAILED) -> NoReturn:
+    click.echo(f"bmq: {message}", err=True)
+    sys.exit(code)
+
+
+@click.group()
+def databus() -> None:
+    """A per-host agent applications produce to: it batches their messages, spools them
+    durably and forwards them to the cluster; streams are mapped to topics live.
+
+    \b
+    Examples:
+      bmq databus run --cluster localhost:9092 --spool-dir ./databus-spool --listen 127.0.0.1:9094
+      bmq databus map clicks --topic clicks-v2 -b localhost:9092
+    """
+
+
+@databus.command()
+@click.option("--config", "config_file", type=click.Path(dir_okay=False),
+              help="TOML file with a [databus] table (flags take precedence).")
+@click.option("--cluster", help="The cluster's bootstrap servers, HOST:PORT[,...].")
+@click.option("--spool-dir", help="Directory of the durable spool.")
+@click.option("--listen", help="HOST:PORT of the Kafka port [127.0.0.1:9094].")
+@click.option("--http-listen", help="HOST:PORT of the HTTP endpoint [none].")
+@click.option("--unix-socket", help="Path of a Unix socket serving the HTTP endpoint [none].")
+@click.option("--spool-bytes", type=int, help="The spool's bound [256 MiB].")
+@click.option("--linger-ms", type=int, help="How long a batch waits for more messages [50].")
+@click.option("--batch-bytes", type=int, help="A batch's size that sends it at once [1 MiB].")
+@click.option("--compression", help="none, gzip, snappy, lz4 or zstd [lz4].")
+@click.option("--cluster-property", "cluster_properties", multiple=True, metavar="KEY=VALUE",
+              help="librdkafka-style property for the cluster (security.protocol, sasl.*).")
+@click.option("--log-level", help="DEBUG, INFO, WARNING or ERROR [INFO].")
+def run(config_file: str | None, cluster_properties: tuple[str, ...], **flags: Any) -> None:
+    """Serve applications and forward their messages until stopped (SIGTERM, Ctrl-C)."""
+    from bmq.databus.agent import Databus
+    from bmq.lifecycle import run_until_signalled
+    from bmq.logs import setup_logging
+
+    overrides = dict(flags)
+    if cluster_properties:
+        overrides["cluster_properties"] = _properties(cluster_properties)
+    try:
+        settings = load_settings(config_file, overrides)
+        setup_logging(settings.log_level)
+        role = Databus(settings)
+    except (SettingsError, PropertyError, ListenerError, ValueError) as error:
+        _fail(str(error), ExitCode.USAGE)
+    from bmq.startup import StartupError
+
+    try:
+        run_until_signalled(role)
+    except StartupError as error:
+        _fail(str(error), error.exit_code)
+
+
+@databus.command(name="map")
+@click.argument("stream")
+@click.option("--topic", help="The topic the stream's messages go to.")
+@click.option("--partitioner", type=click.Choice(["key", "sticky"]),
+              help="key: by the key's murmur2 as Kafka's Java producer [default]; sticky: "
+                   "keys ignored, each batch to one partition.")
+@click.option("--compression", type=click.Choice(["none", "gzip", "snappy", "lz4", "zstd"]),
+              help="The batches' compression [the agent's].")
+@click.option("--linger-ms", type=int, help="[the agent's]")
+@click.option("--batch-bytes", type=int, help="[the agent's]")
+@click.option("--remove", is_flag=True, help="Remove the mapping: the stream goes to the "
+                                             "topic of its own name.")
+@click.option("-b", "--bootstrap-server", "bootstrap", default="localhost:9092",
+              show_default=True, help="The cluster.")
+@click.option("-X", "properties", multiple=True, metavar="KEY=VALUE",
+              help="librdkafka-style property for the cluster.")
+def map_stream(stream: str, topic: str | None, remove: bool, bootstrap: str,
+               properties: tuple[str, ...], **fields: Any) -> None:
+    """Send STREAM's messages to --topic (with its partitioner, compression, batching); every
+    agent of the cluster applies it within seconds."""
+    from bmq.databus.cluster import Cluster
+
+    if remove == bool(topic):
+        _fail("give --topic TOPIC, or --remove", ExitCode.USAGE)
+    try:
+        mapping = None if remove else make_mapping(
+            topic=topic, **{k: v for k, v in fields.items() if v is not None})
+    except MappingError as error:
+        _fail(str(error), ExitCode.USAGE)
+
+    async def work() -> None:
+        cluster = Cluster(bootstrap, _properties(properties))
+        try:
+            await cluster.write_mapping(stream, mapping)
+        finally:
+            cluster.close()
+
+    try:
+        asyncio.run(work())
+    except PropertyError as error:
+        _fail(str(error), ExitCode.USAGE)
+    except KafkaError as error:
+        _fail(f"mapping not stored: {error}")
+    except (LinkError, OSError, TimeoutError) as error:
+        _fail(f"cluster unreachable: {error or 'timed out'}", EXIT_UNREACHABLE)
+    if mapping is None:
+        click.echo(f"{stream}: mapping removed (goes to topic {stream})")
+    else:
+        click.echo(f"{stream} -> {mapping.topic}")

@@ -1,0 +1,127 @@
+"""The agent's HTTP endpoint (aiohttp, on the agent's event loop): ``POST /streams/NAME``
+with one message, on a TCP port and/or a Unix socket (``curl --unix-socket``).
+
+The body is the message's value, its key in ``X-Key`` and headers in ``X-Header-NAME``; or,
+with ``Content-Type: application/json``, ``{"key": .., "value": .., "headers": {..}}`` (a
+string value is taken as UTF-8 text, any other JSON value as its JSON text). ``?acks=cluster``
+(the default) answers once the cluster took the message, with its topic, partition and offset;
+``?acks=spooled`` once it is in the durable spool (topic and partition); ``?acks=none`` at
+once. Errors are 4xx/5xx with a JSON reason and the Kafka error's name."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from aiohttp import web
+
+from bmq.databus.intake import ACKS_CLUSTER, ACKS_NONE, ACKS_SPOOLED, Intake, settle
+from bmq.databus.settings import DatabusSettings
+from bmq.protocol.errors import ErrorCode, KafkaError
+from bmq.protocol.record_codec import Record
+
+ACKS = {"cluster": ACKS_CLUSTER, "all": ACKS_CLUSTER, "spooled": ACKS_SPOOLED,
+        "none": ACKS_NONE}
+TIMEOUT_MS = 30000
+HEADER_PREFIX = "x-header-"
+STATUS = {ErrorCode.INVALID_TOPIC_EXCEPTION: 400, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: 404,
+          ErrorCode.MESSAGE_TOO_LARGE: 413, ErrorCode.KAFKA_STORAGE_ERROR: 503,
+          ErrorCode.REQUEST_TIMED_OUT: 504}
+INTAKE: web.AppKey[Intake] = web.AppKey("intake", Intake)
+
+
+def _error(status: int, reason: str, code: ErrorCode | None = None) -> web.Response:
+    body: dict[str, Any] = {"error": reason}
+    if code is not None:
+        body["kafka_error"] = code.name
+    headers = {"Retry-After": "1"} if status == 503 else None
+    return web.json_response(body, status=status, headers=headers)
+
+
+def _message(request: web.Request, body: bytes) -> Record:
+    """The record a request carries; ValueError says why it cannot be one."""
+    now = int(time.time() * 1000)
+    if request.content_type == "application/json":
+        try:
+            doc = json.loads(body)
+        except ValueError as error:
+            raise ValueError(f"malformed JSON: {error}") from error
+        if not isinstance(doc, dict) or "value" not in doc:
+            raise ValueError('a JSON body is {"key": .., "value": .., "headers": {..}}')
+        unknown = sorted(set(doc) - {"key", "value", "headers"})
+        if unknown:
+            raise ValueError(f"unknown field(s): {', '.join(unknown)}")
+        key, value, headers = doc.get("key"), doc["value"], doc.get("headers") or {}
+        if key is not None and not isinstance(key, str):
+            raise ValueError("key: a string or null")
+        if not isinstance(headers, dict) or not all(
+                isinstance(v, str) or v is None for v in headers.values()):
+            raise ValueError("headers: an object of strings")
+        encoded = (None if value is None else value.encode() if isinstance(value, str)
+                   else json.dumps(value, separators=(",", ":")).encode())
+        return Record(0, now, None if key is None else key.encode(), encoded,
+                      [(name, None if v is None else v.encode()) for name, v in headers.items()])
+    key_text = request.headers.get("X-Key")
+    headers_in: list[tuple[str, bytes | None]] = [(name[len(HEADER_PREFIX):], value.encode())
+                  for name, value in request.headers.items()
+                  if name.lower().startswith(HEADER_PREFIX)]
+    return Record(0, now, None if key_text is None else key_text.encode(), body, headers_in)
+
+
+async def post_stream(request: web.Request) -> web.Response:
+    intake = request.app[INTAKE]
+    stream = request.match_info["name"]
+    acks_name = request.query.get("acks", "cluster")
+    if acks_name not in ACKS:
+        return _error(400, f"acks: one of {', '.join(ACKS)}")
+    try:
+        timeout_ms = int(request.query.get("timeout_ms", TIMEOUT_MS))
+        if timeout_ms < 1:
+            raise ValueError
+    except ValueError:
+        return _error(400, "timeout_ms: a whole number of at least 1")
+    try:
+        body = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        return _error(413, f"a message larger than {intake.settings.max_message_bytes} bytes",
+                      ErrorCode.MESSAGE_TOO_LARGE)
+    try:
+        record = _message(request, body)
+    except ValueError as error:
+        return _error(400, str(error))
+    acks = ACKS[acks_name]
+    try:
+        [placement] = await intake.put(stream, [record])
+        [where] = await settle([placement], acks, timeout_ms / 1000)
+    except KafkaError as error:
+        return _error(STATUS.get(error.code, 502), error.message or error.code.name,
+                      error.code)
+    answer: dict[str, Any] = {"stream": stream, "topic": placement.batch.topic,
+                              "partition": placement.batch.partition}
+    if where is not None:
+        answer["offset"] = where.base_offset
+    answer["acks"] = acks_name
+    return web.json_response(answer)
+
+
+async def not_found(request: web.Request) -> web.Response:
+    return _error(404, "POST /streams/NAME")
+
+
+async def start_http(intake: Intake, settings: DatabusSettings) -> web.AppRunner:
+    """Serve the endpoint on ``http_listen`` and/or ``unix_socket``."""
+    from bmq.listeners import split_host_port
+
+    app = web.Application(client_max_size=settings.max_message_bytes + 64 * 1024)
+    app[INTAKE] = intake
+    app.router.add_post("/streams/{name}", post_stream)
+    app.router.add_route("*", "/{tail:.*}", not_found)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    if settings.http_listen:
+        host, port = split_host_port(settings.http_listen)
+        await web.TCPSite(runner, host, port).start()
+    if settings.unix_socket:
+        await web.UnixSite(runner, settings.unix_socket).start()
+    return runner

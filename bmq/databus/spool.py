@@ -1,0 +1,264 @@
+"""The agent's durable, bounded spool: every batch the agent makes is written here before it
+is acknowledged to an application (acks=1) or sent to the cluster, and stays until the
+cluster took it, so a cluster that cannot be reached, or a kill -9 of the agent, loses nothing
+the agent acknowledged.
+
+The spool is a log of segment files in its directory, each a run of frames (length,
+CRC-32C, type, payload). A BATCH frame holds one record batch for one topic partition; an
+ASSIGN frame the producer id, epoch and sequence the batch was sent with (written before it is
+sent, so a batch sent again after a restart carries the same ones and the cluster's
+idempotence recognises it if it had taken it); a DONE frame says the cluster took the batch
+(or refused it for good). Batches are made durable together (one fsync for all those written
+meanwhile: a group commit); ASSIGN and DONE frames are written to the operating system at
+once but not fsynced (a process killed keeps them; after a machine's crash a batch may be sent
+again, and the cluster's idempotence answers it as a duplicate if its sequence is among the
+producer's last five batches).
+
+A segment is deleted once every batch in it is done and every older segment is gone (its DONE
+frames may be in later segments, so segments go in order). On start, a torn frame at the end
+(the process died while writing) is cut off."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import crc32c
+
+from bmq.protocol.records import seal_crc
+
+log = logging.getLogger(__name__)
+
+SEGMENT_BYTES = 64 << 20
+_FRAME = struct.Struct(">IIB")      # length of type + payload, CRC-32C of them, type
+_BATCH = struct.Struct(">QiH")      # id, partition, topic length (topic and batch follow)
+_ID = struct.Struct(">Q")
+_ASSIGN = struct.Struct(">Qqhi")    # id, producer id, epoch, base sequence
+BATCH, ASSIGN, DONE = 1, 2, 3
+# Where a record batch keeps its producer id, epoch and base sequence (RecordBatch v2).
+_PRODUCER = struct.Struct(">qhi")
+_PRODUCER_AT = 43
+SUFFIX = ".spool"
+
+
+class SpoolFull(Exception):
+    """The spool holds as many bytes as it may: nothing more is taken until batches leave."""
+
+
+@dataclass(eq=False)
+class SpooledBatch:
+    id: int
+    topic: str
+    partition: int
+    data: bytearray
+    segment: int                    # the first id of the segment it is in
+    producer: tuple[int, int, int] | None = None     # (id, epoch, base sequence) it was sent with
+    durable: bool = False
+    records: int = 0
+
+
+@dataclass
+class _Segment:
+    first_id: int
+    path: Path
+    live: set[int] = field(default_factory=set)      # batches in it not done
+
+
+class Spool:
+    def __init__(self, directory: str | Path, limit_bytes: int,
+                 segment_bytes: int = SEGMENT_BYTES) -> None:
+        self.directory = Path(directory)
+        self.limit_bytes = limit_bytes
+        self.segment_bytes = segment_bytes
+        self.used_bytes = 0                 # of the batches not done
+        self.next_id = 0
+        self._segments: list[_Segment] = []
+        self._fd = -1
+        self._written = 0                   # bytes written to the current segment
+        self._writes = 0                    # frames written, and of those made durable:
+        self._synced = 0
+        self._syncing: asyncio.Future[None] | None = None
+        self._waiting: list[tuple[int, asyncio.Future[None]]] = []
+
+    # -- start ---------------------------------------------------------------------------
+    def recover(self) -> list[SpooledBatch]:
+        """Open the spool (made if missing) and return the batches not done, oldest first."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        batches: dict[int, SpooledBatch] = {}
+        assigned: dict[int, tuple[int, int, int]] = {}
+        done: set[int] = set()
+        paths = sorted(self.directory.glob(f"*{SUFFIX}"))
+        for path in paths:
+            segment = _Segment(int(path.stem), path)
+            self._segments.append(segment)
+            for kind, payload in _read_frames(path):
+                if kind == BATCH:
+                    batch_id, partition, topic_length = _BATCH.unpack_from(payload)
+                    start = _BATCH.size + topic_length
+                    topic = bytes(payload[_BATCH.size:start]).decode()
+                    batches[batch_id] = SpooledBatch(batch_id, topic, partition,
+                                                     bytearray(payload[start:]),
+                                                     segment.first_id, durable=True)
+                    segment.live.add(batch_id)
+                    self.next_id = max(self.next_id, batch_id + 1)
+                elif kind == ASSIGN:
+                    batch_id, *producer = _ASSIGN.unpack_from(payload)
+                    assigned[batch_id] = (producer[0], producer[1], producer[2])
+                elif kind == DONE:
+                    done.add(_ID.unpack_from(payload)[0])
+        pending = []
+        for batch_id in sorted(batches):
+            batch = batches[batch_id]
+            segment = self._segment_of(batch)
+            if batch_id in done:
+                segment.live.discard(batch_id)
+                continue
+            batch.producer = assigned.get(batch_id)
+            self.used_bytes += len(batch.data)
+            pending.append(batch)
+        self._delete_done_segments()
+        self._open_segment()
+        return pending
+
+    # -- writing -------------------------------------------------------------------------
+    def append(self, topic: str, partition: int, data: bytearray, records: int) -> SpooledBatch:
+        """Write a batch (durable once ``sync`` returns); SpoolFull past the limit."""
+        if self.used_bytes + len(data) > self.limit_bytes:
+            raise SpoolFull(f"databus spool full ({self.used_bytes} of {self.limit_bytes} "
+                            f"bytes waiting for the cluster)")
+        if self._written >= self.segment_bytes:
+            self._open_segment()
+        batch = SpooledBatch(self.next_id, topic, partition, data,
+                             self._segments[-1].first_id, records=records)
+        self.next_id += 1
+        raw = topic.encode()
+        self._write(BATCH, [_BATCH.pack(batch.id, partition, len(raw)), raw, data])
+        self._segments[-1].live.add(batch.id)
+        self.used_bytes += len(data)
+        return batch
+
+    async def sync(self) -> None:
+        """Return once everything written so far is on disk (one fsync for many callers)."""
+        target = self._writes
+        if self._synced >= target:
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting.append((target, future))
+        if self._syncing is None:
+            self._start_sync()
+        await future
+
+    def assign(self, batch: SpooledBatch, producer_id: int, epoch: int, sequence: int) -> None:
+        """Give the batch the producer id, epoch and base sequence it is sent with."""
+        batch.producer = (producer_id, epoch, sequence)
+        _PRODUCER.pack_into(batch.data, _PRODUCER_AT, producer_id, epoch, sequence)
+        seal_crc(batch.data)
+        self._write(ASSIGN, [_ASSIGN.pack(batch.id, producer_id, epoch, sequence)])
+
+    def done(self, batch: SpooledBatch) -> None:
+        """The cluster took the batch (or refused it for good): it leaves the spool."""
+        self._write(DONE, [_ID.pack(batch.id)])
+        self.used_bytes -= len(batch.data)
+        self._segment_of(batch).live.discard(batch.id)
+        self._delete_done_segments()
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    # -- inside ----------------------------------------------------------------------------
+    def _write(self, kind: int, parts: list[bytes | bytearray]) -> None:
+        body = b"".join([bytes([kind]), *parts])
+        frame = _FRAME.pack(len(body), crc32c.crc32c(body), kind)[:8] + body
+        os.write(self._fd, frame)
+        self._written += len(frame)
+        self._writes += 1
+
+    def _start_sync(self) -> None:
+        target = self._writes
+        fd = self._fd
+        loop = asyncio.get_running_loop()
+        self._syncing = loop.run_in_executor(None, os.fsync, fd)
+        self._syncing.add_done_callback(lambda done: self._synced_to(target, done))
+
+    def _synced_to(self, target: int, done: asyncio.Future[None]) -> None:
+        self._syncing = None
+        error = done.exception()
+        if error is None:
+            self._synced = max(self._synced, target)
+        still = []
+        for wanted, future in self._waiting:
+            if future.done():
+                continue
+            if error is not None:
+                future.set_exception(error)
+            elif wanted <= self._synced:
+                future.set_result(None)
+            else:
+                still.append((wanted, future))
+        self._waiting = still
+        if still:
+            self._start_sync()
+
+    def _open_segment(self) -> None:
+        """A new segment named by the next id: the previous one is made durable first (its
+        batches' fsync must not be lost with its descriptor)."""
+        if self._fd >= 0:
+            os.fsync(self._fd)
+            os.close(self._fd)
+            self._synced = self._writes
+        path = self.directory / f"{self.next_id:020d}{SUFFIX}"
+        if self._segments and self._segments[-1].path == path:
+            segment = self._segments[-1]
+        else:
+            segment = _Segment(self.next_id, path)
+            self._segments.append(segment)
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._written = os.fstat(self._fd).st_size
+        _fsync_directory(self.directory)
+
+    def _segment_of(self, batch: SpooledBatch) -> _Segment:
+        for segment in self._segments:
+            if segment.first_id == batch.segment:
+                return segment
+        raise KeyError(batch.segment)
+
+    def _delete_done_segments(self) -> None:
+        while len(self._segments) > 1 and not self._segments[0].live:
+            segment = self._segments.pop(0)
+            segment.path.unlink(missing_ok=True)
+
+
+def _read_frames(path: Path) -> list[tuple[int, memoryview]]:
+    """The whole frames of a segment; a torn or corrupt tail is cut off the file."""
+    data = path.read_bytes()
+    view = memoryview(data)
+    frames = []
+    pos = 0
+    while pos + 8 <= len(data):
+        length, crc = struct.unpack_from(">II", data, pos)
+        body = view[pos + 8:pos + 8 + length]
+        if length < 1 or len(body) < length or crc32c.crc32c(body) != crc:
+            break
+        frames.append((body[0], body[1:]))
+        pos += 8 + length
+    if pos < len(data):
+        log.warning("spool %s: cutting off %d bytes of a torn write at %d", path,
+                    len(data) - pos, pos)
+        with open(path, "r+b") as fh:
+            fh.truncate(pos)
+            os.fsync(fh.fileno())
+    return frames
+
+
+def _fsync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
