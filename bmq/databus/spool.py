@@ -42,6 +42,8 @@ BATCH, ASSIGN, DONE = 1, 2, 3
 # Where a record batch keeps its producer id, epoch and base sequence (RecordBatch v2).
 _PRODUCER = struct.Struct(">qhi")
 _PRODUCER_AT = 43
+_RECORDS = struct.Struct(">i")
+_RECORDS_AT = 57
 SUFFIX = ".spool"
 
 
@@ -100,14 +102,15 @@ class Spool:
                     batch_id, partition, topic_length = _BATCH.unpack_from(payload)
                     start = _BATCH.size + topic_length
                     topic = bytes(payload[_BATCH.size:start]).decode()
-                    batches[batch_id] = SpooledBatch(batch_id, topic, partition,
-                                                     bytearray(payload[start:]),
-                                                     segment.first_id, durable=True)
+                    data = bytearray(payload[start:])
+                    batches[batch_id] = SpooledBatch(
+                        batch_id, topic, partition, data, segment.first_id, durable=True,
+                        records=_RECORDS.unpack_from(data, _RECORDS_AT)[0])
                     segment.live.add(batch_id)
                     self.next_id = max(self.next_id, batch_id + 1)
                 elif kind == ASSIGN:
-                    batch_id, *producer = _ASSIGN.unpack_from(payload)
-                    assigned[batch_id] = (producer[0], producer[1], producer[2])
+                    batch_id, producer_id, epoch, sequence = _ASSIGN.unpack_from(payload)
+                    assigned[batch_id] = (producer_id, epoch, sequence)
                 elif kind == DONE:
                     done.add(_ID.unpack_from(payload)[0])
         pending = []
@@ -117,7 +120,9 @@ class Spool:
             if batch_id in done:
                 segment.live.discard(batch_id)
                 continue
-            batch.producer = assigned.get(batch_id)
+            producer = assigned.get(batch_id)
+            if producer is not None:
+                _stamp(batch, *producer)
             self.used_bytes += len(batch.data)
             pending.append(batch)
         self._delete_done_segments()
@@ -154,9 +159,7 @@ class Spool:
 
     def assign(self, batch: SpooledBatch, producer_id: int, epoch: int, sequence: int) -> None:
         """Give the batch the producer id, epoch and base sequence it is sent with."""
-        batch.producer = (producer_id, epoch, sequence)
-        _PRODUCER.pack_into(batch.data, _PRODUCER_AT, producer_id, epoch, sequence)
-        seal_crc(batch.data)
+        _stamp(batch, producer_id, epoch, sequence)
         self._write(ASSIGN, [_ASSIGN.pack(batch.id, producer_id, epoch, sequence)])
 
     def done(self, batch: SpooledBatch) -> None:
@@ -232,6 +235,13 @@ class Spool:
         while len(self._segments) > 1 and not self._segments[0].live:
             segment = self._segments.pop(0)
             segment.path.unlink(missing_ok=True)
+
+
+def _stamp(batch: SpooledBatch, producer_id: int, epoch: int, sequence: int) -> None:
+    """The producer fields of the batch's header set (and its CRC sealed again)."""
+    batch.producer = (producer_id, epoch, sequence)
+    _PRODUCER.pack_into(batch.data, _PRODUCER_AT, producer_id, epoch, sequence)
+    seal_crc(batch.data)
 
 
 def _read_frames(path: Path) -> list[tuple[int, memoryview]]:
