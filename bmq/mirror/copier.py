@@ -4,11 +4,16 @@ partitions' owners (BmqMirrorAppend), which append them at the same offsets.
 
 Progress needs no log of its own: a target partition's log end offset is where its mirroring
 goes on from. At start (and for each new partition) it is read from the target; each append
-is answered with it, once durable; an append that does not start there is refused with it, and
+is answered with it, once durable; an append that starts before it is refused with it, and
 the mirror fetches from there. A kill -9 of the mirror thus loses nothing and writes nothing
 twice. Rounds overlap: the next fetch (from the end of the batches being appended) is under
 way while the target appends; its batches are handed over only if that append ended where
-they start.
+the fetch started. Offsets a compacted source no longer has are gaps on the target too.
+
+The target's log start follows the source's (DeleteRecords, retention): each append carries
+the source's log start, and so does an append of no batches when only that moved. A source
+whose log starts past the target's end (it deleted what the target lacks) is fetched from its
+log start on, and the target starts over there.
 """
 
 from __future__ import annotations
@@ -58,6 +63,8 @@ class PartitionProgress:
     topic: str
     index: int
     mirrored_to: int = -1       # the target's log end offset (-1: not read yet)
+    target_start: int = -1      # the target's log start offset, as its last append answered
+    source_start: int = -1      # the source's log start offset, as its last fetch answered
     fetch_from: int = -1        # where the next fetch starts (past batches being appended)
     source_end: int = -1        # the source's high watermark, as its last fetch answered
     oldest_unmirrored_ms: int = -1   # timestamp of the first batch fetched and not yet there
@@ -73,6 +80,11 @@ class PartitionProgress:
             return 0.0
         return max(0.0, (now_ms - self.oldest_unmirrored_ms) / 1000)
 
+    def continued_by(self, start: int) -> bool:
+        """Whether batches fetched from ``start`` go next on the target: they start at its
+        end, or at the source's log start past its end (the target starts over there)."""
+        return start == self.mirrored_to or start == self.source_start > self.mirrored_to
+
     def failed(self, error: str) -> None:
         """Nothing of what was fetched is appended: fetch again from the target's end."""
         if error != self.error and error:
@@ -85,7 +97,8 @@ class PartitionProgress:
 
 @dataclass
 class Fetched:
-    """Whole batches a fetch found for one partition: [start, end) of the source's offsets."""
+    """Whole batches a fetch from ``start`` found for one partition, up to ``end`` (none: only
+    the source's log start moved)."""
 
     progress: PartitionProgress
     start: int
@@ -127,7 +140,7 @@ class Copier:
                     await appending
                 ready = []
                 for found in fetched:
-                    if found.start == found.progress.mirrored_to and \
+                    if found.progress.continued_by(found.start) and \
                             self._assigned(found.progress):
                         ready.append(found)
                     else:   # fetched past an append that failed: again from the target's end
@@ -192,17 +205,28 @@ class Copier:
                 asked = self.partitions.get((topic.topic, data.partition_index))
                 if asked is None:
                     continue
+                if data.error_code == ErrorCode.OFFSET_OUT_OF_RANGE and \
+                        data.log_start_offset > asked.fetch_from:
+                    log.info("mirroring %s-%d: the source's log starts at %d, past %d: the "
+                             "target starts over there", asked.topic, asked.index,
+                             data.log_start_offset, asked.fetch_from)
+                    asked.source_start = asked.fetch_from = data.log_start_offset
+                    continue
                 if data.error_code != ErrorCode.NONE:
                     self._moved(self.source, asked, data.error_code,
-                                f"source log starts at {data.log_start_offset}, past the "
-                                f"target's end {asked.fetch_from}"
+                                f"offset {asked.fetch_from} is past the source's log end"
                                 if data.error_code == ErrorCode.OFFSET_OUT_OF_RANGE else "")
                     continue
                 asked.source_end = data.high_watermark
+                if data.log_start_offset >= 0:
+                    asked.source_start = data.log_start_offset
                 batches = _whole_batches(asked, data.records)
                 if batches is not None:
                     found.append(batches)
                     asked.fetch_from = batches.end
+                elif _log_start_moved(asked):
+                    found.append(Fetched(asked, asked.fetch_from, asked.fetch_from,
+                                         memoryview(b"")))
         return found
 
     async def _append_round(self, ready: list[Fetched]) -> None:
@@ -220,7 +244,8 @@ class Copier:
         topics: dict[str, list[MirrorPartition]] = defaultdict(list)
         for found in group:
             topics[found.progress.topic].append(MirrorPartition(
-                partition_index=found.progress.index, records=found.records))
+                partition_index=found.progress.index, records=found.records or None,
+                log_start_offset=found.progress.source_start))
         request = BmqMirrorAppendRequest(
             source=self.name, timeout_ms=APPEND_TIMEOUT_MS,
             topics=[MirrorTopic(name=name, partitions=parts) for name, parts in topics.items()])
@@ -238,16 +263,19 @@ class Copier:
                 appended = sent.get((topic.name, answer.partition_index))
                 if appended is not None:
                     self._appended(appended, answer.error_code, answer.error_message or "",
-                                   answer.log_end_offset)
+                                   answer.log_start_offset, answer.log_end_offset)
 
-    def _appended(self, found: Fetched, code: int, message: str, log_end: int) -> None:
+    def _appended(self, found: Fetched, code: int, message: str, log_start: int,
+                  log_end: int) -> None:
         progress = found.progress
         if log_end >= 0:
             progress.mirrored_to = log_end
+            progress.target_start = log_start
         if code == ErrorCode.NONE:
             progress.error = ""
-            progress.oldest_unmirrored_ms = -1
-            metrics.count_mirrored(progress.topic, progress.index, found.records)
+            if found.records:
+                progress.oldest_unmirrored_ms = -1
+                metrics.count_mirrored(progress.topic, progress.index, found.records)
         elif code == ErrorCode.OFFSET_OUT_OF_RANGE:
             log.info("mirroring %s-%d: the target ends at %d, going on from there",
                      progress.topic, progress.index, log_end)
@@ -299,10 +327,20 @@ def _by_topic(partitions: Iterable[PartitionProgress]) -> dict[str, list[Partiti
     return grouped
 
 
+def _log_start_moved(progress: PartitionProgress) -> bool:
+    """Whether the target's log start must follow the source's with no batches: the target
+    holds the new start (a DeleteRecords on the source), or the source holds nothing from it
+    on (the target starts over there; if the source had a batch holding it, the target would
+    start at that batch instead)."""
+    start = progress.source_start
+    return start > progress.target_start and (start <= progress.mirrored_to
+                                              or start >= progress.source_end)
+
+
 def _whole_batches(progress: PartitionProgress, records: object) -> Fetched | None:
     """The whole batches of a fetch answer from ``progress.fetch_from`` on (a source may answer
-    a batch that began before it, and cut the last one short): None if there are none, or if
-    they do not start there (a gap: a compacted or truncated source, reported)."""
+    a batch that began before it, and cut the last one short; offsets between them that a
+    compacted source no longer has stay gaps): None if there are none."""
     if not isinstance(records, (bytes, bytearray, memoryview)) or not records:
         return None
     view = memoryview(records)
@@ -313,10 +351,6 @@ def _whole_batches(progress: PartitionProgress, records: object) -> Fetched | No
         if header.next_offset <= start:
             continue
         if first < 0:
-            if header.base_offset != start:
-                progress.failed(f"the source's batch at {header.base_offset} does not start "
-                                f"at {start}: a gap (compacted source) is not mirrored yet")
-                return None
             first = position
             progress.oldest_unmirrored_ms = header.base_timestamp
         end = position + header.size

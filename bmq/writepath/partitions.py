@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import itertools
 import logging
 import time
 from collections import deque
@@ -265,33 +264,28 @@ class Partition:
     def append_copied(self, records: memoryview, headers: list[BatchHeader],
                       now: int) -> asyncio.Future[None]:
         """Append batches copied from another log (a mirror's) at the offsets they have there,
-        and start a flush; the future is done once they are durable. They must continue this
-        log: the first at its end offset, each next one where the one before ended (a
-        compacted source's gaps cannot be kept yet). Raises KafkaError, writing nothing,
-        if not (OFFSET_OUT_OF_RANGE when they start elsewhere than the end offset)."""
+        gaps included (``PartitionLog.append(copied=True)``), and start a flush; the future is
+        done once they are durable. Raises KafkaError, writing nothing, if they do not continue
+        this log (OFFSET_OUT_OF_RANGE when the first starts before its end offset)."""
         self.check_writable()
-        end = self.log.log_end_offset
-        if headers[0].base_offset != end:
-            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
-                             f"batches start at {headers[0].base_offset}, the log ends at {end}")
         if self.log.config.message_timestamp_type == "LogAppendTime":
             raise KafkaError(ErrorCode.INVALID_CONFIG, "copied batches keep their timestamps: "
                              "message.timestamp.type must be CreateTime")
-        for before, header in itertools.pairwise(headers):
-            if header.base_offset != before.next_offset:
-                raise KafkaError(ErrorCode.INVALID_RECORD,
-                                 f"batch at {header.base_offset} does not follow the one "
-                                 f"ending at {before.last_offset} (a compacted source)")
         position = 0
         for header in headers:      # this log's leader epoch, as for every batch it takes
             set_leader_epoch(records, position, self.leader_epoch)
             position += header.size
-        appended = self.log.append(records, headers, now)
-        if appended.duplicate:
-            raise KafkaError(ErrorCode.DUPLICATE_SEQUENCE_NUMBER,
-                             f"batches at {end} repeat producer sequences the log has")
+        appended = self.log.append(records, headers, now, copied=True)
         self.schedule_flush()
         return self.durable(appended.last_offset)
+
+    async def start_copy_at(self, offset: int) -> None:
+        """Empty the log and start it at ``offset``, past its end (``PartitionLog.start_at``):
+        the source of a mirrored partition deleted everything it has. Long polls wake up."""
+        self.check_writable()
+        await asyncio.get_running_loop().run_in_executor(self._executor, self.log.start_at,
+                                                         offset)
+        self._wake_data()
 
     def start_verification(self, producer_id: int) -> object:
         """The guard of a verification of the producer's transaction about to be asked

@@ -233,27 +233,6 @@ def test_an_unrelated_topic_and_a_mirror_on_the_source_are_never_written(pair: P
     assert partition_count(target.bootstrap, mirrored_back) == 0
 
 
-def test_a_source_log_starting_past_the_target_end_is_reported_failing(pair: Pair) -> None:
-    """Not mirrored yet (the target cannot start a partition past offset 0): the partition is
-    reported failing, and nothing is written."""
-    source, target, mirror = pair
-    topic = make_topic_name("m-trimmed")
-    create(target.bootstrap, topic, 1)          # not a mirror: left alone for now
-    create(source.bootstrap, topic, 1)
-    produce(source.bootstrap, topic, 10, 1)
-    admin = AdminClient({"bootstrap.servers": source.bootstrap})
-    admin.delete_records([TopicPartition(topic, 0, 5)])[TopicPartition(topic, 0, 5)].result(10)
-    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
-        ConfigEntry("bmq.mirror.source", "east", incremental_operation=AlterConfigOpType.SET)])
-    target_admin = AdminClient({"bootstrap.servers": target.bootstrap})
-    target_admin.incremental_alter_configs([resource])[resource].result(10)
-    wait_until(lambda: metric(mirror.metrics_port, "bmq_mirror_partition_failing",
-                              topic=topic, partition="0") == 1, 20,
-               "the partition is reported failing", mirror.log_text)
-    assert "source log starts at 5" in mirror.log_text()
-    assert end_offsets(target.bootstrap, topic, 1) == [0]
-
-
 def test_kill_9_of_the_mirror_twice_mid_stream_loses_and_repeats_nothing(pair: Pair) -> None:
     source, target, mirror = pair
     topic = make_topic_name("m-killed")

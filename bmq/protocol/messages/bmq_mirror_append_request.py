@@ -23,6 +23,7 @@ from bmq.protocol.primitives import (
 )
 
 _S_i = struct.Struct(">i")
+_S_q = struct.Struct(">q")
 
 
 @dataclass(slots=True)
@@ -33,7 +34,10 @@ class MirrorPartition:
     """The partition index."""
 
     records: RecordsInput = None
-    """Whole record batches, as the source's Fetch answered them."""
+    """Whole record batches, as the source's Fetch answered them (none: only the log start moves)."""
+
+    log_start_offset: int = -1
+    """The source partition's log start offset, as its Fetch answered it (-1: not known)."""
 
     @classmethod
     def read(cls, r: Reader, version: int) -> MirrorPartition:
@@ -131,6 +135,7 @@ def _read_MirrorPartition(r: Reader, version: int) -> MirrorPartition:
     pos = r.pos
     f_partition_index: int
     f_records: RecordsInput
+    f_log_start_offset: int
     f_partition_index = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     _n = buf[pos]
@@ -146,12 +151,14 @@ def _read_MirrorPartition(r: Reader, version: int) -> MirrorPartition:
             raise DecodeError("truncated or invalid records length")
         pos += _n
         f_records = _m
+    f_log_start_offset = _S_q.unpack_from(buf, pos)[0]
+    pos += 8
     _n = buf[pos]
     pos += 1
     if _n:
         pos = skip_tagged_fields(buf, pos - 1)
     r.pos = pos
-    return MirrorPartition(f_partition_index, f_records)
+    return MirrorPartition(f_partition_index, f_records, f_log_start_offset)
 
 
 def _write_MirrorPartition(o: MirrorPartition, w: Writer, version: int) -> None:
@@ -159,6 +166,7 @@ def _write_MirrorPartition(o: MirrorPartition, w: Writer, version: int) -> None:
     b += _S_i.pack(o.partition_index)
     write_records(w, o.records, True)
     b = w.buf
+    b += _S_q.pack(o.log_start_offset)
     b.append(0)
 
 

@@ -21,7 +21,7 @@ from bmq.protocol.primitives import (
 )
 
 _S_ih = struct.Struct(">ih")
-_S_q = struct.Struct(">q")
+_S_qq = struct.Struct(">qq")
 
 
 @dataclass(slots=True)
@@ -32,13 +32,16 @@ class MirrorPartitionResponse:
     """The partition index."""
 
     error_code: int = 0
-    """NONE once durable; OFFSET_OUT_OF_RANGE when the first batch does not start at the log end offset (nothing written: resume from LogEndOffset); INVALID_REQUEST when the topic is not a mirror of Source; NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, TOPIC_AUTHORIZATION_FAILED, CORRUPT_MESSAGE, INVALID_RECORD, REQUEST_TIMED_OUT, KAFKA_STORAGE_ERROR."""
+    """NONE once durable; OFFSET_OUT_OF_RANGE when the first batch starts before the log end offset (nothing written: resume from LogEndOffset); INVALID_REQUEST when the topic is not a mirror of Source; NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, TOPIC_AUTHORIZATION_FAILED, CORRUPT_MESSAGE, INVALID_RECORD, REQUEST_TIMED_OUT, KAFKA_STORAGE_ERROR."""
 
     error_message: str | None = None
     """What went wrong, if anything."""
 
     log_end_offset: int = -1
     """The partition's log end offset after this append (or as it stands, if nothing was written)."""
+
+    log_start_offset: int = -1
+    """The partition's log start offset after this append (or as it stands)."""
 
     @classmethod
     def read(cls, r: Reader, version: int) -> MirrorPartitionResponse:
@@ -132,6 +135,7 @@ def _read_MirrorPartitionResponse(r: Reader, version: int) -> MirrorPartitionRes
     f_error_code: int
     f_error_message: str | None
     f_log_end_offset: int
+    f_log_start_offset: int
     f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     _n = buf[pos]
@@ -147,15 +151,15 @@ def _read_MirrorPartitionResponse(r: Reader, version: int) -> MirrorPartitionRes
             raise DecodeError("truncated or invalid string length")
         pos += _n
         f_error_message = _m.tobytes().decode()
-    f_log_end_offset = _S_q.unpack_from(buf, pos)[0]
-    pos += 8
+    f_log_end_offset, f_log_start_offset = _S_qq.unpack_from(buf, pos)
+    pos += 16
     _n = buf[pos]
     pos += 1
     if _n:
         pos = skip_tagged_fields(buf, pos - 1)
     r.pos = pos
     return MirrorPartitionResponse(
-        f_partition_index, f_error_code, f_error_message, f_log_end_offset
+        f_partition_index, f_error_code, f_error_message, f_log_end_offset, f_log_start_offset
     )
 
 
@@ -173,7 +177,7 @@ def _write_MirrorPartitionResponse(o: MirrorPartitionResponse, w: Writer, versio
         else:
             b += encode_uvarint(_l)
         b += _s
-    b += _S_q.pack(o.log_end_offset)
+    b += _S_qq.pack(o.log_end_offset, o.log_start_offset)
     b.append(0)
 
 
