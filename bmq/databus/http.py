@@ -1,7 +1,8 @@
 """The agent's HTTP endpoint (aiohttp, on the agent's event loop): ``POST /streams/NAME``
 with one message, on a TCP port and/or a Unix socket (``curl --unix-socket``).
 
-The body is the message's value, its key in ``X-Key`` and headers in ``X-Header-NAME``; or,
+The body is the message's value, its key in ``X-Key`` and headers in ``X-Header-NAME`` (the
+record header ``name``, lowercase); or,
 with ``Content-Type: application/json``, ``{"key": .., "value": .., "headers": {..}}`` (a
 string value is taken as UTF-8 text, any other JSON value as its JSON text). ``?acks=cluster``
 (the default) answers once the cluster took the message, with its topic, partition and offset;
@@ -63,7 +64,10 @@ def _message(request: web.Request, body: bytes) -> Record:
         return Record(0, now, None if key is None else key.encode(), encoded,
                       [(name, None if v is None else v.encode()) for name, v in headers.items()])
     key_text = request.headers.get("X-Key")
-    headers_in: list[tuple[str, bytes | None]] = [(name[len(HEADER_PREFIX):], value.encode())
+    # HTTP header names are case-insensitive (HTTP/2 sends them lowercase, clients such as
+    # urllib capitalize them): lowercase, whatever the client did.
+    headers_in: list[tuple[str, bytes | None]] = [(name[len(HEADER_PREFIX):].lower(),
+                                                   value.encode())
                   for name, value in request.headers.items()
                   if name.lower().startswith(HEADER_PREFIX)]
     return Record(0, now, None if key_text is None else key_text.encode(), body, headers_in)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -23,7 +24,7 @@ from tests.databus.conftest import DatabusProcess, create_topic, read_all
 LZ4 = 3
 
 
-def produce(bootstrap: str, topic: str, messages: list[tuple[bytes | None, bytes]],
+def produce(bootstrap: str, topic: str, messages: Sequence[tuple[bytes | None, bytes]],
             **config: Any) -> list[Any]:
     """Produce and flush; the delivery errors."""
     producer = Producer({"bootstrap.servers": bootstrap, **config})
