@@ -1,0 +1,78 @@
+"""The spool: with the cluster stopped the agent keeps taking messages, acks=1 / acks=spooled
+once they are on its disk; a kill -9 of the agent loses none of them; once the cluster is back
+they are all delivered, once each, in order per key. A full spool is said clearly."""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+
+from confluent_kafka import KafkaError, Producer
+
+from tests.conftest import BrokerFactory, make_topic_name
+from tests.databus.conftest import DatabusFactory, create_topic, read_all
+
+
+def test_spooled_messages_survive_kill_9_and_drain_once_the_cluster_is_back(
+        broker_factory: BrokerFactory, databus_factory: DatabusFactory) -> None:
+    cluster = broker_factory(config={"auto_create_topics_enable": False})
+    topic = make_topic_name("spooled")
+    create_topic(cluster, topic, 3)
+    agent = databus_factory(cluster)
+    status, _ = agent.post(topic, b"first", headers={"X-Key": "k0"})
+    assert status == 200
+    cluster.stop()
+    expected = [(b"k0", b"first")]
+    for i in range(30):
+        key = f"k{i % 4}".encode()
+        status, answer = agent.post(topic, f"http-{i}".encode(), "?acks=spooled",
+                                    headers={"X-Key": key.decode()})
+        assert status == 200, answer
+        expected.append((key, f"http-{i}".encode()))
+    producer = Producer({"bootstrap.servers": agent.bootstrap, "acks": 1, "linger.ms": 5})
+    errors: list[KafkaError] = []
+    for i in range(200):
+        key = f"k{i % 4}".encode()
+        producer.produce(topic, key=key, value=f"kafka-{i}".encode(),
+                         on_delivery=lambda error, _: errors.append(error) if error else None)
+        expected.append((key, f"kafka-{i}".encode()))
+    assert producer.flush(20) == 0 and errors == []
+    agent.kill()
+    agent.start()           # the same spool; the cluster still down
+    cluster.start()
+    seen = read_all(cluster, topic, 3, len(expected), timeout=30)
+    assert sorted((key, value) for _, _, key, value, _ in seen) == sorted(expected)
+    by_key: dict[bytes, list[bytes]] = defaultdict(list)
+    for _, _, key, value, _ in sorted(seen, key=lambda s: (s[0], s[1])):
+        by_key[key].append(value)
+    for key, values in by_key.items():
+        assert values == [value for k, value in expected if k == key]
+
+
+def test_a_full_spool_is_refused_clearly_and_what_it_took_is_delivered(
+        broker_factory: BrokerFactory, databus_factory: DatabusFactory) -> None:
+    cluster = broker_factory(config={"auto_create_topics_enable": False})
+    topic = make_topic_name("full")
+    create_topic(cluster, topic, 1)
+    agent = databus_factory(cluster, spool_bytes=20_000)
+    assert agent.post(topic, b"known")[0] == 200     # the agent has seen the topic
+    cluster.stop()
+    taken = [b"known"]
+    for i in range(40):
+        value = os.urandom(1000)          # the spool holds compressed batches
+        status, answer = agent.post(topic, value, "?acks=spooled")
+        if status != 200:
+            break
+        taken.append(value)
+    assert status == 503 and answer["kafka_error"] == "KAFKA_STORAGE_ERROR", answer
+    assert "spool full" in answer["error"]
+    producer = Producer({"bootstrap.servers": agent.bootstrap, "retries": 0,
+                         "linger.ms": 0})
+    errors: list[KafkaError] = []
+    producer.produce(topic, value=b"y" * 1000,
+                     on_delivery=lambda error, _: errors.append(error))
+    producer.flush(10)
+    assert [e.code() for e in errors] == [KafkaError.KAFKA_STORAGE_ERROR]
+    cluster.start()
+    seen = read_all(cluster, topic, 1, len(taken), timeout=30)
+    assert [value for *_, value, _ in seen] == taken
