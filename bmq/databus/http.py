@@ -12,6 +12,9 @@ once. Errors are 4xx/5xx with a JSON reason and the Kafka error's name."""
 from __future__ import annotations
 
 import json
+import os
+import socket
+import stat
 import time
 from typing import Any
 
@@ -127,5 +130,22 @@ async def start_http(intake: Intake, settings: DatabusSettings) -> web.AppRunner
         host, port = split_host_port(settings.http_listen)
         await web.TCPSite(runner, host, port).start()
     if settings.unix_socket:
+        _remove_stale_socket(settings.unix_socket)
         await web.UnixSite(runner, settings.unix_socket).start()
     return runner
+
+
+def _remove_stale_socket(path: str) -> None:
+    """A socket file nothing listens on (left by an agent killed -9) is removed; one another
+    process serves is left, and binding it fails (address in use)."""
+    if not os.path.exists(path) or not stat.S_ISSOCK(os.stat(path).st_mode):
+        return
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(path)
+    except ConnectionRefusedError:
+        os.unlink(path)
+    except OSError:
+        pass
+    finally:
+        probe.close()

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
+from pathlib import Path
 
 from tests.conftest import BrokerProcess, make_topic_name
-from tests.databus.conftest import DatabusProcess, create_topic, read_all
+from tests.databus.conftest import DatabusFactory, DatabusProcess, create_topic, read_all
 
 
 def test_raw_and_json_messages_land_at_the_offsets_answered(
@@ -63,3 +65,20 @@ def test_bad_requests_get_clear_errors_and_nothing_is_written(
     status, _ = agent.post(topic, b"after")
     assert status == 200
     assert [s[3] for s in read_all(cluster, topic, 1, 1)] == [b"after"]
+
+
+def test_curl_over_the_unix_socket(cluster: BrokerProcess,
+                                   databus_factory: DatabusFactory, tmp_path: Path) -> None:
+    topic = make_topic_name("unix")
+    create_topic(cluster, topic, 1)
+    path = tmp_path / "databus.sock"
+    agent = databus_factory(cluster, unix_socket=str(path))
+    agent.kill()            # leaves the socket file behind: the next start takes it over
+    agent.start()
+    done = subprocess.run(["curl", "-sS", "--unix-socket", str(path), "-H", "X-Key: u",
+                           "--data-binary", "over a socket",
+                           f"http://localhost/streams/{topic}"],
+                          capture_output=True, text=True, timeout=30, check=True)
+    answer = json.loads(done.stdout)
+    assert (answer["topic"], answer["partition"], answer["offset"]) == (topic, 0, 0)
+    assert [(s[2], s[3]) for s in read_all(cluster, topic, 1, 1)] == [(b"u", b"over a socket")]
