@@ -11,7 +11,7 @@ import threading
 import time
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -231,6 +231,47 @@ def test_an_unrelated_topic_and_a_mirror_on_the_source_are_never_written(pair: P
     assert end_offsets(target.bootstrap, unrelated, 1) == [0]
     assert not topic_configs(target.bootstrap, unrelated).get("bmq.mirror.source")
     assert partition_count(target.bootstrap, mirrored_back) == 0
+
+
+@pytest.mark.filterwarnings("ignore:alter_configs:DeprecationWarning")  # (still Kafka's API)
+def test_clients_can_neither_make_a_topic_a_mirror_nor_change_a_mirrors_source(
+        pair: Pair) -> None:
+    """bmq.mirror.source is set by the mirror when it creates a topic and deleted only by a
+    promotion: IncrementalAlterConfigs setting it (on any topic) and AlterConfigs changing or
+    dropping it get INVALID_CONFIG, and nothing changes."""
+    source, target, mirror = pair
+    mirrored_topic, plain = make_topic_name("m-marked"), make_topic_name("plain")
+    create(source.bootstrap, mirrored_topic, 1)
+    create(target.bootstrap, plain, 1)
+    produce(source.bootstrap, mirrored_topic, 5, 1)
+    wait_until(lambda: caught_up(pair, mirrored_topic, 1), 20, "mirrored", mirror.log_text)
+    admin = AdminClient({"bootstrap.servers": target.bootstrap})
+
+    def refused(topic: str, value: str | None = None, **configs: str) -> str:
+        """The error of changing ``topic``'s configs: IncrementalAlterConfigs setting the mark
+        to ``value``, else AlterConfigs replacing them with ``configs``."""
+        if value is None:
+            resource = ConfigResource(ConfigResource.Type.TOPIC, topic, set_config=configs)
+            future = admin.alter_configs([resource])[resource]
+        else:
+            resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
+                ConfigEntry("bmq.mirror.source", value,
+                            incremental_operation=AlterConfigOpType.SET)])
+            future = admin.incremental_alter_configs([resource])[resource]
+        with pytest.raises(KafkaException) as error:
+            future.result(10)
+        assert error.value.args[0].code() == KafkaError.INVALID_CONFIG
+        return str(error.value.args[0].str())
+
+    assert "set only by bmq mirror" in refused(plain, "east")
+    assert "bmq mirror promote" in refused(mirrored_topic, "west")
+    refused(mirrored_topic, "")
+    assert "bmq mirror promote" in refused(mirrored_topic, **{"retention.ms": "1000"})
+    assert "set only by bmq mirror" in refused(plain, **{"bmq.mirror.source": "east"})
+    assert topic_configs(target.bootstrap, mirrored_topic)["bmq.mirror.source"] == "east"
+    assert not topic_configs(target.bootstrap, plain).get("bmq.mirror.source")
+    produce(target.bootstrap, plain, 3, 1)      # still an ordinary topic
+    assert end_offsets(target.bootstrap, plain, 1) == [3]
 
 
 def test_kill_9_of_the_mirror_twice_mid_stream_loses_and_repeats_nothing(pair: Pair) -> None:

@@ -9,6 +9,7 @@ from bmq.broker.handlers.base import RequestContext
 from bmq.broker.handlers.config_resources import alter_broker_configs, find_topic
 from bmq.broker.topic_config import ResourceType, validate_topic_configs
 from bmq.broker.view_config import check_view_change
+from bmq.metadata.mirrors import check_mark_change
 from bmq.protocol.errors import KafkaError
 from bmq.protocol.messages import AlterConfigsRequest, AlterConfigsResponse
 from bmq.protocol.messages.alter_configs_response import AlterConfigsResourceResponse
@@ -36,6 +37,9 @@ async def handle_alter_configs(ctx: RequestContext, request: AlterConfigsRequest
             info = await find_topic(ctx, resource.resource_type, resource.resource_name)
             configs = validate_topic_configs({c.name: c.value for c in resource.configs})
             check_view_change(info.name, info.configs, configs)
+            # (Not a promotion: a whole set of configs without the mark is a tool's that does
+            # not know it, more likely than a failover.)
+            check_mark_change(info.name, info.configs, configs, promoting=False)
             if not request.validate_only:
                 await ctx.broker.set_topic_configs(info, configs)
         except KafkaError as error:

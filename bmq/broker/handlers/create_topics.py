@@ -7,6 +7,7 @@ from collections import Counter
 from bmq.broker.handlers.base import RequestContext
 from bmq.broker.topic_config import TOPIC_CONFIGS, effective_topic_configs
 from bmq.metadata.acls import CLUSTER_NAME, Operation, ResourceType
+from bmq.metadata.mirrors import MIRROR_SOURCE
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.messages import CreateTopicsRequest, CreateTopicsResponse
 from bmq.protocol.messages.create_topics_request import CreatableTopic
@@ -65,6 +66,11 @@ async def handle_create_topics(ctx: RequestContext, request: CreateTopicsRequest
                 ctx.require(Operation.CREATE, ResourceType.TOPIC, topic.name)
             count, replication = _partition_count(ctx, topic)
             configs = {c.name: c.value for c in topic.configs}
+            if configs.get(MIRROR_SOURCE) and not ctx.authorize_cluster(Operation.CLUSTER_ACTION):
+                # (Without an authorizer every client is trusted, as for every other API.)
+                raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                 f"creating a mirrored topic ({MIRROR_SOURCE}) is bmq mirror's: "
+                                 f"it needs CLUSTER_ACTION on the cluster")
             if request.validate_only:
                 count, valid = broker.check_new_topic(topic.name, count, replication, configs)
             else:

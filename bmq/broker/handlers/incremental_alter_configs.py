@@ -20,6 +20,7 @@ from bmq.broker.topic_config import (
     validate_topic_configs,
 )
 from bmq.broker.view_config import check_view_change
+from bmq.metadata.mirrors import MIRROR_SOURCE, check_mark_change
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.messages import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
 from bmq.protocol.messages.incremental_alter_configs_request import AlterableConfig
@@ -94,6 +95,9 @@ async def handle_incremental_alter_configs(ctx: RequestContext,
                 _apply(configs, change, definition.default(broker.config), definition.type)
             configs = validate_topic_configs(configs)
             check_view_change(info.name, info.configs, configs)
+            check_mark_change(info.name, info.configs, configs, promoting=any(
+                change.name == MIRROR_SOURCE and change.config_operation == DELETE
+                for change in resource.configs))
             if not request.validate_only:
                 await broker.set_topic_configs(info, configs)
         except KafkaError as error:
