@@ -19,10 +19,12 @@ Record = tuple[int, int, bytes | None, bytes | None, Any, int]
 
 
 def records(bootstrap: str, topic: str, partitions: int,
-            isolation: str = "read_uncommitted") -> list[Record]:
-    """Every record of ``topic``: (partition, offset, key, value, headers, timestamp)."""
+            isolation: str = "read_uncommitted", **settings: str) -> list[Record]:
+    """Every record of ``topic``: (partition, offset, key, value, headers, timestamp).
+    ``settings``: more client settings (security)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "mirror-test-reader",
-                         "enable.auto.commit": False, "isolation.level": isolation})
+                         "enable.auto.commit": False, "isolation.level": isolation,
+                         **settings})
     found: list[Record] = []
     try:
         # (A partition with nothing from its log start on has no position to wait for.)
