@@ -55,7 +55,11 @@ NODE_ID = 0
 CLUSTER_ID = "bmq-databus"
 STREAM_IDS = uuid.UUID("6d3f1c1e-6a0e-4f5e-9a53-5d1a2b7c0001")
 MAX_FRAME_BYTES = 100 << 20
-MAX_INFLIGHT = 5
+# A client's requests in progress before its connection is not read: each waits for a batch
+# (linger, spool, the cluster), so a client producing faster than one request per wait needs
+# many in flight (librdkafka pipelines them; answers leave in order). With 5, a client of
+# 100 messages/s in requests of one message each queued for seconds.
+MAX_INFLIGHT = 1000
 PRODUCER_WINDOW = 5             # batches a producer may retry (Kafka's, per partition)
 
 

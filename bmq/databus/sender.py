@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections import deque
 from dataclasses import dataclass
 
@@ -118,8 +119,12 @@ class Sender:
         request = ProduceRequest(acks=-1, timeout_ms=REQUEST_TIMEOUT_MS,
                                  topic_data=list(topics.values()))
         answers = {}
+        started = time.perf_counter()
         try:
             response = await self.cluster.produce(request)
+            log.debug("%d batches (%d bytes) taken in %.1f ms", len(items),
+                      sum(len(item.spooled.data) for item in items),
+                      (time.perf_counter() - started) * 1000)
             assert isinstance(response, ProduceResponse)
             answers = {(topic.name, part.index): part for topic in response.responses
                        for part in topic.partition_responses}
