@@ -17,6 +17,7 @@ class ProducerIdAllocator(ABC):
         self._block_size = block_size
         self._next = 0
         self._block_end = 0
+        self._avoided = -1          # no id up to this one is handed out (``avoid``)
         self._lock = threading.Lock()
 
     def allocate(self) -> int:
@@ -39,6 +40,7 @@ class ProducerIdAllocator(ABC):
         current block are skipped; past it, the next block is reserved from ``pid + 1`` on,
         durably, so no broker's later block holds it. May do I/O."""
         with self._lock:
+            self._avoided = max(self._avoided, pid)
             if pid < self._next:
                 return
             if pid < self._block_end:
@@ -46,6 +48,14 @@ class ProducerIdAllocator(ABC):
                 return
             self._next = self._reserve_block(pid + 1)
             self._block_end = self._next + self._block_size
+
+    def skip_through(self, pid: int) -> None:
+        """Another allocator of the cluster avoided every id up to ``pid``: skip those of the
+        current block (the next block is reserved past them already)."""
+        with self._lock:
+            self._avoided = max(self._avoided, pid)
+            if pid >= self._next:
+                self._next = min(pid + 1, self._block_end)
 
     @abstractmethod
     def _reserve_block(self, at_least: int = 0) -> int:
