@@ -234,9 +234,17 @@ class Broker:
         raise failed[0]
 
     async def served_partition(self, topic: str, index: int) -> Partition:
-        """``partition``, opened first if this broker has not opened it yet (`bmq serve` opens
-        its partitions in the background after it starts serving, see ``PartitionLoader``; a
-        cluster broker those it was given, see ``membership.taken``)."""
+        """``partition``, opened first if this broker has not opened it yet (see
+        ``local_partition``)."""
+        partition = await self.local_partition(topic, index)
+        return self.partition(topic, index) if partition is None else partition
+
+    async def local_partition(self, topic: str, index: int) -> Partition | None:
+        """The partition if this broker serves it, opened first if it has not opened it yet
+        (`bmq serve` opens its partitions in the background after it starts serving, see
+        ``PartitionLoader``; a cluster broker those it was given, see ``membership.taken``);
+        None if it does not (another broker owns it, or there is no such partition). Asking
+        ``partitions`` instead takes a partition given and not opened for another broker's."""
         partition = self.partitions.get(topic, index)
         if partition is not None:
             return partition
@@ -244,7 +252,7 @@ class Broker:
             await self.loader.open_now(topic, [index])
         else:
             await self.membership.open_taken(topic, index)
-        return self.partition(topic, index)
+        return self.partitions.get(topic, index)
 
     def partition(self, topic: str, index: int) -> Partition:
         """The partition a client names, or UNKNOWN_TOPIC_OR_PARTITION."""

@@ -38,6 +38,9 @@ class CoordinatorHost(Protocol):
         """A partition this broker serves, opened first if it was not yet; raises the Kafka
         error a client would get (NOT_LEADER_OR_FOLLOWER if another broker owns it)."""
 
+    async def local_partition(self, topic: str, index: int) -> Partition | None:
+        """``served_partition``, or None if this broker does not serve it."""
+
     async def create_topic(self, name: str, num_partitions: int = -1,
                            replication_factor: int = -1,
                            configs: Mapping[str, str | None] | None = None) -> TopicInfo: ...

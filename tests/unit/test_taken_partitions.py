@@ -1,6 +1,7 @@
 """A cluster broker's partitions taken and opened on first use (bmq.broker.membership.taken):
 a request's open and the background's are one open; a partition moved away while it opens is
-dropped after the open ends; a fenced one is forgotten, one that failed otherwise stays taken."""
+dropped after the open ends; a fenced one is forgotten, one that failed otherwise stays taken
+and is opened again (by the next request, or by the background)."""
 
 from __future__ import annotations
 
@@ -87,4 +88,23 @@ def test_a_cleared_set_stops_its_opens() -> None:
         await asyncio.sleep(0.05)
         assert not taken and storage.opened == []
         await taken.open(("t", 0))          # not taken any more: nothing to do
+    asyncio.run(scenario())
+
+
+def test_the_background_opens_a_failed_partition_again_until_it_opens() -> None:
+    async def scenario() -> None:
+        storage = Storage()
+        storage.failures = {("t", 0): OSError(110, "storage out of reach")}
+        taken = TakenPartitions(storage.open)
+        taken.take(("t", 0), 2)
+        taken.take(("t", 1), 2)
+        await asyncio.sleep(0.3)            # tried, failed; the other opened
+        assert taken.epoch(("t", 0)) == 2 and storage.opened == [(("t", 1), 2)]
+        del storage.failures[("t", 0)]      # storage back: opened with no request asking
+        for _ in range(200):
+            if not taken:
+                break
+            await asyncio.sleep(0.01)
+        assert not taken and storage.opened == [(("t", 1), 2), (("t", 0), 2)]
+        taken.clear()
     asyncio.run(scenario())

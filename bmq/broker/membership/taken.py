@@ -26,6 +26,8 @@ from bmq.storage.log.fencing import FencedEpochError
 log = logging.getLogger(__name__)
 
 OPENS_IN_FLIGHT = 32    # background opens at a time: a request's own open waits behind these
+RETRY_FIRST_S = 0.5     # pauses between rounds of opens that failed, doubling up to
+RETRY_MAX_S = 8.0
 
 
 class TakenPartitions:
@@ -91,21 +93,28 @@ class TakenPartitions:
         self._epochs.pop(tp, None)
 
     async def _open_the_rest(self) -> None:
-        tried: set[TopicPartition] = set()
+        """Open every taken partition, a few at a time; those that fail (storage out of reach)
+        again, after a pause that grows while they keep failing: not every user of a
+        partition asks for it to be opened, and one never opened is never written."""
+        warned: set[TopicPartition] = set()
+        pause_s = RETRY_FIRST_S
         while True:
-            pending = sorted(tp for tp in self._epochs if tp not in tried)
-            if not pending:
-                return
+            pending = sorted(self._epochs)
             for start in range(0, len(pending), OPENS_IN_FLIGHT):
                 chunk = pending[start:start + OPENS_IN_FLIGHT]
-                tried.update(chunk)
                 results = await asyncio.gather(*(self.open(tp) for tp in chunk),
                                                return_exceptions=True)
-                for (topic, index), result in zip(chunk, results, strict=True):
-                    if isinstance(result, Exception) and \
+                for tp, result in zip(chunk, results, strict=True):
+                    if isinstance(result, Exception) and tp not in warned and \
                             not isinstance(result, FencedEpochError):
-                        log.warning("could not open %s-%d (it is opened again when asked "
-                                    "for): %s", topic, index, result)
+                        warned.add(tp)
+                        log.warning("could not open %s-%d (tried again until it opens): %s",
+                                    *tp, result)
+            if not self._epochs:
+                return
+            if not set(self._epochs) - set(pending):    # none taken meanwhile: all failed
+                await asyncio.sleep(pause_s)
+                pause_s = min(pause_s * 2, RETRY_MAX_S)
 
     def clear(self) -> None:
         """Forget everything, stopping the opens under way (the session is lost, or the

@@ -84,7 +84,7 @@ async def dead_letter(host: CoordinatorHost, view: PartitionView, group_id: str,
     if info is None:
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, dlq_topic)
     index = view.index % info.partitions
-    partition = host.partitions.get(dlq_topic, index)
+    partition = await host.local_partition(dlq_topic, index)
     if partition is None and append_elsewhere is None:
         raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{dlq_topic} is not local")
     records = []

@@ -186,16 +186,15 @@ class TxnCoordinatorCore(ShardedCoordinator[TxnShard, TxnMetadata | str]):
         waits: list[tuple[str, int, asyncio.Future[None]]] = []
         elsewhere: list[TopicPartition] = []
         for topic, index in sorted(meta.partitions):
-            partition = self._host.partitions.get(topic, index)
+            try:
+                partition = await self._host.local_partition(topic, index)
+            except KafkaError as error:
+                return error.code
             if partition is None:
                 if self._host.topics.get(topic) is None:
                     continue    # the topic was deleted: nothing left to mark
                 if self._write_elsewhere is None:
-                    try:        # not opened yet by `bmq serve`
-                        partition = await self._host.served_partition(topic, index)
-                    except KafkaError as error:
-                        return error.code
-            if partition is None:
+                    return ErrorCode.NOT_LEADER_OR_FOLLOWER     # retried
                 elsewhere.append((topic, index))
                 continue
             try:
