@@ -4,10 +4,11 @@ Answered here: SASL (the proxy authenticates its clients itself), Metadata (prox
 Fetch, ListOffsets and OffsetForLeaderEpoch (from storage), Produce (forwarded to the owners),
 FindCoordinator and DescribeCluster (relayed, with addresses for the client's listener),
 ShareFetch and ShareAcknowledge (split by partition owner, bmq.proxy.share), DeleteRecords,
-DescribeProducers and WriteTxnMarkers (split by partition owner, by_owner), ListTransactions
-(none: a proxy coordinates no transaction, and clients ask every node). Every other API
-the broker serves is relayed to a broker unchanged, at the same versions, on links that act for
-the client's principal; BMQ's internal APIs are not served.
+DescribeProducers, WriteTxnMarkers and `bmq mirror`'s BmqMirrorAppend (split by partition
+owner, by_owner), ListTransactions (none: a proxy coordinates no transaction, and clients ask
+every node). Every other API the broker serves is relayed to a broker unchanged, at the same
+versions, on links that act for the client's principal; BMQ's other internal APIs are not
+served.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ _ANSWERED = [
     *(ApiSpec(name, f"bmq.proxy.handlers.by_owner:handle_{module}") for name, module in (
         ("DeleteRecordsRequest", "delete_records"),
         ("DescribeProducersRequest", "describe_producers"),
-        ("WriteTxnMarkersRequest", "write_txn_markers"))),
+        ("WriteTxnMarkersRequest", "write_txn_markers"),
+        ("BmqMirrorAppendRequest", "mirror_append"))),
 ]
 
 _RELAYED = (ApiSpec(name, "bmq.proxy.handlers.forward:relay_to_broker")

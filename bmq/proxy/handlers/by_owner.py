@@ -1,6 +1,7 @@
 """Partition APIs a Kafka admin client sends to each partition's leader, which through a proxy
 is the proxy itself (Metadata names proxies as leaders): DeleteRecords, DescribeProducers and
-WriteTxnMarkers (Admin.deleteRecords, describeProducers, abortTransaction). Relayed to just any
+WriteTxnMarkers (Admin.deleteRecords, describeProducers, abortTransaction), and BMQ's
+BmqMirrorAppend (`bmq mirror` into a cluster it reaches through proxies). Relayed to just any
 broker, they reached one that does not own the partition and were answered
 NOT_LEADER_OR_FOLLOWER again and again. Here each owner gets its own partitions, on the client
 connection's links (which act for the client's principal), and the answers are put together;
@@ -16,12 +17,19 @@ from typing import Any, TypeVar
 from bmq.client.requests import Address, ask_each
 from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import (
+    BmqMirrorAppendRequest,
+    BmqMirrorAppendResponse,
     DeleteRecordsRequest,
     DeleteRecordsResponse,
     DescribeProducersRequest,
     DescribeProducersResponse,
     WriteTxnMarkersRequest,
     WriteTxnMarkersResponse,
+)
+from bmq.protocol.messages.bmq_mirror_append_request import MirrorTopic
+from bmq.protocol.messages.bmq_mirror_append_response import (
+    MirrorPartitionResponse,
+    MirrorTopicResponse,
 )
 from bmq.protocol.messages.delete_records_request import DeleteRecordsTopic
 from bmq.protocol.messages.delete_records_response import (
@@ -164,3 +172,23 @@ async def handle_write_txn_markers(ctx: ProxyContext, request: WriteTxnMarkersRe
                                      ErrorCode.NOT_LEADER_OR_FOLLOWER))
                 for i in t.partition_indexes]) for t in marker.topics])
         for marker in request.markers])
+
+
+async def handle_mirror_append(ctx: ProxyContext, request: BmqMirrorAppendRequest,
+                               version: int) -> BmqMirrorAppendResponse:
+    keys = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+
+    def build(owned: set[Key]) -> BmqMirrorAppendRequest:
+        return BmqMirrorAppendRequest(source=request.source, timeout_ms=request.timeout_ms,
+                                      topics=[MirrorTopic(name=t.name, partitions=[
+                                          p for p in t.partitions
+                                          if (t.name, p.partition_index) in owned])
+                                          for t in request.topics
+                                          if any(k[0] == t.name for k in owned)])
+
+    answered, failed = await _ask_owners(ctx, keys, build, version)
+    return BmqMirrorAppendResponse(topics=[
+        MirrorTopicResponse(name=name, partitions=partitions)
+        for name, partitions in _gathered(answered, failed, lambda index, code:
+                                          MirrorPartitionResponse(partition_index=index,
+                                                                  error_code=code)).items()])
