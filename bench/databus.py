@@ -120,7 +120,8 @@ def run(mode: str, args: argparse.Namespace) -> dict[str, float]:
             log = open(Path(spool) / "databus.log", "ab")   # noqa: SIM115 (the agent's life)
             agent = subprocess.Popen(
                 [str(bmq), "databus", "run", "--cluster", server.bootstrap, "--spool-dir",
-                 str(Path(spool) / "spool"), "--listen", f"127.0.0.1:{port}"],
+                 str(Path(spool) / "spool"), "--listen", f"127.0.0.1:{port}",
+                 "--log-level", os.environ.get("BENCH_DATABUS_LOG_LEVEL", "INFO")],
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
             bootstrap = f"127.0.0.1:{port}"
             time.sleep(2.0)
@@ -150,6 +151,8 @@ def run(mode: str, args: argparse.Namespace) -> dict[str, float]:
             if agent is not None:
                 agent.terminate()
                 agent.wait(30)
+                if os.environ.get("BENCH_DATABUS_LOG"):
+                    shutil.copy(Path(spool) / "databus.log", os.environ["BENCH_DATABUS_LOG"])
             shutil.rmtree(spool, ignore_errors=True)
     latencies = [latency for _, _, each in outcomes for latency in each]
     return {"sent": sum(o[0] for o in outcomes), "errors": sum(o[1] for o in outcomes),

@@ -1,6 +1,7 @@
 """Many applications' messages merged into a few large batches: per topic partition one open
-batch, closed when it reaches its stream's ``batch_bytes`` or its ``linger_ms`` has passed
-since its first message, then encoded (compressed as its stream says), written to the spool,
+batch, closed when it reaches its stream's ``batch_bytes`` or at the next tick of its
+``linger_ms`` (at most that long after its first message; every open batch of a linger closes
+at the same tick), then encoded (compressed as its stream says), written to the spool,
 and once durable handed to the sender.
 
 Whoever added a message to a batch learns when the batch is durable (``spooled``: acks=1 is
@@ -46,7 +47,7 @@ class OpenBatch:
         default_factory=lambda: asyncio.get_running_loop().create_future())
     delivered: asyncio.Future[Delivered] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future())
-    timer: asyncio.TimerHandle | None = None
+    linger_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,7 @@ class Batcher:
         self._sticky: dict[str, int] = {}      # topic -> the partition of unkeyed records
         self.open_bytes = 0
         self._closing: set[asyncio.Task[None]] = set()
+        self._ticks: dict[float, asyncio.TimerHandle] = {}
 
     def room(self, size: int) -> None:
         """Raise KAFKA_STORAGE_ERROR unless ``size`` more bytes fit in the spool's bound."""
@@ -95,9 +97,8 @@ class Batcher:
                 batch = None
             if batch is None:
                 batch = self._open[(route.topic, partition)] = OpenBatch(
-                    route.topic, partition, route.codec)
-                batch.timer = asyncio.get_running_loop().call_later(
-                    route.linger_s, self._close, batch)
+                    route.topic, partition, route.codec, linger_s=route.linger_s)
+                self._tick(route.linger_s)
             placements.append(Placement(batch, len(batch.records)))
             batch.records.append(record)
             batch.size += size
@@ -105,6 +106,19 @@ class Batcher:
             if batch.size >= route.batch_bytes:
                 self._close(batch)
         return placements
+
+    def _tick(self, linger_s: float) -> None:
+        """Close every open batch of this linger together, ``linger_s`` from now: their
+        spool writes share one fsync and the sender sends them in one request, where a timer
+        of each batch's own spread them over as many requests as batches."""
+        if linger_s not in self._ticks:
+            self._ticks[linger_s] = asyncio.get_running_loop().call_later(
+                linger_s, self._close_lingered, linger_s)
+
+    def _close_lingered(self, linger_s: float) -> None:
+        del self._ticks[linger_s]
+        for batch in [b for b in self._open.values() if b.linger_s == linger_s]:
+            self._close(batch)
 
     def _sticky_partition(self, topic: str, partitions: int) -> int:
         partition = self._sticky.get(topic)
@@ -114,33 +128,41 @@ class Batcher:
 
     def _close(self, batch: OpenBatch) -> None:
         if self._open.get((batch.topic, batch.partition)) is not batch:
-            return      # closed already (full, then its linger timer)
+            return      # closed already
         del self._open[(batch.topic, batch.partition)]
-        if batch.timer is not None:
-            batch.timer.cancel()
         if self._sticky.get(batch.topic) == batch.partition:
             # The next unkeyed records go to another partition (Kafka's sticky partitioner).
             self._sticky.pop(batch.topic)
-        task = asyncio.get_running_loop().create_task(self._spool(batch))
+        self.open_bytes -= batch.size
+        # Written at once (batches closed together are written before any fsync starts, so
+        # one fsync covers them all), answered and sent once durable.
+        try:
+            spooled = self.spool.append(batch.topic, batch.partition,
+                                        encode(batch.records, batch.codec), len(batch.records))
+        except (SpoolFull, OSError) as error:
+            self._failed(batch, error)
+            return
+        task = asyncio.get_running_loop().create_task(self._durable(spooled, batch))
         self._closing.add(task)
         task.add_done_callback(self._closing.discard)
 
-    async def _spool(self, batch: OpenBatch) -> None:
-        self.open_bytes -= batch.size
+    async def _durable(self, spooled: SpooledBatch, batch: OpenBatch) -> None:
         try:
-            data = encode(batch.records, batch.codec)
-            spooled = self.spool.append(batch.topic, batch.partition, data, len(batch.records))
             await self.spool.sync()
-        except (SpoolFull, OSError) as error:
-            log.error("batch of %d records for %s-%d not spooled: %s", len(batch.records),
-                      batch.topic, batch.partition, error)
-            failure = KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"not spooled: {error}")
-            for future in (batch.spooled, batch.delivered):
-                future.set_exception(failure)
-                future.exception()      # retrieved: acks=0 messages have no one waiting
+        except OSError as error:
+            self._failed(batch, error)
             return
         batch.spooled.set_result(None)
         self._send(spooled, batch)
+
+    @staticmethod
+    def _failed(batch: OpenBatch, error: Exception) -> None:
+        log.error("batch of %d records for %s-%d not spooled: %s", len(batch.records),
+                  batch.topic, batch.partition, error)
+        failure = KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"not spooled: {error}")
+        for future in (batch.spooled, batch.delivered):
+            future.set_exception(failure)
+            future.exception()      # retrieved: acks=0 messages have no one waiting
 
     async def flush(self) -> None:
         """Close every open batch and wait until they are spooled (at shutdown)."""
