@@ -121,24 +121,25 @@ def databus_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Databu
         factory.cleanup()
 
 
-@pytest.fixture(scope="module")
-def module_databus_factory(tmp_path_factory: pytest.TempPathFactory
-                           ) -> Iterator[DatabusFactory]:
-    factory = DatabusFactory(tmp_path_factory.mktemp("databus"))
+# One cluster and one agent for the package's tests that leave both running (each uses topics
+# of its own): a start of each is about a second.
+@pytest.fixture(scope="package")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    factory = BrokerFactory(tmp_path_factory.mktemp("databus-cluster"))
     try:
-        yield factory
+        yield factory(config={"auto_create_topics_enable": False})
     finally:
         factory.cleanup()
 
 
-@pytest.fixture(scope="module")
-def cluster(module_broker_factory: BrokerFactory) -> BrokerProcess:
-    return module_broker_factory(config={"auto_create_topics_enable": False})
-
-
-@pytest.fixture(scope="module")
-def agent(cluster: BrokerProcess, module_databus_factory: DatabusFactory) -> DatabusProcess:
-    return module_databus_factory(cluster)
+@pytest.fixture(scope="package")
+def agent(cluster: BrokerProcess, tmp_path_factory: pytest.TempPathFactory
+          ) -> Iterator[DatabusProcess]:
+    factory = DatabusFactory(tmp_path_factory.mktemp("databus"))
+    try:
+        yield factory(cluster)
+    finally:
+        factory.cleanup()
 
 
 def create_topic(cluster: BrokerProcess, topic: str, partitions: int) -> None:

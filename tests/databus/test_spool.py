@@ -58,7 +58,7 @@ def test_a_full_spool_is_refused_clearly_and_what_it_took_is_delivered(
     assert agent.post(topic, b"known")[0] == 200     # the agent has seen the topic
     cluster.stop()
     taken = [b"known"]
-    for i in range(40):
+    for _ in range(40):
         value = os.urandom(1000)          # the spool holds compressed batches
         status, answer = agent.post(topic, value, "?acks=spooled")
         if status != 200:
