@@ -12,6 +12,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
+from bmq import metrics
 from bmq.databus.batcher import Batcher, OpenBatch
 from bmq.databus.cluster import Cluster
 from bmq.databus.intake import Intake
@@ -19,6 +20,7 @@ from bmq.databus.kafka_port import KafkaPort
 from bmq.databus.sender import BACKOFF_MAX_S, Sender
 from bmq.databus.settings import DatabusSettings
 from bmq.databus.spool import Spool, SpooledBatch
+from bmq.databus.stats import Stats, StatsCollector, export
 from bmq.databus.streams import StreamTable
 from bmq.listeners import split_host_port
 from bmq.net.client import LinkError
@@ -37,19 +39,31 @@ class Databus:
         self.table = StreamTable(settings)
         self.cluster = Cluster(settings.cluster, settings.cluster_properties,
                                Path(settings.spool_dir))
-        self.sender = Sender(self.cluster, self.spool)
-        self.batcher = Batcher(self.spool, self._spooled)
-        self.intake = Intake(settings, self.table, self.cluster, self.batcher)
+        self.stats = Stats()
+        self.sender = Sender(self.cluster, self.spool, self.stats)
+        self.batcher = Batcher(self.spool, self._spooled, self.stats)
+        self.intake = Intake(settings, self.table, self.cluster, self.batcher, self.stats)
         host, port = split_host_port(settings.listen)
         self.kafka = KafkaPort(self.intake, (_advertised_host(host), port),
                                lambda: self.table.mappings.keys())
         self._sockets: list[socket.socket] = []
         self._servers: list[asyncio.Server] = []
         self._http: Any = None
+        self._metrics_server: Any = None
         self._tasks: list[asyncio.Task[None]] = []
 
     def _spooled(self, spooled: SpooledBatch, batch: OpenBatch) -> None:
         self.sender.enqueue(spooled, batch)
+
+    def status(self) -> dict[str, Any]:
+        """What ``GET /status`` answers (``bmq databus status`` shows it)."""
+        return {"cluster": self.settings.cluster,
+                "cluster_failing": self.sender.failing or None,
+                "spool_bytes": self.spool.used_bytes, "spool_limit_bytes": self.spool.limit_bytes,
+                "waiting_batches": self.sender.pending(), "open_bytes": self.batcher.open_bytes,
+                "streams": {stream: mapping.topic
+                            for stream, mapping in sorted(self.table.mappings.items())},
+                **self.stats.snapshot()}
 
     async def start(self) -> None:
         host, port = split_host_port(self.settings.listen)
@@ -71,10 +85,15 @@ class Databus:
                     lambda: KafkaConnection(self.kafka.service()), sock=sock, backlog=1024))
             except OSError as error:
                 raise cannot_listen(host, port, error) from error
+        if self.settings.metrics_port:
+            export(StatsCollector(self.stats, lambda: (
+                self.spool.used_bytes, self.spool.limit_bytes, self.sender.pending())))
+            self._metrics_server = metrics.serve_for_role(self.settings.metrics_port,
+                                                          self.settings.metrics_host)
         if self.settings.http_listen or self.settings.unix_socket:
             from bmq.databus.http import start_http
 
-            self._http = await start_http(self.intake, self.settings)
+            self._http = await start_http(self.intake, self.settings, self.status)
         self._tasks = [loop.create_task(self.sender.run()),
                        loop.create_task(self._follow_mappings())]
         log.info("databus listening on %s (Kafka)%s%s, cluster %s, spool %s",
@@ -112,6 +131,8 @@ class Databus:
         await self.sender.stop()
         self.spool.close()
         self.cluster.close()
+        if self._metrics_server is not None:
+            metrics.stop(self._metrics_server)
         log.info("databus stopped; %d batches (%d bytes) stay spooled", self.sender.pending(),
                  self.spool.used_bytes)
 

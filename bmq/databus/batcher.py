@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from bmq.databus.spool import Spool, SpooledBatch, SpoolFull
+from bmq.databus.stats import Stats
 from bmq.databus.streams import StreamRoute, key_partition, other_partition
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.record_codec import Record, compress, encode_record, frame_batch
@@ -64,8 +65,10 @@ def record_size(record: Record) -> int:
 
 
 class Batcher:
-    def __init__(self, spool: Spool, send: Callable[[SpooledBatch, OpenBatch], None]) -> None:
+    def __init__(self, spool: Spool, send: Callable[[SpooledBatch, OpenBatch], None],
+                 stats: Stats) -> None:
         self.spool = spool
+        self.stats = stats
         self._send = send
         self._open: dict[tuple[str, int], OpenBatch] = {}
         self._sticky: dict[str, int] = {}      # topic -> the partition of unkeyed records
@@ -142,6 +145,8 @@ class Batcher:
         except (SpoolFull, OSError) as error:
             self._failed(batch, error)
             return
+        self.stats.spooled_batches += 1
+        self.stats.spooled_records += len(batch.records)
         task = asyncio.get_running_loop().create_task(self._durable(spooled, batch))
         self._closing.add(task)
         task.add_done_callback(self._closing.discard)

@@ -44,6 +44,7 @@ def databus() -> None:
     Examples:
       bmq databus run --cluster localhost:9092 --spool-dir ./databus-spool --listen 127.0.0.1:9094
       bmq databus map clicks --topic clicks-v2 -b localhost:9092
+      bmq databus status --url http://127.0.0.1:9095
     """
 
 
@@ -61,6 +62,8 @@ def databus() -> None:
 @click.option("--compression", help="none, gzip, snappy, lz4 or zstd [lz4].")
 @click.option("--cluster-property", "cluster_properties", multiple=True, metavar="KEY=VALUE",
               help="librdkafka-style property for the cluster (security.protocol, sasl.*).")
+@click.option("--metrics-port", type=int,
+              help="Serve Prometheus metrics (bmq_databus_*) on this port [0: off].")
 @click.option("--log-level", help="DEBUG, INFO, WARNING or ERROR [INFO].")
 def run(config_file: str | None, cluster_properties: tuple[str, ...], **flags: Any) -> None:
     """Serve applications and forward their messages until stopped (SIGTERM, Ctrl-C)."""
@@ -134,3 +137,36 @@ def map_stream(stream: str, topic: str | None, remove: bool, bootstrap: str,
         click.echo(f"{stream}: mapping removed (goes to topic {stream})")
     else:
         click.echo(f"{stream} -> {mapping.topic}")
+
+
+@databus.command()
+@click.option("--url", default="http://127.0.0.1:9095", show_default=True,
+              help="The agent's HTTP endpoint (its http_listen).")
+def status(url: str) -> None:
+    """What an agent took, spooled, forwarded and dropped, and its spool's state."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url.rstrip("/") + "/status", timeout=10) as answer:
+            doc = json.loads(answer.read())
+    except (urllib.error.URLError, OSError, ValueError) as error:
+        _fail(f"agent unreachable at {url}: {error}", EXIT_UNREACHABLE)
+    failing = doc.get("cluster_failing")
+    click.echo(f"cluster            {doc['cluster']} "
+               f"({'failing: ' + failing if failing else 'taking batches'})")
+    click.echo(f"spool              {doc['spool_bytes']} of {doc['spool_limit_bytes']} bytes, "
+               f"{doc['waiting_batches']} batches waiting for the cluster")
+    for way, count in sorted(doc["accepted"].items()):
+        click.echo(f"accepted ({way}){'':<{max(0, 8 - len(way))}}{count} messages")
+    for reason, count in sorted(doc["refused"].items()):
+        click.echo(f"refused            {count} messages: {reason}")
+    click.echo(f"spooled            {doc['spooled_records']} records in "
+               f"{doc['spooled_batches']} batches")
+    click.echo(f"forwarded          {doc['forwarded_records']} records in "
+               f"{doc['forwarded_batches']} batches, {doc['produce_requests']} Produce requests")
+    for reason, count in sorted(doc["dropped"].items()):
+        click.echo(f"dropped            {count} records: {reason}")
+    for stream, topic in doc["streams"].items():
+        click.echo(f"stream             {stream} -> {topic}")

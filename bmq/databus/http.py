@@ -16,6 +16,7 @@ import os
 import socket
 import stat
 import time
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
@@ -33,6 +34,7 @@ STATUS = {ErrorCode.INVALID_TOPIC_EXCEPTION: 400, ErrorCode.UNKNOWN_TOPIC_OR_PAR
           ErrorCode.MESSAGE_TOO_LARGE: 413, ErrorCode.KAFKA_STORAGE_ERROR: 503,
           ErrorCode.REQUEST_TIMED_OUT: 504}
 INTAKE: web.AppKey[Intake] = web.AppKey("intake", Intake)
+AGENT_STATUS: web.AppKey[Callable[[], dict[str, Any]]] = web.AppKey("status")
 
 
 def _error(status: int, reason: str, code: ErrorCode | None = None) -> web.Response:
@@ -96,10 +98,11 @@ async def post_stream(request: web.Request) -> web.Response:
     try:
         record = _message(request, body)
     except ValueError as error:
+        intake.refused(ErrorCode.INVALID_REQUEST, 1)
         return _error(400, str(error))
     acks = ACKS[acks_name]
     try:
-        [placement] = await intake.put(stream, [record])
+        [placement] = await intake.put(stream, [record], "http")
         [where] = await settle([placement], acks, timeout_ms / 1000)
     except KafkaError as error:
         return _error(STATUS.get(error.code, 502), error.message or error.code.name,
@@ -112,17 +115,24 @@ async def post_stream(request: web.Request) -> web.Response:
     return web.json_response(answer)
 
 
+async def get_status(request: web.Request) -> web.Response:
+    return web.json_response(request.app[AGENT_STATUS]())
+
+
 async def not_found(request: web.Request) -> web.Response:
-    return _error(404, "POST /streams/NAME")
+    return _error(404, "POST /streams/NAME, GET /status")
 
 
-async def start_http(intake: Intake, settings: DatabusSettings) -> web.AppRunner:
-    """Serve the endpoint on ``http_listen`` and/or ``unix_socket``."""
+async def start_http(intake: Intake, settings: DatabusSettings,
+                     status: Callable[[], dict[str, Any]]) -> web.AppRunner:
+    """Serve the endpoint (and ``GET /status``) on ``http_listen`` and/or ``unix_socket``."""
     from bmq.listeners import split_host_port
 
     app = web.Application(client_max_size=settings.max_message_bytes + 64 * 1024)
     app[INTAKE] = intake
+    app[AGENT_STATUS] = status
     app.router.add_post("/streams/{name}", post_stream)
+    app.router.add_get("/status", get_status)
     app.router.add_route("*", "/{tail:.*}", not_found)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()

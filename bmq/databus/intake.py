@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from bmq.databus.batcher import Batcher, Delivered, Placement, record_size
 from bmq.databus.cluster import Cluster
 from bmq.databus.settings import DatabusSettings
+from bmq.databus.stats import Stats
 from bmq.databus.streams import StreamTable
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.record_codec import Record
@@ -19,12 +20,12 @@ ACKS_NONE, ACKS_SPOOLED, ACKS_CLUSTER = 0, 1, -1
 
 class Intake:
     def __init__(self, settings: DatabusSettings, table: StreamTable, cluster: Cluster,
-                 batcher: Batcher) -> None:
+                 batcher: Batcher, stats: Stats) -> None:
         self.settings = settings
         self.table = table
         self.cluster = cluster
         self.batcher = batcher
-        self.accepted_records = 0
+        self.stats = stats
 
     async def partitions(self, stream: str) -> int:
         """The partition count of the topic ``stream`` goes to; KafkaError if it has none."""
@@ -35,8 +36,21 @@ class Intake:
                              f"stream {stream}: its topic {route.topic} is not in the cluster")
         return partitions
 
-    async def put(self, stream: str, records: Sequence[Record]) -> list[Placement]:
-        """Place ``records`` (all or none of them) in batches of ``stream``'s topic."""
+    async def put(self, stream: str, records: Sequence[Record], way: str) -> list[Placement]:
+        """Place ``records`` (all or none of them) in batches of ``stream``'s topic; ``way``:
+        the way in they came (for the stats)."""
+        try:
+            placements = await self._put(stream, records)
+        except KafkaError as error:
+            self.refused(error.code, len(records))
+            raise
+        self.stats.accepted[way] += len(records)
+        return placements
+
+    def refused(self, code: ErrorCode, messages: int) -> None:
+        self.stats.refused[code.name] += messages
+
+    async def _put(self, stream: str, records: Sequence[Record]) -> list[Placement]:
         route = self.table.route(stream)
         partitions = await self.partitions(stream)
         total = 0
@@ -48,7 +62,6 @@ class Intake:
                                  f"{self.settings.max_message_bytes}")
             total += size
         self.batcher.room(total)
-        self.accepted_records += len(records)
         return self.batcher.add(route, partitions, records)
 
 

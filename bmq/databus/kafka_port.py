@@ -51,6 +51,7 @@ from bmq.protocol.messages.produce_response import PartitionProduceResponse, Top
 from bmq.protocol.record_codec import Record, RecordDecodeError, decode_batch
 from bmq.protocol.records import TRANSACTIONAL_FLAG, validate_batches
 
+WAY = "kafka"
 NODE_ID = 0
 CLUSTER_ID = "bmq-databus"
 STREAM_IDS = uuid.UUID("6d3f1c1e-6a0e-4f5e-9a53-5d1a2b7c0001")
@@ -175,9 +176,11 @@ class KafkaPort:
                 position += header.size
         except RecordDecodeError as error:
             answer.error_code, answer.error_message = ErrorCode.CORRUPT_MESSAGE, str(error)
+            self.intake.refused(ErrorCode.CORRUPT_MESSAGE, 1)
             return answer
         except KafkaError as error:
             answer.error_code, answer.error_message = error.code, error.message
+            self.intake.refused(error.code, 1)
             return answer
         if first.producer_id < 0 or acks == 0:
             return await self._place(stream, decoded, acks, timeout_s, answer)
@@ -188,7 +191,7 @@ class KafkaPort:
     async def _place(self, stream: str, records: list[Record], acks: int, timeout_s: float,
                      answer: PartitionProduceResponse) -> PartitionProduceResponse:
         try:
-            placements = await self.intake.put(stream, records)
+            placements = await self.intake.put(stream, records, WAY)
             await settle(placements, acks, timeout_s)
         except KafkaError as error:
             answer.error_code, answer.error_message = error.code, error.message
@@ -218,7 +221,7 @@ class KafkaPort:
             answer.error_message = f"expected sequence {expected}, got {sequence}"
             return answer
         try:
-            placements = await self.intake.put(stream, records)
+            placements = await self.intake.put(stream, records, WAY)
         except KafkaError as error:
             answer.error_code, answer.error_message = error.code, error.message
             return answer

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from bmq.databus.batcher import Delivered, OpenBatch
 from bmq.databus.cluster import Cluster
 from bmq.databus.spool import Spool, SpooledBatch
+from bmq.databus.stats import Stats
 from bmq.net.client import LinkError
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.messages import ProduceRequest, ProduceResponse
@@ -51,9 +52,10 @@ class Outgoing:
 
 
 class Sender:
-    def __init__(self, cluster: Cluster, spool: Spool) -> None:
+    def __init__(self, cluster: Cluster, spool: Spool, stats: Stats) -> None:
         self.cluster = cluster
         self.spool = spool
+        self.stats = stats
         self._queues: dict[tuple[str, int], deque[Outgoing]] = {}
         self._busy: set[tuple[str, int]] = set()
         self._wake = asyncio.Event()
@@ -61,7 +63,6 @@ class Sender:
         self._sequences: dict[tuple[str, int], int] = {}
         self._backoff = 0.0
         self._requests: set[asyncio.Task[None]] = set()
-        self.delivered_batches = 0
         self.failing = ""           # why the cluster is not taking batches now ("": it is)
 
     def enqueue(self, spooled: SpooledBatch, waiting: OpenBatch | None) -> None:
@@ -120,6 +121,7 @@ class Sender:
                                  topic_data=list(topics.values()))
         answers = {}
         started = time.perf_counter()
+        self.stats.produce_requests += 1
         try:
             response = await self.cluster.produce(request)
             log.debug("%d batches (%d bytes) taken in %.1f ms", len(items),
@@ -163,7 +165,8 @@ class Sender:
         if not queue:
             del self._queues[_key(item)]
         self.spool.done(item.spooled)
-        self.delivered_batches += 1
+        self.stats.forwarded_batches += 1
+        self.stats.forwarded_records += item.spooled.records
         if item.waiting is not None:
             item.waiting.delivered.set_result(
                 Delivered(item.spooled.topic, item.spooled.partition, base_offset))
@@ -176,6 +179,7 @@ class Sender:
         if not queue:
             del self._queues[_key(item)]
         self.spool.done(item.spooled)
+        self.stats.dropped[error.code.name] += item.spooled.records
         if item.waiting is not None:
             item.waiting.delivered.set_exception(error)
             item.waiting.delivered.exception()     # retrieved: acks=1 has nobody waiting

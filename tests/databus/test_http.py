@@ -6,9 +6,12 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
+import urllib.request
 from pathlib import Path
 
-from tests.conftest import BrokerProcess, make_topic_name
+from confluent_kafka import Producer
+
+from tests.conftest import BrokerProcess, bmq_command, free_port, make_topic_name
 from tests.databus.conftest import DatabusFactory, DatabusProcess, create_topic, read_all
 
 
@@ -82,3 +85,31 @@ def test_curl_over_the_unix_socket(cluster: BrokerProcess,
     answer = json.loads(done.stdout)
     assert (answer["topic"], answer["partition"], answer["offset"]) == (topic, 0, 0)
     assert [(s[2], s[3]) for s in read_all(cluster, topic, 1, 1)] == [(b"u", b"over a socket")]
+
+
+def test_status_and_metrics_count_what_the_agent_did(
+        cluster: BrokerProcess, databus_factory: DatabusFactory) -> None:
+    topic = make_topic_name("counted")
+    create_topic(cluster, topic, 1)
+    metrics_port = free_port()
+    agent = databus_factory(cluster, metrics_port=metrics_port)
+    for value in (b"one", b"two"):
+        assert agent.post(topic, value)[0] == 200
+    assert agent.post(make_topic_name("nosuch"), b"x")[0] == 404
+    producer = Producer({"bootstrap.servers": agent.bootstrap, "linger.ms": 0})
+    for value in (b"a", b"b", b"c"):
+        producer.produce(topic, value=value)
+    assert producer.flush(10) == 0
+    done = subprocess.run([*bmq_command(), "databus", "status", "--url", agent.url("")],
+                          capture_output=True, text=True, timeout=30, check=True)
+    lines = done.stdout.splitlines()
+    assert "accepted (http)    2 messages" in lines
+    assert "accepted (kafka)   3 messages" in lines
+    assert "refused            1 messages: UNKNOWN_TOPIC_OR_PARTITION" in lines
+    assert any(line.startswith("forwarded          5 records in") for line in lines), lines
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as page:
+        exported = page.read().decode()
+    assert 'bmq_databus_accepted_messages_total{way="kafka"} 3.0' in exported
+    assert 'bmq_databus_refused_messages_total{reason="UNKNOWN_TOPIC_OR_PARTITION"} 1.0' \
+        in exported
+    assert "bmq_databus_forwarded_records_total 5.0" in exported
