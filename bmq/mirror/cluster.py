@@ -22,7 +22,7 @@ FIND_COORDINATOR_VERSION = 4
 GROUP_KEY = 0
 COORDINATOR_MOVED = {ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE}
 LIST_OFFSETS_VERSION = 7
-LATEST = -1
+LATEST, EARLIEST = -1, -2
 
 
 class Cluster:
@@ -77,10 +77,11 @@ class Cluster:
             raise KafkaError(ErrorCode(found.error_code), found.error_message)
         return found.host, found.port
 
-    async def end_offsets(self, partitions: Iterable[tuple[str, int]]
+    async def end_offsets(self, partitions: Iterable[tuple[str, int]], at: int = LATEST
                           ) -> dict[tuple[str, int], int | ErrorCode]:
-        """Each partition's log end offset (its high watermark), or the error its leader
-        answered; partitions whose leader is unknown or unreachable are left out."""
+        """Each partition's log end offset (its high watermark; with ``at=EARLIEST`` its log
+        start offset), or the error its leader answered; partitions whose leader is unknown or
+        unreachable are left out."""
         by_leader: dict[Address, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
         for topic, index in partitions:
             address = self.leader(topic, index)
@@ -91,7 +92,7 @@ class Cluster:
             try:
                 response = await self.ask(address, ListOffsetsRequest(replica_id=-1, topics=[
                     ListOffsetsTopic(name=topic, partitions=[
-                        ListOffsetsPartition(partition_index=index, timestamp=LATEST)
+                        ListOffsetsPartition(partition_index=index, timestamp=at)
                         for index in indexes]) for topic, indexes in topics.items()]),
                     LIST_OFFSETS_VERSION)
             except (LinkError, OSError, TimeoutError):

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from bmq import metrics
 from bmq.client.requests import Address
-from bmq.mirror.cluster import Cluster
+from bmq.mirror.cluster import EARLIEST, Cluster
 from bmq.net.client import LinkError
 from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import (
@@ -200,22 +200,17 @@ class Copier:
                 self.source.metadata.moved(progress.topic, progress.index)
             return None
         found = []
+        out_of_range = []
         for topic in response.responses:
             for data in topic.partitions:
                 asked = self.partitions.get((topic.topic, data.partition_index))
                 if asked is None:
                     continue
-                if data.error_code == ErrorCode.OFFSET_OUT_OF_RANGE and \
-                        data.log_start_offset > asked.fetch_from:
-                    log.info("mirroring %s-%d: the source's log starts at %d, past %d: the "
-                             "target starts over there", asked.topic, asked.index,
-                             data.log_start_offset, asked.fetch_from)
-                    asked.source_start = asked.fetch_from = data.log_start_offset
+                if data.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                    out_of_range.append(asked)
                     continue
                 if data.error_code != ErrorCode.NONE:
-                    self._moved(self.source, asked, data.error_code,
-                                f"offset {asked.fetch_from} is past the source's log end"
-                                if data.error_code == ErrorCode.OFFSET_OUT_OF_RANGE else "")
+                    self._moved(self.source, asked, data.error_code)
                     continue
                 asked.source_end = data.high_watermark
                 if data.log_start_offset >= 0:
@@ -227,7 +222,33 @@ class Copier:
                 elif _log_start_moved(asked):
                     found.append(Fetched(asked, asked.fetch_from, asked.fetch_from,
                                          memoryview(b"")))
+        if out_of_range:
+            await self._out_of_range(out_of_range)
         return found
+
+    async def _out_of_range(self, partitions: list[PartitionProgress]) -> None:
+        """Partitions fetched from an offset the source does not have: past its log end (it
+        lost data, or the target has another log), or below its log start (deleted since):
+        then the next fetch starts there, and so does the target. (Kafka's fetch answers no
+        log start with the error: ListOffsets asks it, as Kafka's consumers do.)"""
+        starts = await self.source.end_offsets(((p.topic, p.index) for p in partitions),
+                                               EARLIEST)
+        for progress in partitions:
+            start = starts.get((progress.topic, progress.index))
+            if start is None:
+                self._moved(self.source, progress, ErrorCode.OFFSET_OUT_OF_RANGE,
+                            f"offset {progress.fetch_from} is out of the source's range, "
+                            f"whose log start could not be read")
+            elif isinstance(start, ErrorCode):
+                self._moved(self.source, progress, start)
+            elif start > progress.fetch_from:
+                log.info("mirroring %s-%d: the source's log starts at %d, past %d: the "
+                         "target starts over there", progress.topic, progress.index, start,
+                         progress.fetch_from)
+                progress.source_start = progress.fetch_from = start
+            else:
+                self._moved(self.source, progress, ErrorCode.OFFSET_OUT_OF_RANGE,
+                            f"offset {progress.fetch_from} is past the source's log end")
 
     async def _append_round(self, ready: list[Fetched]) -> None:
         by_leader: dict[Address, list[Fetched]] = defaultdict(list)

@@ -45,6 +45,26 @@ def records(bootstrap: str, topic: str, partitions: int,
     return sorted(found, key=lambda record: record[:2])
 
 
+def watermarks(bootstrap: str, topic: str, partitions: int) -> list[tuple[int, int]] | None:
+    """(log start, end offset) of each partition (None while the cluster lacks one)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "mirror-test-reader"})
+    try:
+        return [consumer.get_watermark_offsets(TopicPartition(topic, p), 10)
+                for p in range(partitions)]
+    except KafkaException:
+        return None
+    finally:
+        consumer.close()
+
+
+def delete_records(bootstrap: str, topic: str, before: dict[int, int]) -> None:
+    """DeleteRecords: each partition's records before the offset."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    asked = [TopicPartition(topic, p, offset) for p, offset in before.items()]
+    for future in admin.delete_records(asked).values():
+        future.result(10)
+
+
 def end_offsets(bootstrap: str, topic: str, partitions: int) -> list[int]:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "mirror-test-reader"})
     try:

@@ -6,6 +6,7 @@ BMQ_SLOW_TESTS=1)."""
 
 from __future__ import annotations
 
+import functools
 import signal
 import subprocess
 import time
@@ -19,12 +20,31 @@ from confluent_kafka.admin import AdminClient
 from bench.kafka_peer import KafkaPeer
 from tests.conftest import BrokerFactory, BrokerProcess, bmq_command, make_topic_name
 from tests.mirror.conftest import MirrorFactory, wait_until
-from tests.mirror.helpers import create, mirrored, produce, records, topic_configs
+from tests.mirror.helpers import (
+    create,
+    delete_records,
+    mirrored,
+    produce,
+    records,
+    topic_configs,
+    watermarks,
+)
 
 
 @pytest.fixture
 def kafka(tmp_path: Path) -> Iterator[KafkaPeer]:
-    peer = KafkaPeer(tmp_path / "kafka", "Kafka", {"group.initial.rebalance.delay.ms": "0"})
+    yield from _kafka(tmp_path, {})
+
+
+@pytest.fixture
+def compacting_kafka(tmp_path: Path) -> Iterator[KafkaPeer]:
+    """A Kafka whose log cleaner looks for dirty logs every 100 ms."""
+    yield from _kafka(tmp_path, {"log.cleaner.backoff.ms": "100"})
+
+
+def _kafka(tmp_path: Path, settings: dict[str, str]) -> Iterator[KafkaPeer]:
+    peer = KafkaPeer(tmp_path / "kafka", "Kafka",
+                     {"group.initial.rebalance.delay.ms": "0", **settings})
     peer.launch()
     try:
         admin = AdminClient({"bootstrap.servers": peer.bootstrap})
@@ -126,3 +146,45 @@ def test_a_kafka_topic_and_its_group_move_to_bmq(
     assert len(first_half) + len(rest) == len(everything) == 305
     assert set(first_half) | set(rest) == everything
 
+
+
+@pytest.mark.slow
+def test_a_compacted_and_a_trimmed_kafka_topic_are_mirrored_at_their_offsets(
+        compacting_kafka: KafkaPeer, broker_factory: BrokerFactory,
+        mirror_factory: MirrorFactory) -> None:
+    """Kafka's cleaner leaves gaps (and, for idempotent producers, batches of no records); a
+    DeleteRecords moves a log start into a batch and one to the end: the target has the same
+    log starts, ends and records."""
+    kafka = compacting_kafka
+    target = broker_factory(config={"auto_create_topics_enable": False})
+    compacted, trimmed = make_topic_name("m-kcompacted"), make_topic_name("m-ktrimmed")
+    create(kafka.bootstrap, compacted, 1, **{
+        "cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01"})
+    producer = Producer({"bootstrap.servers": kafka.bootstrap, "enable.idempotence": True,
+                         "linger.ms": 5})
+    for round_ in range(6):     # each round in a segment of its own (rolled by segment.ms)
+        for i in range(50):
+            producer.produce(compacted, key=b"k%d" % (i % 10), value=b"%d-%d" % (round_, i),
+                             headers=[("round", b"%d" % round_)])
+        assert producer.flush(10) == 0
+        time.sleep(0.3)
+
+    def cleaned() -> bool:
+        (start, end), = watermarks(kafka.bootstrap, compacted, 1) or [(0, 0)]
+        return len(records(kafka.bootstrap, compacted, 1)) < (end - start) / 2
+
+    wait_until(cleaned, 60, "Kafka's cleaner compacted the topic")
+    create(kafka.bootstrap, trimmed, 2, **{"retention.ms": "-1"})   # (old timestamps)
+    produce(kafka.bootstrap, trimmed, 100, 2)
+    delete_records(kafka.bootstrap, trimmed, {0: 25, 1: 50})
+    mirror = mirror_factory(kafka, target, "--topic-regex", "m-k.*")
+
+    def same_ends(topic: str, partitions: int) -> bool:
+        return watermarks(target.bootstrap, topic, partitions) == \
+            watermarks(kafka.bootstrap, topic, partitions)
+
+    for topic, partitions in ((compacted, 1), (trimmed, 2)):
+        wait_until(functools.partial(same_ends, topic, partitions), 60,
+                   f"{topic}'s log starts and ends are Kafka's", mirror.log_text)
+        assert records(target.bootstrap, topic, partitions) == \
+            records(kafka.bootstrap, topic, partitions)

@@ -8,34 +8,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import KafkaError, Producer
 
 from tests.conftest import BrokerFactory, BrokerProcess, make_topic_name
 from tests.integration.compaction import COMPACTED, updates
 from tests.mirror.conftest import MirrorFactory, MirrorProcess, wait_until
-from tests.mirror.helpers import create, produce, records
+from tests.mirror.helpers import create, delete_records, produce, records, watermarks
 
 pytestmark = pytest.mark.timeout(120)
-
-def watermarks(bootstrap: str, topic: str, partitions: int) -> list[tuple[int, int]] | None:
-    """(log start, end offset) of each partition (None while the cluster lacks one)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "mirror-test-reader"})
-    try:
-        return [consumer.get_watermark_offsets(TopicPartition(topic, p), 10)
-                for p in range(partitions)]
-    except KafkaException:
-        return None
-    finally:
-        consumer.close()
-
-
-def delete_records(bootstrap: str, topic: str, before: dict[int, int]) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    asked = [TopicPartition(topic, p, offset) for p, offset in before.items()]
-    for future in admin.delete_records(asked).values():
-        future.result(10)
-
 
 @dataclass
 class Prepared:

@@ -6,29 +6,16 @@ target's log starts follow the source's through it too."""
 from __future__ import annotations
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient
 
 from tests.cluster.conftest import ClusterFactory
 from tests.conftest import BrokerFactory, make_topic_name
 from tests.mirror.conftest import MirrorFactory, wait_until
-from tests.mirror.helpers import create, produce, records
+from tests.mirror.helpers import create, delete_records, produce, records, watermarks
 from tests.proxy.conftest import Proxies, cluster_factory, proxies, zookeeper
 
 __all__ = ["cluster_factory", "proxies", "zookeeper"]
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
-
-
-def watermarks(bootstrap: str, topic: str, partitions: int) -> list[tuple[int, int]] | None:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "mirror-test-reader"})
-    try:
-        return [consumer.get_watermark_offsets(TopicPartition(topic, p), 10)
-                for p in range(partitions)]
-    except KafkaException:
-        return None
-    finally:
-        consumer.close()
 
 
 def test_a_cluster_behind_its_proxy_is_mirrored_into(
@@ -40,9 +27,7 @@ def test_a_cluster_behind_its_proxy_is_mirrored_into(
     topic = make_topic_name("m-proxied")
     create(source.bootstrap, topic, 4)
     produce(source.bootstrap, topic, 400, 4)
-    admin = AdminClient({"bootstrap.servers": source.bootstrap})
-    deleted = TopicPartition(topic, 0, 40)
-    admin.delete_records([deleted])[deleted].result(10)
+    delete_records(source.bootstrap, topic, {0: 40})
     mirror = mirror_factory(source, proxy, "--topic", topic)
     cluster.wait_for(lambda: len(set(cluster.owners(topic).values())) == 2, 60,
                      f"{topic}'s partitions on both target brokers")
