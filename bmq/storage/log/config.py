@@ -7,7 +7,9 @@ import re
 import time
 from dataclasses import dataclass
 
-from bmq.storage.segment import parse_stem
+from bmq.protocol.errors import ErrorCode, KafkaError
+from bmq.protocol.records import BatchHeader
+from bmq.storage.segment import MAX_RELATIVE_OFFSET, parse_stem
 
 DEFAULT_PRODUCER_EXPIRATION_MS = 24 * 3600 * 1000   # Kafka's producer.id.expiration.ms
 SCAN_CHUNK = 8 << 20
@@ -70,6 +72,23 @@ def clock_ms() -> int:
 def check_name(topic: str, partition: int) -> None:
     if not _TOPIC_RE.match(topic) or topic in (".", "..") or partition < 0:
         raise ValueError(f"invalid topic partition {topic!r}-{partition}")
+
+
+def check_copied(headers: list[BatchHeader], log_end: int, high_watermark: int) -> None:
+    """Copied batches must continue the log (gaps allowed) and stay within what one segment
+    indexes from the high watermark (the object layout's next object starts there)."""
+    if headers[0].base_offset < log_end:
+        raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                         f"batches start at {headers[0].base_offset}, the log ends at {log_end}")
+    end = log_end
+    for h in headers:
+        if h.base_offset < end:
+            raise KafkaError(ErrorCode.INVALID_RECORD,
+                             f"batch at {h.base_offset} does not follow offset {end - 1}")
+        end = h.next_offset
+    if end - 1 - high_watermark > MAX_RELATIVE_OFFSET:
+        raise KafkaError(ErrorCode.INVALID_RECORD, f"batches up to offset {end - 1} leave a "
+                         f"gap after {high_watermark} that a segment cannot index")
 
 
 def parse_files(names: list[str], suffix: str) -> list[tuple[int, int, int]]:

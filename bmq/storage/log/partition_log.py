@@ -63,6 +63,7 @@ from bmq.storage.log.config import (
     BatchMeta,
     LogConfig,
     Queued,
+    check_copied,
     check_name,
 )
 from bmq.storage.log.fencing import FencedEpochError
@@ -80,7 +81,7 @@ from bmq.storage.producer_state import (
     ProducerStateTable,
     txn_kind,
 )
-from bmq.storage.segment import MAX_RELATIVE_OFFSET, Segment
+from bmq.storage.segment import Segment
 
 logger = logging.getLogger(__name__)
 
@@ -193,7 +194,7 @@ class PartitionLog:
             self._check_writable()
             producers = self.live_producers
             if copied:
-                _check_copied(headers, segments.log_end_offset, segments.high_watermark)
+                check_copied(headers, segments.log_end_offset, segments.high_watermark)
             else:
                 duplicate = producers.check(headers, elsewhere)
                 if duplicate is not None:
@@ -566,23 +567,6 @@ class PartitionLog:
         return f"PartitionLog({self.storage.url}/{self.dir})"
 
     __str__ = __repr__
-
-
-def _check_copied(headers: list[BatchHeader], log_end: int, high_watermark: int) -> None:
-    """Copied batches must continue the log (gaps allowed) and stay within what one segment
-    indexes from the high watermark (the object layout's next object starts there)."""
-    if headers[0].base_offset < log_end:
-        raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
-                         f"batches start at {headers[0].base_offset}, the log ends at {log_end}")
-    end = log_end
-    for h in headers:
-        if h.base_offset < end:
-            raise KafkaError(ErrorCode.INVALID_RECORD,
-                             f"batch at {h.base_offset} does not follow offset {end - 1}")
-        end = h.next_offset
-    if end - 1 - high_watermark > MAX_RELATIVE_OFFSET:
-        raise KafkaError(ErrorCode.INVALID_RECORD, f"batches up to offset {end - 1} leave a "
-                         f"gap after {high_watermark} that a segment cannot index")
 
 
 def _as_written(stored: dict[str, Any] | None) -> bytes:
