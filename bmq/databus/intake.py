@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from typing import Any
 
 from bmq.databus.batcher import Batcher, Delivered, Placement, record_size
 from bmq.databus.cluster import Cluster
@@ -74,9 +75,7 @@ async def settle(placements: Sequence[Placement], acks: int, timeout_s: float
         return [None] * len(placements)
     batches = list({id(p.batch): p.batch for p in placements}.values())
     futures = [b.spooled if acks == ACKS_SPOOLED else b.delivered for b in batches]
-    # (asyncio.wait leaves the batches' futures alone when it times out)
-    _, pending = await asyncio.wait(futures, timeout=timeout_s)
-    if pending:
+    if not await _all_done(futures, timeout_s):
         raise KafkaError(ErrorCode.REQUEST_TIMED_OUT,
                          "not yet " + ("spooled" if acks == ACKS_SPOOLED
                                        else "taken by the cluster") + f" after {timeout_s:g} s")
@@ -93,3 +92,35 @@ async def settle(placements: Sequence[Placement], acks: int, timeout_s: float
                                  where.base_offset + placement.index
                                  if where.base_offset >= 0 else -1))
     return answers
+
+
+async def _all_done(futures: Sequence[asyncio.Future[Any]], timeout_s: float) -> bool:
+    """Whether every future is done within ``timeout_s`` (they are left alone either way).
+    One waiter, one timer and a callback per future: asyncio.wait, which does the same with
+    sets and a task's worth of bookkeeping, was a fifth of the agent's time per request."""
+    pending = [f for f in futures if not f.done()]
+    if not pending:
+        return True
+    loop = asyncio.get_running_loop()
+    waiter: asyncio.Future[bool] = loop.create_future()
+    left = len(pending)
+
+    def one_done(_: asyncio.Future[Any]) -> None:
+        nonlocal left
+        left -= 1
+        if left == 0 and not waiter.done():
+            waiter.set_result(True)
+
+    for future in pending:
+        future.add_done_callback(one_done)
+    def time_out() -> None:
+        if not waiter.done():
+            waiter.set_result(False)
+
+    timer = loop.call_later(timeout_s, time_out)
+    try:
+        return await waiter
+    finally:
+        timer.cancel()
+        for future in pending:
+            future.remove_done_callback(one_done)

@@ -288,7 +288,9 @@ async def _produce(port: KafkaPort, request: ProduceRequest, version: int
             else:
                 parts.append((topic.name, port.produce_partition(
                     topic.name, data.index, data.records, request.acks, timeout_s)))
-    answers = await asyncio.gather(*(part for _, part in parts))
+    # (one partition, the common case: awaited as it is, without gather's task)
+    answers = ([await parts[0][1]] if len(parts) == 1
+               else await asyncio.gather(*(part for _, part in parts)))
     if request.acks == 0:
         return None
     by_topic: dict[str, TopicProduceResponse] = {}

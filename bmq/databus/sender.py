@@ -151,7 +151,12 @@ class Sender:
                                 "new producer id", *key, code.name)
                     self._producer = None
                     item.spooled.producer = None
-                self._failed(f"{key[0]}-{key[1]}: {code.name}")
+                # REQUEST_TIMED_OUT: the router waited for the owner already (and answers at
+                # once while the owner is stalled): again after the first back-off, not
+                # seconds later (an agent whose own loop is too busy to read the owner's
+                # answers in time gets it from a healthy cluster).
+                self._failed(f"{key[0]}-{key[1]}: {code.name}",
+                             grow=code != ErrorCode.REQUEST_TIMED_OUT)
                 retry = True
         if not retry:
             if self.failing:
@@ -184,11 +189,12 @@ class Sender:
             item.waiting.delivered.set_exception(error)
             item.waiting.delivered.exception()     # retrieved: acks=1 has nobody waiting
 
-    def _failed(self, why: str) -> None:
+    def _failed(self, why: str, grow: bool = True) -> None:
         if why != self.failing:
             log.warning("batches not taken: %s (retrying with back-off)", why)
         self.failing = why
-        self._backoff = min(BACKOFF_MAX_S, max(BACKOFF_FIRST_S, self._backoff * 2))
+        self._backoff = (min(BACKOFF_MAX_S, max(BACKOFF_FIRST_S, self._backoff * 2)) if grow
+                         else BACKOFF_FIRST_S)
         self._wake.set()
 
     async def stop(self) -> None:

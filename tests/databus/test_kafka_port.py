@@ -5,6 +5,7 @@ and in order, merged into the agent's own compressed batches."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
@@ -114,3 +115,14 @@ def test_transactions_are_refused(agent: DatabusProcess, cluster: BrokerProcess)
     producer = Producer({"bootstrap.servers": agent.bootstrap, "transactional.id": "t1"})
     with pytest.raises(Exception, match="_UNSUPPORTED_FEATURE"):
         producer.init_transactions(10)
+
+
+def test_kcat_through_the_agent(cluster: BrokerProcess, agent: DatabusProcess) -> None:
+    topic = make_topic_name("kcat")
+    create_topic(cluster, topic, 2)
+    lines = "".join(f"key{i}:value {i}\n" for i in range(20))
+    subprocess.run(["kcat", "-P", "-b", agent.bootstrap, "-t", topic, "-K:"], input=lines,
+                   text=True, check=True, timeout=30)
+    seen = read_all(cluster, topic, 2, 20)
+    assert sorted((key, value) for _, _, key, value, _ in seen) == sorted(
+        (f"key{i}".encode(), f"value {i}".encode()) for i in range(20))
