@@ -41,7 +41,8 @@ class Databus:
                                Path(settings.spool_dir))
         self.stats = Stats()
         self.sender = Sender(self.cluster, self.spool, self.stats)
-        self.batcher = Batcher(self.spool, self._spooled, self.stats)
+        self.batcher = Batcher(self.spool, self._spooled, self.stats,
+                               settings.max_message_bytes)
         self.intake = Intake(settings, self.table, self.cluster, self.batcher, self.stats)
         host, port = split_host_port(settings.listen)
         self.kafka = KafkaPort(self.intake, (_advertised_host(host), port),

@@ -19,13 +19,14 @@ from bmq.databus.spool import Spool, SpooledBatch, SpoolFull
 from bmq.databus.stats import Stats
 from bmq.databus.streams import StreamRoute, key_partition, other_partition
 from bmq.protocol.errors import ErrorCode, KafkaError
-from bmq.protocol.record_codec import Record, compress, encode_record, frame_batch
+from bmq.protocol.record_codec import NONE, Record, compress, encode_record, frame_batch
+from bmq.protocol.records import HEADER_SIZE
 
 log = logging.getLogger(__name__)
 
-# What a record costs in a batch beyond its key, value and headers (length, attributes,
-# deltas): enough to keep a batch within its stream's batch_bytes.
-RECORD_OVERHEAD = 16
+# What a record costs in a batch beyond its key, value and headers, at most (the varints of its
+# length, deltas and lengths, its attributes): so a batch stays within max_message_bytes.
+RECORD_OVERHEAD = 24
 
 
 @dataclass(frozen=True)
@@ -66,8 +67,11 @@ def record_size(record: Record) -> int:
 
 class Batcher:
     def __init__(self, spool: Spool, send: Callable[[SpooledBatch, OpenBatch], None],
-                 stats: Stats) -> None:
+                 stats: Stats, max_message_bytes: int) -> None:
+        """``max_message_bytes``: no batch is made larger (the cluster refuses a batch over
+        its max.message.bytes), whatever a stream's batch_bytes says."""
         self.spool = spool
+        self.max_records_bytes = max_message_bytes - HEADER_SIZE
         self.stats = stats
         self._send = send
         self._open: dict[tuple[str, int], OpenBatch] = {}
@@ -88,6 +92,7 @@ class Batcher:
         """Place ``records`` (all of them: the caller checked ``room``) in open batches of
         ``route``'s topic, whose partition count is ``partitions``."""
         placements = []
+        batch_bytes = min(route.batch_bytes, self.max_records_bytes)
         for record in records:
             if route.partitioner == "key" and record.key is not None:
                 partition = key_partition(record.key, partitions)
@@ -95,7 +100,7 @@ class Batcher:
                 partition = self._sticky_partition(route.topic, partitions)
             size = record_size(record)
             batch = self._open.get((route.topic, partition))
-            if batch is not None and batch.records and batch.size + size > route.batch_bytes:
+            if batch is not None and batch.records and batch.size + size > batch_bytes:
                 self._close(batch)
                 batch = None
             if batch is None:
@@ -106,7 +111,7 @@ class Batcher:
             batch.records.append(record)
             batch.size += size
             self.open_bytes += size
-            if batch.size >= route.batch_bytes:
+            if batch.size >= batch_bytes:
                 self._close(batch)
         return placements
 
@@ -184,6 +189,10 @@ def encode(records: Sequence[Record], codec: int) -> bytearray:
     max_ts = max(r.timestamp for r in records)
     payload = b"".join([encode_record(i, r.timestamp - first_ts, r.key, r.value, r.headers)
                         for i, r in enumerate(records)])
-    data, _ = frame_batch(compress(codec, payload), len(records), first_ts, max_ts,
-                          attributes=codec)
+    compressed = compress(codec, payload)
+    if len(compressed) >= len(payload):
+        # Incompressible (random or already compressed values): stored as is, so the batch
+        # is never larger than its records, which the batcher kept within max.message.bytes.
+        compressed, codec = payload, NONE
+    data, _ = frame_batch(compressed, len(records), first_ts, max_ts, attributes=codec)
     return data

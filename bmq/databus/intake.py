@@ -57,10 +57,10 @@ class Intake:
         total = 0
         for record in records:
             size = record_size(record)
-            if size > self.settings.max_message_bytes:
+            if size > self.batcher.max_records_bytes:     # alone in a batch, still too large
                 raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE,
                                  f"a message of {size} bytes; the databus takes at most "
-                                 f"{self.settings.max_message_bytes}")
+                                 f"{self.batcher.max_records_bytes}")
             total += size
         self.batcher.room(total)
         return self.batcher.add(route, partitions, records)

@@ -4,9 +4,11 @@ acks=spooled; bad requests get a 4xx with a JSON reason and change nothing."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from confluent_kafka import Producer
@@ -113,3 +115,21 @@ def test_status_and_metrics_count_what_the_agent_did(
     assert 'bmq_databus_refused_messages_total{reason="UNKNOWN_TOPIC_OR_PARTITION"} 1.0' \
         in exported
     assert "bmq_databus_forwarded_records_total 5.0" in exported
+
+
+
+def test_nothing_is_taken_that_the_cluster_would_refuse_as_too_large(
+        cluster: BrokerProcess, agent: DatabusProcess) -> None:
+    """The cluster takes batches of up to max.message.bytes (1,048,588) with their 61-byte
+    header: a message that cannot fit in one is refused before it is spooled (413), never
+    acknowledged and dropped later; 30 incompressible messages of 100 KB in one linger are
+    all taken and delivered."""
+    topic = make_topic_name("sizes")
+    create_topic(cluster, topic, 1)
+    status, answer = agent.post(topic, os.urandom(1_048_540), "?acks=spooled")
+    assert (status, answer.get("kafka_error")) == (413, "MESSAGE_TOO_LARGE"), answer
+    values = [os.urandom(100_000) for _ in range(30)]
+    with ThreadPoolExecutor(30) as pool:
+        answers = list(pool.map(lambda v: agent.post(topic, v, "?acks=spooled"), values))
+    assert [status for status, _ in answers] == [200] * 30, answers
+    assert sorted(s[3] for s in read_all(cluster, topic, 1, 30)) == sorted(values)
