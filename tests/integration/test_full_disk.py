@@ -4,22 +4,20 @@ with back-off (``bmq.writepath.partitions``) and, once there is room again, take
 before: nothing acknowledged is lost, nothing is written twice, the broker kept running. Before
 the reopening, the partition stayed unavailable until the broker restarted.
 
-The disk is a real one: a tmpfs of a few megabytes mounted on the broker's data directory
-(the tests run as root, as the fault tests do for their network namespaces)."""
+The disk is a real one (``tests.small_disk``)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests import small_disk
 from tests.cluster.workload import SteadyProducer, verify
 from tests.conftest import BrokerFactory, BrokerProcess, make_topic_name
+from tests.small_disk import fill, wait_for_log
 
 DISK_BYTES = 16 << 20
 ROOM_LEFT = 64 << 10        # what the filler leaves: a few seconds of the load below
@@ -29,23 +27,8 @@ REOPENED_WITHIN_S = 60.0
 
 @pytest.fixture
 def broker_on_small_disk(broker_factory: BrokerFactory) -> Iterator[BrokerProcess]:
-    broker = broker_factory(start=False)
-    Path(broker.data_dir).mkdir(parents=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={DISK_BYTES}", "tmpfs",
-                    broker.data_dir], check=True)
-    try:
-        broker.start()
+    with small_disk.broker_on_small_disk(broker_factory, DISK_BYTES) as broker:
         yield broker
-    finally:
-        broker.cleanup()
-        subprocess.run(["umount", "-l", broker.data_dir], check=False)
-
-
-def wait_for_log(broker: BrokerProcess, text: str, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while text not in broker.log_text():
-        assert time.monotonic() < deadline, f"no {text!r} in the log:\n{broker.log_text()[-3000:]}"
-        time.sleep(0.2)
 
 
 def test_a_full_disk_refuses_then_recovers(broker_on_small_disk: BrokerProcess) -> None:
@@ -53,10 +36,7 @@ def test_a_full_disk_refuses_then_recovers(broker_on_small_disk: BrokerProcess) 
     topic = make_topic_name("full-disk")
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
-    filler = Path(broker.data_dir) / "filler"
-    free = os.statvfs(broker.data_dir)
-    with open(filler, "wb") as out:
-        out.write(b"\0" * (free.f_bavail * free.f_frsize - ROOM_LEFT))
+    filler = fill(broker, ROOM_LEFT)
     producer = SteadyProducer(broker.bootstrap, topic, 2, rate=400).start()
     try:
         wait_for_log(broker, "No space left on device", 60)

@@ -5,13 +5,14 @@ the new owner resumes it with the partition's new leader epoch."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 
 from bmq.coordinators.timers.state import has_state, index_dir, read_state, timer_log_name
 from bmq.coordinators.timers.timer import PartitionTimer
-from bmq.protocol.errors import KafkaError
+from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.storage import LogConfig, Storage
 from bmq.writepath.partitions import Partition, PartitionManager
 
@@ -23,6 +24,8 @@ log = logging.getLogger(__name__)
 # is 0.1 byte of memory per pending record instead of 0.8 (reads start up to 32 KiB early).
 TIMER_LOG_CONFIG = LogConfig(segment_bytes=64 << 20, retention_ms=-1, retention_bytes=-1,
                              max_message_bytes=2**31 - 1, index_interval_bytes=32 << 10)
+RESTART_FIRST_S = 0.5   # a failed timer is started again after this, doubling up to
+RESTART_MAX_S = 8.0
 
 
 class TimerService:
@@ -84,8 +87,43 @@ class TimerService:
             timer.abandon()
             raise
         partition.marker_hook = timer.on_marker
+        timer.on_failure = functools.partial(self._failed, timer)
         self._timers[(partition.topic, partition.index)] = timer
         return timer
+
+    def _failed(self, timer: PartitionTimer) -> None:
+        """``timer`` stopped on a failed delivery or hold: abandoned, and started again from
+        its durable state once its partition is writable (a produce meanwhile waits for it).
+        Without this, a partition that reopened in place after a storage failure (its owner
+        unchanged) held new records and never delivered them."""
+        partition = timer.partition
+        key = (partition.topic, partition.index)
+        if self._timers.get(key) is not timer:
+            return      # abandoned or handed over already
+        del self._timers[key]
+        partition.marker_hook = None
+        timer.abandon()
+        if partition not in self._starting:
+            starting = self._starting[partition] = asyncio.ensure_future(
+                self._restart(partition))
+            starting.add_done_callback(lambda done: self._started(partition, done))
+
+    async def _restart(self, partition: Partition) -> PartitionTimer:
+        delay = RESTART_FIRST_S
+        while self._partitions.get(partition.topic, partition.index) is partition:
+            await partition.drain()     # the deliveries appended: durable, or failed
+            try:
+                partition.check_writable()
+                timer = await self._open(partition)
+            except (KafkaError, OSError) as error:
+                log.info("timer of %s-%d not started again yet (again in %.1f s): %s",
+                         partition.topic, partition.index, delay, error)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RESTART_MAX_S)
+                continue
+            log.info("timer of %s-%d started again", partition.topic, partition.index)
+            return timer
+        raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "the partition moved")
 
     # ------------------------------------------------------------------ PartitionHooks
     async def opened(self, partition: Partition) -> None:

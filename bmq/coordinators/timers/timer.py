@@ -172,7 +172,10 @@ class PartitionTimer(TimerWheel):
         if txn is None and held:
             self._end_in_flight(held)
         if future.cancelled() or future.exception() is not None:
-            return      # the timer log failed: the next owner replays what was durable
+            # The timer log failed: it is replayed from what was durable (a producer's retry
+            # of these records may find them there, a duplicate answered without a hold).
+            self._fail()
+            return
         if txn is None:
             self._index(held)
         else:

@@ -99,6 +99,8 @@ class TimerWheel:
         self._dirty = False
         self._waiter: asyncio.Future[None] | None = None   # the loop's sleep
         self._task: asyncio.Task[None] | None = None
+        # Called when a delivery or a hold failed: the service starts the timer again.
+        self.on_failure: Callable[[], None] | None = None
         self._pending_gauge = metrics.SCHEDULED_PENDING.labels(self.topic)
         self._delivered_counter = metrics.SCHEDULED_DELIVERED.labels(self.topic)
 
@@ -162,8 +164,20 @@ class TimerWheel:
                     self._waiter = None
         except KafkaError as error:
             log.warning("timer of %s-%d stopped: %s", self.topic, self.partition.index, error)
+            self._fail()
         except Exception:
             log.exception("timer of %s-%d failed", self.topic, self.partition.index)
+            self._fail()
+
+    def _fail(self) -> None:
+        """Stop: a delivery or a hold failed. The partition or the timer log failed on storage
+        and reopens in place with only what was durable (or the partition moved): what this
+        timer holds in memory may be ahead of that, so it is started again from its durable
+        state (``on_failure``), as a next owner would."""
+        if self._task is not None:
+            self._task.cancel()
+        if self.on_failure is not None:
+            self.on_failure()
 
     async def _tick(self) -> None:
         if self._memtable and (len(self._memtable) >= 2 * RUN_ENTRIES or
@@ -268,8 +282,7 @@ class TimerWheel:
 
     def _delivered(self, keys: list[Entry], future: asyncio.Future[None]) -> None:
         if future.cancelled() or future.exception() is not None:
-            if self._task is not None:
-                self._task.cancel()     # the partition moved or failed: its next owner goes on
+            self._fail()
             return
         now = steady_now_ms()
         self._counted(keys, now)
