@@ -17,6 +17,9 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourcePatternType,
     ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
 )
 
 from tests.conftest import BrokerFactory, make_topic_name
@@ -26,7 +29,6 @@ from tests.security.conftest import (
     PASSWORD,
     USER,
     Certificates,
-    add_user,
     certificates,  # noqa: F401 (the fixture)
     secure_broker,
 )
@@ -44,9 +46,6 @@ def test_a_source_reached_over_sasl_ssl_with_scram_is_mirrored(
         mirror_factory: MirrorFactory) -> None:
     secured = secure_broker(broker_factory, certificates, **{
         "authorizer.class.name": "bmq", "super.users": f"User:{USER}"})
-    secured.broker.stop()
-    add_user(secured.broker.data_dir, BOB, BOB_PASSWORD)
-    secured.broker.start()
     login = {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
              "sasl.username": USER, "sasl.password": PASSWORD,
              "ssl.ca.location": str(certificates.ca)}
@@ -78,6 +77,9 @@ def test_a_source_reached_over_sasl_ssl_with_scram_is_mirrored(
     acl = AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL,
                      f"User:{BOB}", "*", AclOperation.CREATE, AclPermissionType.ALLOW)
     admin.create_acls([acl])[acl].result(10)
+    added = UserScramCredentialUpsertion(BOB, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512,
+                                                                  4096), BOB_PASSWORD.encode())
+    admin.alter_user_scram_credentials([added])[BOB].result(10)
     bob = AdminClient({"bootstrap.servers": source, **login, "sasl.username": BOB,
                        "sasl.password": BOB_PASSWORD})
     marked, plain = make_topic_name("marked"), make_topic_name("plain")
