@@ -14,7 +14,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
@@ -25,10 +25,17 @@ from tests.conftest import BrokerFactory, BrokerProcess, bmq_command, free_port
 MAPPINGS_INTERVAL_MS = 200
 
 
+class KafkaCluster(Protocol):
+    """A cluster the agent forwards to (a `bmq serve`, or brokers under ZooKeeper)."""
+
+    @property
+    def bootstrap(self) -> str: ...
+
+
 class DatabusProcess:
     """`bmq databus run` in front of ``cluster`` with a Kafka port and an HTTP port."""
 
-    def __init__(self, workdir: Path, cluster: BrokerProcess, **settings: Any) -> None:
+    def __init__(self, workdir: Path, cluster: KafkaCluster, **settings: Any) -> None:
         self.workdir = workdir
         self.cluster = cluster
         self.port = free_port()
@@ -100,7 +107,7 @@ class DatabusFactory:
         self.base = base
         self.agents: list[DatabusProcess] = []
 
-    def __call__(self, cluster: BrokerProcess, **settings: Any) -> DatabusProcess:
+    def __call__(self, cluster: KafkaCluster, **settings: Any) -> DatabusProcess:
         workdir = self.base / f"databus{len(self.agents)}"
         workdir.mkdir(parents=True, exist_ok=True)
         agent = DatabusProcess(workdir, cluster, **settings)
@@ -142,12 +149,12 @@ def agent(cluster: BrokerProcess, tmp_path_factory: pytest.TempPathFactory
         factory.cleanup()
 
 
-def create_topic(cluster: BrokerProcess, topic: str, partitions: int) -> None:
+def create_topic(cluster: KafkaCluster, topic: str, partitions: int) -> None:
     subprocess.run([*bmq_command(), "topic", "create", topic, "--partitions", str(partitions),
                     "-b", cluster.bootstrap], check=True, capture_output=True, timeout=30)
 
 
-def read_all(cluster: BrokerProcess, topic: str, partitions: int, count: int,
+def read_all(cluster: KafkaCluster, topic: str, partitions: int, count: int,
              timeout: float = 15) -> list[Any]:
     """Every record of ``topic`` (at least ``count`` of them) as confluent-kafka reads them
     from the cluster: (partition, offset, key, value, headers)."""
