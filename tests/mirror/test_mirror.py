@@ -372,6 +372,7 @@ def test_mirror_append_refuses_what_does_not_continue_a_mirror(pair: Pair) -> No
     assert append(topic, batches, "west")[0] == ErrorCode.INVALID_REQUEST
     assert append(plain, batches)[0] == ErrorCode.INVALID_REQUEST
     assert append(make_topic_name("m-none"), batches)[0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert append(topic, b"")[0] == ErrorCode.CORRUPT_MESSAGE     # nor a log start to follow
     corrupt = bytearray(batches)
     corrupt[-1] ^= 0xFF
     assert append(topic, bytes(corrupt))[0] == ErrorCode.CORRUPT_MESSAGE
