@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bmq import metrics
 from bmq.broker.broker import Broker
-from bmq.broker.handlers import HANDLERS, RequestContext
+from bmq.broker.handlers import RequestContext, served_apis
 from bmq.listeners import Listener
 from bmq.net.connection import KafkaConnection
 from bmq.protocol.headers import RequestHeader
@@ -12,12 +12,12 @@ from bmq.security.session import Security, Session
 
 
 class BrokerService:
-    handlers = HANDLERS
     observe = staticmethod(metrics.observe_response)
 
     def __init__(self, broker: Broker, listener: str, session: Session) -> None:
         """``session``: the connection's security (its principal, SASL state)."""
         self.broker = broker
+        self.handlers = served_apis(broker.config.bmq_legacy_clients_enable)
         self.listener = listener
         self.session = session
         self.max_frame_bytes = broker.config.socket_request_max_bytes

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import importlib
 import logging
 import threading
@@ -9,7 +10,12 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ClassVar, Protocol
 
 from bmq.protocol.errors import ErrorCode
-from bmq.protocol.messages import REQUEST_APIS, REQUEST_TYPES, ApiVersionsResponse
+from bmq.protocol.messages import (
+    KAFKA4_MIN_VERSIONS,
+    REQUEST_APIS,
+    REQUEST_TYPES,
+    ApiVersionsResponse,
+)
 from bmq.protocol.messages.api_versions_response import ApiVersion
 from bmq.protocol.primitives import Reader
 
@@ -43,13 +49,15 @@ class ApiSpec:
     importing all their message modules and handlers up front was a quarter of its start-up.
     """
 
-    __slots__ = ("_handler", "_request", "_request_type", "api_key", "max_version", "min_version",
-                 "name")
+    __slots__ = ("_handler", "_request", "_request_type", "api_key", "kafka4_min_version",
+                 "max_version", "min_version", "name")
 
     def __init__(self, request_name: str, handler: Handler | str) -> None:
         """``request_name``: the generated request class, e.g. ``"ProduceRequest"``; every
         version our codec reads and writes is served."""
         self.api_key, self.min_version, self.max_version = REQUEST_APIS[request_name]
+        # Kafka 4's lowest version: min_version is Kafka 3.9's where Kafka 4 removed older ones
+        self.kafka4_min_version = KAFKA4_MIN_VERSIONS.get(request_name, self.min_version)
         # The API's name as metrics label it: "Produce", "Fetch", "JoinGroup", ...
         self.name = request_name.removesuffix("Request")
         self._request = request_name
@@ -69,6 +77,19 @@ class ApiSpec:
             self._handler = getattr(importlib.import_module(module), function)
         assert not isinstance(self._handler, str)
         return self._handler
+
+
+def kafka4_versions(handlers: Mapping[int, ApiSpec]) -> dict[int, ApiSpec]:
+    """The same APIs served only at the versions Kafka 4 serves: a role's table when
+    ``bmq.legacy.clients.enable`` is off, so old clients are refused as Kafka 4 refuses them
+    (a version it does not list disconnects, and ApiVersions does not list them)."""
+    table = {}
+    for key, spec in handlers.items():
+        if spec.kafka4_min_version != spec.min_version:
+            spec = copy.copy(spec)
+            spec.min_version = spec.kafka4_min_version
+        table[key] = spec
+    return table
 
 
 def preload(handlers: Mapping[int, ApiSpec]) -> threading.Thread:

@@ -17,6 +17,7 @@ from typing import Protocol
 from bmq import metrics
 from bmq.metadata.topics import TopicInfo
 from bmq.protocol.errors import ErrorCode, KafkaError, check_leader_epoch
+from bmq.protocol.message_sets import fetch_magic, to_message_set
 from bmq.protocol.messages import FetchRequest, FetchResponse
 from bmq.protocol.messages.fetch_response import (
     AbortedTransaction,
@@ -73,10 +74,27 @@ async def _read(server: FetchServer, view: PartitionView | FilteredView, offset:
     return await view.read(offset, max_bytes, end)
 
 
+async def _converted(server: FetchServer, view: PartitionView | FilteredView, offset: int,
+                     data: bytes | memoryview, max_bytes: int, magic: int) -> bytes:
+    """``data`` read from ``offset`` as an old client's message set. Batches with nothing to
+    convert (transaction markers) are read past, else such a client would ask for the same
+    offset forever (Kafka's down-conversion sent them unconverted for that reason)."""
+    while True:
+        converted = to_message_set(data, magic, offset)
+        after = next_offset_of(data)
+        if converted or after <= offset or after >= view.high_watermark:
+            return converted
+        offset = after
+        data = await _read(server, view, offset, max_bytes, None)
+        if not data:
+            return converted
+
+
 async def _read_all(server: FetchServer, request: FetchRequest,
-                    waits: list[asyncio.Future[None]], refused: Collection[str] = ()
-                    ) -> tuple[list[FetchableTopicResponse], int]:
-    """One pass over the asked partitions; returns the topics and the bytes of records found."""
+                    waits: list[asyncio.Future[None]], refused: Collection[str] = (),
+                    magic: int | None = None) -> tuple[list[FetchableTopicResponse], int]:
+    """One pass over the asked partitions; returns the topics and the bytes of records found.
+    ``magic``: the message format v0/v1 an old client reads (Fetch v0-3), else None."""
     budget = request.max_bytes
     total = 0
     committed = request.isolation_level == READ_COMMITTED
@@ -112,6 +130,9 @@ async def _read_all(server: FetchServer, request: FetchRequest,
                     data = await _read(server, view, asked.fetch_offset, max(limit, 1),
                                        stable if committed else None)
                     result.high_watermark = view.high_watermark     # caught up meanwhile?
+                    if magic is not None and data:     # stored v2, converted down for it
+                        data = await _converted(server, view, asked.fetch_offset, data,
+                                                max(limit, 1), magic)
                     # Only the first partition with data may exceed the limits (min one batch).
                     if total and len(data) > limit:
                         data = b""
@@ -129,8 +150,11 @@ async def _read_all(server: FetchServer, request: FetchRequest,
 
 
 async def answer_fetch(server: FetchServer, request: FetchRequest,
-                       refused: Collection[str] = ()) -> FetchResponse:
-    """``refused``: topics the client may not read (TOPIC_AUTHORIZATION_FAILED)."""
+                       refused: Collection[str] = (), version: int | None = None
+                       ) -> FetchResponse:
+    """``refused``: topics the client may not read (TOPIC_AUTHORIZATION_FAILED); ``version``:
+    the request's, whose records are converted to message format v0/v1 below Fetch v4."""
+    magic = None if version is None else fetch_magic(version)
     if request.session_id != 0:
         return FetchResponse(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0)
     if request.session_epoch > 0:
@@ -140,7 +164,7 @@ async def answer_fetch(server: FetchServer, request: FetchRequest,
     deadline = started + max(request.max_wait_ms, 0) / 1000
     while True:
         waits: list[asyncio.Future[None]] = []
-        topics, total = await _read_all(server, request, waits, refused)
+        topics, total = await _read_all(server, request, waits, refused, magic)
         remaining = deadline - loop.time()
         if total >= request.min_bytes or remaining <= 0 or not waits:
             metrics.FETCH_WAIT_SECONDS.observe(loop.time() - started)

@@ -42,8 +42,10 @@ async def _answer(server: FetchServer, topic: str, asked: ListOffsetsPartition,
 
 
 async def answer_list_offsets(server: FetchServer, request: ListOffsetsRequest,
-                              refused: Collection[str] = ()) -> ListOffsetsResponse:
-    """``refused``: topics the client may not describe (TOPIC_AUTHORIZATION_FAILED)."""
+                              refused: Collection[str] = (), version: int | None = None
+                              ) -> ListOffsetsResponse:
+    """``refused``: topics the client may not describe (TOPIC_AUTHORIZATION_FAILED);
+    ``version``: the request's (v0, of old clients, answers with old-style offsets)."""
     # Partitions are answered concurrently: a proxy's catch-up round trips to the owners
     # overlap instead of adding up over a request for many partitions.
     committed = request.isolation_level == READ_COMMITTED
@@ -53,7 +55,13 @@ async def answer_list_offsets(server: FetchServer, request: ListOffsetsRequest,
     at = 0
     for topic in request.topics:
         count = len(topic.partitions)
-        topics.append(ListOffsetsTopicResponse(name=topic.name,
-                                               partitions=list(answers[at:at + count])))
+        partitions = list(answers[at:at + count])
+        if version == 0:
+            # v0 answers a list of offsets (Kafka 2.x: one, the offset found, for the earliest,
+            # the latest or a time), at most max_num_offsets of them.
+            for asked, answer in zip(topic.partitions, partitions, strict=True):
+                answer.old_style_offsets = [answer.offset][:asked.max_num_offsets] \
+                    if answer.offset >= 0 else []
+        topics.append(ListOffsetsTopicResponse(name=topic.name, partitions=partitions))
         at += count
     return ListOffsetsResponse(topics=topics)

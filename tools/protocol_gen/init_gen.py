@@ -101,9 +101,18 @@ def gen_init(msgs: list[MessageSpec]) -> str:
         c(f'    "{m.name}": ({m.api_key}, {m.valid[0]}, {m.valid[1]}),')
     c("}")
     c()
+    c("# request class name -> the lowest version Kafka 4 serves, for the APIs whose older")
+    c("# versions (Kafka 3.9's, in REQUEST_APIS) Kafka 4 removed: where a server refusing old")
+    c("# clients starts")
+    c("KAFKA4_MIN_VERSIONS: dict[str, int] = {")
+    for m in sorted(req, key=lambda m: m.name):
+        if m.kafka4_min != m.valid[0]:
+            c(f'    "{m.name}": {m.kafka4_min},')
+    c("}")
+    c()
     c("__all__ = [")
-    names = ["REQUEST_APIS", "REQUEST_FLEXIBLE_MIN_VERSIONS", "REQUEST_TYPES", "RESPONSE_TYPES",
-             *sorted(m.name for m in msgs)]
+    names = ["KAFKA4_MIN_VERSIONS", "REQUEST_APIS", "REQUEST_FLEXIBLE_MIN_VERSIONS",
+             "REQUEST_TYPES", "RESPONSE_TYPES", *sorted(m.name for m in msgs)]
     for n in names:
         c(f'    "{n}",')
     c("]")

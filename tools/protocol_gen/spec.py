@@ -159,6 +159,7 @@ class MessageSpec:
     kind: str  # request | response | data | coordinator-key | header
     api_key: int | None
     valid: Range
+    kafka4_min: int  # the lowest version Kafka 4 serves (valid[0] is Kafka 3.9's)
     flexible: Range | None
     structs: dict[str, StructSpec] = field(default_factory=dict)  # emission order
     about: str = ""
@@ -206,22 +207,41 @@ def _parse_fields(
     return out
 
 
-# Versions Kafka removed from a spec but still has to answer. Produce v0-2 left the spec in
-# Kafka 4.0, yet brokers must list Produce v0 in ApiVersions for librdkafka (KAFKA-18659) and
-# answer those versions with UNSUPPORTED_VERSION; the fields still carry their v0 ranges.
-VALID_VERSIONS_OVERRIDES = {"ProduceRequest": "0-13", "ProduceResponse": "0-13"}
+# Versions Kafka 4.0 removed from its specs (KIP-896), with Kafka 3.9's lowest version of each:
+# BMQ still serves old clients (issue #36), so the codec reads and writes them. The specs kept
+# every field's ranges from version 0 (only validVersions moved), so widening them is enough.
+# Kafka 4's own lowest version is recorded too (``MessageSpec.kafka4_min``): a broker with
+# bmq.legacy.clients.enable off serves from there, as Kafka 4 does.
+KAFKA_3_9_MIN_VERSIONS = {
+    "AlterReplicaLogDirs": 0, "CreateAcls": 0, "CreateTopics": 0, "DeleteAcls": 0,
+    "DeleteTopics": 0, "DescribeAcls": 0, "DescribeConfigs": 0, "DescribeLogDirs": 0,
+    "Fetch": 0, "ListOffsets": 0, "OffsetCommit": 0, "OffsetFetch": 0,
+    "OffsetForLeaderEpoch": 0, "Produce": 0, "WriteTxnMarkers": 0,
+}
+# Produce is the exception among them: Kafka 4 still lists v0 in ApiVersions for librdkafka
+# (KAFKA-18659) and answers v0-2 with UNSUPPORTED_VERSION, so its Kafka 4 range starts at 0.
+KAFKA_4_LISTS_FROM_ZERO = ("Produce",)
+
+
+def _api_name(message_name: str) -> str:
+    return message_name.removesuffix("Request").removesuffix("Response")
 
 
 def load_message(path: Path) -> MessageSpec:
     spec = json.loads(strip_comments(path.read_text()))
-    valid = parse_range(VALID_VERSIONS_OVERRIDES.get(spec["name"], spec["validVersions"]))
-    assert valid is not None
+    kafka4 = parse_range(spec["validVersions"])
+    assert kafka4 is not None
+    api = _api_name(spec["name"])
+    legacy_min = KAFKA_3_9_MIN_VERSIONS.get(api) if spec["type"] in ("request", "response") \
+        else None
+    valid = kafka4 if legacy_min is None else (legacy_min, kafka4[1])
     msg = MessageSpec(
         name=spec["name"],
         module=snake(spec["name"]),
         kind=spec["type"],
         api_key=spec.get("apiKey"),
         valid=valid,
+        kafka4_min=0 if api in KAFKA_4_LISTS_FROM_ZERO else kafka4[0],
         flexible=parse_range(spec.get("flexibleVersions")),
     )
     if msg.flexible is not None:

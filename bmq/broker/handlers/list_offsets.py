@@ -15,4 +15,4 @@ async def handle_list_offsets(ctx: RequestContext, request: ListOffsetsRequest,
                               version: int) -> ListOffsetsResponse:
     refused = {t.name for t in request.topics
                if not ctx.authorize(Operation.DESCRIBE, ResourceType.TOPIC, t.name)}
-    return await answer_list_offsets(ctx.broker.fetch_views, request, refused)
+    return await answer_list_offsets(ctx.broker.fetch_views, request, refused, version)

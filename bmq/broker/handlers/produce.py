@@ -14,6 +14,7 @@ from bmq.metadata.mirrors import refuse_mirrored
 from bmq.metadata.topics import INTERNAL_TOPICS
 from bmq.metadata.views import refuse_view
 from bmq.protocol.errors import ErrorCode, KafkaError
+from bmq.protocol.message_sets import FIRST_V2_PRODUCE_VERSION, is_message_set, to_batch
 from bmq.protocol.messages import ProduceRequest, ProduceResponse
 from bmq.protocol.messages.produce_response import (
     BatchIndexAndErrorMessage,
@@ -36,11 +37,6 @@ from bmq.writepath.conversion import (
     require_keys,
 )
 from bmq.writepath.partitions import Partition, now_ms
-
-# Produce v0-2 (message formats v0/v1) are listed for librdkafka's sake (KAFKA-18659) but, as
-# in Kafka 4, answered with UNSUPPORTED_VERSION.
-MIN_SERVED_VERSION = 3
-
 
 Verdicts = dict[tuple[str, int], tuple[ErrorCode, object]]
 
@@ -153,6 +149,7 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest,
                          version: int) -> ProduceResponse | None:
     broker = ctx.broker
     acks = request.acks
+    legacy_clients = broker.config.bmq_legacy_clients_enable
     txn_denied = request.transactional_id is not None and not ctx.authorize(
         Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)
     verified = {} if txn_denied else await verify_elsewhere(broker, request)
@@ -178,9 +175,11 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest,
                 if txn_denied:
                     raise KafkaError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
                 ctx.require(Operation.WRITE, ResourceType.TOPIC, name)
-                if version < MIN_SERVED_VERSION:
+                if version < FIRST_V2_PRODUCE_VERSION and not legacy_clients:
+                    # Listed for librdkafka's sake (KAFKA-18659), refused as in Kafka 4.
                     raise KafkaError(ErrorCode.UNSUPPORTED_VERSION,
-                                     "Produce v0-2 (message format v0/v1) are not supported")
+                                     "Produce v0-2 (message format v0/v1) are not served: "
+                                     "bmq.legacy.clients.enable is off")
                 if acks not in (-1, 0, 1):
                     raise KafkaError(ErrorCode.INVALID_REQUIRED_ACKS)
                 if name in INTERNAL_TOPICS:
@@ -197,6 +196,8 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest,
                 if not isinstance(records, memoryview) or len(records) == 0:
                     raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "no record batches")
                 config = partition.log.config
+                if version < FIRST_V2_PRODUCE_VERSION and is_message_set(records):
+                    records, _ = to_batch(records)  # stored as v2, once
                 headers = validate_batches(records, config.max_message_bytes)
                 check_transactional(broker, partition, request.transactional_id, headers,
                                     (name, data.index), verified)

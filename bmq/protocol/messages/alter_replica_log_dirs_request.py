@@ -37,9 +37,9 @@ class AlterReplicaLogDirTopic:
     @classmethod
     def read(cls, r: Reader, version: int) -> AlterReplicaLogDirTopic:
         """Decode a AlterReplicaLogDirTopic of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 2:
+        if not 0 <= version <= 2:
             raise UnsupportedVersionError(
-                f"AlterReplicaLogDirsRequest v{version} is not supported (1-2)"
+                f"AlterReplicaLogDirsRequest v{version} is not supported (0-2)"
             )
         try:
             return _read_AlterReplicaLogDirTopic(r, version)
@@ -48,9 +48,9 @@ class AlterReplicaLogDirTopic:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this AlterReplicaLogDirTopic as ``version`` into ``w``."""
-        if not 1 <= version <= 2:
+        if not 0 <= version <= 2:
             raise UnsupportedVersionError(
-                f"AlterReplicaLogDirsRequest v{version} is not supported (1-2)"
+                f"AlterReplicaLogDirsRequest v{version} is not supported (0-2)"
             )
         _write_AlterReplicaLogDirTopic(self, w, version)
 
@@ -68,9 +68,9 @@ class AlterReplicaLogDir:
     @classmethod
     def read(cls, r: Reader, version: int) -> AlterReplicaLogDir:
         """Decode a AlterReplicaLogDir of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 2:
+        if not 0 <= version <= 2:
             raise UnsupportedVersionError(
-                f"AlterReplicaLogDirsRequest v{version} is not supported (1-2)"
+                f"AlterReplicaLogDirsRequest v{version} is not supported (0-2)"
             )
         try:
             return _read_AlterReplicaLogDir(r, version)
@@ -79,19 +79,19 @@ class AlterReplicaLogDir:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this AlterReplicaLogDir as ``version`` into ``w``."""
-        if not 1 <= version <= 2:
+        if not 0 <= version <= 2:
             raise UnsupportedVersionError(
-                f"AlterReplicaLogDirsRequest v{version} is not supported (1-2)"
+                f"AlterReplicaLogDirsRequest v{version} is not supported (0-2)"
             )
         _write_AlterReplicaLogDir(self, w, version)
 
 
 @dataclass(slots=True)
 class AlterReplicaLogDirsRequest:
-    """Kafka AlterReplicaLogDirsRequest (api key 34): versions 1-2, flexible 2+."""
+    """Kafka AlterReplicaLogDirsRequest (api key 34): versions 0-2, flexible 2+."""
 
     API_KEY: ClassVar[int] = 34
-    MIN_VERSION: ClassVar[int] = 1
+    MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 2
 
@@ -101,9 +101,9 @@ class AlterReplicaLogDirsRequest:
     @classmethod
     def read(cls, r: Reader, version: int) -> AlterReplicaLogDirsRequest:
         """Decode a AlterReplicaLogDirsRequest of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 2:
+        if not 0 <= version <= 2:
             raise UnsupportedVersionError(
-                f"AlterReplicaLogDirsRequest v{version} is not supported (1-2)"
+                f"AlterReplicaLogDirsRequest v{version} is not supported (0-2)"
             )
         try:
             return _read_AlterReplicaLogDirsRequest(r, version)
@@ -112,9 +112,9 @@ class AlterReplicaLogDirsRequest:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this AlterReplicaLogDirsRequest as ``version`` into ``w``."""
-        if not 1 <= version <= 2:
+        if not 0 <= version <= 2:
             raise UnsupportedVersionError(
-                f"AlterReplicaLogDirsRequest v{version} is not supported (1-2)"
+                f"AlterReplicaLogDirsRequest v{version} is not supported (0-2)"
             )
         _write_AlterReplicaLogDirsRequest(self, w, version)
 

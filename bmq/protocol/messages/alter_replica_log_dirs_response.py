@@ -38,9 +38,9 @@ class AlterReplicaLogDirPartitionResult:
     @classmethod
     def read(cls, r: Reader, version: int) -> AlterReplicaLogDirPartitionResult:
         """Decode a AlterReplicaLogDirPartitionResult of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 2:
+        if not 0 <= version <= 2:
             raise UnsupportedVersionError(
-                f"AlterReplicaLogDirsResponse v{version} is not supported (1-2)"
+                f"AlterReplicaLogDirsResponse v{version} is not supported (0-2)"
             )
         try:
             return _read_AlterReplicaLogDirPartitionResult(r, version)
@@ -51,9 +51,9 @@ class AlterReplicaLogDirPartitionResult:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this AlterReplicaLogDirPartitionResult as ``version`` into ``w``."""
-        if not 1 <= version <= 2:
+        if not 0 <= version <= 2:
             raise UnsupportedVersionError(
-                f"AlterReplicaLogDirsResponse v{version} is not supported (1-2)"
+                f"AlterReplicaLogDirsResponse v{version} is not supported (0-2)"
             )
         _write_AlterReplicaLogDirPartitionResult(self, w, version)
 
@@ -71,9 +71,9 @@ class AlterReplicaLogDirTopicResult:
     @classmethod
     def read(cls, r: Reader, version: int) -> AlterReplicaLogDirTopicResult:
         """Decode a AlterReplicaLogDirTopicResult of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 2:
+        if not 0 <= version <= 2:
             raise UnsupportedVersionError(
-                f"AlterReplicaLogDirsResponse v{version} is not supported (1-2)"
+                f"AlterReplicaLogDirsResponse v{version} is not supported (0-2)"
             )
         try:
             return _read_AlterReplicaLogDirTopicResult(r, version)
@@ -82,19 +82,19 @@ class AlterReplicaLogDirTopicResult:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this AlterReplicaLogDirTopicResult as ``version`` into ``w``."""
-        if not 1 <= version <= 2:
+        if not 0 <= version <= 2:
             raise UnsupportedVersionError(
-                f"AlterReplicaLogDirsResponse v{version} is not supported (1-2)"
+                f"AlterReplicaLogDirsResponse v{version} is not supported (0-2)"
             )
         _write_AlterReplicaLogDirTopicResult(self, w, version)
 
 
 @dataclass(slots=True)
 class AlterReplicaLogDirsResponse:
-    """Kafka AlterReplicaLogDirsResponse (api key 34): versions 1-2, flexible 2+."""
+    """Kafka AlterReplicaLogDirsResponse (api key 34): versions 0-2, flexible 2+."""
 
     API_KEY: ClassVar[int] = 34
-    MIN_VERSION: ClassVar[int] = 1
+    MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 2
 
@@ -107,9 +107,9 @@ class AlterReplicaLogDirsResponse:
     @classmethod
     def read(cls, r: Reader, version: int) -> AlterReplicaLogDirsResponse:
         """Decode a AlterReplicaLogDirsResponse of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 2:
+        if not 0 <= version <= 2:
             raise UnsupportedVersionError(
-                f"AlterReplicaLogDirsResponse v{version} is not supported (1-2)"
+                f"AlterReplicaLogDirsResponse v{version} is not supported (0-2)"
             )
         try:
             return _read_AlterReplicaLogDirsResponse(r, version)
@@ -118,9 +118,9 @@ class AlterReplicaLogDirsResponse:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this AlterReplicaLogDirsResponse as ``version`` into ``w``."""
-        if not 1 <= version <= 2:
+        if not 0 <= version <= 2:
             raise UnsupportedVersionError(
-                f"AlterReplicaLogDirsResponse v{version} is not supported (1-2)"
+                f"AlterReplicaLogDirsResponse v{version} is not supported (0-2)"
             )
         _write_AlterReplicaLogDirsResponse(self, w, version)
 

@@ -54,8 +54,8 @@ class AclCreation:
     @classmethod
     def read(cls, r: Reader, version: int) -> AclCreation:
         """Decode a AclCreation of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 3:
-            raise UnsupportedVersionError(f"CreateAclsRequest v{version} is not supported (1-3)")
+        if not 0 <= version <= 3:
+            raise UnsupportedVersionError(f"CreateAclsRequest v{version} is not supported (0-3)")
         try:
             return _read_AclCreation(r, version)
         except DECODE_ERRORS as e:
@@ -63,17 +63,17 @@ class AclCreation:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this AclCreation as ``version`` into ``w``."""
-        if not 1 <= version <= 3:
-            raise UnsupportedVersionError(f"CreateAclsRequest v{version} is not supported (1-3)")
+        if not 0 <= version <= 3:
+            raise UnsupportedVersionError(f"CreateAclsRequest v{version} is not supported (0-3)")
         _write_AclCreation(self, w, version)
 
 
 @dataclass(slots=True)
 class CreateAclsRequest:
-    """Kafka CreateAclsRequest (api key 30): versions 1-3, flexible 2+."""
+    """Kafka CreateAclsRequest (api key 30): versions 0-3, flexible 2+."""
 
     API_KEY: ClassVar[int] = 30
-    MIN_VERSION: ClassVar[int] = 1
+    MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 3
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 2
 
@@ -83,8 +83,8 @@ class CreateAclsRequest:
     @classmethod
     def read(cls, r: Reader, version: int) -> CreateAclsRequest:
         """Decode a CreateAclsRequest of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 3:
-            raise UnsupportedVersionError(f"CreateAclsRequest v{version} is not supported (1-3)")
+        if not 0 <= version <= 3:
+            raise UnsupportedVersionError(f"CreateAclsRequest v{version} is not supported (0-3)")
         try:
             return _read_CreateAclsRequest(r, version)
         except DECODE_ERRORS as e:
@@ -92,8 +92,8 @@ class CreateAclsRequest:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this CreateAclsRequest as ``version`` into ``w``."""
-        if not 1 <= version <= 3:
-            raise UnsupportedVersionError(f"CreateAclsRequest v{version} is not supported (1-3)")
+        if not 0 <= version <= 3:
+            raise UnsupportedVersionError(f"CreateAclsRequest v{version} is not supported (0-3)")
         _write_CreateAclsRequest(self, w, version)
 
 
@@ -102,7 +102,7 @@ def _read_AclCreation(r: Reader, version: int) -> AclCreation:
     pos = r.pos
     f_resource_type: int
     f_resource_name: str
-    f_resource_pattern_type: int
+    f_resource_pattern_type: int = 3
     f_principal: str
     f_host: str
     f_operation: int
@@ -128,8 +128,9 @@ def _read_AclCreation(r: Reader, version: int) -> AclCreation:
             raise DecodeError("truncated or invalid string length")
         pos += _n
         f_resource_name = _m.tobytes().decode()
-    f_resource_pattern_type = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
+    if version >= 1:
+        f_resource_pattern_type = _S_b.unpack_from(buf, pos)[0]
+        pos += 1
     if version >= 2:
         _n = buf[pos]
         pos += 1
@@ -202,7 +203,8 @@ def _write_AclCreation(o: AclCreation, w: Writer, version: int) -> None:
         _s = o.resource_name.encode()
         b += _S_h.pack(len(_s))
         b += _s
-    b += _S_b.pack(o.resource_pattern_type)
+    if version >= 1:
+        b += _S_b.pack(o.resource_pattern_type)
     if version >= 2:
         _s = o.principal.encode()
         _l = len(_s) + 1

@@ -37,8 +37,8 @@ class AclCreationResult:
     @classmethod
     def read(cls, r: Reader, version: int) -> AclCreationResult:
         """Decode a AclCreationResult of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 3:
-            raise UnsupportedVersionError(f"CreateAclsResponse v{version} is not supported (1-3)")
+        if not 0 <= version <= 3:
+            raise UnsupportedVersionError(f"CreateAclsResponse v{version} is not supported (0-3)")
         try:
             return _read_AclCreationResult(r, version)
         except DECODE_ERRORS as e:
@@ -46,17 +46,17 @@ class AclCreationResult:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this AclCreationResult as ``version`` into ``w``."""
-        if not 1 <= version <= 3:
-            raise UnsupportedVersionError(f"CreateAclsResponse v{version} is not supported (1-3)")
+        if not 0 <= version <= 3:
+            raise UnsupportedVersionError(f"CreateAclsResponse v{version} is not supported (0-3)")
         _write_AclCreationResult(self, w, version)
 
 
 @dataclass(slots=True)
 class CreateAclsResponse:
-    """Kafka CreateAclsResponse (api key 30): versions 1-3, flexible 2+."""
+    """Kafka CreateAclsResponse (api key 30): versions 0-3, flexible 2+."""
 
     API_KEY: ClassVar[int] = 30
-    MIN_VERSION: ClassVar[int] = 1
+    MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 3
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 2
 
@@ -69,8 +69,8 @@ class CreateAclsResponse:
     @classmethod
     def read(cls, r: Reader, version: int) -> CreateAclsResponse:
         """Decode a CreateAclsResponse of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 3:
-            raise UnsupportedVersionError(f"CreateAclsResponse v{version} is not supported (1-3)")
+        if not 0 <= version <= 3:
+            raise UnsupportedVersionError(f"CreateAclsResponse v{version} is not supported (0-3)")
         try:
             return _read_CreateAclsResponse(r, version)
         except DECODE_ERRORS as e:
@@ -78,8 +78,8 @@ class CreateAclsResponse:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this CreateAclsResponse as ``version`` into ``w``."""
-        if not 1 <= version <= 3:
-            raise UnsupportedVersionError(f"CreateAclsResponse v{version} is not supported (1-3)")
+        if not 0 <= version <= 3:
+            raise UnsupportedVersionError(f"CreateAclsResponse v{version} is not supported (0-3)")
         _write_CreateAclsResponse(self, w, version)
 
 

@@ -23,7 +23,7 @@ from bmq.protocol.primitives import (
 _S_h = struct.Struct(">h")
 _S_i = struct.Struct(">i")
 _S_ih = struct.Struct(">ih")
-_S_io = struct.Struct(">i?")
+_S_o = struct.Struct(">?")
 
 
 @dataclass(slots=True)
@@ -39,8 +39,8 @@ class CreatableReplicaAssignment:
     @classmethod
     def read(cls, r: Reader, version: int) -> CreatableReplicaAssignment:
         """Decode a CreatableReplicaAssignment of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 2 <= version <= 7:
-            raise UnsupportedVersionError(f"CreateTopicsRequest v{version} is not supported (2-7)")
+        if not 0 <= version <= 7:
+            raise UnsupportedVersionError(f"CreateTopicsRequest v{version} is not supported (0-7)")
         try:
             return _read_CreatableReplicaAssignment(r, version)
         except DECODE_ERRORS as e:
@@ -48,8 +48,8 @@ class CreatableReplicaAssignment:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this CreatableReplicaAssignment as ``version`` into ``w``."""
-        if not 2 <= version <= 7:
-            raise UnsupportedVersionError(f"CreateTopicsRequest v{version} is not supported (2-7)")
+        if not 0 <= version <= 7:
+            raise UnsupportedVersionError(f"CreateTopicsRequest v{version} is not supported (0-7)")
         _write_CreatableReplicaAssignment(self, w, version)
 
 
@@ -66,8 +66,8 @@ class CreatableTopicConfig:
     @classmethod
     def read(cls, r: Reader, version: int) -> CreatableTopicConfig:
         """Decode a CreatableTopicConfig of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 2 <= version <= 7:
-            raise UnsupportedVersionError(f"CreateTopicsRequest v{version} is not supported (2-7)")
+        if not 0 <= version <= 7:
+            raise UnsupportedVersionError(f"CreateTopicsRequest v{version} is not supported (0-7)")
         try:
             return _read_CreatableTopicConfig(r, version)
         except DECODE_ERRORS as e:
@@ -75,8 +75,8 @@ class CreatableTopicConfig:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this CreatableTopicConfig as ``version`` into ``w``."""
-        if not 2 <= version <= 7:
-            raise UnsupportedVersionError(f"CreateTopicsRequest v{version} is not supported (2-7)")
+        if not 0 <= version <= 7:
+            raise UnsupportedVersionError(f"CreateTopicsRequest v{version} is not supported (0-7)")
         _write_CreatableTopicConfig(self, w, version)
 
 
@@ -102,8 +102,8 @@ class CreatableTopic:
     @classmethod
     def read(cls, r: Reader, version: int) -> CreatableTopic:
         """Decode a CreatableTopic of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 2 <= version <= 7:
-            raise UnsupportedVersionError(f"CreateTopicsRequest v{version} is not supported (2-7)")
+        if not 0 <= version <= 7:
+            raise UnsupportedVersionError(f"CreateTopicsRequest v{version} is not supported (0-7)")
         try:
             return _read_CreatableTopic(r, version)
         except DECODE_ERRORS as e:
@@ -111,17 +111,17 @@ class CreatableTopic:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this CreatableTopic as ``version`` into ``w``."""
-        if not 2 <= version <= 7:
-            raise UnsupportedVersionError(f"CreateTopicsRequest v{version} is not supported (2-7)")
+        if not 0 <= version <= 7:
+            raise UnsupportedVersionError(f"CreateTopicsRequest v{version} is not supported (0-7)")
         _write_CreatableTopic(self, w, version)
 
 
 @dataclass(slots=True)
 class CreateTopicsRequest:
-    """Kafka CreateTopicsRequest (api key 19): versions 2-7, flexible 5+."""
+    """Kafka CreateTopicsRequest (api key 19): versions 0-7, flexible 5+."""
 
     API_KEY: ClassVar[int] = 19
-    MIN_VERSION: ClassVar[int] = 2
+    MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 7
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 5
 
@@ -137,8 +137,8 @@ class CreateTopicsRequest:
     @classmethod
     def read(cls, r: Reader, version: int) -> CreateTopicsRequest:
         """Decode a CreateTopicsRequest of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 2 <= version <= 7:
-            raise UnsupportedVersionError(f"CreateTopicsRequest v{version} is not supported (2-7)")
+        if not 0 <= version <= 7:
+            raise UnsupportedVersionError(f"CreateTopicsRequest v{version} is not supported (0-7)")
         try:
             return _read_CreateTopicsRequest(r, version)
         except DECODE_ERRORS as e:
@@ -146,8 +146,8 @@ class CreateTopicsRequest:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this CreateTopicsRequest as ``version`` into ``w``."""
-        if not 2 <= version <= 7:
-            raise UnsupportedVersionError(f"CreateTopicsRequest v{version} is not supported (2-7)")
+        if not 0 <= version <= 7:
+            raise UnsupportedVersionError(f"CreateTopicsRequest v{version} is not supported (0-7)")
         _write_CreateTopicsRequest(self, w, version)
 
 
@@ -429,7 +429,7 @@ def _read_CreateTopicsRequest(r: Reader, version: int) -> CreateTopicsRequest:
     pos = r.pos
     f_topics: list[CreatableTopic]
     f_timeout_ms: int
-    f_validate_only: bool
+    f_validate_only: bool = False
     if version >= 5:
         _n = buf[pos]
         pos += 1
@@ -449,8 +449,11 @@ def _read_CreateTopicsRequest(r: Reader, version: int) -> CreateTopicsRequest:
         r.pos = pos
         f_topics = [_read_CreatableTopic(r, version) for _ in range(_n)]
         pos = r.pos
-    f_timeout_ms, f_validate_only = _S_io.unpack_from(buf, pos)
-    pos += 5
+    f_timeout_ms = _S_i.unpack_from(buf, pos)[0]
+    pos += 4
+    if version >= 1:
+        f_validate_only = _S_o.unpack_from(buf, pos)[0]
+        pos += 1
     if version >= 5:
         _n = buf[pos]
         pos += 1
@@ -476,6 +479,8 @@ def _write_CreateTopicsRequest(o: CreateTopicsRequest, w: Writer, version: int) 
         b += _S_i.pack(len(v_topics))
         for e_topics in v_topics:
             _write_CreatableTopic(e_topics, w, version)
-    b += _S_io.pack(o.timeout_ms, o.validate_only)
+    b += _S_i.pack(o.timeout_ms)
+    if version >= 1:
+        b += _S_o.pack(o.validate_only)
     if version >= 5:
         b.append(0)

@@ -51,8 +51,8 @@ class CreatableTopicConfigs:
     @classmethod
     def read(cls, r: Reader, version: int) -> CreatableTopicConfigs:
         """Decode a CreatableTopicConfigs of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 2 <= version <= 7:
-            raise UnsupportedVersionError(f"CreateTopicsResponse v{version} is not supported (2-7)")
+        if not 0 <= version <= 7:
+            raise UnsupportedVersionError(f"CreateTopicsResponse v{version} is not supported (0-7)")
         try:
             return _read_CreatableTopicConfigs(r, version)
         except DECODE_ERRORS as e:
@@ -60,8 +60,8 @@ class CreatableTopicConfigs:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this CreatableTopicConfigs as ``version`` into ``w``."""
-        if not 2 <= version <= 7:
-            raise UnsupportedVersionError(f"CreateTopicsResponse v{version} is not supported (2-7)")
+        if not 0 <= version <= 7:
+            raise UnsupportedVersionError(f"CreateTopicsResponse v{version} is not supported (0-7)")
         _write_CreatableTopicConfigs(self, w, version)
 
 
@@ -96,8 +96,8 @@ class CreatableTopicResult:
     @classmethod
     def read(cls, r: Reader, version: int) -> CreatableTopicResult:
         """Decode a CreatableTopicResult of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 2 <= version <= 7:
-            raise UnsupportedVersionError(f"CreateTopicsResponse v{version} is not supported (2-7)")
+        if not 0 <= version <= 7:
+            raise UnsupportedVersionError(f"CreateTopicsResponse v{version} is not supported (0-7)")
         try:
             return _read_CreatableTopicResult(r, version)
         except DECODE_ERRORS as e:
@@ -105,17 +105,17 @@ class CreatableTopicResult:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this CreatableTopicResult as ``version`` into ``w``."""
-        if not 2 <= version <= 7:
-            raise UnsupportedVersionError(f"CreateTopicsResponse v{version} is not supported (2-7)")
+        if not 0 <= version <= 7:
+            raise UnsupportedVersionError(f"CreateTopicsResponse v{version} is not supported (0-7)")
         _write_CreatableTopicResult(self, w, version)
 
 
 @dataclass(slots=True)
 class CreateTopicsResponse:
-    """Kafka CreateTopicsResponse (api key 19): versions 2-7, flexible 5+."""
+    """Kafka CreateTopicsResponse (api key 19): versions 0-7, flexible 5+."""
 
     API_KEY: ClassVar[int] = 19
-    MIN_VERSION: ClassVar[int] = 2
+    MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 7
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 5
 
@@ -128,8 +128,8 @@ class CreateTopicsResponse:
     @classmethod
     def read(cls, r: Reader, version: int) -> CreateTopicsResponse:
         """Decode a CreateTopicsResponse of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 2 <= version <= 7:
-            raise UnsupportedVersionError(f"CreateTopicsResponse v{version} is not supported (2-7)")
+        if not 0 <= version <= 7:
+            raise UnsupportedVersionError(f"CreateTopicsResponse v{version} is not supported (0-7)")
         try:
             return _read_CreateTopicsResponse(r, version)
         except DECODE_ERRORS as e:
@@ -137,8 +137,8 @@ class CreateTopicsResponse:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this CreateTopicsResponse as ``version`` into ``w``."""
-        if not 2 <= version <= 7:
-            raise UnsupportedVersionError(f"CreateTopicsResponse v{version} is not supported (2-7)")
+        if not 0 <= version <= 7:
+            raise UnsupportedVersionError(f"CreateTopicsResponse v{version} is not supported (0-7)")
         _write_CreateTopicsResponse(self, w, version)
 
 
@@ -213,7 +213,7 @@ def _read_CreatableTopicResult(r: Reader, version: int) -> CreatableTopicResult:
     f_name: str
     f_topic_id: UUID = ZERO_UUID
     f_error_code: int
-    f_error_message: str | None
+    f_error_message: str | None = ""
     f_topic_config_error_code: int = 0
     f_num_partitions: int = -1
     f_replication_factor: int = -1
@@ -242,31 +242,32 @@ def _read_CreatableTopicResult(r: Reader, version: int) -> CreatableTopicResult:
         pos += 16
     f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if version >= 5:
-        _n = buf[pos]
-        pos += 1
-        if _n > 127:
-            _n, pos = read_uvarint(buf, pos - 1)
-        _n -= 1
-        if _n == -1:
-            f_error_message = None
+    if version >= 1:
+        if version >= 5:
+            _n = buf[pos]
+            pos += 1
+            if _n > 127:
+                _n, pos = read_uvarint(buf, pos - 1)
+            _n -= 1
+            if _n == -1:
+                f_error_message = None
+            else:
+                _m = buf[pos : pos + _n]
+                if len(_m) != _n:
+                    raise DecodeError("truncated or invalid string length")
+                pos += _n
+                f_error_message = _m.tobytes().decode()
         else:
-            _m = buf[pos : pos + _n]
-            if len(_m) != _n:
-                raise DecodeError("truncated or invalid string length")
-            pos += _n
-            f_error_message = _m.tobytes().decode()
-    else:
-        _n = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        if _n == -1:
-            f_error_message = None
-        else:
-            _m = buf[pos : pos + _n]
-            if len(_m) != _n:
-                raise DecodeError("truncated or invalid string length")
-            pos += _n
-            f_error_message = _m.tobytes().decode()
+            _n = _S_h.unpack_from(buf, pos)[0]
+            pos += 2
+            if _n == -1:
+                f_error_message = None
+            else:
+                _m = buf[pos : pos + _n]
+                if len(_m) != _n:
+                    raise DecodeError("truncated or invalid string length")
+                pos += _n
+                f_error_message = _m.tobytes().decode()
     if version >= 5:
         f_num_partitions, f_replication_factor = _S_ih.unpack_from(buf, pos)
         pos += 6
@@ -332,26 +333,27 @@ def _write_CreatableTopicResult(o: CreatableTopicResult, w: Writer, version: int
     if version >= 7:
         b += o.topic_id.bytes
     b += _S_h.pack(o.error_code)
-    if version >= 5:
-        v_error_message = o.error_message
-        if v_error_message is None:
-            b.append(0)
-        else:
-            _s = v_error_message.encode()
-            _l = len(_s) + 1
-            if _l < 128:
-                b.append(_l)
+    if version >= 1:
+        if version >= 5:
+            v_error_message = o.error_message
+            if v_error_message is None:
+                b.append(0)
             else:
-                b += encode_uvarint(_l)
-            b += _s
-    else:
-        v_error_message = o.error_message
-        if v_error_message is None:
-            b += b"\xff\xff"
+                _s = v_error_message.encode()
+                _l = len(_s) + 1
+                if _l < 128:
+                    b.append(_l)
+                else:
+                    b += encode_uvarint(_l)
+                b += _s
         else:
-            _s = v_error_message.encode()
-            b += _S_h.pack(len(_s))
-            b += _s
+            v_error_message = o.error_message
+            if v_error_message is None:
+                b += b"\xff\xff"
+            else:
+                _s = v_error_message.encode()
+                b += _S_h.pack(len(_s))
+                b += _s
     if version >= 5:
         b += _S_ih.pack(o.num_partitions, o.replication_factor)
     if version >= 5:
@@ -382,10 +384,11 @@ def _write_CreatableTopicResult(o: CreatableTopicResult, w: Writer, version: int
 def _read_CreateTopicsResponse(r: Reader, version: int) -> CreateTopicsResponse:
     buf = r.buf
     pos = r.pos
-    f_throttle_time_ms: int
+    f_throttle_time_ms: int = 0
     f_topics: list[CreatableTopicResult]
-    f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
+    if version >= 2:
+        f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
     if version >= 5:
         _n = buf[pos]
         pos += 1
@@ -416,7 +419,8 @@ def _read_CreateTopicsResponse(r: Reader, version: int) -> CreateTopicsResponse:
 
 def _write_CreateTopicsResponse(o: CreateTopicsResponse, w: Writer, version: int) -> None:
     b = w.buf
-    b += _S_i.pack(o.throttle_time_ms)
+    if version >= 2:
+        b += _S_i.pack(o.throttle_time_ms)
     if version >= 5:
         v_topics = o.topics
         _l = len(v_topics) + 1

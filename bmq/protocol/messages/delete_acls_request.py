@@ -54,8 +54,8 @@ class DeleteAclsFilter:
     @classmethod
     def read(cls, r: Reader, version: int) -> DeleteAclsFilter:
         """Decode a DeleteAclsFilter of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 3:
-            raise UnsupportedVersionError(f"DeleteAclsRequest v{version} is not supported (1-3)")
+        if not 0 <= version <= 3:
+            raise UnsupportedVersionError(f"DeleteAclsRequest v{version} is not supported (0-3)")
         try:
             return _read_DeleteAclsFilter(r, version)
         except DECODE_ERRORS as e:
@@ -63,17 +63,17 @@ class DeleteAclsFilter:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this DeleteAclsFilter as ``version`` into ``w``."""
-        if not 1 <= version <= 3:
-            raise UnsupportedVersionError(f"DeleteAclsRequest v{version} is not supported (1-3)")
+        if not 0 <= version <= 3:
+            raise UnsupportedVersionError(f"DeleteAclsRequest v{version} is not supported (0-3)")
         _write_DeleteAclsFilter(self, w, version)
 
 
 @dataclass(slots=True)
 class DeleteAclsRequest:
-    """Kafka DeleteAclsRequest (api key 31): versions 1-3, flexible 2+."""
+    """Kafka DeleteAclsRequest (api key 31): versions 0-3, flexible 2+."""
 
     API_KEY: ClassVar[int] = 31
-    MIN_VERSION: ClassVar[int] = 1
+    MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 3
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 2
 
@@ -83,8 +83,8 @@ class DeleteAclsRequest:
     @classmethod
     def read(cls, r: Reader, version: int) -> DeleteAclsRequest:
         """Decode a DeleteAclsRequest of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 3:
-            raise UnsupportedVersionError(f"DeleteAclsRequest v{version} is not supported (1-3)")
+        if not 0 <= version <= 3:
+            raise UnsupportedVersionError(f"DeleteAclsRequest v{version} is not supported (0-3)")
         try:
             return _read_DeleteAclsRequest(r, version)
         except DECODE_ERRORS as e:
@@ -92,8 +92,8 @@ class DeleteAclsRequest:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this DeleteAclsRequest as ``version`` into ``w``."""
-        if not 1 <= version <= 3:
-            raise UnsupportedVersionError(f"DeleteAclsRequest v{version} is not supported (1-3)")
+        if not 0 <= version <= 3:
+            raise UnsupportedVersionError(f"DeleteAclsRequest v{version} is not supported (0-3)")
         _write_DeleteAclsRequest(self, w, version)
 
 
@@ -102,7 +102,7 @@ def _read_DeleteAclsFilter(r: Reader, version: int) -> DeleteAclsFilter:
     pos = r.pos
     f_resource_type_filter: int
     f_resource_name_filter: str | None
-    f_pattern_type_filter: int
+    f_pattern_type_filter: int = 3
     f_principal_filter: str | None
     f_host_filter: str | None
     f_operation: int
@@ -134,8 +134,9 @@ def _read_DeleteAclsFilter(r: Reader, version: int) -> DeleteAclsFilter:
                 raise DecodeError("truncated or invalid string length")
             pos += _n
             f_resource_name_filter = _m.tobytes().decode()
-    f_pattern_type_filter = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
+    if version >= 1:
+        f_pattern_type_filter = _S_b.unpack_from(buf, pos)[0]
+        pos += 1
     if version >= 2:
         _n = buf[pos]
         pos += 1
@@ -228,7 +229,8 @@ def _write_DeleteAclsFilter(o: DeleteAclsFilter, w: Writer, version: int) -> Non
             _s = v_resource_name_filter.encode()
             b += _S_h.pack(len(_s))
             b += _s
-    b += _S_b.pack(o.pattern_type_filter)
+    if version >= 1:
+        b += _S_b.pack(o.pattern_type_filter)
     if version >= 2:
         v_principal_filter = o.principal_filter
         if v_principal_filter is None:

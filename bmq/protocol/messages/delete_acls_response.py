@@ -60,8 +60,8 @@ class DeleteAclsMatchingAcl:
     @classmethod
     def read(cls, r: Reader, version: int) -> DeleteAclsMatchingAcl:
         """Decode a DeleteAclsMatchingAcl of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 3:
-            raise UnsupportedVersionError(f"DeleteAclsResponse v{version} is not supported (1-3)")
+        if not 0 <= version <= 3:
+            raise UnsupportedVersionError(f"DeleteAclsResponse v{version} is not supported (0-3)")
         try:
             return _read_DeleteAclsMatchingAcl(r, version)
         except DECODE_ERRORS as e:
@@ -69,8 +69,8 @@ class DeleteAclsMatchingAcl:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this DeleteAclsMatchingAcl as ``version`` into ``w``."""
-        if not 1 <= version <= 3:
-            raise UnsupportedVersionError(f"DeleteAclsResponse v{version} is not supported (1-3)")
+        if not 0 <= version <= 3:
+            raise UnsupportedVersionError(f"DeleteAclsResponse v{version} is not supported (0-3)")
         _write_DeleteAclsMatchingAcl(self, w, version)
 
 
@@ -90,8 +90,8 @@ class DeleteAclsFilterResult:
     @classmethod
     def read(cls, r: Reader, version: int) -> DeleteAclsFilterResult:
         """Decode a DeleteAclsFilterResult of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 3:
-            raise UnsupportedVersionError(f"DeleteAclsResponse v{version} is not supported (1-3)")
+        if not 0 <= version <= 3:
+            raise UnsupportedVersionError(f"DeleteAclsResponse v{version} is not supported (0-3)")
         try:
             return _read_DeleteAclsFilterResult(r, version)
         except DECODE_ERRORS as e:
@@ -99,17 +99,17 @@ class DeleteAclsFilterResult:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this DeleteAclsFilterResult as ``version`` into ``w``."""
-        if not 1 <= version <= 3:
-            raise UnsupportedVersionError(f"DeleteAclsResponse v{version} is not supported (1-3)")
+        if not 0 <= version <= 3:
+            raise UnsupportedVersionError(f"DeleteAclsResponse v{version} is not supported (0-3)")
         _write_DeleteAclsFilterResult(self, w, version)
 
 
 @dataclass(slots=True)
 class DeleteAclsResponse:
-    """Kafka DeleteAclsResponse (api key 31): versions 1-3, flexible 2+."""
+    """Kafka DeleteAclsResponse (api key 31): versions 0-3, flexible 2+."""
 
     API_KEY: ClassVar[int] = 31
-    MIN_VERSION: ClassVar[int] = 1
+    MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 3
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 2
 
@@ -122,8 +122,8 @@ class DeleteAclsResponse:
     @classmethod
     def read(cls, r: Reader, version: int) -> DeleteAclsResponse:
         """Decode a DeleteAclsResponse of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 3:
-            raise UnsupportedVersionError(f"DeleteAclsResponse v{version} is not supported (1-3)")
+        if not 0 <= version <= 3:
+            raise UnsupportedVersionError(f"DeleteAclsResponse v{version} is not supported (0-3)")
         try:
             return _read_DeleteAclsResponse(r, version)
         except DECODE_ERRORS as e:
@@ -131,8 +131,8 @@ class DeleteAclsResponse:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this DeleteAclsResponse as ``version`` into ``w``."""
-        if not 1 <= version <= 3:
-            raise UnsupportedVersionError(f"DeleteAclsResponse v{version} is not supported (1-3)")
+        if not 0 <= version <= 3:
+            raise UnsupportedVersionError(f"DeleteAclsResponse v{version} is not supported (0-3)")
         _write_DeleteAclsResponse(self, w, version)
 
 
@@ -143,7 +143,7 @@ def _read_DeleteAclsMatchingAcl(r: Reader, version: int) -> DeleteAclsMatchingAc
     f_error_message: str | None
     f_resource_type: int
     f_resource_name: str
-    f_pattern_type: int
+    f_pattern_type: int = 3
     f_principal: str
     f_host: str
     f_operation: int
@@ -196,8 +196,9 @@ def _read_DeleteAclsMatchingAcl(r: Reader, version: int) -> DeleteAclsMatchingAc
             raise DecodeError("truncated or invalid string length")
         pos += _n
         f_resource_name = _m.tobytes().decode()
-    f_pattern_type = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
+    if version >= 1:
+        f_pattern_type = _S_b.unpack_from(buf, pos)[0]
+        pos += 1
     if version >= 2:
         _n = buf[pos]
         pos += 1
@@ -293,7 +294,8 @@ def _write_DeleteAclsMatchingAcl(o: DeleteAclsMatchingAcl, w: Writer, version: i
         _s = o.resource_name.encode()
         b += _S_h.pack(len(_s))
         b += _s
-    b += _S_b.pack(o.pattern_type)
+    if version >= 1:
+        b += _S_b.pack(o.pattern_type)
     if version >= 2:
         _s = o.principal.encode()
         _l = len(_s) + 1

@@ -40,8 +40,8 @@ class DeleteTopicState:
     @classmethod
     def read(cls, r: Reader, version: int) -> DeleteTopicState:
         """Decode a DeleteTopicState of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 6:
-            raise UnsupportedVersionError(f"DeleteTopicsRequest v{version} is not supported (1-6)")
+        if not 0 <= version <= 6:
+            raise UnsupportedVersionError(f"DeleteTopicsRequest v{version} is not supported (0-6)")
         try:
             return _read_DeleteTopicState(r, version)
         except DECODE_ERRORS as e:
@@ -49,17 +49,17 @@ class DeleteTopicState:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this DeleteTopicState as ``version`` into ``w``."""
-        if not 1 <= version <= 6:
-            raise UnsupportedVersionError(f"DeleteTopicsRequest v{version} is not supported (1-6)")
+        if not 0 <= version <= 6:
+            raise UnsupportedVersionError(f"DeleteTopicsRequest v{version} is not supported (0-6)")
         _write_DeleteTopicState(self, w, version)
 
 
 @dataclass(slots=True)
 class DeleteTopicsRequest:
-    """Kafka DeleteTopicsRequest (api key 20): versions 1-6, flexible 4+."""
+    """Kafka DeleteTopicsRequest (api key 20): versions 0-6, flexible 4+."""
 
     API_KEY: ClassVar[int] = 20
-    MIN_VERSION: ClassVar[int] = 1
+    MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 6
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 4
 
@@ -75,8 +75,8 @@ class DeleteTopicsRequest:
     @classmethod
     def read(cls, r: Reader, version: int) -> DeleteTopicsRequest:
         """Decode a DeleteTopicsRequest of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 6:
-            raise UnsupportedVersionError(f"DeleteTopicsRequest v{version} is not supported (1-6)")
+        if not 0 <= version <= 6:
+            raise UnsupportedVersionError(f"DeleteTopicsRequest v{version} is not supported (0-6)")
         try:
             return _read_DeleteTopicsRequest(r, version)
         except DECODE_ERRORS as e:
@@ -84,8 +84,8 @@ class DeleteTopicsRequest:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this DeleteTopicsRequest as ``version`` into ``w``."""
-        if not 1 <= version <= 6:
-            raise UnsupportedVersionError(f"DeleteTopicsRequest v{version} is not supported (1-6)")
+        if not 0 <= version <= 6:
+            raise UnsupportedVersionError(f"DeleteTopicsRequest v{version} is not supported (0-6)")
         _write_DeleteTopicsRequest(self, w, version)
 
 

@@ -46,8 +46,8 @@ class DeletableTopicResult:
     @classmethod
     def read(cls, r: Reader, version: int) -> DeletableTopicResult:
         """Decode a DeletableTopicResult of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 6:
-            raise UnsupportedVersionError(f"DeleteTopicsResponse v{version} is not supported (1-6)")
+        if not 0 <= version <= 6:
+            raise UnsupportedVersionError(f"DeleteTopicsResponse v{version} is not supported (0-6)")
         try:
             return _read_DeletableTopicResult(r, version)
         except DECODE_ERRORS as e:
@@ -55,17 +55,17 @@ class DeletableTopicResult:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this DeletableTopicResult as ``version`` into ``w``."""
-        if not 1 <= version <= 6:
-            raise UnsupportedVersionError(f"DeleteTopicsResponse v{version} is not supported (1-6)")
+        if not 0 <= version <= 6:
+            raise UnsupportedVersionError(f"DeleteTopicsResponse v{version} is not supported (0-6)")
         _write_DeletableTopicResult(self, w, version)
 
 
 @dataclass(slots=True)
 class DeleteTopicsResponse:
-    """Kafka DeleteTopicsResponse (api key 20): versions 1-6, flexible 4+."""
+    """Kafka DeleteTopicsResponse (api key 20): versions 0-6, flexible 4+."""
 
     API_KEY: ClassVar[int] = 20
-    MIN_VERSION: ClassVar[int] = 1
+    MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 6
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 4
 
@@ -78,8 +78,8 @@ class DeleteTopicsResponse:
     @classmethod
     def read(cls, r: Reader, version: int) -> DeleteTopicsResponse:
         """Decode a DeleteTopicsResponse of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 6:
-            raise UnsupportedVersionError(f"DeleteTopicsResponse v{version} is not supported (1-6)")
+        if not 0 <= version <= 6:
+            raise UnsupportedVersionError(f"DeleteTopicsResponse v{version} is not supported (0-6)")
         try:
             return _read_DeleteTopicsResponse(r, version)
         except DECODE_ERRORS as e:
@@ -87,8 +87,8 @@ class DeleteTopicsResponse:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this DeleteTopicsResponse as ``version`` into ``w``."""
-        if not 1 <= version <= 6:
-            raise UnsupportedVersionError(f"DeleteTopicsResponse v{version} is not supported (1-6)")
+        if not 0 <= version <= 6:
+            raise UnsupportedVersionError(f"DeleteTopicsResponse v{version} is not supported (0-6)")
         _write_DeleteTopicsResponse(self, w, version)
 
 
@@ -196,10 +196,11 @@ def _write_DeletableTopicResult(o: DeletableTopicResult, w: Writer, version: int
 def _read_DeleteTopicsResponse(r: Reader, version: int) -> DeleteTopicsResponse:
     buf = r.buf
     pos = r.pos
-    f_throttle_time_ms: int
+    f_throttle_time_ms: int = 0
     f_responses: list[DeletableTopicResult]
-    f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
+    if version >= 1:
+        f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
     if version >= 4:
         _n = buf[pos]
         pos += 1
@@ -230,7 +231,8 @@ def _read_DeleteTopicsResponse(r: Reader, version: int) -> DeleteTopicsResponse:
 
 def _write_DeleteTopicsResponse(o: DeleteTopicsResponse, w: Writer, version: int) -> None:
     b = w.buf
-    b += _S_i.pack(o.throttle_time_ms)
+    if version >= 1:
+        b += _S_i.pack(o.throttle_time_ms)
     if version >= 4:
         v_responses = o.responses
         _l = len(v_responses) + 1

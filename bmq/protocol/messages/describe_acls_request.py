@@ -27,10 +27,10 @@ _S_h = struct.Struct(">h")
 
 @dataclass(slots=True)
 class DescribeAclsRequest:
-    """Kafka DescribeAclsRequest (api key 29): versions 1-3, flexible 2+."""
+    """Kafka DescribeAclsRequest (api key 29): versions 0-3, flexible 2+."""
 
     API_KEY: ClassVar[int] = 29
-    MIN_VERSION: ClassVar[int] = 1
+    MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 3
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 2
 
@@ -58,8 +58,8 @@ class DescribeAclsRequest:
     @classmethod
     def read(cls, r: Reader, version: int) -> DescribeAclsRequest:
         """Decode a DescribeAclsRequest of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 3:
-            raise UnsupportedVersionError(f"DescribeAclsRequest v{version} is not supported (1-3)")
+        if not 0 <= version <= 3:
+            raise UnsupportedVersionError(f"DescribeAclsRequest v{version} is not supported (0-3)")
         try:
             return _read_DescribeAclsRequest(r, version)
         except DECODE_ERRORS as e:
@@ -67,8 +67,8 @@ class DescribeAclsRequest:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this DescribeAclsRequest as ``version`` into ``w``."""
-        if not 1 <= version <= 3:
-            raise UnsupportedVersionError(f"DescribeAclsRequest v{version} is not supported (1-3)")
+        if not 0 <= version <= 3:
+            raise UnsupportedVersionError(f"DescribeAclsRequest v{version} is not supported (0-3)")
         _write_DescribeAclsRequest(self, w, version)
 
 
@@ -77,7 +77,7 @@ def _read_DescribeAclsRequest(r: Reader, version: int) -> DescribeAclsRequest:
     pos = r.pos
     f_resource_type_filter: int
     f_resource_name_filter: str | None
-    f_pattern_type_filter: int
+    f_pattern_type_filter: int = 3
     f_principal_filter: str | None
     f_host_filter: str | None
     f_operation: int
@@ -109,8 +109,9 @@ def _read_DescribeAclsRequest(r: Reader, version: int) -> DescribeAclsRequest:
                 raise DecodeError("truncated or invalid string length")
             pos += _n
             f_resource_name_filter = _m.tobytes().decode()
-    f_pattern_type_filter = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
+    if version >= 1:
+        f_pattern_type_filter = _S_b.unpack_from(buf, pos)[0]
+        pos += 1
     if version >= 2:
         _n = buf[pos]
         pos += 1
@@ -203,7 +204,8 @@ def _write_DescribeAclsRequest(o: DescribeAclsRequest, w: Writer, version: int) 
             _s = v_resource_name_filter.encode()
             b += _S_h.pack(len(_s))
             b += _s
-    b += _S_b.pack(o.pattern_type_filter)
+    if version >= 1:
+        b += _S_b.pack(o.pattern_type_filter)
     if version >= 2:
         v_principal_filter = o.principal_filter
         if v_principal_filter is None:

@@ -46,8 +46,8 @@ class AclDescription:
     @classmethod
     def read(cls, r: Reader, version: int) -> AclDescription:
         """Decode a AclDescription of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 3:
-            raise UnsupportedVersionError(f"DescribeAclsResponse v{version} is not supported (1-3)")
+        if not 0 <= version <= 3:
+            raise UnsupportedVersionError(f"DescribeAclsResponse v{version} is not supported (0-3)")
         try:
             return _read_AclDescription(r, version)
         except DECODE_ERRORS as e:
@@ -55,8 +55,8 @@ class AclDescription:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this AclDescription as ``version`` into ``w``."""
-        if not 1 <= version <= 3:
-            raise UnsupportedVersionError(f"DescribeAclsResponse v{version} is not supported (1-3)")
+        if not 0 <= version <= 3:
+            raise UnsupportedVersionError(f"DescribeAclsResponse v{version} is not supported (0-3)")
         _write_AclDescription(self, w, version)
 
 
@@ -79,8 +79,8 @@ class DescribeAclsResource:
     @classmethod
     def read(cls, r: Reader, version: int) -> DescribeAclsResource:
         """Decode a DescribeAclsResource of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 3:
-            raise UnsupportedVersionError(f"DescribeAclsResponse v{version} is not supported (1-3)")
+        if not 0 <= version <= 3:
+            raise UnsupportedVersionError(f"DescribeAclsResponse v{version} is not supported (0-3)")
         try:
             return _read_DescribeAclsResource(r, version)
         except DECODE_ERRORS as e:
@@ -88,17 +88,17 @@ class DescribeAclsResource:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this DescribeAclsResource as ``version`` into ``w``."""
-        if not 1 <= version <= 3:
-            raise UnsupportedVersionError(f"DescribeAclsResponse v{version} is not supported (1-3)")
+        if not 0 <= version <= 3:
+            raise UnsupportedVersionError(f"DescribeAclsResponse v{version} is not supported (0-3)")
         _write_DescribeAclsResource(self, w, version)
 
 
 @dataclass(slots=True)
 class DescribeAclsResponse:
-    """Kafka DescribeAclsResponse (api key 29): versions 1-3, flexible 2+."""
+    """Kafka DescribeAclsResponse (api key 29): versions 0-3, flexible 2+."""
 
     API_KEY: ClassVar[int] = 29
-    MIN_VERSION: ClassVar[int] = 1
+    MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 3
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 2
 
@@ -117,8 +117,8 @@ class DescribeAclsResponse:
     @classmethod
     def read(cls, r: Reader, version: int) -> DescribeAclsResponse:
         """Decode a DescribeAclsResponse of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 3:
-            raise UnsupportedVersionError(f"DescribeAclsResponse v{version} is not supported (1-3)")
+        if not 0 <= version <= 3:
+            raise UnsupportedVersionError(f"DescribeAclsResponse v{version} is not supported (0-3)")
         try:
             return _read_DescribeAclsResponse(r, version)
         except DECODE_ERRORS as e:
@@ -126,8 +126,8 @@ class DescribeAclsResponse:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this DescribeAclsResponse as ``version`` into ``w``."""
-        if not 1 <= version <= 3:
-            raise UnsupportedVersionError(f"DescribeAclsResponse v{version} is not supported (1-3)")
+        if not 0 <= version <= 3:
+            raise UnsupportedVersionError(f"DescribeAclsResponse v{version} is not supported (0-3)")
         _write_DescribeAclsResponse(self, w, version)
 
 
@@ -223,7 +223,7 @@ def _read_DescribeAclsResource(r: Reader, version: int) -> DescribeAclsResource:
     pos = r.pos
     f_resource_type: int
     f_resource_name: str
-    f_pattern_type: int
+    f_pattern_type: int = 3
     f_acls: list[AclDescription]
     f_resource_type = _S_b.unpack_from(buf, pos)[0]
     pos += 1
@@ -246,8 +246,9 @@ def _read_DescribeAclsResource(r: Reader, version: int) -> DescribeAclsResource:
             raise DecodeError("truncated or invalid string length")
         pos += _n
         f_resource_name = _m.tobytes().decode()
-    f_pattern_type = _S_b.unpack_from(buf, pos)[0]
-    pos += 1
+    if version >= 1:
+        f_pattern_type = _S_b.unpack_from(buf, pos)[0]
+        pos += 1
     if version >= 2:
         _n = buf[pos]
         pos += 1
@@ -291,7 +292,8 @@ def _write_DescribeAclsResource(o: DescribeAclsResource, w: Writer, version: int
         _s = o.resource_name.encode()
         b += _S_h.pack(len(_s))
         b += _s
-    b += _S_b.pack(o.pattern_type)
+    if version >= 1:
+        b += _S_b.pack(o.pattern_type)
     if version >= 2:
         v_acls = o.acls
         _l = len(v_acls) + 1

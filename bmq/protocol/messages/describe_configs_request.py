@@ -42,9 +42,9 @@ class DescribeConfigsResource:
     @classmethod
     def read(cls, r: Reader, version: int) -> DescribeConfigsResource:
         """Decode a DescribeConfigsResource of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 4:
+        if not 0 <= version <= 4:
             raise UnsupportedVersionError(
-                f"DescribeConfigsRequest v{version} is not supported (1-4)"
+                f"DescribeConfigsRequest v{version} is not supported (0-4)"
             )
         try:
             return _read_DescribeConfigsResource(r, version)
@@ -53,19 +53,19 @@ class DescribeConfigsResource:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this DescribeConfigsResource as ``version`` into ``w``."""
-        if not 1 <= version <= 4:
+        if not 0 <= version <= 4:
             raise UnsupportedVersionError(
-                f"DescribeConfigsRequest v{version} is not supported (1-4)"
+                f"DescribeConfigsRequest v{version} is not supported (0-4)"
             )
         _write_DescribeConfigsResource(self, w, version)
 
 
 @dataclass(slots=True)
 class DescribeConfigsRequest:
-    """Kafka DescribeConfigsRequest (api key 32): versions 1-4, flexible 4+."""
+    """Kafka DescribeConfigsRequest (api key 32): versions 0-4, flexible 4+."""
 
     API_KEY: ClassVar[int] = 32
-    MIN_VERSION: ClassVar[int] = 1
+    MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 4
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 4
 
@@ -81,9 +81,9 @@ class DescribeConfigsRequest:
     @classmethod
     def read(cls, r: Reader, version: int) -> DescribeConfigsRequest:
         """Decode a DescribeConfigsRequest of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 4:
+        if not 0 <= version <= 4:
             raise UnsupportedVersionError(
-                f"DescribeConfigsRequest v{version} is not supported (1-4)"
+                f"DescribeConfigsRequest v{version} is not supported (0-4)"
             )
         try:
             return _read_DescribeConfigsRequest(r, version)
@@ -92,9 +92,9 @@ class DescribeConfigsRequest:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this DescribeConfigsRequest as ``version`` into ``w``."""
-        if not 1 <= version <= 4:
+        if not 0 <= version <= 4:
             raise UnsupportedVersionError(
-                f"DescribeConfigsRequest v{version} is not supported (1-4)"
+                f"DescribeConfigsRequest v{version} is not supported (0-4)"
             )
         _write_DescribeConfigsRequest(self, w, version)
 
@@ -228,7 +228,7 @@ def _read_DescribeConfigsRequest(r: Reader, version: int) -> DescribeConfigsRequ
     buf = r.buf
     pos = r.pos
     f_resources: list[DescribeConfigsResource]
-    f_include_synonyms: bool
+    f_include_synonyms: bool = False
     f_include_documentation: bool = False
     if version >= 4:
         _n = buf[pos]
@@ -249,8 +249,9 @@ def _read_DescribeConfigsRequest(r: Reader, version: int) -> DescribeConfigsRequ
         r.pos = pos
         f_resources = [_read_DescribeConfigsResource(r, version) for _ in range(_n)]
         pos = r.pos
-    f_include_synonyms = _S_o.unpack_from(buf, pos)[0]
-    pos += 1
+    if version >= 1:
+        f_include_synonyms = _S_o.unpack_from(buf, pos)[0]
+        pos += 1
     if version >= 3:
         f_include_documentation = _S_o.unpack_from(buf, pos)[0]
         pos += 1
@@ -279,7 +280,8 @@ def _write_DescribeConfigsRequest(o: DescribeConfigsRequest, w: Writer, version:
         b += _S_i.pack(len(v_resources))
         for e_resources in v_resources:
             _write_DescribeConfigsResource(e_resources, w, version)
-    b += _S_o.pack(o.include_synonyms)
+    if version >= 1:
+        b += _S_o.pack(o.include_synonyms)
     if version >= 3:
         b += _S_o.pack(o.include_documentation)
     if version >= 4:

@@ -23,7 +23,7 @@ from bmq.protocol.primitives import (
 _S_b = struct.Struct(">b")
 _S_h = struct.Struct(">h")
 _S_i = struct.Struct(">i")
-_S_obo = struct.Struct(">?b?")
+_S_o = struct.Struct(">?")
 
 
 @dataclass(slots=True)
@@ -42,9 +42,9 @@ class DescribeConfigsSynonym:
     @classmethod
     def read(cls, r: Reader, version: int) -> DescribeConfigsSynonym:
         """Decode a DescribeConfigsSynonym of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 4:
+        if not 0 <= version <= 4:
             raise UnsupportedVersionError(
-                f"DescribeConfigsResponse v{version} is not supported (1-4)"
+                f"DescribeConfigsResponse v{version} is not supported (0-4)"
             )
         try:
             return _read_DescribeConfigsSynonym(r, version)
@@ -53,9 +53,9 @@ class DescribeConfigsSynonym:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this DescribeConfigsSynonym as ``version`` into ``w``."""
-        if not 1 <= version <= 4:
+        if not 0 <= version <= 4:
             raise UnsupportedVersionError(
-                f"DescribeConfigsResponse v{version} is not supported (1-4)"
+                f"DescribeConfigsResponse v{version} is not supported (0-4)"
             )
         _write_DescribeConfigsSynonym(self, w, version)
 
@@ -94,9 +94,9 @@ class DescribeConfigsResourceResult:
     @classmethod
     def read(cls, r: Reader, version: int) -> DescribeConfigsResourceResult:
         """Decode a DescribeConfigsResourceResult of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 4:
+        if not 0 <= version <= 4:
             raise UnsupportedVersionError(
-                f"DescribeConfigsResponse v{version} is not supported (1-4)"
+                f"DescribeConfigsResponse v{version} is not supported (0-4)"
             )
         try:
             return _read_DescribeConfigsResourceResult(r, version)
@@ -105,9 +105,9 @@ class DescribeConfigsResourceResult:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this DescribeConfigsResourceResult as ``version`` into ``w``."""
-        if not 1 <= version <= 4:
+        if not 0 <= version <= 4:
             raise UnsupportedVersionError(
-                f"DescribeConfigsResponse v{version} is not supported (1-4)"
+                f"DescribeConfigsResponse v{version} is not supported (0-4)"
             )
         _write_DescribeConfigsResourceResult(self, w, version)
 
@@ -134,9 +134,9 @@ class DescribeConfigsResult:
     @classmethod
     def read(cls, r: Reader, version: int) -> DescribeConfigsResult:
         """Decode a DescribeConfigsResult of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 4:
+        if not 0 <= version <= 4:
             raise UnsupportedVersionError(
-                f"DescribeConfigsResponse v{version} is not supported (1-4)"
+                f"DescribeConfigsResponse v{version} is not supported (0-4)"
             )
         try:
             return _read_DescribeConfigsResult(r, version)
@@ -145,19 +145,19 @@ class DescribeConfigsResult:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this DescribeConfigsResult as ``version`` into ``w``."""
-        if not 1 <= version <= 4:
+        if not 0 <= version <= 4:
             raise UnsupportedVersionError(
-                f"DescribeConfigsResponse v{version} is not supported (1-4)"
+                f"DescribeConfigsResponse v{version} is not supported (0-4)"
             )
         _write_DescribeConfigsResult(self, w, version)
 
 
 @dataclass(slots=True)
 class DescribeConfigsResponse:
-    """Kafka DescribeConfigsResponse (api key 32): versions 1-4, flexible 4+."""
+    """Kafka DescribeConfigsResponse (api key 32): versions 0-4, flexible 4+."""
 
     API_KEY: ClassVar[int] = 32
-    MIN_VERSION: ClassVar[int] = 1
+    MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 4
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 4
 
@@ -170,9 +170,9 @@ class DescribeConfigsResponse:
     @classmethod
     def read(cls, r: Reader, version: int) -> DescribeConfigsResponse:
         """Decode a DescribeConfigsResponse of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 4:
+        if not 0 <= version <= 4:
             raise UnsupportedVersionError(
-                f"DescribeConfigsResponse v{version} is not supported (1-4)"
+                f"DescribeConfigsResponse v{version} is not supported (0-4)"
             )
         try:
             return _read_DescribeConfigsResponse(r, version)
@@ -181,9 +181,9 @@ class DescribeConfigsResponse:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this DescribeConfigsResponse as ``version`` into ``w``."""
-        if not 1 <= version <= 4:
+        if not 0 <= version <= 4:
             raise UnsupportedVersionError(
-                f"DescribeConfigsResponse v{version} is not supported (1-4)"
+                f"DescribeConfigsResponse v{version} is not supported (0-4)"
             )
         _write_DescribeConfigsResponse(self, w, version)
 
@@ -294,9 +294,10 @@ def _read_DescribeConfigsResourceResult(r: Reader, version: int) -> DescribeConf
     f_name: str
     f_value: str | None
     f_read_only: bool
-    f_config_source: int
+    f_config_source: int = -1
+    f_is_default: bool = False
     f_is_sensitive: bool
-    f_synonyms: list[DescribeConfigsSynonym]
+    f_synonyms: list[DescribeConfigsSynonym] = []
     f_config_type: int = 0
     f_documentation: str | None = ""
     if version >= 4:
@@ -343,27 +344,36 @@ def _read_DescribeConfigsResourceResult(r: Reader, version: int) -> DescribeConf
                 raise DecodeError("truncated or invalid string length")
             pos += _n
             f_value = _m.tobytes().decode()
-    f_read_only, f_config_source, f_is_sensitive = _S_obo.unpack_from(buf, pos)
-    pos += 3
-    if version >= 4:
-        _n = buf[pos]
+    f_read_only = _S_o.unpack_from(buf, pos)[0]
+    pos += 1
+    if version >= 1:
+        f_config_source = _S_b.unpack_from(buf, pos)[0]
         pos += 1
-        if _n > 127:
-            _n, pos = read_uvarint(buf, pos - 1)
-        _n -= 1
-        if _n < 0 or _n > len(buf) - pos:
-            raise DecodeError("invalid array length")
-        r.pos = pos
-        f_synonyms = [_read_DescribeConfigsSynonym(r, version) for _ in range(_n)]
-        pos = r.pos
-    else:
-        _n = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-        if _n < 0 or _n > len(buf) - pos:
-            raise DecodeError("invalid array length")
-        r.pos = pos
-        f_synonyms = [_read_DescribeConfigsSynonym(r, version) for _ in range(_n)]
-        pos = r.pos
+    if version <= 0:
+        f_is_default = _S_o.unpack_from(buf, pos)[0]
+        pos += 1
+    f_is_sensitive = _S_o.unpack_from(buf, pos)[0]
+    pos += 1
+    if version >= 1:
+        if version >= 4:
+            _n = buf[pos]
+            pos += 1
+            if _n > 127:
+                _n, pos = read_uvarint(buf, pos - 1)
+            _n -= 1
+            if _n < 0 or _n > len(buf) - pos:
+                raise DecodeError("invalid array length")
+            r.pos = pos
+            f_synonyms = [_read_DescribeConfigsSynonym(r, version) for _ in range(_n)]
+            pos = r.pos
+        else:
+            _n = _S_i.unpack_from(buf, pos)[0]
+            pos += 4
+            if _n < 0 or _n > len(buf) - pos:
+                raise DecodeError("invalid array length")
+            r.pos = pos
+            f_synonyms = [_read_DescribeConfigsSynonym(r, version) for _ in range(_n)]
+            pos = r.pos
     if version >= 3:
         f_config_type = _S_b.unpack_from(buf, pos)[0]
         pos += 1
@@ -400,14 +410,15 @@ def _read_DescribeConfigsResourceResult(r: Reader, version: int) -> DescribeConf
             pos = skip_tagged_fields(buf, pos - 1)
     r.pos = pos
     return DescribeConfigsResourceResult(
-        name=f_name,
-        value=f_value,
-        read_only=f_read_only,
-        config_source=f_config_source,
-        is_sensitive=f_is_sensitive,
-        synonyms=f_synonyms,
-        config_type=f_config_type,
-        documentation=f_documentation,
+        f_name,
+        f_value,
+        f_read_only,
+        f_config_source,
+        f_is_default,
+        f_is_sensitive,
+        f_synonyms,
+        f_config_type,
+        f_documentation,
     )
 
 
@@ -447,21 +458,27 @@ def _write_DescribeConfigsResourceResult(
             _s = v_value.encode()
             b += _S_h.pack(len(_s))
             b += _s
-    b += _S_obo.pack(o.read_only, o.config_source, o.is_sensitive)
-    if version >= 4:
-        v_synonyms = o.synonyms
-        _l = len(v_synonyms) + 1
-        if _l < 128:
-            b.append(_l)
+    b += _S_o.pack(o.read_only)
+    if version >= 1:
+        b += _S_b.pack(o.config_source)
+    if version <= 0:
+        b += _S_o.pack(o.is_default)
+    b += _S_o.pack(o.is_sensitive)
+    if version >= 1:
+        if version >= 4:
+            v_synonyms = o.synonyms
+            _l = len(v_synonyms) + 1
+            if _l < 128:
+                b.append(_l)
+            else:
+                b += encode_uvarint(_l)
+            for e_synonyms in v_synonyms:
+                _write_DescribeConfigsSynonym(e_synonyms, w, version)
         else:
-            b += encode_uvarint(_l)
-        for e_synonyms in v_synonyms:
-            _write_DescribeConfigsSynonym(e_synonyms, w, version)
-    else:
-        v_synonyms = o.synonyms
-        b += _S_i.pack(len(v_synonyms))
-        for e_synonyms in v_synonyms:
-            _write_DescribeConfigsSynonym(e_synonyms, w, version)
+            v_synonyms = o.synonyms
+            b += _S_i.pack(len(v_synonyms))
+            for e_synonyms in v_synonyms:
+                _write_DescribeConfigsSynonym(e_synonyms, w, version)
     if version >= 3:
         b += _S_b.pack(o.config_type)
     if version >= 3:

@@ -37,9 +37,9 @@ class DescribableLogDirTopic:
     @classmethod
     def read(cls, r: Reader, version: int) -> DescribableLogDirTopic:
         """Decode a DescribableLogDirTopic of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 5:
+        if not 0 <= version <= 5:
             raise UnsupportedVersionError(
-                f"DescribeLogDirsRequest v{version} is not supported (1-5)"
+                f"DescribeLogDirsRequest v{version} is not supported (0-5)"
             )
         try:
             return _read_DescribableLogDirTopic(r, version)
@@ -48,19 +48,19 @@ class DescribableLogDirTopic:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this DescribableLogDirTopic as ``version`` into ``w``."""
-        if not 1 <= version <= 5:
+        if not 0 <= version <= 5:
             raise UnsupportedVersionError(
-                f"DescribeLogDirsRequest v{version} is not supported (1-5)"
+                f"DescribeLogDirsRequest v{version} is not supported (0-5)"
             )
         _write_DescribableLogDirTopic(self, w, version)
 
 
 @dataclass(slots=True)
 class DescribeLogDirsRequest:
-    """Kafka DescribeLogDirsRequest (api key 35): versions 1-5, flexible 2+."""
+    """Kafka DescribeLogDirsRequest (api key 35): versions 0-5, flexible 2+."""
 
     API_KEY: ClassVar[int] = 35
-    MIN_VERSION: ClassVar[int] = 1
+    MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 5
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 2
 
@@ -70,9 +70,9 @@ class DescribeLogDirsRequest:
     @classmethod
     def read(cls, r: Reader, version: int) -> DescribeLogDirsRequest:
         """Decode a DescribeLogDirsRequest of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 5:
+        if not 0 <= version <= 5:
             raise UnsupportedVersionError(
-                f"DescribeLogDirsRequest v{version} is not supported (1-5)"
+                f"DescribeLogDirsRequest v{version} is not supported (0-5)"
             )
         try:
             return _read_DescribeLogDirsRequest(r, version)
@@ -81,9 +81,9 @@ class DescribeLogDirsRequest:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this DescribeLogDirsRequest as ``version`` into ``w``."""
-        if not 1 <= version <= 5:
+        if not 0 <= version <= 5:
             raise UnsupportedVersionError(
-                f"DescribeLogDirsRequest v{version} is not supported (1-5)"
+                f"DescribeLogDirsRequest v{version} is not supported (0-5)"
             )
         _write_DescribeLogDirsRequest(self, w, version)
 

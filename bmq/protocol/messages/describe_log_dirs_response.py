@@ -46,9 +46,9 @@ class DescribeLogDirsPartition:
     @classmethod
     def read(cls, r: Reader, version: int) -> DescribeLogDirsPartition:
         """Decode a DescribeLogDirsPartition of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 5:
+        if not 0 <= version <= 5:
             raise UnsupportedVersionError(
-                f"DescribeLogDirsResponse v{version} is not supported (1-5)"
+                f"DescribeLogDirsResponse v{version} is not supported (0-5)"
             )
         try:
             return _read_DescribeLogDirsPartition(r, version)
@@ -57,9 +57,9 @@ class DescribeLogDirsPartition:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this DescribeLogDirsPartition as ``version`` into ``w``."""
-        if not 1 <= version <= 5:
+        if not 0 <= version <= 5:
             raise UnsupportedVersionError(
-                f"DescribeLogDirsResponse v{version} is not supported (1-5)"
+                f"DescribeLogDirsResponse v{version} is not supported (0-5)"
             )
         _write_DescribeLogDirsPartition(self, w, version)
 
@@ -77,9 +77,9 @@ class DescribeLogDirsTopic:
     @classmethod
     def read(cls, r: Reader, version: int) -> DescribeLogDirsTopic:
         """Decode a DescribeLogDirsTopic of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 5:
+        if not 0 <= version <= 5:
             raise UnsupportedVersionError(
-                f"DescribeLogDirsResponse v{version} is not supported (1-5)"
+                f"DescribeLogDirsResponse v{version} is not supported (0-5)"
             )
         try:
             return _read_DescribeLogDirsTopic(r, version)
@@ -88,9 +88,9 @@ class DescribeLogDirsTopic:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this DescribeLogDirsTopic as ``version`` into ``w``."""
-        if not 1 <= version <= 5:
+        if not 0 <= version <= 5:
             raise UnsupportedVersionError(
-                f"DescribeLogDirsResponse v{version} is not supported (1-5)"
+                f"DescribeLogDirsResponse v{version} is not supported (0-5)"
             )
         _write_DescribeLogDirsTopic(self, w, version)
 
@@ -120,9 +120,9 @@ class DescribeLogDirsResult:
     @classmethod
     def read(cls, r: Reader, version: int) -> DescribeLogDirsResult:
         """Decode a DescribeLogDirsResult of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 5:
+        if not 0 <= version <= 5:
             raise UnsupportedVersionError(
-                f"DescribeLogDirsResponse v{version} is not supported (1-5)"
+                f"DescribeLogDirsResponse v{version} is not supported (0-5)"
             )
         try:
             return _read_DescribeLogDirsResult(r, version)
@@ -131,19 +131,19 @@ class DescribeLogDirsResult:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this DescribeLogDirsResult as ``version`` into ``w``."""
-        if not 1 <= version <= 5:
+        if not 0 <= version <= 5:
             raise UnsupportedVersionError(
-                f"DescribeLogDirsResponse v{version} is not supported (1-5)"
+                f"DescribeLogDirsResponse v{version} is not supported (0-5)"
             )
         _write_DescribeLogDirsResult(self, w, version)
 
 
 @dataclass(slots=True)
 class DescribeLogDirsResponse:
-    """Kafka DescribeLogDirsResponse (api key 35): versions 1-5, flexible 2+."""
+    """Kafka DescribeLogDirsResponse (api key 35): versions 0-5, flexible 2+."""
 
     API_KEY: ClassVar[int] = 35
-    MIN_VERSION: ClassVar[int] = 1
+    MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 5
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 2
 
@@ -159,9 +159,9 @@ class DescribeLogDirsResponse:
     @classmethod
     def read(cls, r: Reader, version: int) -> DescribeLogDirsResponse:
         """Decode a DescribeLogDirsResponse of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 5:
+        if not 0 <= version <= 5:
             raise UnsupportedVersionError(
-                f"DescribeLogDirsResponse v{version} is not supported (1-5)"
+                f"DescribeLogDirsResponse v{version} is not supported (0-5)"
             )
         try:
             return _read_DescribeLogDirsResponse(r, version)
@@ -170,9 +170,9 @@ class DescribeLogDirsResponse:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this DescribeLogDirsResponse as ``version`` into ``w``."""
-        if not 1 <= version <= 5:
+        if not 0 <= version <= 5:
             raise UnsupportedVersionError(
-                f"DescribeLogDirsResponse v{version} is not supported (1-5)"
+                f"DescribeLogDirsResponse v{version} is not supported (0-5)"
             )
         _write_DescribeLogDirsResponse(self, w, version)
 

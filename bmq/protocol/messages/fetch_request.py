@@ -23,10 +23,10 @@ from bmq.protocol.primitives import (
     skip_tagged_fields,
 )
 
+_S_b = struct.Struct(">b")
 _S_h = struct.Struct(">h")
 _S_i = struct.Struct(">i")
 _S_ii = struct.Struct(">ii")
-_S_iiib = struct.Struct(">iiib")
 _S_iq = struct.Struct(">iq")
 _S_q = struct.Struct(">q")
 
@@ -44,8 +44,8 @@ class ReplicaState:
     @classmethod
     def read(cls, r: Reader, version: int) -> ReplicaState:
         """Decode a ReplicaState of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 4 <= version <= 18:
-            raise UnsupportedVersionError(f"FetchRequest v{version} is not supported (4-18)")
+        if not 0 <= version <= 18:
+            raise UnsupportedVersionError(f"FetchRequest v{version} is not supported (0-18)")
         try:
             return _read_ReplicaState(r, version)
         except DECODE_ERRORS as e:
@@ -53,8 +53,8 @@ class ReplicaState:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this ReplicaState as ``version`` into ``w``."""
-        if not 4 <= version <= 18:
-            raise UnsupportedVersionError(f"FetchRequest v{version} is not supported (4-18)")
+        if not 0 <= version <= 18:
+            raise UnsupportedVersionError(f"FetchRequest v{version} is not supported (0-18)")
         _write_ReplicaState(self, w, version)
 
 
@@ -89,8 +89,8 @@ class FetchPartition:
     @classmethod
     def read(cls, r: Reader, version: int) -> FetchPartition:
         """Decode a FetchPartition of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 4 <= version <= 18:
-            raise UnsupportedVersionError(f"FetchRequest v{version} is not supported (4-18)")
+        if not 0 <= version <= 18:
+            raise UnsupportedVersionError(f"FetchRequest v{version} is not supported (0-18)")
         try:
             return _read_FetchPartition(r, version)
         except DECODE_ERRORS as e:
@@ -98,8 +98,8 @@ class FetchPartition:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this FetchPartition as ``version`` into ``w``."""
-        if not 4 <= version <= 18:
-            raise UnsupportedVersionError(f"FetchRequest v{version} is not supported (4-18)")
+        if not 0 <= version <= 18:
+            raise UnsupportedVersionError(f"FetchRequest v{version} is not supported (0-18)")
         _write_FetchPartition(self, w, version)
 
 
@@ -119,8 +119,8 @@ class FetchTopic:
     @classmethod
     def read(cls, r: Reader, version: int) -> FetchTopic:
         """Decode a FetchTopic of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 4 <= version <= 18:
-            raise UnsupportedVersionError(f"FetchRequest v{version} is not supported (4-18)")
+        if not 0 <= version <= 18:
+            raise UnsupportedVersionError(f"FetchRequest v{version} is not supported (0-18)")
         try:
             return _read_FetchTopic(r, version)
         except DECODE_ERRORS as e:
@@ -128,8 +128,8 @@ class FetchTopic:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this FetchTopic as ``version`` into ``w``."""
-        if not 4 <= version <= 18:
-            raise UnsupportedVersionError(f"FetchRequest v{version} is not supported (4-18)")
+        if not 0 <= version <= 18:
+            raise UnsupportedVersionError(f"FetchRequest v{version} is not supported (0-18)")
         _write_FetchTopic(self, w, version)
 
 
@@ -149,8 +149,8 @@ class ForgottenTopic:
     @classmethod
     def read(cls, r: Reader, version: int) -> ForgottenTopic:
         """Decode a ForgottenTopic of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 4 <= version <= 18:
-            raise UnsupportedVersionError(f"FetchRequest v{version} is not supported (4-18)")
+        if not 0 <= version <= 18:
+            raise UnsupportedVersionError(f"FetchRequest v{version} is not supported (0-18)")
         try:
             return _read_ForgottenTopic(r, version)
         except DECODE_ERRORS as e:
@@ -158,17 +158,17 @@ class ForgottenTopic:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this ForgottenTopic as ``version`` into ``w``."""
-        if not 4 <= version <= 18:
-            raise UnsupportedVersionError(f"FetchRequest v{version} is not supported (4-18)")
+        if not 0 <= version <= 18:
+            raise UnsupportedVersionError(f"FetchRequest v{version} is not supported (0-18)")
         _write_ForgottenTopic(self, w, version)
 
 
 @dataclass(slots=True)
 class FetchRequest:
-    """Kafka FetchRequest (api key 1): versions 4-18, flexible 12+."""
+    """Kafka FetchRequest (api key 1): versions 0-18, flexible 12+."""
 
     API_KEY: ClassVar[int] = 1
-    MIN_VERSION: ClassVar[int] = 4
+    MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 18
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 12
 
@@ -211,8 +211,8 @@ class FetchRequest:
     @classmethod
     def read(cls, r: Reader, version: int) -> FetchRequest:
         """Decode a FetchRequest of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 4 <= version <= 18:
-            raise UnsupportedVersionError(f"FetchRequest v{version} is not supported (4-18)")
+        if not 0 <= version <= 18:
+            raise UnsupportedVersionError(f"FetchRequest v{version} is not supported (0-18)")
         try:
             return _read_FetchRequest(r, version)
         except DECODE_ERRORS as e:
@@ -220,8 +220,8 @@ class FetchRequest:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this FetchRequest as ``version`` into ``w``."""
-        if not 4 <= version <= 18:
-            raise UnsupportedVersionError(f"FetchRequest v{version} is not supported (4-18)")
+        if not 0 <= version <= 18:
+            raise UnsupportedVersionError(f"FetchRequest v{version} is not supported (0-18)")
         _write_FetchRequest(self, w, version)
 
 
@@ -529,8 +529,8 @@ def _read_FetchRequest(r: Reader, version: int) -> FetchRequest:
     f_replica_state: ReplicaState | None = None
     f_max_wait_ms: int
     f_min_bytes: int
-    f_max_bytes: int
-    f_isolation_level: int
+    f_max_bytes: int = 2147483647
+    f_isolation_level: int = 0
     f_session_id: int = 0
     f_session_epoch: int = -1
     f_topics: list[FetchTopic]
@@ -539,8 +539,14 @@ def _read_FetchRequest(r: Reader, version: int) -> FetchRequest:
     if version <= 14:
         f_replica_id = _S_i.unpack_from(buf, pos)[0]
         pos += 4
-    f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level = _S_iiib.unpack_from(buf, pos)
-    pos += 13
+    f_max_wait_ms, f_min_bytes = _S_ii.unpack_from(buf, pos)
+    pos += 8
+    if version >= 3:
+        f_max_bytes = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+    if version >= 4:
+        f_isolation_level = _S_b.unpack_from(buf, pos)[0]
+        pos += 1
     if version >= 7:
         f_session_id, f_session_epoch = _S_ii.unpack_from(buf, pos)
         pos += 8
@@ -659,7 +665,11 @@ def _write_FetchRequest(o: FetchRequest, w: Writer, version: int) -> None:
     b = w.buf
     if version <= 14:
         b += _S_i.pack(o.replica_id)
-    b += _S_iiib.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level)
+    b += _S_ii.pack(o.max_wait_ms, o.min_bytes)
+    if version >= 3:
+        b += _S_i.pack(o.max_bytes)
+    if version >= 4:
+        b += _S_b.pack(o.isolation_level)
     if version >= 7:
         b += _S_ii.pack(o.session_id, o.session_epoch)
     if version >= 12:

@@ -28,7 +28,7 @@ from bmq.protocol.primitives import (
 _S_h = struct.Struct(">h")
 _S_hi = struct.Struct(">hi")
 _S_i = struct.Struct(">i")
-_S_ihqq = struct.Struct(">ihqq")
+_S_ihq = struct.Struct(">ihq")
 _S_ii = struct.Struct(">ii")
 _S_iq = struct.Struct(">iq")
 _S_q = struct.Struct(">q")
@@ -49,8 +49,8 @@ class EpochEndOffset:
     @classmethod
     def read(cls, r: Reader, version: int) -> EpochEndOffset:
         """Decode a EpochEndOffset of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 4 <= version <= 18:
-            raise UnsupportedVersionError(f"FetchResponse v{version} is not supported (4-18)")
+        if not 0 <= version <= 18:
+            raise UnsupportedVersionError(f"FetchResponse v{version} is not supported (0-18)")
         try:
             return _read_EpochEndOffset(r, version)
         except DECODE_ERRORS as e:
@@ -58,8 +58,8 @@ class EpochEndOffset:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this EpochEndOffset as ``version`` into ``w``."""
-        if not 4 <= version <= 18:
-            raise UnsupportedVersionError(f"FetchResponse v{version} is not supported (4-18)")
+        if not 0 <= version <= 18:
+            raise UnsupportedVersionError(f"FetchResponse v{version} is not supported (0-18)")
         _write_EpochEndOffset(self, w, version)
 
 
@@ -76,8 +76,8 @@ class LeaderIdAndEpoch:
     @classmethod
     def read(cls, r: Reader, version: int) -> LeaderIdAndEpoch:
         """Decode a LeaderIdAndEpoch of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 4 <= version <= 18:
-            raise UnsupportedVersionError(f"FetchResponse v{version} is not supported (4-18)")
+        if not 0 <= version <= 18:
+            raise UnsupportedVersionError(f"FetchResponse v{version} is not supported (0-18)")
         try:
             return _read_LeaderIdAndEpoch(r, version)
         except DECODE_ERRORS as e:
@@ -85,8 +85,8 @@ class LeaderIdAndEpoch:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this LeaderIdAndEpoch as ``version`` into ``w``."""
-        if not 4 <= version <= 18:
-            raise UnsupportedVersionError(f"FetchResponse v{version} is not supported (4-18)")
+        if not 0 <= version <= 18:
+            raise UnsupportedVersionError(f"FetchResponse v{version} is not supported (0-18)")
         _write_LeaderIdAndEpoch(self, w, version)
 
 
@@ -103,8 +103,8 @@ class SnapshotId:
     @classmethod
     def read(cls, r: Reader, version: int) -> SnapshotId:
         """Decode a SnapshotId of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 4 <= version <= 18:
-            raise UnsupportedVersionError(f"FetchResponse v{version} is not supported (4-18)")
+        if not 0 <= version <= 18:
+            raise UnsupportedVersionError(f"FetchResponse v{version} is not supported (0-18)")
         try:
             return _read_SnapshotId(r, version)
         except DECODE_ERRORS as e:
@@ -112,8 +112,8 @@ class SnapshotId:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this SnapshotId as ``version`` into ``w``."""
-        if not 4 <= version <= 18:
-            raise UnsupportedVersionError(f"FetchResponse v{version} is not supported (4-18)")
+        if not 0 <= version <= 18:
+            raise UnsupportedVersionError(f"FetchResponse v{version} is not supported (0-18)")
         _write_SnapshotId(self, w, version)
 
 
@@ -130,8 +130,8 @@ class AbortedTransaction:
     @classmethod
     def read(cls, r: Reader, version: int) -> AbortedTransaction:
         """Decode a AbortedTransaction of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 4 <= version <= 18:
-            raise UnsupportedVersionError(f"FetchResponse v{version} is not supported (4-18)")
+        if not 0 <= version <= 18:
+            raise UnsupportedVersionError(f"FetchResponse v{version} is not supported (0-18)")
         try:
             return _read_AbortedTransaction(r, version)
         except DECODE_ERRORS as e:
@@ -139,8 +139,8 @@ class AbortedTransaction:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this AbortedTransaction as ``version`` into ``w``."""
-        if not 4 <= version <= 18:
-            raise UnsupportedVersionError(f"FetchResponse v{version} is not supported (4-18)")
+        if not 0 <= version <= 18:
+            raise UnsupportedVersionError(f"FetchResponse v{version} is not supported (0-18)")
         _write_AbortedTransaction(self, w, version)
 
 
@@ -184,8 +184,8 @@ class PartitionData:
     @classmethod
     def read(cls, r: Reader, version: int) -> PartitionData:
         """Decode a PartitionData of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 4 <= version <= 18:
-            raise UnsupportedVersionError(f"FetchResponse v{version} is not supported (4-18)")
+        if not 0 <= version <= 18:
+            raise UnsupportedVersionError(f"FetchResponse v{version} is not supported (0-18)")
         try:
             return _read_PartitionData(r, version)
         except DECODE_ERRORS as e:
@@ -193,8 +193,8 @@ class PartitionData:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this PartitionData as ``version`` into ``w``."""
-        if not 4 <= version <= 18:
-            raise UnsupportedVersionError(f"FetchResponse v{version} is not supported (4-18)")
+        if not 0 <= version <= 18:
+            raise UnsupportedVersionError(f"FetchResponse v{version} is not supported (0-18)")
         _write_PartitionData(self, w, version)
 
 
@@ -214,8 +214,8 @@ class FetchableTopicResponse:
     @classmethod
     def read(cls, r: Reader, version: int) -> FetchableTopicResponse:
         """Decode a FetchableTopicResponse of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 4 <= version <= 18:
-            raise UnsupportedVersionError(f"FetchResponse v{version} is not supported (4-18)")
+        if not 0 <= version <= 18:
+            raise UnsupportedVersionError(f"FetchResponse v{version} is not supported (0-18)")
         try:
             return _read_FetchableTopicResponse(r, version)
         except DECODE_ERRORS as e:
@@ -223,8 +223,8 @@ class FetchableTopicResponse:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this FetchableTopicResponse as ``version`` into ``w``."""
-        if not 4 <= version <= 18:
-            raise UnsupportedVersionError(f"FetchResponse v{version} is not supported (4-18)")
+        if not 0 <= version <= 18:
+            raise UnsupportedVersionError(f"FetchResponse v{version} is not supported (0-18)")
         _write_FetchableTopicResponse(self, w, version)
 
 
@@ -247,8 +247,8 @@ class NodeEndpoint:
     @classmethod
     def read(cls, r: Reader, version: int) -> NodeEndpoint:
         """Decode a NodeEndpoint of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 4 <= version <= 18:
-            raise UnsupportedVersionError(f"FetchResponse v{version} is not supported (4-18)")
+        if not 0 <= version <= 18:
+            raise UnsupportedVersionError(f"FetchResponse v{version} is not supported (0-18)")
         try:
             return _read_NodeEndpoint(r, version)
         except DECODE_ERRORS as e:
@@ -256,17 +256,17 @@ class NodeEndpoint:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this NodeEndpoint as ``version`` into ``w``."""
-        if not 4 <= version <= 18:
-            raise UnsupportedVersionError(f"FetchResponse v{version} is not supported (4-18)")
+        if not 0 <= version <= 18:
+            raise UnsupportedVersionError(f"FetchResponse v{version} is not supported (0-18)")
         _write_NodeEndpoint(self, w, version)
 
 
 @dataclass(slots=True)
 class FetchResponse:
-    """Kafka FetchResponse (api key 1): versions 4-18, flexible 12+."""
+    """Kafka FetchResponse (api key 1): versions 0-18, flexible 12+."""
 
     API_KEY: ClassVar[int] = 1
-    MIN_VERSION: ClassVar[int] = 4
+    MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 18
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 12
 
@@ -288,8 +288,8 @@ class FetchResponse:
     @classmethod
     def read(cls, r: Reader, version: int) -> FetchResponse:
         """Decode a FetchResponse of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 4 <= version <= 18:
-            raise UnsupportedVersionError(f"FetchResponse v{version} is not supported (4-18)")
+        if not 0 <= version <= 18:
+            raise UnsupportedVersionError(f"FetchResponse v{version} is not supported (0-18)")
         try:
             return _read_FetchResponse(r, version)
         except DECODE_ERRORS as e:
@@ -297,8 +297,8 @@ class FetchResponse:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this FetchResponse as ``version`` into ``w``."""
-        if not 4 <= version <= 18:
-            raise UnsupportedVersionError(f"FetchResponse v{version} is not supported (4-18)")
+        if not 0 <= version <= 18:
+            raise UnsupportedVersionError(f"FetchResponse v{version} is not supported (0-18)")
         _write_FetchResponse(self, w, version)
 
 
@@ -394,46 +394,48 @@ def _read_PartitionData(r: Reader, version: int) -> PartitionData:
     f_partition_index: int
     f_error_code: int
     f_high_watermark: int
-    f_last_stable_offset: int
+    f_last_stable_offset: int = -1
     f_log_start_offset: int = -1
     f_diverging_epoch: EpochEndOffset | None = None
     f_current_leader: LeaderIdAndEpoch | None = None
     f_snapshot_id: SnapshotId | None = None
-    f_aborted_transactions: list[AbortedTransaction] | None
+    f_aborted_transactions: list[AbortedTransaction] | None = []
     f_preferred_read_replica: int = -1
     f_records: RecordsInput
-    f_partition_index, f_error_code, f_high_watermark, f_last_stable_offset = _S_ihqq.unpack_from(
-        buf, pos
-    )
-    pos += 22
+    f_partition_index, f_error_code, f_high_watermark = _S_ihq.unpack_from(buf, pos)
+    pos += 14
+    if version >= 4:
+        f_last_stable_offset = _S_q.unpack_from(buf, pos)[0]
+        pos += 8
     if version >= 5:
         f_log_start_offset = _S_q.unpack_from(buf, pos)[0]
         pos += 8
-    if version >= 12:
-        _n = buf[pos]
-        pos += 1
-        if _n > 127:
-            _n, pos = read_uvarint(buf, pos - 1)
-        _n -= 1
-        if _n == -1:
-            f_aborted_transactions = None
+    if version >= 4:
+        if version >= 12:
+            _n = buf[pos]
+            pos += 1
+            if _n > 127:
+                _n, pos = read_uvarint(buf, pos - 1)
+            _n -= 1
+            if _n == -1:
+                f_aborted_transactions = None
+            else:
+                if _n < 0 or _n > len(buf) - pos:
+                    raise DecodeError("invalid array length")
+                r.pos = pos
+                f_aborted_transactions = [_read_AbortedTransaction(r, version) for _ in range(_n)]
+                pos = r.pos
         else:
-            if _n < 0 or _n > len(buf) - pos:
-                raise DecodeError("invalid array length")
-            r.pos = pos
-            f_aborted_transactions = [_read_AbortedTransaction(r, version) for _ in range(_n)]
-            pos = r.pos
-    else:
-        _n = _S_i.unpack_from(buf, pos)[0]
-        pos += 4
-        if _n == -1:
-            f_aborted_transactions = None
-        else:
-            if _n < 0 or _n > len(buf) - pos:
-                raise DecodeError("invalid array length")
-            r.pos = pos
-            f_aborted_transactions = [_read_AbortedTransaction(r, version) for _ in range(_n)]
-            pos = r.pos
+            _n = _S_i.unpack_from(buf, pos)[0]
+            pos += 4
+            if _n == -1:
+                f_aborted_transactions = None
+            else:
+                if _n < 0 or _n > len(buf) - pos:
+                    raise DecodeError("invalid array length")
+                r.pos = pos
+                f_aborted_transactions = [_read_AbortedTransaction(r, version) for _ in range(_n)]
+                pos = r.pos
     if version >= 11:
         f_preferred_read_replica = _S_i.unpack_from(buf, pos)[0]
         pos += 4
@@ -511,29 +513,32 @@ def _read_PartitionData(r: Reader, version: int) -> PartitionData:
 
 def _write_PartitionData(o: PartitionData, w: Writer, version: int) -> None:
     b = w.buf
-    b += _S_ihqq.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset)
+    b += _S_ihq.pack(o.partition_index, o.error_code, o.high_watermark)
+    if version >= 4:
+        b += _S_q.pack(o.last_stable_offset)
     if version >= 5:
         b += _S_q.pack(o.log_start_offset)
-    if version >= 12:
-        v_aborted_transactions = o.aborted_transactions
-        if v_aborted_transactions is None:
-            b.append(0)
-        else:
-            _l = len(v_aborted_transactions) + 1
-            if _l < 128:
-                b.append(_l)
+    if version >= 4:
+        if version >= 12:
+            v_aborted_transactions = o.aborted_transactions
+            if v_aborted_transactions is None:
+                b.append(0)
             else:
-                b += encode_uvarint(_l)
-            for e_aborted_transactions in v_aborted_transactions:
-                _write_AbortedTransaction(e_aborted_transactions, w, version)
-    else:
-        v_aborted_transactions = o.aborted_transactions
-        if v_aborted_transactions is None:
-            b += b"\xff\xff\xff\xff"
+                _l = len(v_aborted_transactions) + 1
+                if _l < 128:
+                    b.append(_l)
+                else:
+                    b += encode_uvarint(_l)
+                for e_aborted_transactions in v_aborted_transactions:
+                    _write_AbortedTransaction(e_aborted_transactions, w, version)
         else:
-            b += _S_i.pack(len(v_aborted_transactions))
-            for e_aborted_transactions in v_aborted_transactions:
-                _write_AbortedTransaction(e_aborted_transactions, w, version)
+            v_aborted_transactions = o.aborted_transactions
+            if v_aborted_transactions is None:
+                b += b"\xff\xff\xff\xff"
+            else:
+                b += _S_i.pack(len(v_aborted_transactions))
+                for e_aborted_transactions in v_aborted_transactions:
+                    _write_AbortedTransaction(e_aborted_transactions, w, version)
     if version >= 11:
         b += _S_i.pack(o.preferred_read_replica)
     if version >= 12:
@@ -740,13 +745,14 @@ def _write_NodeEndpoint(o: NodeEndpoint, w: Writer, version: int) -> None:
 def _read_FetchResponse(r: Reader, version: int) -> FetchResponse:
     buf = r.buf
     pos = r.pos
-    f_throttle_time_ms: int
+    f_throttle_time_ms: int = 0
     f_error_code: int = 0
     f_session_id: int = 0
     f_responses: list[FetchableTopicResponse]
     f_node_endpoints: list[NodeEndpoint] = []
-    f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
+    if version >= 1:
+        f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
     if version >= 7:
         f_error_code, f_session_id = _S_hi.unpack_from(buf, pos)
         pos += 6
@@ -803,7 +809,8 @@ def _read_FetchResponse(r: Reader, version: int) -> FetchResponse:
 
 def _write_FetchResponse(o: FetchResponse, w: Writer, version: int) -> None:
     b = w.buf
-    b += _S_i.pack(o.throttle_time_ms)
+    if version >= 1:
+        b += _S_i.pack(o.throttle_time_ms)
     if version >= 7:
         b += _S_hi.pack(o.error_code, o.session_id)
     if version >= 12:

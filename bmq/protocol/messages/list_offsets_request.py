@@ -45,8 +45,8 @@ class ListOffsetsPartition:
     @classmethod
     def read(cls, r: Reader, version: int) -> ListOffsetsPartition:
         """Decode a ListOffsetsPartition of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 11:
-            raise UnsupportedVersionError(f"ListOffsetsRequest v{version} is not supported (1-11)")
+        if not 0 <= version <= 11:
+            raise UnsupportedVersionError(f"ListOffsetsRequest v{version} is not supported (0-11)")
         try:
             return _read_ListOffsetsPartition(r, version)
         except DECODE_ERRORS as e:
@@ -54,8 +54,8 @@ class ListOffsetsPartition:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this ListOffsetsPartition as ``version`` into ``w``."""
-        if not 1 <= version <= 11:
-            raise UnsupportedVersionError(f"ListOffsetsRequest v{version} is not supported (1-11)")
+        if not 0 <= version <= 11:
+            raise UnsupportedVersionError(f"ListOffsetsRequest v{version} is not supported (0-11)")
         _write_ListOffsetsPartition(self, w, version)
 
 
@@ -72,8 +72,8 @@ class ListOffsetsTopic:
     @classmethod
     def read(cls, r: Reader, version: int) -> ListOffsetsTopic:
         """Decode a ListOffsetsTopic of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 11:
-            raise UnsupportedVersionError(f"ListOffsetsRequest v{version} is not supported (1-11)")
+        if not 0 <= version <= 11:
+            raise UnsupportedVersionError(f"ListOffsetsRequest v{version} is not supported (0-11)")
         try:
             return _read_ListOffsetsTopic(r, version)
         except DECODE_ERRORS as e:
@@ -81,17 +81,17 @@ class ListOffsetsTopic:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this ListOffsetsTopic as ``version`` into ``w``."""
-        if not 1 <= version <= 11:
-            raise UnsupportedVersionError(f"ListOffsetsRequest v{version} is not supported (1-11)")
+        if not 0 <= version <= 11:
+            raise UnsupportedVersionError(f"ListOffsetsRequest v{version} is not supported (0-11)")
         _write_ListOffsetsTopic(self, w, version)
 
 
 @dataclass(slots=True)
 class ListOffsetsRequest:
-    """Kafka ListOffsetsRequest (api key 2): versions 1-11, flexible 6+."""
+    """Kafka ListOffsetsRequest (api key 2): versions 0-11, flexible 6+."""
 
     API_KEY: ClassVar[int] = 2
-    MIN_VERSION: ClassVar[int] = 1
+    MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 11
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 6
 
@@ -110,8 +110,8 @@ class ListOffsetsRequest:
     @classmethod
     def read(cls, r: Reader, version: int) -> ListOffsetsRequest:
         """Decode a ListOffsetsRequest of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 11:
-            raise UnsupportedVersionError(f"ListOffsetsRequest v{version} is not supported (1-11)")
+        if not 0 <= version <= 11:
+            raise UnsupportedVersionError(f"ListOffsetsRequest v{version} is not supported (0-11)")
         try:
             return _read_ListOffsetsRequest(r, version)
         except DECODE_ERRORS as e:
@@ -119,8 +119,8 @@ class ListOffsetsRequest:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this ListOffsetsRequest as ``version`` into ``w``."""
-        if not 1 <= version <= 11:
-            raise UnsupportedVersionError(f"ListOffsetsRequest v{version} is not supported (1-11)")
+        if not 0 <= version <= 11:
+            raise UnsupportedVersionError(f"ListOffsetsRequest v{version} is not supported (0-11)")
         _write_ListOffsetsRequest(self, w, version)
 
 
@@ -130,6 +130,7 @@ def _read_ListOffsetsPartition(r: Reader, version: int) -> ListOffsetsPartition:
     f_partition_index: int
     f_current_leader_epoch: int = -1
     f_timestamp: int
+    f_max_num_offsets: int = 1
     f_partition_index = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if version >= 4:
@@ -137,6 +138,9 @@ def _read_ListOffsetsPartition(r: Reader, version: int) -> ListOffsetsPartition:
         pos += 4
     f_timestamp = _S_q.unpack_from(buf, pos)[0]
     pos += 8
+    if version <= 0:
+        f_max_num_offsets = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
     if version >= 6:
         _n = buf[pos]
         pos += 1
@@ -144,9 +148,7 @@ def _read_ListOffsetsPartition(r: Reader, version: int) -> ListOffsetsPartition:
             pos = skip_tagged_fields(buf, pos - 1)
     r.pos = pos
     return ListOffsetsPartition(
-        partition_index=f_partition_index,
-        current_leader_epoch=f_current_leader_epoch,
-        timestamp=f_timestamp,
+        f_partition_index, f_current_leader_epoch, f_timestamp, f_max_num_offsets
     )
 
 
@@ -156,6 +158,8 @@ def _write_ListOffsetsPartition(o: ListOffsetsPartition, w: Writer, version: int
     if version >= 4:
         b += _S_i.pack(o.current_leader_epoch)
     b += _S_q.pack(o.timestamp)
+    if version <= 0:
+        b += _S_i.pack(o.max_num_offsets)
     if version >= 6:
         b.append(0)
 

@@ -22,7 +22,8 @@ from bmq.protocol.primitives import (
 
 _S_h = struct.Struct(">h")
 _S_i = struct.Struct(">i")
-_S_ihqq = struct.Struct(">ihqq")
+_S_ih = struct.Struct(">ih")
+_S_qq = struct.Struct(">qq")
 
 
 @dataclass(slots=True)
@@ -50,8 +51,8 @@ class ListOffsetsPartitionResponse:
     @classmethod
     def read(cls, r: Reader, version: int) -> ListOffsetsPartitionResponse:
         """Decode a ListOffsetsPartitionResponse of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 11:
-            raise UnsupportedVersionError(f"ListOffsetsResponse v{version} is not supported (1-11)")
+        if not 0 <= version <= 11:
+            raise UnsupportedVersionError(f"ListOffsetsResponse v{version} is not supported (0-11)")
         try:
             return _read_ListOffsetsPartitionResponse(r, version)
         except DECODE_ERRORS as e:
@@ -59,8 +60,8 @@ class ListOffsetsPartitionResponse:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this ListOffsetsPartitionResponse as ``version`` into ``w``."""
-        if not 1 <= version <= 11:
-            raise UnsupportedVersionError(f"ListOffsetsResponse v{version} is not supported (1-11)")
+        if not 0 <= version <= 11:
+            raise UnsupportedVersionError(f"ListOffsetsResponse v{version} is not supported (0-11)")
         _write_ListOffsetsPartitionResponse(self, w, version)
 
 
@@ -77,8 +78,8 @@ class ListOffsetsTopicResponse:
     @classmethod
     def read(cls, r: Reader, version: int) -> ListOffsetsTopicResponse:
         """Decode a ListOffsetsTopicResponse of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 11:
-            raise UnsupportedVersionError(f"ListOffsetsResponse v{version} is not supported (1-11)")
+        if not 0 <= version <= 11:
+            raise UnsupportedVersionError(f"ListOffsetsResponse v{version} is not supported (0-11)")
         try:
             return _read_ListOffsetsTopicResponse(r, version)
         except DECODE_ERRORS as e:
@@ -86,17 +87,17 @@ class ListOffsetsTopicResponse:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this ListOffsetsTopicResponse as ``version`` into ``w``."""
-        if not 1 <= version <= 11:
-            raise UnsupportedVersionError(f"ListOffsetsResponse v{version} is not supported (1-11)")
+        if not 0 <= version <= 11:
+            raise UnsupportedVersionError(f"ListOffsetsResponse v{version} is not supported (0-11)")
         _write_ListOffsetsTopicResponse(self, w, version)
 
 
 @dataclass(slots=True)
 class ListOffsetsResponse:
-    """Kafka ListOffsetsResponse (api key 2): versions 1-11, flexible 6+."""
+    """Kafka ListOffsetsResponse (api key 2): versions 0-11, flexible 6+."""
 
     API_KEY: ClassVar[int] = 2
-    MIN_VERSION: ClassVar[int] = 1
+    MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 11
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 6
 
@@ -109,8 +110,8 @@ class ListOffsetsResponse:
     @classmethod
     def read(cls, r: Reader, version: int) -> ListOffsetsResponse:
         """Decode a ListOffsetsResponse of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 11:
-            raise UnsupportedVersionError(f"ListOffsetsResponse v{version} is not supported (1-11)")
+        if not 0 <= version <= 11:
+            raise UnsupportedVersionError(f"ListOffsetsResponse v{version} is not supported (0-11)")
         try:
             return _read_ListOffsetsResponse(r, version)
         except DECODE_ERRORS as e:
@@ -118,8 +119,8 @@ class ListOffsetsResponse:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this ListOffsetsResponse as ``version`` into ``w``."""
-        if not 1 <= version <= 11:
-            raise UnsupportedVersionError(f"ListOffsetsResponse v{version} is not supported (1-11)")
+        if not 0 <= version <= 11:
+            raise UnsupportedVersionError(f"ListOffsetsResponse v{version} is not supported (0-11)")
         _write_ListOffsetsResponse(self, w, version)
 
 
@@ -128,11 +129,22 @@ def _read_ListOffsetsPartitionResponse(r: Reader, version: int) -> ListOffsetsPa
     pos = r.pos
     f_partition_index: int
     f_error_code: int
-    f_timestamp: int
-    f_offset: int
+    f_old_style_offsets: list[int] = []
+    f_timestamp: int = -1
+    f_offset: int = -1
     f_leader_epoch: int = -1
-    f_partition_index, f_error_code, f_timestamp, f_offset = _S_ihqq.unpack_from(buf, pos)
-    pos += 22
+    f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
+    pos += 6
+    if version <= 0:
+        _n = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        if _n < 0 or _n > len(buf) - pos:
+            raise DecodeError("invalid array length")
+        f_old_style_offsets = list(struct.unpack_from(">%dq" % _n, buf, pos))
+        pos += 8 * _n
+    if version >= 1:
+        f_timestamp, f_offset = _S_qq.unpack_from(buf, pos)
+        pos += 16
     if version >= 4:
         f_leader_epoch = _S_i.unpack_from(buf, pos)[0]
         pos += 4
@@ -143,11 +155,7 @@ def _read_ListOffsetsPartitionResponse(r: Reader, version: int) -> ListOffsetsPa
             pos = skip_tagged_fields(buf, pos - 1)
     r.pos = pos
     return ListOffsetsPartitionResponse(
-        partition_index=f_partition_index,
-        error_code=f_error_code,
-        timestamp=f_timestamp,
-        offset=f_offset,
-        leader_epoch=f_leader_epoch,
+        f_partition_index, f_error_code, f_old_style_offsets, f_timestamp, f_offset, f_leader_epoch
     )
 
 
@@ -155,7 +163,13 @@ def _write_ListOffsetsPartitionResponse(
     o: ListOffsetsPartitionResponse, w: Writer, version: int
 ) -> None:
     b = w.buf
-    b += _S_ihqq.pack(o.partition_index, o.error_code, o.timestamp, o.offset)
+    b += _S_ih.pack(o.partition_index, o.error_code)
+    if version <= 0:
+        v_old_style_offsets = o.old_style_offsets
+        b += _S_i.pack(len(v_old_style_offsets))
+        b += struct.pack(">%dq" % len(v_old_style_offsets), *v_old_style_offsets)
+    if version >= 1:
+        b += _S_qq.pack(o.timestamp, o.offset)
     if version >= 4:
         b += _S_i.pack(o.leader_epoch)
     if version >= 6:

@@ -51,8 +51,8 @@ class OffsetCommitRequestPartition:
     @classmethod
     def read(cls, r: Reader, version: int) -> OffsetCommitRequestPartition:
         """Decode a OffsetCommitRequestPartition of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 2 <= version <= 10:
-            raise UnsupportedVersionError(f"OffsetCommitRequest v{version} is not supported (2-10)")
+        if not 0 <= version <= 10:
+            raise UnsupportedVersionError(f"OffsetCommitRequest v{version} is not supported (0-10)")
         try:
             return _read_OffsetCommitRequestPartition(r, version)
         except DECODE_ERRORS as e:
@@ -60,8 +60,8 @@ class OffsetCommitRequestPartition:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this OffsetCommitRequestPartition as ``version`` into ``w``."""
-        if not 2 <= version <= 10:
-            raise UnsupportedVersionError(f"OffsetCommitRequest v{version} is not supported (2-10)")
+        if not 0 <= version <= 10:
+            raise UnsupportedVersionError(f"OffsetCommitRequest v{version} is not supported (0-10)")
         _write_OffsetCommitRequestPartition(self, w, version)
 
 
@@ -81,8 +81,8 @@ class OffsetCommitRequestTopic:
     @classmethod
     def read(cls, r: Reader, version: int) -> OffsetCommitRequestTopic:
         """Decode a OffsetCommitRequestTopic of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 2 <= version <= 10:
-            raise UnsupportedVersionError(f"OffsetCommitRequest v{version} is not supported (2-10)")
+        if not 0 <= version <= 10:
+            raise UnsupportedVersionError(f"OffsetCommitRequest v{version} is not supported (0-10)")
         try:
             return _read_OffsetCommitRequestTopic(r, version)
         except DECODE_ERRORS as e:
@@ -90,17 +90,17 @@ class OffsetCommitRequestTopic:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this OffsetCommitRequestTopic as ``version`` into ``w``."""
-        if not 2 <= version <= 10:
-            raise UnsupportedVersionError(f"OffsetCommitRequest v{version} is not supported (2-10)")
+        if not 0 <= version <= 10:
+            raise UnsupportedVersionError(f"OffsetCommitRequest v{version} is not supported (0-10)")
         _write_OffsetCommitRequestTopic(self, w, version)
 
 
 @dataclass(slots=True)
 class OffsetCommitRequest:
-    """Kafka OffsetCommitRequest (api key 8): versions 2-10, flexible 8+."""
+    """Kafka OffsetCommitRequest (api key 8): versions 0-10, flexible 8+."""
 
     API_KEY: ClassVar[int] = 8
-    MIN_VERSION: ClassVar[int] = 2
+    MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 10
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 8
 
@@ -125,8 +125,8 @@ class OffsetCommitRequest:
     @classmethod
     def read(cls, r: Reader, version: int) -> OffsetCommitRequest:
         """Decode a OffsetCommitRequest of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 2 <= version <= 10:
-            raise UnsupportedVersionError(f"OffsetCommitRequest v{version} is not supported (2-10)")
+        if not 0 <= version <= 10:
+            raise UnsupportedVersionError(f"OffsetCommitRequest v{version} is not supported (0-10)")
         try:
             return _read_OffsetCommitRequest(r, version)
         except DECODE_ERRORS as e:
@@ -134,8 +134,8 @@ class OffsetCommitRequest:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this OffsetCommitRequest as ``version`` into ``w``."""
-        if not 2 <= version <= 10:
-            raise UnsupportedVersionError(f"OffsetCommitRequest v{version} is not supported (2-10)")
+        if not 0 <= version <= 10:
+            raise UnsupportedVersionError(f"OffsetCommitRequest v{version} is not supported (0-10)")
         _write_OffsetCommitRequest(self, w, version)
 
 
@@ -145,12 +145,16 @@ def _read_OffsetCommitRequestPartition(r: Reader, version: int) -> OffsetCommitR
     f_partition_index: int
     f_committed_offset: int
     f_committed_leader_epoch: int = -1
+    f_commit_timestamp: int = -1
     f_committed_metadata: str | None
     f_partition_index, f_committed_offset = _S_iq.unpack_from(buf, pos)
     pos += 12
     if version >= 6:
         f_committed_leader_epoch = _S_i.unpack_from(buf, pos)[0]
         pos += 4
+    if version == 1:
+        f_commit_timestamp = _S_q.unpack_from(buf, pos)[0]
+        pos += 8
     if version >= 8:
         _n = buf[pos]
         pos += 1
@@ -183,10 +187,11 @@ def _read_OffsetCommitRequestPartition(r: Reader, version: int) -> OffsetCommitR
             pos = skip_tagged_fields(buf, pos - 1)
     r.pos = pos
     return OffsetCommitRequestPartition(
-        partition_index=f_partition_index,
-        committed_offset=f_committed_offset,
-        committed_leader_epoch=f_committed_leader_epoch,
-        committed_metadata=f_committed_metadata,
+        f_partition_index,
+        f_committed_offset,
+        f_committed_leader_epoch,
+        f_commit_timestamp,
+        f_committed_metadata,
     )
 
 
@@ -197,6 +202,8 @@ def _write_OffsetCommitRequestPartition(
     b += _S_iq.pack(o.partition_index, o.committed_offset)
     if version >= 6:
         b += _S_i.pack(o.committed_leader_epoch)
+    if version == 1:
+        b += _S_q.pack(o.commit_timestamp)
     if version >= 8:
         v_committed_metadata = o.committed_metadata
         if v_committed_metadata is None:
@@ -317,8 +324,8 @@ def _read_OffsetCommitRequest(r: Reader, version: int) -> OffsetCommitRequest:
     buf = r.buf
     pos = r.pos
     f_group_id: str
-    f_generation_id_or_member_epoch: int
-    f_member_id: str
+    f_generation_id_or_member_epoch: int = -1
+    f_member_id: str = ""
     f_group_instance_id: str | None = None
     f_retention_time_ms: int = -1
     f_topics: list[OffsetCommitRequestTopic]
@@ -341,27 +348,29 @@ def _read_OffsetCommitRequest(r: Reader, version: int) -> OffsetCommitRequest:
             raise DecodeError("truncated or invalid string length")
         pos += _n
         f_group_id = _m.tobytes().decode()
-    f_generation_id_or_member_epoch = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
-    if version >= 8:
-        _n = buf[pos]
-        pos += 1
-        if _n > 127:
-            _n, pos = read_uvarint(buf, pos - 1)
-        _n -= 1
-        _m = buf[pos : pos + _n]
-        if len(_m) != _n:
-            raise DecodeError("truncated or invalid string length")
-        pos += _n
-        f_member_id = _m.tobytes().decode()
-    else:
-        _n = _S_h.unpack_from(buf, pos)[0]
-        pos += 2
-        _m = buf[pos : pos + _n]
-        if len(_m) != _n:
-            raise DecodeError("truncated or invalid string length")
-        pos += _n
-        f_member_id = _m.tobytes().decode()
+    if version >= 1:
+        f_generation_id_or_member_epoch = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+    if version >= 1:
+        if version >= 8:
+            _n = buf[pos]
+            pos += 1
+            if _n > 127:
+                _n, pos = read_uvarint(buf, pos - 1)
+            _n -= 1
+            _m = buf[pos : pos + _n]
+            if len(_m) != _n:
+                raise DecodeError("truncated or invalid string length")
+            pos += _n
+            f_member_id = _m.tobytes().decode()
+        else:
+            _n = _S_h.unpack_from(buf, pos)[0]
+            pos += 2
+            _m = buf[pos : pos + _n]
+            if len(_m) != _n:
+                raise DecodeError("truncated or invalid string length")
+            pos += _n
+            f_member_id = _m.tobytes().decode()
     if version >= 7:
         if version >= 8:
             _n = buf[pos]
@@ -388,7 +397,7 @@ def _read_OffsetCommitRequest(r: Reader, version: int) -> OffsetCommitRequest:
                     raise DecodeError("truncated or invalid string length")
                 pos += _n
                 f_group_instance_id = _m.tobytes().decode()
-    if version <= 4:
+    if 2 <= version <= 4:
         f_retention_time_ms = _S_q.unpack_from(buf, pos)[0]
         pos += 8
     if version >= 8:
@@ -440,19 +449,21 @@ def _write_OffsetCommitRequest(o: OffsetCommitRequest, w: Writer, version: int) 
         _s = o.group_id.encode()
         b += _S_h.pack(len(_s))
         b += _s
-    b += _S_i.pack(o.generation_id_or_member_epoch)
-    if version >= 8:
-        _s = o.member_id.encode()
-        _l = len(_s) + 1
-        if _l < 128:
-            b.append(_l)
+    if version >= 1:
+        b += _S_i.pack(o.generation_id_or_member_epoch)
+    if version >= 1:
+        if version >= 8:
+            _s = o.member_id.encode()
+            _l = len(_s) + 1
+            if _l < 128:
+                b.append(_l)
+            else:
+                b += encode_uvarint(_l)
+            b += _s
         else:
-            b += encode_uvarint(_l)
-        b += _s
-    else:
-        _s = o.member_id.encode()
-        b += _S_h.pack(len(_s))
-        b += _s
+            _s = o.member_id.encode()
+            b += _S_h.pack(len(_s))
+            b += _s
     if version >= 7:
         if version >= 8:
             v_group_instance_id = o.group_instance_id
@@ -474,7 +485,7 @@ def _write_OffsetCommitRequest(o: OffsetCommitRequest, w: Writer, version: int) 
                 _s = v_group_instance_id.encode()
                 b += _S_h.pack(len(_s))
                 b += _s
-    if version <= 4:
+    if 2 <= version <= 4:
         b += _S_q.pack(o.retention_time_ms)
     if version >= 8:
         v_topics = o.topics

@@ -41,9 +41,9 @@ class OffsetCommitResponsePartition:
     @classmethod
     def read(cls, r: Reader, version: int) -> OffsetCommitResponsePartition:
         """Decode a OffsetCommitResponsePartition of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 2 <= version <= 10:
+        if not 0 <= version <= 10:
             raise UnsupportedVersionError(
-                f"OffsetCommitResponse v{version} is not supported (2-10)"
+                f"OffsetCommitResponse v{version} is not supported (0-10)"
             )
         try:
             return _read_OffsetCommitResponsePartition(r, version)
@@ -52,9 +52,9 @@ class OffsetCommitResponsePartition:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this OffsetCommitResponsePartition as ``version`` into ``w``."""
-        if not 2 <= version <= 10:
+        if not 0 <= version <= 10:
             raise UnsupportedVersionError(
-                f"OffsetCommitResponse v{version} is not supported (2-10)"
+                f"OffsetCommitResponse v{version} is not supported (0-10)"
             )
         _write_OffsetCommitResponsePartition(self, w, version)
 
@@ -75,9 +75,9 @@ class OffsetCommitResponseTopic:
     @classmethod
     def read(cls, r: Reader, version: int) -> OffsetCommitResponseTopic:
         """Decode a OffsetCommitResponseTopic of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 2 <= version <= 10:
+        if not 0 <= version <= 10:
             raise UnsupportedVersionError(
-                f"OffsetCommitResponse v{version} is not supported (2-10)"
+                f"OffsetCommitResponse v{version} is not supported (0-10)"
             )
         try:
             return _read_OffsetCommitResponseTopic(r, version)
@@ -86,19 +86,19 @@ class OffsetCommitResponseTopic:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this OffsetCommitResponseTopic as ``version`` into ``w``."""
-        if not 2 <= version <= 10:
+        if not 0 <= version <= 10:
             raise UnsupportedVersionError(
-                f"OffsetCommitResponse v{version} is not supported (2-10)"
+                f"OffsetCommitResponse v{version} is not supported (0-10)"
             )
         _write_OffsetCommitResponseTopic(self, w, version)
 
 
 @dataclass(slots=True)
 class OffsetCommitResponse:
-    """Kafka OffsetCommitResponse (api key 8): versions 2-10, flexible 8+."""
+    """Kafka OffsetCommitResponse (api key 8): versions 0-10, flexible 8+."""
 
     API_KEY: ClassVar[int] = 8
-    MIN_VERSION: ClassVar[int] = 2
+    MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 10
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 8
 
@@ -111,9 +111,9 @@ class OffsetCommitResponse:
     @classmethod
     def read(cls, r: Reader, version: int) -> OffsetCommitResponse:
         """Decode a OffsetCommitResponse of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 2 <= version <= 10:
+        if not 0 <= version <= 10:
             raise UnsupportedVersionError(
-                f"OffsetCommitResponse v{version} is not supported (2-10)"
+                f"OffsetCommitResponse v{version} is not supported (0-10)"
             )
         try:
             return _read_OffsetCommitResponse(r, version)
@@ -122,9 +122,9 @@ class OffsetCommitResponse:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this OffsetCommitResponse as ``version`` into ``w``."""
-        if not 2 <= version <= 10:
+        if not 0 <= version <= 10:
             raise UnsupportedVersionError(
-                f"OffsetCommitResponse v{version} is not supported (2-10)"
+                f"OffsetCommitResponse v{version} is not supported (0-10)"
             )
         _write_OffsetCommitResponse(self, w, version)
 

@@ -41,8 +41,8 @@ class OffsetFetchRequestTopic:
     @classmethod
     def read(cls, r: Reader, version: int) -> OffsetFetchRequestTopic:
         """Decode a OffsetFetchRequestTopic of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 10:
-            raise UnsupportedVersionError(f"OffsetFetchRequest v{version} is not supported (1-10)")
+        if not 0 <= version <= 10:
+            raise UnsupportedVersionError(f"OffsetFetchRequest v{version} is not supported (0-10)")
         try:
             return _read_OffsetFetchRequestTopic(r, version)
         except DECODE_ERRORS as e:
@@ -50,8 +50,8 @@ class OffsetFetchRequestTopic:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this OffsetFetchRequestTopic as ``version`` into ``w``."""
-        if not 1 <= version <= 10:
-            raise UnsupportedVersionError(f"OffsetFetchRequest v{version} is not supported (1-10)")
+        if not 0 <= version <= 10:
+            raise UnsupportedVersionError(f"OffsetFetchRequest v{version} is not supported (0-10)")
         _write_OffsetFetchRequestTopic(self, w, version)
 
 
@@ -71,8 +71,8 @@ class OffsetFetchRequestTopics:
     @classmethod
     def read(cls, r: Reader, version: int) -> OffsetFetchRequestTopics:
         """Decode a OffsetFetchRequestTopics of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 10:
-            raise UnsupportedVersionError(f"OffsetFetchRequest v{version} is not supported (1-10)")
+        if not 0 <= version <= 10:
+            raise UnsupportedVersionError(f"OffsetFetchRequest v{version} is not supported (0-10)")
         try:
             return _read_OffsetFetchRequestTopics(r, version)
         except DECODE_ERRORS as e:
@@ -80,8 +80,8 @@ class OffsetFetchRequestTopics:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this OffsetFetchRequestTopics as ``version`` into ``w``."""
-        if not 1 <= version <= 10:
-            raise UnsupportedVersionError(f"OffsetFetchRequest v{version} is not supported (1-10)")
+        if not 0 <= version <= 10:
+            raise UnsupportedVersionError(f"OffsetFetchRequest v{version} is not supported (0-10)")
         _write_OffsetFetchRequestTopics(self, w, version)
 
 
@@ -104,8 +104,8 @@ class OffsetFetchRequestGroup:
     @classmethod
     def read(cls, r: Reader, version: int) -> OffsetFetchRequestGroup:
         """Decode a OffsetFetchRequestGroup of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 10:
-            raise UnsupportedVersionError(f"OffsetFetchRequest v{version} is not supported (1-10)")
+        if not 0 <= version <= 10:
+            raise UnsupportedVersionError(f"OffsetFetchRequest v{version} is not supported (0-10)")
         try:
             return _read_OffsetFetchRequestGroup(r, version)
         except DECODE_ERRORS as e:
@@ -113,17 +113,17 @@ class OffsetFetchRequestGroup:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this OffsetFetchRequestGroup as ``version`` into ``w``."""
-        if not 1 <= version <= 10:
-            raise UnsupportedVersionError(f"OffsetFetchRequest v{version} is not supported (1-10)")
+        if not 0 <= version <= 10:
+            raise UnsupportedVersionError(f"OffsetFetchRequest v{version} is not supported (0-10)")
         _write_OffsetFetchRequestGroup(self, w, version)
 
 
 @dataclass(slots=True)
 class OffsetFetchRequest:
-    """Kafka OffsetFetchRequest (api key 9): versions 1-10, flexible 6+."""
+    """Kafka OffsetFetchRequest (api key 9): versions 0-10, flexible 6+."""
 
     API_KEY: ClassVar[int] = 9
-    MIN_VERSION: ClassVar[int] = 1
+    MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 10
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 6
 
@@ -142,8 +142,8 @@ class OffsetFetchRequest:
     @classmethod
     def read(cls, r: Reader, version: int) -> OffsetFetchRequest:
         """Decode a OffsetFetchRequest of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 10:
-            raise UnsupportedVersionError(f"OffsetFetchRequest v{version} is not supported (1-10)")
+        if not 0 <= version <= 10:
+            raise UnsupportedVersionError(f"OffsetFetchRequest v{version} is not supported (0-10)")
         try:
             return _read_OffsetFetchRequest(r, version)
         except DECODE_ERRORS as e:
@@ -151,8 +151,8 @@ class OffsetFetchRequest:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this OffsetFetchRequest as ``version`` into ``w``."""
-        if not 1 <= version <= 10:
-            raise UnsupportedVersionError(f"OffsetFetchRequest v{version} is not supported (1-10)")
+        if not 0 <= version <= 10:
+            raise UnsupportedVersionError(f"OffsetFetchRequest v{version} is not supported (0-10)")
         _write_OffsetFetchRequest(self, w, version)
 
 

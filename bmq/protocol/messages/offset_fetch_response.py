@@ -51,8 +51,8 @@ class OffsetFetchResponsePartition:
     @classmethod
     def read(cls, r: Reader, version: int) -> OffsetFetchResponsePartition:
         """Decode a OffsetFetchResponsePartition of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 10:
-            raise UnsupportedVersionError(f"OffsetFetchResponse v{version} is not supported (1-10)")
+        if not 0 <= version <= 10:
+            raise UnsupportedVersionError(f"OffsetFetchResponse v{version} is not supported (0-10)")
         try:
             return _read_OffsetFetchResponsePartition(r, version)
         except DECODE_ERRORS as e:
@@ -60,8 +60,8 @@ class OffsetFetchResponsePartition:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this OffsetFetchResponsePartition as ``version`` into ``w``."""
-        if not 1 <= version <= 10:
-            raise UnsupportedVersionError(f"OffsetFetchResponse v{version} is not supported (1-10)")
+        if not 0 <= version <= 10:
+            raise UnsupportedVersionError(f"OffsetFetchResponse v{version} is not supported (0-10)")
         _write_OffsetFetchResponsePartition(self, w, version)
 
 
@@ -78,8 +78,8 @@ class OffsetFetchResponseTopic:
     @classmethod
     def read(cls, r: Reader, version: int) -> OffsetFetchResponseTopic:
         """Decode a OffsetFetchResponseTopic of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 10:
-            raise UnsupportedVersionError(f"OffsetFetchResponse v{version} is not supported (1-10)")
+        if not 0 <= version <= 10:
+            raise UnsupportedVersionError(f"OffsetFetchResponse v{version} is not supported (0-10)")
         try:
             return _read_OffsetFetchResponseTopic(r, version)
         except DECODE_ERRORS as e:
@@ -87,8 +87,8 @@ class OffsetFetchResponseTopic:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this OffsetFetchResponseTopic as ``version`` into ``w``."""
-        if not 1 <= version <= 10:
-            raise UnsupportedVersionError(f"OffsetFetchResponse v{version} is not supported (1-10)")
+        if not 0 <= version <= 10:
+            raise UnsupportedVersionError(f"OffsetFetchResponse v{version} is not supported (0-10)")
         _write_OffsetFetchResponseTopic(self, w, version)
 
 
@@ -114,8 +114,8 @@ class OffsetFetchResponsePartitions:
     @classmethod
     def read(cls, r: Reader, version: int) -> OffsetFetchResponsePartitions:
         """Decode a OffsetFetchResponsePartitions of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 10:
-            raise UnsupportedVersionError(f"OffsetFetchResponse v{version} is not supported (1-10)")
+        if not 0 <= version <= 10:
+            raise UnsupportedVersionError(f"OffsetFetchResponse v{version} is not supported (0-10)")
         try:
             return _read_OffsetFetchResponsePartitions(r, version)
         except DECODE_ERRORS as e:
@@ -123,8 +123,8 @@ class OffsetFetchResponsePartitions:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this OffsetFetchResponsePartitions as ``version`` into ``w``."""
-        if not 1 <= version <= 10:
-            raise UnsupportedVersionError(f"OffsetFetchResponse v{version} is not supported (1-10)")
+        if not 0 <= version <= 10:
+            raise UnsupportedVersionError(f"OffsetFetchResponse v{version} is not supported (0-10)")
         _write_OffsetFetchResponsePartitions(self, w, version)
 
 
@@ -144,8 +144,8 @@ class OffsetFetchResponseTopics:
     @classmethod
     def read(cls, r: Reader, version: int) -> OffsetFetchResponseTopics:
         """Decode a OffsetFetchResponseTopics of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 10:
-            raise UnsupportedVersionError(f"OffsetFetchResponse v{version} is not supported (1-10)")
+        if not 0 <= version <= 10:
+            raise UnsupportedVersionError(f"OffsetFetchResponse v{version} is not supported (0-10)")
         try:
             return _read_OffsetFetchResponseTopics(r, version)
         except DECODE_ERRORS as e:
@@ -153,8 +153,8 @@ class OffsetFetchResponseTopics:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this OffsetFetchResponseTopics as ``version`` into ``w``."""
-        if not 1 <= version <= 10:
-            raise UnsupportedVersionError(f"OffsetFetchResponse v{version} is not supported (1-10)")
+        if not 0 <= version <= 10:
+            raise UnsupportedVersionError(f"OffsetFetchResponse v{version} is not supported (0-10)")
         _write_OffsetFetchResponseTopics(self, w, version)
 
 
@@ -174,8 +174,8 @@ class OffsetFetchResponseGroup:
     @classmethod
     def read(cls, r: Reader, version: int) -> OffsetFetchResponseGroup:
         """Decode a OffsetFetchResponseGroup of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 10:
-            raise UnsupportedVersionError(f"OffsetFetchResponse v{version} is not supported (1-10)")
+        if not 0 <= version <= 10:
+            raise UnsupportedVersionError(f"OffsetFetchResponse v{version} is not supported (0-10)")
         try:
             return _read_OffsetFetchResponseGroup(r, version)
         except DECODE_ERRORS as e:
@@ -183,17 +183,17 @@ class OffsetFetchResponseGroup:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this OffsetFetchResponseGroup as ``version`` into ``w``."""
-        if not 1 <= version <= 10:
-            raise UnsupportedVersionError(f"OffsetFetchResponse v{version} is not supported (1-10)")
+        if not 0 <= version <= 10:
+            raise UnsupportedVersionError(f"OffsetFetchResponse v{version} is not supported (0-10)")
         _write_OffsetFetchResponseGroup(self, w, version)
 
 
 @dataclass(slots=True)
 class OffsetFetchResponse:
-    """Kafka OffsetFetchResponse (api key 9): versions 1-10, flexible 6+."""
+    """Kafka OffsetFetchResponse (api key 9): versions 0-10, flexible 6+."""
 
     API_KEY: ClassVar[int] = 9
-    MIN_VERSION: ClassVar[int] = 1
+    MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 10
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 6
 
@@ -212,8 +212,8 @@ class OffsetFetchResponse:
     @classmethod
     def read(cls, r: Reader, version: int) -> OffsetFetchResponse:
         """Decode a OffsetFetchResponse of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 10:
-            raise UnsupportedVersionError(f"OffsetFetchResponse v{version} is not supported (1-10)")
+        if not 0 <= version <= 10:
+            raise UnsupportedVersionError(f"OffsetFetchResponse v{version} is not supported (0-10)")
         try:
             return _read_OffsetFetchResponse(r, version)
         except DECODE_ERRORS as e:
@@ -221,8 +221,8 @@ class OffsetFetchResponse:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this OffsetFetchResponse as ``version`` into ``w``."""
-        if not 1 <= version <= 10:
-            raise UnsupportedVersionError(f"OffsetFetchResponse v{version} is not supported (1-10)")
+        if not 0 <= version <= 10:
+            raise UnsupportedVersionError(f"OffsetFetchResponse v{version} is not supported (0-10)")
         _write_OffsetFetchResponse(self, w, version)
 
 

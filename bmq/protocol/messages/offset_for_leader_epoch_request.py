@@ -22,7 +22,6 @@ from bmq.protocol.primitives import (
 
 _S_h = struct.Struct(">h")
 _S_i = struct.Struct(">i")
-_S_iii = struct.Struct(">iii")
 
 
 @dataclass(slots=True)
@@ -41,9 +40,9 @@ class OffsetForLeaderPartition:
     @classmethod
     def read(cls, r: Reader, version: int) -> OffsetForLeaderPartition:
         """Decode a OffsetForLeaderPartition of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 2 <= version <= 4:
+        if not 0 <= version <= 4:
             raise UnsupportedVersionError(
-                f"OffsetForLeaderEpochRequest v{version} is not supported (2-4)"
+                f"OffsetForLeaderEpochRequest v{version} is not supported (0-4)"
             )
         try:
             return _read_OffsetForLeaderPartition(r, version)
@@ -52,9 +51,9 @@ class OffsetForLeaderPartition:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this OffsetForLeaderPartition as ``version`` into ``w``."""
-        if not 2 <= version <= 4:
+        if not 0 <= version <= 4:
             raise UnsupportedVersionError(
-                f"OffsetForLeaderEpochRequest v{version} is not supported (2-4)"
+                f"OffsetForLeaderEpochRequest v{version} is not supported (0-4)"
             )
         _write_OffsetForLeaderPartition(self, w, version)
 
@@ -72,9 +71,9 @@ class OffsetForLeaderTopic:
     @classmethod
     def read(cls, r: Reader, version: int) -> OffsetForLeaderTopic:
         """Decode a OffsetForLeaderTopic of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 2 <= version <= 4:
+        if not 0 <= version <= 4:
             raise UnsupportedVersionError(
-                f"OffsetForLeaderEpochRequest v{version} is not supported (2-4)"
+                f"OffsetForLeaderEpochRequest v{version} is not supported (0-4)"
             )
         try:
             return _read_OffsetForLeaderTopic(r, version)
@@ -83,19 +82,19 @@ class OffsetForLeaderTopic:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this OffsetForLeaderTopic as ``version`` into ``w``."""
-        if not 2 <= version <= 4:
+        if not 0 <= version <= 4:
             raise UnsupportedVersionError(
-                f"OffsetForLeaderEpochRequest v{version} is not supported (2-4)"
+                f"OffsetForLeaderEpochRequest v{version} is not supported (0-4)"
             )
         _write_OffsetForLeaderTopic(self, w, version)
 
 
 @dataclass(slots=True)
 class OffsetForLeaderEpochRequest:
-    """Kafka OffsetForLeaderEpochRequest (api key 23): versions 2-4, flexible 4+."""
+    """Kafka OffsetForLeaderEpochRequest (api key 23): versions 0-4, flexible 4+."""
 
     API_KEY: ClassVar[int] = 23
-    MIN_VERSION: ClassVar[int] = 2
+    MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 4
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 4
 
@@ -108,9 +107,9 @@ class OffsetForLeaderEpochRequest:
     @classmethod
     def read(cls, r: Reader, version: int) -> OffsetForLeaderEpochRequest:
         """Decode a OffsetForLeaderEpochRequest of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 2 <= version <= 4:
+        if not 0 <= version <= 4:
             raise UnsupportedVersionError(
-                f"OffsetForLeaderEpochRequest v{version} is not supported (2-4)"
+                f"OffsetForLeaderEpochRequest v{version} is not supported (0-4)"
             )
         try:
             return _read_OffsetForLeaderEpochRequest(r, version)
@@ -119,9 +118,9 @@ class OffsetForLeaderEpochRequest:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this OffsetForLeaderEpochRequest as ``version`` into ``w``."""
-        if not 2 <= version <= 4:
+        if not 0 <= version <= 4:
             raise UnsupportedVersionError(
-                f"OffsetForLeaderEpochRequest v{version} is not supported (2-4)"
+                f"OffsetForLeaderEpochRequest v{version} is not supported (0-4)"
             )
         _write_OffsetForLeaderEpochRequest(self, w, version)
 
@@ -130,10 +129,15 @@ def _read_OffsetForLeaderPartition(r: Reader, version: int) -> OffsetForLeaderPa
     buf = r.buf
     pos = r.pos
     f_partition: int
-    f_current_leader_epoch: int
+    f_current_leader_epoch: int = -1
     f_leader_epoch: int
-    f_partition, f_current_leader_epoch, f_leader_epoch = _S_iii.unpack_from(buf, pos)
-    pos += 12
+    f_partition = _S_i.unpack_from(buf, pos)[0]
+    pos += 4
+    if version >= 2:
+        f_current_leader_epoch = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+    f_leader_epoch = _S_i.unpack_from(buf, pos)[0]
+    pos += 4
     if version >= 4:
         _n = buf[pos]
         pos += 1
@@ -145,7 +149,10 @@ def _read_OffsetForLeaderPartition(r: Reader, version: int) -> OffsetForLeaderPa
 
 def _write_OffsetForLeaderPartition(o: OffsetForLeaderPartition, w: Writer, version: int) -> None:
     b = w.buf
-    b += _S_iii.pack(o.partition, o.current_leader_epoch, o.leader_epoch)
+    b += _S_i.pack(o.partition)
+    if version >= 2:
+        b += _S_i.pack(o.current_leader_epoch)
+    b += _S_i.pack(o.leader_epoch)
     if version >= 4:
         b.append(0)
 

@@ -21,8 +21,9 @@ from bmq.protocol.primitives import (
 )
 
 _S_h = struct.Struct(">h")
-_S_hiiq = struct.Struct(">hiiq")
+_S_hi = struct.Struct(">hi")
 _S_i = struct.Struct(">i")
+_S_q = struct.Struct(">q")
 
 
 @dataclass(slots=True)
@@ -44,9 +45,9 @@ class EpochEndOffset:
     @classmethod
     def read(cls, r: Reader, version: int) -> EpochEndOffset:
         """Decode a EpochEndOffset of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 2 <= version <= 4:
+        if not 0 <= version <= 4:
             raise UnsupportedVersionError(
-                f"OffsetForLeaderEpochResponse v{version} is not supported (2-4)"
+                f"OffsetForLeaderEpochResponse v{version} is not supported (0-4)"
             )
         try:
             return _read_EpochEndOffset(r, version)
@@ -55,9 +56,9 @@ class EpochEndOffset:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this EpochEndOffset as ``version`` into ``w``."""
-        if not 2 <= version <= 4:
+        if not 0 <= version <= 4:
             raise UnsupportedVersionError(
-                f"OffsetForLeaderEpochResponse v{version} is not supported (2-4)"
+                f"OffsetForLeaderEpochResponse v{version} is not supported (0-4)"
             )
         _write_EpochEndOffset(self, w, version)
 
@@ -75,9 +76,9 @@ class OffsetForLeaderTopicResult:
     @classmethod
     def read(cls, r: Reader, version: int) -> OffsetForLeaderTopicResult:
         """Decode a OffsetForLeaderTopicResult of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 2 <= version <= 4:
+        if not 0 <= version <= 4:
             raise UnsupportedVersionError(
-                f"OffsetForLeaderEpochResponse v{version} is not supported (2-4)"
+                f"OffsetForLeaderEpochResponse v{version} is not supported (0-4)"
             )
         try:
             return _read_OffsetForLeaderTopicResult(r, version)
@@ -86,19 +87,19 @@ class OffsetForLeaderTopicResult:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this OffsetForLeaderTopicResult as ``version`` into ``w``."""
-        if not 2 <= version <= 4:
+        if not 0 <= version <= 4:
             raise UnsupportedVersionError(
-                f"OffsetForLeaderEpochResponse v{version} is not supported (2-4)"
+                f"OffsetForLeaderEpochResponse v{version} is not supported (0-4)"
             )
         _write_OffsetForLeaderTopicResult(self, w, version)
 
 
 @dataclass(slots=True)
 class OffsetForLeaderEpochResponse:
-    """Kafka OffsetForLeaderEpochResponse (api key 23): versions 2-4, flexible 4+."""
+    """Kafka OffsetForLeaderEpochResponse (api key 23): versions 0-4, flexible 4+."""
 
     API_KEY: ClassVar[int] = 23
-    MIN_VERSION: ClassVar[int] = 2
+    MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 4
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 4
 
@@ -111,9 +112,9 @@ class OffsetForLeaderEpochResponse:
     @classmethod
     def read(cls, r: Reader, version: int) -> OffsetForLeaderEpochResponse:
         """Decode a OffsetForLeaderEpochResponse of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 2 <= version <= 4:
+        if not 0 <= version <= 4:
             raise UnsupportedVersionError(
-                f"OffsetForLeaderEpochResponse v{version} is not supported (2-4)"
+                f"OffsetForLeaderEpochResponse v{version} is not supported (0-4)"
             )
         try:
             return _read_OffsetForLeaderEpochResponse(r, version)
@@ -122,9 +123,9 @@ class OffsetForLeaderEpochResponse:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this OffsetForLeaderEpochResponse as ``version`` into ``w``."""
-        if not 2 <= version <= 4:
+        if not 0 <= version <= 4:
             raise UnsupportedVersionError(
-                f"OffsetForLeaderEpochResponse v{version} is not supported (2-4)"
+                f"OffsetForLeaderEpochResponse v{version} is not supported (0-4)"
             )
         _write_OffsetForLeaderEpochResponse(self, w, version)
 
@@ -134,10 +135,15 @@ def _read_EpochEndOffset(r: Reader, version: int) -> EpochEndOffset:
     pos = r.pos
     f_error_code: int
     f_partition: int
-    f_leader_epoch: int
+    f_leader_epoch: int = -1
     f_end_offset: int
-    f_error_code, f_partition, f_leader_epoch, f_end_offset = _S_hiiq.unpack_from(buf, pos)
-    pos += 18
+    f_error_code, f_partition = _S_hi.unpack_from(buf, pos)
+    pos += 6
+    if version >= 1:
+        f_leader_epoch = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+    f_end_offset = _S_q.unpack_from(buf, pos)[0]
+    pos += 8
     if version >= 4:
         _n = buf[pos]
         pos += 1
@@ -149,7 +155,10 @@ def _read_EpochEndOffset(r: Reader, version: int) -> EpochEndOffset:
 
 def _write_EpochEndOffset(o: EpochEndOffset, w: Writer, version: int) -> None:
     b = w.buf
-    b += _S_hiiq.pack(o.error_code, o.partition, o.leader_epoch, o.end_offset)
+    b += _S_hi.pack(o.error_code, o.partition)
+    if version >= 1:
+        b += _S_i.pack(o.leader_epoch)
+    b += _S_q.pack(o.end_offset)
     if version >= 4:
         b.append(0)
 
@@ -243,10 +252,11 @@ def _write_OffsetForLeaderTopicResult(
 def _read_OffsetForLeaderEpochResponse(r: Reader, version: int) -> OffsetForLeaderEpochResponse:
     buf = r.buf
     pos = r.pos
-    f_throttle_time_ms: int
+    f_throttle_time_ms: int = 0
     f_topics: list[OffsetForLeaderTopicResult]
-    f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
-    pos += 4
+    if version >= 2:
+        f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
     if version >= 4:
         _n = buf[pos]
         pos += 1
@@ -279,7 +289,8 @@ def _write_OffsetForLeaderEpochResponse(
     o: OffsetForLeaderEpochResponse, w: Writer, version: int
 ) -> None:
     b = w.buf
-    b += _S_i.pack(o.throttle_time_ms)
+    if version >= 2:
+        b += _S_i.pack(o.throttle_time_ms)
     if version >= 4:
         v_topics = o.topics
         _l = len(v_topics) + 1

@@ -21,6 +21,7 @@ from bmq.protocol.primitives import (
 )
 
 _S_b = struct.Struct(">b")
+_S_h = struct.Struct(">h")
 _S_i = struct.Struct(">i")
 _S_qho = struct.Struct(">qh?")
 
@@ -38,9 +39,9 @@ class WritableTxnMarkerTopic:
     @classmethod
     def read(cls, r: Reader, version: int) -> WritableTxnMarkerTopic:
         """Decode a WritableTxnMarkerTopic of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 2:
+        if not 0 <= version <= 2:
             raise UnsupportedVersionError(
-                f"WriteTxnMarkersRequest v{version} is not supported (1-2)"
+                f"WriteTxnMarkersRequest v{version} is not supported (0-2)"
             )
         try:
             return _read_WritableTxnMarkerTopic(r, version)
@@ -49,9 +50,9 @@ class WritableTxnMarkerTopic:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this WritableTxnMarkerTopic as ``version`` into ``w``."""
-        if not 1 <= version <= 2:
+        if not 0 <= version <= 2:
             raise UnsupportedVersionError(
-                f"WriteTxnMarkersRequest v{version} is not supported (1-2)"
+                f"WriteTxnMarkersRequest v{version} is not supported (0-2)"
             )
         _write_WritableTxnMarkerTopic(self, w, version)
 
@@ -81,9 +82,9 @@ class WritableTxnMarker:
     @classmethod
     def read(cls, r: Reader, version: int) -> WritableTxnMarker:
         """Decode a WritableTxnMarker of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 2:
+        if not 0 <= version <= 2:
             raise UnsupportedVersionError(
-                f"WriteTxnMarkersRequest v{version} is not supported (1-2)"
+                f"WriteTxnMarkersRequest v{version} is not supported (0-2)"
             )
         try:
             return _read_WritableTxnMarker(r, version)
@@ -92,19 +93,19 @@ class WritableTxnMarker:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this WritableTxnMarker as ``version`` into ``w``."""
-        if not 1 <= version <= 2:
+        if not 0 <= version <= 2:
             raise UnsupportedVersionError(
-                f"WriteTxnMarkersRequest v{version} is not supported (1-2)"
+                f"WriteTxnMarkersRequest v{version} is not supported (0-2)"
             )
         _write_WritableTxnMarker(self, w, version)
 
 
 @dataclass(slots=True)
 class WriteTxnMarkersRequest:
-    """Kafka WriteTxnMarkersRequest (api key 27): versions 1-2, flexible 1+."""
+    """Kafka WriteTxnMarkersRequest (api key 27): versions 0-2, flexible 1+."""
 
     API_KEY: ClassVar[int] = 27
-    MIN_VERSION: ClassVar[int] = 1
+    MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 1
 
@@ -114,9 +115,9 @@ class WriteTxnMarkersRequest:
     @classmethod
     def read(cls, r: Reader, version: int) -> WriteTxnMarkersRequest:
         """Decode a WriteTxnMarkersRequest of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 2:
+        if not 0 <= version <= 2:
             raise UnsupportedVersionError(
-                f"WriteTxnMarkersRequest v{version} is not supported (1-2)"
+                f"WriteTxnMarkersRequest v{version} is not supported (0-2)"
             )
         try:
             return _read_WriteTxnMarkersRequest(r, version)
@@ -125,9 +126,9 @@ class WriteTxnMarkersRequest:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this WriteTxnMarkersRequest as ``version`` into ``w``."""
-        if not 1 <= version <= 2:
+        if not 0 <= version <= 2:
             raise UnsupportedVersionError(
-                f"WriteTxnMarkersRequest v{version} is not supported (1-2)"
+                f"WriteTxnMarkersRequest v{version} is not supported (0-2)"
             )
         _write_WriteTxnMarkersRequest(self, w, version)
 
@@ -137,50 +138,79 @@ def _read_WritableTxnMarkerTopic(r: Reader, version: int) -> WritableTxnMarkerTo
     pos = r.pos
     f_name: str
     f_partition_indexes: list[int]
-    _n = buf[pos]
-    pos += 1
-    if _n > 127:
-        _n, pos = read_uvarint(buf, pos - 1)
-    _n -= 1
-    _m = buf[pos : pos + _n]
-    if len(_m) != _n:
-        raise DecodeError("truncated or invalid string length")
-    pos += _n
-    f_name = _m.tobytes().decode()
-    _n = buf[pos]
-    pos += 1
-    if _n > 127:
-        _n, pos = read_uvarint(buf, pos - 1)
-    _n -= 1
-    if _n < 0 or _n > len(buf) - pos:
-        raise DecodeError("invalid array length")
-    f_partition_indexes = list(struct.unpack_from(">%di" % _n, buf, pos))
-    pos += 4 * _n
-    _n = buf[pos]
-    pos += 1
-    if _n:
-        pos = skip_tagged_fields(buf, pos - 1)
+    if version >= 1:
+        _n = buf[pos]
+        pos += 1
+        if _n > 127:
+            _n, pos = read_uvarint(buf, pos - 1)
+        _n -= 1
+        _m = buf[pos : pos + _n]
+        if len(_m) != _n:
+            raise DecodeError("truncated or invalid string length")
+        pos += _n
+        f_name = _m.tobytes().decode()
+    else:
+        _n = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        _m = buf[pos : pos + _n]
+        if len(_m) != _n:
+            raise DecodeError("truncated or invalid string length")
+        pos += _n
+        f_name = _m.tobytes().decode()
+    if version >= 1:
+        _n = buf[pos]
+        pos += 1
+        if _n > 127:
+            _n, pos = read_uvarint(buf, pos - 1)
+        _n -= 1
+        if _n < 0 or _n > len(buf) - pos:
+            raise DecodeError("invalid array length")
+        f_partition_indexes = list(struct.unpack_from(">%di" % _n, buf, pos))
+        pos += 4 * _n
+    else:
+        _n = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        if _n < 0 or _n > len(buf) - pos:
+            raise DecodeError("invalid array length")
+        f_partition_indexes = list(struct.unpack_from(">%di" % _n, buf, pos))
+        pos += 4 * _n
+    if version >= 1:
+        _n = buf[pos]
+        pos += 1
+        if _n:
+            pos = skip_tagged_fields(buf, pos - 1)
     r.pos = pos
     return WritableTxnMarkerTopic(f_name, f_partition_indexes)
 
 
 def _write_WritableTxnMarkerTopic(o: WritableTxnMarkerTopic, w: Writer, version: int) -> None:
     b = w.buf
-    _s = o.name.encode()
-    _l = len(_s) + 1
-    if _l < 128:
-        b.append(_l)
+    if version >= 1:
+        _s = o.name.encode()
+        _l = len(_s) + 1
+        if _l < 128:
+            b.append(_l)
+        else:
+            b += encode_uvarint(_l)
+        b += _s
     else:
-        b += encode_uvarint(_l)
-    b += _s
-    v_partition_indexes = o.partition_indexes
-    _l = len(v_partition_indexes) + 1
-    if _l < 128:
-        b.append(_l)
+        _s = o.name.encode()
+        b += _S_h.pack(len(_s))
+        b += _s
+    if version >= 1:
+        v_partition_indexes = o.partition_indexes
+        _l = len(v_partition_indexes) + 1
+        if _l < 128:
+            b.append(_l)
+        else:
+            b += encode_uvarint(_l)
+        b += struct.pack(">%di" % len(v_partition_indexes), *v_partition_indexes)
     else:
-        b += encode_uvarint(_l)
-    b += struct.pack(">%di" % len(v_partition_indexes), *v_partition_indexes)
-    b.append(0)
+        v_partition_indexes = o.partition_indexes
+        b += _S_i.pack(len(v_partition_indexes))
+        b += struct.pack(">%di" % len(v_partition_indexes), *v_partition_indexes)
+    if version >= 1:
+        b.append(0)
 
 
 def _read_WritableTxnMarker(r: Reader, version: int) -> WritableTxnMarker:
@@ -194,25 +224,35 @@ def _read_WritableTxnMarker(r: Reader, version: int) -> WritableTxnMarker:
     f_transaction_version: int = 0
     f_producer_id, f_producer_epoch, f_transaction_result = _S_qho.unpack_from(buf, pos)
     pos += 11
-    _n = buf[pos]
-    pos += 1
-    if _n > 127:
-        _n, pos = read_uvarint(buf, pos - 1)
-    _n -= 1
-    if _n < 0 or _n > len(buf) - pos:
-        raise DecodeError("invalid array length")
-    r.pos = pos
-    f_topics = [_read_WritableTxnMarkerTopic(r, version) for _ in range(_n)]
-    pos = r.pos
+    if version >= 1:
+        _n = buf[pos]
+        pos += 1
+        if _n > 127:
+            _n, pos = read_uvarint(buf, pos - 1)
+        _n -= 1
+        if _n < 0 or _n > len(buf) - pos:
+            raise DecodeError("invalid array length")
+        r.pos = pos
+        f_topics = [_read_WritableTxnMarkerTopic(r, version) for _ in range(_n)]
+        pos = r.pos
+    else:
+        _n = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        if _n < 0 or _n > len(buf) - pos:
+            raise DecodeError("invalid array length")
+        r.pos = pos
+        f_topics = [_read_WritableTxnMarkerTopic(r, version) for _ in range(_n)]
+        pos = r.pos
     f_coordinator_epoch = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if version >= 2:
         f_transaction_version = _S_b.unpack_from(buf, pos)[0]
         pos += 1
-    _n = buf[pos]
-    pos += 1
-    if _n:
-        pos = skip_tagged_fields(buf, pos - 1)
+    if version >= 1:
+        _n = buf[pos]
+        pos += 1
+        if _n:
+            pos = skip_tagged_fields(buf, pos - 1)
     r.pos = pos
     return WritableTxnMarker(
         f_producer_id,
@@ -227,50 +267,74 @@ def _read_WritableTxnMarker(r: Reader, version: int) -> WritableTxnMarker:
 def _write_WritableTxnMarker(o: WritableTxnMarker, w: Writer, version: int) -> None:
     b = w.buf
     b += _S_qho.pack(o.producer_id, o.producer_epoch, o.transaction_result)
-    v_topics = o.topics
-    _l = len(v_topics) + 1
-    if _l < 128:
-        b.append(_l)
+    if version >= 1:
+        v_topics = o.topics
+        _l = len(v_topics) + 1
+        if _l < 128:
+            b.append(_l)
+        else:
+            b += encode_uvarint(_l)
+        for e_topics in v_topics:
+            _write_WritableTxnMarkerTopic(e_topics, w, version)
     else:
-        b += encode_uvarint(_l)
-    for e_topics in v_topics:
-        _write_WritableTxnMarkerTopic(e_topics, w, version)
+        v_topics = o.topics
+        b += _S_i.pack(len(v_topics))
+        for e_topics in v_topics:
+            _write_WritableTxnMarkerTopic(e_topics, w, version)
     b += _S_i.pack(o.coordinator_epoch)
     if version >= 2:
         b += _S_b.pack(o.transaction_version)
-    b.append(0)
+    if version >= 1:
+        b.append(0)
 
 
 def _read_WriteTxnMarkersRequest(r: Reader, version: int) -> WriteTxnMarkersRequest:
     buf = r.buf
     pos = r.pos
     f_markers: list[WritableTxnMarker]
-    _n = buf[pos]
-    pos += 1
-    if _n > 127:
-        _n, pos = read_uvarint(buf, pos - 1)
-    _n -= 1
-    if _n < 0 or _n > len(buf) - pos:
-        raise DecodeError("invalid array length")
-    r.pos = pos
-    f_markers = [_read_WritableTxnMarker(r, version) for _ in range(_n)]
-    pos = r.pos
-    _n = buf[pos]
-    pos += 1
-    if _n:
-        pos = skip_tagged_fields(buf, pos - 1)
+    if version >= 1:
+        _n = buf[pos]
+        pos += 1
+        if _n > 127:
+            _n, pos = read_uvarint(buf, pos - 1)
+        _n -= 1
+        if _n < 0 or _n > len(buf) - pos:
+            raise DecodeError("invalid array length")
+        r.pos = pos
+        f_markers = [_read_WritableTxnMarker(r, version) for _ in range(_n)]
+        pos = r.pos
+    else:
+        _n = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        if _n < 0 or _n > len(buf) - pos:
+            raise DecodeError("invalid array length")
+        r.pos = pos
+        f_markers = [_read_WritableTxnMarker(r, version) for _ in range(_n)]
+        pos = r.pos
+    if version >= 1:
+        _n = buf[pos]
+        pos += 1
+        if _n:
+            pos = skip_tagged_fields(buf, pos - 1)
     r.pos = pos
     return WriteTxnMarkersRequest(f_markers)
 
 
 def _write_WriteTxnMarkersRequest(o: WriteTxnMarkersRequest, w: Writer, version: int) -> None:
     b = w.buf
-    v_markers = o.markers
-    _l = len(v_markers) + 1
-    if _l < 128:
-        b.append(_l)
+    if version >= 1:
+        v_markers = o.markers
+        _l = len(v_markers) + 1
+        if _l < 128:
+            b.append(_l)
+        else:
+            b += encode_uvarint(_l)
+        for e_markers in v_markers:
+            _write_WritableTxnMarker(e_markers, w, version)
     else:
-        b += encode_uvarint(_l)
-    for e_markers in v_markers:
-        _write_WritableTxnMarker(e_markers, w, version)
-    b.append(0)
+        v_markers = o.markers
+        b += _S_i.pack(len(v_markers))
+        for e_markers in v_markers:
+            _write_WritableTxnMarker(e_markers, w, version)
+    if version >= 1:
+        b.append(0)

@@ -20,6 +20,8 @@ from bmq.protocol.primitives import (
     skip_tagged_fields,
 )
 
+_S_h = struct.Struct(">h")
+_S_i = struct.Struct(">i")
 _S_ih = struct.Struct(">ih")
 _S_q = struct.Struct(">q")
 
@@ -37,9 +39,9 @@ class WritableTxnMarkerPartitionResult:
     @classmethod
     def read(cls, r: Reader, version: int) -> WritableTxnMarkerPartitionResult:
         """Decode a WritableTxnMarkerPartitionResult of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 2:
+        if not 0 <= version <= 2:
             raise UnsupportedVersionError(
-                f"WriteTxnMarkersResponse v{version} is not supported (1-2)"
+                f"WriteTxnMarkersResponse v{version} is not supported (0-2)"
             )
         try:
             return _read_WritableTxnMarkerPartitionResult(r, version)
@@ -50,9 +52,9 @@ class WritableTxnMarkerPartitionResult:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this WritableTxnMarkerPartitionResult as ``version`` into ``w``."""
-        if not 1 <= version <= 2:
+        if not 0 <= version <= 2:
             raise UnsupportedVersionError(
-                f"WriteTxnMarkersResponse v{version} is not supported (1-2)"
+                f"WriteTxnMarkersResponse v{version} is not supported (0-2)"
             )
         _write_WritableTxnMarkerPartitionResult(self, w, version)
 
@@ -70,9 +72,9 @@ class WritableTxnMarkerTopicResult:
     @classmethod
     def read(cls, r: Reader, version: int) -> WritableTxnMarkerTopicResult:
         """Decode a WritableTxnMarkerTopicResult of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 2:
+        if not 0 <= version <= 2:
             raise UnsupportedVersionError(
-                f"WriteTxnMarkersResponse v{version} is not supported (1-2)"
+                f"WriteTxnMarkersResponse v{version} is not supported (0-2)"
             )
         try:
             return _read_WritableTxnMarkerTopicResult(r, version)
@@ -81,9 +83,9 @@ class WritableTxnMarkerTopicResult:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this WritableTxnMarkerTopicResult as ``version`` into ``w``."""
-        if not 1 <= version <= 2:
+        if not 0 <= version <= 2:
             raise UnsupportedVersionError(
-                f"WriteTxnMarkersResponse v{version} is not supported (1-2)"
+                f"WriteTxnMarkersResponse v{version} is not supported (0-2)"
             )
         _write_WritableTxnMarkerTopicResult(self, w, version)
 
@@ -101,9 +103,9 @@ class WritableTxnMarkerResult:
     @classmethod
     def read(cls, r: Reader, version: int) -> WritableTxnMarkerResult:
         """Decode a WritableTxnMarkerResult of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 2:
+        if not 0 <= version <= 2:
             raise UnsupportedVersionError(
-                f"WriteTxnMarkersResponse v{version} is not supported (1-2)"
+                f"WriteTxnMarkersResponse v{version} is not supported (0-2)"
             )
         try:
             return _read_WritableTxnMarkerResult(r, version)
@@ -112,19 +114,19 @@ class WritableTxnMarkerResult:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this WritableTxnMarkerResult as ``version`` into ``w``."""
-        if not 1 <= version <= 2:
+        if not 0 <= version <= 2:
             raise UnsupportedVersionError(
-                f"WriteTxnMarkersResponse v{version} is not supported (1-2)"
+                f"WriteTxnMarkersResponse v{version} is not supported (0-2)"
             )
         _write_WritableTxnMarkerResult(self, w, version)
 
 
 @dataclass(slots=True)
 class WriteTxnMarkersResponse:
-    """Kafka WriteTxnMarkersResponse (api key 27): versions 1-2, flexible 1+."""
+    """Kafka WriteTxnMarkersResponse (api key 27): versions 0-2, flexible 1+."""
 
     API_KEY: ClassVar[int] = 27
-    MIN_VERSION: ClassVar[int] = 1
+    MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 1
 
@@ -134,9 +136,9 @@ class WriteTxnMarkersResponse:
     @classmethod
     def read(cls, r: Reader, version: int) -> WriteTxnMarkersResponse:
         """Decode a WriteTxnMarkersResponse of ``version`` from ``r`` (advances ``r.pos``)."""
-        if not 1 <= version <= 2:
+        if not 0 <= version <= 2:
             raise UnsupportedVersionError(
-                f"WriteTxnMarkersResponse v{version} is not supported (1-2)"
+                f"WriteTxnMarkersResponse v{version} is not supported (0-2)"
             )
         try:
             return _read_WriteTxnMarkersResponse(r, version)
@@ -145,9 +147,9 @@ class WriteTxnMarkersResponse:
 
     def write(self, w: Writer, version: int) -> None:
         """Encode this WriteTxnMarkersResponse as ``version`` into ``w``."""
-        if not 1 <= version <= 2:
+        if not 0 <= version <= 2:
             raise UnsupportedVersionError(
-                f"WriteTxnMarkersResponse v{version} is not supported (1-2)"
+                f"WriteTxnMarkersResponse v{version} is not supported (0-2)"
             )
         _write_WriteTxnMarkersResponse(self, w, version)
 
@@ -161,10 +163,11 @@ def _read_WritableTxnMarkerPartitionResult(
     f_error_code: int
     f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    _n = buf[pos]
-    pos += 1
-    if _n:
-        pos = skip_tagged_fields(buf, pos - 1)
+    if version >= 1:
+        _n = buf[pos]
+        pos += 1
+        if _n:
+            pos = skip_tagged_fields(buf, pos - 1)
     r.pos = pos
     return WritableTxnMarkerPartitionResult(f_partition_index, f_error_code)
 
@@ -174,7 +177,8 @@ def _write_WritableTxnMarkerPartitionResult(
 ) -> None:
     b = w.buf
     b += _S_ih.pack(o.partition_index, o.error_code)
-    b.append(0)
+    if version >= 1:
+        b.append(0)
 
 
 def _read_WritableTxnMarkerTopicResult(r: Reader, version: int) -> WritableTxnMarkerTopicResult:
@@ -182,30 +186,49 @@ def _read_WritableTxnMarkerTopicResult(r: Reader, version: int) -> WritableTxnMa
     pos = r.pos
     f_name: str
     f_partitions: list[WritableTxnMarkerPartitionResult]
-    _n = buf[pos]
-    pos += 1
-    if _n > 127:
-        _n, pos = read_uvarint(buf, pos - 1)
-    _n -= 1
-    _m = buf[pos : pos + _n]
-    if len(_m) != _n:
-        raise DecodeError("truncated or invalid string length")
-    pos += _n
-    f_name = _m.tobytes().decode()
-    _n = buf[pos]
-    pos += 1
-    if _n > 127:
-        _n, pos = read_uvarint(buf, pos - 1)
-    _n -= 1
-    if _n < 0 or _n > len(buf) - pos:
-        raise DecodeError("invalid array length")
-    r.pos = pos
-    f_partitions = [_read_WritableTxnMarkerPartitionResult(r, version) for _ in range(_n)]
-    pos = r.pos
-    _n = buf[pos]
-    pos += 1
-    if _n:
-        pos = skip_tagged_fields(buf, pos - 1)
+    if version >= 1:
+        _n = buf[pos]
+        pos += 1
+        if _n > 127:
+            _n, pos = read_uvarint(buf, pos - 1)
+        _n -= 1
+        _m = buf[pos : pos + _n]
+        if len(_m) != _n:
+            raise DecodeError("truncated or invalid string length")
+        pos += _n
+        f_name = _m.tobytes().decode()
+    else:
+        _n = _S_h.unpack_from(buf, pos)[0]
+        pos += 2
+        _m = buf[pos : pos + _n]
+        if len(_m) != _n:
+            raise DecodeError("truncated or invalid string length")
+        pos += _n
+        f_name = _m.tobytes().decode()
+    if version >= 1:
+        _n = buf[pos]
+        pos += 1
+        if _n > 127:
+            _n, pos = read_uvarint(buf, pos - 1)
+        _n -= 1
+        if _n < 0 or _n > len(buf) - pos:
+            raise DecodeError("invalid array length")
+        r.pos = pos
+        f_partitions = [_read_WritableTxnMarkerPartitionResult(r, version) for _ in range(_n)]
+        pos = r.pos
+    else:
+        _n = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        if _n < 0 or _n > len(buf) - pos:
+            raise DecodeError("invalid array length")
+        r.pos = pos
+        f_partitions = [_read_WritableTxnMarkerPartitionResult(r, version) for _ in range(_n)]
+        pos = r.pos
+    if version >= 1:
+        _n = buf[pos]
+        pos += 1
+        if _n:
+            pos = skip_tagged_fields(buf, pos - 1)
     r.pos = pos
     return WritableTxnMarkerTopicResult(f_name, f_partitions)
 
@@ -214,22 +237,34 @@ def _write_WritableTxnMarkerTopicResult(
     o: WritableTxnMarkerTopicResult, w: Writer, version: int
 ) -> None:
     b = w.buf
-    _s = o.name.encode()
-    _l = len(_s) + 1
-    if _l < 128:
-        b.append(_l)
+    if version >= 1:
+        _s = o.name.encode()
+        _l = len(_s) + 1
+        if _l < 128:
+            b.append(_l)
+        else:
+            b += encode_uvarint(_l)
+        b += _s
     else:
-        b += encode_uvarint(_l)
-    b += _s
-    v_partitions = o.partitions
-    _l = len(v_partitions) + 1
-    if _l < 128:
-        b.append(_l)
+        _s = o.name.encode()
+        b += _S_h.pack(len(_s))
+        b += _s
+    if version >= 1:
+        v_partitions = o.partitions
+        _l = len(v_partitions) + 1
+        if _l < 128:
+            b.append(_l)
+        else:
+            b += encode_uvarint(_l)
+        for e_partitions in v_partitions:
+            _write_WritableTxnMarkerPartitionResult(e_partitions, w, version)
     else:
-        b += encode_uvarint(_l)
-    for e_partitions in v_partitions:
-        _write_WritableTxnMarkerPartitionResult(e_partitions, w, version)
-    b.append(0)
+        v_partitions = o.partitions
+        b += _S_i.pack(len(v_partitions))
+        for e_partitions in v_partitions:
+            _write_WritableTxnMarkerPartitionResult(e_partitions, w, version)
+    if version >= 1:
+        b.append(0)
 
 
 def _read_WritableTxnMarkerResult(r: Reader, version: int) -> WritableTxnMarkerResult:
@@ -239,20 +274,30 @@ def _read_WritableTxnMarkerResult(r: Reader, version: int) -> WritableTxnMarkerR
     f_topics: list[WritableTxnMarkerTopicResult]
     f_producer_id = _S_q.unpack_from(buf, pos)[0]
     pos += 8
-    _n = buf[pos]
-    pos += 1
-    if _n > 127:
-        _n, pos = read_uvarint(buf, pos - 1)
-    _n -= 1
-    if _n < 0 or _n > len(buf) - pos:
-        raise DecodeError("invalid array length")
-    r.pos = pos
-    f_topics = [_read_WritableTxnMarkerTopicResult(r, version) for _ in range(_n)]
-    pos = r.pos
-    _n = buf[pos]
-    pos += 1
-    if _n:
-        pos = skip_tagged_fields(buf, pos - 1)
+    if version >= 1:
+        _n = buf[pos]
+        pos += 1
+        if _n > 127:
+            _n, pos = read_uvarint(buf, pos - 1)
+        _n -= 1
+        if _n < 0 or _n > len(buf) - pos:
+            raise DecodeError("invalid array length")
+        r.pos = pos
+        f_topics = [_read_WritableTxnMarkerTopicResult(r, version) for _ in range(_n)]
+        pos = r.pos
+    else:
+        _n = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        if _n < 0 or _n > len(buf) - pos:
+            raise DecodeError("invalid array length")
+        r.pos = pos
+        f_topics = [_read_WritableTxnMarkerTopicResult(r, version) for _ in range(_n)]
+        pos = r.pos
+    if version >= 1:
+        _n = buf[pos]
+        pos += 1
+        if _n:
+            pos = skip_tagged_fields(buf, pos - 1)
     r.pos = pos
     return WritableTxnMarkerResult(f_producer_id, f_topics)
 
@@ -260,47 +305,71 @@ def _read_WritableTxnMarkerResult(r: Reader, version: int) -> WritableTxnMarkerR
 def _write_WritableTxnMarkerResult(o: WritableTxnMarkerResult, w: Writer, version: int) -> None:
     b = w.buf
     b += _S_q.pack(o.producer_id)
-    v_topics = o.topics
-    _l = len(v_topics) + 1
-    if _l < 128:
-        b.append(_l)
+    if version >= 1:
+        v_topics = o.topics
+        _l = len(v_topics) + 1
+        if _l < 128:
+            b.append(_l)
+        else:
+            b += encode_uvarint(_l)
+        for e_topics in v_topics:
+            _write_WritableTxnMarkerTopicResult(e_topics, w, version)
     else:
-        b += encode_uvarint(_l)
-    for e_topics in v_topics:
-        _write_WritableTxnMarkerTopicResult(e_topics, w, version)
-    b.append(0)
+        v_topics = o.topics
+        b += _S_i.pack(len(v_topics))
+        for e_topics in v_topics:
+            _write_WritableTxnMarkerTopicResult(e_topics, w, version)
+    if version >= 1:
+        b.append(0)
 
 
 def _read_WriteTxnMarkersResponse(r: Reader, version: int) -> WriteTxnMarkersResponse:
     buf = r.buf
     pos = r.pos
     f_markers: list[WritableTxnMarkerResult]
-    _n = buf[pos]
-    pos += 1
-    if _n > 127:
-        _n, pos = read_uvarint(buf, pos - 1)
-    _n -= 1
-    if _n < 0 or _n > len(buf) - pos:
-        raise DecodeError("invalid array length")
-    r.pos = pos
-    f_markers = [_read_WritableTxnMarkerResult(r, version) for _ in range(_n)]
-    pos = r.pos
-    _n = buf[pos]
-    pos += 1
-    if _n:
-        pos = skip_tagged_fields(buf, pos - 1)
+    if version >= 1:
+        _n = buf[pos]
+        pos += 1
+        if _n > 127:
+            _n, pos = read_uvarint(buf, pos - 1)
+        _n -= 1
+        if _n < 0 or _n > len(buf) - pos:
+            raise DecodeError("invalid array length")
+        r.pos = pos
+        f_markers = [_read_WritableTxnMarkerResult(r, version) for _ in range(_n)]
+        pos = r.pos
+    else:
+        _n = _S_i.unpack_from(buf, pos)[0]
+        pos += 4
+        if _n < 0 or _n > len(buf) - pos:
+            raise DecodeError("invalid array length")
+        r.pos = pos
+        f_markers = [_read_WritableTxnMarkerResult(r, version) for _ in range(_n)]
+        pos = r.pos
+    if version >= 1:
+        _n = buf[pos]
+        pos += 1
+        if _n:
+            pos = skip_tagged_fields(buf, pos - 1)
     r.pos = pos
     return WriteTxnMarkersResponse(f_markers)
 
 
 def _write_WriteTxnMarkersResponse(o: WriteTxnMarkersResponse, w: Writer, version: int) -> None:
     b = w.buf
-    v_markers = o.markers
-    _l = len(v_markers) + 1
-    if _l < 128:
-        b.append(_l)
+    if version >= 1:
+        v_markers = o.markers
+        _l = len(v_markers) + 1
+        if _l < 128:
+            b.append(_l)
+        else:
+            b += encode_uvarint(_l)
+        for e_markers in v_markers:
+            _write_WritableTxnMarkerResult(e_markers, w, version)
     else:
-        b += encode_uvarint(_l)
-    for e_markers in v_markers:
-        _write_WritableTxnMarkerResult(e_markers, w, version)
-    b.append(0)
+        v_markers = o.markers
+        b += _S_i.pack(len(v_markers))
+        for e_markers in v_markers:
+            _write_WritableTxnMarkerResult(e_markers, w, version)
+    if version >= 1:
+        b.append(0)

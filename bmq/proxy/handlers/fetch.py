@@ -18,4 +18,4 @@ async def handle_fetch(ctx: ProxyContext, request: FetchRequest, version: int) -
             name = info.name if info is not None else topic.topic
             if not ctx.authorize(Operation.READ, ResourceType.TOPIC, name):
                 refused.add(name)
-    return await answer_fetch(ctx.proxy, request, refused)
+    return await answer_fetch(ctx.proxy, request, refused, version)

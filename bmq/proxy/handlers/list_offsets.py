@@ -13,4 +13,4 @@ async def handle_list_offsets(ctx: ProxyContext, request: ListOffsetsRequest,
                               version: int) -> ListOffsetsResponse:
     refused = {t.name for t in request.topics
                if not ctx.authorize(Operation.DESCRIBE, ResourceType.TOPIC, t.name)}
-    return await answer_list_offsets(ctx.proxy, request, refused)
+    return await answer_list_offsets(ctx.proxy, request, refused, version)
