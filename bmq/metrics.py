@@ -271,14 +271,17 @@ _LENGTH_AT = 8
 _COUNT_AT = 57
 _LOG_OVERHEAD = 12
 _HEADER_SIZE = 61
+_MAGIC_AT = 16
+_MAGIC_V2 = 2
 
 
 def count_records(data: bytes | bytearray | memoryview) -> int:
-    """Records in the whole v2 batches of ``data`` (a trailing partial batch is not counted)."""
+    """Records in the whole v2 batches of ``data`` (a trailing partial batch is not counted; nor
+    are an old client's v0/v1 messages, which the Fetch response to it holds)."""
     total = 0
     pos = 0
     end = len(data)
-    while end - pos >= _HEADER_SIZE:
+    while end - pos >= _HEADER_SIZE and data[pos + _MAGIC_AT] == _MAGIC_V2:
         size = _BATCH_LENGTH.unpack_from(data, pos + _LENGTH_AT)[0] + _LOG_OVERHEAD
         if size < _HEADER_SIZE or pos + size > end:
             break

@@ -197,7 +197,9 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest,
                     raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "no record batches")
                 config = partition.log.config
                 if version < FIRST_V2_PRODUCE_VERSION and is_message_set(records):
-                    records, _ = to_batch(records)  # stored as v2, once
+                    # Stored as v2, once; the request holds it too, for the metrics' count.
+                    records, _ = to_batch(records)
+                    data.records = records
                 headers = validate_batches(records, config.max_message_bytes)
                 check_transactional(broker, partition, request.transactional_id, headers,
                                     (name, data.index), verified)

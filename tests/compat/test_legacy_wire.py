@@ -1,0 +1,142 @@
+"""Message sets v0/v1 on the wire, built by kafka-python's own legacy codec (an implementation
+independent of BMQ's): Produce v0-2 of good and bad message sets, Fetch v0-3 read back, and
+the switch that refuses old clients as Kafka 4 does (bmq.legacy.clients.enable=false)."""
+
+from __future__ import annotations
+
+import gzip
+import struct
+import zlib
+from typing import Any
+
+import pytest
+from kafka.record.legacy_records import LegacyRecordBatch, LegacyRecordBatchBuilder
+
+from tests.integration import kwire
+from tests.integration.helpers import consume, create_topic
+from tests.integration.kwire import Disconnected, KafkaWire
+
+INVALID_RECORD = 87
+UNSUPPORTED_VERSION = 35
+GZIP = 1
+
+
+def message_set(magic: int, count: int = 4, codec: int = 0, first_ts: int = 1_700_000_000_000
+                ) -> bytes:
+    builder = LegacyRecordBatchBuilder(magic=magic, compression_type=codec, batch_size=1 << 20)
+    for i in range(count):
+        builder.append(i, timestamp=first_ts + i if magic else None, key=f"k{i}".encode(),
+                       value=f"value {i}".encode())
+    return bytes(builder.build())
+
+
+def read_message_set(data: bytes) -> list[tuple[int, int | None, bytes | None, bytes | None]]:
+    """(offset, timestamp, key, value) of every message, wrappers opened (kafka-python)."""
+    out = []
+    position = 0
+    while len(data) - position >= 12:
+        size = struct.unpack_from(">i", data, position + 8)[0] + 12
+        if position + size > len(data):
+            break
+        batch = LegacyRecordBatch(memoryview(data)[position:position + size],
+                                  data[position + 16])
+        assert batch.validate_crc()
+        out += [(r.offset, r.timestamp, r.key, r.value) for r in batch]
+        position += size
+    return out
+
+
+@pytest.fixture(scope="module")
+def legacy_off(module_broker_factory: Any) -> Any:
+    return module_broker_factory(config={"bmq.legacy.clients.enable": False})
+
+
+@pytest.mark.parametrize(("produce_version", "magic", "codec"),
+                         [(0, 0, 0), (1, 0, GZIP), (2, 1, 0), (2, 1, GZIP)])
+def test_produce_and_fetch_every_old_version(module_broker: Any, topic: str,
+                                             produce_version: int, magic: int,
+                                             codec: int) -> None:
+    create_topic(module_broker.bootstrap, topic)
+    with KafkaWire(module_broker.bootstrap) as wire:
+        for round_ in range(2):
+            result = wire.produce(topic, 0, message_set(magic, codec=codec),
+                                  version=produce_version)
+            assert (result.error_code, result.base_offset) == (0, 4 * round_)
+        for fetch_version in range(4):
+            body = kwire.fetch_body(fetch_version, topic, 0, 2)
+            fetched = kwire.parse_fetch_response(
+                fetch_version, wire.request(kwire.FETCH, fetch_version, body))[(topic, 0)]
+            assert (fetched.error_code, fetched.high_watermark) == (0, 8)
+            messages = read_message_set(fetched.records or b"")
+            assert [m[0] for m in messages] == list(range(2, 8)), fetch_version
+            assert [(m[2], m[3]) for m in messages] == [
+                (f"k{i % 4}".encode(), f"value {i % 4}".encode()) for i in range(2, 8)]
+            timestamps = [m[1] for m in messages]
+            if fetch_version >= 2 and magic == 1:
+                assert timestamps == [1_700_000_000_000 + i % 4 for i in range(2, 8)]
+            elif fetch_version >= 2:
+                assert timestamps == [-1] * 6      # magic 0 had none
+    # Today's client reads the same records from the v2 batches they are stored as.
+    got = consume(module_broker.bootstrap, topic, expected=8)[0]
+    assert [(m.offset, m.key) for m in got] == [(i, f"k{i % 4}".encode()) for i in range(8)]
+
+
+def _bad_crc(data: bytes) -> bytes:
+    bad = bytearray(data)
+    bad[-1] ^= 0x01
+    return bytes(bad)
+
+
+def _truncated_wrapper(data: bytes) -> bytes:
+    """A gzip wrapper whose compressed value lost its last 8 bytes (sizes and CRC fixed up, so
+    only the inner data is short)."""
+    body = bytearray(data[12:])
+    value_at = 4 + 1 + 1 + (8 if body[4] == 1 else 0) + 4     # crc, magic, attributes, ts, key
+    (length,) = struct.unpack_from(">i", body, value_at)
+    value = bytes(body[value_at + 4:value_at + 4 + length - 8])
+    return _message(bytes(body[4:value_at]) + struct.pack(">i", len(value)) + value)
+
+
+def _message(fields: bytes) -> bytes:
+    """A message at offset 0 of ``fields`` (magic to value), with its size and CRC-32."""
+    body = struct.pack(">I", zlib.crc32(fields)) + fields
+    return struct.pack(">qi", 0, len(body)) + body
+
+
+def _nested(data: bytes) -> bytes:
+    """A gzip wrapper holding another gzip wrapper (``data``)."""
+    value = gzip.compress(data)
+    return _message(struct.pack(">bbqi", 1, GZIP, 1_700_000_000_000, -1)
+                    + struct.pack(">i", len(value)) + value)
+
+
+@pytest.mark.parametrize(("damage", "error"), [
+    ("bad-crc", kwire.CORRUPT_MESSAGE), ("truncated-wrapper", kwire.CORRUPT_MESSAGE),
+    ("nested-compression", INVALID_RECORD), ("truncated-set", kwire.CORRUPT_MESSAGE)])
+def test_bad_message_sets_are_refused_and_not_written(module_broker: Any, topic: str,
+                                                      damage: str, error: int) -> None:
+    create_topic(module_broker.bootstrap, topic)
+    good = message_set(1, count=3)
+    bad = {"bad-crc": lambda: _bad_crc(message_set(1)),
+           "truncated-wrapper": lambda: _truncated_wrapper(message_set(1, codec=GZIP)),
+           "nested-compression": lambda: _nested(message_set(1, codec=GZIP)),
+           "truncated-set": lambda: good + message_set(1)[:-5]}[damage]()
+    with KafkaWire(module_broker.bootstrap) as wire:
+        assert wire.produce(topic, 0, bad, version=2).error_code == error
+        assert wire.list_offset(topic, 0, -1) == (0, 0), "something was written"
+        assert wire.produce(topic, 0, good, version=2).error_code == 0
+        assert wire.list_offset(topic, 0, -1) == (0, 3)
+
+
+def test_switch_off_refuses_old_clients_as_kafka_4(legacy_off: Any, topic: str) -> None:
+    create_topic(legacy_off.bootstrap, topic)
+    with KafkaWire(legacy_off.bootstrap) as wire:
+        versions = wire.api_versions()
+        assert versions[kwire.FETCH][0] == 4
+        assert versions[kwire.LIST_OFFSETS][0] == 1
+        assert versions[kwire.PRODUCE][0] == 0      # listed for librdkafka (KAFKA-18659) ...
+        result = wire.produce(topic, 0, message_set(1), version=2)
+        assert result.error_code == UNSUPPORTED_VERSION     # ... and refused
+        # A version Kafka 4 does not serve: the connection closes, as there.
+        with pytest.raises(Disconnected):
+            wire.request(kwire.FETCH, 3, kwire.fetch_body(3, topic, 0, 0))
