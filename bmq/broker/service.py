@@ -17,7 +17,7 @@ class BrokerService:
     def __init__(self, broker: Broker, listener: str, session: Session) -> None:
         """``session``: the connection's security (its principal, SASL state)."""
         self.broker = broker
-        self.handlers = served_apis(broker.config.bmq_legacy_clients_enable)
+        self.handlers = served_apis(broker.config.legacy_clients_enable)
         self.listener = listener
         self.session = session
         self.max_frame_bytes = broker.config.socket_request_max_bytes

@@ -37,6 +37,8 @@ KAFKA_NAMES: dict[str, str] = {
     "log_cleaner_dedupe_buffer_size": "log.cleaner.dedupe.buffer.size",
     "socket_request_max_bytes": "socket.request.max.bytes",
     "queued_max_request_bytes": "queued.max.request.bytes",
+    # BMQ's own, named as Kafka names its broker settings (issue #36).
+    "legacy_clients_enable": "bmq.legacy.clients.enable",
     "group_initial_rebalance_delay_ms": "group.initial.rebalance.delay.ms",
     "group_min_session_timeout_ms": "group.min.session.timeout.ms",
     "group_max_session_timeout_ms": "group.max.session.timeout.ms",

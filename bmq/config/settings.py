@@ -72,7 +72,7 @@ class Config:
     # v0-3, ListOffsets v0, OffsetCommit v0-1, ...) and message formats v0/v1, converted to and
     # from record batch v2. false: refuse them as Kafka 4 does (ApiVersions lists Kafka 4's
     # versions; Produce v0-2 is answered UNSUPPORTED_VERSION, the others disconnect).
-    bmq_legacy_clients_enable: bool = True
+    legacy_clients_enable: bool = True
     # Producer ids handed out per allocation persisted to storage (so restarts never reuse ids).
     producer_id_block_size: int = 1000
     # Consumer groups (Kafka's group.* and offsets.* names and defaults); see docs/groups.md.

@@ -12,5 +12,5 @@ async def handle_api_versions(ctx: RequestContext, request: ApiVersionsRequest,
                               version: int) -> ApiVersionsResponse:
     from bmq.broker.handlers import served_apis  # (lists this module too)
 
-    served = served_apis(ctx.broker.config.bmq_legacy_clients_enable)
+    served = served_apis(ctx.broker.config.legacy_clients_enable)
     return ApiVersionsResponse(error_code=ErrorCode.NONE, api_keys=supported_versions(served))

@@ -149,7 +149,7 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest,
                          version: int) -> ProduceResponse | None:
     broker = ctx.broker
     acks = request.acks
-    legacy_clients = broker.config.bmq_legacy_clients_enable
+    legacy_clients = broker.config.legacy_clients_enable
     txn_denied = request.transactional_id is not None and not ctx.authorize(
         Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)
     verified = {} if txn_denied else await verify_elsewhere(broker, request)
