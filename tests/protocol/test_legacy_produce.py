@@ -1,7 +1,8 @@
-"""Produce v0-2: decoded and answered (with UNSUPPORTED_VERSION) rather than disconnected.
+"""Produce v0-2: decoded and answered rather than disconnected.
 
 Kafka 4 removed them from the spec but lists Produce v0 in ApiVersions for librdkafka
-(KAFKA-18659); kio follows the spec, so these wire layouts are checked by hand here.
+(KAFKA-18659); BMQ serves them to old clients (issue #36). kio follows the spec, so these wire
+layouts are checked by hand here (and against kafka-python in test_legacy_versions.py).
 """
 
 import struct
