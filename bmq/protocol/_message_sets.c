@@ -211,7 +211,9 @@ static PyObject *up(PyObject *self, PyObject *args) {
         return NULL;
     upconversion u = {{NULL, 0, 0}, 0, -1, -1, 0};
     const uint8_t *p = view.buf, *end = p + view.len;
-    int ok = 1;
+    /* Uncompressed, v2 records are smaller than the messages they come from: one allocation
+     * of the input's size is enough unless wrappers hold more. */
+    int ok = reserve(&u.out, (size_t)view.len) || PyErr_NoMemory() != NULL;
     if (p == end)
         ok = fail(CORRUPT_MESSAGE, "empty message set") != NULL;
     while (ok && p < end) {
@@ -365,6 +367,23 @@ static int down_compressed(buffer *out, const batch *b, const uint8_t *payload, 
     return ok;
 }
 
+enum { MESSAGE_OVERHEAD = LOG_OVERHEAD + 4 + 1 + 1 + 8 + 4 + 4 };
+
+/* The most bytes down() can write for the batches at p..end (compressed ones: their own size
+ * and one wrapper's overhead per record, a guess reserve() grows past if need be). */
+static size_t down_bound(const uint8_t *p, const uint8_t *end) {
+    size_t bound = 0;
+    while (end - p >= V2_HEADER) {
+        int64_t size = LOG_OVERHEAD + (int64_t)get_i32be(p + 8);
+        if (size < V2_HEADER || size > end - p)
+            break;
+        int64_t records = get_i32be(p + 57);
+        bound += (size_t)size + (size_t)(records > 0 ? records : 0) * MESSAGE_OVERHEAD;
+        p += size;
+    }
+    return bound;
+}
+
 static PyObject *down(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer view;
@@ -378,6 +397,10 @@ static PyObject *down(PyObject *self, PyObject *args) {
     int ok = magic == 0 || magic == 1;
     if (!ok)
         PyErr_SetString(PyExc_ValueError, "magic must be 0 or 1");
+    /* One allocation of the whole output (growing it by doubling was most of the time): a
+     * message is at most MESSAGE_OVERHEAD bytes more than its record's key and value. */
+    else if (!reserve(&out, down_bound(p, end)))
+        ok = PyErr_NoMemory() != NULL;
     /* Whole batches only: a partial one at the end (a fetch's size limit) is left out. */
     while (ok && end - p >= V2_HEADER) {
         int64_t size = LOG_OVERHEAD + (int64_t)get_i32be(p + 8);
