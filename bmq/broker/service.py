@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bmq import metrics
 from bmq.broker.broker import Broker
-from bmq.broker.handlers import RequestContext, served_apis
+from bmq.broker.handlers import TABLES, RequestContext
 from bmq.listeners import Listener
 from bmq.net.connection import KafkaConnection
 from bmq.protocol.headers import RequestHeader
@@ -17,7 +17,7 @@ class BrokerService:
     def __init__(self, broker: Broker, listener: str, session: Session) -> None:
         """``session``: the connection's security (its principal, SASL state)."""
         self.broker = broker
-        self.handlers = served_apis(broker.config.legacy_clients_enable)
+        self.handlers = TABLES.served(broker.config.legacy_clients_enable)
         self.listener = listener
         self.session = session
         self.max_frame_bytes = broker.config.socket_request_max_bytes

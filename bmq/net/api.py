@@ -92,6 +92,20 @@ def kafka4_versions(handlers: Mapping[int, ApiSpec]) -> dict[int, ApiSpec]:
     return table
 
 
+class ApiTables:
+    """A role's API table both ways: every version its codec serves, and only Kafka 4's; the
+    role serves one of them by its ``bmq.legacy.clients.enable``."""
+
+    __slots__ = ("every", "kafka4")
+
+    def __init__(self, every: dict[int, ApiSpec]) -> None:
+        self.every = every
+        self.kafka4 = kafka4_versions(every)
+
+    def served(self, legacy_clients: bool) -> dict[int, ApiSpec]:
+        return self.every if legacy_clients else self.kafka4
+
+
 def preload(handlers: Mapping[int, ApiSpec]) -> threading.Thread:
     """Import every request class and handler of a role's APIs on a daemon thread, once the
     role serves (it starts no slower for it). A running server then no longer needs BMQ's files

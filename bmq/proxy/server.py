@@ -18,7 +18,7 @@ from bmq.net.connection import KafkaConnection
 from bmq.net.listening import Listening
 from bmq.protocol.headers import RequestHeader
 from bmq.proxy.cluster_view import ClusterView
-from bmq.proxy.handlers import HANDLERS, ProxyContext
+from bmq.proxy.handlers import HANDLERS, TABLES, ProxyContext
 from bmq.proxy.proxy import Proxy
 from bmq.security.link import ActingFor
 from bmq.security.loading import load_security_metadata, role_security
@@ -40,11 +40,11 @@ class ProxyService:
     one client's slow request (a large acks=all Produce, a CreateTopics waiting for its
     partitions) would hold up the others' answers. A client's own requests stay in order."""
 
-    handlers = HANDLERS
     observe = staticmethod(metrics.observe_response)
 
     def __init__(self, proxy: Proxy, listener: str, session: Session) -> None:
         self.proxy = proxy
+        self.handlers = TABLES.served(proxy.config.legacy_clients_enable)
         self.listener = listener
         self.session = session
         self.max_frame_bytes = proxy.config.socket_request_max_bytes

@@ -8,7 +8,7 @@ codec cannot read or write.
 from __future__ import annotations
 
 from bmq.broker.handlers.base import RequestContext
-from bmq.net.api import ApiSpec, kafka4_versions
+from bmq.net.api import ApiSpec, ApiTables
 from bmq.net.broker_apis import BROKER_REQUESTS, handler_module
 from bmq.security.handlers import SASL_APIS, SASL_REQUESTS
 
@@ -22,12 +22,7 @@ HANDLERS: dict[int, ApiSpec] = {
 }
 # SASL is answered as on every role that serves clients.
 HANDLERS.update({spec.api_key: spec for spec in SASL_APIS})
-# bmq.legacy.clients.enable off: only the versions Kafka 4 serves.
-KAFKA4_HANDLERS = kafka4_versions(HANDLERS)
+# With and without the versions Kafka 4 removed (bmq.legacy.clients.enable).
+TABLES = ApiTables(HANDLERS)
 
-
-def served_apis(legacy_clients: bool) -> dict[int, ApiSpec]:
-    """The broker's API table, with or without the versions Kafka 4 removed."""
-    return HANDLERS if legacy_clients else KAFKA4_HANDLERS
-
-__all__ = ["HANDLERS", "KAFKA4_HANDLERS", "ApiSpec", "RequestContext", "served_apis"]
+__all__ = ["HANDLERS", "TABLES", "ApiSpec", "RequestContext"]

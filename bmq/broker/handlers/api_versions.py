@@ -10,7 +10,7 @@ from bmq.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
 
 async def handle_api_versions(ctx: RequestContext, request: ApiVersionsRequest,
                               version: int) -> ApiVersionsResponse:
-    from bmq.broker.handlers import served_apis  # (lists this module too)
+    from bmq.broker.handlers import TABLES  # (lists this module too)
 
-    served = served_apis(ctx.broker.config.legacy_clients_enable)
+    served = TABLES.served(ctx.broker.config.legacy_clients_enable)
     return ApiVersionsResponse(error_code=ErrorCode.NONE, api_keys=supported_versions(served))

@@ -13,7 +13,7 @@ served.
 
 from __future__ import annotations
 
-from bmq.net.api import FIRST_INTERNAL_API_KEY, ApiSpec
+from bmq.net.api import FIRST_INTERNAL_API_KEY, ApiSpec, ApiTables
 from bmq.net.broker_apis import BROKER_REQUESTS
 from bmq.proxy.handlers.base import ProxyContext
 from bmq.security.handlers import SASL_APIS
@@ -48,5 +48,7 @@ _RELAYED = (ApiSpec(name, "bmq.proxy.handlers.forward:relay_to_broker")
 HANDLERS: dict[int, ApiSpec] = {
     s.api_key: s for s in _RELAYED if s.api_key < FIRST_INTERNAL_API_KEY}
 HANDLERS.update({s.api_key: s for s in [*_ANSWERED, *SASL_APIS]})
+# With and without the versions Kafka 4 removed (bmq.legacy.clients.enable).
+TABLES = ApiTables(HANDLERS)
 
-__all__ = ["HANDLERS", "ProxyContext"]
+__all__ = ["HANDLERS", "TABLES", "ProxyContext"]

@@ -11,6 +11,7 @@ from bmq.proxy.handlers.base import ProxyContext
 
 async def handle_api_versions(ctx: ProxyContext, request: ApiVersionsRequest,
                               version: int) -> ApiVersionsResponse:
-    from bmq.proxy.handlers import HANDLERS  # the registry lists this module too
+    from bmq.proxy.handlers import TABLES  # the registry lists this module too
 
-    return ApiVersionsResponse(error_code=ErrorCode.NONE, api_keys=supported_versions(HANDLERS))
+    served = TABLES.served(ctx.proxy.config.legacy_clients_enable)
+    return ApiVersionsResponse(error_code=ErrorCode.NONE, api_keys=supported_versions(served))

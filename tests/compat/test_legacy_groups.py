@@ -1,0 +1,87 @@
+"""Old clients' consumer groups and committed offsets (issue #36): OffsetCommit v0-1 and
+OffsetFetch v0 (kafka-python pinned to 0.8.1 / 0.8.2), JoinGroup/SyncGroup v0 (librdkafka told
+it talks to 0.9.0), and what today's clients then see of those commits."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from tests.integration.helpers import create_topic, produce_all
+
+
+def _kafka_python_commit(bootstrap: str, group: str, topic: str, offset: int,
+                         api_version: tuple[int, int, int]) -> int | None:
+    """Commit ``offset`` for partition 0 with kafka-python at ``api_version``; return what the
+    same client then reads back as committed."""
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KafkaPartition
+    from kafka.structs import OffsetAndMetadata
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group,
+                             api_version=api_version, enable_auto_commit=False)
+    partition = KafkaPartition(topic, 0)
+    consumer.assign([partition])
+    consumer.commit({partition: OffsetAndMetadata(offset, "", -1)})
+    committed: int | None = consumer.committed(partition)
+    consumer.close()
+    return committed
+
+
+def _committed_seen_today(bootstrap: str, group: str, topic: str) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        [partition] = consumer.committed([TopicPartition(topic, 0)], timeout=15)
+        return int(partition.offset)
+    finally:
+        consumer.close()
+
+
+@pytest.mark.parametrize(("api_version", "offset_commit"), [((0, 8, 2), 1), ((0, 8, 1), 0)])
+def test_old_offset_commits(module_broker: Any, topic: str, api_version: tuple[int, int, int],
+                            offset_commit: int) -> None:
+    """OffsetCommit v1 / v0 (and OffsetFetch v1 / v0) of kafka-python: the offset round-trips,
+    and today's client finds it (stored once, in __consumer_offsets)."""
+    create_topic(module_broker.bootstrap, topic)
+    group = f"old-{offset_commit}-{uuid.uuid4().hex[:6]}"
+    assert _kafka_python_commit(module_broker.bootstrap, group, topic, 42, api_version) == 42
+    assert _committed_seen_today(module_broker.bootstrap, group, topic) == 42
+
+
+@pytest.mark.slow
+def test_old_librdkafka_group_hands_over_to_today(module_broker: Any, topic: str) -> None:
+    """A 0.9.0-era consumer (JoinGroup/SyncGroup/Heartbeat v0) joins, consumes and commits; a
+    v2 consumer of the same group goes on from its commit."""
+    create_topic(module_broker.bootstrap, topic)
+    produce_all(module_broker.bootstrap, topic, [{"value": b"m%d" % i} for i in range(100)])
+    group = f"old-group-{uuid.uuid4().hex[:6]}"
+    old = Consumer({"bootstrap.servers": module_broker.bootstrap, "group.id": group,
+                    "api.version.request": False, "broker.version.fallback": "0.9.0",
+                    "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    old.subscribe([topic])
+    seen: list[bytes] = []
+    deadline = time.monotonic() + 60
+    while len(seen) < 60 and time.monotonic() < deadline:
+        message = old.poll(0.5)
+        if message is not None and message.error() is None:
+            seen.append(message.value() or b"")
+            if len(seen) == 60:
+                old.commit(message, asynchronous=False)
+    old.close()
+    assert seen == [b"m%d" % i for i in range(60)]
+    assert _committed_seen_today(module_broker.bootstrap, group, topic) == 60
+    today = Consumer({"bootstrap.servers": module_broker.bootstrap, "group.id": group,
+                      "auto.offset.reset": "earliest"})
+    today.subscribe([topic])
+    rest: list[int] = []
+    deadline = time.monotonic() + 60
+    while len(rest) < 40 and time.monotonic() < deadline:
+        message = today.poll(0.5)
+        if message is not None and message.error() is None:
+            rest.append(message.offset())
+    today.close()
+    assert rest == list(range(60, 100))
