@@ -174,13 +174,50 @@ static int up_message(upconversion *u, const message *m) {
     return 1;
 }
 
+/* XXH32 (seed 0) of at most 15 bytes: an LZ4 frame descriptor's checksum is its second byte. */
+static uint32_t xxh32_short(const uint8_t *p, size_t n) {
+    const uint32_t P1 = 2654435761u, P2 = 2246822519u, P3 = 3266489917u, P4 = 668265263u,
+                   P5 = 374761393u;
+    uint32_t h = P5 + (uint32_t)n;
+    for (; n >= 4; p += 4, n -= 4) {
+        h += ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24)
+             * P3;
+        h = ((h << 17) | (h >> 15)) * P4;
+    }
+    for (; n; p++, n--) {
+        h += *p * P5;
+        h = ((h << 11) | (h >> 21)) * P1;
+    }
+    h ^= h >> 15;
+    h *= P2;
+    h ^= h >> 13;
+    h *= P3;
+    return h ^ (h >> 16);
+}
+
+/* Kafka before 0.10 (magic 0) computed an LZ4 frame's header checksum over the magic number
+ * too (KAFKA-3160), and librdkafka writes it so for magic 0: put the right one in place. */
+static void fix_lz4_header_checksum(uint8_t *frame, size_t size) {
+    if (size < 7)
+        return;
+    size_t descriptor = 2 + (frame[4] & 0x08 ? 8 : 0) + (frame[4] & 0x01 ? 4 : 0);
+    if (size > 4 + descriptor)
+        frame[4 + descriptor] = (uint8_t)(xxh32_short(frame + 4, descriptor) >> 8);
+}
+
 /* The inner messages of a compressed wrapper. */
 static int up_wrapper(upconversion *u, const message *wrapper, PyObject *decompress) {
     if (wrapper->value == NULL)
         return fail(INVALID_RECORD, "compressed wrapper message without a value") != NULL;
-    PyObject *inner = PyObject_CallFunction(decompress, "iy#", wrapper->attributes & CODEC_MASK,
-                                            (const char *)wrapper->value,
-                                            (Py_ssize_t)wrapper->value_len);
+    int codec = wrapper->attributes & CODEC_MASK;
+    PyObject *value = PyBytes_FromStringAndSize((const char *)wrapper->value,
+                                                (Py_ssize_t)wrapper->value_len);
+    if (value == NULL)
+        return 0;
+    if (codec == LZ4 && wrapper->magic == 0)    /* a new object: its bytes are ours to fix */
+        fix_lz4_header_checksum((uint8_t *)PyBytes_AS_STRING(value), (size_t)wrapper->value_len);
+    PyObject *inner = PyObject_CallFunction(decompress, "iO", codec, value);
+    Py_DECREF(value);
     if (inner == NULL)
         return 0;
     char *data;

@@ -39,8 +39,9 @@ def _conf(settings: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.mark.parametrize("fallback", [
     "0.9.0", pytest.param("0.10.0", marks=pytest.mark.slow)])
-@pytest.mark.parametrize("codec", ["none", pytest.param("gzip", marks=pytest.mark.slow),
-                                   pytest.param("snappy", marks=pytest.mark.slow)])
+# lz4 of magic 0 carries the header checksum Kafka 0.8-0.9 computed wrongly (KAFKA-3160).
+@pytest.mark.parametrize("codec", ["none", *(pytest.param(codec, marks=pytest.mark.slow)
+                                             for codec in ("gzip", "snappy", "lz4"))])
 def test_old_librdkafka_round_trip(module_broker: Any, topic: str, fallback: str,
                                    codec: str) -> None:
     """An old producer's records read back by an old consumer and by today's consumer."""
