@@ -65,4 +65,5 @@ if [ "$with_tests" = "--tests" ]; then
   scripts/hdfs.sh build
   scripts/kafka.sh build   # Kafka 4.4's tools, broker, Connect (tools/kafka): tests/kafka_tools, kafka_connect, bench
   scripts/java_clients.sh build   # kafka-clients from Maven Central, the tests/java programs
+  scripts/legacy_java_client.sh build   # kafka-clients 0.10.2.2, the old client of tests/compat
 fi
