@@ -19,8 +19,6 @@ from bmq.writepath.partitions import PartitionManager
 
 log = logging.getLogger("bmq.broker.membership.cluster")
 
-FIRST_USE = False   # partitions taken without opening them: see ``opened_on_first_use``
-
 
 class Handover:
     def __init__(self, config: Config, topics: TopicRegistry, partitions: PartitionManager,
@@ -36,16 +34,9 @@ class Handover:
     def opened_on_first_use(self, topic: str) -> bool:
         """Whether a partition of ``topic`` is taken without opening it (``taken``): not
         those of internal topics (their coordinators load from them) nor of topics with
-        scheduled delivery (their timers deliver unasked).
-
-        OFF for now (``FIRST_USE``): with it on, the slow fault run
-        ``test_each_fault_class_holds_for_every_workload[broker-cut]`` with
-        ``BMQ_FAULTS_SEED=177082`` showed share-queue delivery counts not increased on
-        redelivery and a partial transaction (2 runs of 4); without it and before it, not
-        (5 runs). Until that is understood, partitions open before they are reported
-        writable."""
+        scheduled delivery (their timers deliver unasked)."""
         info = self._topics.get(topic)
-        return FIRST_USE and info is not None and not topic.startswith("__") \
+        return info is not None and not topic.startswith("__") \
             and topic not in self._coordinators \
             and not log_config(self._config, info.configs).delay_enable
 
