@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 from bmq.client.login import login
@@ -48,7 +49,11 @@ class Cluster:
                  state_dir: Path | None = None) -> None:
         self.bootstrap = bootstrap
         self.links = LinkPool(CLIENT_ID, login(properties))
+        # Metadata of the topics the agent writes only: a cluster of 100,000 partitions
+        # answers every topic's in megabytes.
+        self._wanted = {STREAMS_TOPIC}
         self.metadata = MetadataCache(bootstrap_addresses(bootstrap), self.links,
+                                      topics=sorted(self._wanted),
                                       max_age_s=METADATA_MAX_AGE_S,
                                       request_timeout_s=REQUEST_TIMEOUT_S)
         self._counts_path = None if state_dir is None else state_dir / PARTITION_COUNTS_FILE
@@ -64,10 +69,17 @@ class Cluster:
         """How many partitions ``topic`` has: as the cluster's metadata says (asked again if
         it does not know the topic and ``look``), else as last seen; None if never seen."""
         info = self.metadata.topics.get(topic)
+        if self.want([topic]):
+            info = None             # asked for the first time
         if (info is None or info.error != ErrorCode.NONE) and look:
-            with contextlib.suppress(LinkError, OSError, TimeoutError):
-                await asyncio.wait_for(self.metadata.refresh(), REQUEST_TIMEOUT_S)
-            info = self.metadata.topics.get(topic)
+            # Twice at most: a refresh already under way (joined) may have asked before
+            # this topic was wanted, and its answer does not name it.
+            for _ in range(2):
+                with contextlib.suppress(LinkError, OSError, TimeoutError):
+                    await asyncio.wait_for(self.metadata.refresh(), REQUEST_TIMEOUT_S)
+                info = self.metadata.topics.get(topic)
+                if info is not None:
+                    break
         if info is not None and info.error == ErrorCode.NONE and info.partitions:
             count = len(info.partitions)
             if self._counts.get(topic) != count:
@@ -77,6 +89,14 @@ class Cluster:
         if info is not None and self.metadata.topics:
             return None         # the cluster answered: the topic is not there (any more)
         return self._counts.get(topic)
+
+    def want(self, topics: Iterable[str]) -> bool:
+        """Add ``topics`` to those whose metadata is asked for; whether any is new."""
+        new = set(topics) - self._wanted
+        if new:
+            self._wanted |= new
+            self.metadata.wanted = sorted(self._wanted)
+        return bool(new)
 
     def _save_counts(self) -> None:
         if self._counts_path is None:
@@ -96,6 +116,9 @@ class Cluster:
 
     async def produce(self, request: ProduceRequest) -> object:
         """The request routed to its partitions' owners (``bmq.client.produce``)."""
+        if self.want(topic.name for topic in request.topic_data):
+            await self.metadata.refresh()       # (batches spooled by an earlier run: a
+            await self.metadata.refresh()       # refresh under way may not name them)
         await self.metadata.fresh()
         return await route_produce(self.links, self.metadata, request, PRODUCE_VERSION)
 
@@ -144,7 +167,8 @@ class Cluster:
         """Store ``stream``'s mapping (None: remove it) on the cluster, making the mappings
         topic first if it is not there."""
         await self.metadata.refresh()
-        if STREAMS_TOPIC not in self.metadata.topics:
+        known = self.metadata.topics.get(STREAMS_TOPIC)
+        if known is None or known.error != ErrorCode.NONE:
             response = await ask_first(self.links, self.addresses(), CreateTopicsRequest(
                 topics=[CreatableTopic(name=STREAMS_TOPIC, num_partitions=1,
                                        replication_factor=-1, configs=[
