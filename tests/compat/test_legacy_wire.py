@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import struct
+import time
 import zlib
 from typing import Any
 
@@ -140,3 +141,28 @@ def test_switch_off_refuses_old_clients_as_kafka_4(legacy_off: Any, topic: str) 
         # A version Kafka 4 does not serve: the connection closes, as there.
         with pytest.raises(Disconnected):
             wire.request(kwire.FETCH, 3, kwire.fetch_body(3, topic, 0, 0))
+
+
+def test_topic_configs_apply_to_old_messages(module_broker: Any, unique_topic: Any) -> None:
+    """message.timestamp.type=LogAppendTime stamps converted messages with the broker's time,
+    which an old fetch reads with the LogAppendTime attribute; a compacted topic refuses a
+    keyless v0 message (INVALID_RECORD) as it does a keyless v2 record."""
+    stamped, compacted = unique_topic("append-time"), unique_topic("compacted")
+    create_topic(module_broker.bootstrap, stamped,
+                 config={"message.timestamp.type": "LogAppendTime"})
+    create_topic(module_broker.bootstrap, compacted, config={"cleanup.policy": "compact"})
+    with KafkaWire(module_broker.bootstrap) as wire:
+        before = int(time.time() * 1000)
+        assert wire.produce(stamped, 0, message_set(1), version=2).error_code == 0
+        after = int(time.time() * 1000)
+        body = kwire.fetch_body(3, stamped, 0, 0)
+        fetched = kwire.parse_fetch_response(3, wire.request(kwire.FETCH, 3, body))[(stamped, 0)]
+        data = fetched.records or b""
+        assert data[17] & 0x08, "the LogAppendTime attribute"      # the first message's
+        timestamps = {m[1] for m in read_message_set(data)}
+        assert len(timestamps) == 1 and before <= timestamps.pop() <= after
+        keyless = LegacyRecordBatchBuilder(magic=0, compression_type=0, batch_size=1 << 20)
+        keyless.append(0, timestamp=None, key=None, value=b"no key")
+        result = wire.produce(compacted, 0, bytes(keyless.build()), version=0)
+        assert result.error_code == INVALID_RECORD
+        assert wire.list_offset(compacted, 0, -1) == (0, 0)
