@@ -52,6 +52,22 @@ def test_old_offset_commits(module_broker: Any, topic: str, api_version: tuple[i
     assert _committed_seen_today(module_broker.bootstrap, group, topic) == 42
 
 
+def _subscribed_read(consumer: Consumer, topic: str, count: int, commit: bool) -> list[Any]:
+    """The first ``count`` messages a consumer subscribed to ``topic`` gets (committing the
+    last if asked), then the consumer closed."""
+    consumer.subscribe([topic])
+    messages: list[Any] = []
+    deadline = time.monotonic() + 60
+    while len(messages) < count and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            messages.append(message)
+    if commit and messages:
+        consumer.commit(messages[-1], asynchronous=False)
+    consumer.close()
+    return messages
+
+
 @pytest.mark.slow
 def test_old_librdkafka_group_hands_over_to_today(module_broker: Any, topic: str) -> None:
     """A 0.9.0-era consumer (JoinGroup/SyncGroup/Heartbeat v0) joins, consumes and commits; a
@@ -62,26 +78,10 @@ def test_old_librdkafka_group_hands_over_to_today(module_broker: Any, topic: str
     old = Consumer({"bootstrap.servers": module_broker.bootstrap, "group.id": group,
                     "api.version.request": False, "broker.version.fallback": "0.9.0",
                     "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    old.subscribe([topic])
-    seen: list[bytes] = []
-    deadline = time.monotonic() + 60
-    while len(seen) < 60 and time.monotonic() < deadline:
-        message = old.poll(0.5)
-        if message is not None and message.error() is None:
-            seen.append(message.value() or b"")
-            if len(seen) == 60:
-                old.commit(message, asynchronous=False)
-    old.close()
-    assert seen == [b"m%d" % i for i in range(60)]
+    first = _subscribed_read(old, topic, 60, commit=True)
+    assert [m.value() for m in first] == [b"m%d" % i for i in range(60)]
     assert _committed_seen_today(module_broker.bootstrap, group, topic) == 60
     today = Consumer({"bootstrap.servers": module_broker.bootstrap, "group.id": group,
                       "auto.offset.reset": "earliest"})
-    today.subscribe([topic])
-    rest: list[int] = []
-    deadline = time.monotonic() + 60
-    while len(rest) < 40 and time.monotonic() < deadline:
-        message = today.poll(0.5)
-        if message is not None and message.error() is None:
-            rest.append(message.offset())
-    today.close()
+    rest = [m.offset() for m in _subscribed_read(today, topic, 40, commit=False)]
     assert rest == list(range(60, 100))
