@@ -166,3 +166,29 @@ def test_topic_configs_apply_to_old_messages(module_broker: Any, unique_topic: A
         result = wire.produce(compacted, 0, bytes(keyless.build()), version=0)
         assert result.error_code == INVALID_RECORD
         assert wire.list_offset(compacted, 0, -1) == (0, 0)
+
+
+def test_old_fetch_reads_past_transaction_markers(module_broker: Any, topic: str) -> None:
+    """A commit marker has nothing an old client can read: a fetch at its offset (with room for
+    that batch alone) gets the records after it, never an empty answer it would repeat."""
+    from confluent_kafka import Producer
+
+    create_topic(module_broker.bootstrap, topic)
+    producer = Producer({"bootstrap.servers": module_broker.bootstrap,
+                         "transactional.id": f"legacy-{topic}"})
+    producer.init_transactions(15)
+    producer.begin_transaction()
+    for i in range(3):
+        producer.produce(topic, key=b"t%d" % i, value=b"in a transaction", partition=0)
+    producer.commit_transaction(15)
+    with KafkaWire(module_broker.bootstrap) as wire:
+        assert wire.produce(topic, 0, message_set(1, count=2), version=2).base_offset == 4
+        for fetch_version in (1, 3):
+            body = kwire.fetch_body(fetch_version, topic, 0, 3, partition_max_bytes=80)
+            fetched = kwire.parse_fetch_response(
+                fetch_version, wire.request(kwire.FETCH, fetch_version, body))[(topic, 0)]
+            assert [m[0] for m in read_message_set(fetched.records or b"")] == [4, 5]
+            everything = kwire.fetch_body(fetch_version, topic, 0, 0)
+            fetched = kwire.parse_fetch_response(
+                fetch_version, wire.request(kwire.FETCH, fetch_version, everything))[(topic, 0)]
+            assert [m[0] for m in read_message_set(fetched.records or b"")] == [0, 1, 2, 4, 5]
