@@ -43,8 +43,6 @@ class Databus:
         self.sender = Sender(self.cluster, self.spool, self.stats)
         self.batcher = Batcher(self.spool, self._spooled, self.stats,
                                settings.max_message_bytes)
-        self.batcher.busy = self.sender.busy
-        self.sender.on_free = self.batcher.partition_free
         self.intake = Intake(settings, self.table, self.cluster, self.batcher, self.stats)
         host, port = split_host_port(settings.listen)
         self.kafka = KafkaPort(self.intake, (_advertised_host(host), port),

@@ -27,8 +27,6 @@ log = logging.getLogger(__name__)
 # What a record costs in a batch beyond its key, value and headers, at most (the varints of its
 # length, deltas and lengths, its attributes): so a batch stays within max_message_bytes.
 RECORD_OVERHEAD = 24
-# How many ticks more a batch may stay open while its partition's sender is busy.
-BUSY_TICKS = 4
 
 
 @dataclass(frozen=True)
@@ -52,7 +50,6 @@ class OpenBatch:
     delivered: asyncio.Future[Delivered] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future())
     linger_s: float = 0.0
-    ticks: int = 0          # ticks it stayed open for, its partition's sender busy
 
 
 @dataclass(frozen=True)
@@ -82,9 +79,6 @@ class Batcher:
         self.open_bytes = 0
         self._closing: set[asyncio.Task[None]] = set()
         self._ticks: dict[float, asyncio.TimerHandle] = {}
-        # Whether a partition's previous batch is still on its way to the cluster (the
-        # sender's; nothing is busy until it is set).
-        self.busy: Callable[[str, int], bool] = lambda topic, partition: False
 
     def room(self, size: int) -> None:
         """Raise KAFKA_STORAGE_ERROR unless ``size`` more bytes fit in the spool's bound."""
@@ -130,24 +124,8 @@ class Batcher:
                 linger_s, self._close_lingered, linger_s)
 
     def _close_lingered(self, linger_s: float) -> None:
-        """The tick: close the batches of this linger, but those whose partition still has
-        a batch on its way to the cluster (it would wait behind it anyway): they grow, as a
-        Kafka producer's batches do while its requests are in flight, for up to
-        ``BUSY_TICKS`` more ticks (acks=1 waits for them), or until their partition is free.
-        Closed at every tick, a partition's batches were as small as one linger's messages
-        and one in flight at a time carried 15 MB/s where the cluster took 70."""
         del self._ticks[linger_s]
         for batch in [b for b in self._open.values() if b.linger_s == linger_s]:
-            if batch.ticks < BUSY_TICKS and self.busy(batch.topic, batch.partition):
-                batch.ticks += 1
-                self._tick(linger_s)
-            else:
-                self._close(batch)
-
-    def partition_free(self, topic: str, partition: int) -> None:
-        """The sender has nothing more of the partition: a batch that waited for it goes."""
-        batch = self._open.get((topic, partition))
-        if batch is not None and batch.ticks:
             self._close(batch)
 
     def _sticky_partition(self, topic: str, partitions: int) -> int:

@@ -16,7 +16,6 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from bmq.databus.batcher import Delivered, OpenBatch
@@ -59,8 +58,6 @@ class Sender:
         self.stats = stats
         self._queues: dict[tuple[str, int], deque[Outgoing]] = {}
         self._busy: set[tuple[str, int]] = set()
-        # Called when a partition has nothing left to send (the batcher's partition_free).
-        self.on_free: Callable[[str, int], None] = lambda topic, partition: None
         self._wake = asyncio.Event()
         self._producer: tuple[int, int] | None = None
         self._sequences: dict[tuple[str, int], int] = {}
@@ -72,10 +69,6 @@ class Sender:
         self._queues.setdefault((spooled.topic, spooled.partition), deque()).append(
             Outgoing(spooled, waiting))
         self._wake.set()
-
-    def busy(self, topic: str, partition: int) -> bool:
-        """Whether the partition has a batch on its way to a cluster that takes batches."""
-        return (topic, partition) in self._busy and not self.failing
 
     def pending(self) -> int:
         return sum(len(queue) for queue in self._queues.values())
@@ -144,9 +137,6 @@ class Sender:
             key = _key(item)
             self._busy.discard(key)
             answer = answers.get(key)
-            if answer is not None and answer.error_code in TAKEN and \
-                    len(self._queues.get(key, ())) == 1:
-                self.on_free(*key)      # (the batch it frees goes to the spool first)
             if answer is None:
                 retry = True
                 continue
