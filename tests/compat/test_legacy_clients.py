@@ -9,6 +9,8 @@ offsets and timestamps must survive each trip.
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import time
 from typing import Any
 
@@ -24,6 +26,7 @@ OLD_LIBRDKAFKA = {
     "0.10.0": {"api.version.request": False, "broker.version.fallback": "0.10.0"},
 }
 BASE_TS = 1_700_000_000_000
+KCAT = shutil.which("kcat") or "/usr/bin/kcat"
 
 
 def _items(count: int) -> list[dict[str, Any]]:
@@ -112,3 +115,19 @@ def test_kafka_python_0_10_1(module_broker: Any, topic: str) -> None:
     consumer.close()
     assert [(r.key, r.value, r.offset, r.timestamp) for r in got] == [
         (i["key"], i["value"], n, i["timestamp"]) for n, i in enumerate(items)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fallback", ["0.9.0", "0.10.0"])
+def test_kcat_without_api_versions(module_broker: Any, topic: str, fallback: str) -> None:
+    """kcat (Debian's, librdkafka 2.0) as an old setup runs it: -X api.version.request=false."""
+    create_topic(module_broker.bootstrap, topic)
+    old = ["-X", "api.version.request=false", "-X", f"broker.version.fallback={fallback}"]
+    lines = [f"k{i}:line {i}" for i in range(50)]
+    subprocess.run([KCAT, "-b", module_broker.bootstrap, *old, "-P", "-t", topic, "-p", "0",
+                    "-K:", "-z", "gzip"], input="\n".join(lines) + "\n", text=True,
+                   check=True, timeout=60)
+    consumed = subprocess.run([KCAT, "-b", module_broker.bootstrap, *old, "-C", "-t", topic,
+                               "-p", "0", "-o", "beginning", "-e", "-q", "-f", "%o %k:%s\n"],
+                              capture_output=True, text=True, check=True, timeout=60).stdout
+    assert consumed.splitlines() == [f"{i} {line}" for i, line in enumerate(lines)]
