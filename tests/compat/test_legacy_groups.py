@@ -85,3 +85,27 @@ def test_old_librdkafka_group_hands_over_to_today(module_broker: Any, topic: str
                       "auto.offset.reset": "earliest"})
     rest = [m.offset() for m in _subscribed_read(today, topic, 40, commit=False)]
     assert rest == list(range(60, 100))
+
+
+@pytest.mark.slow
+def test_kafka_python_0_10_1_group(module_broker: Any, topic: str) -> None:
+    """kafka-python pinned to 0.10.1 subscribes in a group (JoinGroup v1, SyncGroup, Heartbeat
+    and LeaveGroup v0, OffsetCommit v2, OffsetFetch v1), consumes and commits; today's client
+    finds the commit."""
+    from kafka import KafkaConsumer
+
+    create_topic(module_broker.bootstrap, topic)
+    produce_all(module_broker.bootstrap, topic, [{"value": b"m%d" % i} for i in range(30)])
+    group = f"kafka-python-{uuid.uuid4().hex[:6]}"
+    consumer = KafkaConsumer(topic, bootstrap_servers=module_broker.bootstrap, group_id=group,
+                             api_version=(0, 10, 1), auto_offset_reset="earliest",
+                             enable_auto_commit=False)
+    values: list[bytes] = []
+    deadline = time.monotonic() + 60
+    while len(values) < 30 and time.monotonic() < deadline:
+        for records in consumer.poll(timeout_ms=500).values():
+            values += [record.value for record in records]
+    consumer.commit()
+    consumer.close()
+    assert values == [b"m%d" % i for i in range(30)]
+    assert _committed_seen_today(module_broker.bootstrap, group, topic) == 30
