@@ -10,6 +10,14 @@ What the walk changes, and why:
   `--port` and `--zookeeper-port`;
 - a sh block that starts a server first stops the running one (Ctrl-C), as the README tells
   the reader; a server runs in the background until the next one, as in a second terminal;
+- a command under a comment line ``# in a second terminal`` (or a third, or another: any
+  ``# in ... terminal``) is started in the background and the walk goes on, the servers already
+  running kept: a second server, or a long-running command such as ``bmq mirror run``. A server
+  is waited for until its port (``--listen``) accepts connections; another command, when the
+  comment quotes a line of its output (``# in a third terminal; wait for "mirroring
+  invoices-0"``), until it has printed that line. Each is stopped (Ctrl-C, in the reverse order
+  of their starts) at the end of its README section (``## ...``), where the README tells the
+  reader to stop them, and at the end of the walk;
 - with ``shortcuts`` (the CI walk), the servers' log cleaner looks every second and the
   compaction example's wait for it is cut from 40 s to 5 s (the slow walk waits as written).
 
@@ -27,16 +35,20 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bmq.config import load_config
-from tests.cli.test_readme import ROOT, Block, _blocks, _check_command, _commands
+from tests.cli.test_readme import README, ROOT, Block, _blocks, _check_command, _commands
 from tests.conftest import free_port
 
 VENV_BIN = Path(sys.executable).parent
 README_PORTS = (9092, 9093, 9094, 9095)
-SERVER = re.compile(r"^(make serve|bmq serve|bmq local)\b")
+ASSIGNMENT = r"[A-Z_][A-Z0-9_]*=\S*"
+SERVER = re.compile(rf"^({ASSIGNMENT} )*(make serve|bmq serve|bmq local)\b")
+TERMINAL = re.compile(r"^#\s*in (a|another|a second|a third|a fourth) terminal\b", re.I)
+WAIT_FOR = re.compile(r'\bwait for "([^"]+)"')
 SPARK = "Spark (a JVM and a local session: over a minute on the 2-core VM): the slow walk"
 
 # Commands of the README that this machine cannot run, each with the reason: they are parsed.
@@ -77,11 +89,47 @@ def logical_lines(text: str) -> list[str]:
             if line.strip() and not line.lstrip().startswith("#")]
 
 
+def terminal_commands(text: str) -> list[tuple[str, str | None]]:
+    """The block's logical lines, each with the ``# in ... terminal`` comment line right above
+    it (None: the reader's first terminal)."""
+    commands: list[tuple[str, str | None]] = []
+    terminal = None
+    for line in re.sub(r"\\\n\s*", " ", text).splitlines():
+        line = line.strip()
+        if TERMINAL.match(line):
+            terminal = line
+        elif line and not line.startswith("#"):
+            commands.append((line, terminal))
+            terminal = None
+    return commands
+
+
+def section_starts(readme: Path = README) -> list[int]:
+    """The line numbers of the README's sections (``## `` headings outside code blocks)."""
+    starts, fenced = [], False
+    for number, line in enumerate(readme.read_text().splitlines(), 1):
+        fenced ^= line.startswith("```")
+        if not fenced and line.startswith("## "):
+            starts.append(number)
+    return starts
+
+
 def _consecutive_free_ports(count: int) -> int:
     while True:
         base = free_port()
         if base + count < 65536 and all(_bindable(base + i) for i in range(1, count)):
             return base
+
+
+def _accepts(port: int) -> bool:
+    """A server listens on ``port`` and accepts a connection."""
+    if _bindable(port):
+        return False
+    try:
+        socket.create_connection(("127.0.0.1", port), 1).close()
+    except OSError:
+        return False
+    return True
 
 
 def _bindable(port: int) -> bool:
@@ -109,6 +157,20 @@ class Ports:
 
 
 @dataclass
+class Background:
+    """A server or long-running command of the README, running in the background."""
+    command: str
+    process: subprocess.Popen[bytes]
+    log: Path
+    offset: int     # where its output starts in ``log``
+
+    def output(self) -> str:
+        with self.log.open("rb") as log:
+            log.seek(self.offset)
+            return log.read().decode(errors="replace")
+
+
+@dataclass
 class Step:
     line: int          # of the block in README.md
     what: str          # the command, or the block's kind and first line
@@ -127,7 +189,8 @@ class Walk:
         self.steps: list[Step] = []
         self.failures: list[str] = []
         self.seconds: dict[int, float] = {}   # by block line
-        self.server: subprocess.Popen[bytes] | None = None
+        self.server: Background | None = None        # in the reader's first terminal
+        self.terminals: list[Background] = []       # in the others, oldest first
         self.server_log = workdir / "server.log"
         if slow:   # the reader's checkout has the Spark job
             (workdir / "spark_jobs").symlink_to(ROOT / "spark_jobs")
@@ -150,15 +213,22 @@ class Walk:
     # ------------------------------------------------------------------ the walk
     def run(self) -> None:
         """Every block, going on past a failing one (each is recorded in ``failures``)."""
+        sections = section_starts()
+        section = 0
         try:
             for block in _blocks():
                 started = time.monotonic()
                 try:
+                    block_section = sum(start < block.line for start in sections)
+                    if block_section != section:
+                        section = block_section
+                        self.stop_terminals()   # the end of the section that started them
                     self.block(block)
                 except Exception as error:   # every failing block is listed, not just the first
                     self.failures.append(f"README.md:{block.line}: {error!r}")
                 self.seconds[block.line] = time.monotonic() - started
         finally:
+            self.stop_terminals()
             self.stop_server()
 
     def block(self, block: Block) -> None:
@@ -176,15 +246,18 @@ class Walk:
                                  "does not know how to run it (tests/cli/readme_walk.py)")
 
     def shell(self, block: Block, text: str) -> None:
-        originals = logical_lines(block.text)
-        if any(SERVER.match(line) for line in originals):
+        originals = terminal_commands(block.text)
+        if any(SERVER.match(line) and terminal is None for line, terminal in originals):
             self.stop_server()      # "stop make serve first"
-        for original, line in zip(originals, logical_lines(text), strict=True):
+        rewritten = [line for line, _terminal in terminal_commands(text)]
+        for (original, terminal), line in zip(originals, rewritten, strict=True):
             reason = not_run_reason(original, self.slow)
             if reason is not None:
                 for command in _commands(Block("sh", block.line, original + "\n")):
                     _check_command(command)
                 self.steps.append(Step(block.line, original, reason))
+            elif terminal is not None:
+                self.start_in_terminal(block, line, terminal)
             elif SERVER.match(original):
                 self.start_server(block, line)
             else:
@@ -224,7 +297,27 @@ class Walk:
 
     # ------------------------------------------------------------------ servers
     def start_server(self, block: Block, line: str) -> None:
+        """A server in the reader's first terminal."""
+        self.server = self.launch(block, line, self.server_log)
+        self.steps.append(Step(block.line, line, "started"))
+
+    def start_in_terminal(self, block: Block, line: str, terminal: str) -> None:
+        """A server or a long-running command in a terminal of its own."""
+        log = self.workdir / f"terminal-{len(self.terminals) + 1}.log"
+        started = self.launch(block, line, log)
+        self.terminals.append(started)
+        if not SERVER.match(line) and (wait_for := WAIT_FOR.search(terminal)):
+            self.wait_until(block, started, lambda: wait_for.group(1) in started.output())
+        self.steps.append(Step(block.line, line, "started"))
+
+    def launch(self, block: Block, line: str, log: Path) -> Background:
+        """Started in the background, as the README's ``line`` (its ports the walk's), and,
+        if it is a server, waited for until it is ready."""
         words = shlex.split(line, comments=True)
+        env = self.server_env()
+        while words and re.fullmatch(ASSIGNMENT, words[0]):
+            name, _, value = words.pop(0).partition("=")
+            env[name] = value
         if words[:2] == ["make", "serve"]:
             args = next((w.removeprefix("ARGS=") for w in words if w.startswith("ARGS=")), "")
             words = ["bmq", "serve", *shlex.split(args)]
@@ -233,56 +326,66 @@ class Walk:
         if words[:2] == ["bmq", "local"]:
             words += ["--port", str(self.ports.kafka),
                       "--zookeeper-port", str(self.ports.zookeeper)]
-        with self.server_log.open("ab") as log:
-            log.write(f"\n===== README.md:{block.line}: {shlex.join(words)}\n".encode())
-            log.flush()
-            self.server = subprocess.Popen(
-                ["bash", "-c", "exec " + shlex.join(words)], cwd=self.workdir,
-                env=self.server_env(), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                start_new_session=True)
-        self.wait_ready(block, words)
-        self.steps.append(Step(block.line, line, "started"))
+        command = shlex.join(words)
+        with log.open("ab") as out:
+            offset = out.tell()
+            out.write(f"\n===== README.md:{block.line}: {command}\n".encode())
+            out.flush()
+            process = subprocess.Popen(
+                ["bash", "-c", "exec " + command], cwd=self.workdir, env=env,
+                stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
+        started = Background(command, process, log, offset)
+        if words[:2] == ["bmq", "local"]:
+            self.wait_until(block, started, lambda: "ready; Ctrl-C" in started.output())
+        elif SERVER.match(command):
+            port = self.ports.kafka
+            if "--listen" in words:
+                port = int(words[words.index("--listen") + 1].rpartition(":")[2])
+            self.wait_until(block, started, lambda: _accepts(port))
+        return started
 
-    def wait_ready(self, block: Block, words: list[str]) -> None:
+    def wait_until(self, block: Block, started: Background, ready: Callable[[], bool]) -> None:
         deadline = time.monotonic() + 120
-        local = words[:2] == ["bmq", "local"]
         while time.monotonic() < deadline:
-            assert self.server is not None
-            if self.server.poll() is not None:
-                raise AssertionError(f"README.md:{block.line}: `{shlex.join(words)}` exited "
-                                     f"{self.server.returncode}{self.server_tail()}")
-            if local and "ready; Ctrl-C" in self.server_log.read_text(errors="replace"):
+            if started.process.poll() is not None:
+                raise AssertionError(f"README.md:{block.line}: `{started.command}` exited "
+                                     f"{started.process.returncode}{self.server_tail()}")
+            if ready():
                 return
-            if not local and not _bindable(self.ports.kafka):
-                try:
-                    socket.create_connection(("127.0.0.1", self.ports.kafka), 1).close()
-                    return
-                except OSError:
-                    pass
             time.sleep(0.1)
-        raise AssertionError(f"README.md:{block.line}: `{shlex.join(words)}` not ready in "
+        raise AssertionError(f"README.md:{block.line}: `{started.command}` not ready in "
                              f"120 s{self.server_tail()}")
 
     def stop_server(self) -> None:
         """Ctrl-C, as the reader stops it."""
-        if self.server is None:
-            return
-        server, self.server = self.server, None
-        if server.poll() is None:
-            server.send_signal(signal.SIGINT)
+        if self.server is not None:
+            server, self.server = self.server, None
+            self.stop(server)
+
+    def stop_terminals(self) -> None:
+        """Ctrl-C in each other terminal, the last started first (a mirror before its
+        target)."""
+        while self.terminals:
+            self.stop(self.terminals.pop())
+
+    def stop(self, running: Background) -> None:
+        process = running.process
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)
             try:
-                server.wait(60)
+                process.wait(60)
             except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait(10)
-                raise AssertionError(
-                    f"a server ignored Ctrl-C for 60 s{self.server_tail()}") from None
-        assert server.returncode == 0, f"a server exited {server.returncode}{self.server_tail()}"
+                process.kill()
+                process.wait(10)
+                raise AssertionError(f"`{running.command}` ignored Ctrl-C for 60 s"
+                                     f"{self.server_tail()}") from None
+        assert process.returncode == 0, (f"`{running.command}` exited {process.returncode}"
+                                         f"{self.server_tail()}")
 
     def server_tail(self) -> str:
-        if not self.server_log.exists():
-            return ""
-        return "\n--- servers' output ---\n" + self.server_log.read_text(errors="replace")[-4000:]
+        logs = [self.server_log, *sorted(self.workdir.glob("terminal-*.log"))]
+        return "".join(f"\n--- {log.name} ---\n" + log.read_text(errors="replace")[-4000:]
+                       for log in logs if log.exists())
 
     # ------------------------------------------------------------------ results
     def output_of(self, command: str) -> str:

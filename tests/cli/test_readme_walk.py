@@ -7,7 +7,9 @@ Timings on the 2-core VM shared with other work, 2026-11-29: the CI walk 52 s at
 average of 2-4, 66-80 s at 10-16 (of which `bmq local`'s start and stop 10-12 s, the scheduled
 record's 5 s wait, the compaction example 6-7 s). The slow walk took 125 s at a load of about 4:
 the Spark snippet 22 s and the Parquet job 10 s (the snippet alone took 80 s at a load of 16),
-the compaction example's own 40 s wait 41 s.
+the compaction example's own 40 s wait 41 s. 2026-11-30: the CI walk 59 s at a load of 3-9, of
+which the Mirror section's second `bmq serve` and mirror 7 s (the mirror's first assignment
+in its group takes about 1 s of it, its Python commands 0.3-0.8 s each).
 """
 
 from __future__ import annotations
@@ -51,6 +53,14 @@ def test_the_readme_runs_in_order(tmp_path: Path) -> None:
     consumed = walk.output_of("bmq consume shipments --group billing")
     assert "k1=hello @0" in consumed and "k2=world @0" in consumed, consumed   # two partitions
     assert "batch-loader" in walk.output_of("bmq quota list")
+    mirrored = walk.output_of("bmq consume invoices -b 127.0.0.1:9093 --from-beginning -n 3")
+    assert mirrored.split("\n") == ["0 k1=one", "1 k2=two", "2 k3=three", ""], mirrored
+    status = walk.output_of("bmq mirror status").splitlines()
+    assert [row.split()[:6] for row in status[1:]] == [
+        ["invoices", "0", "east", "3", "3", "0"]], status       # the lag: 0
+    assert walk.output_of("bmq mirror promote invoices") == "invoices: promoted, writable\n"
+    promoted = walk.output_of("bmq consume invoices -b 127.0.0.1:9093 --from-beginning -e")
+    assert promoted.endswith("2 k3=three\n3 k4=four\n"), promoted
     assert any(step.outcome == SPARK for step in walk.steps)
 
 
