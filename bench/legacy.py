@@ -5,7 +5,9 @@ v2 client, on one `bmq serve`, one partition per round.
     .venv/bin/python -m bench.legacy [--messages 200000] [--size 1000] [--rounds 3]
         [--compression none] [--clients v2,v1] [--command 'bmq serve']
 
-Rounds alternate the clients so drift on a loaded machine hits both; the medians are printed.
+Rounds alternate the clients so drift on a loaded machine hits both; the medians are printed,
+with the server's CPU seconds per GB of values (what the conversion costs it, less sensitive to
+other load than MB/s).
 ``--command`` runs another server build (e.g. an older checkout through PYTHONPATH), for the v2
 client's figures before and after a change.
 """
@@ -17,12 +19,14 @@ import os
 import statistics
 import time
 import uuid
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.server import LocalServer
+from bench.server import LocalServer, tree_cpu_seconds
 
 CLIENTS: dict[str, dict[str, Any]] = {
     "v2": {},
@@ -79,29 +83,40 @@ def main() -> None:
     parser.add_argument("--command", default=None, help="the server's command (bmq serve)")
     args = parser.parse_args()
     clients = args.clients.split(",")
-    results: dict[str, dict[str, list[float]]] = {c: {"produce": [], "consume": []}
-                                                  for c in clients}
+    results: dict[str, dict[str, list[float]]] = {
+        c: {"produce": [], "consume": [], "produce cpu": [], "consume cpu": []} for c in clients}
+    gigabytes = args.messages * args.size / 1e9
     with LocalServer(args.command) as server:
         admin = AdminClient({"bootstrap.servers": server.bootstrap})
+
+        def measured(client: str, phase: str, run: Callable[[], float]) -> None:
+            cpu = tree_cpu_seconds(server.pid) or 0.0
+            results[client][phase].append(run())
+            results[client][f"{phase} cpu"].append(
+                ((tree_cpu_seconds(server.pid) or 0.0) - cpu) / gigabytes)
+
         for round_ in range(args.rounds):
             for client in clients:
                 topic = f"legacy-{client}-{round_}-{uuid.uuid4().hex[:6]}"
                 admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
                 time.sleep(0.5)
                 settings = CLIENTS[client]
-                results[client]["produce"].append(produce(
-                    server.bootstrap, topic, settings, args.messages, args.size,
+                measured(client, "produce", partial(
+                    produce, server.bootstrap, topic, settings, args.messages, args.size,
                     args.compression))
-                results[client]["consume"].append(consume(
-                    server.bootstrap, topic, settings, args.messages, args.size))
-                print(f"round {round_ + 1} {client}: produce "
-                      f"{results[client]['produce'][-1]:.1f} MB/s, consume "
-                      f"{results[client]['consume'][-1]:.1f} MB/s", flush=True)
+                measured(client, "consume", partial(
+                    consume, server.bootstrap, topic, settings, args.messages, args.size))
+                print(f"round {round_ + 1} {client}: " + ", ".join(
+                    f"{phase} {results[client][phase][-1]:.1f} MB/s "
+                    f"({results[client][phase + ' cpu'][-1]:.1f} server CPU s/GB)"
+                    for phase in ("produce", "consume")), flush=True)
     print(f"{args.messages} x {args.size} B, compression {args.compression}, "
-          f"medians of {args.rounds} rounds (MB/s of values):")
+          f"medians of {args.rounds} rounds (MB/s of values; server CPU s per GB):")
     for client in clients:
-        print(f"  {client}: produce {statistics.median(results[client]['produce']):.1f}, "
-              f"consume {statistics.median(results[client]['consume']):.1f}")
+        print(f"  {client}: " + ", ".join(
+            f"{phase} {statistics.median(results[client][phase]):.1f} MB/s "
+            f"({statistics.median(results[client][phase + ' cpu']):.1f} s/GB)"
+            for phase in ("produce", "consume")))
 
 
 if __name__ == "__main__":
