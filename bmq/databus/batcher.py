@@ -2,7 +2,7 @@
 batch, closed when it reaches its stream's ``batch_bytes`` or at the next tick of its
 ``linger_ms`` (at most that long after its first message; every open batch of a linger closes
 at the same tick), then encoded (compressed as its stream says), written to the spool,
-and once durable handed to the sender.
+and handed to the sender at once (its fsync, one for every batch of a tick, runs meanwhile).
 
 Whoever added a message to a batch learns when the batch is durable (``spooled``: acks=1 is
 answered then) and when the cluster took it (``delivered``: acks=all, with the batch's
@@ -143,7 +143,11 @@ class Batcher:
             self._sticky.pop(batch.topic)
         self.open_bytes -= batch.size
         # Written at once (batches closed together are written before any fsync starts, so
-        # one fsync covers them all), answered and sent once durable.
+        # one fsync covers them all) and sent at once: the fsync and the cluster's answer
+        # overlap (acks=all waits for the cluster only, which keeps the batch durably; in
+        # series the two fsyncs doubled the disk's stalls in the latency: 0.23 s and 0.41 s
+        # at one moment of a run). acks=1 is answered once the spool's fsync is done. A
+        # batch written is in the spool after a kill -9 of the agent, fsynced or not.
         try:
             spooled = self.spool.append(batch.topic, batch.partition,
                                         encode(batch.records, batch.codec), len(batch.records))
@@ -152,18 +156,21 @@ class Batcher:
             return
         self.stats.spooled_batches += 1
         self.stats.spooled_records += len(batch.records)
-        task = asyncio.get_running_loop().create_task(self._durable(spooled, batch))
+        self._send(spooled, batch)
+        task = asyncio.get_running_loop().create_task(self._durable(batch))
         self._closing.add(task)
         task.add_done_callback(self._closing.discard)
 
-    async def _durable(self, spooled: SpooledBatch, batch: OpenBatch) -> None:
+    async def _durable(self, batch: OpenBatch) -> None:
         try:
             await self.spool.sync()
         except OSError as error:
-            self._failed(batch, error)
+            log.error("spool fsync failed: %s", error)
+            batch.spooled.set_exception(KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
+                                                   f"not spooled: {error}"))
+            batch.spooled.exception()       # retrieved: acks=0 and acks=all do not wait
             return
         batch.spooled.set_result(None)
-        self._send(spooled, batch)
 
     @staticmethod
     def _failed(batch: OpenBatch, error: Exception) -> None:

@@ -172,7 +172,7 @@ class Sender:
         self.spool.done(item.spooled)
         self.stats.forwarded_batches += 1
         self.stats.forwarded_records += item.spooled.records
-        if item.waiting is not None:
+        if item.waiting is not None and not item.waiting.delivered.done():
             item.waiting.delivered.set_result(
                 Delivered(item.spooled.topic, item.spooled.partition, base_offset))
 
@@ -185,7 +185,7 @@ class Sender:
             del self._queues[_key(item)]
         self.spool.done(item.spooled)
         self.stats.dropped[error.code.name] += item.spooled.records
-        if item.waiting is not None:
+        if item.waiting is not None and not item.waiting.delivered.done():
             item.waiting.delivered.set_exception(error)
             item.waiting.delivered.exception()     # retrieved: acks=1 has nobody waiting
 
