@@ -16,7 +16,7 @@ from bmq.coordinators.transactions.records import marker_batch
 from bmq.protocol.record_codec import Record, decode_batch, encode_batch
 from bmq.protocol.records import TRANSACTIONAL_FLAG, BatchHeader, iter_batches
 from bmq.storage import LocalStorage, LogConfig, PartitionLog, Storage
-from bmq.storage.log import partition_log
+from bmq.storage.log import publication
 from bmq.storage.log.aborted_index import SUFFIX as CHUNK_SUFFIX
 
 from .batches import make_batch
@@ -270,7 +270,7 @@ def test_abort_markers_leave_the_sealed_index_and_readers_elsewhere(
     again under a new name, one losing all is no longer named, and the old files are deleted
     after ``file.delete.delay.ms``. A reader elsewhere drops them too, also one that saw a
     tail from before the swap; a restart sees the same index."""
-    monkeypatch.setattr(partition_log, "CHUNK_ENTRIES", 2)
+    monkeypatch.setattr(publication, "CHUNK_ENTRIES", 2)
     config = CHECKPOINTED
     log = PartitionLog.open(cstorage, "t", 0, config, epoch=1)
     reader = PartitionLog.open_reader(cstorage, "t", 0, config)
@@ -322,7 +322,7 @@ def test_a_crash_while_removing_abort_markers(cstorage: Storage, step: str,
     document write fails) or after its swap: the next owner has the old segments with the old
     index or the new with the new, no chunk file left that its state document does not name,
     and its own pass removes what is left to remove."""
-    monkeypatch.setattr(partition_log, "CHUNK_ENTRIES", 2)
+    monkeypatch.setattr(publication, "CHUNK_ENTRIES", 2)
     log = PartitionLog.open(cstorage, "t", 0, CHECKPOINTED, epoch=1)
     _early, late = _aborts_in_chunks(log)
     everything = log.aborted_transactions(0, log.high_watermark)

@@ -16,8 +16,10 @@ import one another one way, in this order (each only those above it):
                    returns what it recovered), garbage collection
 ``retention``      retention and DeleteRecords
 ``layout``         what differs by storage, in two layouts:
+``append_writes``  the append layout's write path: a flush into segment files and indexes
 ``append_layout``  segment files that grow by appends, and checkpoints (files, HDFS)
 ``object_layout``  immutable objects listed by a manifest, merged when small (object stores)
+``publication``    the owner's state documents: when one is due, built and written in order
 ``cleaning``       what the log cleaner (bmq.cleaner) reads, writes and swaps in
 ``reader``         LogReader, the read-only reader (reads without any writes)
 ``partition_log``  PartitionLog, the one writer of a partition, composed of the parts above

@@ -2,8 +2,9 @@
 (``layout``), put together from its parts rather than inherited from them: the log over its
 segments (``segments``), which reads (``reading``) and indexes (``offset_index``) work on; the
 layout, which owns the write path and the state documents of its kind of storage and whose
-loader (``recovery``) returns what it recovered for the log to install; ``retention``; and the
-log cleaner's side (``cleaning``). The parts see the log through ``host.LogHost``.
+loader (``recovery``) returns what it recovered for the log to install; the owner's state
+documents (``publication``); ``retention``; and the log cleaner's side (``cleaning``). The
+parts see the log through ``host.LogHost``.
 
 Threads. ``append`` and ``read`` run on the broker's event loop; ``flush`` (and the other
 methods that do I/O: ``checkpoint``, ``apply_retention``, ``delete_records``, ``close``,
@@ -41,7 +42,6 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
 from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
@@ -54,7 +54,6 @@ from bmq.protocol.records import (
 )
 from bmq.storage.base import Storage
 from bmq.storage.log import reading, retention
-from bmq.storage.log.aborted_index import CHUNK_ENTRIES, chunk_name, encode
 from bmq.storage.log.append_layout import AppendLayout
 from bmq.storage.log.cleaning import Cleanable, CleanedSegment, Cleaning
 from bmq.storage.log.config import (
@@ -69,11 +68,11 @@ from bmq.storage.log.config import (
 from bmq.storage.log.fencing import FencedEpochError
 from bmq.storage.log.layout import Layout
 from bmq.storage.log.object_layout import ObjectLayout
+from bmq.storage.log.publication import Publication, as_written
 from bmq.storage.log.published_txns import TAIL_KEY, tail_txn_state
 from bmq.storage.log.reader import LogReader
 from bmq.storage.log.recovery import Recovered
 from bmq.storage.log.segments import LogSegments
-from bmq.storage.log.state import CHECKPOINT_VERSION
 from bmq.storage.producer_state import (
     TXN_NONE,
     AbortedTxn,
@@ -113,16 +112,7 @@ class PartitionLog:
         self.durable_producers = ProducerStateTable()   # as of the high watermark
         self._failed: BaseException | None = None
         self._closed = False
-        self._checkpointed = b""   # the state document last written
-        self._published_ms = 0.0   # monotonic time of the last state document write
-        self._published_hw = 0     # the high watermark the last state document names
-        self._published_active = ""  # the stem of the newest segment it names
-        # State documents are numbered as they are built (under io_lock) and written in that
-        # order under their own lock, some outside io_lock (``publish_if_due``): a document
-        # older than the last written is dropped, never written over a newer one.
-        self._state_lock = threading.Lock()
-        self._state_built = 0
-        self._state_written = 0
+        self._publication = Publication(self, layout)
         self._cleaning = Cleaning(self, layout)
         # Called (from the cleaner's thread) once the cleaner's segments are published: the
         # owner tells readers elsewhere, which follow its notices of new data.
@@ -166,7 +156,7 @@ class PartitionLog:
         self.durable_producers = recovered.producers
         self.live_producers = recovered.producers.copy()
         with self.io_lock:
-            self._checkpointed = _as_written(recovered.stored_state)
+            self._publication.written = as_written(recovered.stored_state)
             self.publish_state()
         self.fence_check()
 
@@ -260,50 +250,18 @@ class PartitionLog:
                 self._failed = exc
                 logger.error("%s: write failed, log unavailable until reopened: %s", self, exc)
                 raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{self}: {exc}") from exc
-            if publish and self.publish_due():
-                self._publish()
+            if publish and self._publication.due():
+                self._publication.publish_after_flush()
             return self.segments.high_watermark
 
     def publish_due(self) -> bool:
-        """Whether a state document is due: a publish interval passed since the last one, or
-        the tail outran it."""
-        return self.leader_epoch > 0 and self.config.publish_interval_ms >= 0 and (
-            (time.monotonic() - self._published_ms) * 1000 >= self.config.publish_interval_ms
-            or self._tail_outran_checkpoint())
+        """Whether a state document is due (``Publication.due``)."""
+        return self._publication.due()
 
     def publish_if_due(self) -> None:
-        """The state document, if due, apart from a flush and off the flushes' way: the write
-        path publishes once a flush's acknowledgements are answered, and the document is
-        written outside ``io_lock`` (built inside it), so the next flush does not wait either.
-        On HDFS a state document is a file of its own (20 ms at the median, 100 ms and more
-        at times), which acks=all waited for when flushes published."""
-        try:
-            with self.io_lock:
-                if self._closed or self._failed is not None or not self.publish_due():
-                    return
-                self.layout.before_checkpoint(self)
-                self.seal_aborted()
-                state = self.layout.state(self)
-                number, active = self._number_state()
-                self._published_ms = time.monotonic()   # not due again meanwhile
-            self._store_state(number, active, state)
-        except (OSError, KafkaError) as exc:
-            logger.warning("%s: could not publish the checkpoint: %s", self, exc)
-
-    def _publish(self) -> None:
-        try:
-            self.publish_state()
-        except (OSError, KafkaError) as exc:
-            # The data is durable; the next one retries (a fenced owner's next flush fails).
-            logger.warning("%s: could not publish the checkpoint: %s", self, exc)
-
-    def _tail_outran_checkpoint(self) -> bool:
-        """Whether the segments a tail lists no longer reach back to the last published state
-        document: a reader at that document could not follow the tail (``LogReader.advance``)
-        and would see nothing new until the next publication, which an idle writer never makes.
-        Publishing then costs one state write per roll or two (segments roll rarely)."""
-        tail = self.layout.tail_segments(self.segments)
-        return bool(tail) and all(seg.stem != self._published_active for seg in tail)
+        """The state document, if due, written outside ``io_lock``
+        (``Publication.publish_if_due``)."""
+        self._publication.publish_if_due()
 
     def checkpoint(self) -> None:
         if self._closed:
@@ -361,7 +319,7 @@ class PartitionLog:
                    "rewrites": segments.rewrites,
                    "segments": [seg.meta() for seg in self.layout.tail_segments(segments)]}
             txn = tail_txn_state(self.durable_producers, segments.high_watermark,
-                                 self._published_hw)
+                                 self._publication.published_hw)
         if txn is not None:
             doc[TAIL_KEY] = txn
         return json.dumps(doc, separators=(",", ":")).encode()
@@ -513,46 +471,15 @@ class PartitionLog:
 
     def publish_state(self) -> None:
         """Under ``io_lock``: publish this owner's state document."""
-        self.layout.before_checkpoint(self)
-        self.seal_aborted()
-        self.write_state(self.layout.state(self))
+        self._publication.publish()
 
     def seal_aborted(self) -> None:
-        """Under ``io_lock``, before a state document is built: move the aborted-transaction
-        index's newest entries to a chunk file once there are enough (aborted_index.py)."""
-        table = self.durable_producers
-        with self.segments.lock:
-            fresh = table.unsealed()
-            start = table.sealed_count
-        if len(fresh) < CHUNK_ENTRIES:
-            return
-        name = chunk_name(fresh)
-        self.storage.write_atomic(self.segments.path(name), encode(fresh))
-        with self.segments.lock:
-            table.seal(name, start + len(fresh))
+        """Under ``io_lock``, before a state document is built (``Publication.seal_aborted``)."""
+        self._publication.seal_aborted()
 
     def write_state(self, state: dict[str, Any]) -> None:
         """Under ``io_lock``: write a state document built now."""
-        self._store_state(*self._number_state(), state)
-
-    def _number_state(self) -> tuple[int, str]:
-        """Under ``io_lock``: the number of a document built now, and its newest segment."""
-        self._state_built += 1
-        by_offset = self.segments.by_offset
-        return self._state_built, by_offset[-1].stem if by_offset else ""
-
-    def _store_state(self, number: int, active: str, state: dict[str, Any]) -> None:
-        data = json.dumps(state, separators=(",", ":")).encode()
-        with self._state_lock:
-            if number < self._state_written:     # a newer one is written already
-                return
-            if data != self._checkpointed:   # idle partitions cost no fsync
-                self.state_files.write(self.leader_epoch, data)
-                self._checkpointed = data
-            self._state_written = number
-            self._published_ms = time.monotonic()
-            self._published_active = active
-            self._published_hw = int(state.get("high_watermark", 0))
+        self._publication.write(state)
 
     def _shut(self) -> None:
         with self.segments.lock:
@@ -567,14 +494,3 @@ class PartitionLog:
         return f"PartitionLog({self.storage.url}/{self.dir})"
 
     __str__ = __repr__
-
-
-def _as_written(stored: dict[str, Any] | None) -> bytes:
-    """The bytes of the state document ``stored`` (as ``StateFiles.read`` gave it) as they were
-    written: a restart after a clean stop, whose log is as the document describes it, then
-    writes no new one (one file write and two syncs per partition, most of a restart's time)."""
-    if stored is None:
-        return b""
-    if stored.get("version") == CHECKPOINT_VERSION:     # read() filled these in
-        stored = {k: v for k, v in stored.items() if k not in ("epoch", "data_epoch")}
-    return json.dumps(stored, separators=(",", ":")).encode()
