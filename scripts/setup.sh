@@ -65,5 +65,8 @@ if [ "$with_tests" = "--tests" ]; then
   scripts/hdfs.sh build
   scripts/kafka.sh build   # Kafka 4.4's tools, broker, Connect (tools/kafka): tests/kafka_tools, kafka_connect, bench
   scripts/java_clients.sh build   # kafka-clients from Maven Central, the tests/java programs
-  scripts/legacy_java_client.sh build   # kafka-clients 0.10.2.2, the old client of tests/compat
+  # Old Java clients of tests/compat (issue #36): one build per kafka-clients version it runs.
+  for version in 0.10.2.2 0.11.0.3 1.1.1 2.0.1 2.8.2; do
+    scripts/legacy_java_client.sh build "$version"
+  done
 fi
