@@ -79,3 +79,22 @@ def test_a_retried_batch_is_placed_once(cluster: BrokerProcess, agent: DatabusPr
     assert asyncio.run(exchange()) == [ErrorCode.NONE, ErrorCode.NONE, ErrorCode.NONE,
                                        ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER]
     assert [value for *_, value, _ in read_all(cluster, topic, 1, 3)] == [b"a", b"b", b"c"]
+
+
+def test_a_corrupt_batch_is_refused_and_nothing_is_written(cluster: BrokerProcess,
+                                                           agent: DatabusProcess) -> None:
+    topic = make_topic_name("corrupt")
+    create_topic(cluster, topic, 1)
+    good = bytearray(_batch(-1, -1, [b"kept"]))
+    bad = bytearray(_batch(-1, -1, [b"never"]))
+    bad[-1] ^= 0xFF                                 # a byte the CRC-32C covers
+
+    async def produce(records: bytes) -> Any:
+        response = await ask_once(("127.0.0.1", agent.port), ProduceRequest(
+            acks=-1, timeout_ms=10000, topic_data=[TopicProduceData(name=topic, partition_data=[
+                PartitionProduceData(index=0, records=records)])]), 9, 15, "test")
+        return response.responses[0].partition_responses[0].error_code
+
+    assert asyncio.run(produce(bytes(bad))) == ErrorCode.CORRUPT_MESSAGE
+    assert asyncio.run(produce(bytes(good))) == ErrorCode.NONE
+    assert [value for *_, value, _ in read_all(cluster, topic, 1, 1)] == [b"kept"]
