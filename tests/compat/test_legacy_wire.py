@@ -14,7 +14,7 @@ import pytest
 from kafka.record.legacy_records import LegacyRecordBatch, LegacyRecordBatchBuilder
 
 from tests.integration import kwire
-from tests.integration.helpers import consume, create_topic
+from tests.integration.helpers import admin, consume, create_topic, topic_configs
 from tests.integration.kwire import Disconnected, KafkaWire
 
 INVALID_RECORD = 87
@@ -192,3 +192,24 @@ def test_old_fetch_reads_past_transaction_markers(module_broker: Any, topic: str
             fetched = kwire.parse_fetch_response(
                 fetch_version, wire.request(kwire.FETCH, fetch_version, everything))[(topic, 0)]
             assert [m[0] for m in read_message_set(fetched.records or b"")] == [0, 1, 2, 4, 5]
+
+
+@pytest.mark.filterwarnings("ignore:alter_configs has been deprecated")
+def test_alter_configs_of_every_described_config(module_broker: Any, topic: str) -> None:
+    """AlterConfigs (the legacy, whole-set one old admin tools send) of every config
+    DescribeConfigs shows, with message.format.version changed as librdkafka's 0092 test does:
+    accepted, and the topic stays a plain topic (BMQ's empty markers are not set)."""
+    from confluent_kafka.admin import ConfigResource
+
+    create_topic(module_broker.bootstrap, topic)
+    client = admin(module_broker.bootstrap)
+    resource = ConfigResource("topic", topic)
+    described = client.describe_configs([resource])[resource].result(15)
+    replacement = ConfigResource("topic", topic, set_config={
+        name: entry.value for name, entry in described.items() if entry.value is not None})
+    replacement.set_config("message.format.version", "0.10.0.0")
+    client.alter_configs([replacement])[replacement].result(15)
+    configs = topic_configs(module_broker.bootstrap, topic)
+    assert configs["message.format.version"] == "0.10.0.0"
+    with KafkaWire(module_broker.bootstrap) as wire:
+        assert wire.produce(topic, 0, message_set(1), version=2).error_code == 0

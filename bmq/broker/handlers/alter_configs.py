@@ -20,6 +20,16 @@ def _replace(configs: dict[str, str], *, new: dict[str, str]) -> None:
     configs.update(new)
 
 
+def _without_empty_markers(given: dict[str, str | None], current: dict[str, str]
+                           ) -> dict[str, str | None]:
+    """The given configs less BMQ's markers (bmq.view.source, bmq.mirror.source, ...) sent
+    back empty, as DescribeConfigs shows them on a topic that has none: tools that replace a
+    topic's configs by re-sending every described one (librdkafka's test suite does, old
+    clients' admin tools too) mean no marker, and a marker's presence is what makes a view."""
+    return {name: value for name, value in given.items()
+            if not (name.startswith("bmq.") and value == "" and name not in current)}
+
+
 async def handle_alter_configs(ctx: RequestContext, request: AlterConfigsRequest,
                                version: int) -> AlterConfigsResponse:
     results = []
@@ -35,7 +45,8 @@ async def handle_alter_configs(ctx: RequestContext, request: AlterConfigsRequest
                     request.validate_only)
                 continue
             info = await find_topic(ctx, resource.resource_type, resource.resource_name)
-            configs = validate_topic_configs({c.name: c.value for c in resource.configs})
+            configs = validate_topic_configs(_without_empty_markers(
+                {c.name: c.value for c in resource.configs}, info.configs))
             check_view_change(info.name, info.configs, configs)
             # (Not a promotion: a whole set of configs without the mark is a tool's that does
             # not know it, more likely than a failover.)
