@@ -216,9 +216,11 @@ def test_a_group_offset_is_never_moved_back_on_the_target(pair: Pair) -> None:
         on_target.close()
 
 
+@pytest.mark.slow
 def test_an_unrelated_topic_and_a_mirror_on_the_source_are_never_written(pair: Pair) -> None:
     """A target topic of the name that is not a mirror is left alone, and so is a source topic
-    that is a mirror itself (of the target, say: two clusters mirroring into each other)."""
+    that is a mirror itself (of the target, say: two clusters mirroring into each other).
+    (Slow: CI time; CI's refusals are test_clients_can_neither... and BmqMirrorAppend's.)"""
     source, target, mirror = pair
     unrelated, mirrored_back = make_topic_name("m-unrelated"), make_topic_name("m-back")
     create(target.bootstrap, unrelated, 1)
@@ -274,7 +276,10 @@ def test_clients_can_neither_make_a_topic_a_mirror_nor_change_a_mirrors_source(
     assert end_offsets(target.bootstrap, plain, 1) == [3]
 
 
+@pytest.mark.slow
 def test_kill_9_of_the_mirror_twice_mid_stream_loses_and_repeats_nothing(pair: Pair) -> None:
+    """(Slow: CI time, a 3 s stream. CI keeps what makes a restart safe: an append that does
+    not continue the log is refused, test_mirror_append_refuses_what_does_not_continue...)"""
     source, target, mirror = pair
     topic = make_topic_name("m-killed")
     create(source.bootstrap, topic, 2)
@@ -310,8 +315,10 @@ def test_kill_9_of_the_mirror_twice_mid_stream_loses_and_repeats_nothing(pair: P
     assert "from offset" in mirror.log_text()
 
 
+@pytest.mark.slow
 def test_two_mirrors_share_the_partitions_and_one_takes_over_from_a_dead_one(
         pair: Pair, module_mirror_factory: MirrorFactory) -> None:
+    """(Slow: CI time, a second mirror process and a session timeout; CI's mirror is one.)"""
     source, target, mirror = pair
     other = module_mirror_factory(source, target, "--topic-regex", "m-.*",
                                   "--group-regex", "g-.*")
