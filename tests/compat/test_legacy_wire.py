@@ -14,11 +14,12 @@ import pytest
 from kafka.record.legacy_records import LegacyRecordBatch, LegacyRecordBatchBuilder
 
 from tests.integration import kwire
-from tests.integration.helpers import admin, consume, create_topic, topic_configs
+from tests.integration.helpers import admin, consume, create_topic, produce_all, topic_configs
 from tests.integration.kwire import Disconnected, KafkaWire
 
 INVALID_RECORD = 87
 UNSUPPORTED_VERSION = 35
+UNSUPPORTED_COMPRESSION_TYPE = 76
 GZIP = 1
 
 
@@ -213,3 +214,16 @@ def test_alter_configs_of_every_described_config(module_broker: Any, topic: str)
     assert configs["message.format.version"] == "0.10.0.0"
     with KafkaWire(module_broker.bootstrap) as wire:
         assert wire.produce(topic, 0, message_set(1), version=2).error_code == 0
+
+
+def test_zstd_batches_are_unsupported_for_old_fetches(module_broker: Any, topic: str) -> None:
+    """Message formats v0/v1 have no zstd: an old fetch of zstd batches gets Kafka's
+    UNSUPPORTED_COMPRESSION_TYPE, a v2 fetch the records."""
+    create_topic(module_broker.bootstrap, topic)
+    produce_all(module_broker.bootstrap, topic, [{"value": b"z" * 100}] * 5,
+                compression_type="zstd")
+    with KafkaWire(module_broker.bootstrap) as wire:
+        body = kwire.fetch_body(3, topic, 0, 0)
+        fetched = kwire.parse_fetch_response(3, wire.request(kwire.FETCH, 3, body))[(topic, 0)]
+        assert fetched.error_code == UNSUPPORTED_COMPRESSION_TYPE
+    assert len(consume(module_broker.bootstrap, topic, expected=5)[0]) == 5
