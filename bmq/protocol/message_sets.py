@@ -11,8 +11,8 @@ what is done once per message set.
 
 from __future__ import annotations
 
-from bmq.protocol import _message_sets
-from bmq.protocol._message_sets import LegacyFormatError
+from types import ModuleType
+
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.record_codec import RecordDecodeError, compress, decompress, frame_batch
 from bmq.protocol.records import BatchHeader
@@ -37,14 +37,22 @@ def fetch_magic(version: int) -> int | None:
     return 0 if version < 2 else 1
 
 
+def _native() -> ModuleType:
+    """The C module, imported on first use (as bmq.field_index's): a checkout whose C modules
+    were not rebuilt since it appeared (setup.py build_ext) still serves every v2 client."""
+    from bmq.protocol import _message_sets
+
+    return _message_sets
+
+
 def _decompress(codec: int, data: bytes) -> bytes:
     try:
         return decompress(codec, data)
     except RecordDecodeError as error:
-        raise LegacyFormatError(ErrorCode.CORRUPT_MESSAGE, str(error)) from None
+        raise _native().LegacyFormatError(ErrorCode.CORRUPT_MESSAGE, str(error)) from None
 
 
-def _kafka_error(error: LegacyFormatError) -> KafkaError:
+def _kafka_error(error: ValueError) -> KafkaError:
     code, message = error.args
     return KafkaError(ErrorCode(code), message)
 
@@ -54,9 +62,10 @@ def to_batch(message_set: bytes | bytearray | memoryview) -> tuple[memoryview, B
     produced v0/v1 message set, compressed with its wrappers' codec. Raises KafkaError:
     CORRUPT_MESSAGE (CRC, framing, undecompressable wrapper), INVALID_RECORD (a compressed
     message inside a wrapper), UNSUPPORTED_COMPRESSION_TYPE (zstd)."""
+    native = _native()
     try:
-        records, count, first_ts, max_ts, codec = _message_sets.up(message_set, _decompress)
-    except LegacyFormatError as error:
+        records, count, first_ts, max_ts, codec = native.up(message_set, _decompress)
+    except native.LegacyFormatError as error:
         raise _kafka_error(error) from None
     batch, header = frame_batch(compress(codec, records), count, first_ts, max_ts,
                                 attributes=codec)
@@ -67,7 +76,9 @@ def to_message_set(batches: bytes | memoryview, magic: int, first_offset: int) -
     """Stored v2 batches as a v0/v1 message set of ``magic``, from ``first_offset`` on (the
     batch holding it starts earlier). Raises KafkaError UNSUPPORTED_COMPRESSION_TYPE for zstd
     batches, which old clients cannot read."""
+    native = _native()
     try:
-        return _message_sets.down(batches, magic, first_offset, _decompress, compress)
-    except LegacyFormatError as error:
+        converted: bytes = native.down(batches, magic, first_offset, _decompress, compress)
+    except native.LegacyFormatError as error:
         raise _kafka_error(error) from None
+    return converted
