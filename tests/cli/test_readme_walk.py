@@ -18,7 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.readme_walk import NOT_RUN, SPARK, Walk, logical_lines
+from tests.cli.readme_walk import (
+    NOT_RUN,
+    SPARK,
+    WAIT_FOR,
+    Walk,
+    logical_lines,
+    terminal_commands,
+)
 from tests.cli.test_readme import _blocks
 
 
@@ -78,3 +85,17 @@ def test_every_reason_not_to_run_names_a_readme_command() -> None:
                 for line in logical_lines(block.text)]
     for pattern, reason in NOT_RUN:
         assert any(pattern.search(c) for c in commands), f"{pattern.pattern}: {reason}"
+
+
+def test_only_the_command_right_under_an_in_a_terminal_comment_is_marked() -> None:
+    """Only the command right under ``# in ... terminal`` runs in another terminal."""
+    text = ("bmq topic create t\n# in a second terminal\nbmq serve --listen 127.0.0.1:9093\\\n"
+            "    --data-dir d\n# in a third terminal; wait for \"mirroring t-0\"\n"
+            "bmq mirror run --topic t\n# a comment\nbmq consume t\n")
+    assert terminal_commands(text) == [
+        ("bmq topic create t", None),
+        ("bmq serve --listen 127.0.0.1:9093 --data-dir d", "# in a second terminal"),
+        ("bmq mirror run --topic t", '# in a third terminal; wait for "mirroring t-0"'),
+        ("bmq consume t", None)]
+    wait_for = WAIT_FOR.search(terminal_commands(text)[2][1] or "")
+    assert wait_for is not None and wait_for.group(1) == "mirroring t-0"
