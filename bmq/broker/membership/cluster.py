@@ -29,6 +29,7 @@ from kazoo.client import KazooClient, KazooState
 
 from bmq.broker.membership import Membership
 from bmq.broker.membership.channel import ControllerChannel
+from bmq.broker.membership.drive_scope import DriveScope
 from bmq.broker.membership.handover import Handover
 from bmq.broker.membership.lease import Lease, LeaseKeeper
 from bmq.broker.membership.moves import MoveLog
@@ -87,6 +88,7 @@ class ClusterMembership(Membership):
         self._taken = TakenPartitions(self._open_taken)   # taken, opened on first use
         self._handover: Handover | None = None            # set by start
         self._moves = MoveLog()
+        self._scope = DriveScope()      # which partitions a read may have changed
         self._follower: ClusterFollower | None = None
         self._publish = asyncio.Event()
         self._publisher_task: asyncio.Task[None] | None = None
@@ -364,16 +366,19 @@ class ClusterMembership(Membership):
             return None
         return a
 
-    def _owned_assignments(self) -> list[TopicPartition]:
-        return [(t, int(p)) for t, doc in self.assignments.items() for p in doc
+    def _owned_assignments(self, topics: set[str] | None = None) -> list[TopicPartition]:
+        assignments = self.assignments if topics is None else {
+            t: self.assignments[t] for t in topics if t in self.assignments}
+        return [(t, int(p)) for t, doc in assignments.items() for p in doc
                 if self._mine(t, int(p)) is not None]
 
     def _drive_all(self) -> None:
         assert self._partitions is not None
-        wanted: set[TopicPartition] = set(self._owned_assignments())
-        opened = {(p.topic, p.index) for p in self._partitions.all()} | set(self._taken.keys())
-        reported = {(k.rsplit("/", 1)[0], int(k.rsplit("/", 1)[1])) for k in self._reports}
-        for tp in wanted | opened | reported:
+        topics = self._scope.topics(self.assignments, self.reg)
+        wanted: set[TopicPartition] = set(self._owned_assignments(topics))
+        held = {(p.topic, p.index) for p in self._partitions.all()} | set(self._taken.keys()) \
+            | {(k.rsplit("/", 1)[0], int(k.rsplit("/", 1)[1])) for k in self._reports}
+        for tp in wanted | (held if topics is None else {t for t in held if t[0] in topics}):
             if tp not in self._workers and not self._settled(tp):
                 self._workers[tp] = asyncio.get_running_loop().create_task(self._drive(tp))
 
