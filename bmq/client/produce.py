@@ -69,6 +69,7 @@ from bmq.client.requests import Address
 from bmq.metadata.topics import TopicPartition
 from bmq.net.client import BrokerLink, LinkError, LinkPool
 from bmq.protocol.errors import ErrorCode, KafkaError
+from bmq.protocol.message_sets import is_message_set
 from bmq.protocol.messages import ProduceRequest, ProduceResponse
 from bmq.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
 from bmq.protocol.messages.produce_response import PartitionProduceResponse, TopicProduceResponse
@@ -163,9 +164,10 @@ _flows: weakref.WeakKeyDictionary[LinkPool, dict[TopicPartition, _Flow]] = \
 
 
 def _producer(records: object) -> tuple[int, int, int] | None:
-    """(producer id, epoch, base sequence) of a batch that has a producer id."""
+    """(producer id, epoch, base sequence) of a batch that has a producer id (none in a
+    message set of formats v0/v1, an old client's: the bytes there are a message's)."""
     if not isinstance(records, (bytes, bytearray, memoryview)) or \
-            len(records) < _PRODUCER_AT + _PRODUCER.size:
+            len(records) < _PRODUCER_AT + _PRODUCER.size or is_message_set(records):
         return None
     producer: tuple[int, int, int] = _PRODUCER.unpack_from(records, _PRODUCER_AT)
     return producer if producer[0] >= 0 else None
