@@ -38,9 +38,10 @@ _ELSEWHERE: dict[str, str] = {
     "local": "bmq.local.command",
     "mirror": "bmq.mirror.command",
     "databus": "bmq.databus.command",
+    "console": "bmq.console.command",
 }
 # The server roles: how they fail to start is one line and an exit code (bmq.startup).
-_ROLES = frozenset({"serve", "broker", "controller", "proxy", "local"})
+_ROLES = frozenset({"serve", "broker", "controller", "proxy", "local", "console"})
 
 
 def _startup_error(error: Exception) -> StartupError | None:

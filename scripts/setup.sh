@@ -32,6 +32,8 @@ if [ "$with_tests" = "--tests" ]; then
   # host's wall clock steps through a small preloaded library the tests compile with cc.
   command -v ip >/dev/null 2>&1 || need+=(iproute2)
   command -v nft >/dev/null 2>&1 || need+=(nftables)
+  # tests/console drive Debian's Chromium headless with Playwright (no browser download).
+  [ -x /usr/bin/chromium ] || need+=(chromium)
 fi
 if [ ${#need[@]} -gt 0 ] || [ -n "$need_java" ]; then
   sudo=""

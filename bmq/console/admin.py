@@ -1,0 +1,292 @@
+"""The console's view of a cluster, asked over the Kafka protocol with confluent-kafka's
+AdminClient (never by reading storage): brokers and partition owners, topics and their offsets,
+consumer groups and their lag. Every call blocks; the web app runs them in its thread pool."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import (
+    ConsumerGroupTopicPartitions,
+    KafkaException,
+    TopicPartition,
+)
+from confluent_kafka.admin import (
+    AdminClient,
+    ClusterMetadata,
+    NewTopic,
+    OffsetSpec,
+)
+
+from bmq.metadata.nodes import is_proxy
+
+# librdkafka's own timeouts are far longer; a page should say "unreachable" within seconds.
+REQUEST_TIMEOUT_S = 10.0
+
+
+class ConsoleError(Exception):
+    """What a page shows in its error box: a failed request, an unknown topic or group."""
+
+
+@dataclass(frozen=True)
+class Node:
+    id: int
+    host: str
+    port: int
+    rack: str | None
+    is_controller: bool
+    partitions: int      # partitions it leads (owns, in BMQ's words)
+
+    @property
+    def listener(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class ClusterState:
+    cluster_id: str | None
+    controller: int | None
+    brokers: list[Node]
+    proxies: list[Node]
+    # topic -> [(partition, owner node id or -1 when none)], internal topics left out
+    owners: dict[str, list[tuple[int, int]]]
+
+
+@dataclass(frozen=True)
+class PartitionOffsets:
+    partition: int
+    leader: int
+    start: int
+    end: int
+
+    @property
+    def records(self) -> int:
+        return self.end - self.start
+
+
+@dataclass(frozen=True)
+class TopicSummary:
+    name: str
+    partitions: list[PartitionOffsets]
+    internal: bool
+
+    @property
+    def records(self) -> int:
+        return sum(p.records for p in self.partitions)
+
+    @property
+    def end_offsets(self) -> int:
+        return sum(p.end for p in self.partitions)
+
+
+@dataclass(frozen=True)
+class GroupListing:
+    group_id: str
+    state: str
+    kind: str            # "classic" or "consumer" (KIP-848)
+
+
+@dataclass(frozen=True)
+class PartitionLag:
+    topic: str
+    partition: int
+    committed: int | None
+    end: int
+
+    @property
+    def lag(self) -> int | None:
+        return None if self.committed is None else max(0, self.end - self.committed)
+
+
+@dataclass(frozen=True)
+class Member:
+    member_id: str
+    client_id: str
+    host: str
+    assignment: list[tuple[str, int]]
+
+
+@dataclass
+class GroupDetail:
+    group_id: str
+    state: str
+    kind: str
+    coordinator: int | None
+    members: list[Member] = field(default_factory=list)
+    lags: list[PartitionLag] = field(default_factory=list)
+
+    @property
+    def is_empty(self) -> bool:
+        return self.state.upper() in {"EMPTY", "DEAD"} and not self.members
+
+    @property
+    def total_lag(self) -> int:
+        return sum(lag.lag or 0 for lag in self.lags)
+
+
+def _enum_name(value: Any) -> str:
+    name = getattr(value, "name", None)
+    return str(name if name is not None else value)
+
+
+class ClusterAdmin:
+    """One AdminClient for the console process (librdkafka clients are thread-safe)."""
+
+    def __init__(self, bootstrap: str, properties: dict[str, str] | None = None) -> None:
+        self.bootstrap = bootstrap
+        self._config: dict[str, str | int | float | bool] = {
+            "bootstrap.servers": bootstrap, **(properties or {})}
+        self._admin = AdminClient(self._config)
+
+    @property
+    def client_config(self) -> dict[str, str | int | float | bool]:
+        """What another client of the same cluster (the message browser's consumer) needs."""
+        return dict(self._config)
+
+    def _wait(self, future: Any, what: str) -> Any:
+        try:
+            return future.result(timeout=REQUEST_TIMEOUT_S)
+        except KafkaException as error:
+            raise ConsoleError(f"{what}: {error.args[0].str()}") from error
+        except TimeoutError as error:
+            raise ConsoleError(f"{what}: no answer from {self.bootstrap} within "
+                               f"{REQUEST_TIMEOUT_S:g} s") from error
+
+    def _metadata(self) -> ClusterMetadata:
+        try:
+            return self._admin.list_topics(timeout=REQUEST_TIMEOUT_S)
+        except KafkaException as error:
+            raise ConsoleError(f"cannot reach {self.bootstrap}: {error.args[0].str()}") from error
+
+    # -- cluster -------------------------------------------------------------------------------
+
+    def cluster_state(self) -> ClusterState:
+        metadata = self._metadata()
+        described = self._wait(self._admin.describe_cluster(request_timeout=REQUEST_TIMEOUT_S),
+                               "cannot describe the cluster")
+        controller = None if described.controller is None else described.controller.id
+        owners = {name: sorted((p.id, p.leader) for p in topic.partitions.values())
+                  for name, topic in metadata.topics.items() if not name.startswith("__")}
+        led = Counter(leader for parts in owners.values() for _, leader in parts)
+        nodes = [Node(n.id, n.host, n.port, n.rack, n.id == controller, led[n.id])
+                 for n in sorted(described.nodes, key=lambda n: n.id)]
+        return ClusterState(
+            cluster_id=described.cluster_id, controller=controller,
+            brokers=[n for n in nodes if not is_proxy(n.id)],
+            proxies=[n for n in nodes if is_proxy(n.id)],
+            owners=dict(sorted(owners.items())))
+
+    # -- topics --------------------------------------------------------------------------------
+
+    def topics(self, include_internal: bool = False) -> list[TopicSummary]:
+        metadata = self._metadata()
+        leaders = {TopicPartition(name, p.id): p.leader
+                   for name, topic in metadata.topics.items()
+                   if include_internal or not name.startswith("__")
+                   for p in topic.partitions.values()}
+        return self._summaries(leaders)
+
+    def topic(self, name: str) -> TopicSummary:
+        # Metadata of every topic, not of this one: a request naming a topic creates it on a
+        # cluster with auto.create.topics.enable, and a mistyped name must change nothing.
+        topic = self._metadata().topics.get(name)
+        if topic is None:
+            raise ConsoleError(f"no topic named {name!r}")
+        if topic.error is not None:
+            raise ConsoleError(f"topic {name!r}: {topic.error.str()}")
+        summaries = self._summaries({TopicPartition(name, p.id): p.leader
+                                     for p in topic.partitions.values()})
+        return summaries[0]
+
+    def _summaries(self, leaders: dict[TopicPartition, int]) -> list[TopicSummary]:
+        starts, ends = self.offsets(leaders, "earliest"), self.offsets(leaders, "latest")
+        by_topic: dict[str, list[PartitionOffsets]] = {}
+        for tp, leader in leaders.items():
+            key = (tp.topic, tp.partition)
+            by_topic.setdefault(tp.topic, []).append(
+                PartitionOffsets(tp.partition, leader, starts.get(key, -1), ends.get(key, -1)))
+        return [TopicSummary(name, sorted(parts, key=lambda p: p.partition),
+                             name.startswith("__"))
+                for name, parts in sorted(by_topic.items())]
+
+    def offsets(self, partitions: Iterable[TopicPartition], which: str
+                ) -> dict[tuple[str, int], int]:
+        """Each partition's earliest or latest offset, -1 where its owner did not answer."""
+        spec = (OffsetSpec.earliest() if which == "earliest"  # type: ignore[no-untyped-call]
+                else OffsetSpec.latest())  # type: ignore[no-untyped-call]
+        request = {TopicPartition(tp.topic, tp.partition): spec for tp in partitions}
+        if not request:
+            return {}
+        futures = self._admin.list_offsets(request, request_timeout=REQUEST_TIMEOUT_S)
+        found: dict[tuple[str, int], int] = {}
+        for tp, future in futures.items():
+            try:
+                found[(tp.topic, tp.partition)] = future.result(timeout=REQUEST_TIMEOUT_S).offset
+            except (KafkaException, TimeoutError):
+                found[(tp.topic, tp.partition)] = -1
+        return found
+
+    def create_topic(self, name: str, partitions: int) -> None:
+        futures = self._admin.create_topics([NewTopic(name, num_partitions=partitions)],
+                                            request_timeout=REQUEST_TIMEOUT_S)
+        self._wait(futures[name], f"cannot create topic {name!r}")
+
+    def delete_topic(self, name: str) -> None:
+        futures = self._admin.delete_topics([name], request_timeout=REQUEST_TIMEOUT_S)
+        self._wait(futures[name], f"cannot delete topic {name!r}")
+
+    # -- groups --------------------------------------------------------------------------------
+
+    def groups(self) -> list[GroupListing]:
+        result = self._wait(self._admin.list_consumer_groups(request_timeout=REQUEST_TIMEOUT_S),
+                            "cannot list groups")
+        listings = [GroupListing(g.group_id, _enum_name(g.state).title(),
+                                 _enum_name(getattr(g, "type", "classic")).lower())
+                    for g in result.valid]
+        return sorted(listings, key=lambda g: g.group_id)
+
+    def group(self, group_id: str) -> GroupDetail:
+        described = self._wait(self._admin.describe_consumer_groups(
+            [group_id], request_timeout=REQUEST_TIMEOUT_S)[group_id],
+            f"cannot describe group {group_id!r}")
+        state = _enum_name(described.state)
+        if state.upper() == "DEAD":
+            raise ConsoleError(f"no group named {group_id!r}")
+        detail = GroupDetail(
+            group_id=group_id, state=state.title(),
+            kind=_enum_name(getattr(described, "type", "classic")).lower(),
+            coordinator=None if described.coordinator is None else described.coordinator.id)
+        for member in described.members:
+            assigned = member.assignment.topic_partitions if member.assignment else []
+            detail.members.append(Member(
+                member.member_id, member.client_id, member.host,
+                sorted((tp.topic, tp.partition) for tp in assigned)))
+        committed = self.committed_offsets(group_id)
+        ends = self.offsets(committed, "latest")
+        detail.lags = [PartitionLag(tp.topic, tp.partition,
+                                    tp.offset if tp.offset >= 0 else None,
+                                    ends.get((tp.topic, tp.partition), -1))
+                       for tp in sorted(committed, key=lambda t: (t.topic, t.partition))]
+        return detail
+
+    def committed_offsets(self, group_id: str) -> list[TopicPartition]:
+        futures = self._admin.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group_id)], request_timeout=REQUEST_TIMEOUT_S)
+        answer = self._wait(futures[group_id], f"cannot read the offsets of group {group_id!r}")
+        return list(answer.topic_partitions or [])
+
+    def set_group_offsets(self, group_id: str, offsets: dict[tuple[str, int], int]) -> None:
+        """Commits ``offsets`` for ``group_id``; the broker refuses it unless the group is
+        empty (no member would see its position move under it)."""
+        request = ConsumerGroupTopicPartitions(
+            group_id, [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())])
+        futures = self._admin.alter_consumer_group_offsets(
+            [request], request_timeout=REQUEST_TIMEOUT_S)
+        answer = self._wait(futures[group_id], f"cannot reset the offsets of group {group_id!r}")
+        failed = [tp for tp in answer.topic_partitions or [] if tp.error is not None]
+        if failed:
+            raise ConsoleError(f"cannot reset the offsets of group {group_id!r}: "
+                               f"{failed[0].topic}[{failed[0].partition}]: {failed[0].error.str()}")

@@ -1,0 +1,221 @@
+"""The console's web application: Starlette routes rendering Jinja2 templates, htmx for the
+parts that refresh live, every asset served from this package's static/ folder."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import URL
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+
+from bmq.console import messages
+from bmq.console.admin import ClusterAdmin, ConsoleError
+from bmq.console.csrf import FIELD, CsrfGuard
+from bmq.console.groups import reset_offsets
+
+HERE = Path(__file__).parent
+# How often the cluster page asks for its live part; one Metadata and one DescribeCluster each.
+CLUSTER_POLL_S = 2
+
+T = TypeVar("T")
+
+
+class Console:
+    """The routes over one cluster; ``admin`` does the cluster's requests."""
+
+    def __init__(self, admin: ClusterAdmin, csrf: CsrfGuard | None = None) -> None:
+        self.admin = admin
+        self.csrf = csrf or CsrfGuard()
+        self.templates = Jinja2Templates(directory=HERE / "templates")
+        self.templates.env.globals["csrf_field"] = FIELD
+        self.templates.env.filters["render"] = messages.render
+
+    async def _call(self, function: Callable[..., T], *args: Any) -> T:
+        return await run_in_threadpool(function, *args)
+
+    def page(self, request: Request, template: str, status: int = 200,
+             **context: Any) -> Response:
+        context.setdefault("error", None)
+        context.setdefault("notice", request.query_params.get("notice"))
+        context.update(csrf_token=self.csrf.token(request), bootstrap=self.admin.bootstrap,
+                       poll_s=CLUSTER_POLL_S)
+        response = self.templates.TemplateResponse(request, template, context,
+                                                   status_code=status)
+        self.csrf.remember(request, response)
+        return response
+
+    async def _form(self, request: Request) -> dict[str, str] | None:
+        """The POSTed form, or None when its CSRF token does not match the browser's."""
+        form = await request.form()
+        if not self.csrf.is_valid(request, form.get(FIELD)):
+            return None
+        return {key: value for key, value in form.items() if isinstance(value, str)}
+
+    def _refused(self, request: Request) -> Response:
+        return self.page(request, "refused.html", status=403)
+
+    @staticmethod
+    def _back(url: URL | str, notice: str) -> Response:
+        return RedirectResponse(URL(str(url)).include_query_params(notice=notice),
+                                status_code=303)
+
+    # -- cluster -------------------------------------------------------------------------------
+
+    async def home(self, request: Request) -> Response:
+        return RedirectResponse(request.url_for("cluster"), status_code=302)
+
+    async def cluster(self, request: Request) -> Response:
+        return await self._cluster_page(request, "cluster.html")
+
+    async def cluster_live(self, request: Request) -> Response:
+        return await self._cluster_page(request, "cluster_live.html")
+
+    async def _cluster_page(self, request: Request, template: str) -> Response:
+        try:
+            state = await self._call(self.admin.cluster_state)
+        except ConsoleError as error:
+            return self.page(request, template, status=503, state=None, error=str(error))
+        return self.page(request, template, state=state)
+
+    # -- topics --------------------------------------------------------------------------------
+
+    async def topics(self, request: Request, error: str | None = None,
+                     status: int = 200) -> Response:
+        internal = request.query_params.get("internal") == "1"
+        try:
+            topics = await self._call(self.admin.topics, internal)
+        except ConsoleError as failure:
+            return self.page(request, "topics.html", status=503, topics=[], error=str(failure))
+        return self.page(request, "topics.html", status=status, topics=topics, error=error,
+                         internal=internal)
+
+    async def create_topic(self, request: Request) -> Response:
+        form = await self._form(request)
+        if form is None:
+            return self._refused(request)
+        name = form.get("name", "").strip()
+        try:
+            partitions = int(form.get("partitions", "1"))
+        except ValueError:
+            return await self.topics(request, f"partitions must be a whole number, got "
+                                     f"{form.get('partitions')!r}", status=400)
+        if not name:
+            return await self.topics(request, "a topic needs a name", status=400)
+        if partitions < 1:
+            return await self.topics(request, "a topic needs at least 1 partition", status=400)
+        try:
+            await self._call(self.admin.create_topic, name, partitions)
+        except ConsoleError as failure:
+            return await self.topics(request, str(failure), status=400)
+        return self._back(request.url_for("topic", name=name), f"created topic {name}")
+
+    async def delete_topic(self, request: Request) -> Response:
+        name = request.path_params["name"]
+        form = await self._form(request)
+        if form is None:
+            return self._refused(request)
+        if form.get("confirm") != name:
+            return await self.topic(request, f"type the topic's name ({name}) to delete it")
+        try:
+            await self._call(self.admin.delete_topic, name)
+        except ConsoleError as failure:
+            return await self.topic(request, str(failure))
+        return self._back(request.url_for("topics"), f"deleted topic {name}")
+
+    async def topic(self, request: Request, error: str | None = None) -> Response:
+        name = request.path_params["name"]
+        try:
+            topic = await self._call(self.admin.topic, name)
+        except ConsoleError as failure:
+            return self.page(request, "topic.html", status=404, name=name, topic=None,
+                             error=str(failure))
+        return self.page(request, "topic.html", status=400 if error else 200, name=name,
+                         topic=topic, error=error)
+
+    async def browse(self, request: Request) -> Response:
+        name = request.path_params["name"]
+        query = request.query_params
+        form = query.get("format", "text")
+        context: dict[str, Any] = {
+            "name": name, "topic": None, "page": [], "partition": 0, "offset": None,
+            "count": 100, "format": form if form in messages.FORMATS else "text",
+            "formats": messages.FORMATS, "max_page": messages.MAX_PAGE,
+            "query": dict(query)}
+        try:
+            topic = context["topic"] = await self._call(self.admin.topic, name)
+            partition = messages.parse_offset(query.get("partition"), 0)
+            chosen = next((p for p in topic.partitions if p.partition == partition), None)
+            if chosen is None:
+                raise ConsoleError(f"{name} has no partition {partition} "
+                                   f"(it has {len(topic.partitions)})")
+            context.update(partition=partition, chosen=chosen)
+            context["offset"] = offset = messages.parse_offset(query.get("offset"), chosen.start)
+            context["count"] = count = messages.parse_count(query.get("count"))
+            context["page"] = await self._call(
+                messages.read_page, self.admin.client_config, name, partition,
+                max(offset, chosen.start), chosen.end, count)
+        except ConsoleError as failure:
+            status = 404 if context["topic"] is None else 400
+            return self.page(request, "messages.html", status=status, error=str(failure),
+                             **context)
+        return self.page(request, "messages.html", **context)
+
+    # -- groups --------------------------------------------------------------------------------
+
+    async def groups(self, request: Request) -> Response:
+        try:
+            groups = await self._call(self.admin.groups)
+        except ConsoleError as failure:
+            return self.page(request, "groups.html", status=503, groups=[], error=str(failure))
+        return self.page(request, "groups.html", groups=groups)
+
+    async def group(self, request: Request, error: str | None = None) -> Response:
+        group_id = request.path_params["group_id"]
+        try:
+            group = await self._call(self.admin.group, group_id)
+        except ConsoleError as failure:
+            return self.page(request, "group.html", status=404, group_id=group_id, group=None,
+                             error=str(failure))
+        return self.page(request, "group.html", status=400 if error else 200,
+                         group_id=group_id, group=group, error=error)
+
+    async def reset_group(self, request: Request) -> Response:
+        group_id = request.path_params["group_id"]
+        form = await self._form(request)
+        if form is None:
+            return self._refused(request)
+        try:
+            moved = await self._call(reset_offsets, self.admin, group_id, form.get("to", ""),
+                                     form.get("offset"), form.get("topic") or None)
+        except ConsoleError as failure:
+            return await self.group(request, str(failure))
+        return self._back(request.url_for("group", group_id=group_id),
+                          f"reset {moved} partition(s) of {group_id}")
+
+
+def make_app(admin: ClusterAdmin, csrf: CsrfGuard | None = None) -> Starlette:
+    console = Console(admin, csrf)
+    return Starlette(routes=[
+        Route("/", console.home),
+        Route("/cluster", console.cluster, name="cluster"),
+        Route("/cluster/live", console.cluster_live, name="cluster_live"),
+        Route("/topics", console.topics, name="topics"),
+        Route("/topics", console.create_topic, methods=["POST"], name="create_topic"),
+        Route("/topics/{name}", console.topic, name="topic"),
+        Route("/topics/{name}/delete", console.delete_topic, methods=["POST"],
+              name="delete_topic"),
+        Route("/topics/{name}/messages", console.browse, name="messages"),
+        Route("/groups", console.groups, name="groups"),
+        Route("/groups/{group_id}", console.group, name="group"),
+        Route("/groups/{group_id}/reset", console.reset_group, methods=["POST"],
+              name="reset_group"),
+        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+    ])

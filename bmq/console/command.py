@@ -1,0 +1,50 @@
+"""`bmq console`: serve the web console of a cluster."""
+
+from __future__ import annotations
+
+import click
+
+from bmq.startup import ExitCode, StartupError
+
+DEFAULT_LISTEN = "127.0.0.1:8080"
+
+
+def _host_port(listen: str) -> tuple[str, int]:
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit():
+        raise StartupError(f"--listen: expected HOST:PORT, got {listen!r}", ExitCode.USAGE)
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+@click.command()
+@click.option("-b", "--bootstrap-server", "bootstrap", default="localhost:9092",
+              show_default=True, help="The cluster's bootstrap servers, HOST:PORT[,...].")
+@click.option("--listen", default=DEFAULT_LISTEN, show_default=True,
+              help="HOST:PORT the console's web server listens on.")
+@click.option("-X", "--property", "properties", multiple=True, metavar="KEY=VALUE",
+              help="librdkafka property of its clients (security.protocol, sasl.*, ...).")
+@click.option("--log-level", default="INFO", show_default=True,
+              help="DEBUG, INFO, WARNING or ERROR.")
+def console(bootstrap: str, listen: str, properties: tuple[str, ...], log_level: str) -> None:
+    """Serve a web console of a cluster: brokers and partition owners live, topics and their
+    messages, consumer groups and their lag.
+
+    \b
+    Examples:
+      bmq console -b localhost:9092 --listen 127.0.0.1:8080
+    """
+    import uvicorn
+
+    from bmq.console.admin import ClusterAdmin
+    from bmq.console.app import make_app
+
+    host, port = _host_port(listen)
+    config = {}
+    for pair in properties:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise StartupError(f"--property: expected KEY=VALUE, got {pair!r}", ExitCode.USAGE)
+        config[key] = value
+    app = make_app(ClusterAdmin(bootstrap, config))
+    click.echo(f"bmq console of {bootstrap} on http://{host}:{port}/", err=True)
+    uvicorn.run(app, host=host, port=port, log_level=log_level.lower(), access_log=False)
