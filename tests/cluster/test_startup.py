@@ -53,7 +53,8 @@ def test_every_command_is_listed_and_found() -> None:
 
     ctx = click.Context(main)
     names = main.list_commands(ctx)
-    roles = {"serve", "broker", "controller", "admin", "proxy", "local", "mirror", "databus"}
+    roles = {"serve", "broker", "controller", "admin", "proxy", "local", "mirror", "databus",
+             "console"}
     assert {c.name for c in COMMANDS} | roles == set(names)
     for name in names:
         command = main.get_command(ctx, name)
