@@ -1,0 +1,73 @@
+"""The console's Cluster page in Chromium: the live part, refreshed by htmx without reloading
+the page, shows a new topic's partitions, and a killed broker's partitions moving to the other
+broker of a 2-broker cluster."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+from playwright.sync_api import Page, expect
+
+from tests.cluster.conftest import ClusterFactory, cluster_factory, zookeeper
+from tests.cluster.test_cluster import create_topic, owned_by
+from tests.conftest import BrokerProcess
+from tests.console.conftest import ConsoleProcess
+
+__all__ = ["cluster_factory", "zookeeper"]
+
+Screenshot = Callable[[str], Path]
+# The page polls every 2 s; a partition's move takes a few seconds more in cluster mode.
+LIVE_TIMEOUT_MS = 30_000
+
+
+def _owner_cells(page: Page, topic: str) -> list[str]:
+    cells = page.locator(f'#owners .cell[data-topic="{topic}"]')
+    return [cells.nth(i).get_attribute("data-owner") or "" for i in range(cells.count())]
+
+
+@pytest.mark.slow
+def test_the_cluster_page_follows_new_topics(module_broker: BrokerProcess,
+                                             console: ConsoleProcess, page: Page, topic: str,
+                                             screenshot: Screenshot) -> None:
+    page.goto(console.url("/"))
+    expect(page.locator("#brokers tr[data-broker]")).to_have_count(1)
+    expect(page.locator("#brokers")).to_contain_text(module_broker.bootstrap)
+    admin = AdminClient({"bootstrap.servers": module_broker.bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=3)])[topic].result(10)
+    # No reload: the live part picks it up on its next poll.
+    expect(page.locator(f'#owners .cell[data-topic="{topic}"]')).to_have_count(
+        3, timeout=LIVE_TIMEOUT_MS)
+    assert page.locator("#owner-chart canvas").count() == 1
+    screenshot("cluster")
+
+
+@pytest.mark.slow
+def test_a_killed_brokers_partitions_move_on_the_page(
+        cluster_factory: ClusterFactory, tmp_path: Path, page: Page, topic: str,
+        screenshot: Screenshot) -> None:
+    cluster = cluster_factory(brokers=2)
+    create_topic(cluster, topic, 6)
+    moving = owned_by(cluster, topic, 1)
+    assert moving, "broker 1 owns none of the topic's partitions"
+    console = ConsoleProcess(tmp_path, cluster.bootstrap)
+    try:
+        page.goto(console.url("/cluster"))
+        expect(page.locator("#brokers tr[data-broker]")).to_have_count(2)
+        owners = _owner_cells(page, topic)
+        assert sorted({*owners}) == ["1", "2"]
+        screenshot("cluster-two-brokers")
+
+        cluster.brokers[1].kill()
+        expect(page.locator('#brokers tr[data-broker="1"]')).to_have_count(
+            0, timeout=LIVE_TIMEOUT_MS)
+        for partition in moving:
+            expect(page.locator(f'#owners .cell[data-topic="{topic}"]'
+                                f'[data-partition="{partition}"]')).to_have_attribute(
+                "data-owner", "2", timeout=LIVE_TIMEOUT_MS)
+        assert _owner_cells(page, topic) == ["2"] * 6
+        screenshot("cluster-broker-killed")
+    finally:
+        console.stop()
