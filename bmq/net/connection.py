@@ -29,6 +29,7 @@ from bmq.protocol.headers import (
     response_header_version,
     write_response_header,
 )
+from bmq.protocol.legacy_errors import older_codes
 from bmq.protocol.primitives import DecodeError, Reader, UnsupportedVersionError, Writer
 
 log = logging.getLogger(__name__)
@@ -294,7 +295,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _encode(correlation_id: int, api_key: int, version: int, response: Any) -> Parts:
         writer = Writer()
         write_response_header(writer, correlation_id, response_header_version(api_key, version))
-        response.write(writer, version)
+        with older_codes(api_key, version, response):
+            response.write(writer, version)
         return [_SIZE.pack(writer.size), *writer.parts()]
 
     def _enqueue_ready(self, parts: Parts) -> None:

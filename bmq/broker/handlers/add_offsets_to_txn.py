@@ -3,7 +3,6 @@ the offsets TxnOffsetCommit stores for it commit or abort with the transaction."
 
 from __future__ import annotations
 
-from bmq.broker.handlers.add_partitions_to_txn import fenced_code
 from bmq.broker.handlers.base import RequestContext
 from bmq.metadata.acls import Operation, ResourceType
 from bmq.metadata.topics import OFFSETS_TOPIC
@@ -22,4 +21,4 @@ async def handle_add_offsets_to_txn(ctx: RequestContext, request: AddOffsetsToTx
     tp = (OFFSETS_TOPIC, ctx.broker.groups.partition_for(request.group_id))
     errors = await coordinator.add_partitions(request.transactional_id, request.producer_id,
                                               request.producer_epoch, [tp])
-    return AddOffsetsToTxnResponse(error_code=fenced_code(errors[tp], version))
+    return AddOffsetsToTxnResponse(error_code=errors[tp])

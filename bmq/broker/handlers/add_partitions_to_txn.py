@@ -15,15 +15,6 @@ from bmq.protocol.messages.add_partitions_to_txn_response import (
 )
 
 BATCHED_VERSION = 4
-# PRODUCER_FENCED from v2 of AddPartitionsToTxn, AddOffsetsToTxn and EndTxn (KIP-588).
-PRODUCER_FENCED_VERSION = 2
-
-
-def fenced_code(error: ErrorCode, version: int) -> ErrorCode:
-    """PRODUCER_FENCED as a client of this request version knows it."""
-    if error == ErrorCode.PRODUCER_FENCED and version < PRODUCER_FENCED_VERSION:
-        return ErrorCode.INVALID_PRODUCER_EPOCH
-    return error
 
 
 async def _add(ctx: RequestContext, transactional_id: str,
@@ -38,7 +29,7 @@ async def _add(ctx: RequestContext, transactional_id: str,
             transactional_id, producer_id, producer_epoch, asked, verify_only)
     return [AddPartitionsToTxnTopicResult(name=t.name, results_by_partition=[
         AddPartitionsToTxnPartitionResult(
-            partition_index=p, partition_error_code=fenced_code(errors[(t.name, p)], version))
+            partition_index=p, partition_error_code=errors[(t.name, p)])
         for p in t.partitions]) for t in topics]
 
 

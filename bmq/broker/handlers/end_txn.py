@@ -3,7 +3,6 @@ every partition of the transaction and the transaction is complete in its log.""
 
 from __future__ import annotations
 
-from bmq.broker.handlers.add_partitions_to_txn import fenced_code
 from bmq.broker.handlers.base import RequestContext
 from bmq.metadata.acls import Operation, ResourceType
 from bmq.protocol.errors import ErrorCode
@@ -18,5 +17,5 @@ async def handle_end_txn(ctx: RequestContext, request: EndTxnRequest,
     coordinator = ctx.broker.transactions
     error = await coordinator.end_txn(request.transactional_id, request.producer_id,
                                       request.producer_epoch, request.committed)
-    return EndTxnResponse(error_code=fenced_code(error, version),
+    return EndTxnResponse(error_code=error,
                           producer_id=request.producer_id, producer_epoch=request.producer_epoch)

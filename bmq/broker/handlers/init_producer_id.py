@@ -8,10 +8,6 @@ from bmq.metadata.acls import CLUSTER_NAME, Operation, ResourceType
 from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import InitProducerIdRequest, InitProducerIdResponse
 
-# PRODUCER_FENCED (KIP-588) is answered from InitProducerId v4; older clients know it as
-# INVALID_PRODUCER_EPOCH.
-PRODUCER_FENCED_VERSION = 4
-
 
 async def handle_init_producer_id(ctx: RequestContext, request: InitProducerIdRequest,
                                   version: int) -> InitProducerIdResponse:
@@ -25,10 +21,9 @@ async def handle_init_producer_id(ctx: RequestContext, request: InitProducerIdRe
         answer = await coordinator.init_producer_id(
             request.transactional_id, request.transaction_timeout_ms, request.producer_id,
             request.producer_epoch)
-        error = answer.error
-        if error == ErrorCode.PRODUCER_FENCED and version < PRODUCER_FENCED_VERSION:
-            error = ErrorCode.INVALID_PRODUCER_EPOCH
-        return InitProducerIdResponse(error_code=error, producer_id=answer.producer_id,
+        # PRODUCER_FENCED reaches clients of v0-3 as INVALID_PRODUCER_EPOCH
+        # (bmq.protocol.legacy_errors)
+        return InitProducerIdResponse(error_code=answer.error, producer_id=answer.producer_id,
                                       producer_epoch=answer.producer_epoch)
     # An idempotent producer: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic (Kafka 3).
     if ctx.authorizing and not ctx.authorize(Operation.IDEMPOTENT_WRITE, ResourceType.CLUSTER,
