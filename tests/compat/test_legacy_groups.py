@@ -109,3 +109,52 @@ def test_kafka_python_0_10_1_group(module_broker: Any, topic: str) -> None:
     consumer.close()
     assert values == [b"m%d" % i for i in range(30)]
     assert _committed_seen_today(module_broker.bootstrap, group, topic) == 30
+
+
+def _commit_v1_at(consumer: Any, topic: str, offset: int, commit_timestamp: int) -> None:
+    """OffsetCommit v1 from kafka-python's own request class with a per-partition commit
+    timestamp, which its consumer API leaves at -1 (the broker's time)."""
+    from kafka.protocol.consumer import OffsetCommitRequest
+
+    topic_type = OffsetCommitRequest.OffsetCommitRequestTopic
+    request = OffsetCommitRequest(
+        max_version=1, group_id=consumer.config["group_id"], generation_id_or_member_epoch=-1,
+        member_id="", topics=[topic_type(name=topic, partitions=[
+            topic_type.OffsetCommitRequestPartition(
+                partition_index=0, committed_offset=offset, commit_timestamp=commit_timestamp,
+                committed_metadata="")])])
+    future = consumer._manager.send(request, node_id=consumer._coordinator.coordinator_id)
+    response = consumer._net.run(consumer._manager.wait_for, future, None)
+    assert [p.error_code for t in response.topics for p in t.partitions] == [0]
+
+
+@pytest.mark.broker(env={"BMQ_OFFSETS_RETENTION_MINUTES": 1,
+                         "BMQ_OFFSETS_RETENTION_CHECK_INTERVAL_MS": 200})
+def test_offset_commit_v1_timestamp_starts_retention(broker: Any, topic: str) -> None:
+    """OffsetCommit v1's commit timestamp is the offset's commit time, as in Kafka 2.x: an
+    offset a standalone kafka-python (0.8.2) consumer commits with a time older than
+    offsets.retention.minutes expires at the next retention check; one committed at the
+    broker's time (-1) stays."""
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KafkaPartition
+    from kafka.structs import OffsetAndMetadata
+
+    create_topic(broker.bootstrap, topic)
+    groups = {"dated": f"dated-{uuid.uuid4().hex[:6]}", "now": f"now-{uuid.uuid4().hex[:6]}"}
+    for name, group in groups.items():
+        consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=group,
+                                 api_version=(0, 8, 2), enable_auto_commit=False)
+        partition = KafkaPartition(topic, 0)
+        consumer.assign([partition])
+        consumer.commit({partition: OffsetAndMetadata(7, "", -1)})   # finds the coordinator
+        if name == "dated":
+            two_minutes_ago = int(time.time() * 1000) - 120_000
+            _commit_v1_at(consumer, topic, 42, two_minutes_ago)
+        else:
+            consumer.commit({partition: OffsetAndMetadata(42, "", -1)})
+        consumer.close()
+    deadline = time.monotonic() + 15
+    while _committed_seen_today(broker.bootstrap, groups["dated"], topic) == 42:
+        assert time.monotonic() < deadline, "the offset committed two minutes ago was kept"
+        time.sleep(0.3)
+    assert _committed_seen_today(broker.bootstrap, groups["now"], topic) == 42

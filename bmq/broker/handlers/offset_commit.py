@@ -8,7 +8,10 @@ from bmq.coordinators.groups.records import OffsetValue
 from bmq.metadata.acls import Operation, ResourceType
 from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import OffsetCommitRequest, OffsetCommitResponse
-from bmq.protocol.messages.offset_commit_request import OffsetCommitRequestTopic
+from bmq.protocol.messages.offset_commit_request import (
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
+)
 from bmq.protocol.messages.offset_commit_response import (
     OffsetCommitResponsePartition,
     OffsetCommitResponseTopic,
@@ -30,6 +33,18 @@ def _topic(broker: Broker, topic: OffsetCommitRequestTopic,
         if info is None:
             return topic.name, 0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     return info.name, info.partitions, ErrorCode.NONE
+
+
+def _commit_timestamp(partition: OffsetCommitRequestPartition, version: int, now: int) -> int:
+    """The offset's commit time, which its retention counts from: v1 lets the client set it
+    per partition (-1: the broker's time). Kafka 2.8 keeps it as the commit timestamp
+    (KafkaApis.handleOffsetCommitRequest: "case customTimestamp => customTimestamp"), so a
+    standalone consumer's offset expires offsets.retention.minutes after the client's time
+    (GroupMetadata.removeExpiredOffsets); Kafka 2.0 had the same effect through an expire
+    timestamp of that time plus the retention."""
+    if version == 1 and partition.commit_timestamp != -1:
+        return partition.commit_timestamp
+    return now
 
 
 async def handle_offset_commit(ctx: RequestContext, request: OffsetCommitRequest,
@@ -64,7 +79,7 @@ async def handle_offset_commit(ctx: RequestContext, request: OffsetCommitRequest
                     offset=p.committed_offset,
                     leader_epoch=p.committed_leader_epoch if version >= 6 else -1,
                     metadata=p.committed_metadata or "",
-                    commit_timestamp=now,
+                    commit_timestamp=_commit_timestamp(p, version, now),
                     expire_timestamp=expire)
                 answers.append((result, tp))
         topics.append(OffsetCommitResponseTopic(name=topic.name, topic_id=topic.topic_id,
