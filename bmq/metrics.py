@@ -11,8 +11,9 @@ Metric names (all prefixed ``bmq_``):
 
 * ``messages_in_total`` / ``bytes_in_total`` {topic}: records and batch bytes accepted by Produce
   (partitions answered without error; every partition for acks=0, which gets no answer).
-* ``messages_out_total`` / ``bytes_out_total`` {topic}: records (in whole batches) and record
-  bytes returned by Fetch.
+* ``messages_out_total`` / ``bytes_out_total`` {topic}: records (in whole batches; for an old
+  client, the messages converted for it, wrapped ones included) and record bytes returned by
+  Fetch.
 * ``requests_total`` {api} and ``request_duration_seconds`` {api}: requests handled, and the time
   from a decoded request to its encoded response (long-poll waits included).
 * ``partitions_owned``: partitions this broker has open.
@@ -44,7 +45,7 @@ import contextlib
 import logging
 import struct
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 from prometheus_client import (
@@ -277,7 +278,7 @@ _MAGIC_V2 = 2
 
 def count_records(data: bytes | bytearray | memoryview) -> int:
     """Records in the whole v2 batches of ``data`` (a trailing partial batch is not counted; nor
-    are an old client's v0/v1 messages, which the Fetch response to it holds)."""
+    are an old client's v0/v1 messages, which the read path counts: count_messages_out)."""
     total = 0
     pos = 0
     end = len(data)
@@ -365,6 +366,14 @@ def count_fetch(response: Any) -> None:
                 counters = _topic(topic.topic)
             counters.bytes_out.inc(len(records))
             counters.messages_out.inc(count_records(records))
+
+
+def count_messages_out(records_by_topic: Mapping[str, int]) -> None:
+    """Add the records of message sets converted for old clients (Fetch v0-3) to the per-topic
+    ``messages_out``: the read path knows their count from the conversion, while
+    ``count_fetch`` reads counts from v2 batch headers only (it counts their bytes)."""
+    for topic, count in records_by_topic.items():
+        _topic(topic).messages_out.inc(count)
 
 
 # Proxy tier (bmq/proxy/) ----------------------------------------------------------------------

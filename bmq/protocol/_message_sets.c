@@ -6,8 +6,9 @@
  *   and turned into the records section of one uncompressed v2 batch: offset deltas 0..n-1,
  *   timestamps as the messages carry them (magic 0: -1, no timestamp). Compressed wrapper
  *   messages are opened with decompress(codec, bytes); codec is the last wrapper's (0: none).
- * down(data, magic, first_offset, decompress, compress) -> message set
- *   Stored v2 batches as magic `magic` messages for an old fetch: control batches and records
+ * down(data, magic, first_offset, decompress, compress) -> (message set, count)
+ *   Stored v2 batches as magic `magic` messages for an old fetch (count: the records in them,
+ *   inside wrappers too, for the messages_out metric): control batches and records
  *   below first_offset left out, headers dropped; a compressed batch becomes one wrapper
  *   message of the same codec (inner offsets relative in v1, absolute in v0), an uncompressed
  *   one plain messages. LogAppendTime batches give their messages the append time and the
@@ -363,10 +364,11 @@ static int down_records(buffer *out, const batch *b, const uint8_t *p, const uin
 }
 
 /* A compressed batch as one wrapper message of its codec; as plain messages for v0 LZ4, whose
- * frames Kafka 0.8-0.9 checksummed wrongly (KAFKA-3160) and old clients expect so. */
+ * frames Kafka 0.8-0.9 checksummed wrongly (KAFKA-3160) and old clients expect so. *written
+ * is the number of records converted. */
 static int down_compressed(buffer *out, const batch *b, const uint8_t *payload, size_t size,
                            int magic, int64_t first_offset, PyObject *decompress,
-                           PyObject *compress) {
+                           PyObject *compress, int64_t *written) {
     int codec = b->attributes & CODEC_MASK;
     int wrap = !(magic == 0 && codec == LZ4);
     PyObject *records = PyObject_CallFunction(decompress, "iy#", codec, (const char *)payload,
@@ -385,6 +387,7 @@ static int down_compressed(buffer *out, const batch *b, const uint8_t *payload, 
                           (const uint8_t *)data + len, magic, first_offset, wrap, &count, &first,
                           &last, &max_ts);
     Py_DECREF(records);
+    *written = count;
     if (ok && wrap && count > 0) {
         PyObject *packed = PyObject_CallFunction(compress, "iy#", codec, (const char *)inner.data,
                                                  (Py_ssize_t)inner.size);
@@ -430,6 +433,7 @@ static PyObject *down(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*iLOO", &view, &magic, &first_offset, &decompress, &compress))
         return NULL;
     buffer out = {NULL, 0, 0};
+    int64_t total = 0;
     const uint8_t *p = view.buf, *end = p + view.len;
     int ok = magic == 0 || magic == 1;
     if (!ok)
@@ -455,14 +459,15 @@ static PyObject *down(PyObject *self, PyObject *args) {
                                                     "format v0/v1") != NULL;
         else if (codec)
             ok = down_compressed(&out, &b, payload, (size_t)(batch_end - payload), magic,
-                                 first_offset, decompress, compress);
+                                 first_offset, decompress, compress, &count);
         else
             ok = down_records(&out, &b, payload, batch_end, magic, first_offset, 0, &count, &first,
                               &last, &max_ts);
+        total += count;
     }
     PyBuffer_Release(&view);
-    PyObject *result = ok ? PyBytes_FromStringAndSize((const char *)out.data,
-                                                      (Py_ssize_t)out.size)
+    PyObject *result = ok ? Py_BuildValue("(y#L)", (const char *)out.data,
+                                          (Py_ssize_t)out.size, (long long)total)
                           : NULL;
     free(out.data);
     return result;
@@ -470,7 +475,7 @@ static PyObject *down(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"up", up, METH_VARARGS, "A v0/v1 message set as one v2 batch's records."},
-    {"down", down, METH_VARARGS, "v2 batches as a v0/v1 message set."},
+    {"down", down, METH_VARARGS, "v2 batches as a v0/v1 message set and its record count."},
     {NULL, NULL, 0, NULL},
 };
 

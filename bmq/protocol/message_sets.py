@@ -72,13 +72,16 @@ def to_batch(message_set: bytes | bytearray | memoryview) -> tuple[memoryview, B
     return memoryview(batch), header
 
 
-def to_message_set(batches: bytes | memoryview, magic: int, first_offset: int) -> bytes:
+def to_message_set(batches: bytes | memoryview, magic: int,
+                   first_offset: int) -> tuple[bytes, int]:
     """Stored v2 batches as a v0/v1 message set of ``magic``, from ``first_offset`` on (the
-    batch holding it starts earlier). Raises KafkaError UNSUPPORTED_COMPRESSION_TYPE for zstd
-    batches, which old clients cannot read."""
+    batch holding it starts earlier), and how many records it holds (wrapped ones too, which
+    only decompressing could count again). Raises KafkaError UNSUPPORTED_COMPRESSION_TYPE for
+    zstd batches, which old clients cannot read."""
     native = _native()
     try:
-        converted: bytes = native.down(batches, magic, first_offset, _decompress, compress)
+        converted: tuple[bytes, int] = native.down(batches, magic, first_offset, _decompress,
+                                                   compress)
     except native.LegacyFormatError as error:
         raise _kafka_error(error) from None
     return converted

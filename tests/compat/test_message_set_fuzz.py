@@ -59,8 +59,11 @@ def test_damaged_message_sets_are_refused_or_converted(which: int, data: st.Data
 @given(cut=st.integers(0, len(STORED)), magic=st.integers(0, 1), first=st.integers(0, 10))
 def test_stored_batches_cut_anywhere_convert_to_whole_messages(cut: int, magic: int,
                                                                 first: int) -> None:
-    converted = to_message_set(STORED[:cut], magic, first)
+    converted, count = to_message_set(STORED[:cut], magic, first)
     if converted:
         back, header = to_batch(converted)
         keys = [record.key for record in decode_batch(back, header)]
         assert keys == [b"k%d" % i for i in range(first, first + len(keys))]
+        assert count == len(keys)
+    else:
+        assert count == 0
