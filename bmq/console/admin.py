@@ -18,13 +18,15 @@ from confluent_kafka.admin import (
     AdminClient,
     ClusterMetadata,
     NewTopic,
-    OffsetSpec,
 )
 
+from bmq.console.offsets import OffsetReader, Partition
 from bmq.metadata.nodes import is_proxy
 
 # librdkafka's own timeouts are far longer; a page should say "unreachable" within seconds.
 REQUEST_TIMEOUT_S = 10.0
+# Topics a page of the topic list shows: their offsets are asked for each time it is shown.
+TOPICS_PER_PAGE = 100
 
 
 class ConsoleError(Exception):
@@ -80,6 +82,17 @@ class TopicSummary:
     @property
     def end_offsets(self) -> int:
         return sum(p.end for p in self.partitions)
+
+
+@dataclass(frozen=True)
+class TopicList:
+    """One page of the topics whose names contain a filter."""
+
+    topics: list[TopicSummary]
+    matching: int           # topics whose names match, on every page
+    partitions: int         # their partitions
+    page: int               # from 1
+    pages: int
 
 
 @dataclass(frozen=True)
@@ -140,6 +153,10 @@ class ClusterAdmin:
         self._config: dict[str, str | int | float | bool] = {
             "bootstrap.servers": bootstrap, **(properties or {})}
         self._admin = AdminClient(self._config)
+        self._offsets = OffsetReader(properties or {}, REQUEST_TIMEOUT_S)
+
+    def close(self) -> None:
+        self._offsets.close()
 
     @property
     def client_config(self) -> dict[str, str | int | float | bool]:
@@ -181,53 +198,53 @@ class ClusterAdmin:
 
     # -- topics --------------------------------------------------------------------------------
 
-    def topics(self, include_internal: bool = False) -> list[TopicSummary]:
+    def topics(self, include_internal: bool = False, contains: str = "",
+               page: int = 1) -> TopicList:
         metadata = self._metadata()
-        leaders = {TopicPartition(name, p.id): p.leader
-                   for name, topic in metadata.topics.items()
-                   if include_internal or not name.startswith("__")
-                   for p in topic.partitions.values()}
-        return self._summaries(leaders)
+        names = sorted(name for name in metadata.topics
+                       if (include_internal or not name.startswith("__"))
+                       and contains.lower() in name.lower())
+        pages = max(1, -(-len(names) // TOPICS_PER_PAGE))
+        page = min(max(1, page), pages)
+        shown = names[(page - 1) * TOPICS_PER_PAGE:page * TOPICS_PER_PAGE]
+        return TopicList(self._summaries(metadata, shown), len(names),
+                         sum(len(metadata.topics[name].partitions) for name in names),
+                         page, pages)
 
     def topic(self, name: str) -> TopicSummary:
         # Metadata of every topic, not of this one: a request naming a topic creates it on a
         # cluster with auto.create.topics.enable, and a mistyped name must change nothing.
-        topic = self._metadata().topics.get(name)
+        metadata = self._metadata()
+        topic = metadata.topics.get(name)
         if topic is None:
             raise ConsoleError(f"no topic named {name!r}")
         if topic.error is not None:
             raise ConsoleError(f"topic {name!r}: {topic.error.str()}")
-        summaries = self._summaries({TopicPartition(name, p.id): p.leader
-                                     for p in topic.partitions.values()})
-        return summaries[0]
+        return self._summaries(metadata, [name])[0]
 
-    def _summaries(self, leaders: dict[TopicPartition, int]) -> list[TopicSummary]:
-        starts, ends = self.offsets(leaders, "earliest"), self.offsets(leaders, "latest")
-        by_topic: dict[str, list[PartitionOffsets]] = {}
-        for tp, leader in leaders.items():
-            key = (tp.topic, tp.partition)
-            by_topic.setdefault(tp.topic, []).append(
-                PartitionOffsets(tp.partition, leader, starts.get(key, -1), ends.get(key, -1)))
-        return [TopicSummary(name, sorted(parts, key=lambda p: p.partition),
-                             name.startswith("__"))
-                for name, parts in sorted(by_topic.items())]
+    def _summaries(self, metadata: ClusterMetadata, names: list[str]) -> list[TopicSummary]:
+        leaders = {(name, p.id): p.leader
+                   for name in names for p in metadata.topics[name].partitions.values()}
+        starts = self.offsets(leaders, "earliest", metadata)
+        ends = self.offsets(leaders, "latest", metadata)
+        by_topic: dict[str, list[PartitionOffsets]] = {name: [] for name in names}
+        for key, leader in sorted(leaders.items()):
+            by_topic[key[0]].append(PartitionOffsets(key[1], leader, starts[key], ends[key]))
+        return [TopicSummary(name, parts, name.startswith("__"))
+                for name, parts in by_topic.items()]
 
-    def offsets(self, partitions: Iterable[TopicPartition], which: str
-                ) -> dict[tuple[str, int], int]:
+    def offsets(self, partitions: Iterable[Partition], which: str,
+                metadata: ClusterMetadata | None = None) -> dict[Partition, int]:
         """Each partition's earliest or latest offset, -1 where its owner did not answer."""
-        spec = (OffsetSpec.earliest() if which == "earliest"  # type: ignore[no-untyped-call]
-                else OffsetSpec.latest())  # type: ignore[no-untyped-call]
-        request = {TopicPartition(tp.topic, tp.partition): spec for tp in partitions}
-        if not request:
-            return {}
-        futures = self._admin.list_offsets(request, request_timeout=REQUEST_TIMEOUT_S)
-        found: dict[tuple[str, int], int] = {}
-        for tp, future in futures.items():
-            try:
-                found[(tp.topic, tp.partition)] = future.result(timeout=REQUEST_TIMEOUT_S).offset
-            except (KafkaException, TimeoutError):
-                found[(tp.topic, tp.partition)] = -1
-        return found
+        metadata = metadata or self._metadata()
+        addresses = {node.id: (str(node.host), node.port) for node in metadata.brokers.values()}
+        owners: dict[Partition, tuple[str, int] | None] = {}
+        for topic, index in partitions:
+            known = metadata.topics.get(topic)
+            partition = None if known is None else known.partitions.get(index)
+            owners[(topic, index)] = None if partition is None else \
+                addresses.get(partition.leader)
+        return self._offsets.offsets(owners, which)
 
     def create_topic(self, name: str, partitions: int) -> None:
         futures = self._admin.create_topics([NewTopic(name, num_partitions=partitions)],
@@ -265,7 +282,7 @@ class ClusterAdmin:
                 member.member_id, member.client_id, member.host,
                 sorted((tp.topic, tp.partition) for tp in assigned)))
         committed = self.committed_offsets(group_id)
-        ends = self.offsets(committed, "latest")
+        ends = self.offsets([(tp.topic, tp.partition) for tp in committed], "latest")
         detail.lags = [PartitionLag(tp.topic, tp.partition,
                                     tp.offset if tp.offset >= 0 else None,
                                     ends.get((tp.topic, tp.partition), -1))

@@ -89,13 +89,20 @@ class Console:
 
     async def topics(self, request: Request, error: str | None = None,
                      status: int = 200) -> Response:
-        internal = request.query_params.get("internal") == "1"
+        query = request.query_params
+        internal = query.get("internal") == "1"
+        contains = query.get("q", "").strip()
         try:
-            topics = await self._call(self.admin.topics, internal)
+            page = int(query.get("page", "1"))
+        except ValueError:
+            page = 1
+        try:
+            listing = await self._call(self.admin.topics, internal, contains, page)
         except ConsoleError as failure:
-            return self.page(request, "topics.html", status=503, topics=[], error=str(failure))
-        return self.page(request, "topics.html", status=status, topics=topics, error=error,
-                         internal=internal)
+            return self.page(request, "topics.html", status=503, listing=None,
+                             error=str(failure))
+        return self.page(request, "topics.html", status=status, listing=listing, error=error,
+                         internal=internal, contains=contains)
 
     async def create_topic(self, request: Request) -> Response:
         form = await self._form(request)

@@ -45,6 +45,10 @@ def console(bootstrap: str, listen: str, properties: tuple[str, ...], log_level:
         if not sep or not key:
             raise StartupError(f"--property: expected KEY=VALUE, got {pair!r}", ExitCode.USAGE)
         config[key] = value
-    app = make_app(ClusterAdmin(bootstrap, config))
+    admin = ClusterAdmin(bootstrap, config)
+    app = make_app(admin)
     click.echo(f"bmq console of {bootstrap} on http://{host}:{port}/", err=True)
-    uvicorn.run(app, host=host, port=port, log_level=log_level.lower(), access_log=False)
+    try:
+        uvicorn.run(app, host=host, port=port, log_level=log_level.lower(), access_log=False)
+    finally:
+        admin.close()

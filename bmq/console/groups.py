@@ -4,8 +4,6 @@ OffsetCommit of every partition the group has offsets for (or those of one topic
 
 from __future__ import annotations
 
-from confluent_kafka import TopicPartition
-
 from bmq.console.admin import ClusterAdmin, ConsoleError
 from bmq.console.messages import parse_offset
 
@@ -40,7 +38,7 @@ def reset_offsets(admin: ClusterAdmin, group_id: str, to: str, offset_text: str 
                                f"({ends[beyond[0]]})")
         target = dict.fromkeys(keys, wanted)
     else:
-        found = admin.offsets([TopicPartition(t, p) for t, p in keys], to)
+        found = admin.offsets(keys, to)
         missing = [key for key in keys if found.get(key, -1) < 0]
         if missing:
             raise ConsoleError(f"cannot find the {to} offset of {missing[0][0]}"
