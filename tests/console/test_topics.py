@@ -125,3 +125,22 @@ def test_a_page_of_a_thousand_messages(module_broker: BrokerProcess, console: Co
         "data-offset", "1000")
     page.goto(console.url(f"/topics/{topic}/messages?count=1001"))
     expect(page.get_by_role("alert")).to_have_text("count must be between 1 and 1000, got 1001")
+
+
+@pytest.mark.slow
+def test_topics_are_filtered_and_paged(module_broker: BrokerProcess, console: ConsoleProcess,
+                                       page: Page, topic: str) -> None:
+    admin = AdminClient({"bootstrap.servers": module_broker.bootstrap})
+    names = [f"{topic}-{n:03d}" for n in range(105)]
+    for future in admin.create_topics([NewTopic(name, 1) for name in names]).values():
+        future.result(30)
+    page.goto(console.url("/topics"))
+    page.fill("#filter-topics input[name=q]", topic)
+    page.get_by_role("button", name="Filter").click()
+    expect(page.locator("#filter-topics")).to_contain_text("105 topics, 105 partitions")
+    expect(page.locator("#topics tr[data-topic]")).to_have_count(100)
+    expect(page.locator("#pages")).to_contain_text("Page 1 of 2")
+    page.locator("#next-topics").click()
+    expect(page.locator("#topics tr[data-topic]")).to_have_count(5)
+    expect(page.locator("#topics tr[data-topic]").first).to_have_attribute(
+        "data-topic", names[100])
