@@ -119,6 +119,22 @@ EOF
 # no --zookeeper. 0098 compiles its Java producer against $KAFKA_PATH/libs/kafka-clients-*.jar
 # and runs it with bin/kafka-run-class.sh.
 "$root/scripts/kafka.sh" bin "$work/kafka"
+# Told it talks to a broker before 3.0 (TEST_KAFKA_VERSION=2.4.0, for the message format v0/v1
+# producers of 0052 and 0092), the suite runs kafka-topics.sh --zookeeper $ZK_ADDRESS, which
+# Kafka 4's tool lacks and `bmq serve` (no ZooKeeper) could not answer: the same command is
+# run with --bootstrap-server, as Kafka's tool takes it since 2.2 (KIP-377).
+export ZK_ADDRESS="127.0.0.1:$port"
+mv "$work/kafka/bin/kafka-topics.sh" "$work/kafka/bin/kafka-topics-bootstrap.sh"
+cat >"$work/kafka/bin/kafka-topics.sh" <<'EOF'
+#!/usr/bin/env bash
+args=()
+for arg in "$@"; do
+  [ "$arg" = --zookeeper ] && arg=--bootstrap-server
+  args+=("$arg")
+done
+exec "$(dirname "$0")/kafka-topics-bootstrap.sh" "${args[@]}"
+EOF
+chmod +x "$work/kafka/bin/kafka-topics.sh"
 
 # The runner gives up on every test still to run when one times out: it is started again for
 # the tests that did not start, until each has a result. Then the summary.
