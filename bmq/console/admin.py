@@ -225,17 +225,17 @@ class ClusterAdmin:
     def _summaries(self, metadata: ClusterMetadata, names: list[str]) -> list[TopicSummary]:
         leaders = {(name, p.id): p.leader
                    for name in names for p in metadata.topics[name].partitions.values()}
-        starts = self.offsets(leaders, "earliest", metadata)
-        ends = self.offsets(leaders, "latest", metadata)
+        starts, ends = self.offsets(leaders, ("earliest", "latest"), metadata)
         by_topic: dict[str, list[PartitionOffsets]] = {name: [] for name in names}
         for key, leader in sorted(leaders.items()):
             by_topic[key[0]].append(PartitionOffsets(key[1], leader, starts[key], ends[key]))
         return [TopicSummary(name, parts, name.startswith("__"))
                 for name, parts in by_topic.items()]
 
-    def offsets(self, partitions: Iterable[Partition], which: str,
-                metadata: ClusterMetadata | None = None) -> dict[Partition, int]:
-        """Each partition's earliest or latest offset, -1 where its owner did not answer."""
+    def offsets(self, partitions: Iterable[Partition], which: tuple[str, ...],
+                metadata: ClusterMetadata | None = None) -> list[dict[Partition, int]]:
+        """For each of ``which`` ("earliest", "latest"), each partition's offset; -1 where
+        its owner did not answer."""
         metadata = metadata or self._metadata()
         addresses = {node.id: (str(node.host), node.port) for node in metadata.brokers.values()}
         owners: dict[Partition, tuple[str, int] | None] = {}
@@ -244,7 +244,7 @@ class ClusterAdmin:
             partition = None if known is None else known.partitions.get(index)
             owners[(topic, index)] = None if partition is None else \
                 addresses.get(partition.leader)
-        return self._offsets.offsets(owners, which)
+        return self._offsets.offsets(owners, *which)
 
     def create_topic(self, name: str, partitions: int) -> None:
         futures = self._admin.create_topics([NewTopic(name, num_partitions=partitions)],
@@ -282,7 +282,7 @@ class ClusterAdmin:
                 member.member_id, member.client_id, member.host,
                 sorted((tp.topic, tp.partition) for tp in assigned)))
         committed = self.committed_offsets(group_id)
-        ends = self.offsets([(tp.topic, tp.partition) for tp in committed], "latest")
+        [ends] = self.offsets([(tp.topic, tp.partition) for tp in committed], ("latest",))
         detail.lags = [PartitionLag(tp.topic, tp.partition,
                                     tp.offset if tp.offset >= 0 else None,
                                     ends.get((tp.topic, tp.partition), -1))

@@ -24,6 +24,8 @@ from bmq.console.groups import reset_offsets
 HERE = Path(__file__).parent
 # How often the cluster page asks for its live part; one Metadata and one DescribeCluster each.
 CLUSTER_POLL_S = 2
+# Records the message browser shows when no count is asked for.
+DEFAULT_PAGE = 100
 
 T = TypeVar("T")
 
@@ -158,14 +160,16 @@ class Console:
             "query": dict(query)}
         try:
             topic = context["topic"] = await self._call(self.admin.topic, name)
-            partition = messages.parse_offset(query.get("partition"), 0)
+            partition = messages.parse_number(query.get("partition"), "partition", 0)
             chosen = next((p for p in topic.partitions if p.partition == partition), None)
             if chosen is None:
                 raise ConsoleError(f"{name} has no partition {partition} "
                                    f"(it has {len(topic.partitions)})")
             context.update(partition=partition, chosen=chosen)
-            context["offset"] = offset = messages.parse_offset(query.get("offset"), chosen.start)
-            context["count"] = count = messages.parse_count(query.get("count"))
+            context["offset"] = offset = messages.parse_number(
+                query.get("offset"), "offset", chosen.start)
+            context["count"] = count = messages.parse_number(
+                query.get("count"), "count", DEFAULT_PAGE, 1, messages.MAX_PAGE)
             context["page"] = await self._call(
                 messages.read_page, self.admin.client_config, name, partition,
                 max(offset, chosen.start), chosen.end, count)

@@ -37,15 +37,10 @@ def console(bootstrap: str, listen: str, properties: tuple[str, ...], log_level:
 
     from bmq.console.admin import ClusterAdmin
     from bmq.console.app import make_app
+    from bmq.role_options import parse_key_values
 
     host, port = _host_port(listen)
-    config = {}
-    for pair in properties:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise StartupError(f"--property: expected KEY=VALUE, got {pair!r}", ExitCode.USAGE)
-        config[key] = value
-    admin = ClusterAdmin(bootstrap, config)
+    admin = ClusterAdmin(bootstrap, parse_key_values(properties, "--property"))
     app = make_app(admin)
     click.echo(f"bmq console of {bootstrap} on http://{host}:{port}/", err=True)
     try:

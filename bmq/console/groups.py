@@ -5,7 +5,7 @@ OffsetCommit of every partition the group has offsets for (or those of one topic
 from __future__ import annotations
 
 from bmq.console.admin import ClusterAdmin, ConsoleError
-from bmq.console.messages import parse_offset
+from bmq.console.messages import parse_number
 
 TARGETS = ("earliest", "latest", "offset")
 
@@ -17,7 +17,7 @@ def reset_offsets(admin: ClusterAdmin, group_id: str, to: str, offset_text: str 
     for a group with members, an unknown target or topic, or a malformed offset."""
     if to not in TARGETS:
         raise ConsoleError(f"reset to earliest, latest or an offset, not {to!r}")
-    wanted = parse_offset(offset_text, -1) if to == "offset" else None
+    wanted = parse_number(offset_text, "offset", -1) if to == "offset" else None
     if wanted == -1:
         raise ConsoleError("type the offset to reset to")
     group = admin.group(group_id)
@@ -38,7 +38,7 @@ def reset_offsets(admin: ClusterAdmin, group_id: str, to: str, offset_text: str 
                                f"({ends[beyond[0]]})")
         target = dict.fromkeys(keys, wanted)
     else:
-        found = admin.offsets(keys, to)
+        [found] = admin.offsets(keys, (to,))
         missing = [key for key in keys if found.get(key, -1) < 0]
         if missing:
             raise ConsoleError(f"cannot find the {to} offset of {missing[0][0]}"

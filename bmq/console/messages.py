@@ -36,29 +36,21 @@ class Message:
         return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def parse_offset(text: str | None, default: int) -> int:
-    """A start offset typed by a user: a non-negative integer, or ``default`` when blank."""
+def parse_number(text: str | None, what: str, default: int, low: int = 0,
+                 high: int | None = None) -> int:
+    """A whole number a user typed as ``what`` (offset, count, partition), ``default`` when
+    blank; ConsoleError naming ``what`` when it is not one, or out of [low, high]."""
     if text is None or not text.strip():
         return default
     try:
-        offset = int(text.strip())
+        number = int(text.strip())
     except ValueError:
-        raise ConsoleError(f"offset must be a whole number, got {text.strip()!r}") from None
-    if offset < 0:
-        raise ConsoleError(f"offset must be 0 or more, got {offset}")
-    return offset
-
-
-def parse_count(text: str | None, default: int = 100) -> int:
-    if text is None or not text.strip():
-        return default
-    try:
-        count = int(text.strip())
-    except ValueError:
-        raise ConsoleError(f"count must be a whole number, got {text.strip()!r}") from None
-    if not 1 <= count <= MAX_PAGE:
-        raise ConsoleError(f"count must be between 1 and {MAX_PAGE}, got {count}")
-    return count
+        raise ConsoleError(f"{what} must be a whole number, got {text.strip()!r}") from None
+    if high is not None and not low <= number <= high:
+        raise ConsoleError(f"{what} must be between {low} and {high}, got {number}")
+    if number < low:
+        raise ConsoleError(f"{what} must be {low} or more, got {number}")
+    return number
 
 
 def render(data: bytes | None, form: str) -> str:

@@ -37,12 +37,17 @@ class OffsetReader:
                                         name="bmq-console-offsets")
         self._thread.start()
 
-    def offsets(self, owners: Mapping[Partition, Address | None], which: str
-                ) -> dict[Partition, int]:
-        """Each partition's earliest or latest offset, asked of its owner (``owners``); -1
-        where it has no owner, the owner did not answer or answered an error."""
-        work = self._ask(owners, TIMESTAMPS[which])
-        return asyncio.run_coroutine_threadsafe(work, self._loop).result(self._timeout_s)
+    def offsets(self, owners: Mapping[Partition, Address | None], *which: str
+                ) -> list[dict[Partition, int]]:
+        """For each of ``which`` ("earliest", "latest"), each partition's offset, asked of
+        its owner (``owners``) all at once; -1 where it has no owner, the owner did not
+        answer or answered an error."""
+        async def ask_all() -> list[dict[Partition, int]]:
+            return list(await asyncio.gather(*(self._ask(owners, TIMESTAMPS[kind])
+                                               for kind in which)))
+
+        future = asyncio.run_coroutine_threadsafe(ask_all(), self._loop)
+        return future.result(self._timeout_s + 1)
 
     async def _ask(self, owners: Mapping[Partition, Address | None], timestamp: int
                    ) -> dict[Partition, int]:
