@@ -17,6 +17,7 @@ from bmq.databus.batcher import Batcher, OpenBatch
 from bmq.databus.cluster import Cluster
 from bmq.databus.intake import Intake
 from bmq.databus.kafka_port import KafkaPort
+from bmq.databus.pressure import Pressure
 from bmq.databus.sender import BACKOFF_MAX_S, Sender
 from bmq.databus.settings import DatabusSettings
 from bmq.databus.spool import Spool, SpooledBatch
@@ -47,6 +48,7 @@ class Databus:
         host, port = split_host_port(settings.listen)
         self.kafka = KafkaPort(self.intake, (_advertised_host(host), port),
                                lambda: self.table.mappings.keys())
+        self.pressure = Pressure(self.kafka.memory, self.sender.oldest_waiting_s)
         self._sockets: list[socket.socket] = []
         self._servers: list[asyncio.Server] = []
         self._http: Any = None
@@ -62,6 +64,8 @@ class Databus:
                 "cluster_failing": self.sender.failing or None,
                 "spool_bytes": self.spool.used_bytes, "spool_limit_bytes": self.spool.limit_bytes,
                 "waiting_batches": self.sender.pending(), "open_bytes": self.batcher.open_bytes,
+                "reading_held": self.kafka.memory.held,
+                "reading_held_s": round(self.pressure.held_seconds, 3),
                 "streams": {stream: mapping.topic
                             for stream, mapping in sorted(self.table.mappings.items())},
                 **self.stats.snapshot()}
@@ -95,6 +99,7 @@ class Databus:
             from bmq.databus.http import start_http
 
             self._http = await start_http(self.intake, self.settings, self.status)
+        self.pressure.start()
         self._tasks = [loop.create_task(self.sender.run()),
                        loop.create_task(self._follow_mappings())]
         log.info("databus listening on %s (Kafka)%s%s, cluster %s, spool %s",
@@ -118,6 +123,7 @@ class Databus:
             await asyncio.sleep(interval if not failure else min(interval * 2, BACKOFF_MAX_S))
 
     async def stop(self) -> None:
+        self.pressure.stop()
         for server in self._servers:
             server.close()
         if self._http is not None:

@@ -25,8 +25,8 @@ from typing import Any
 
 from bmq.databus.batcher import Placement
 from bmq.databus.intake import Intake, settle
+from bmq.databus.pressure import MAX_REQUESTS, AdmissionMemory
 from bmq.net.api import ApiSpec, supported_versions
-from bmq.net.memory import RequestMemory
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.headers import RequestHeader
 from bmq.protocol.messages import (
@@ -141,7 +141,7 @@ class KafkaPort:
         self.advertised = advertised
         self.known_streams = known_streams      # () -> the mapped stream names
         self.producers = ClientProducers()
-        self.memory = RequestMemory(256 << 20)
+        self.memory = AdmissionMemory(256 << 20, MAX_REQUESTS)
         self.handlers: Mapping[int, ApiSpec] = {spec.api_key: spec for spec in (
             _spec("ApiVersionsRequest", _api_versions),
             _spec("MetadataRequest", _metadata, max_version=12),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import time
 from collections import deque
@@ -49,6 +50,7 @@ REFUSED = (ErrorCode.CORRUPT_MESSAGE, ErrorCode.MESSAGE_TOO_LARGE,
 class Outgoing:
     spooled: SpooledBatch
     waiting: OpenBatch | None       # None: recovered from the spool, nobody waits
+    queued_at: float = 0.0          # time.monotonic() when it was handed to the sender
 
 
 class Sender:
@@ -67,11 +69,26 @@ class Sender:
 
     def enqueue(self, spooled: SpooledBatch, waiting: OpenBatch | None) -> None:
         self._queues.setdefault((spooled.topic, spooled.partition), deque()).append(
-            Outgoing(spooled, waiting))
+            Outgoing(spooled, waiting, time.monotonic()))
         self._wake.set()
 
     def pending(self) -> int:
         return sum(len(queue) for queue in self._queues.values())
+
+    def oldest_waiting_s(self) -> float:
+        """How long the oldest batch of this run not yet sent has waited for its turn, while
+        the cluster answers; 0 if none waits or the cluster is failing (then the spool takes
+        the backlog). Batches recovered from the last run are left out: nobody waits for
+        them."""
+        if self.failing:
+            return 0.0
+        oldest = now = time.monotonic()
+        for key, queue in self._queues.items():
+            for item in itertools.islice(queue, 1 if key in self._busy else 0, None):
+                if item.waiting is not None:
+                    oldest = min(oldest, item.queued_at)
+                    break
+        return now - oldest
 
     async def run(self) -> None:
         try:
