@@ -1,9 +1,11 @@
-"""What the commands of the cluster roles (`bmq controller`, `bmq broker`, `bmq proxy`) share:
-their common options, storage options and loading their settings."""
+"""What the commands of the roles share: the cluster roles' (`bmq controller`, `bmq broker`,
+`bmq proxy`) common options, storage options and loading their settings; every role's
+KEY=VALUE flags and its one-line failure."""
 
 from __future__ import annotations
 
-from typing import Any
+import sys
+from typing import Any, NoReturn
 
 import click
 
@@ -16,15 +18,34 @@ from bmq.storage.handles import OPEN_FILES
 _STORAGE_HELP = "Shared storage: file:///dir, s3://bucket/prefix or hdfs://namenode:port/path."
 
 
-def parse_storage_options(pairs: tuple[str, ...]) -> dict[str, str]:
+def parse_key_values(pairs: tuple[str, ...], option: str) -> dict[str, str]:
+    """The values of a repeatable KEY=VALUE flag ``option``; StartupError (usage) for one
+    without a key or an ``=``."""
     options = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise StartupError(f"--storage-option expects KEY=VALUE, got {pair!r}",
-                               ExitCode.USAGE)
+            raise StartupError(f"{option} expects KEY=VALUE, got {pair!r}", ExitCode.USAGE)
         options[key] = value
     return options
+
+
+def parse_storage_options(pairs: tuple[str, ...]) -> dict[str, str]:
+    return parse_key_values(pairs, "--storage-option")
+
+
+def fail(message: str, code: int) -> NoReturn:
+    """A command's failure: ``bmq: message`` on stderr and exit ``code``."""
+    click.echo(f"bmq: {message}", err=True)
+    sys.exit(code)
+
+
+def key_values_or_exit(pairs: tuple[str, ...], option: str) -> dict[str, str]:
+    """``parse_key_values``, a bad pair failing the command (exit 2)."""
+    try:
+        return parse_key_values(pairs, option)
+    except StartupError as error:
+        fail(str(error), error.exit_code)
 
 
 def meet_open_files_limit() -> None:

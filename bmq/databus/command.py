@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import sys
 from typing import Any, NoReturn
 
 import click
@@ -14,25 +13,15 @@ from bmq.databus.streams import MappingError, make_mapping
 from bmq.listeners import ListenerError
 from bmq.net.client import LinkError
 from bmq.protocol.errors import KafkaError
+from bmq.role_options import fail, key_values_or_exit
 from bmq.startup import ExitCode
 
 EXIT_FAILED = 1
 EXIT_UNREACHABLE = 3
 
 
-def _properties(pairs: tuple[str, ...]) -> dict[str, str]:
-    properties = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            _fail(f"expected KEY=VALUE, got {pair!r}", ExitCode.USAGE)
-        properties[key] = value
-    return properties
-
-
 def _fail(message: str, code: int = EXIT_FAILED) -> NoReturn:
-    click.echo(f"bmq: {message}", err=True)
-    sys.exit(code)
+    fail(message, code)
 
 
 @click.group()
@@ -73,7 +62,8 @@ def run(config_file: str | None, cluster_properties: tuple[str, ...], **flags: A
 
     overrides = dict(flags)
     if cluster_properties:
-        overrides["cluster_properties"] = _properties(cluster_properties)
+        overrides["cluster_properties"] = key_values_or_exit(cluster_properties,
+                                                             "--cluster-property")
     try:
         settings = load_settings(config_file, overrides)
         setup_logging(settings.log_level)
@@ -119,7 +109,7 @@ def map_stream(stream: str, topic: str | None, remove: bool, bootstrap: str,
         _fail(str(error), ExitCode.USAGE)
 
     async def work() -> None:
-        cluster = Cluster(bootstrap, _properties(properties))
+        cluster = Cluster(bootstrap, key_values_or_exit(properties, "-X"))
         try:
             await cluster.write_mapping(stream, mapping)
         finally:

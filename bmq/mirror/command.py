@@ -18,6 +18,7 @@ from bmq.mirror.settings import SettingsError, load_settings
 from bmq.mirror.status import mirror_status
 from bmq.mirror.topics import promote_topics
 from bmq.net.client import LinkError
+from bmq.role_options import fail, key_values_or_exit
 from bmq.startup import ExitCode
 
 T = TypeVar("T")
@@ -25,19 +26,8 @@ EXIT_FAILED = 1
 EXIT_UNREACHABLE = 3
 
 
-def _properties(pairs: tuple[str, ...]) -> dict[str, str]:
-    properties = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            _fail(f"expected KEY=VALUE, got {pair!r}", ExitCode.USAGE)
-        properties[key] = value
-    return properties
-
-
 def _fail(message: str, code: int = EXIT_FAILED) -> NoReturn:
-    click.echo(f"bmq: {message}", err=True)
-    sys.exit(code)
+    fail(message, code)
 
 
 def _run(work: Coroutine[Any, Any, T]) -> T:
@@ -85,9 +75,9 @@ def run(config_file: str | None, source_properties: tuple[str, ...],
 
     overrides = dict(flags)
     if source_properties:
-        overrides["source_properties"] = _properties(source_properties)
+        overrides["source_properties"] = key_values_or_exit(source_properties, "--source-property")
     if target_properties:
-        overrides["target_properties"] = _properties(target_properties)
+        overrides["target_properties"] = key_values_or_exit(target_properties, "--target-property")
     try:
         settings = load_settings(config_file, overrides)
         setup_logging(settings.log_level)
@@ -124,9 +114,9 @@ def status(bootstrap: str, properties: tuple[str, ...], source: str | None,
     """Each mirrored partition: the target's and the source's end offsets, the lag in records
     and seconds, the bytes mirrored and whether it is failing."""
     async def work() -> list[Any]:
-        target = Cluster(bootstrap, _properties(properties), CLIENT_ID)
-        origin = None if source is None else Cluster(source, _properties(source_properties),
-                                                     CLIENT_ID)
+        target = Cluster(bootstrap, key_values_or_exit(properties, "-X"), CLIENT_ID)
+        origin = None if source is None else Cluster(
+            source, key_values_or_exit(source_properties, "--source-property"), CLIENT_ID)
         try:
             return await mirror_status(target, origin, name, metrics_urls)
         finally:
@@ -157,7 +147,7 @@ def promote(bootstrap: str, properties: tuple[str, ...], topics: tuple[str, ...]
     """Stop mirroring TOPICS and make them writable (failover): their configs lose
     bmq.mirror.source; the mirror leaves them alone from then on."""
     async def work() -> dict[str, str]:
-        target = Cluster(bootstrap, _properties(properties), CLIENT_ID)
+        target = Cluster(bootstrap, key_values_or_exit(properties, "-X"), CLIENT_ID)
         try:
             return await promote_topics(target, list(topics))
         finally:
