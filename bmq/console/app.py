@@ -46,6 +46,7 @@ class Console:
     def page(self, request: Request, template: str, status: int = 200,
              **context: Any) -> Response:
         context.setdefault("error", None)
+        context.setdefault("entered", {})
         context.setdefault("notice", request.query_params.get("notice"))
         context.update(csrf_token=self.csrf.token(request), bootstrap=self.admin.bootstrap,
                        poll_s=CLUSTER_POLL_S)
@@ -89,8 +90,9 @@ class Console:
 
     # -- topics --------------------------------------------------------------------------------
 
-    async def topics(self, request: Request, error: str | None = None,
-                     status: int = 200) -> Response:
+    async def topics(self, request: Request, error: str | None = None, status: int = 200,
+                     entered: dict[str, str] | None = None) -> Response:
+        """The topic list; ``entered``: a refused create form's values, shown again."""
         query = request.query_params
         internal = query.get("internal") == "1"
         contains = query.get("q", "").strip()
@@ -104,7 +106,7 @@ class Console:
             return self.page(request, "topics.html", status=503, listing=None,
                              error=str(failure))
         return self.page(request, "topics.html", status=status, listing=listing, error=error,
-                         internal=internal, contains=contains)
+                         internal=internal, contains=contains, entered=entered or {})
 
     async def create_topic(self, request: Request) -> Response:
         form = await self._form(request)
@@ -113,17 +115,16 @@ class Console:
         name = form.get("name", "").strip()
         try:
             partitions = int(form.get("partitions", "1"))
-        except ValueError:
-            return await self.topics(request, f"partitions must be a whole number, got "
-                                     f"{form.get('partitions')!r}", status=400)
-        if not name:
-            return await self.topics(request, "a topic needs a name", status=400)
-        if partitions < 1:
-            return await self.topics(request, "a topic needs at least 1 partition", status=400)
-        try:
+            if not name:
+                raise ConsoleError("a topic needs a name")
+            if partitions < 1:
+                raise ConsoleError("a topic needs at least 1 partition")
             await self._call(self.admin.create_topic, name, partitions)
+        except ValueError:
+            return await self.topics(request, "partitions must be a whole number, got "
+                                     f"{form.get('partitions')!r}", 400, form)
         except ConsoleError as failure:
-            return await self.topics(request, str(failure), status=400)
+            return await self.topics(request, str(failure), 400, form)
         return self._back(request.url_for("topic", name=name), f"created topic {name}")
 
     async def delete_topic(self, request: Request) -> Response:

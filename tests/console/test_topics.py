@@ -94,6 +94,7 @@ def test_create_and_delete_a_topic(module_broker: BrokerProcess, console: Consol
     form.locator("input[name=name]").fill(topic)
     form.get_by_role("button", name="Create topic").click()
     expect(page.get_by_role("alert")).to_contain_text(f"cannot create topic '{topic}'")
+    expect(form.locator("input[name=name]")).to_have_value(topic)   # kept for a retry
     screenshot("topics-error")
 
     # A form posted without the page's token (another site's form) changes nothing.
