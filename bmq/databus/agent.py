@@ -47,7 +47,8 @@ class Databus:
         self.intake = Intake(settings, self.table, self.cluster, self.batcher, self.stats)
         host, port = split_host_port(settings.listen)
         self.kafka = KafkaPort(self.intake, (_advertised_host(host), port),
-                               lambda: self.table.mappings.keys())
+                               lambda: self.table.mappings.keys(),
+                               self.sender.recovered_sent)
         self.pressure = Pressure(self.kafka.memory, self.sender.oldest_waiting_s)
         self._sockets: list[socket.socket] = []
         self._servers: list[asyncio.Server] = []
@@ -80,6 +81,10 @@ class Databus:
                                ExitCode.STORAGE) from error
         for spooled in pending:
             self.sender.enqueue(spooled, None)
+        if not pending:
+            self.sender.recovered_sent.set()
+        for window in self.spool.client_batches.values():
+            self.kafka.producers.resume(window)
         if pending:
             log.info("spool: %d batches (%d bytes) to send from the last run", len(pending),
                      self.spool.used_bytes)

@@ -50,6 +50,9 @@ class OpenBatch:
     delivered: asyncio.Future[Delivered] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future())
     linger_s: float = 0.0
+    # Written to the spool (not yet durable), and who learns it then.
+    appended: bool = False
+    on_appended: list[Callable[[], None]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -154,6 +157,9 @@ class Batcher:
         except (SpoolFull, OSError) as error:
             self._failed(batch, error)
             return
+        batch.appended = True
+        for appended in batch.on_appended:
+            appended()
         self.stats.spooled_batches += 1
         self.stats.spooled_records += len(batch.records)
         self._send(spooled, batch)

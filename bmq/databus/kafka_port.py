@@ -10,7 +10,8 @@ does not see, so the answer's base offset is -1 (unknown), as for acks=0 in Kafk
 
 An idempotent client's batches are checked as a Kafka leader checks them, per producer and
 stream: the next sequence is taken, a retry of one of the last five is answered as the first
-time (and never placed twice), any other gets OUT_OF_ORDER_SEQUENCE_NUMBER."""
+time (and never placed twice), any other gets OUT_OF_ORDER_SEQUENCE_NUMBER. The spool keeps
+those five (``Spool.remember``), so a retry after the agent restarted is recognised too."""
 
 from __future__ import annotations
 
@@ -19,13 +20,14 @@ import itertools
 import time
 import uuid
 from collections import OrderedDict, deque
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from bmq.databus.batcher import Placement
-from bmq.databus.intake import Intake, settle
+from bmq.databus.intake import ACKS_CLUSTER, Intake, settle
 from bmq.databus.pressure import MAX_REQUESTS, AdmissionMemory
+from bmq.databus.spool import ClientBatch
 from bmq.net.api import ApiSpec, supported_versions
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.headers import RequestHeader
@@ -80,7 +82,7 @@ class _Placed:
 
     base_sequence: int
     epoch: int
-    placements: list[Placement]
+    placements: list[Placement] | None      # None: placed in the agent's last run
 
 
 @dataclass
@@ -111,6 +113,19 @@ class ClientProducers:
             self.states.popitem(last=False)
         return new_id, 0
 
+    def resume(self, taken: Iterable[ClientBatch]) -> None:
+        """What the spool remembers of a client's batches in a stream, oldest first (at
+        start): the agent goes on from them, and a retry of one of them is recognised."""
+        for batch in taken:
+            state = self.states.get(batch.producer_id)
+            if state is None or batch.epoch > state.epoch:
+                state = self.states[batch.producer_id] = _ProducerState(epoch=batch.epoch)
+            elif batch.epoch < state.epoch:
+                continue
+            state.recent.setdefault(batch.stream, deque(maxlen=PRODUCER_WINDOW)).append(
+                _Placed(batch.base_sequence, batch.epoch, None))
+            state.next_sequence[batch.stream] = (batch.base_sequence + batch.records) % (1 << 31)
+
 
 class DatabusService:
     """The agent as one client connection sees it (``bmq.net.connection.Service``)."""
@@ -135,9 +150,11 @@ class DatabusService:
 
 
 class KafkaPort:
-    def __init__(self, intake: Intake, advertised: tuple[str, int], known_streams: Any
-                 ) -> None:
+    def __init__(self, intake: Intake, advertised: tuple[str, int], known_streams: Any,
+                 recovered_sent: asyncio.Event) -> None:
+        """``recovered_sent``: set once the cluster took what the last run spooled."""
         self.intake = intake
+        self.recovered_sent = recovered_sent
         self.advertised = advertised
         self.known_streams = known_streams      # () -> the mapped stream names
         self.producers = ClientProducers()
@@ -214,6 +231,8 @@ class KafkaPort:
             if earlier.base_sequence == sequence and earlier.epoch == epoch:
                 # A retry (its answer was lost, or timed out): placed the first time, so it
                 # waits for the same batches, never placed again.
+                if earlier.placements is None:
+                    return await self._placed_last_run(acks, timeout_s, answer)
                 return await self._settled(earlier.placements, acks, timeout_s, answer)
         expected = state.next_sequence.get(stream)
         if expected is not None and sequence != expected:
@@ -228,7 +247,38 @@ class KafkaPort:
         # Placed: the sequence is used, whatever the wait below says.
         state.next_sequence[stream] = (sequence + len(records)) % (1 << 31)
         recent.append(_Placed(sequence, epoch, placements))
+        self._remember_once_spooled(ClientBatch(producer_id, epoch, stream, sequence,
+                                                len(records)), placements)
         return await self._settled(placements, acks, timeout_s, answer)
+
+    def _remember_once_spooled(self, taken: ClientBatch, placements: list[Placement]) -> None:
+        """Have the spool remember ``taken`` once every batch its records went to is written
+        there (not before: a restart would then take a retry of records it does not have)."""
+        unwritten = [batch for batch in {id(p.batch): p.batch for p in placements}.values()
+                     if not batch.appended]
+        left = len(unwritten)
+
+        def written() -> None:
+            nonlocal left
+            left -= 1
+            if left == 0:
+                self.intake.batcher.spool.remember(taken)
+
+        if not unwritten:
+            self.intake.batcher.spool.remember(taken)
+        for batch in unwritten:
+            batch.on_appended.append(written)
+
+    async def _placed_last_run(self, acks: int, timeout_s: float,
+                               answer: PartitionProduceResponse) -> PartitionProduceResponse:
+        """A retry of a batch the agent's last run took: it is in the spool (acks=1), and the
+        cluster has it once the last run's spool has been sent (acks=all)."""
+        if acks == ACKS_CLUSTER and not self.recovered_sent.is_set():
+            try:
+                await asyncio.wait_for(self.recovered_sent.wait(), timeout_s)
+            except TimeoutError:
+                answer.error_code = ErrorCode.REQUEST_TIMED_OUT
+        return answer
 
     @staticmethod
     async def _settled(placements: list[Placement], acks: int, timeout_s: float,

@@ -66,11 +66,23 @@ class Sender:
         self._backoff = 0.0
         self._requests: set[asyncio.Task[None]] = set()
         self.failing = ""           # why the cluster is not taking batches now ("": it is)
+        # Set once the cluster took every batch recovered from the last run's spool.
+        self.recovered_sent = asyncio.Event()
+        self._recovered = 0
 
     def enqueue(self, spooled: SpooledBatch, waiting: OpenBatch | None) -> None:
+        if waiting is None:
+            self._recovered += 1
         self._queues.setdefault((spooled.topic, spooled.partition), deque()).append(
             Outgoing(spooled, waiting, time.monotonic()))
         self._wake.set()
+
+    def _left(self, item: Outgoing) -> None:
+        """``item`` left the spool."""
+        if item.waiting is None:
+            self._recovered -= 1
+            if not self._recovered:
+                self.recovered_sent.set()
 
     def pending(self) -> int:
         return sum(len(queue) for queue in self._queues.values())
@@ -187,6 +199,7 @@ class Sender:
         if not queue:
             del self._queues[_key(item)]
         self.spool.done(item.spooled)
+        self._left(item)
         self.stats.forwarded_batches += 1
         self.stats.forwarded_records += item.spooled.records
         if item.waiting is not None and not item.waiting.delivered.done():
@@ -201,6 +214,7 @@ class Sender:
         if not queue:
             del self._queues[_key(item)]
         self.spool.done(item.spooled)
+        self._left(item)
         self.stats.dropped[error.code.name] += item.spooled.records
         if item.waiting is not None and not item.waiting.delivered.done():
             item.waiting.delivered.set_exception(error)

@@ -8,7 +8,10 @@ CRC-32C, type, payload). A BATCH frame holds one record batch for one topic part
 ASSIGN frame the producer id, epoch and sequence the batch was sent with (written before it is
 sent, so a batch sent again after a restart carries the same ones and the cluster's
 idempotence recognises it if it had taken it); a DONE frame says the cluster took the batch
-(or refused it for good). Batches are made durable together (one fsync for all those written
+(or refused it for good); a CLIENT frame that an idempotent client's batch (its producer id,
+epoch, stream and sequences) is in the spool, so that the client's retry of it after a restart
+of the agent is answered, not taken again (each segment starts with the last five of every
+client and stream). Batches are made durable together (one fsync for all those written
 meanwhile: a group commit); ASSIGN and DONE frames are written to the operating system at
 once but not fsynced (a process killed keeps them; after a machine's crash a batch may be sent
 again, and the cluster's idempotence answers it as a duplicate if its sequence is among the
@@ -24,6 +27,7 @@ import asyncio
 import logging
 import os
 import struct
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,13 +42,29 @@ _FRAME = struct.Struct(">IIB")      # length of type + payload, CRC-32C of them,
 _BATCH = struct.Struct(">QiH")      # id, partition, topic length (topic and batch follow)
 _ID = struct.Struct(">Q")
 _ASSIGN = struct.Struct(">Qqhi")    # id, producer id, epoch, base sequence
-BATCH, ASSIGN, DONE = 1, 2, 3
+_CLIENT = struct.Struct(">qhii")    # producer id, epoch, base sequence, records (stream follows)
+BATCH, ASSIGN, DONE, CLIENT = 1, 2, 3, 4
+# An idempotent client's batches remembered per producer and stream: the last five, as a Kafka
+# leader keeps them (a client retries no older one), for this many producer-streams.
+CLIENT_WINDOW = 5
+CLIENT_STREAMS = 100_000
 # Where a record batch keeps its producer id, epoch and base sequence (RecordBatch v2).
 _PRODUCER = struct.Struct(">qhi")
 _PRODUCER_AT = 43
 _RECORDS = struct.Struct(">i")
 _RECORDS_AT = 57
 SUFFIX = ".spool"
+
+
+@dataclass(frozen=True)
+class ClientBatch:
+    """A batch of an idempotent client of the agent, taken: its records are in the spool."""
+
+    producer_id: int
+    epoch: int
+    stream: str
+    base_sequence: int
+    records: int
 
 
 class SpoolFull(Exception):
@@ -85,6 +105,9 @@ class Spool:
         self._synced = 0
         self._syncing: asyncio.Future[None] | None = None
         self._waiting: list[tuple[int, asyncio.Future[None]]] = []
+        # The last batches of each idempotent client and stream (``remember``); the spool
+        # keeps them so that a client's retry after a restart is recognised.
+        self.client_batches: OrderedDict[tuple[int, str], deque[ClientBatch]] = OrderedDict()
 
     # -- start ---------------------------------------------------------------------------
     def recover(self) -> list[SpooledBatch]:
@@ -113,6 +136,11 @@ class Spool:
                     assigned[batch_id] = (producer_id, epoch, sequence)
                 elif kind == DONE:
                     done.add(_ID.unpack_from(payload)[0])
+                elif kind == CLIENT:
+                    producer_id, epoch, sequence, records = _CLIENT.unpack_from(payload)
+                    self._keep(ClientBatch(producer_id, epoch,
+                                           bytes(payload[_CLIENT.size:]).decode(), sequence,
+                                           records))
         pending = []
         for batch_id in sorted(batches):
             batch = batches[batch_id]
@@ -156,6 +184,24 @@ class Spool:
         if self._syncing is None:
             self._start_sync()
         await future
+
+    def remember(self, taken: ClientBatch) -> None:
+        """An idempotent client's batch is in the spool (written after its records' batches,
+        so made durable with them)."""
+        self._keep(taken)
+        self._write(CLIENT, [_client_frame(taken)])
+
+    def _keep(self, taken: ClientBatch) -> None:
+        key = (taken.producer_id, taken.stream)
+        window = self.client_batches.get(key)
+        if window is None:
+            window = self.client_batches[key] = deque(maxlen=CLIENT_WINDOW)
+            while len(self.client_batches) > CLIENT_STREAMS:
+                self.client_batches.popitem(last=False)
+        elif taken in window:
+            return          # written again into a newer segment
+        self.client_batches.move_to_end(key)
+        window.append(taken)
 
     def assign(self, batch: SpooledBatch, producer_id: int, epoch: int, sequence: int) -> None:
         """Give the batch the producer id, epoch and base sequence it is sent with."""
@@ -224,6 +270,11 @@ class Spool:
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self._written = os.fstat(self._fd).st_size
         _fsync_directory(self.directory)
+        # The clients' last batches again, in the newest segment: the older ones, where they
+        # were written, are deleted once their batches are done.
+        for window in self.client_batches.values():
+            for taken in window:
+                self._write(CLIENT, [_client_frame(taken)])
 
     def _segment_of(self, batch: SpooledBatch) -> _Segment:
         for segment in self._segments:
@@ -235,6 +286,11 @@ class Spool:
         while len(self._segments) > 1 and not self._segments[0].live:
             segment = self._segments.pop(0)
             segment.path.unlink(missing_ok=True)
+
+
+def _client_frame(taken: ClientBatch) -> bytes:
+    return _CLIENT.pack(taken.producer_id, taken.epoch, taken.base_sequence,
+                        taken.records) + taken.stream.encode()
 
 
 def _stamp(batch: SpooledBatch, producer_id: int, epoch: int, sequence: int) -> None:

@@ -4,12 +4,18 @@ they are all delivered, once each, in order per key. A full spool is said clearl
 
 from __future__ import annotations
 
+import asyncio
 import os
+import time
 from collections import defaultdict
 
 from confluent_kafka import KafkaError, Producer
 
-from tests.conftest import BrokerFactory, make_topic_name
+from bmq.net.client import BrokerLink
+from bmq.protocol.messages import InitProducerIdRequest, ProduceRequest
+from bmq.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
+from bmq.protocol.record_codec import encode_record, frame_batch
+from tests.conftest import BrokerFactory, BrokerProcess, make_topic_name
 from tests.databus.conftest import DatabusFactory, create_topic, read_all
 
 
@@ -81,3 +87,45 @@ def test_a_full_spool_is_refused_clearly_and_what_it_took_is_delivered(
     cluster.start()
     seen = read_all(cluster, topic, 1, len(taken), timeout=30)
     assert [value for *_, value, _ in seen] == taken
+
+
+def test_an_idempotent_clients_retry_after_a_kill_9_is_not_taken_again(
+        cluster: BrokerProcess, databus_factory: DatabusFactory) -> None:
+    """The agent answered acks=1 (the batch spooled) and was killed before the client read
+    the answer: the client sends the batch again, with its producer id and sequence, to the
+    agent started again. The record is in the cluster once, and the client's next batch is
+    taken."""
+    topic = make_topic_name("retried")
+    create_topic(cluster, topic, 1)
+    agent = databus_factory(cluster)
+
+    async def produce(producer: tuple[int, int], sequence: int, value: bytes) -> int:
+        link = BrokerLink("127.0.0.1", agent.port, "retrying")
+        try:
+            now = int(time.time() * 1000)
+            batch, _ = frame_batch(encode_record(0, 0, None, value, []), 1, now, now,
+                                   producer_id=producer[0], producer_epoch=producer[1],
+                                   base_sequence=sequence)
+            response = await link.request(ProduceRequest(acks=1, timeout_ms=10000, topic_data=[
+                TopicProduceData(name=topic, partition_data=[PartitionProduceData(
+                    index=0, records=bytes(batch))])]), 9)
+            return int(response.responses[0].partition_responses[0].error_code)
+        finally:
+            link.close()
+
+    async def producer_id() -> tuple[int, int]:
+        link = BrokerLink("127.0.0.1", agent.port, "retrying")
+        try:
+            answer = await link.request(InitProducerIdRequest(transaction_timeout_ms=60000), 4)
+            return answer.producer_id, answer.producer_epoch
+        finally:
+            link.close()
+
+    producer = asyncio.run(producer_id())
+    assert asyncio.run(produce(producer, 0, b"once")) == 0
+    agent.kill()
+    agent.start()
+    assert asyncio.run(produce(producer, 0, b"once")) == 0      # the retry, answered
+    assert asyncio.run(produce(producer, 1, b"next")) == 0
+    seen = read_all(cluster, topic, 1, 2, timeout=30)
+    assert [value for *_, value, _ in seen] == [b"once", b"next"]
