@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+
 import click
 
 from bmq.startup import ExitCode, StartupError
@@ -40,10 +42,16 @@ def console(bootstrap: str, listen: str, properties: tuple[str, ...], log_level:
     from bmq.role_options import parse_key_values
 
     host, port = _host_port(listen)
-    admin = ClusterAdmin(bootstrap, parse_key_values(properties, "--property"))
+    config = parse_key_values(properties, "--property")
+    # Bound here, not by uvicorn: a port in use is then the roles' one-line start-up failure
+    # (bmq.cli, ExitCode.ADDRESS_IN_USE) rather than uvicorn's log lines about it.
+    listener = socket.create_server((host, port))
+    admin = ClusterAdmin(bootstrap, config)
     app = make_app(admin)
     click.echo(f"bmq console of {bootstrap} on http://{host}:{port}/", err=True)
+    server = uvicorn.Server(uvicorn.Config(app, log_level=log_level.lower(), access_log=False))
     try:
-        uvicorn.run(app, host=host, port=port, log_level=log_level.lower(), access_log=False)
+        server.run(sockets=[listener])
     finally:
         admin.close()
+        listener.close()

@@ -1,0 +1,29 @@
+"""`bmq console`'s start-up failures: one line on stderr and the roles' exit codes."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+
+from bmq.startup import ExitCode
+from tests.conftest import bmq_command
+
+
+def _console(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*bmq_command(), "console", *args], capture_output=True, text=True,
+                          timeout=60)
+
+
+def test_a_port_in_use_is_one_line_and_its_exit_code() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        result = _console("--listen", f"127.0.0.1:{port}")
+    assert result.returncode == ExitCode.ADDRESS_IN_USE
+    assert result.stderr.startswith("bmq: cannot listen: Address already in use")
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_malformed_listen_address_is_a_usage_error() -> None:
+    result = _console("--listen", "localhost")
+    assert result.returncode == ExitCode.USAGE
+    assert result.stderr.strip() == "bmq: --listen: expected HOST:PORT, got 'localhost'"
