@@ -35,6 +35,9 @@
       plot = new uPlot({
         width: 640, height: 200,
         series: [{}, ...ids.map((id) => ({ label: `broker ${id}`, stroke: color(id), width: 2 }))],
+        // at least the last minute on the time axis: one sample alone would span years
+        scales: { x: { time: true, range: (u, min, max) => [Math.min(min, max - 60), max] },
+                  y: { range: (u, min, max) => [0, Math.max(max, 1)] } },
         axes: [{}, { label: "partitions" }],
       }, data, target);
       plot.key = key;
