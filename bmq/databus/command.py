@@ -148,6 +148,8 @@ def status(url: str) -> None:
                f"({'failing: ' + failing if failing else 'taking batches'})")
     click.echo(f"spool              {doc['spool_bytes']} of {doc['spool_limit_bytes']} bytes, "
                f"{doc['waiting_batches']} batches waiting for the cluster")
+    click.echo(f"reading            {'held: behind' if doc['reading_held'] else 'open'} "
+               f"({doc['reading_held_s']:g} s held in all)")
     for way, count in sorted(doc["accepted"].items()):
         click.echo(f"accepted ({way}){'':<{max(0, 8 - len(way))}}{count} messages")
     for reason, count in sorted(doc["refused"].items()):
