@@ -24,6 +24,9 @@ from bmq.console.groups import reset_offsets
 HERE = Path(__file__).parent
 # How often the cluster page asks for its live part; one Metadata and one DescribeCluster each.
 CLUSTER_POLL_S = 2
+# How often a group's page asks for its state, members and lag (DescribeGroups, OffsetFetch,
+# Metadata, ListOffsets).
+GROUP_POLL_S = 5
 # Records the message browser shows when no count is asked for.
 DEFAULT_PAGE = 100
 
@@ -49,7 +52,7 @@ class Console:
         context.setdefault("entered", {})
         context.setdefault("notice", request.query_params.get("notice"))
         context.update(csrf_token=self.csrf.token(request), bootstrap=self.admin.bootstrap,
-                       poll_s=CLUSTER_POLL_S)
+                       poll_s=CLUSTER_POLL_S, group_poll_s=GROUP_POLL_S)
         response = self.templates.TemplateResponse(request, template, context,
                                                    status_code=status)
         self.csrf.remember(request, response)
@@ -190,13 +193,20 @@ class Console:
         return self.page(request, "groups.html", groups=groups)
 
     async def group(self, request: Request, error: str | None = None) -> Response:
+        return await self._group_page(request, "group.html", error)
+
+    async def group_live(self, request: Request) -> Response:
+        return await self._group_page(request, "group_live.html")
+
+    async def _group_page(self, request: Request, template: str,
+                          error: str | None = None) -> Response:
         group_id = request.path_params["group_id"]
         try:
             group = await self._call(self.admin.group, group_id)
         except ConsoleError as failure:
-            return self.page(request, "group.html", status=404, group_id=group_id, group=None,
+            return self.page(request, template, status=404, group_id=group_id, group=None,
                              error=str(failure))
-        return self.page(request, "group.html", status=400 if error else 200,
+        return self.page(request, template, status=400 if error else 200,
                          group_id=group_id, group=group, error=error)
 
     async def reset_group(self, request: Request) -> Response:
@@ -227,6 +237,7 @@ def make_app(admin: ClusterAdmin, csrf: CsrfGuard | None = None) -> Starlette:
         Route("/topics/{name}/messages", console.browse, name="messages"),
         Route("/groups", console.groups, name="groups"),
         Route("/groups/{group_id}", console.group, name="group"),
+        Route("/groups/{group_id}/live", console.group_live, name="group_live"),
         Route("/groups/{group_id}/reset", console.reset_group, methods=["POST"],
               name="reset_group"),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
