@@ -232,10 +232,10 @@ class ClusterAdmin:
         return [TopicSummary(name, parts, name.startswith("__"))
                 for name, parts in by_topic.items()]
 
-    def offsets(self, partitions: Iterable[Partition], which: tuple[str, ...],
+    def offsets(self, partitions: Iterable[Partition], which: tuple[str | int, ...],
                 metadata: ClusterMetadata | None = None) -> list[dict[Partition, int]]:
-        """For each of ``which`` ("earliest", "latest"), each partition's offset; -1 where
-        its owner did not answer."""
+        """For each of ``which`` ("earliest", "latest", a time in ms), each partition's
+        offset (OffsetReader.offsets)."""
         metadata = metadata or self._metadata()
         addresses = {node.id: (str(node.host), node.port) for node in metadata.brokers.values()}
         owners: dict[Partition, tuple[str, int] | None] = {}

@@ -3,7 +3,7 @@ parts that refresh live, every asset served from this package's static/ folder."
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -17,7 +17,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from bmq.console import messages
-from bmq.console.admin import ClusterAdmin, ConsoleError
+from bmq.console.admin import ClusterAdmin, ConsoleError, PartitionOffsets
 from bmq.console.csrf import FIELD, CsrfGuard
 from bmq.console.groups import reset_offsets
 
@@ -170,8 +170,7 @@ class Console:
                 raise ConsoleError(f"{name} has no partition {partition} "
                                    f"(it has {len(topic.partitions)})")
             context.update(partition=partition, chosen=chosen)
-            context["offset"] = offset = messages.parse_number(
-                query.get("offset"), "offset", chosen.start)
+            context["offset"] = offset = await self._start_offset(name, chosen, query)
             context["count"] = count = messages.parse_number(
                 query.get("count"), "count", DEFAULT_PAGE, 1, messages.MAX_PAGE)
             context["page"] = await self._call(
@@ -182,6 +181,18 @@ class Console:
             return self.page(request, "messages.html", status=status, error=str(failure),
                              **context)
         return self.page(request, "messages.html", **context)
+
+    async def _start_offset(self, name: str, chosen: PartitionOffsets,
+                            query: Mapping[str, str]) -> int:
+        """Where a page starts: the first record at or after the time asked for, else the
+        offset asked for, else the partition's start."""
+        when = query.get("time", "").strip()
+        if not when:
+            return messages.parse_number(query.get("offset"), "offset", chosen.start)
+        [found] = await self._call(self.admin.offsets, [(name, chosen.partition)],
+                                   (messages.parse_time(when),))
+        offset = found[(name, chosen.partition)]
+        return chosen.end if offset < 0 else offset
 
     # -- groups --------------------------------------------------------------------------------
 

@@ -53,6 +53,18 @@ def parse_number(text: str | None, what: str, default: int, low: int = 0,
     return number
 
 
+def parse_time(text: str) -> int:
+    """A time a user typed (ISO 8601; UTC unless it says otherwise) in ms since the epoch."""
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ConsoleError("time must be ISO 8601 such as 2026-11-30T17:00:00Z, got "
+                           f"{text.strip()!r}") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1000)
+
+
 def render(data: bytes | None, form: str) -> str:
     """``data`` as the browser's chosen format shows it (JSON falls back to text)."""
     if data is None:

@@ -37,14 +37,16 @@ class OffsetReader:
                                         name="bmq-console-offsets")
         self._thread.start()
 
-    def offsets(self, owners: Mapping[Partition, Address | None], *which: str
+    def offsets(self, owners: Mapping[Partition, Address | None], *which: str | int
                 ) -> list[dict[Partition, int]]:
-        """For each of ``which`` ("earliest", "latest"), each partition's offset, asked of
-        its owner (``owners``) all at once; -1 where it has no owner, the owner did not
-        answer or answered an error."""
+        """For each of ``which`` ("earliest", "latest" or a time in ms: the first offset whose
+        timestamp is at or after it), each partition's offset, asked of its owner
+        (``owners``) all at once; -1 where it has no owner, the owner did not answer or
+        answered an error, and for a time after every record."""
         async def ask_all() -> list[dict[Partition, int]]:
-            return list(await asyncio.gather(*(self._ask(owners, TIMESTAMPS[kind])
-                                               for kind in which)))
+            return list(await asyncio.gather(*(
+                self._ask(owners, kind if isinstance(kind, int) else TIMESTAMPS[kind])
+                for kind in which)))
 
         future = asyncio.run_coroutine_threadsafe(ask_all(), self._loop)
         return future.result(self._timeout_s + 1)

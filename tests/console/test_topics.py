@@ -145,3 +145,27 @@ def test_topics_are_filtered_and_paged(module_broker: BrokerProcess, console: Co
     expect(page.locator("#topics tr[data-topic]")).to_have_count(5)
     expect(page.locator("#topics tr[data-topic]").first).to_have_attribute(
         "data-topic", names[100])
+
+
+@pytest.mark.slow
+def test_browse_from_a_time(module_broker: BrokerProcess, console: ConsoleProcess,
+                            page: Page, topic: str) -> None:
+    admin = AdminClient({"bootstrap.servers": module_broker.bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=1)])[topic].result(10)
+    producer = Producer({"bootstrap.servers": module_broker.bootstrap})
+    first_ms = 1_790_000_000_000      # 2026-09-21T14:13:20Z, one record a second from there
+    for n in range(10):
+        producer.produce(topic, value=f"at-{n}", timestamp=first_ms + n * 1000)
+    assert producer.flush(10) == 0
+
+    page.goto(console.url(f"/topics/{topic}/messages"))
+    page.fill("input[name=time]", "2026-09-21T14:13:24.500Z")
+    page.get_by_role("button", name="Show").click()
+    first = page.locator("#messages tr[data-offset]").first
+    expect(first).to_have_attribute("data-offset", "5")
+    expect(first.locator("pre.value")).to_have_text("at-5")
+    expect(first).to_contain_text("2026-09-21T14:13:25.000Z")
+
+    page.fill("input[name=time]", "yesterday")
+    page.get_by_role("button", name="Show").click()
+    expect(page.get_by_role("alert")).to_contain_text("time must be ISO 8601")
