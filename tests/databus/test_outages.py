@@ -1,9 +1,11 @@
-"""Slow scenarios of issue #35: the cluster stopped for 30 s while applications keep writing,
-and the agent killed -9 again and again under a steady stream. Nothing acknowledged is lost,
+"""Slow scenarios of issue #35: the cluster stopped for 30 s while applications keep writing
+(confluent-kafka and urllib; Kafka's Java producer and curl), and the agent killed -9 again
+and again under a steady stream. Nothing acknowledged is lost,
 nothing is written twice."""
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 import urllib.error
@@ -14,6 +16,9 @@ from confluent_kafka import KafkaError, Producer
 
 from tests.conftest import BrokerFactory, make_topic_name
 from tests.databus.conftest import DatabusFactory, DatabusProcess, create_topic, read_all
+from tests.java.conftest import JavaClients, java_classpath, java_clients
+
+__all__ = ["java_classpath", "java_clients"]
 
 
 class HttpWriter(threading.Thread):
@@ -111,3 +116,42 @@ def test_the_agent_killed_again_and_again_loses_nothing_acknowledged(
         mine = [value for *_, value, _ in sorted(seen, key=lambda s: (s[0], s[1]))
                 if value.startswith(f"{writer.name}-".encode())]
         assert [v for v in mine if v in writer.acked] == writer.acked
+
+
+@pytest.mark.slow
+def test_java_and_curl_clients_through_a_30_s_outage(
+        java_clients: JavaClients, broker_factory: BrokerFactory,
+        databus_factory: DatabusFactory) -> None:
+    """Kafka's Java producer (idempotent, acks=all, 4,000 records over about 8 s) and curl
+    (acks=spooled) write while the cluster is down for 30 s: curl is answered 200 throughout,
+    the Java producer's sends all succeed once the cluster is back (its requests the agent
+    answered REQUEST_TIMED_OUT meanwhile retried and recognised), and every message is in the
+    cluster once, the Java producer's in order."""
+    cluster = broker_factory(config={"auto_create_topics_enable": False})
+    topic = make_topic_name("java-outage")
+    create_topic(cluster, topic, 1)
+    agent = databus_factory(cluster)
+    assert agent.post(topic, b"first")[0] == 200        # the agent has seen the topic
+    java = java_clients.start("ProducerScenarios", agent.bootstrap, {"steady": topic})
+    read_all(cluster, topic, 1, 2, timeout=30)          # the Java producer is writing
+    cluster.kill()
+    down = time.monotonic()
+    curl_acked = []
+    while time.monotonic() < down + 30:
+        value = f"curl-{len(curl_acked)}"
+        done = subprocess.run(["curl", "-s", "-w", "\n%{http_code}", "--data-binary", value,
+                               agent.url(f"/streams/{topic}?acks=spooled")],
+                              capture_output=True, text=True, timeout=30, check=True)
+        body, code = done.stdout.rsplit("\n", 1)
+        assert code == "200", body
+        curl_acked.append(value.encode())
+        time.sleep(0.05)
+    cluster.start()
+    steady = java.result()["steady"]
+    assert steady["errors"] == [] and None not in steady["offsets"]
+    java_values = [f"steady-{i}".encode() for i in range(4000)]
+    seen = [value for *_, value, _ in read_all(cluster, topic, 1,
+                                                1 + len(java_values) + len(curl_acked),
+                                                timeout=60)]
+    assert Counter(seen) == Counter([b"first", *java_values, *curl_acked])
+    assert [value for value in seen if value.startswith(b"steady-")] == java_values
