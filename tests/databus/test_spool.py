@@ -8,9 +8,11 @@ import asyncio
 import os
 import time
 from collections import defaultdict
+from pathlib import Path
 
 from confluent_kafka import KafkaError, Producer
 
+from bmq.databus.spool import ClientBatch, Spool
 from bmq.net.client import BrokerLink
 from bmq.protocol.messages import InitProducerIdRequest, ProduceRequest
 from bmq.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
@@ -129,3 +131,22 @@ def test_an_idempotent_clients_retry_after_a_kill_9_is_not_taken_again(
     assert asyncio.run(produce(producer, 1, b"next")) == 0
     seen = read_all(cluster, topic, 1, 2, timeout=30)
     assert [value for *_, value, _ in seen] == [b"once", b"next"]
+
+
+def test_the_clients_sequences_outlive_the_segments_they_were_written_in(tmp_path: Path
+                                                                          ) -> None:
+    """A segment goes once its batches are done; the clients' last batches it remembered are
+    written again at the head of each new segment, so a spool opened again still has them."""
+    spool = Spool(tmp_path, 1 << 20, segment_bytes=4096)
+    spool.recover()
+    for sequence in range(0, 35, 5):        # seven batches of five records: the last five kept
+        spool.remember(ClientBatch(42, 0, "clicks", sequence, 5))
+    for _ in range(6):                      # a few segments, every batch done
+        spool.done(spool.append("clicks", 0, bytearray(3000), 1))
+    assert len(list(tmp_path.glob("*.spool"))) == 1
+    spool.close()
+    again = Spool(tmp_path, 1 << 20)
+    assert again.recover() == []
+    assert list(again.client_batches[(42, "clicks")]) == [
+        ClientBatch(42, 0, "clicks", sequence, 5) for sequence in range(10, 35, 5)]
+    again.close()
