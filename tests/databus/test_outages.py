@@ -136,7 +136,7 @@ def test_java_and_curl_clients_through_a_30_s_outage(
     read_all(cluster, topic, 1, 2, timeout=30)          # the Java producer is writing
     cluster.kill()
     down = time.monotonic()
-    curl_acked = []
+    curl_acked: list[bytes] = []
     while time.monotonic() < down + 30:
         value = f"curl-{len(curl_acked)}"
         done = subprocess.run(["curl", "-s", "-w", "\n%{http_code}", "--data-binary", value,
