@@ -14,6 +14,8 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from bmq.console.admin import ConsoleError
 
 MAX_PAGE = 1000
+# The bytes of a key, value or header shown; the rest is summed up as its length.
+SHOWN_BYTES = 4096
 FORMATS = ("text", "json", "hex")
 # A page is read until the partition's end offset is reached; this bounds the wait when the
 # owner is slow or the end offset was stale.
@@ -66,18 +68,22 @@ def parse_time(text: str) -> int:
 
 
 def render(data: bytes | None, form: str) -> str:
-    """``data`` as the browser's chosen format shows it (JSON falls back to text)."""
+    """``data`` as the browser's chosen format shows it (JSON falls back to text); past
+    SHOWN_BYTES only its beginning, saying how long it is (a page of 1,000 large records
+    would otherwise be a gigabyte of HTML)."""
     if data is None:
         return "null"
+    cut = data[:SHOWN_BYTES]
+    more = f"\n… {len(data):,} bytes in all" if len(data) > SHOWN_BYTES else ""
     if form == "hex":
-        return data.hex(" ")
-    text = data.decode("utf-8", errors="replace")
-    if form == "json":
+        return cut.hex(" ") + more
+    text = cut.decode("utf-8", errors="replace")
+    if form == "json" and not more:
         try:
             return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
         except ValueError:
             return text
-    return text
+    return text + more
 
 
 def _bytes(data: str | bytes | None) -> bytes | None:

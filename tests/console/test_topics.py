@@ -127,6 +127,15 @@ def test_a_page_of_a_thousand_messages(module_broker: BrokerProcess, console: Co
     page.goto(console.url(f"/topics/{topic}/messages?count=1001"))
     expect(page.get_by_role("alert")).to_have_text("count must be between 1 and 1000, got 1001")
 
+    # A large value: its beginning and its length, not the whole of it.
+    producer = Producer({"bootstrap.servers": module_broker.bootstrap})
+    producer.produce(topic, value=b"v" * 100_000)
+    assert producer.flush(10) == 0
+    page.goto(console.url(f"/topics/{topic}/messages?offset=2500"))
+    value = page.locator('#messages tr[data-offset="2500"] pre.value')
+    expect(value).to_contain_text("100,000 bytes in all")
+    assert len(value.inner_text()) < 5000
+
 
 @pytest.mark.slow
 def test_topics_are_filtered_and_paged(module_broker: BrokerProcess, console: ConsoleProcess,
