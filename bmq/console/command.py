@@ -42,7 +42,7 @@ def console(bootstrap: str, listen: str, properties: tuple[str, ...], log_level:
     from bmq.role_options import parse_key_values
 
     host, port = _host_port(listen)
-    config = parse_key_values(properties, "--property")
+    config = parse_key_values(properties, "-X")
     # Bound here, not by uvicorn: a port in use is then the roles' one-line start-up failure
     # (bmq.cli, ExitCode.ADDRESS_IN_USE) rather than uvicorn's log lines about it.
     listener = socket.create_server((host, port))

@@ -27,3 +27,9 @@ def test_a_malformed_listen_address_is_a_usage_error() -> None:
     result = _console("--listen", "localhost")
     assert result.returncode == ExitCode.USAGE
     assert result.stderr.strip() == "bmq: --listen: expected HOST:PORT, got 'localhost'"
+
+
+def test_a_property_without_a_value_is_a_usage_error() -> None:
+    result = _console("--listen", "127.0.0.1:0", "-X", "security.protocol")
+    assert result.returncode == ExitCode.USAGE
+    assert result.stderr.strip() == "bmq: -X expects KEY=VALUE, got 'security.protocol'"
