@@ -1,6 +1,6 @@
 """The console's Cluster page in Chromium: the live part, refreshed by htmx without reloading
 the page, shows a new topic's partitions, and a killed broker's partitions moving to the other
-broker of a 2-broker cluster."""
+broker of a 2-broker cluster; a cluster's proxies are listed apart from its brokers."""
 
 from __future__ import annotations
 
@@ -15,8 +15,9 @@ from tests.cluster.conftest import ClusterFactory, cluster_factory, zookeeper
 from tests.cluster.test_cluster import create_topic, owned_by
 from tests.conftest import BrokerProcess
 from tests.console.conftest import ConsoleProcess
+from tests.proxy.conftest import Proxies, proxies
 
-__all__ = ["cluster_factory", "zookeeper"]
+__all__ = ["cluster_factory", "proxies", "zookeeper"]
 
 Screenshot = Callable[[str], Path]
 # The page polls every 2 s; a partition's move takes a few seconds more in cluster mode.
@@ -69,5 +70,21 @@ def test_a_killed_brokers_partitions_move_on_the_page(
                 "data-owner", "2", timeout=LIVE_TIMEOUT_MS)
         assert _owner_cells(page, topic) == ["2"] * 6
         screenshot("cluster-broker-killed")
+    finally:
+        console.stop()
+
+
+@pytest.mark.slow
+def test_proxies_are_listed_apart(cluster_factory: ClusterFactory, proxies: Proxies,
+                                  tmp_path: Path, page: Page, screenshot: Screenshot) -> None:
+    cluster = cluster_factory(brokers=1)
+    proxy = proxies(cluster)
+    console = ConsoleProcess(tmp_path, proxy.bootstrap)     # a proxy as the bootstrap
+    try:
+        page.goto(console.url("/cluster"))
+        expect(page.locator("#brokers tr[data-broker]")).to_have_count(1)
+        expect(page.locator("#brokers")).to_contain_text(cluster.brokers[1].bootstrap)
+        expect(page.locator("#proxies")).to_contain_text(proxy.bootstrap)
+        screenshot("cluster-with-proxy")
     finally:
         console.stop()

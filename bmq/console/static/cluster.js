@@ -35,8 +35,7 @@
       plot = new uPlot({
         width: 640, height: 200,
         series: [{}, ...ids.map((id) => ({ label: `broker ${id}`, stroke: color(id), width: 2 }))],
-        // at least the last minute on the time axis: one sample alone would span years
-        scales: { x: { time: true, range: (u, min, max) => [Math.min(min, max - 60), max] },
+        scales: { x: { time: true, auto: false },
                   y: { range: (u, min, max) => [0, Math.max(max, 1)] } },
         axes: [{}, { label: "partitions" }],
       }, data, target);
@@ -44,6 +43,10 @@
     } else {
       plot.setData(data);
     }
+    // At least the last minute on the time axis, set here: uPlot's own range for a single
+    // sample spans years.
+    const last = times[times.length - 1];
+    plot.setScale("x", { min: Math.min(times[0], last - 60), max: last });
   }
 
   document.addEventListener("DOMContentLoaded", sample);
