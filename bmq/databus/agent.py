@@ -49,7 +49,8 @@ class Databus:
         self.kafka = KafkaPort(self.intake, (_advertised_host(host), port),
                                lambda: self.table.mappings.keys(),
                                self.sender.recovered_sent)
-        self.pressure = Pressure(self.kafka.memory, self.sender.oldest_waiting_s)
+        self.pressure = Pressure(self.kafka.memory, self.sender.oldest_waiting_s,
+                                 lambda: bool(self.sender.failing))
         self._sockets: list[socket.socket] = []
         self._servers: list[asyncio.Server] = []
         self._http: Any = None

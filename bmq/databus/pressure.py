@@ -12,7 +12,8 @@ yet handled. What the agent does not read waits in the client's connection: neve
 client that gives up on it and sends it again gets it written once.
 
 The agent reads at most ``MAX_REQUESTS`` requests ahead of its answers, over all its
-connections (each connection at most ``kafka_port.MAX_INFLIGHT``), and none while it is behind.
+connections (each connection at most ``kafka_port.MAX_INFLIGHT``; no bound over all while the
+cluster cannot be reached), and none while it is behind.
 The agent is behind when (checked every ``CHECK_S``)
 
 * its event loop is late: a timer ran more than ``LAG_S`` after its time (the loop has more
@@ -45,6 +46,9 @@ WAITING_S = 1.0
 # 0.3 s at the 3,000 requests/s one agent serves on a 2-core machine) while still letting
 # 1,000 / (50 ms + the cluster's answer) requests/s through, more than the loop can serve.
 MAX_REQUESTS = 1000
+# The bound while the cluster cannot be reached (each connection is still bounded by
+# kafka_port.MAX_INFLIGHT; the spool by its bytes).
+OUTAGE_MAX_REQUESTS = 1 << 30
 
 
 class AdmissionMemory(RequestMemory):
@@ -76,6 +80,10 @@ class AdmissionMemory(RequestMemory):
     def hold(self) -> None:
         self.held = True
 
+    def bound(self, max_requests: int) -> None:
+        self.max_requests = max_requests
+        self._wake()
+
     def release(self) -> None:
         self.held = False
         self._wake()
@@ -93,12 +101,14 @@ class AdmissionMemory(RequestMemory):
 class Pressure:
     """Holds ``memory`` while the agent is behind (see the module's text)."""
 
-    def __init__(self, memory: AdmissionMemory, oldest_waiting_s: Callable[[], float]
-                 ) -> None:
+    def __init__(self, memory: AdmissionMemory, oldest_waiting_s: Callable[[], float],
+                 cluster_failing: Callable[[], bool]) -> None:
         """``oldest_waiting_s``: how long the oldest batch not yet sent has waited while the
-        cluster answers (0 if none waits, or the cluster cannot be reached)."""
+        cluster answers (0 if none waits, or the cluster cannot be reached);
+        ``cluster_failing``: whether the cluster cannot be reached now."""
         self.memory = memory
         self._oldest_waiting_s = oldest_waiting_s
+        self._cluster_failing = cluster_failing
         self._timer: asyncio.TimerHandle | None = None
         self._due = 0.0
         self.held_since = 0.0
@@ -132,5 +142,11 @@ class Pressure:
         elif not behind and self.memory.held:
             self.held_seconds += now - self.held_since
             self.memory.release()
+        # While the cluster cannot be reached, requests waiting for it (acks=all) are spooled
+        # and cost the loop nothing more until it answers: counted, a thousand of them would
+        # stop every other client (acks=1 ones, which the spool answers) until they timed out.
+        bound = OUTAGE_MAX_REQUESTS if self._cluster_failing() else MAX_REQUESTS
+        if bound != self.memory.max_requests:
+            self.memory.bound(bound)
         self._due = now + CHECK_S
         self._timer = loop.call_at(self._due, self._check)

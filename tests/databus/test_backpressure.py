@@ -5,17 +5,13 @@ twice. Unbounded, the agent read every request of every connection at once (1,00
 connection) and, overloaded at 100 clients x 100 messages/s, answered them after that timeout:
 11,792 of 150,000 messages written twice in one run.
 
-Seen here with a cluster that stops answering (SIGSTOP) under clients whose acks=all requests
-then cannot be answered: the agent takes no more of them than it may hold (what a client
-giving up then would get written twice), and delivers what it took once the cluster answers
-again."""
+While the cluster cannot be reached, requests waiting for it are not counted: acks=1 clients,
+which the spool answers, go on."""
 
 from __future__ import annotations
 
 import contextlib
 import json
-import os
-import signal
 import socket
 import struct
 import time
@@ -23,7 +19,7 @@ import urllib.request
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from bmq.databus.pressure import MAX_REQUESTS
 from bmq.protocol.headers import RequestHeader, write_request_header
@@ -31,11 +27,12 @@ from bmq.protocol.messages import ProduceRequest
 from bmq.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
 from bmq.protocol.primitives import Writer
 from bmq.protocol.record_codec import encode_record, frame_batch
-from tests.conftest import BrokerFactory, make_topic_name
+from tests.conftest import BrokerFactory, BrokerProcess, make_topic_name
 from tests.databus.conftest import DatabusFactory, DatabusProcess, create_topic, wait_until
 
 CONNECTIONS = 20
 REQUESTS = 1000             # each connection's, written at once (the agent reads 1,000 ahead)
+LINGER_MS = 4000            # how long the agent's batches wait, so its answers
 
 
 def _produce_frame(topic: str, index: int) -> bytes:
@@ -52,6 +49,27 @@ def _produce_frame(topic: str, index: int) -> bytes:
     return len(body).to_bytes(4, "big") + body
 
 
+def _flood(agent: DatabusProcess, topic: str, connections: int) -> list[socket.socket]:
+    """Connections, each with REQUESTS Produce requests (acks=all) sent at once (what the
+    kernel takes; the rest is the client's, never sent)."""
+    clients = [socket.create_connection(("127.0.0.1", agent.port)) for _ in range(connections)]
+    for number, client in enumerate(clients):
+        client.setblocking(False)
+        with contextlib.suppress(BlockingIOError):
+            client.send(b"".join(_produce_frame(topic, number * REQUESTS + i)
+                                 for i in range(REQUESTS)))
+    return clients
+
+
+def _give_up(clients: list[socket.socket]) -> None:
+    """The clients give up (their request timeout), all at once: reset, so the agent reads
+    nothing more of them (room one frees is not taken by the next one's requests)."""
+    for client in clients:
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    for client in clients:
+        client.close()
+
+
 def _status(agent: DatabusProcess) -> dict[str, Any]:
     with urllib.request.urlopen(agent.url("/status"), timeout=10) as answer:
         return dict(json.loads(answer.read()))
@@ -65,48 +83,54 @@ def _end_offset(bootstrap: str, topic: str) -> int:
         consumer.close()
 
 
-def test_a_stalled_cluster_holds_the_clients_requests_in_their_connections(
-        tmp_path_factory: pytest.TempPathFactory, databus_factory: DatabusFactory) -> None:
-    factory = BrokerFactory(tmp_path_factory.mktemp("stalled"))
+def test_requests_read_ahead_of_their_answers_are_bounded(
+        cluster: BrokerProcess, databus_factory: DatabusFactory) -> None:
+    """Clients pipeline 20,000 requests that the agent answers only after a long linger:
+    it takes no more of them meanwhile than it may hold (what clients giving up then would
+    get written twice), and delivers what it took."""
+    topic = make_topic_name()
+    create_topic(cluster, topic, 1)
+    agent = databus_factory(cluster, linger_ms=LINGER_MS)
+    clients = _flood(agent, topic, CONNECTIONS)
     try:
-        cluster = factory(config={"auto_create_topics_enable": False})
-        topic = make_topic_name()
-        create_topic(cluster, topic, 1)
-        agent = databus_factory(cluster)
-        # The agent knows the topic's partitions before the cluster stalls.
-        assert agent.post(topic, b"first")[0] == 200
-        os.kill(cluster.pid, signal.SIGSTOP)
-        try:
-            clients = [socket.create_connection(("127.0.0.1", agent.port))
-                       for _ in range(CONNECTIONS)]
-            for number, client in enumerate(clients):
-                client.setblocking(False)
-                data = b"".join(_produce_frame(topic, number * REQUESTS + i)
-                                for i in range(REQUESTS))
-                # What the kernel takes now; the rest is the client's, never sent.
-                with contextlib.suppress(BlockingIOError):
-                    client.send(data)
-            time.sleep(2.0)         # the agent reads what it takes
-            # Unbounded, it took every request the clients had sent (1,000 of each).
-            taken = _status(agent)["accepted"].get("kafka", 0)
-            assert 0 < taken <= MAX_REQUESTS, f"{taken} of the clients' requests taken"
-            for client in clients:
-                # The clients give up (their request timeout), all at once: reset, so the
-                # agent reads nothing more of them (a slot one frees is not taken by the
-                # next one's requests).
-                client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            for client in clients:
-                client.close()
-        finally:
-            os.kill(cluster.pid, signal.SIGCONT)
-
-        def delivered() -> bool:
-            status = _status(agent)
-            return bool(status["waiting_batches"] == 0 and status["open_bytes"] == 0)
-
-        wait_until(delivered, 60, "the agent delivered what it took")
-        # What it took is delivered (with the few that the last connections sent it in the
-        # moment the first ones' resets freed their room).
-        assert _end_offset(cluster.bootstrap, topic) - 1 >= taken
+        time.sleep(2.0)             # the agent reads what it takes
+        # Unbounded, it took every request the clients had sent (1,000 of each).
+        taken = _status(agent)["accepted"].get("kafka", 0)
+        assert 0 < taken <= MAX_REQUESTS, f"{taken} of the clients' requests taken"
     finally:
-        factory.cleanup()
+        _give_up(clients)
+
+    def delivered() -> bool:
+        status = _status(agent)
+        return bool(status["waiting_batches"] == 0 and status["open_bytes"] == 0)
+
+    wait_until(delivered, 60, "the agent delivered what it took")
+    # What it took is delivered (with the few that the last connections sent it in the
+    # moment the first ones' resets freed their room).
+    assert _end_offset(cluster.bootstrap, topic) >= taken
+
+
+@pytest.mark.slow        # about 10 s: a cluster of its own, killed
+def test_with_the_cluster_down_waiting_acks_all_requests_do_not_stop_an_acks_1_client(
+        broker_factory: BrokerFactory, databus_factory: DatabusFactory) -> None:
+    """While the cluster cannot be reached, requests waiting for it do not count against the
+    bound: an acks=1 client (answered once its message is spooled) is not stopped by
+    thousands of acks=all requests waiting (their 30 s)."""
+    cluster = broker_factory(config={"auto_create_topics_enable": False})
+    topic = make_topic_name()
+    create_topic(cluster, topic, 1)
+    agent = databus_factory(cluster)
+    assert agent.post(topic, b"first")[0] == 200        # the agent has seen the topic
+    cluster.kill()
+    clients = _flood(agent, topic, 3)
+    try:
+        # As many waiting as the bound allows when the cluster answers (more come).
+        wait_until(lambda: _status(agent)["accepted"].get("kafka", 0) >= MAX_REQUESTS, 10,
+                   "the agent took the acks=all requests")
+        producer = Producer({"bootstrap.servers": agent.bootstrap, "acks": 1})
+        errors: list[Any] = []
+        producer.produce(topic, value=b"spooled",
+                         on_delivery=lambda error, _: errors.append(error))
+        assert producer.flush(10) == 0 and errors == [None]
+    finally:
+        _give_up(clients)
