@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import signal
 import socket
+from types import FrameType
 
 import click
 
@@ -50,8 +52,17 @@ def console(bootstrap: str, listen: str, properties: tuple[str, ...], log_level:
     app = make_app(admin)
     click.echo(f"bmq console of {bootstrap} on http://{host}:{port}/", err=True)
     server = uvicorn.Server(uvicorn.Config(app, log_level=log_level.lower(), access_log=False))
+    # uvicorn stops gracefully on SIGINT or SIGTERM and then raises the signal again for the
+    # handler it found: a stop asked for must end with exit code 0, as the other roles' do.
+    signal.signal(signal.SIGTERM, _stop)
     try:
         server.run(sockets=[listener])
+    except KeyboardInterrupt:
+        pass
     finally:
         admin.close()
         listener.close()
+
+
+def _stop(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(0)

@@ -8,6 +8,7 @@ threads can ask it as they ask AdminClient."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections import defaultdict
 from collections.abc import Mapping
@@ -77,6 +78,14 @@ class OffsetReader:
         return found
 
     def close(self) -> None:
-        self._loop.call_soon_threadsafe(self._links.close)
+        async def shut() -> None:     # the links' readers end with their loop, not after it
+            self._links.close()
+            others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in others:
+                task.cancel()
+            await asyncio.gather(*others, return_exceptions=True)
+
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(shut(), self._loop).result(5)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)

@@ -1,12 +1,18 @@
-"""`bmq console`'s start-up failures: one line on stderr and the roles' exit codes."""
+"""`bmq console`'s start-up failures (one line on stderr and the roles' exit codes) and its
+stop."""
 
 from __future__ import annotations
 
+import signal
 import socket
 import subprocess
+from pathlib import Path
+
+import pytest
 
 from bmq.startup import ExitCode
-from tests.conftest import bmq_command
+from tests.conftest import bmq_command, free_port
+from tests.console.conftest import ConsoleProcess
 
 
 def _console(*args: str) -> subprocess.CompletedProcess[str]:
@@ -33,3 +39,13 @@ def test_a_property_without_a_value_is_a_usage_error() -> None:
     result = _console("--listen", "127.0.0.1:0", "-X", "security.protocol")
     assert result.returncode == ExitCode.USAGE
     assert result.stderr.strip() == "bmq: -X expects KEY=VALUE, got 'security.protocol'"
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_asked_for_ends_with_exit_code_0(tmp_path: Path, stop: signal.Signals) -> None:
+    # uvicorn raises the signal it stopped on again: Ctrl-C ended with click's "Aborted!" and
+    # exit code 1 (the README walk's Ctrl-C failed on it), SIGTERM with the signal's death.
+    console = ConsoleProcess(tmp_path, f"127.0.0.1:{free_port()}")
+    console.proc.send_signal(stop)
+    assert console.proc.wait(15) == 0, console.log_path.read_text()
+    assert "Task was destroyed" not in console.log_path.read_text()
