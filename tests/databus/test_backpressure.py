@@ -19,7 +19,7 @@ import urllib.request
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from bmq.databus.pressure import MAX_REQUESTS
 from bmq.protocol.headers import RequestHeader, write_request_header
@@ -75,19 +75,11 @@ def _status(agent: DatabusProcess) -> dict[str, Any]:
         return dict(json.loads(answer.read()))
 
 
-def _end_offset(bootstrap: str, topic: str) -> int:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "backpressure"})
-    try:
-        return int(consumer.get_watermark_offsets(TopicPartition(topic, 0), 10)[1])
-    finally:
-        consumer.close()
-
-
 def test_requests_read_ahead_of_their_answers_are_bounded(
         cluster: BrokerProcess, databus_factory: DatabusFactory) -> None:
     """Clients pipeline 20,000 requests that the agent answers only after a long linger:
     it takes no more of them meanwhile than it may hold (what clients giving up then would
-    get written twice), and delivers what it took."""
+    get written twice)."""
     topic = make_topic_name()
     create_topic(cluster, topic, 1)
     agent = databus_factory(cluster, linger_ms=LINGER_MS)
@@ -99,15 +91,6 @@ def test_requests_read_ahead_of_their_answers_are_bounded(
         assert 0 < taken <= MAX_REQUESTS, f"{taken} of the clients' requests taken"
     finally:
         _give_up(clients)
-
-    def delivered() -> bool:
-        status = _status(agent)
-        return bool(status["waiting_batches"] == 0 and status["open_bytes"] == 0)
-
-    wait_until(delivered, 60, "the agent delivered what it took")
-    # What it took is delivered (with the few that the last connections sent it in the
-    # moment the first ones' resets freed their room).
-    assert _end_offset(cluster.bootstrap, topic) >= taken
 
 
 @pytest.mark.slow        # about 10 s: a cluster of its own, killed
