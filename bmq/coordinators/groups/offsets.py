@@ -97,7 +97,9 @@ class OffsetStore(GroupCoordinatorCore):
                 else:
                     error = (ErrorCode.GROUP_ID_NOT_FOUND if api_version >= 9
                              else ErrorCode.ILLEGAL_GENERATION)
-            if group is not None:
+            if group is not None and api_version > 0:
+                # OffsetCommit v0 carries no member: Kafka 2.x stored its offsets (in
+                # ZooKeeper) whatever the group's members, and so does BMQ (in the group).
                 error = self._validate_commit(group, generation_id, member_id,
                                               group_instance_id, api_version)
         if error != ErrorCode.NONE or group is None:
