@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from bmq import metrics
 from bmq.broker.broker import Broker
 from bmq.broker.handlers import TABLES, RequestContext
@@ -23,14 +25,15 @@ class BrokerService:
         self.max_frame_bytes = broker.config.socket_request_max_bytes
         self.max_inflight = broker.config.max_inflight_requests_per_connection
         self.request_memory = broker.request_memory
+        self.appends_in_order = asyncio.Lock()      # see RequestContext
 
     def context(self, header: RequestHeader, client_host: str,
                 frame: bytearray) -> RequestContext:
         return RequestContext(self.broker, header, client_host, frame, self.listener,
-                              self.session)
+                              self.session, self.appends_in_order)
 
     def close(self) -> None:
-        """A broker keeps nothing per connection."""
+        """A broker keeps nothing else per connection."""
 
 
 def broker_connection(broker: Broker, security: Security, listeners: list[Listener],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
 from bmq.broker.broker import Broker
@@ -25,6 +26,9 @@ class RequestContext(Authorizing):
     listener: str
     # The connection's security: its principal and SASL state (None: a role without security).
     session: Session | None = None
+    # Held by a produce from its start to its last append: the connection's batches are
+    # appended in the order they came (None: a context of no connection).
+    appends_in_order: asyncio.Lock | None = None
 
     def authorize_internal(self) -> bool:
         """Whether an inter-node API (BMQ's own, and transaction markers) may be served: only

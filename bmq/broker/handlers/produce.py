@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -152,100 +153,102 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest,
     legacy_clients = broker.config.legacy_clients_enable
     txn_denied = request.transactional_id is not None and not ctx.authorize(
         Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)
-    verified = {} if txn_denied else await verify_elsewhere(broker, request)
-    durable_waits: list[tuple[PartitionProduceResponse, asyncio.Future[None]]] = []
-    topics: list[TopicProduceResponse] = []
-    timestamp = now_ms()
-    # Everything from here to the first await runs in request order (tasks start FIFO, and
-    # the verifications above are shared per producer and partition and resume in order),
-    # so batches from one connection are appended in the order the client sent them.
-    for topic_data in request.topic_data:
-        results = []
-        try:
-            name = broker.topic_name(topic_data.name, topic_data.topic_id)
-            topic_error = None
-        except KafkaError as error:
-            name, topic_error = topic_data.name, error
-        for data in topic_data.partition_data:
-            result = PartitionProduceResponse(index=data.index, base_offset=-1)
-            results.append(result)
+    # A connection's batches are appended in the order the client sent them (its idempotent
+    # sequences depend on it), as Kafka handles a connection's requests one at a time: a
+    # produce waiting here (a partition opened on first use, a verification) holds up the
+    # connection's later ones, which would otherwise append past it.
+    async with ctx.appends_in_order or contextlib.nullcontext():
+        verified = {} if txn_denied else await verify_elsewhere(broker, request)
+        durable_waits: list[tuple[PartitionProduceResponse, asyncio.Future[None]]] = []
+        topics: list[TopicProduceResponse] = []
+        timestamp = now_ms()
+        for topic_data in request.topic_data:
+            results = []
             try:
-                if topic_error is not None:
-                    raise topic_error
-                if txn_denied:
-                    raise KafkaError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-                ctx.require(Operation.WRITE, ResourceType.TOPIC, name)
-                if version < FIRST_V2_PRODUCE_VERSION and not legacy_clients:
-                    # Listed for librdkafka's sake (KAFKA-18659), refused as in Kafka 4.
-                    raise KafkaError(ErrorCode.UNSUPPORTED_VERSION,
-                                     "Produce v0-2 (message format v0/v1) are not served: "
-                                     "bmq.legacy.clients.enable is off")
-                if acks not in (-1, 0, 1):
-                    raise KafkaError(ErrorCode.INVALID_REQUIRED_ACKS)
-                if name in INTERNAL_TOPICS:
-                    raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
-                                     f"Producing to internal topic {name} is not allowed")
-                refuse_view(broker.topics, name)
-                refuse_mirrored(broker.topics, name)
-                partition = await broker.served_partition(name, data.index)
-                partition.check_writable()
-                if not broker.can_acknowledge():
-                    raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "ack lease expired")
-                records = data.records
-                # Decoded requests always carry a writable view into the request frame.
-                if not isinstance(records, memoryview) or len(records) == 0:
-                    raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "no record batches")
-                config = partition.log.config
-                if version < FIRST_V2_PRODUCE_VERSION and is_message_set(records):
-                    # Stored as v2, once; the request holds it too, for the metrics' count.
-                    records, _ = to_batch(records)
-                    data.records = records
-                headers = validate_batches(records, config.max_message_bytes)
-                check_transactional(broker, partition, request.transactional_id, headers,
-                                    (name, data.index), verified)
-                # One check per batch for topics without scheduled delivery.
-                held = await hold_scheduled(broker, partition, records, headers, timestamp,
-                                            f"{name}-{data.index}") \
-                    if config.delay_enable else None
-                if held is not None:    # answered with offsets in the timer log
-                    appended, durable = held
-                    result.base_offset = appended.base_offset
-                    result.log_start_offset = partition.log.log_start_offset
-                    if acks == -1:
-                        durable_waits.append((result, durable))
-                    continue
-                if needs_conversion(config):  # compression.type or compact set on the topic
-                    records, headers = convert_batches(records, headers, config,
-                                                       f"{name}-{data.index}")
-                if len(records) > config.segment_bytes:
-                    raise KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE,
-                                     "record set is larger than segment.bytes")
-                position = 0
-                for header in headers:  # Kafka stamps the leader epoch into every batch
-                    set_leader_epoch(records, position, partition.leader_epoch)
-                    position += header.size
-                # A partition that held batches in its timer log (scheduling on, or on
-                # before) shares producers' sequence numbers with it.
-                timer = broker.timers.timer(partition)
-                appended = partition.log.append(
-                    records, headers, timestamp,
-                    sequences_from=timer.timer_log.log if timer is not None else None)
-                result.base_offset = appended.base_offset
-                result.log_append_time_ms = appended.log_append_time
-                result.log_start_offset = appended.log_start_offset
-                partition.schedule_flush()
-                if acks == -1:
-                    durable_waits.append((result, partition.durable(appended.last_offset)))
+                name = broker.topic_name(topic_data.name, topic_data.topic_id)
+                topic_error = None
             except KafkaError as error:
-                result.error_code = error.code
-                result.error_message = error.message
-                if isinstance(error, InvalidRecordsError):
-                    result.record_errors = [
-                        BatchIndexAndErrorMessage(batch_index=index,
-                                                  batch_index_error_message=message)
-                        for index, message in error.record_errors]
-        topics.append(TopicProduceResponse(name=name, topic_id=topic_data.topic_id,
-                                           partition_responses=results))
+                name, topic_error = topic_data.name, error
+            for data in topic_data.partition_data:
+                result = PartitionProduceResponse(index=data.index, base_offset=-1)
+                results.append(result)
+                try:
+                    if topic_error is not None:
+                        raise topic_error
+                    if txn_denied:
+                        raise KafkaError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+                    ctx.require(Operation.WRITE, ResourceType.TOPIC, name)
+                    if version < FIRST_V2_PRODUCE_VERSION and not legacy_clients:
+                        # Listed for librdkafka's sake (KAFKA-18659), refused as in Kafka 4.
+                        raise KafkaError(ErrorCode.UNSUPPORTED_VERSION,
+                                         "Produce v0-2 (message format v0/v1) are not served: "
+                                         "bmq.legacy.clients.enable is off")
+                    if acks not in (-1, 0, 1):
+                        raise KafkaError(ErrorCode.INVALID_REQUIRED_ACKS)
+                    if name in INTERNAL_TOPICS:
+                        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                                         f"Producing to internal topic {name} is not allowed")
+                    refuse_view(broker.topics, name)
+                    refuse_mirrored(broker.topics, name)
+                    partition = await broker.served_partition(name, data.index)
+                    partition.check_writable()
+                    if not broker.can_acknowledge():
+                        raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "ack lease expired")
+                    records = data.records
+                    # Decoded requests always carry a writable view into the request frame.
+                    if not isinstance(records, memoryview) or len(records) == 0:
+                        raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "no record batches")
+                    config = partition.log.config
+                    if version < FIRST_V2_PRODUCE_VERSION and is_message_set(records):
+                        # Stored as v2, once; the request holds it too, for the metrics' count.
+                        records, _ = to_batch(records)
+                        data.records = records
+                    headers = validate_batches(records, config.max_message_bytes)
+                    check_transactional(broker, partition, request.transactional_id, headers,
+                                        (name, data.index), verified)
+                    # One check per batch for topics without scheduled delivery.
+                    held = await hold_scheduled(broker, partition, records, headers, timestamp,
+                                                f"{name}-{data.index}") \
+                        if config.delay_enable else None
+                    if held is not None:    # answered with offsets in the timer log
+                        appended, durable = held
+                        result.base_offset = appended.base_offset
+                        result.log_start_offset = partition.log.log_start_offset
+                        if acks == -1:
+                            durable_waits.append((result, durable))
+                        continue
+                    if needs_conversion(config):  # compression.type or compact set on the topic
+                        records, headers = convert_batches(records, headers, config,
+                                                           f"{name}-{data.index}")
+                    if len(records) > config.segment_bytes:
+                        raise KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE,
+                                         "record set is larger than segment.bytes")
+                    position = 0
+                    for header in headers:  # Kafka stamps the leader epoch into every batch
+                        set_leader_epoch(records, position, partition.leader_epoch)
+                        position += header.size
+                    # A partition that held batches in its timer log (scheduling on, or on
+                    # before) shares producers' sequence numbers with it.
+                    timer = broker.timers.timer(partition)
+                    appended = partition.log.append(
+                        records, headers, timestamp,
+                        sequences_from=timer.timer_log.log if timer is not None else None)
+                    result.base_offset = appended.base_offset
+                    result.log_append_time_ms = appended.log_append_time
+                    result.log_start_offset = appended.log_start_offset
+                    partition.schedule_flush()
+                    if acks == -1:
+                        durable_waits.append((result, partition.durable(appended.last_offset)))
+                except KafkaError as error:
+                    result.error_code = error.code
+                    result.error_message = error.message
+                    if isinstance(error, InvalidRecordsError):
+                        result.record_errors = [
+                            BatchIndexAndErrorMessage(batch_index=index,
+                                                      batch_index_error_message=message)
+                            for index, message in error.record_errors]
+            topics.append(TopicProduceResponse(name=name, topic_id=topic_data.topic_id,
+                                               partition_responses=results))
     if acks == 0:
         return None
     await wait_durable(durable_waits, request.timeout_ms)
