@@ -367,14 +367,14 @@ class ClusterMembership(Membership):
         return a
 
     def _owned_assignments(self, topics: set[str] | None = None) -> list[TopicPartition]:
-        assignments = self.assignments if topics is None else {
-            t: self.assignments[t] for t in topics if t in self.assignments}
-        return [(t, int(p)) for t, doc in assignments.items() for p in doc
-                if self._mine(t, int(p)) is not None]
+        return [(t, int(p)) for t, doc in self.assignments.items()
+                if topics is None or t in topics for p in doc if self._mine(t, int(p)) is not None]
 
     def _drive_all(self) -> None:
         assert self._partitions is not None
         topics = self._scope.topics(self.assignments, self.reg)
+        if topics == set():     # no document changed: nothing to look at
+            return
         wanted: set[TopicPartition] = set(self._owned_assignments(topics))
         held = {(p.topic, p.index) for p in self._partitions.all()} | set(self._taken.keys()) \
             | {(k.rsplit("/", 1)[0], int(k.rsplit("/", 1)[1])) for k in self._reports}
