@@ -269,16 +269,18 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._close()
             return None
         context = self._service.context(header, self._client_host, frame)
+        # The handler's coroutine is made inside the task: made here, a task cancelled before
+        # its first step (its connection closed) left it never awaited (a RuntimeWarning).
         task = asyncio.get_running_loop().create_task(
-            self._run(spec.handler(context, request, version), header.correlation_id,
-                      header.api_key, version, request, spec.name, header.client_id or ""))
+            self._run(spec.handler, context, header.correlation_id, header.api_key, version,
+                      request, spec.name, header.client_id or ""))
         self._track(task)
         return task
 
-    async def _run(self, handling: Any, correlation_id: int, api_key: int,
+    async def _run(self, handler: Any, context: Any, correlation_id: int, api_key: int,
                    version: int, request: Any, api_name: str, client_id: str) -> Parts | None:
         started = time.perf_counter()
-        response = await handling
+        response = await handler(context, request, version)
         seconds = time.perf_counter() - started
         self._service.observe(api_key, api_name, request, response, seconds)
         if self._guard is not None:
