@@ -121,6 +121,7 @@ def run(mode: str, args: argparse.Namespace) -> dict[str, float]:
             agent = subprocess.Popen(
                 [str(bmq), "databus", "run", "--cluster", server.bootstrap, "--spool-dir",
                  str(Path(spool) / "spool"), "--listen", f"127.0.0.1:{port}",
+                 "--workers", str(args.workers),
                  "--log-level", os.environ.get("BENCH_DATABUS_LOG_LEVEL", "INFO")],
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
             bootstrap = f"127.0.0.1:{port}"
@@ -170,11 +171,13 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=20.0, help="seconds of producing")
     parser.add_argument("--processes", type=int, default=4, help="worker processes")
     parser.add_argument("--mode", choices=["both", "direct", "databus"], default="both")
+    parser.add_argument("--workers", type=int, default=1, help="the agent's processes")
     args = parser.parse_args()
     modes = ["direct", "databus"] if args.mode == "both" else [args.mode]
     figures = {mode: run(mode, args) for mode in modes}
     print(f"{args.clients} clients x {args.rate:g} messages/s of {args.size} bytes, "
-          f"{args.duration:g} s")
+          f"{args.duration:g} s, {args.workers} agent worker(s); load average "
+          f"{os.getloadavg()[0]:.1f} at the end")
     print(f"{'':<10}{'sent':>9}{'errors':>8}{'delivered':>11}{'Produce reqs':>14}{'reqs/s':>9}"
           f"{'cluster CPU s':>15}{'agent CPU s':>13}{'p50 ms':>9}{'p99 ms':>9}")
     for mode, f in figures.items():

@@ -53,6 +53,8 @@ def databus() -> None:
               help="librdkafka-style property for the cluster (security.protocol, sasl.*).")
 @click.option("--metrics-port", type=int,
               help="Serve Prometheus metrics (bmq_databus_*) on this port [0: off].")
+@click.option("--workers", type=int,
+              help="Processes serving the ports together, a spool each (one is one core) [1].")
 @click.option("--log-level", help="DEBUG, INFO, WARNING or ERROR [INFO].")
 def run(config_file: str | None, cluster_properties: tuple[str, ...], **flags: Any) -> None:
     """Serve applications and forward their messages until stopped (SIGTERM, Ctrl-C)."""

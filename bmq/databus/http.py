@@ -12,9 +12,6 @@ once. Errors are 4xx/5xx with a JSON reason and the Kafka error's name."""
 from __future__ import annotations
 
 import json
-import os
-import socket
-import stat
 import time
 from collections.abc import Callable
 from typing import Any
@@ -22,7 +19,7 @@ from typing import Any
 from aiohttp import web
 
 from bmq.databus.intake import ACKS_CLUSTER, ACKS_NONE, ACKS_SPOOLED, Intake, settle
-from bmq.databus.settings import DatabusSettings
+from bmq.databus.workers import AgentSockets
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.record_codec import Record
 
@@ -123,12 +120,10 @@ async def not_found(request: web.Request) -> web.Response:
     return _error(404, "POST /streams/NAME, GET /status")
 
 
-async def start_http(intake: Intake, settings: DatabusSettings,
+async def start_http(intake: Intake, bound: AgentSockets,
                      status: Callable[[], dict[str, Any]]) -> web.AppRunner:
-    """Serve the endpoint (and ``GET /status``) on ``http_listen`` and/or ``unix_socket``."""
-    from bmq.listeners import split_host_port
-
-    app = web.Application(client_max_size=settings.max_message_bytes + 64 * 1024)
+    """Serve the endpoint (and ``GET /status``) on the agent's HTTP and Unix sockets."""
+    app = web.Application(client_max_size=intake.settings.max_message_bytes + 64 * 1024)
     app[INTAKE] = intake
     app[AGENT_STATUS] = status
     app.router.add_post("/streams/{name}", post_stream)
@@ -136,26 +131,6 @@ async def start_http(intake: Intake, settings: DatabusSettings,
     app.router.add_route("*", "/{tail:.*}", not_found)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    if settings.http_listen:
-        host, port = split_host_port(settings.http_listen)
-        await web.TCPSite(runner, host, port).start()
-    if settings.unix_socket:
-        _remove_stale_socket(settings.unix_socket)
-        await web.UnixSite(runner, settings.unix_socket).start()
+    for sock in [*bound.http, *([bound.unix] if bound.unix else [])]:
+        await web.SockSite(runner, sock).start()
     return runner
-
-
-def _remove_stale_socket(path: str) -> None:
-    """A socket file nothing listens on (left by an agent killed -9) is removed; one another
-    process serves is left, and binding it fails (address in use)."""
-    if not os.path.exists(path) or not stat.S_ISSOCK(os.stat(path).st_mode):
-        return
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        probe.connect(path)
-    except ConnectionRefusedError:
-        os.unlink(path)
-    except OSError:
-        pass
-    finally:
-        probe.close()

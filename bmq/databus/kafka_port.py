@@ -27,7 +27,9 @@ from typing import Any
 from bmq.databus.batcher import Placement
 from bmq.databus.intake import ACKS_CLUSTER, Intake, settle
 from bmq.databus.pressure import MAX_REQUESTS, AdmissionMemory
+from bmq.databus.settings import DatabusSettings
 from bmq.databus.spool import ClientBatch
+from bmq.databus.workers import last_run_sent, spool_dir
 from bmq.net.api import ApiSpec, supported_versions
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.headers import RequestHeader
@@ -82,7 +84,8 @@ class _Placed:
 
     base_sequence: int
     epoch: int
-    placements: list[Placement] | None      # None: placed in the agent's last run
+    placements: list[Placement] | None      # None: placed in the agent's last run ...
+    worker: int = 0                         # ... by this worker
 
 
 @dataclass
@@ -95,9 +98,11 @@ class _ProducerState:
 class ClientProducers:
     """The producer ids this agent gave its clients, and their sequences."""
 
-    def __init__(self) -> None:
-        # Ids of one agent run do not repeat those of the last (time-based first id).
-        self._ids = itertools.count(int(time.time() * 1000) % (1 << 40) << 8)
+    def __init__(self, worker: int = 0, workers: int = 1) -> None:
+        # Ids of one agent run do not repeat those of the last (time-based first id), nor
+        # those of another worker (every workers-th id is this worker's).
+        self._ids = itertools.count((int(time.time() * 1000) % (1 << 40) << 8) * workers
+                                    + worker, workers)
         self.states: OrderedDict[int, _ProducerState] = OrderedDict()
 
     def new(self, producer_id: int, epoch: int) -> tuple[int, int]:
@@ -113,9 +118,10 @@ class ClientProducers:
             self.states.popitem(last=False)
         return new_id, 0
 
-    def resume(self, taken: Iterable[ClientBatch]) -> None:
-        """What the spool remembers of a client's batches in a stream, oldest first (at
-        start): the agent goes on from them, and a retry of one of them is recognised."""
+    def resume(self, taken: Iterable[ClientBatch], worker: int) -> None:
+        """What the spool of ``worker`` remembers of a client's batches in a stream, oldest
+        first (at start): the agent goes on from them, and a retry of one of them is
+        recognised."""
         for batch in taken:
             state = self.states.get(batch.producer_id)
             if state is None or batch.epoch > state.epoch:
@@ -123,7 +129,7 @@ class ClientProducers:
             elif batch.epoch < state.epoch:
                 continue
             state.recent.setdefault(batch.stream, deque(maxlen=PRODUCER_WINDOW)).append(
-                _Placed(batch.base_sequence, batch.epoch, None))
+                _Placed(batch.base_sequence, batch.epoch, None, worker))
             state.next_sequence[batch.stream] = (batch.base_sequence + batch.records) % (1 << 31)
 
 
@@ -151,13 +157,17 @@ class DatabusService:
 
 class KafkaPort:
     def __init__(self, intake: Intake, advertised: tuple[str, int], known_streams: Any,
-                 recovered_sent: asyncio.Event) -> None:
-        """``recovered_sent``: set once the cluster took what the last run spooled."""
+                 recovered_sent: asyncio.Event, worker: int, settings: DatabusSettings
+                 ) -> None:
+        """``recovered_sent``: set once the cluster took what the last run spooled here;
+        ``worker``: which of the agent's workers this is."""
         self.intake = intake
         self.recovered_sent = recovered_sent
+        self.worker = worker
+        self.settings = settings
         self.advertised = advertised
         self.known_streams = known_streams      # () -> the mapped stream names
-        self.producers = ClientProducers()
+        self.producers = ClientProducers(worker, settings.workers)
         self.memory = AdmissionMemory(256 << 20, MAX_REQUESTS)
         self.handlers: Mapping[int, ApiSpec] = {spec.api_key: spec for spec in (
             _spec("ApiVersionsRequest", _api_versions),
@@ -232,7 +242,8 @@ class KafkaPort:
                 # A retry (its answer was lost, or timed out): placed the first time, so it
                 # waits for the same batches, never placed again.
                 if earlier.placements is None:
-                    return await self._placed_last_run(acks, timeout_s, answer)
+                    return await self._placed_last_run(acks, timeout_s, answer,
+                                                       earlier.worker)
                 return await self._settled(earlier.placements, acks, timeout_s, answer)
         expected = state.next_sequence.get(stream)
         if expected is not None and sequence != expected:
@@ -270,10 +281,17 @@ class KafkaPort:
             batch.on_appended.append(written)
 
     async def _placed_last_run(self, acks: int, timeout_s: float,
-                               answer: PartitionProduceResponse) -> PartitionProduceResponse:
-        """A retry of a batch the agent's last run took: it is in the spool (acks=1), and the
-        cluster has it once the last run's spool has been sent (acks=all)."""
-        if acks == ACKS_CLUSTER and not self.recovered_sent.is_set():
+                               answer: PartitionProduceResponse, worker: int
+                               ) -> PartitionProduceResponse:
+        """A retry of a batch the agent's last run took (in ``worker``'s spool): it is in
+        the spool (acks=1), and the cluster has it once that spool's batches of the last run
+        have been sent (acks=all)."""
+        if acks != ACKS_CLUSTER:
+            return answer
+        if worker != self.worker:
+            if not await last_run_sent(spool_dir(self.settings, worker), timeout_s):
+                answer.error_code = ErrorCode.REQUEST_TIMED_OUT
+        elif not self.recovered_sent.is_set():
             try:
                 await asyncio.wait_for(self.recovered_sent.wait(), timeout_s)
             except TimeoutError:

@@ -10,6 +10,7 @@
     linger_ms = 50                           # how long a batch waits for more messages ...
     batch_bytes = 1048576                    # ... unless it has this many bytes first
     compression = "lz4"                      # a stream's defaults (its mapping overrides them)
+    workers = 1                              # processes sharing the ports, a spool each
     [databus.cluster_properties]             # librdkafka-style client properties
     "security.protocol" = "SASL_SSL"
 """
@@ -52,6 +53,8 @@ class DatabusSettings:
     mappings_interval_ms: int = 1000
     metrics_port: int = 0
     metrics_host: str = "127.0.0.1"
+    # Processes serving the ports together (bmq/databus/workers.py): one is one core.
+    workers: int = 1
     log_level: str = "INFO"
 
 

@@ -24,9 +24,12 @@ frames may be in later segments, so segments go in order). On start, a torn fram
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
 import logging
 import os
 import struct
+import time
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +57,10 @@ _PRODUCER_AT = 43
 _RECORDS = struct.Struct(">i")
 _RECORDS_AT = 57
 SUFFIX = ".spool"
+# One agent process a spool: another one (an agent started twice on the same directory, or a
+# worker of the last run not yet gone) is waited for this long, then the start fails.
+LOCK_FILE = ".lock"
+LOCK_WAIT_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -100,6 +107,7 @@ class Spool:
         self.next_id = 0
         self._segments: list[_Segment] = []
         self._fd = -1
+        self._lock_fd = -1
         self._written = 0                   # bytes written to the current segment
         self._writes = 0                    # frames written, and of those made durable:
         self._synced = 0
@@ -113,6 +121,7 @@ class Spool:
     def recover(self) -> list[SpooledBatch]:
         """Open the spool (made if missing) and return the batches not done, oldest first."""
         self.directory.mkdir(parents=True, exist_ok=True)
+        self._lock()
         batches: dict[int, SpooledBatch] = {}
         assigned: dict[int, tuple[int, int, int]] = {}
         done: set[int] = set()
@@ -137,10 +146,7 @@ class Spool:
                 elif kind == DONE:
                     done.add(_ID.unpack_from(payload)[0])
                 elif kind == CLIENT:
-                    producer_id, epoch, sequence, records = _CLIENT.unpack_from(payload)
-                    self._keep(ClientBatch(producer_id, epoch,
-                                           bytes(payload[_CLIENT.size:]).decode(), sequence,
-                                           records))
+                    self._keep(_client_batch(payload))
         pending = []
         for batch_id in sorted(batches):
             batch = batches[batch_id]
@@ -219,6 +225,25 @@ class Spool:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)         # (the lock goes with it)
+            self._lock_fd = -1
+
+    def _lock(self) -> None:
+        fd = os.open(self.directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = time.monotonic() + LOCK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if time.monotonic() < deadline:
+                    time.sleep(0.1)
+                    continue
+                os.close(fd)
+                raise OSError(f"in use by another agent process for {LOCK_WAIT_S:g} s") \
+                    from None
+            self._lock_fd = fd
+            return
 
     # -- inside ----------------------------------------------------------------------------
     def _write(self, kind: int, parts: list[bytes | bytearray]) -> None:
@@ -300,9 +325,25 @@ def _stamp(batch: SpooledBatch, producer_id: int, epoch: int, sequence: int) -> 
     seal_crc(batch.data)
 
 
-def _read_frames(path: Path) -> list[tuple[int, memoryview]]:
-    """The whole frames of a segment; a torn or corrupt tail is cut off the file."""
-    data = path.read_bytes()
+def client_batches_in(directory: Path) -> list[ClientBatch]:
+    """The idempotent clients' batches another agent process's spool remembers, oldest first,
+    read as it is (it may be writing: a frame not whole yet ends the reading, and is left)."""
+    taken = []
+    for path in sorted(directory.glob(f"*{SUFFIX}")):
+        with contextlib.suppress(FileNotFoundError):     # (deleted meanwhile: done)
+            frames, _ = _whole_frames(path.read_bytes())
+            taken += [_client_batch(payload) for kind, payload in frames if kind == CLIENT]
+    return taken
+
+
+def _client_batch(payload: memoryview) -> ClientBatch:
+    producer_id, epoch, sequence, records = _CLIENT.unpack_from(payload)
+    return ClientBatch(producer_id, epoch, bytes(payload[_CLIENT.size:]).decode(), sequence,
+                       records)
+
+
+def _whole_frames(data: bytes) -> tuple[list[tuple[int, memoryview]], int]:
+    """The whole frames at the start of ``data``, and where they end."""
     view = memoryview(data)
     frames = []
     pos = 0
@@ -313,6 +354,13 @@ def _read_frames(path: Path) -> list[tuple[int, memoryview]]:
             break
         frames.append((body[0], body[1:]))
         pos += 8 + length
+    return frames, pos
+
+
+def _read_frames(path: Path) -> list[tuple[int, memoryview]]:
+    """The whole frames of a segment; a torn or corrupt tail is cut off the file."""
+    data = path.read_bytes()
+    frames, pos = _whole_frames(data)
     if pos < len(data):
         log.warning("spool %s: cutting off %d bytes of a torn write at %d", path,
                     len(data) - pos, pos)

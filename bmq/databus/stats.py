@@ -38,43 +38,43 @@ class Stats:
 class StatsCollector(Collector):
     """The agent's stats as Prometheus metrics, read at each scrape."""
 
-    def __init__(self, stats: Stats, spool: Callable[[], tuple[int, int, int]]) -> None:
-        """``spool``: () -> (bytes the cluster has not taken, the bound, batches waiting)."""
-        self.stats = stats
-        self.spool = spool
+    def __init__(self, status: Callable[[], dict[str, Any]]) -> None:
+        """``status``: () -> the agent's status (``GET /status``'s answer), all workers'."""
+        self.status = status
 
     def collect(self) -> Iterator[Metric]:
-        s = self.stats
+        s = self.status()
         for name, help_text, label, values in (
                 ("bmq_databus_accepted_messages", "Messages taken from applications.", "way",
-                 s.accepted),
+                 s["accepted"]),
                 ("bmq_databus_refused_messages", "Messages refused to applications.",
-                 "reason", s.refused),
+                 "reason", s["refused"]),
                 ("bmq_databus_dropped_records", "Records the cluster refused for good.",
-                 "reason", s.dropped)):
+                 "reason", s["dropped"])):
             family = CounterMetricFamily(name, help_text, labels=[label])
             for key, value in sorted(values.items()):
                 family.add_metric([key], value)
             yield family
         for name, help_text, value in (
                 ("bmq_databus_spooled_batches", "Batches written to the spool.",
-                 s.spooled_batches),
+                 s["spooled_batches"]),
                 ("bmq_databus_spooled_records", "Records written to the spool.",
-                 s.spooled_records),
+                 s["spooled_records"]),
                 ("bmq_databus_produce_requests", "Produce requests sent to the cluster.",
-                 s.produce_requests),
+                 s["produce_requests"]),
                 ("bmq_databus_forwarded_batches", "Batches the cluster took.",
-                 s.forwarded_batches),
+                 s["forwarded_batches"]),
                 ("bmq_databus_forwarded_records", "Records the cluster took.",
-                 s.forwarded_records)):
+                 s["forwarded_records"])):
             yield CounterMetricFamily(name, help_text, value=value)
-        used, limit, waiting = self.spool()
-        yield GaugeMetricFamily("bmq_databus_spool_bytes",
-                                "Bytes of batches the cluster has not taken yet.", value=used)
-        yield GaugeMetricFamily("bmq_databus_spool_limit_bytes", "The spool's bound.",
-                                value=limit)
-        yield GaugeMetricFamily("bmq_databus_waiting_batches",
-                                "Spooled batches the cluster has not taken yet.", value=waiting)
+        for name, help_text, value in (
+                ("bmq_databus_spool_bytes", "Bytes of batches the cluster has not taken yet.",
+                 s["spool_bytes"]),
+                ("bmq_databus_spool_limit_bytes", "The spool's bound.",
+                 s["spool_limit_bytes"]),
+                ("bmq_databus_waiting_batches",
+                 "Spooled batches the cluster has not taken yet.", s["waiting_batches"])):
+            yield GaugeMetricFamily(name, help_text, value=value)
 
 
 def export(collector: StatsCollector) -> None:

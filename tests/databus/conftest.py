@@ -19,6 +19,10 @@ from typing import Any, Protocol
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
+from bmq.net.client import BrokerLink
+from bmq.protocol.messages import InitProducerIdRequest, ProduceRequest
+from bmq.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
+from bmq.protocol.record_codec import encode_record, frame_batch
 from tests.conftest import BrokerFactory, BrokerProcess, bmq_command, free_port
 
 # How often the agents read the stream mappings in the tests (1 s by default).
@@ -179,6 +183,34 @@ def read_all(cluster: KafkaCluster, topic: str, partitions: int, count: int,
     finally:
         consumer.close()
     return seen
+
+
+async def raw_produce(port: int, topic: str, producer: tuple[int, int], sequence: int,
+                      value: bytes, acks: int = 1) -> int:
+    """One batch of one record, with ``producer``'s id, epoch and ``sequence``, on a
+    connection of its own to the agent's Kafka port: the answer's error code."""
+    link = BrokerLink("127.0.0.1", port, "retrying")
+    try:
+        now = int(time.time() * 1000)
+        batch, _ = frame_batch(encode_record(0, 0, None, value, []), 1, now, now,
+                               producer_id=producer[0], producer_epoch=producer[1],
+                               base_sequence=sequence)
+        response = await link.request(ProduceRequest(acks=acks, timeout_ms=10000, topic_data=[
+            TopicProduceData(name=topic, partition_data=[PartitionProduceData(
+                index=0, records=bytes(batch))])]), 9)
+        return int(response.responses[0].partition_responses[0].error_code)
+    finally:
+        link.close()
+
+
+async def new_producer_id(port: int) -> tuple[int, int]:
+    """An idempotent producer id and epoch from the agent."""
+    link = BrokerLink("127.0.0.1", port, "retrying")
+    try:
+        answer = await link.request(InitProducerIdRequest(transaction_timeout_ms=60000), 4)
+        return answer.producer_id, answer.producer_epoch
+    finally:
+        link.close()
 
 
 def wait_until(check: Callable[[], Any], timeout: float, what: str) -> Any:

@@ -6,19 +6,20 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 from collections import defaultdict
 from pathlib import Path
 
 from confluent_kafka import KafkaError, Producer
 
 from bmq.databus.spool import ClientBatch, Spool
-from bmq.net.client import BrokerLink
-from bmq.protocol.messages import InitProducerIdRequest, ProduceRequest
-from bmq.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
-from bmq.protocol.record_codec import encode_record, frame_batch
 from tests.conftest import BrokerFactory, BrokerProcess, make_topic_name
-from tests.databus.conftest import DatabusFactory, create_topic, read_all
+from tests.databus.conftest import (
+    DatabusFactory,
+    create_topic,
+    new_producer_id,
+    raw_produce,
+    read_all,
+)
 
 
 def test_spooled_messages_survive_kill_9_and_drain_once_the_cluster_is_back(
@@ -101,34 +102,13 @@ def test_an_idempotent_clients_retry_after_a_kill_9_is_not_taken_again(
     create_topic(cluster, topic, 1)
     agent = databus_factory(cluster)
 
-    async def produce(producer: tuple[int, int], sequence: int, value: bytes) -> int:
-        link = BrokerLink("127.0.0.1", agent.port, "retrying")
-        try:
-            now = int(time.time() * 1000)
-            batch, _ = frame_batch(encode_record(0, 0, None, value, []), 1, now, now,
-                                   producer_id=producer[0], producer_epoch=producer[1],
-                                   base_sequence=sequence)
-            response = await link.request(ProduceRequest(acks=1, timeout_ms=10000, topic_data=[
-                TopicProduceData(name=topic, partition_data=[PartitionProduceData(
-                    index=0, records=bytes(batch))])]), 9)
-            return int(response.responses[0].partition_responses[0].error_code)
-        finally:
-            link.close()
-
-    async def producer_id() -> tuple[int, int]:
-        link = BrokerLink("127.0.0.1", agent.port, "retrying")
-        try:
-            answer = await link.request(InitProducerIdRequest(transaction_timeout_ms=60000), 4)
-            return answer.producer_id, answer.producer_epoch
-        finally:
-            link.close()
-
-    producer = asyncio.run(producer_id())
-    assert asyncio.run(produce(producer, 0, b"once")) == 0
+    producer = asyncio.run(new_producer_id(agent.port))
+    assert asyncio.run(raw_produce(agent.port, topic, producer, 0, b"once")) == 0
     agent.kill()
     agent.start()
-    assert asyncio.run(produce(producer, 0, b"once")) == 0      # the retry, answered
-    assert asyncio.run(produce(producer, 1, b"next")) == 0
+    # the retry, answered
+    assert asyncio.run(raw_produce(agent.port, topic, producer, 0, b"once")) == 0
+    assert asyncio.run(raw_produce(agent.port, topic, producer, 1, b"next")) == 0
     seen = read_all(cluster, topic, 1, 2, timeout=30)
     assert [value for *_, value, _ in seen] == [b"once", b"next"]
 

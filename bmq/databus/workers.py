@@ -1,0 +1,251 @@
+"""An agent of several processes (``workers``): one Python event loop is one core, and one
+agent process served about 3,700 one-message requests a second on a 2-core machine.
+
+The first process binds the ports (a port in use stops it before anything else) and starts
+workers 1..N-1 as processes of their own (``python -m bmq.databus.workers``) that inherit the
+bound sockets. Every worker accepts connections on them (the kernel hands each new connection
+to one of them) and serves them with an intake, batcher, spool and sender of its own: worker
+I's spool is ``SPOOL_DIR/worker-I``. A connection stays on the worker that accepted it, so
+the order of a connection's messages (per key) holds as with one process; two connections'
+messages, on two workers, are batched and sent independently.
+
+An idempotent client's producer id is known to the worker that gave it or took its first
+batch; ids of different workers never collide. After a restart, a client's retry may reach
+another worker than the one that spooled it: every worker reads the others' remembered client
+batches at its start, and answers such a retry as its own worker would (acks=all once that
+worker has sent its last run's spool: it says so with a file, ``LAST_RUN_SENT``).
+
+The first process watches the others (one that dies is started again: its spool is then sent
+by its successor) and stops them when it stops; they die with it if it is killed
+(PR_SET_PDEATHSIG). ``GET /status`` and the metrics port answer for all the workers: each
+writes its status to ``STATUS_FILE`` in its spool every second, and the worker answering adds
+the others' to its own."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import dataclasses
+import json
+import logging
+import os
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bmq.databus.settings import DatabusSettings
+from bmq.listeners import split_host_port
+from bmq.net.listening import bind_listeners
+
+log = logging.getLogger(__name__)
+
+WORKER_ENV = "BMQ_DATABUS_WORKER"
+STATUS_FILE = "status.json"
+STATUS_INTERVAL_S = 1.0
+LAST_RUN_SENT = "last-run-sent"
+WATCH_INTERVAL_S = 0.5
+STOP_WAIT_S = 30.0
+_PR_SET_PDEATHSIG = 1
+
+
+@dataclass
+class AgentSockets:
+    """The agent's listening sockets, bound before anything else (shared by its workers)."""
+
+    kafka: list[socket.socket] = field(default_factory=list)
+    http: list[socket.socket] = field(default_factory=list)
+    unix: socket.socket | None = None
+
+    def all(self) -> list[socket.socket]:
+        return [*self.kafka, *self.http, *([self.unix] if self.unix else [])]
+
+
+def bind_sockets(settings: DatabusSettings) -> AgentSockets:
+    """Bind the Kafka port, the HTTP port and the Unix socket (StartupError if one cannot)."""
+    bound = AgentSockets(kafka=bind_listeners(*split_host_port(settings.listen)))
+    if settings.http_listen:
+        bound.http = bind_listeners(*split_host_port(settings.http_listen))
+    if settings.unix_socket:
+        _remove_stale_socket(settings.unix_socket)
+        bound.unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        bound.unix.bind(settings.unix_socket)
+    return bound
+
+
+def _remove_stale_socket(path: str) -> None:
+    """A socket file nothing listens on (left by an agent killed -9) is removed; one another
+    process serves is left, and binding it fails (address in use)."""
+    if not os.path.exists(path) or not stat.S_ISSOCK(os.stat(path).st_mode):
+        return
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(path)
+    except ConnectionRefusedError:
+        os.unlink(path)
+    except OSError:
+        pass
+    finally:
+        probe.close()
+
+
+def spool_dir(settings: DatabusSettings, worker: int) -> Path:
+    """Worker ``worker``'s spool: the spool directory itself for an agent of one process."""
+    root = Path(settings.spool_dir)
+    return root if settings.workers == 1 else root / f"worker-{worker}"
+
+
+def other_spools(settings: DatabusSettings) -> list[tuple[Path, int]]:
+    """Spools in the spool directory that no worker of this agent reads (those of a run with
+    more workers, or of one process, which spools in the directory itself), each with the
+    number of workers that reads it."""
+    root = Path(settings.spool_dir)
+    ours = {spool_dir(settings, worker) for worker in range(settings.workers)}
+    found = [(path, int(path.name.removeprefix("worker-")) + 1)
+             for path in sorted(root.glob("worker-*"))
+             if path.is_dir() and path.name.removeprefix("worker-").isdigit()]
+    if any(root.glob("*.spool")):
+        found.append((root, 1))
+    return [(path, workers) for path, workers in found if path not in ours]
+
+
+def merged_status(own: dict[str, Any], others: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The status of all the workers: counts and bytes added up, the rest the answering
+    worker's (the cluster's failure: any worker's)."""
+    merged = dict(own)
+    for other in others:
+        for key, value in other.items():
+            mine = merged.get(key)
+            if isinstance(value, dict) and isinstance(mine, dict) and key != "streams":
+                merged[key] = {name: mine.get(name, 0) + value.get(name, 0)
+                               for name in {*mine, *value}}
+            elif isinstance(value, bool) and isinstance(mine, bool):
+                merged[key] = mine or value
+            elif isinstance(value, int | float) and isinstance(mine, int | float):
+                merged[key] = mine + value
+        merged["cluster_failing"] = merged.get("cluster_failing") or other.get(
+            "cluster_failing")
+    return merged
+
+
+def read_statuses(settings: DatabusSettings, worker: int) -> list[dict[str, Any]]:
+    """The other workers' last written status (a worker not started yet: none)."""
+    statuses = []
+    for other in range(settings.workers):
+        if other != worker:
+            with contextlib.suppress(OSError, ValueError):
+                statuses.append(json.loads(
+                    (spool_dir(settings, other) / STATUS_FILE).read_text()))
+    return statuses
+
+
+def write_status(directory: Path, status: dict[str, Any]) -> None:
+    temporary = directory / (STATUS_FILE + ".tmp")
+    temporary.write_text(json.dumps(status))
+    os.replace(temporary, directory / STATUS_FILE)
+
+
+async def last_run_sent(directory: Path, timeout_s: float) -> bool:
+    """Whether the worker of ``directory`` sends (within ``timeout_s``) what its last run
+    spooled."""
+    deadline = time.monotonic() + timeout_s
+    marker = directory / LAST_RUN_SENT
+    while not marker.exists():
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(0.1)
+    return True
+
+
+class Workers:
+    """Workers 1..N-1, as the first process starts, watches and stops them."""
+
+    def __init__(self, settings: DatabusSettings, bound: AgentSockets) -> None:
+        self.settings = settings
+        self.bound = bound
+        self._children: dict[int, subprocess.Popen[bytes]] = {}
+        self._stopping = False
+        self._watch: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        for worker in range(1, self.settings.workers):
+            self._children[worker] = self._spawn(worker)
+        self._watch = asyncio.get_running_loop().create_task(self._watch_children())
+
+    def _spawn(self, worker: int) -> subprocess.Popen[bytes]:
+        fds = {"kafka": [s.fileno() for s in self.bound.kafka],
+               "http": [s.fileno() for s in self.bound.http],
+               "unix": self.bound.unix.fileno() if self.bound.unix else -1}
+        env = dict(os.environ)
+        env[WORKER_ENV] = json.dumps({"settings": dataclasses.asdict(self.settings),
+                                      "worker": worker, "fds": fds})
+        parent = os.getpid()
+        return subprocess.Popen([sys.executable, "-m", "bmq.databus.workers"], env=env,
+                                pass_fds=[s.fileno() for s in self.bound.all()],
+                                preexec_fn=lambda: _die_with(parent))
+
+    async def _watch_children(self) -> None:
+        while not self._stopping:
+            await asyncio.sleep(WATCH_INTERVAL_S)
+            for worker, child in list(self._children.items()):
+                if child.poll() is not None and not self._stopping:
+                    log.error("databus worker %d exited with %s: started again", worker,
+                              child.returncode)
+                    self._children[worker] = self._spawn(worker)
+
+    async def stop(self) -> None:
+        self._stopping = True
+        if self._watch is not None:
+            self._watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watch
+        for child in self._children.values():
+            with contextlib.suppress(ProcessLookupError):
+                child.send_signal(signal.SIGTERM)
+        loop = asyncio.get_running_loop()
+        for worker, child in self._children.items():
+            try:
+                await loop.run_in_executor(None, child.wait, STOP_WAIT_S)
+            except subprocess.TimeoutExpired:
+                log.error("databus worker %d did not stop in %g s: killed", worker,
+                          STOP_WAIT_S)
+                child.kill()
+
+
+def _die_with(parent: int) -> None:
+    """(In a worker before it runs) end with the first process, even if it is killed -9."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:          # it died before the line above
+        os._exit(1)
+
+
+def _worker_main() -> None:
+    from bmq.databus.agent import Databus
+    from bmq.lifecycle import run_until_signalled
+    from bmq.logs import setup_logging
+    from bmq.startup import StartupError
+
+    spec = json.loads(os.environ.pop(WORKER_ENV))
+    settings = DatabusSettings(**spec["settings"])
+    setup_logging(settings.log_level)
+    fds = spec["fds"]
+    bound = AgentSockets(kafka=[socket.socket(fileno=fd) for fd in fds["kafka"]],
+                         http=[socket.socket(fileno=fd) for fd in fds["http"]],
+                         unix=socket.socket(fileno=fds["unix"]) if fds["unix"] >= 0 else None)
+    try:
+        run_until_signalled(Databus(settings, spec["worker"], bound))
+    except StartupError as error:
+        log.error("databus worker %d: %s", spec["worker"], error)
+        sys.exit(error.exit_code)
+
+
+if __name__ == "__main__":
+    _worker_main()
