@@ -97,8 +97,10 @@ class Databus:
 
     async def start(self) -> None:
         host, port = split_host_port(self.settings.listen)
+        every_workers: list[AgentSockets] = []
         if self._bound is None:
-            self._bound = bind_sockets(self.settings)
+            every_workers = bind_sockets(self.settings)
+            self._bound = every_workers[0]
         if self.worker == 0:
             self._check_other_spools()
             for other in range(self.settings.workers):
@@ -124,8 +126,8 @@ class Databus:
             log.info("spool: %d batches (%d bytes) to send from the last run", len(pending),
                      self.spool.used_bytes)
         if self.worker == 0 and self.settings.workers > 1:
-            self._workers = Workers(self.settings, self._bound)
-            self._workers.start()
+            self._workers = Workers(self.settings, every_workers)
+            await self._workers.start()
         for sock in self._bound.kafka:
             try:
                 self._servers.append(await loop.create_server(

@@ -69,6 +69,9 @@ class Cluster:
         """How many partitions ``topic`` has: as the cluster's metadata says (asked again if
         it does not know the topic and ``look``), else as last seen; None if never seen."""
         info = self.metadata.topics.get(topic)
+        if (info is not None and info.error == ErrorCode.NONE and info.partitions
+                and topic in self._wanted and self._counts.get(topic) == len(info.partitions)):
+            return len(info.partitions)       # (known and unchanged: every message's case)
         if self.want([topic]):
             info = None             # asked for the first time
         if (info is None or info.error != ErrorCode.NONE) and look:

@@ -49,6 +49,9 @@ class DatabusSettings:
     # A single message larger than this is refused (MESSAGE_TOO_LARGE): Kafka's
     # max.message.bytes default, below which every topic takes it.
     max_message_bytes: int = 1048588
+    # An HTTP connection idle this long, or a request whose headers or body take longer to
+    # arrive, is closed (a body: answered 408 first).
+    http_timeout_ms: int = 30000
     # How often the agent reads the stream mappings (a change applies within about this).
     mappings_interval_ms: int = 1000
     metrics_port: int = 0

@@ -1,13 +1,16 @@
 """An agent of several processes (``workers``): one Python event loop is one core, and one
 agent process served about 3,700 one-message requests a second on a 2-core machine.
 
-The first process binds the ports (a port in use stops it before anything else) and starts
-workers 1..N-1 as processes of their own (``python -m bmq.databus.workers``) that inherit the
-bound sockets. Every worker accepts connections on them (the kernel hands each new connection
-to one of them) and serves them with an intake, batcher, spool and sender of its own: worker
-I's spool is ``SPOOL_DIR/worker-I``. A connection stays on the worker that accepted it, so
-the order of a connection's messages (per key) holds as with one process; two connections'
-messages, on two workers, are batched and sent independently.
+The first process binds the ports (a port in use stops it before anything else: each is bound
+once without SO_REUSEPORT first, so another agent on it is refused) and starts workers 1..N-1
+as processes of their own (``python -m bmq.databus.workers``). Each worker gets sockets of its
+own bound to the ports with SO_REUSEPORT, so the kernel spreads new connections over them (one
+socket shared by all went to whichever accepted first: every connection of a burst to one
+worker); the Unix socket is one shared by all. Each serves its connections with an intake,
+batcher, spool and sender of its own: worker I's spool is ``SPOOL_DIR/worker-I``. A
+connection stays on the worker that accepted it, so the order of a connection's messages (per
+key) holds as with one process; two connections' messages, on two workers, are batched and
+sent independently.
 
 An idempotent client's producer id is known to the worker that gave it or took its first
 batch; ids of different workers never collide. After a restart, a client's retry may reach
@@ -30,6 +33,7 @@ import dataclasses
 import json
 import logging
 import os
+import select
 import signal
 import socket
 import stat
@@ -43,7 +47,8 @@ from typing import Any
 
 from bmq.databus.settings import DatabusSettings
 from bmq.listeners import split_host_port
-from bmq.net.listening import bind_listeners
+from bmq.net.listening import bind_listeners, cannot_listen
+from bmq.startup import ExitCode, StartupError
 
 log = logging.getLogger(__name__)
 
@@ -52,13 +57,14 @@ STATUS_FILE = "status.json"
 STATUS_INTERVAL_S = 1.0
 LAST_RUN_SENT = "last-run-sent"
 WATCH_INTERVAL_S = 0.5
+READY_S = 60.0
 STOP_WAIT_S = 30.0
 _PR_SET_PDEATHSIG = 1
 
 
 @dataclass
 class AgentSockets:
-    """The agent's listening sockets, bound before anything else (shared by its workers)."""
+    """A worker's listening sockets, bound before anything else."""
 
     kafka: list[socket.socket] = field(default_factory=list)
     http: list[socket.socket] = field(default_factory=list)
@@ -68,15 +74,45 @@ class AgentSockets:
         return [*self.kafka, *self.http, *([self.unix] if self.unix else [])]
 
 
-def bind_sockets(settings: DatabusSettings) -> AgentSockets:
-    """Bind the Kafka port, the HTTP port and the Unix socket (StartupError if one cannot)."""
-    bound = AgentSockets(kafka=bind_listeners(*split_host_port(settings.listen)))
-    if settings.http_listen:
-        bound.http = bind_listeners(*split_host_port(settings.http_listen))
+def bind_sockets(settings: DatabusSettings) -> list[AgentSockets]:
+    """Bind the Kafka port, the HTTP port and the Unix socket, the ports once for each worker
+    (StartupError if one cannot be bound)."""
+    kafka = _bind_port(settings.listen, settings.workers)
+    http = _bind_port(settings.http_listen, settings.workers) if settings.http_listen else []
+    unix = None
     if settings.unix_socket:
         _remove_stale_socket(settings.unix_socket)
-        bound.unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        bound.unix.bind(settings.unix_socket)
+        unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        unix.bind(settings.unix_socket)
+    return [AgentSockets(kafka[worker], http[worker] if http else [], unix)
+            for worker in range(settings.workers)]
+
+
+def _bind_port(listen: str, workers: int) -> list[list[socket.socket]]:
+    """For each worker, sockets bound to every address of ``listen``."""
+    host, port = split_host_port(listen)
+    probe = bind_listeners(host, port)          # in use: StartupError
+    if workers == 1:
+        return [probe]
+    addresses = [(sock.family, sock.getsockname()) for sock in probe]
+    for sock in probe:
+        sock.close()
+    bound: list[list[socket.socket]] = []
+    try:
+        for _ in range(workers):
+            bound.append([])
+            for family, address in addresses:
+                sock = socket.socket(family, socket.SOCK_STREAM)
+                bound[-1].append(sock)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+                if family == socket.AF_INET6:
+                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                sock.bind(address)
+    except OSError as error:
+        for sock in (s for group in bound for s in group):
+            sock.close()
+        raise cannot_listen(host, port, error) from error
     return bound
 
 
@@ -167,29 +203,52 @@ async def last_run_sent(directory: Path, timeout_s: float) -> bool:
 class Workers:
     """Workers 1..N-1, as the first process starts, watches and stops them."""
 
-    def __init__(self, settings: DatabusSettings, bound: AgentSockets) -> None:
+    def __init__(self, settings: DatabusSettings, bound: list[AgentSockets]) -> None:
+        """``bound``: each worker's sockets (the first's are the first process's)."""
         self.settings = settings
         self.bound = bound
         self._children: dict[int, subprocess.Popen[bytes]] = {}
         self._stopping = False
         self._watch: asyncio.Task[None] | None = None
 
-    def start(self) -> None:
+    async def start(self) -> None:
+        """Start the workers and return once each serves (StartupError if one cannot): the
+        first one serves after them, or the clients of the first second would all be its."""
+        readiness = []
         for worker in range(1, self.settings.workers):
-            self._children[worker] = self._spawn(worker)
-        self._watch = asyncio.get_running_loop().create_task(self._watch_children())
+            self._children[worker], ready = self._spawn(worker)
+            readiness.append(ready)
+        loop = asyncio.get_running_loop()
+        try:
+            for worker, ready in enumerate(readiness, start=1):
+                said = await loop.run_in_executor(None, _read_with_timeout, ready, READY_S)
+                if said != b"1":
+                    await self.stop()
+                    raise StartupError(f"databus worker {worker} did not start (see its log)",
+                                       ExitCode.STORAGE)
+        finally:
+            for ready in readiness:
+                os.close(ready)
+        self._watch = loop.create_task(self._watch_children())
 
-    def _spawn(self, worker: int) -> subprocess.Popen[bytes]:
-        fds = {"kafka": [s.fileno() for s in self.bound.kafka],
-               "http": [s.fileno() for s in self.bound.http],
-               "unix": self.bound.unix.fileno() if self.bound.unix else -1}
+    def _spawn(self, worker: int) -> tuple[subprocess.Popen[bytes], int]:
+        """The worker's process, and a pipe on which it says it serves."""
+        ready, said = os.pipe()
+        bound = self.bound[worker]
+        fds = {"kafka": [s.fileno() for s in bound.kafka],
+               "http": [s.fileno() for s in bound.http],
+               "unix": bound.unix.fileno() if bound.unix else -1, "ready": said}
         env = dict(os.environ)
         env[WORKER_ENV] = json.dumps({"settings": dataclasses.asdict(self.settings),
                                       "worker": worker, "fds": fds})
         parent = os.getpid()
-        return subprocess.Popen([sys.executable, "-m", "bmq.databus.workers"], env=env,
-                                pass_fds=[s.fileno() for s in self.bound.all()],
-                                preexec_fn=lambda: _die_with(parent))
+        try:
+            child = subprocess.Popen([sys.executable, "-m", "bmq.databus.workers"], env=env,
+                                     pass_fds=[*(s.fileno() for s in bound.all()), said],
+                                     preexec_fn=lambda: _die_with(parent))
+        finally:
+            os.close(said)
+        return child, ready
 
     async def _watch_children(self) -> None:
         while not self._stopping:
@@ -198,7 +257,8 @@ class Workers:
                 if child.poll() is not None and not self._stopping:
                     log.error("databus worker %d exited with %s: started again", worker,
                               child.returncode)
-                    self._children[worker] = self._spawn(worker)
+                    self._children[worker], ready = self._spawn(worker)
+                    os.close(ready)
 
     async def stop(self) -> None:
         self._stopping = True
@@ -219,6 +279,28 @@ class Workers:
                 child.kill()
 
 
+def _read_with_timeout(fd: int, timeout_s: float) -> bytes:
+    """One byte from ``fd``; b"" if its writer closed it, or nothing came in ``timeout_s``."""
+    readable, _, _ = select.select([fd], [], [], timeout_s)
+    return os.read(fd, 1) if readable else b""
+
+
+class _Serving:
+    """A worker's agent that says on a pipe once it serves (``Workers.start`` waits)."""
+
+    def __init__(self, agent: Any, ready: int) -> None:
+        self.agent = agent
+        self.ready = ready
+
+    async def start(self) -> None:
+        await self.agent.start()
+        os.write(self.ready, b"1")
+        os.close(self.ready)
+
+    async def stop(self) -> None:
+        await self.agent.stop()
+
+
 def _die_with(parent: int) -> None:
     """(In a worker before it runs) end with the first process, even if it is killed -9."""
     libc = ctypes.CDLL(None, use_errno=True)
@@ -231,7 +313,6 @@ def _worker_main() -> None:
     from bmq.databus.agent import Databus
     from bmq.lifecycle import run_until_signalled
     from bmq.logs import setup_logging
-    from bmq.startup import StartupError
 
     spec = json.loads(os.environ.pop(WORKER_ENV))
     settings = DatabusSettings(**spec["settings"])
@@ -241,7 +322,7 @@ def _worker_main() -> None:
                          http=[socket.socket(fileno=fd) for fd in fds["http"]],
                          unix=socket.socket(fileno=fds["unix"]) if fds["unix"] >= 0 else None)
     try:
-        run_until_signalled(Databus(settings, spec["worker"], bound))
+        run_until_signalled(_Serving(Databus(settings, spec["worker"], bound), fds["ready"]))
     except StartupError as error:
         log.error("databus worker %d: %s", spec["worker"], error)
         sys.exit(error.exit_code)

@@ -18,10 +18,12 @@ from bmq.databus.spool import Spool
 from tests.conftest import BrokerProcess, make_topic_name
 from tests.databus.conftest import (
     DatabusFactory,
+    DatabusProcess,
     create_topic,
     new_producer_id,
     raw_produce,
     read_all,
+    wait_until,
 )
 
 PRODUCERS = 12      # 24 connections (librdkafka's bootstrap one and the broker's)
@@ -54,14 +56,21 @@ def test_workers_share_the_ports_and_deliver_everything_once_in_order(
     for _, _, key, value, _ in sorted(seen, key=lambda s: (s[0], s[1])):
         by_key[key].append(value)
     assert by_key == expected           # each once, in order per key
-    workers = [json.loads((agent.spool_dir / f"worker-{w}" / "status.json").read_text())
-               for w in range(2)]
-    assert all(sum(w["accepted"].values()) > 0 for w in workers), workers   # both served
+    workers = wait_until(lambda: _statuses_adding_up_to(agent, total), 5,
+                         "every worker's status written")
+    assert all(w["accepted"].get("kafka") for w in workers), workers   # both served clients
     status_doc = json.loads(subprocess.run(
         ["curl", "-s", agent.url("/status")], capture_output=True, check=True,
         timeout=10).stdout)
     assert status_doc["workers"] == 2
     assert status_doc["accepted"] == {"kafka": total - 20, "http": 20}
+
+
+def _statuses_adding_up_to(agent: DatabusProcess, total: int) -> list[dict[str, Any]] | None:
+    """The workers' status files once the messages they accepted are ``total``."""
+    workers = [json.loads((agent.spool_dir / f"worker-{w}" / "status.json").read_text())
+               for w in range(2)]
+    return workers if sum(sum(w["accepted"].values()) for w in workers) == total else None
 
 
 @pytest.mark.slow          # two agent starts, a kill -9: about 8 s
