@@ -9,6 +9,7 @@ import asyncio
 import time
 from typing import Any
 
+import pytest
 from kafka import KafkaProducer
 
 from bmq.client.requests import ask_once
@@ -23,6 +24,7 @@ from tests.java.conftest import JavaClients, java_classpath, java_clients
 __all__ = ["java_classpath", "java_clients"]
 
 
+@pytest.mark.slow
 def test_java_idempotent_producer(java_clients: JavaClients, cluster: BrokerProcess,
                                   agent: DatabusProcess) -> None:
     topic = make_topic_name("java")
@@ -34,6 +36,7 @@ def test_java_idempotent_producer(java_clients: JavaClients, cluster: BrokerProc
         (f"k{i}".encode(), f"idempotent-{i}".encode()) for i in range(300))
 
 
+@pytest.mark.slow
 def test_kafka_python_producer(cluster: BrokerProcess, agent: DatabusProcess) -> None:
     topic = make_topic_name("kpy")
     create_topic(cluster, topic, 1)
@@ -55,6 +58,7 @@ def _batch(producer_id: int, sequence: int, values: list[bytes]) -> bytes:
     return bytes(batch)
 
 
+@pytest.mark.slow
 def test_a_retried_batch_is_placed_once(cluster: BrokerProcess, agent: DatabusProcess) -> None:
     topic = make_topic_name("retry")
     create_topic(cluster, topic, 1)
@@ -81,6 +85,7 @@ def test_a_retried_batch_is_placed_once(cluster: BrokerProcess, agent: DatabusPr
     assert [value for *_, value, _ in read_all(cluster, topic, 1, 3)] == [b"a", b"b", b"c"]
 
 
+@pytest.mark.slow
 def test_a_corrupt_batch_is_refused_and_nothing_is_written(cluster: BrokerProcess,
                                                            agent: DatabusProcess) -> None:
     topic = make_topic_name("corrupt")

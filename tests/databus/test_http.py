@@ -11,6 +11,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
 from confluent_kafka import Producer
 
 from tests.conftest import BrokerProcess, bmq_command, free_port, make_topic_name
@@ -72,6 +73,7 @@ def test_bad_requests_get_clear_errors_and_nothing_is_written(
     assert [s[3] for s in read_all(cluster, topic, 1, 1)] == [b"after"]
 
 
+@pytest.mark.slow
 def test_curl_over_the_unix_socket(cluster: BrokerProcess,
                                    databus_factory: DatabusFactory, tmp_path: Path) -> None:
     topic = make_topic_name("unix")
@@ -118,6 +120,7 @@ def test_status_and_metrics_count_what_the_agent_did(
 
 
 
+@pytest.mark.slow
 def test_nothing_is_taken_that_the_cluster_would_refuse_as_too_large(
         cluster: BrokerProcess, agent: DatabusProcess) -> None:
     """The cluster takes batches of up to max.message.bytes (1,048,588) with their 61-byte

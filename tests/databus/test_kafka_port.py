@@ -57,7 +57,7 @@ def test_murmur2_is_kafkas() -> None:
         assert murmur2(key) & 0xFFFFFFFF == kafka_python_murmur2(key)
 
 
-@pytest.mark.parametrize("idempotent", [False, True])
+@pytest.mark.parametrize("idempotent", [pytest.param(False, marks=pytest.mark.slow), True])
 def test_confluent_kafka_through_the_agent(cluster: BrokerProcess, agent: DatabusProcess,
                                            idempotent: bool) -> None:
     topic = make_topic_name("orders")
@@ -81,6 +81,7 @@ def test_confluent_kafka_through_the_agent(cluster: BrokerProcess, agent: Databu
     assert len(batches) < len(messages) / 20
 
 
+@pytest.mark.slow
 def test_headers_and_null_values_round_trip(cluster: BrokerProcess,
                                             agent: DatabusProcess) -> None:
     topic = make_topic_name("hdr")
@@ -108,6 +109,7 @@ def test_unknown_stream_and_oversized_message_are_refused(cluster: BrokerProcess
     assert [value for *_, value, _ in read_all(cluster, topic, 1, 1)] == [b"small"]
 
 
+@pytest.mark.slow
 def test_transactions_are_refused(agent: DatabusProcess, cluster: BrokerProcess) -> None:
     """librdkafka finds no transaction coordinator's API (FindCoordinator) and stops at once
     with a fatal error; a client that asks InitProducerId with a transactional id anyway gets
@@ -117,6 +119,7 @@ def test_transactions_are_refused(agent: DatabusProcess, cluster: BrokerProcess)
         producer.init_transactions(10)
 
 
+@pytest.mark.slow
 def test_kcat_through_the_agent(cluster: BrokerProcess, agent: DatabusProcess) -> None:
     topic = make_topic_name("kcat")
     create_topic(cluster, topic, 2)

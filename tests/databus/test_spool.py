@@ -9,6 +9,7 @@ import os
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
 from confluent_kafka import KafkaError, Producer
 
 from bmq.databus.spool import ClientBatch, Spool
@@ -22,6 +23,7 @@ from tests.databus.conftest import (
 )
 
 
+@pytest.mark.slow
 def test_spooled_messages_survive_kill_9_and_drain_once_the_cluster_is_back(
         broker_factory: BrokerFactory, databus_factory: DatabusFactory) -> None:
     cluster = broker_factory(config={"auto_create_topics_enable": False})

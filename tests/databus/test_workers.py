@@ -98,6 +98,7 @@ def test_a_retry_after_kill_9_is_recognised_by_whichever_worker_it_reaches(
         [b"%d" % n for n in range(6)] + [b"next"] * 6)
 
 
+@pytest.mark.slow
 def test_a_spool_left_by_more_workers_is_not_left_behind(
         cluster: BrokerProcess, databus_factory: DatabusFactory) -> None:
     """A batch in worker 1's spool, and the agent started with one worker: it refuses to
