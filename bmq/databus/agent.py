@@ -63,7 +63,7 @@ class Databus:
         host, port = split_host_port(settings.listen)
         self.kafka = KafkaPort(self.intake, (_advertised_host(host), port),
                                lambda: self.table.mappings.keys(),
-                               self.sender.recovered_sent, worker, settings)
+                               self.sender, worker, settings)
         self.pressure = Pressure(self.kafka.memory, self.sender.oldest_waiting_s,
                                  lambda: bool(self.sender.failing))
         self._bound = bound

@@ -50,8 +50,10 @@ class OpenBatch:
     delivered: asyncio.Future[Delivered] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future())
     linger_s: float = 0.0
-    # Written to the spool (not yet durable), and who learns it then.
+    # Written to the spool (not yet durable) as the spool's batch ``spool_id``, and who
+    # learns it then.
     appended: bool = False
+    spool_id: int = -1
     on_appended: list[Callable[[], None]] = field(default_factory=list)
 
 
@@ -158,6 +160,7 @@ class Batcher:
             self._failed(batch, error)
             return
         batch.appended = True
+        batch.spool_id = spooled.id
         for appended in batch.on_appended:
             appended()
         self.stats.spooled_batches += 1

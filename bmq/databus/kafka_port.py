@@ -16,6 +16,7 @@ those five (``Spool.remember``), so a retry after the agent restarted is recogni
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import time
 import uuid
@@ -25,8 +26,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bmq.databus.batcher import Placement
-from bmq.databus.intake import ACKS_CLUSTER, Intake, settle
+from bmq.databus.intake import ACKS_CLUSTER, Intake, all_done, settle
 from bmq.databus.pressure import MAX_REQUESTS, AdmissionMemory
+from bmq.databus.sender import Sender
 from bmq.databus.settings import DatabusSettings
 from bmq.databus.spool import ClientBatch
 from bmq.databus.workers import last_run_sent, spool_dir
@@ -85,7 +87,8 @@ class _Placed:
     base_sequence: int
     epoch: int
     placements: list[Placement] | None      # None: placed in the agent's last run ...
-    worker: int = 0                         # ... by this worker
+    worker: int = 0                         # ... by this worker, in these spooled batches
+    batch_ids: tuple[int, ...] = ()
 
 
 @dataclass
@@ -129,7 +132,7 @@ class ClientProducers:
             elif batch.epoch < state.epoch:
                 continue
             state.recent.setdefault(batch.stream, deque(maxlen=PRODUCER_WINDOW)).append(
-                _Placed(batch.base_sequence, batch.epoch, None, worker))
+                _Placed(batch.base_sequence, batch.epoch, None, worker, batch.batch_ids))
             state.next_sequence[batch.stream] = (batch.base_sequence + batch.records) % (1 << 31)
 
 
@@ -157,12 +160,11 @@ class DatabusService:
 
 class KafkaPort:
     def __init__(self, intake: Intake, advertised: tuple[str, int], known_streams: Any,
-                 recovered_sent: asyncio.Event, worker: int, settings: DatabusSettings
-                 ) -> None:
-        """``recovered_sent``: set once the cluster took what the last run spooled here;
-        ``worker``: which of the agent's workers this is."""
+                 sender: Sender, worker: int, settings: DatabusSettings) -> None:
+        """``sender``: what the last run spooled here and is not sent yet; ``worker``: which
+        of the agent's workers this is."""
         self.intake = intake
-        self.recovered_sent = recovered_sent
+        self.sender = sender
         self.worker = worker
         self.settings = settings
         self.advertised = advertised
@@ -242,8 +244,7 @@ class KafkaPort:
                 # A retry (its answer was lost, or timed out): placed the first time, so it
                 # waits for the same batches, never placed again.
                 if earlier.placements is None:
-                    return await self._placed_last_run(acks, timeout_s, answer,
-                                                       earlier.worker)
+                    return await self._placed_last_run(acks, timeout_s, answer, earlier)
                 return await self._settled(earlier.placements, acks, timeout_s, answer)
         expected = state.next_sequence.get(stream)
         if expected is not None and sequence != expected:
@@ -263,39 +264,49 @@ class KafkaPort:
         return await self._settled(placements, acks, timeout_s, answer)
 
     def _remember_once_spooled(self, taken: ClientBatch, placements: list[Placement]) -> None:
-        """Have the spool remember ``taken`` once every batch its records went to is written
-        there (not before: a restart would then take a retry of records it does not have)."""
-        unwritten = [batch for batch in {id(p.batch): p.batch for p in placements}.values()
-                     if not batch.appended]
+        """Have the spool remember ``taken``, and the batches its records are in, once each
+        of them is written there (not before: a restart would then take a retry of records
+        it does not have)."""
+        batches = list({id(p.batch): p.batch for p in placements}.values())
+        unwritten = [batch for batch in batches if not batch.appended]
         left = len(unwritten)
+
+        def remember() -> None:
+            self.intake.batcher.spool.remember(dataclasses.replace(
+                taken, batch_ids=tuple(batch.spool_id for batch in batches)))
 
         def written() -> None:
             nonlocal left
             left -= 1
             if left == 0:
-                self.intake.batcher.spool.remember(taken)
+                remember()
 
         if not unwritten:
-            self.intake.batcher.spool.remember(taken)
+            remember()
         for batch in unwritten:
             batch.on_appended.append(written)
 
     async def _placed_last_run(self, acks: int, timeout_s: float,
-                               answer: PartitionProduceResponse, worker: int
+                               answer: PartitionProduceResponse, placed: _Placed
                                ) -> PartitionProduceResponse:
-        """A retry of a batch the agent's last run took (in ``worker``'s spool): it is in
-        the spool (acks=1), and the cluster has it once that spool's batches of the last run
-        have been sent (acks=all)."""
+        """A retry of a batch the agent's last run took: it is in the spool (acks=1), and
+        the cluster has it (acks=all, as Kafka answers it) once the spooled batches its
+        records are in have been sent; if another worker spooled them, or an agent that did
+        not say in which batches, once all that spool's batches of the last run have."""
         if acks != ACKS_CLUSTER:
             return answer
-        if worker != self.worker:
-            if not await last_run_sent(spool_dir(self.settings, worker), timeout_s):
-                answer.error_code = ErrorCode.REQUEST_TIMED_OUT
-        elif not self.recovered_sent.is_set():
+        if placed.worker != self.worker:
+            sent = await last_run_sent(spool_dir(self.settings, placed.worker), timeout_s)
+        elif placed.batch_ids:
+            sent = await all_done(self.sender.last_run_left(placed.batch_ids), timeout_s)
+        else:
             try:
-                await asyncio.wait_for(self.recovered_sent.wait(), timeout_s)
+                await asyncio.wait_for(self.sender.recovered_sent.wait(), timeout_s)
+                sent = True
             except TimeoutError:
-                answer.error_code = ErrorCode.REQUEST_TIMED_OUT
+                sent = False
+        if not sent:
+            answer.error_code = ErrorCode.REQUEST_TIMED_OUT
         return answer
 
     @staticmethod

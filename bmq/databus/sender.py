@@ -17,6 +17,7 @@ import itertools
 import logging
 import time
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from bmq.databus.batcher import Delivered, OpenBatch
@@ -66,13 +67,14 @@ class Sender:
         self._backoff = 0.0
         self._requests: set[asyncio.Task[None]] = set()
         self.failing = ""           # why the cluster is not taking batches now ("": it is)
-        # Set once the cluster took every batch recovered from the last run's spool.
+        # Set once the cluster took every batch recovered from the last run's spool; and for
+        # each of them still in the spool, a future done once it left.
         self.recovered_sent = asyncio.Event()
-        self._recovered = 0
+        self._recovered: dict[int, asyncio.Future[None]] = {}
 
     def enqueue(self, spooled: SpooledBatch, waiting: OpenBatch | None) -> None:
         if waiting is None:
-            self._recovered += 1
+            self._recovered[spooled.id] = asyncio.get_running_loop().create_future()
         self._queues.setdefault((spooled.topic, spooled.partition), deque()).append(
             Outgoing(spooled, waiting, time.monotonic()))
         self._wake.set()
@@ -80,9 +82,14 @@ class Sender:
     def _left(self, item: Outgoing) -> None:
         """``item`` left the spool."""
         if item.waiting is None:
-            self._recovered -= 1
+            self._recovered.pop(item.spooled.id).set_result(None)
             if not self._recovered:
                 self.recovered_sent.set()
+
+    def last_run_left(self, batch_ids: Iterable[int]) -> list[asyncio.Future[None]]:
+        """For each of these batches of the last run still in the spool, a future done once
+        it left (the cluster took it, or refused it for good)."""
+        return [self._recovered[i] for i in batch_ids if i in self._recovered]
 
     def pending(self) -> int:
         return sum(len(queue) for queue in self._queues.values())

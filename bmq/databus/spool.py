@@ -8,11 +8,13 @@ CRC-32C, type, payload). A BATCH frame holds one record batch for one topic part
 ASSIGN frame the producer id, epoch and sequence the batch was sent with (written before it is
 sent, so a batch sent again after a restart carries the same ones and the cluster's
 idempotence recognises it if it had taken it); a DONE frame says the cluster took the batch
-(or refused it for good); a CLIENT frame that an idempotent client's batch (its producer id,
-epoch, stream and sequences) is in the spool, so that the client's retry of it after a restart
-of the agent is answered, not taken again (each segment starts with the last five of every
-client and stream). Batches are made durable together (one fsync for all those written
-meanwhile: a group commit); ASSIGN and DONE frames are written to the operating system at
+(or refused it for good); a CLIENT_IN frame that an idempotent client's batch (its producer
+id, epoch, stream and sequences) is in the spool, and in which of its batches, so that the
+client's retry of it after a restart of the agent is answered, not taken again, and with
+acks=all once those batches are sent (each segment starts with the last five of every client
+and stream; a CLIENT frame, which earlier agents wrote, says the same without the batches).
+Batches are made durable together (one fsync for all those written meanwhile: a group
+commit); ASSIGN and DONE frames are written to the operating system at
 once but not fsynced (a process killed keeps them; after a machine's crash a batch may be sent
 again, and the cluster's idempotence answers it as a duplicate if its sequence is among the
 producer's last five batches).
@@ -46,7 +48,10 @@ _BATCH = struct.Struct(">QiH")      # id, partition, topic length (topic and bat
 _ID = struct.Struct(">Q")
 _ASSIGN = struct.Struct(">Qqhi")    # id, producer id, epoch, base sequence
 _CLIENT = struct.Struct(">qhii")    # producer id, epoch, base sequence, records (stream follows)
-BATCH, ASSIGN, DONE, CLIENT = 1, 2, 3, 4
+# The same, the stream's length, then the stream and the ids of the batches its records are in.
+_CLIENT_IN = struct.Struct(">qhiiH")
+_IDS = struct.Struct(">Q")
+BATCH, ASSIGN, DONE, CLIENT, CLIENT_IN = 1, 2, 3, 4, 5
 # An idempotent client's batches remembered per producer and stream: the last five, as a Kafka
 # leader keeps them (a client retries no older one), for this many producer-streams.
 CLIENT_WINDOW = 5
@@ -72,6 +77,7 @@ class ClientBatch:
     stream: str
     base_sequence: int
     records: int
+    batch_ids: tuple[int, ...] = ()     # the spool's batches its records are in
 
 
 class SpoolFull(Exception):
@@ -145,8 +151,8 @@ class Spool:
                     assigned[batch_id] = (producer_id, epoch, sequence)
                 elif kind == DONE:
                     done.add(_ID.unpack_from(payload)[0])
-                elif kind == CLIENT:
-                    self._keep(_client_batch(payload))
+                elif kind in (CLIENT, CLIENT_IN):
+                    self._keep(_client_batch(kind, payload))
         pending = []
         for batch_id in sorted(batches):
             batch = batches[batch_id]
@@ -195,7 +201,7 @@ class Spool:
         """An idempotent client's batch is in the spool (written after its records' batches,
         so made durable with them)."""
         self._keep(taken)
-        self._write(CLIENT, [_client_frame(taken)])
+        self._write(CLIENT_IN, [_client_frame(taken)])
 
     def _keep(self, taken: ClientBatch) -> None:
         key = (taken.producer_id, taken.stream)
@@ -299,7 +305,7 @@ class Spool:
         # were written, are deleted once their batches are done.
         for window in self.client_batches.values():
             for taken in window:
-                self._write(CLIENT, [_client_frame(taken)])
+                self._write(CLIENT_IN, [_client_frame(taken)])
 
     def _segment_of(self, batch: SpooledBatch) -> _Segment:
         for segment in self._segments:
@@ -314,8 +320,10 @@ class Spool:
 
 
 def _client_frame(taken: ClientBatch) -> bytes:
-    return _CLIENT.pack(taken.producer_id, taken.epoch, taken.base_sequence,
-                        taken.records) + taken.stream.encode()
+    stream = taken.stream.encode()
+    return b"".join([_CLIENT_IN.pack(taken.producer_id, taken.epoch, taken.base_sequence,
+                                     taken.records, len(stream)), stream,
+                     *(_IDS.pack(i) for i in taken.batch_ids)])
 
 
 def _stamp(batch: SpooledBatch, producer_id: int, epoch: int, sequence: int) -> None:
@@ -332,14 +340,21 @@ def client_batches_in(directory: Path) -> list[ClientBatch]:
     for path in sorted(directory.glob(f"*{SUFFIX}")):
         with contextlib.suppress(FileNotFoundError):     # (deleted meanwhile: done)
             frames, _ = _whole_frames(path.read_bytes())
-            taken += [_client_batch(payload) for kind, payload in frames if kind == CLIENT]
+            taken += [_client_batch(kind, payload) for kind, payload in frames
+                      if kind in (CLIENT, CLIENT_IN)]
     return taken
 
 
-def _client_batch(payload: memoryview) -> ClientBatch:
-    producer_id, epoch, sequence, records = _CLIENT.unpack_from(payload)
-    return ClientBatch(producer_id, epoch, bytes(payload[_CLIENT.size:]).decode(), sequence,
-                       records)
+def _client_batch(kind: int, payload: memoryview) -> ClientBatch:
+    if kind == CLIENT:          # (written by an agent before batch ids were)
+        producer_id, epoch, sequence, records = _CLIENT.unpack_from(payload)
+        return ClientBatch(producer_id, epoch, bytes(payload[_CLIENT.size:]).decode(),
+                           sequence, records)
+    producer_id, epoch, sequence, records, length = _CLIENT_IN.unpack_from(payload)
+    start = _CLIENT_IN.size + length
+    ids = tuple(i for (i,) in _IDS.iter_unpack(payload[start:]))
+    return ClientBatch(producer_id, epoch, bytes(payload[_CLIENT_IN.size:start]).decode(),
+                       sequence, records, ids)
 
 
 def _whole_frames(data: bytes) -> tuple[list[tuple[int, memoryview]], int]:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -13,7 +15,7 @@ import pytest
 from confluent_kafka import KafkaError, Producer
 
 from bmq.databus.spool import ClientBatch, Spool
-from tests.conftest import BrokerFactory, BrokerProcess, make_topic_name
+from tests.conftest import BrokerFactory, BrokerProcess, bmq_command, make_topic_name
 from tests.databus.conftest import (
     DatabusFactory,
     create_topic,
@@ -132,3 +134,31 @@ def test_the_clients_sequences_outlive_the_segments_they_were_written_in(tmp_pat
     assert list(again.client_batches[(42, "clicks")]) == [
         ClientBatch(42, 0, "clicks", sequence, 5) for sequence in range(10, 35, 5)]
     again.close()
+
+
+@pytest.mark.slow          # a cluster of its own, stopped: about 10 s
+def test_an_acks_all_retry_after_a_restart_waits_for_its_own_batch_only(
+        broker_factory: BrokerFactory, databus_factory: DatabusFactory) -> None:
+    """The last run spooled a batch the cluster will not take (its topic was deleted while
+    the agent was down: retried) besides the client's, which the cluster took. After the
+    restart the client's acks=all retry is answered at once, as Kafka answers a retry of a
+    batch it has, not once the whole last run's spool is sent (REQUEST_TIMED_OUT, before)."""
+    cluster = broker_factory(config={"auto_create_topics_enable": False})
+    topic, gone = make_topic_name("answered"), make_topic_name("gone")
+    create_topic(cluster, topic, 1)
+    create_topic(cluster, gone, 1)
+    agent = databus_factory(cluster)
+    assert agent.post(gone, b"seen")[0] == 200        # the agent knows the topic
+    producer = asyncio.run(new_producer_id(agent.port))
+    assert asyncio.run(raw_produce(agent.port, topic, producer, 0, b"once", -1)) == 0
+    cluster.stop()
+    assert agent.post(gone, b"stuck", "?acks=spooled")[0] == 200
+    agent.kill()
+    cluster.start()
+    subprocess.run([*bmq_command(), "topic", "delete", gone, "-b", cluster.bootstrap],
+                   check=True, capture_output=True, timeout=30)
+    agent.start()
+    started = time.monotonic()
+    assert asyncio.run(raw_produce(agent.port, topic, producer, 0, b"once", -1)) == 0
+    assert time.monotonic() - started < 5
+    assert [value for *_, value, _ in read_all(cluster, topic, 1, 1)] == [b"once"]
