@@ -12,6 +12,7 @@ import contextlib
 import threading
 from collections import defaultdict
 from collections.abc import Mapping
+from typing import Any
 
 from bmq.client.login import login
 from bmq.client.requests import Address, ask_each
@@ -51,6 +52,19 @@ class OffsetReader:
 
         future = asyncio.run_coroutine_threadsafe(ask_all(), self._loop)
         return future.result(self._timeout_s + 1)
+
+    def ask(self, requests: list[tuple[Address, Any]], version: int) -> list[Any]:
+        """Each request sent to its broker at once (``ask_each``): the decoded answers in
+        order, None from a broker that did not answer in time or closed the link."""
+        async def ask_all() -> list[Any]:
+            try:
+                return await asyncio.wait_for(ask_each(self._links, requests, version),
+                                              self._timeout_s)
+            except TimeoutError:
+                return [None] * len(requests)
+
+        return asyncio.run_coroutine_threadsafe(ask_all(), self._loop).result(
+            self._timeout_s + 1)
 
     async def _ask(self, owners: Mapping[Partition, Address | None], timestamp: int
                    ) -> dict[Partition, int]:
