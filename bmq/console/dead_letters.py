@@ -33,8 +33,10 @@ from bmq.coordinators.share.dlq import (
 if TYPE_CHECKING:
     from bmq.console.app import Console
 
-# The reasons shown as columns, in this order (the broker writes them so).
-REASONS = ("topic", "partition", "offset", "group", "delivery.count", "reason")
+# The reasons shown as columns (header name without its prefix, column title), in the order
+# the broker writes them.
+REASONS = (("topic", "from topic"), ("partition", "from partition"), ("offset", "from offset"),
+           ("group", "group"), ("delivery.count", "deliveries"), ("reason", "reason"))
 # Records one redrive of a range sends at most (ten pages of the browser).
 MAX_REDRIVE = 10 * MAX_PAGE
 FLUSH_TIMEOUT_S = 30.0

@@ -16,6 +16,8 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from playwright.sync_api import Page, expect
 
+from bmq.console.admin import ClusterAdmin, ConsoleError
+from bmq.console.transactions import abort_on_partition, producers
 from tests.conftest import BrokerProcess
 from tests.console.conftest import ConsoleProcess
 
@@ -32,7 +34,7 @@ def _read_committed(bootstrap: str, topic: str, seconds: float) -> list[bytes]:
         while time.monotonic() < deadline:
             for record in consumer.consume(10, timeout=0.3):
                 if record.error() is None:
-                    values.append(record.value())
+                    values.append(record.value() or b"")
     finally:
         consumer.close()
     return values
@@ -112,3 +114,38 @@ def test_scheduled_records_pending(module_broker: BrokerProcess, console: Consol
     expect(row.locator("td.pending")).to_have_text("3")
     expect(row).to_contain_text("0: 0, 1: 3")
     screenshot("scheduled")
+
+
+@pytest.mark.slow
+def test_an_open_transaction_aborted_on_its_partition(module_broker: BrokerProcess,
+                                                      topic: str) -> None:
+    """The path of a hanging transaction no coordinator lists (`kafka-transactions.sh abort`:
+    WriteTxnMarkers to the partition's owner), taken here on a transaction its coordinator
+    does list, the only kind a client can leave open: the marker lets read_committed
+    consumers past it. A producer with nothing open is refused, nothing written."""
+    bootstrap = module_broker.bootstrap
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=1)])[topic].result(10)
+    stuck = _transactional(bootstrap, f"stuck-{uuid.uuid4().hex[:8]}")
+    stuck.begin_transaction()
+    stuck.produce(topic, value=b"left open")
+    assert stuck.flush(10) == 0
+    plain = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    plain.produce(topic, value=b"after it")
+    assert plain.flush(10) == 0
+    assert _read_committed(bootstrap, topic, 2) == []
+
+    console_admin = ClusterAdmin(bootstrap)
+    try:
+        [open_row] = [row for row in producers(console_admin, {(topic, 0)}, set())
+                      if row.txn_start_offset >= 0]
+        [idle_row] = [row for row in producers(console_admin, {(topic, 0)}, set())
+                      if row.txn_start_offset < 0]
+        with pytest.raises(ConsoleError, match="has no open transaction"):
+            abort_on_partition(console_admin, topic, 0, idle_row.producer_id)
+        assert _read_committed(bootstrap, topic, 1) == []
+        aborted = abort_on_partition(console_admin, topic, 0, open_row.producer_id)
+        assert aborted.txn_start_offset == 0
+        assert _read_committed(bootstrap, topic, 2) == [b"after it"]
+    finally:
+        console_admin.close()
