@@ -2,7 +2,7 @@
 confluent-kafka producer left with its transaction open is shown hanging with its producer per
 partition, aborted from the page (its producer fenced), and a read_committed consumer then
 gets past it; an abort of a transaction that is not open changes nothing. Scheduled records
-pending per topic and partition."""
+pending per topic and partition, by due time."""
 
 from __future__ import annotations
 
@@ -104,15 +104,18 @@ def test_scheduled_records_pending(module_broker: BrokerProcess, console: Consol
     admin.create_topics([NewTopic(topic, num_partitions=2, config={"bmq.delay.enable": "true"})]
                         )[topic].result(10)
     producer = Producer({"bootstrap.servers": bootstrap})
-    for n in range(3):
+    for n, delay in enumerate((300_000, 300_000, 300_000, 7_200_000, 7_200_000)):
         producer.produce(topic, value=f"later {n}", partition=1,
-                         headers=[("bmq.delay.ms", b"600000")])
+                         headers=[("bmq.delay.ms", str(delay).encode())])
     assert producer.flush(10) == 0
 
     page.goto(console.url("/scheduled"))
     row = page.locator(f'#scheduled tr[data-topic="{topic}"]')
-    expect(row.locator("td.pending")).to_have_text("3")
-    expect(row).to_contain_text("0: 0, 1: 3")
+    expect(row.locator("td.pending")).to_have_text("5")
+    # Due within 1 min, 1-10 min, 10 min-1 h, 1 h-1 day, later.
+    expect(row.locator("td.due")).to_have_text(["0", "3", "0", "2", "0"])
+    expect(row.locator("td.partitions div")).to_have_text(
+        ["0: 0 (0 / 0 / 0 / 0 / 0)", "1: 5 (0 / 3 / 0 / 2 / 0)"])
     screenshot("scheduled")
 
 
