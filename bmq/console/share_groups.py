@@ -125,14 +125,21 @@ def routes(console: Console) -> list[Route]:
         group_id = request.path_params["group_id"]
         try:
             group = await console._call(describe, console.admin, group_id)
-            # The group's dead-letter topic, for a link (the whole page only: not polled).
-            dlq = (await console._call(console.admin.configs, "GROUP", [group_id]))[
-                group_id].get(DEAD_LETTER_TOPIC) if whole else None
         except ConsoleError as failure:
             return console.page(request, template, status=404, group_id=group_id, group=None,
                                 error=str(failure))
         return console.page(request, template, group_id=group_id, group=group,
-                            dead_letter_topic=dlq)
+                            dead_letter_topic=await dead_letter_topic(group_id) if whole
+                            else None)
+
+    async def dead_letter_topic(group_id: str) -> str | None:
+        """The group's dead-letter topic, for a link (the whole page only: not polled); None
+        too from a cluster that has no group configs."""
+        try:
+            configs = await console._call(console.admin.configs, "GROUP", [group_id])
+        except ConsoleError:
+            return None
+        return configs[group_id].get(DEAD_LETTER_TOPIC) or None
 
     async def share_group(request: Request) -> Response:
         return await page(request, "share_group.html", True)

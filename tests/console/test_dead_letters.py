@@ -76,6 +76,7 @@ def test_dead_letters_browsed_and_redriven(module_broker: BrokerProcess,
         # The page follows live: nothing in flight, every record done with.
         expect(page.locator("#in-flight")).to_have_text("0", timeout=20_000)
         expect(page.locator("#total-lag")).to_have_text("0")
+        screenshot("share-group-acknowledged")      # the chart: lag 3 per partition, then 0
 
         page.get_by_role("link", name=dlq).click()
         rows = page.locator("#dead-letters tr[data-offset]")
