@@ -69,6 +69,7 @@ class ShareGroupDetail:
     coordinator: int
     members: list[ShareMember] = field(default_factory=list)
     partitions: list[SharePartitionState] = field(default_factory=list)
+    partitions_error: str | None = None     # why some brokers gave no counts
 
     @property
     def total_lag(self) -> int:
@@ -112,6 +113,10 @@ def describe(admin: ClusterAdmin, group_id: str) -> ShareGroupDetail:
         for m in group.members]
     counted = admin.ask([(a, BmqDescribeSharePartitionsRequest(group_id=group_id))
                          for a in addresses], SHARE_PARTITIONS_VERSION)
+    refused = [ErrorCode(answer.error_code).name for answer in counted
+               if answer is not None and answer.error_code != ErrorCode.NONE]
+    if refused:   # e.g. a principal without CLUSTER permission on a secured cluster
+        detail.partitions_error = f"share-partition counts refused: {refused[0]}"
     detail.partitions = sorted((SharePartitionState(
         p.topic_name, p.partition_index, p.start_offset, p.end_offset, p.high_watermark,
         p.in_flight, p.available, p.archived, p.lag)

@@ -90,7 +90,8 @@ def test_dead_letters_browsed_and_redriven(module_broker: BrokerProcess,
                           f"resize image {n}", "trace") for n in REJECTED}
         screenshot("dead-letters")
 
-        # Bad input: an empty range, no record selected, a topic that is no dead-letter topic.
+        # Bad input: an empty range, no record selected, a topic that is no dead-letter topic,
+        # an unknown share group.
         ends = _end_offsets(bootstrap, topic, 2)
         form = page.locator("#redrive-range")
         form.locator("input[name=to]").fill("0")
@@ -103,6 +104,8 @@ def test_dead_letters_browsed_and_redriven(module_broker: BrokerProcess,
         page.goto(console.url(f"/dead-letters/{topic}"))
         expect(page.get_by_role("alert")).to_contain_text(
             f"{topic} is not a dead-letter topic")
+        page.goto(console.url("/share-groups/no-such-group"))
+        expect(page.get_by_role("alert")).to_have_text("no share group named 'no-such-group'")
         assert _end_offsets(bootstrap, topic, 2) == ends          # nothing sent
 
         page.goto(console.url(f"/dead-letters/{dlq}"))
