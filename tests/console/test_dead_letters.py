@@ -1,7 +1,8 @@
 """The console's share group and dead-letter pages in Chromium: a share group's records in
 flight while a real ShareConsumer (confluent-kafka 2.16) holds them, the records it rejected
 in the group's dead-letter topic with their bmq.dlq.* reasons, redriven from the page to the
-topic they came from and delivered to the share group again; bad input changes nothing."""
+topic they came from and delivered to the share group again; bad input changes nothing. On a
+2-broker cluster, every broker's share-partitions counted."""
 
 from __future__ import annotations
 
@@ -10,13 +11,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from confluent_kafka import AcknowledgeType, Consumer, Producer, TopicPartition
 from playwright.sync_api import Page, expect
 
+from tests.cluster.conftest import ClusterFactory, cluster_factory, zookeeper
+from tests.cluster.test_cluster import create_topic as create_cluster_topic
+from tests.cluster.test_cluster import owned_by
 from tests.conftest import BrokerProcess
 from tests.console.conftest import ConsoleProcess
 from tests.share.helpers import create_topic, set_group_configs, unique
 from tests.share.test_clients import share_consumer
+
+__all__ = ["cluster_factory", "zookeeper"]
 
 Screenshot = Callable[[str], Path]
 RECORDS = 6
@@ -128,3 +135,37 @@ def test_dead_letters_browsed_and_redriven(module_broker: BrokerProcess,
         worker.commit_sync()
     finally:
         worker.close()
+
+
+@pytest.mark.slow
+def test_a_share_group_on_a_two_broker_cluster(cluster_factory: ClusterFactory,
+                                               tmp_path: Path, page: Page) -> None:
+    """Each broker counts the share-partitions it leads: the page asks both and shows every
+    partition, with its start offset past the records the consumer accepted."""
+    cluster = cluster_factory(brokers=2)
+    topic, group = unique("jobs"), unique("workers")
+    create_cluster_topic(cluster, topic, 4)
+    assert owned_by(cluster, topic, 1) and owned_by(cluster, topic, 2)
+    set_group_configs(cluster.bootstrap, group, {"share.auto.offset.reset": "earliest"})
+    producer = Producer({"bootstrap.servers": cluster.bootstrap})
+    for n in range(8):
+        producer.produce(topic, value=f"job {n}", partition=n % 4)
+    assert producer.flush(10) == 0
+    console = ConsoleProcess(tmp_path, cluster.bootstrap)
+    worker = share_consumer(cluster.bootstrap, group, topic)
+    try:
+        accepted = 0
+        deadline = time.monotonic() + 30
+        while accepted < 8 and time.monotonic() < deadline:
+            for record in worker.poll(0.5):
+                worker.acknowledge(record, AcknowledgeType.ACCEPT)
+                accepted += 1
+            worker.commit_sync()
+        assert accepted == 8
+        page.goto(console.url(f"/share-groups/{group}"))
+        rows = page.locator(f'#share-partitions tr[data-topic="{topic}"]')
+        expect(rows.locator("td.start")).to_have_text(["2", "2", "2", "2"])
+        expect(page.locator("#total-lag")).to_have_text("0")
+    finally:
+        worker.close()
+        console.stop()
