@@ -74,6 +74,7 @@ def test_dead_letters_browsed_and_redriven(module_broker: BrokerProcess,
         expect(page.locator(f'#share-partitions tr[data-topic="{topic}"] td.in-flight')
                ).to_have_text(["3", "3"])
         expect(page.locator("#lag-chart .uplot")).to_have_count(1)
+        expect(page.locator("#lag-chart .u-legend")).to_contain_text(f"{topic}[1]")
         screenshot("share-group")
         for record in held:
             rejected = int(record.key().decode().split("-")[1]) in REJECTED
