@@ -30,11 +30,18 @@ RECORDS = 6
 REJECTED = {1, 4}      # the jobs the consumer rejects (by number)
 
 
-def _poll(consumer: Any, count: int) -> list[Any]:
+def _poll(consumer: Any, count: int, accept: bool = False) -> list[Any]:
+    """``count`` records; with ``accept``, each poll's records accepted and committed (an
+    explicit-mode consumer must acknowledge a poll's records before its next poll)."""
     got: list[Any] = []
     deadline = time.monotonic() + 30
     while len(got) < count and time.monotonic() < deadline:
-        got += [m for m in consumer.poll(0.5) if m.error() is None]
+        polled = [m for m in consumer.poll(0.5) if m.error() is None]
+        if accept:
+            for record in polled:
+                consumer.acknowledge(record, AcknowledgeType.ACCEPT)
+            consumer.commit_sync()
+        got += polled
     assert len(got) == count, [m.offset() for m in got]
     return got
 
@@ -155,14 +162,7 @@ def test_a_share_group_on_a_two_broker_cluster(cluster_factory: ClusterFactory,
     console = ConsoleProcess(tmp_path, cluster.bootstrap)
     worker = share_consumer(cluster.bootstrap, group, topic)
     try:
-        accepted = 0
-        deadline = time.monotonic() + 30
-        while accepted < 8 and time.monotonic() < deadline:
-            for record in worker.poll(0.5):
-                worker.acknowledge(record, AcknowledgeType.ACCEPT)
-                accepted += 1
-            worker.commit_sync()
-        assert accepted == 8
+        _poll(worker, 8, accept=True)
         page.goto(console.url(f"/share-groups/{group}"))
         rows = page.locator(f'#share-partitions tr[data-topic="{topic}"]')
         expect(rows.locator("td.start")).to_have_text(["2", "2", "2", "2"])
