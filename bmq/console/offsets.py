@@ -3,7 +3,8 @@ one ListOffsets request per partition owner for all its partitions. confluent-ka
 ``AdminClient.list_offsets`` took ~12 s for 10,000 partitions of a `bmq serve` (a future and a
 callback per partition, bench/console.py); one request per owner is bounded by the owner's own
 work. The client's links live on an event loop of its own, in a thread, so the console's worker
-threads can ask it as they ask AdminClient."""
+threads can ask it as they ask AdminClient; ``ask`` sends other requests AdminClient has no
+call for (share groups, transactions) on the same links."""
 
 from __future__ import annotations
 
