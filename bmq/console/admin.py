@@ -17,9 +17,11 @@ from confluent_kafka import (
 from confluent_kafka.admin import (
     AdminClient,
     ClusterMetadata,
+    ConfigResource,
     NewTopic,
 )
 
+from bmq.client.requests import Address
 from bmq.console.offsets import OffsetReader, Partition
 from bmq.metadata.nodes import is_proxy
 
@@ -178,6 +180,19 @@ class ClusterAdmin:
         except KafkaException as error:
             raise ConsoleError(f"cannot reach {self.bootstrap}: {error.args[0].str()}") from error
 
+    def addresses(self) -> list[Address]:
+        """Every broker's address, as Metadata names them."""
+        return sorted((str(b.host), b.port) for b in self._metadata().brokers.values())
+
+    def partition_counts(self) -> dict[str, int]:
+        """Every topic's partition count, by name."""
+        return {name: len(t.partitions) for name, t in self._metadata().topics.items()}
+
+    def ask(self, requests: list[tuple[Address, Any]], version: int) -> list[Any]:
+        """Kafka requests AdminClient has no call for, each to its broker (``bmq.client``):
+        their answers in order, None from a broker that did not answer."""
+        return self._offsets.ask(requests, version)
+
     # -- cluster -------------------------------------------------------------------------------
 
     def cluster_state(self) -> ClusterState:
@@ -236,15 +251,32 @@ class ClusterAdmin:
                 metadata: ClusterMetadata | None = None) -> list[dict[Partition, int]]:
         """For each of ``which`` ("earliest", "latest", a time in ms), each partition's
         offset (OffsetReader.offsets)."""
+        return self._offsets.offsets(self.owners(partitions, metadata), *which)
+
+    def owners(self, partitions: Iterable[Partition], metadata: ClusterMetadata | None = None
+               ) -> dict[Partition, Address | None]:
+        """Each partition's owner's address; None for an unknown partition or no owner."""
         metadata = metadata or self._metadata()
         addresses = {node.id: (str(node.host), node.port) for node in metadata.brokers.values()}
-        owners: dict[Partition, tuple[str, int] | None] = {}
+        owners: dict[Partition, Address | None] = {}
         for topic, index in partitions:
             known = metadata.topics.get(topic)
             partition = None if known is None else known.partitions.get(index)
             owners[(topic, index)] = None if partition is None else \
                 addresses.get(partition.leader)
-        return self._offsets.offsets(owners, *which)
+        return owners
+
+    def configs(self, kind: str, names: Iterable[str]) -> dict[str, dict[str, str]]:
+        """The configs (DescribeConfigs) of the topics or groups (``kind``) ``names``: by
+        resource name, by config name."""
+        resources = [ConfigResource(kind, name) for name in names]
+        if not resources:
+            return {}
+        futures = self._admin.describe_configs(resources, request_timeout=REQUEST_TIMEOUT_S)
+        return {resource.name: {key: entry.value for key, entry in self._wait(
+                    future, f"cannot describe the configs of {kind.lower()} "
+                            f"{resource.name!r}").items()}
+                for resource, future in futures.items()}
 
     def create_topic(self, name: str, partitions: int) -> None:
         futures = self._admin.create_topics([NewTopic(name, num_partitions=partitions)],

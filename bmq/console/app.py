@@ -16,7 +16,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from bmq.console import messages
+from bmq.console import dead_letters, messages, scheduled, share_groups, transactions
 from bmq.console.admin import ClusterAdmin, ConsoleError, PartitionOffsets
 from bmq.console.csrf import FIELD, CsrfGuard
 from bmq.console.groups import reset_offsets
@@ -199,6 +199,7 @@ class Console:
     async def groups(self, request: Request) -> Response:
         try:
             groups = await self._call(self.admin.groups)
+            groups += await self._call(share_groups.listings, self.admin)
         except ConsoleError as failure:
             return self.page(request, "groups.html", status=503, groups=[], error=str(failure))
         return self.page(request, "groups.html", groups=groups)
@@ -251,5 +252,9 @@ def make_app(admin: ClusterAdmin, csrf: CsrfGuard | None = None) -> Starlette:
         Route("/groups/{group_id}/live", console.group_live, name="group_live"),
         Route("/groups/{group_id}/reset", console.reset_group, methods=["POST"],
               name="reset_group"),
+        *share_groups.routes(console),
+        *dead_letters.routes(console),
+        *transactions.routes(console),
+        *scheduled.routes(console),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ])

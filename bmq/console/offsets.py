@@ -3,7 +3,8 @@ one ListOffsets request per partition owner for all its partitions. confluent-ka
 ``AdminClient.list_offsets`` took ~12 s for 10,000 partitions of a `bmq serve` (a future and a
 callback per partition, bench/console.py); one request per owner is bounded by the owner's own
 work. The client's links live on an event loop of its own, in a thread, so the console's worker
-threads can ask it as they ask AdminClient."""
+threads can ask it as they ask AdminClient; ``ask`` sends other requests AdminClient has no
+call for (share groups, transactions) on the same links."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import contextlib
 import threading
 from collections import defaultdict
 from collections.abc import Mapping
+from typing import Any
 
 from bmq.client.login import login
 from bmq.client.requests import Address, ask_each
@@ -51,6 +53,19 @@ class OffsetReader:
 
         future = asyncio.run_coroutine_threadsafe(ask_all(), self._loop)
         return future.result(self._timeout_s + 1)
+
+    def ask(self, requests: list[tuple[Address, Any]], version: int) -> list[Any]:
+        """Each request sent to its broker at once (``ask_each``): the decoded answers in
+        order, None from a broker that did not answer in time or closed the link."""
+        async def ask_all() -> list[Any]:
+            try:
+                return await asyncio.wait_for(ask_each(self._links, requests, version),
+                                              self._timeout_s)
+            except TimeoutError:
+                return [None] * len(requests)
+
+        return asyncio.run_coroutine_threadsafe(ask_all(), self._loop).result(
+            self._timeout_s + 1)
 
     async def _ask(self, owners: Mapping[Partition, Address | None], timestamp: int
                    ) -> dict[Partition, int]:

@@ -120,6 +120,23 @@ async def pending_entry(broker: Broker, info: TopicInfo) -> ConfigEntry:
                        "(partition:count), not delivered yet.", [])
 
 
+# Read-only, on topics with scheduled delivery: records held per partition this broker owns,
+# by due time ("0:1/0/2/0/5,1:..."): due within the first of DUE_AHEAD_MS (or overdue),
+# between each and the next, and later.
+PENDING_DUE_CONFIG = "bmq.delay.pending.due"
+DUE_AHEAD_MS = [60_000, 600_000, 3_600_000, 86_400_000]
+
+
+async def pending_due_entry(broker: Broker, info: TopicInfo) -> ConfigEntry:
+    counts = await broker.timers.pending_by_due(info.name, info.partitions, DUE_AHEAD_MS)
+    value = ",".join(f"{index}:{'/'.join(map(str, by_due))}"
+                     for index, by_due in sorted(counts.items()))
+    return ConfigEntry(PENDING_DUE_CONFIG, value, ConfigSource.DYNAMIC_BROKER_CONFIG,
+                       ConfigType.STRING, True, "BMQ: scheduled records held, per partition "
+                       "this broker owns, by due time (partition:within 1 min/1-10 min/10 "
+                       "min-1 h/1 h-1 day/later).", [])
+
+
 def group_entries(broker: Broker, group: str) -> list[ConfigEntry]:
     """Every group config, the group's own value (GROUP_CONFIG) or the default."""
     store = broker.group_configs

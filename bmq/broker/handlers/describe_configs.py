@@ -7,9 +7,11 @@ from typing import Any
 
 from bmq.broker.handlers.base import RequestContext
 from bmq.broker.handlers.config_resources import (
+    PENDING_DUE_CONFIG,
     ConfigEntry,
     broker_entries,
     group_entries,
+    pending_due_entry,
     pending_entry,
     topic_entries,
 )
@@ -33,7 +35,8 @@ async def _reloaded(store: DocumentStore[Any] | None) -> None:
         await asyncio.get_running_loop().run_in_executor(None, store.load)
 
 
-async def _entries(ctx: RequestContext, resource_type: int, name: str) -> list[ConfigEntry]:
+async def _entries(ctx: RequestContext, resource_type: int, name: str,
+                   keys: list[str] | None) -> list[ConfigEntry]:
     broker = ctx.broker
     if resource_type == ResourceType.TOPIC:
         ctx.require(Operation.DESCRIBE_CONFIGS, AclResource.TOPIC, name)
@@ -43,6 +46,9 @@ async def _entries(ctx: RequestContext, resource_type: int, name: str) -> list[C
         entries = topic_entries(broker, info)
         if log_config(broker.config, info.configs).delay_enable:
             entries.append(await pending_entry(broker, info))
+            # Storage reads (a block per run and bound): only when asked for by name.
+            if keys is not None and PENDING_DUE_CONFIG in keys:
+                entries.append(await pending_due_entry(broker, info))
         return entries
     if resource_type == ResourceType.BROKER:
         ctx.require(Operation.DESCRIBE_CONFIGS, AclResource.CLUSTER, CLUSTER_NAME)
@@ -65,7 +71,8 @@ async def handle_describe_configs(ctx: RequestContext, request: DescribeConfigsR
                                        resource_name=resource.resource_name)
         results.append(result)
         try:
-            entries = await _entries(ctx, resource.resource_type, resource.resource_name)
+            entries = await _entries(ctx, resource.resource_type, resource.resource_name,
+                                     resource.configuration_keys)
         except KafkaError as error:
             result.error_code = error.code
             result.error_message = error.message

@@ -18,6 +18,7 @@ import struct
 from array import array
 from bisect import bisect_left
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 from bmq.coordinators.timers._timerrec import merge_entries, sort_entries
 from bmq.storage import Storage
@@ -123,6 +124,29 @@ def open_run(storage: Storage, path: str) -> Run:
     dues = array("q", struct.unpack(f">{blocks}q", raw))
     return Run(path, count, (last_due, last_offset), min_offset, dues, 0,
                dues[0] if dues else 0)
+
+
+def count_due(storage: Storage, run: Run, position: int, bounds: list[int]) -> list[int]:
+    """How many of the run's entries from ``position`` on are due before ``bounds[0]``,
+    between each bound and the next, and at the last or later (``len(bounds) + 1`` counts):
+    at most one block read per bound. Worker thread."""
+    edges = [max(position, _first_due_at(storage, run, bound)) for bound in bounds]
+    edges = [position, *edges, max(position, run.count)]
+    return [high - low for low, high in pairwise(edges)]
+
+
+def _first_due_at(storage: Storage, run: Run, due: int) -> int:
+    """The index of the run's first entry due at ``due`` or later (its count: none is)."""
+    block = bisect_left(run.block_dues, due)     # the first block starting at ``due`` or later
+    if block == 0:
+        return 0
+    start, stop = (block - 1) * BLOCK, min(run.count, block * BLOCK)
+    raw = storage.read_range(run.path, run._entries_at() + start * _ENTRY.size,
+                             (stop - start) * _ENTRY.size)
+    for index, (entry_due, _) in enumerate(_ENTRY.iter_unpack(raw)):
+        if entry_due >= due:
+            return start + index
+    return stop
 
 
 def load_window(storage: Storage, run: Run, end: int) -> list[Entry]:

@@ -10,6 +10,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 
+from bmq.coordinators.clock import steady_now_ms
+from bmq.coordinators.timers.runs import count_due
 from bmq.coordinators.timers.state import has_state, index_dir, read_state, timer_log_name
 from bmq.coordinators.timers.timer import PartitionTimer
 from bmq.protocol.errors import ErrorCode, KafkaError
@@ -153,6 +155,34 @@ class TimerService:
             timer.abandon()
 
     # ------------------------------------------------------------------ describing
+    async def pending_by_due(self, topic: str, partitions: int,
+                             ahead_ms: list[int]) -> dict[int, list[int]]:
+        """For each partition of ``topic`` this broker owns, its records held by due time:
+        how many are due within ``ahead_ms[0]`` of now (or overdue), between each of
+        ``ahead_ms`` and the next, and later (``len(ahead_ms) + 1`` counts, summing to its
+        pending count). Records being delivered at that instant count as due now. A partition
+        whose runs could not be read is left out."""
+        now = steady_now_ms()
+        bounds = [now + ahead for ahead in ahead_ms]
+        loop = asyncio.get_running_loop()
+        found = {}
+        for index in range(partitions):
+            timer = self._timers.get((topic, index))
+            if timer is None:
+                continue
+            pending = timer.pending
+            counts, runs = timer.pending_by_due(bounds)
+            try:
+                for run, position in runs:
+                    more = await loop.run_in_executor(self._executor, count_due,
+                                                      self._storage, run, position, bounds)
+                    counts = [mine + theirs for mine, theirs in zip(counts, more, strict=True)]
+            except OSError:     # a run merged or delivered meanwhile: asked again next time
+                continue
+            counts[0] += max(0, pending - sum(counts))
+            found[index] = counts
+        return found
+
     def pending(self, topic: str, partitions: int) -> dict[int, int]:
         """Scheduled records not delivered yet, per partition: live for the partitions this
         broker owns, else as their owner last wrote in the timer's state (storage I/O)."""

@@ -10,6 +10,7 @@ import heapq
 import logging
 import time
 from array import array
+from bisect import bisect_right
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 
@@ -108,6 +109,23 @@ class TimerWheel:
     @property
     def pending(self) -> int:
         return self.accepted - self.state.delivered
+
+    def pending_by_due(self, bounds: list[int]) -> tuple[list[int], list[tuple[Run, int]]]:
+        """The records held, by due time, at this instant: the counts of those in memory
+        before ``bounds[0]``, between each bound (steady ms, ascending) and the next, and at
+        the last or later; and each run with the position it is read from, whose entries from
+        there on (``count_due``, storage I/O) are the rest. Records in memory are those loaded
+        from runs (the heap) and those not written to a run yet (the memtable; those of them
+        due before ``_loaded_until`` are in the heap already)."""
+        counts = [0] * (len(bounds) + 1)
+        for due, _, _ in self._heap:
+            counts[bisect_right(bounds, due)] += 1
+        cursor = (self.state.due, self.state.offset)
+        table = self._memtable
+        for i in range(0, len(table), 2):
+            if table[i] >= self._loaded_until and (table[i], table[i + 1]) > cursor:
+                counts[bisect_right(bounds, table[i])] += 1
+        return counts, [(run, run.position) for run in self._runs if not run.exhausted]
 
     def _index(self, held: list[Held]) -> None:
         """Durable records join the index (also called by the replay, off the loop)."""
