@@ -11,7 +11,8 @@ import asyncio
 import contextlib
 import threading
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from bmq.client.login import login
 from bmq.client.requests import Address, ask_each
@@ -51,6 +52,19 @@ class OffsetReader:
 
         future = asyncio.run_coroutine_threadsafe(ask_all(), self._loop)
         return future.result(self._timeout_s + 1)
+
+    def ask_each(self, requests: Sequence[tuple[Address, Any]], version: int) -> list[Any]:
+        """Other requests a page sends each broker (DescribeLogDirs), all at once on these
+        links: the answers in order, None for a broker that did not answer in time."""
+        async def ask_all() -> list[Any]:
+            try:
+                return await asyncio.wait_for(ask_each(self._links, requests, version),
+                                              self._timeout_s)
+            except TimeoutError:
+                return [None] * len(requests)
+
+        return asyncio.run_coroutine_threadsafe(ask_all(), self._loop).result(
+            self._timeout_s + 1)
 
     async def _ask(self, owners: Mapping[Partition, Address | None], timestamp: int
                    ) -> dict[Partition, int]:
