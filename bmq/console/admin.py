@@ -259,10 +259,14 @@ class ClusterAdmin:
         return self._offsets.offsets(owners, *which)
 
     def ask_every_broker(self, request: Any, version: int) -> dict[int, Any]:
-        """``request`` sent to every broker Metadata names (not proxies) at once, through
-        ``bmq.client``: each broker's answer by node id, None where none came."""
+        """``request`` sent to every broker DescribeCluster names (not proxies) at once,
+        through ``bmq.client``: each broker's answer by node id, None where none came.
+        DescribeCluster, not Metadata: the nodes without every topic's partitions (Metadata of
+        10,000 partitions took 0.1-0.3 s)."""
+        described = self._wait(self._admin.describe_cluster(request_timeout=REQUEST_TIMEOUT_S),
+                               "cannot describe the cluster")
         brokers = sorted((node.id, (str(node.host), node.port))
-                         for node in self._metadata().brokers.values() if not is_proxy(node.id))
+                         for node in described.nodes if not is_proxy(node.id))
         answers = self._offsets.ask_each([(address, request) for _, address in brokers],
                                          version)
         return {node: answer for (node, _), answer in zip(brokers, answers, strict=True)}

@@ -17,6 +17,7 @@ from starlette.routing import Route
 
 from bmq.console.admin import REQUEST_TIMEOUT_S, ClusterAdmin, ConsoleError
 from bmq.console.messages import parse_number
+from bmq.console.topic_forms import post_topic_form
 
 if TYPE_CHECKING:
     from bmq.console.app import Console
@@ -85,18 +86,14 @@ def routes(console: Console) -> list[Route]:
                             produced=request.query_params)
 
     async def produce_record(request: Request) -> Response:
-        name = request.path_params["name"]
-        form = await console._form(request)
-        if form is None:
-            return console._refused(request)
-        try:
+        async def send(name: str, form: dict[str, str]) -> Response:
             done = await console._call(produce, console.admin, name, form)
-        except ConsoleError as failure:
-            return await produce_page(request, str(failure), form)
-        target = request.url_for("produce", name=name).include_query_params(
-            partition=done.partition, offset=done.offset)
-        return console._back(target, f"produced to {name}[{done.partition}] at offset "
-                                     f"{done.offset}")
+            target = request.url_for("produce", name=name).include_query_params(
+                partition=done.partition, offset=done.offset)
+            return console._back(target, f"produced to {name}[{done.partition}] at offset "
+                                         f"{done.offset}")
+
+        return await post_topic_form(console, request, send, produce_page)
 
     return [
         Route("/topics/{name}/produce", produce_page, name="produce"),

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka.admin import (
     AlterConfigOpType,
@@ -21,6 +21,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from bmq.console.admin import REQUEST_TIMEOUT_S, ClusterAdmin, ConsoleError
+from bmq.console.topic_forms import post_topic_form
 
 if TYPE_CHECKING:
     from bmq.console.app import Console
@@ -46,12 +47,18 @@ class TopicConfig:
         return self.source == "topic"
 
 
-# By ConfigSource's value: DescribeConfigs' entries carry it as a plain int.
+# By ConfigSource's value: confluent-kafka types an entry's source as ConfigSource, but
+# DescribeConfigs' entries carry a plain int.
 _SOURCES = {ConfigSource.DYNAMIC_TOPIC_CONFIG.value: "topic",
             ConfigSource.DYNAMIC_BROKER_CONFIG.value: "broker",
             ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value: "cluster default",
             ConfigSource.STATIC_BROKER_CONFIG.value: "broker file",
             ConfigSource.DEFAULT_CONFIG.value: "default"}
+
+
+def _source_name(source: object) -> str:
+    number: Any = getattr(source, "value", source)
+    return _SOURCES.get(int(number), "unknown")
 
 
 def describe(admin: ClusterAdmin, topic: str) -> list[TopicConfig]:
@@ -60,7 +67,7 @@ def describe(admin: ClusterAdmin, topic: str) -> list[TopicConfig]:
     entries: dict[str, ConfigEntry] = admin.result(
         futures[resource], f"cannot read the configs of {topic!r}")
     return [TopicConfig(e.name, None if e.is_sensitive else e.value,
-                        _SOURCES.get(int(e.source), "unknown"), e.is_read_only, e.is_sensitive)
+                        _source_name(e.source), e.is_read_only, e.is_sensitive)
             for e in sorted(entries.values(), key=lambda e: e.name)]
 
 
@@ -87,7 +94,9 @@ def create_configs(form: Mapping[str, str]) -> dict[str, str]:
 
 def changes(form: Mapping[str, str], current: list[TopicConfig]) -> dict[str, str | None]:
     """What the alter form asks: a new value where an editable config's field differs from
-    the value shown, None (back to its default) where "default" is ticked, and the free rows."""
+    the value the form showed (``was:NAME``; not the value now, which another client may
+    have changed since: its change is kept unless this form's user changed that config too),
+    None (back to its default) where "default" is ticked, and the free rows."""
     wanted: dict[str, str | None] = {}
     for config in current:
         if config.read_only or config.sensitive:
@@ -96,7 +105,8 @@ def changes(form: Mapping[str, str], current: list[TopicConfig]) -> dict[str, st
             wanted[config.name] = None
             continue
         value = form.get(f"set:{config.name}")
-        if value is not None and value.strip() != (config.value or ""):
+        shown = form.get(f"was:{config.name}", config.value or "")
+        if value is not None and value.strip() != shown.strip():
             wanted[config.name] = value.strip()
     wanted.update(free_rows(form))
     return wanted
@@ -130,20 +140,17 @@ def routes(console: Console) -> list[Route]:
                             configs=shown, error=error, entered=dict(entered or {}))
 
     async def alter_configs(request: Request) -> Response:
-        name = request.path_params["name"]
-        form = await console._form(request)
-        if form is None:
-            return console._refused(request)
-        try:
+        async def save(name: str, form: dict[str, str]) -> Response:
             current = await console._call(describe, console.admin, name)
             wanted = changes(form, current)
             if not wanted:
                 raise ConsoleError("no config was changed")
             await console._call(alter, console.admin, name, wanted)
-        except ConsoleError as failure:
-            return await configs(request, str(failure), form)
-        listed = ", ".join(f"{k}={'(default)' if v is None else v}" for k, v in wanted.items())
-        return console._back(request.url_for("topic", name=name), f"changed {listed}")
+            listed = ", ".join(f"{k}={'(default)' if v is None else v}"
+                               for k, v in wanted.items())
+            return console._back(request.url_for("topic", name=name), f"changed {listed}")
+
+        return await post_topic_form(console, request, save, configs)
 
     return [
         Route("/topics/{name}/configs", configs, name="topic_configs"),

@@ -69,6 +69,7 @@
     }
     if (times.length > keep) { times.shift(); for (const line of values.values()) line.shift(); }
     charts.forEach(chart);
+    document.getElementById("metrics").dataset.samples = times.length;
     const now = document.getElementById("metrics-now");
     if (now) {
       now.dataset.bytesIn = doc.rates.bytes_in;
