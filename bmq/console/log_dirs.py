@@ -1,8 +1,9 @@
 """Sizes and storage from DescribeLogDirs, asked of every broker as Kafka's tools ask it
 (``kafka-log-dirs``, Admin.describeLogDirs). A BMQ broker answers one "log dir", the cluster's
 shared storage named by its URL without credentials, with the bytes of the partitions it has
-open; a partition no broker has open (`bmq serve` opens them on first use) is not reported, so a
-size is "at least" until every partition of a topic was reported. Failures leave sizes unknown
+open; a partition no broker has open (just after a start, before `bmq serve`'s loader reached
+it; in a cluster, while it moves) is not reported, so a topic's size is "at least" until every
+partition of it was reported. Failures leave sizes unknown
 rather than failing the page: a cluster that does not answer DescribeLogDirs still browses."""
 
 from __future__ import annotations

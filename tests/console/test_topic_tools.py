@@ -112,6 +112,11 @@ def test_topic_configs_produce_and_filter(module_broker: BrokerProcess, console:
     expect(page.locator('#configs tr[data-config="retention.ms"] input.value')
            ).to_have_value("3600000")
     screenshot("topic-configs")
+    page.get_by_label("reset segment.ms").check()
+    page.get_by_role("button", name="Save configs").click()
+    expect(page.get_by_role("status")).to_have_text("changed segment.ms=(default)")
+    expect(page.locator('#configs tr[data-config="segment.ms"] td.source')).to_have_text("default")
+    assert _configs(bootstrap, topic)["segment.ms"] == "604800000"
 
     page.get_by_role("link", name="Produce a message").click()
     page.fill("#produce input[name=partition]", "1")

@@ -1,9 +1,10 @@
 """DescribeLogDirs (KIP-113): the "log dir" of a BMQ broker is the cluster's shared storage, one
 for every broker, named by its URL without credentials; its partitions are those the broker has
-open (it owns them, or opened them lazily on first use in `bmq serve`), each with the bytes of
-its segments on the storage, known in memory. A partition not open is not reported rather than
-opened to be measured, as a Kafka broker reports only the replicas it hosts; total and usable
-bytes are -1 (unknown), as Kafka answers for a directory it cannot measure."""
+open (in a cluster, those assigned to it; in `bmq serve`, every partition once the loader, which
+opens them in the background after a start, or a client's request has reached it), each with
+the bytes of its segments on the storage, known in memory. A partition not open is not reported
+rather than opened to be measured, as a Kafka broker reports only the replicas it hosts; total
+and usable bytes are -1 (unknown), as Kafka answers for a directory it cannot measure."""
 
 from __future__ import annotations
 
