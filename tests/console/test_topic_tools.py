@@ -16,17 +16,26 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
     AdminClient,
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
     NewTopic,
+    ResourcePatternType,
     ResourceType,
 )
 from playwright.sync_api import Page, expect
 
+from bmq.console import log_dirs
+from bmq.console.admin import ClusterAdmin
 from tests.conftest import BrokerFactory, BrokerProcess, free_port
 from tests.console.conftest import ConsoleProcess
+from tests.security.conftest import PASSWORD, USER, Certificates, certificates, secure_broker
+
+__all__ = ["certificates"]
 
 Screenshot = Callable[[str], Path]
 
@@ -73,10 +82,10 @@ def test_topic_configs_produce_and_filter(module_broker: BrokerProcess, console:
     page.fill("#create-topic input[name=partitions]", "2")
     page.select_option("#create-topic select[name='cleanup.policy']", "delete")
     page.fill("input[name=config-value-0]", "2000")
-    for retention, other, refused in (
+    for retention_ms, other, refused in (
             ("soon", "max.message.bytes", "Invalid value soon for config retention.ms"),
             ("86400000", "max.message.byte", "Unknown topic config name: max.message.byte")):
-        page.fill("#create-topic input[name='retention.ms']", retention)
+        page.fill("#create-topic input[name='retention.ms']", retention_ms)
         page.fill("input[name=config-name-0]", other)
         page.get_by_role("button", name="Create topic").click()
         expect(page.get_by_role("alert")).to_contain_text(refused)
@@ -240,3 +249,30 @@ def test_cluster_charts_sizes_and_index_query(metrics_broker: BrokerProcess,
     page.get_by_role("button", name="Query").click()
     expect(page.get_by_role("alert")).to_contain_text("'customer' is not an indexed field")
     expect(page.locator("#found")).to_have_count(0)
+
+
+@pytest.mark.slow
+def test_log_dirs_need_describe_on_the_cluster(module_broker_factory: BrokerFactory,
+                                               certificates: Certificates,
+                                               topic: str) -> None:
+    """With ACLs on, DescribeLogDirs answers a principal without DESCRIBE on the cluster
+    CLUSTER_AUTHORIZATION_FAILED and no sizes, as Kafka does (the console then shows none);
+    once an ACL allows it, the sizes of the topic's partitions."""
+    secured = secure_broker(module_broker_factory, certificates, **{
+        "authorizer.class.name": "bmq", "super.users": "User:ANONYMOUS"})
+    plain = AdminClient({"bootstrap.servers": secured.bootstrap("PLAINTEXT")})
+    plain.create_topics([NewTopic(topic, 2)])[topic].result(10)
+    partitions = [(topic, 0), (topic, 1)]
+    alice = ClusterAdmin(secured.bootstrap("SASL_PLAINTEXT"), {
+        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+        "sasl.username": USER, "sasl.password": PASSWORD})
+    try:
+        refused = log_dirs.describe(alice, partitions)
+        assert (refused.sizes, refused.failed) == ({}, ["broker 0: CLUSTER_AUTHORIZATION_FAILED"])
+        acl = AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL,
+                         f"User:{USER}", "*", AclOperation.DESCRIBE, AclPermissionType.ALLOW)
+        plain.create_acls([acl])[acl].result(10)
+        allowed = log_dirs.describe(alice, partitions)
+        assert sorted(allowed.sizes) == partitions and not allowed.failed
+    finally:
+        alice.close()
