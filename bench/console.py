@@ -8,7 +8,9 @@ One throw-away `bmq serve` (with its metrics port) and one `bmq console` in fron
 pages are fetched over HTTP as a browser's first request would be (the whole HTML, timed to the
 last byte). The requests the broker answered (its bmq_requests_total, every API) are counted
 over ``--idle`` seconds twice: with no page open, and with one Cluster page open (its htmx poll,
-GET /cluster/live every 2 s, made here by a thread).
+GET /cluster/live every 2 s, and GET /metrics/sample every 5 s, which scrapes the broker's
+/metrics once: made here by threads). The console is given the broker's metrics port
+(``--metrics``), so the pages that read it (charts, rates, Index Query) are on.
 """
 
 from __future__ import annotations
@@ -71,23 +73,25 @@ def _wait_ready(url: str, timeout: float = 30.0) -> None:
             time.sleep(0.2)
 
 
-def _idle_rate(metrics_port: int, seconds: float, poll_url: str | None) -> float:
-    """The broker's requests per second over ``seconds``, with a page polling ``poll_url``."""
+def _idle_rate(metrics_port: int, seconds: float, polls: dict[str, float]) -> float:
+    """The broker's requests per second over ``seconds``, with a page polling each URL of
+    ``polls`` every so many seconds."""
     stop = threading.Event()
 
-    def poll() -> None:
-        while not stop.wait(2.0):
-            _get(poll_url)   # type: ignore[arg-type]
+    def poll(url: str, every: float) -> None:
+        while not stop.wait(every):
+            _get(url)
 
-    poller = threading.Thread(target=poll, daemon=True) if poll_url else None
+    pollers = [threading.Thread(target=poll, args=item, daemon=True) for item in polls.items()]
     before = _requests_total(metrics_port)
-    if poller:
+    for poller in pollers:
         poller.start()
     time.sleep(seconds)
     stop.set()
-    if poller:
+    for poller in pollers:
         poller.join()
-    # the metrics scrapes themselves are HTTP, not Kafka requests: not counted
+    # the metrics scrapes themselves are HTTP, not Kafka requests: not counted (their rate is
+    # the /metrics/sample poll's, one scrape of each broker a poll)
     return (_requests_total(metrics_port) - before) / seconds
 
 
@@ -111,23 +115,26 @@ def main() -> None:
         with log_path.open("wb") as log:
             console = subprocess.Popen(
                 [*default_command()[:-1], "console", "-b", server.bootstrap,
-                 "--listen", f"127.0.0.1:{port}", "--log-level", "warning"],
+                 "--listen", f"127.0.0.1:{port}", "--log-level", "warning",
+                 "--metrics", f"http://127.0.0.1:{metrics_port}"],
                 stdout=log, stderr=subprocess.STDOUT)
         try:
             base = f"http://127.0.0.1:{port}"
             _wait_ready(f"{base}/static/htmx.min.js")
-            for path in ("/topics", "/cluster", "/cluster/live", "/topics/bench-0000"):
+            for path in ("/topics", "/cluster", "/cluster/live", "/topics/bench-0000",
+                         "/cluster/storage", "/metrics/sample?topics=1",
+                         "/topics/bench-0000/configs?part=1"):
                 times = []
                 for _ in range(args.runs + 1):
                     seconds, size = _get(base + path)
                     times.append(seconds)
                 warm = times[1:]     # the first warms librdkafka's connections
-                print(f"GET {path:<20} first {times[0]:.3f} s, then median "
+                print(f"GET {path:<34} first {times[0]:.3f} s, then median "
                       f"{statistics.median(warm):.3f} s, max {max(warm):.3f} s "
                       f"({size / 1024:.0f} KiB)")
-            for label, url in (("no page open", None),
-                               ("a Cluster page open", f"{base}/cluster/live")):
-                rate = _idle_rate(metrics_port, args.idle, url)
+            for label, polls in (("no page open", {}), ("a Cluster page open", {
+                    f"{base}/cluster/live": 2.0, f"{base}/metrics/sample": 5.0})):
+                rate = _idle_rate(metrics_port, args.idle, polls)
                 print(f"broker requests/s over {args.idle:g} s, {label}: {rate:.2f}")
         finally:
             console.terminate()

@@ -16,7 +16,19 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from bmq.console import dead_letters, messages, scheduled, share_groups, transactions
+from bmq.console import (
+    dead_letters,
+    index_query,
+    log_dirs,
+    message_filter,
+    messages,
+    metrics_view,
+    produce,
+    scheduled,
+    share_groups,
+    topic_configs,
+    transactions,
+)
 from bmq.console.admin import ClusterAdmin, ConsoleError, PartitionOffsets
 from bmq.console.csrf import FIELD, CsrfGuard
 from bmq.console.groups import reset_offsets
@@ -42,6 +54,7 @@ class Console:
         self.templates = Jinja2Templates(directory=HERE / "templates")
         self.templates.env.globals["csrf_field"] = FIELD
         self.templates.env.filters["render"] = messages.render
+        self.templates.env.globals["free_rows"] = topic_configs.FREE_ROWS
 
     async def _call(self, function: Callable[..., T], *args: Any) -> T:
         return await run_in_threadpool(function, *args)
@@ -108,8 +121,12 @@ class Console:
         except ConsoleError as failure:
             return self.page(request, "topics.html", status=503, listing=None,
                              error=str(failure))
+        found = await self._call(log_dirs.describe, self.admin, [
+            (t.name, p.partition) for t in listing.topics for p in t.partitions])
+        sizes = {t.name: found.topic_size(t.name, len(t.partitions)) for t in listing.topics}
         return self.page(request, "topics.html", status=status, listing=listing, error=error,
-                         internal=internal, contains=contains, entered=entered or {})
+                         internal=internal, contains=contains, entered=entered or {},
+                         sizes=sizes)
 
     async def create_topic(self, request: Request) -> Response:
         form = await self._form(request)
@@ -122,7 +139,8 @@ class Console:
                 raise ConsoleError("a topic needs a name")
             if partitions < 1:
                 raise ConsoleError("a topic needs at least 1 partition")
-            await self._call(self.admin.create_topic, name, partitions)
+            await self._call(self.admin.create_topic, name, partitions,
+                             topic_configs.create_configs(form))
         except ValueError:
             return await self.topics(request, "partitions must be a whole number, got "
                                      f"{form.get('partitions')!r}", 400, form)
@@ -150,8 +168,10 @@ class Console:
         except ConsoleError as failure:
             return self.page(request, "topic.html", status=404, name=name, topic=None,
                              error=str(failure))
+        found = await self._call(log_dirs.describe, self.admin,
+                                 [(name, p.partition) for p in topic.partitions])
         return self.page(request, "topic.html", status=400 if error else 200, name=name,
-                         topic=topic, error=error)
+                         topic=topic, error=error, sizes=found.sizes)
 
     async def browse(self, request: Request) -> Response:
         name = request.path_params["name"]
@@ -173,9 +193,14 @@ class Console:
             context["offset"] = offset = await self._start_offset(name, chosen, query)
             context["count"] = count = messages.parse_number(
                 query.get("count"), "count", DEFAULT_PAGE, 1, messages.MAX_PAGE)
-            context["page"] = await self._call(
-                messages.read_page, self.admin.client_config, name, partition,
-                max(offset, chosen.start), chosen.end, count)
+            reading = (self.admin.client_config, name, partition, max(offset, chosen.start),
+                       chosen.end, count)
+            if query.get("filter", "").strip():
+                found = await self._call(message_filter.read_matching, *reading,
+                                         query["filter"])
+                context.update(page=found.messages, filtered=found)
+            else:
+                context["page"] = await self._call(messages.read_page, *reading)
         except ConsoleError as failure:
             status = 404 if context["topic"] is None else 400
             return self.page(request, "messages.html", status=status, error=str(failure),
@@ -256,5 +281,10 @@ def make_app(admin: ClusterAdmin, csrf: CsrfGuard | None = None) -> Starlette:
         *dead_letters.routes(console),
         *transactions.routes(console),
         *scheduled.routes(console),
+        *topic_configs.routes(console),
+        *produce.routes(console),
+        *index_query.routes(console),
+        *metrics_view.routes(console),
+        *log_dirs.routes(console),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ])

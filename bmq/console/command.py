@@ -27,15 +27,20 @@ def _host_port(listen: str) -> tuple[str, int]:
               help="HOST:PORT the console's web server listens on.")
 @click.option("-X", "--property", "properties", multiple=True, metavar="KEY=VALUE",
               help="librdkafka property of its clients (security.protocol, sasl.*, ...).")
+@click.option("--metrics", "metrics_urls", default="", metavar="URL[,URL...]",
+              help="The brokers' HTTP ports (their --metrics-port), http://HOST:PORT: "
+                   "throughput and latency charts, topic rates, Index Query.")
 @click.option("--log-level", default="INFO", show_default=True,
               help="DEBUG, INFO, WARNING or ERROR.")
-def console(bootstrap: str, listen: str, properties: tuple[str, ...], log_level: str) -> None:
+def console(bootstrap: str, listen: str, properties: tuple[str, ...], metrics_urls: str,
+            log_level: str) -> None:
     """Serve a web console of a cluster: brokers and partition owners live, topics and their
     messages, consumer groups and their lag.
 
     \b
     Examples:
       bmq console -b localhost:9092 --listen 127.0.0.1:8080
+      bmq console -b localhost:9092 --metrics http://localhost:9100
     """
     import uvicorn
 
@@ -48,7 +53,8 @@ def console(bootstrap: str, listen: str, properties: tuple[str, ...], log_level:
     # Bound here, not by uvicorn: a port in use is then the roles' one-line start-up failure
     # (bmq.cli, ExitCode.ADDRESS_IN_USE) rather than uvicorn's log lines about it.
     listener = socket.create_server((host, port))
-    admin = ClusterAdmin(bootstrap, config)
+    admin = ClusterAdmin(bootstrap, config, tuple(
+        url.strip() for url in metrics_urls.split(",") if url.strip()))
     app = make_app(admin)
     click.echo(f"bmq console of {bootstrap} on http://{host}:{port}/", err=True)
     server = uvicorn.Server(uvicorn.Config(app, log_level=log_level.lower(), access_log=False))

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import threading
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bmq.client.login import login
@@ -54,9 +54,10 @@ class OffsetReader:
         future = asyncio.run_coroutine_threadsafe(ask_all(), self._loop)
         return future.result(self._timeout_s + 1)
 
-    def ask(self, requests: list[tuple[Address, Any]], version: int) -> list[Any]:
-        """Each request sent to its broker at once (``ask_each``): the decoded answers in
-        order, None from a broker that did not answer in time or closed the link."""
+    def ask_each(self, requests: Sequence[tuple[Address, Any]], version: int) -> list[Any]:
+        """Requests a page sends brokers besides ListOffsets, all at once on these links (each
+        to its broker): the answers in order, None for a broker that did not answer in time
+        or closed the link."""
         async def ask_all() -> list[Any]:
             try:
                 return await asyncio.wait_for(ask_each(self._links, requests, version),

@@ -23,6 +23,7 @@ BROKER_REQUESTS: tuple[str, ...] = (
     "IncrementalAlterConfigsRequest",
     "DescribeClusterRequest",
     "DescribeTopicPartitionsRequest",
+    "DescribeLogDirsRequest",
     # Consumer groups
     "FindCoordinatorRequest",
     "JoinGroupRequest",

@@ -10,9 +10,9 @@ from typing import Any
 from tests.integration.helpers import Msg, admin, consume, topic_configs, watermarks
 from tests.java import checks
 
-UNSERVED = ("alterPartitionReassignments", "describeDelegationToken", "describeLogDirs",
-            "describeMetadataQuorum", "electLeaders", "listConfigResources",
-            "listPartitionReassignments", "unregisterBroker")
+UNSERVED = ("alterPartitionReassignments", "describeDelegationToken", "describeMetadataQuorum",
+            "electLeaders", "listConfigResources", "listPartitionReassignments",
+            "unregisterBroker")
 
 
 def entry(value: str, source: str, read_only: bool = False) -> dict[str, Any]:
@@ -131,6 +131,13 @@ def check_cluster(result: dict[str, Any], nodes: list[str]) -> None:
     # BMQ finalizes no feature (no metadata.version, no transaction.version).
     assert result["finalized_features"] == {}
     assert result["unserved"] == {name: "UnsupportedVersionException" for name in UNSERVED}
+    # describeLogDirs: one directory, the shared storage's URL (no credentials), and the bytes
+    # of each partition of the topic the first node has open (written to, so not empty).
+    [(storage, sizes)] = result["log_dirs"].items()
+    assert "://" in storage and "@" not in storage, storage
+    assert all(size > 0 for size in sizes.values()), sizes
+    if len(nodes) == 1:
+        assert len(sizes) == checks.GROUP_PARTITIONS, sizes
 
 
 def check_consumer_groups(bootstrap: str, topic: str, result: dict[str, Any]) -> None:

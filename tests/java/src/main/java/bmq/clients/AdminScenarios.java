@@ -389,9 +389,20 @@ public final class AdminScenarios {
             result.put("finalized_features", features);
             int node = nodes.get(0).id();
             TopicPartition partition = new TopicPartition(topic, 0);
+            // BMQ's one "log dir" is the shared storage; the sizes of this topic's partitions
+            Map<String, Object> logDirs = new TreeMap<>();
+            get(admin.describeLogDirs(List.of(node)).allDescriptions(), context).get(node)
+                    .forEach((dir, description) -> {
+                        Map<String, Long> sizes = new TreeMap<>();
+                        description.replicaInfos().forEach((replica, info) -> {
+                            if (replica.topic().equals(topic)) {
+                                sizes.put(replica.toString(), info.size());
+                            }
+                        });
+                        logDirs.put(dir, sizes);
+                    });
+            result.put("log_dirs", logDirs);
             Map<String, Object> unserved = new TreeMap<>();
-            unserved.put("describeLogDirs", outcome(() -> get(
-                    admin.describeLogDirs(List.of(node)).allDescriptions(), context)));
             unserved.put("electLeaders", outcome(() -> get(admin.electLeaders(
                     ElectionType.PREFERRED, Set.of(partition)).all(), context)));
             unserved.put("listPartitionReassignments", outcome(() -> get(
