@@ -163,6 +163,11 @@ class ClusterAdmin:
         """What another client of the same cluster (the message browser's consumer) needs."""
         return dict(self._config)
 
+    @property
+    def client(self) -> AdminClient:
+        """The AdminClient itself, for the calls of other modules (access_admin.py)."""
+        return self._admin
+
     def _wait(self, future: Any, what: str) -> Any:
         try:
             return future.result(timeout=REQUEST_TIMEOUT_S)

@@ -32,13 +32,14 @@ START_TIMEOUT_S = 20.0
 class ConsoleProcess:
     """`bmq console` of ``cluster`` on a free port."""
 
-    def __init__(self, workdir: Path, bootstrap: str) -> None:
+    def __init__(self, workdir: Path, bootstrap: str, *args: str) -> None:
+        """``args``: more of `bmq console`'s flags (sign-in, -X properties)."""
         self.port = free_port()
         self.log_path = workdir / "console.log"
         self._log = self.log_path.open("wb")
         self.proc = subprocess.Popen(
-            [*bmq_command(), "console", "-b", bootstrap, "--listen", f"127.0.0.1:{self.port}"],
-            stdout=self._log, stderr=subprocess.STDOUT)
+            [*bmq_command(), "console", "-b", bootstrap, "--listen", f"127.0.0.1:{self.port}",
+             *args], stdout=self._log, stderr=subprocess.STDOUT)
         self._wait_ready()
 
     def url(self, path: str = "/") -> str:
