@@ -6,6 +6,7 @@ viewer, a wrong password and a form without its token change nothing."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import uuid
@@ -26,6 +27,7 @@ from playwright.sync_api import Page, expect
 
 from bmq.metadata.quotas import USER
 from bmq.protocol.messages import DescribeClientQuotasRequest
+from bmq.startup import ExitCode
 from tests.conftest import BrokerFactory, BrokerProcess, bmq_command, free_port
 from tests.console.conftest import ConsoleProcess
 from tests.groups.wire import RawClient
@@ -239,3 +241,19 @@ def test_console_users_viewer_changes_nothing_and_forms_need_their_token(
     page.click("nav form.sign-out button")
     page.goto(secured_console.url("/access/acls"))
     expect(page).to_have_url(re.compile(r".*/sign-in.*"))
+
+
+def test_without_sign_in_it_listens_on_loopback_only(tmp_path: Path) -> None:
+    result = subprocess.run([*bmq_command(), "console", "--listen", f"0.0.0.0:{free_port()}"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == ExitCode.USAGE
+    assert "without sign-in listens on loopback only" in result.stderr
+    # --add-user keeps a scrypt hash, never the password, in a file only its owner reads.
+    users = tmp_path / "users.json"
+    subprocess.run([*bmq_command(), "console", "--users", str(users), "--add-user", OPS,
+                    "--role", "admin"], input=CONSOLE_SECRET + "\n", text=True, check=True,
+                   capture_output=True, timeout=60)
+    stored = json.loads(users.read_text())["users"][OPS]
+    assert stored["role"] == "admin" and stored["password"].startswith("scrypt$")
+    assert CONSOLE_SECRET not in users.read_text()
+    assert users.stat().st_mode & 0o077 == 0
