@@ -130,7 +130,10 @@ class SignIn:
 
     def __init__(self, bootstrap: str, properties: dict[str, str] | None = None,
                  users_path: Path | None = None, scram_mechanism: str | None = None,
-                 secret: bytes | None = None, https: bool = False) -> None:
+                 scram_bootstrap: str | None = None, secret: bytes | None = None,
+                 https: bool = False) -> None:
+        """``scram_bootstrap``: where cluster users log in, when not at ``bootstrap`` (a
+        listener of their own)."""
         if scram_mechanism is not None and scram_mechanism.upper() not in MECHANISMS:
             raise ValueError(f"SCRAM sign-in: mechanism must be one of {', '.join(MECHANISMS)}, "
                              f"got {scram_mechanism!r}")
@@ -140,6 +143,7 @@ class SignIn:
         if users_path is not None:
             load_users(users_path)      # a file that cannot be read fails the start
         self.scram_mechanism = scram_mechanism.upper() if scram_mechanism else None
+        self.scram_bootstrap = scram_bootstrap or bootstrap
         self.secret = secret or secrets.token_bytes(32)
         self.https = https
         self._sessions: dict[str, Session] = {}
@@ -182,8 +186,8 @@ class SignIn:
         if self.scram_mechanism is None:
             return None
         properties = self.cluster_properties(user, password)
-        check_login(self.bootstrap, properties)
-        admin = ClusterAdmin(self.bootstrap, properties)
+        check_login(self.scram_bootstrap, properties)
+        admin = ClusterAdmin(self.scram_bootstrap, properties)
         return Session(user, "cluster", "admin", admin, time.time() + SESSION_MAX_AGE_S)
 
     def session(self, session_id: object) -> Session | None:

@@ -47,6 +47,9 @@ def is_loopback(host: str) -> bool:
 @click.option("--scram-sign-in", "scram_mechanism", metavar="MECHANISM",
               help="Users of the cluster sign in with their SCRAM password (SCRAM-SHA-256 or "
                    "SCRAM-SHA-512); the console acts as them.")
+@click.option("--scram-bootstrap", metavar="HOST:PORT[,...]",
+              help="Where users of the cluster sign in, when not at -b (a SASL listener of "
+                   "their own).")
 @click.option("--users", "users_file", type=click.Path(dir_okay=False, path_type=Path),
               help="The console's own users (JSON, made with --add-user); they act as its "
                    "principal, viewers change nothing.")
@@ -68,8 +71,9 @@ def is_loopback(host: str) -> bool:
 @click.option("--log-level", default="INFO", show_default=True,
               help="DEBUG, INFO, WARNING or ERROR.")
 def console(bootstrap: str, listen: str, properties: tuple[str, ...],
-            scram_mechanism: str | None, users_file: Path | None, add_user: str | None,
-            role: str, no_sign_in: bool, tls_cert: str | None, tls_key: str | None,
+            scram_mechanism: str | None, scram_bootstrap: str | None,
+            users_file: Path | None, add_user: str | None, role: str, no_sign_in: bool,
+            tls_cert: str | None, tls_key: str | None,
             serve_child: bool, log_level: str) -> None:
     """Serve a web console of a cluster: brokers and partition owners live, topics and their
     messages, consumer groups and their lag, ACLs, SCRAM users and quotas.
@@ -100,7 +104,8 @@ def console(bootstrap: str, listen: str, properties: tuple[str, ...],
     if bool(tls_cert) != bool(tls_key):
         raise StartupError("--tls-cert and --tls-key go together", ExitCode.USAGE)
     try:
-        sign_in = SignIn(bootstrap, config, users_file, scram_mechanism, https=bool(tls_cert))
+        sign_in = SignIn(bootstrap, config, users_file, scram_mechanism, scram_bootstrap,
+                         https=bool(tls_cert))
     except ValueError as error:
         raise StartupError(str(error), ExitCode.USAGE) from error
     if not sign_in.required and not no_sign_in and not is_loopback(host):

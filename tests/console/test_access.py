@@ -77,9 +77,11 @@ def secured_console(acl_broker: tuple[BrokerProcess, str], users_file: Path,
     process.stop()
 
 
-def sign_in(page: Page, console: ConsoleProcess, user: str, password: str,
+def sign_in(page: Page, console: ConsoleProcess | str, user: str, password: str,
             path: str = "/cluster") -> None:
-    page.goto(console.url(path))
+    """Opens ``path`` of ``console`` (or the URL ``console``), is sent to the sign-in page,
+    and signs in there."""
+    page.goto(console if isinstance(console, str) else console.url(path))
     expect(page).to_have_url(re.compile(r".*/sign-in.*"))
     page.fill("#user", user)
     page.fill("#password", password)

@@ -14,6 +14,8 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.conftest import BrokerFactory, free_port
+from tests.console.test_access import MECHANISM, sign_in
+from tests.security.conftest import PASSWORD, USER, add_user
 
 WAIT_S = 20.0
 
@@ -52,3 +54,22 @@ def test_serve_runs_the_console_unless_turned_off(broker_factory: BrokerFactory,
                    extra_args=["--no-console"])
     time.sleep(3)       # long enough for a console to bind (it binds within ~1 s)
     assert not _answers(quiet)
+
+
+@pytest.mark.slow
+def test_serve_with_scram_users_has_its_console_ask_for_them(
+        broker_factory: BrokerFactory, page: Page) -> None:
+    port, plain, sasl = free_port(), free_port(), free_port()
+    broker = broker_factory(env={"BMQ_CONSOLE_LISTEN": f"127.0.0.1:{port}"}, config={
+        "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}",
+        "listener.name.sasl_plaintext.sasl.enabled.mechanisms": MECHANISM,
+    }, port=plain, start=False)
+    add_user(broker.data_dir, USER, PASSWORD, MECHANISM)
+    broker.start()
+    _until(lambda: _answers(port), f"no console on {port}")
+    sign_in(page, f"http://127.0.0.1:{port}/cluster", USER, "wrong")
+    expect(page.locator(".error")).to_contain_text("unknown user or wrong password")
+    page.fill("#password", PASSWORD)
+    page.click("#sign-in button[type=submit]")
+    expect(page.locator("nav .user")).to_have_text(f"{USER} (cluster user)")
+    expect(page.locator("nav .bootstrap")).to_have_text(f"127.0.0.1:{sasl}")
