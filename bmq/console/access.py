@@ -76,7 +76,7 @@ def routes(console: Console) -> list[BaseRoute]:
                 done = await console._call(action, form)
             except ConsoleError as failure:
                 entered = {k: v for k, v in form.items() if k != "password"}
-                return await show(request, which, str(failure), entered)
+                return await show(request, which, f"{failure}. Nothing was changed.", entered)
             return console._back(request.url_for(which), done)
         return handle
 

@@ -186,7 +186,7 @@ def _result(future: Any, what: str) -> Any:
         return future.result(timeout=REQUEST_TIMEOUT_S)
     except KafkaException as failure:
         error = failure.args[0]
-        raise ConsoleError(f"{what}: {error.name()}: {error.str()}") from failure
+        raise ConsoleError(_explained(what, error.name(), error.str())) from failure
     except TimeoutError as failure:
         raise ConsoleError(f"{what}: no answer within {REQUEST_TIMEOUT_S:g} s") from failure
 
@@ -209,7 +209,16 @@ def _refusal(code: int, message: str | None, what: str) -> ConsoleError | None:
         name = ErrorCode(code).name
     except ValueError:
         name = f"error {code}"
-    return ConsoleError(f"{what}: {name}" + (f": {message}" if message else ""))
+    return ConsoleError(_explained(what, name, message))
+
+
+def _explained(what: str, code_name: str, detail: str | None) -> str:
+    """The refusal as the page shows it: Kafka's error name, the broker's words, and for an
+    authorizer's refusal what it means."""
+    text = f"{what}: {code_name}" + (f": {detail}" if detail else "")
+    if code_name.endswith("AUTHORIZATION_FAILED"):
+        text += " (the cluster's ACLs do not allow this principal)"
+    return text
 
 
 def quotas(admin: ClusterAdmin) -> list[QuotaEntry]:

@@ -110,6 +110,9 @@ def test_a_cluster_user_signs_in_and_edits_acls_bob_is_refused(
     broker, _ = acl_broker
     principal = f"User:reader-{uuid.uuid4().hex[:6]}"
     # Not signed in: every page leads to the sign-in page. A wrong password is refused.
+    page.goto(secured_console.url("/topics"))
+    expect(page).to_have_url(secured_console.url("/sign-in?next=/topics"))
+    screenshot("sign-in")
     sign_in(page, secured_console, ADMIN, "not-the-password")
     expect(page.locator(".error")).to_contain_text("unknown user or wrong password")
     screenshot("sign-in-refused")
