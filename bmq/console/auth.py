@@ -147,6 +147,7 @@ class SignIn:
         self.secret = secret or secrets.token_bytes(32)
         self.https = https
         self._sessions: dict[str, Session] = {}
+        self._unknown_user_hash = hash_password(secrets.token_hex(16)) if users_path else ""
         self._lock = threading.Lock()
 
     @property
@@ -177,8 +178,15 @@ class SignIn:
     def _console_user(self, user: str, password: str) -> Session | None:
         if self.users_path is None:
             return None
-        known = load_users(self.users_path).get(user)
-        if known is None or not check_password(known.password_hash, password):
+        try:
+            known = load_users(self.users_path).get(user)
+        except ValueError as error:
+            raise ConsoleError(str(error)) from error
+        if known is None:
+            # As long as a known user's check: the time taken does not tell who exists.
+            check_password(self._unknown_user_hash, password)
+            return None
+        if not check_password(known.password_hash, password):
             return None
         return Session(user, "console", known.role, None, time.time() + SESSION_MAX_AGE_S)
 

@@ -23,7 +23,7 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Browser, Page, expect
 
 from bmq.metadata.quotas import USER
 from bmq.protocol.messages import DescribeClientQuotasRequest
@@ -31,7 +31,7 @@ from bmq.startup import ExitCode
 from tests.conftest import BrokerFactory, BrokerProcess, bmq_command, free_port
 from tests.console.conftest import ConsoleProcess
 from tests.groups.wire import RawClient
-from tests.security.conftest import add_user
+from tests.security.conftest import Certificates, add_user, certificates  # noqa: F401
 
 ADMIN, BOB, SECRET = "admin", "bob", "cluster-secret"
 OPS, WATCHER, CONSOLE_SECRET = "ops", "watcher", "console-secret"
@@ -262,3 +262,24 @@ def test_without_sign_in_it_listens_on_loopback_only(tmp_path: Path) -> None:
     assert stored["role"] == "admin" and stored["password"].startswith("scrypt$")
     assert CONSOLE_SECRET not in users.read_text()
     assert users.stat().st_mode & 0o077 == 0
+
+
+@pytest.mark.slow
+def test_over_https_the_session_cookie_is_secure(
+        users_file: Path, certificates: Certificates, browser: Browser,  # noqa: F811 (the fixture imported above)
+        tmp_path: Path) -> None:
+    process = ConsoleProcess(tmp_path, "127.0.0.1:1", "--users", str(users_file), "--tls-cert",
+                             str(certificates.server_cert), "--tls-key",
+                             str(certificates.server_key), scheme="https")
+    context = browser.new_context(ignore_https_errors=True)   # the test CA is not Chromium's
+    try:
+        page = context.new_page()
+        sign_in(page, process, OPS, CONSOLE_SECRET, "/topics")
+        expect(page.locator("nav .user")).to_have_text("ops (admin)")
+        cookies = {c["name"]: c for c in context.cookies()}
+        for name in ("bmq_console_session", "bmq_console_id"):
+            assert cookies[name]["secure"] and cookies[name]["httpOnly"], name
+            assert cookies[name]["sameSite"] == "Strict", name
+    finally:
+        context.close()
+        process.stop()
