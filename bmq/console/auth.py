@@ -23,7 +23,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
@@ -265,9 +265,13 @@ class SignInGate:
 
     @staticmethod
     def _to_sign_in(request: Request) -> Response:
-        target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        """To the sign-in page, and back after it: to the page asked for, or for an htmx
+        poll to the page it polls from (not to the fragment it asked for)."""
+        polling = bool(request.headers.get("hx-request"))
+        url = urlsplit(request.headers.get("hx-current-url", "")) if polling else request.url
+        target = (url.path or "/") + (f"?{url.query}" if url.query else "")
         location = f"{request.scope.get('root_path', '')}/sign-in?next={quote(target)}"
-        if request.headers.get("hx-request"):
+        if polling:
             return Response(status_code=401, headers={"HX-Redirect": location})
         return RedirectResponse(location, status_code=303)
 

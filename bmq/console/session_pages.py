@@ -44,6 +44,7 @@ def routes(console: Console) -> list[BaseRoute]:
         except ConsoleError as failure:
             return console.page(request, "sign_in.html", status=401, error=str(failure),
                                 next=target, entered={"user": user}, methods=_methods())
+        sign_in.sign_out(request.session.get("id"))     # a session signed in over ends
         request.session.clear()
         request.session["id"] = session_id
         return RedirectResponse(target, status_code=303)
