@@ -158,7 +158,10 @@ def _add_user(users_file: Path | None, name: str, role: str) -> None:
 def _stop_at_end_of_stdin() -> None:
     """The parent (`bmq serve`) holds our stdin's other end: it closes when the parent ends,
     however it ends (a kill -9 included), and so does this console."""
-    while sys.stdin.buffer.read(4096):
+    # os.read on the descriptor, not sys.stdin: a daemon thread blocked in the buffered
+    # reader holds its lock, and the interpreter's shutdown then aborts ("could not acquire
+    # lock for <stdin> at interpreter shutdown").
+    while os.read(sys.stdin.fileno(), 4096):
         pass
     os.kill(os.getpid(), signal.SIGTERM)
 

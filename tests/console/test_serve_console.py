@@ -73,3 +73,8 @@ def test_serve_with_scram_users_has_its_console_ask_for_them(
     page.click("#sign-in button[type=submit]")
     expect(page.locator("nav .user")).to_have_text(f"{USER} (cluster user)")
     expect(page.locator("nav .bootstrap")).to_have_text(f"127.0.0.1:{sasl}")
+    # serve stopped: its console stops with it, cleanly (its stdin watcher once made the
+    # interpreter's shutdown abort: "Fatal Python error: ... <stdin> at interpreter shutdown").
+    broker.stop()
+    assert not _answers(port)
+    assert "Fatal Python error" not in broker.log_text(), broker.log_tail()
