@@ -8,10 +8,12 @@ stops, and when serve dies (its stdin is a pipe from serve)."""
 from __future__ import annotations
 
 import logging
+import socket
 import subprocess
 import sys
 
 from bmq.config import Config
+from bmq.config.settings import split_host_port
 from bmq.listeners import PLAINTEXT, SASL_PLAINTEXT, Listener
 from bmq.security.scram import MECHANISMS
 from bmq.security.session import SecurityConfigError, enabled_mechanisms
@@ -64,10 +66,22 @@ def start_console(config: Config) -> subprocess.Popen[bytes] | None:
         log.warning("web console not started: serve has no PLAINTEXT listener; run `bmq "
                     "console -b HOST:PORT -X ...` with a principal of its own")
         return None
-    command = [sys.executable, "-m", "bmq", "console", "-b", bootstrap,
-               "--listen", config.console_listen, "--log-level", "WARNING", "--serve-child",
-               *scram_sign_in(config)]
-    child = subprocess.Popen(command, stdin=subprocess.PIPE)
+    # Bound here and handed to the child: a port in use is this warning, not the child's
+    # error in serve's log after serve said it started a console.
+    try:
+        host, port = split_host_port(config.console_listen)
+        listener = socket.create_server(
+            (host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
+    except OSError as error:
+        log.warning("web console not started: cannot listen on %s: %s (--console-listen "
+                    "moves it, --no-console turns it off)", config.console_listen,
+                    error.strerror or error)
+        return None
+    with listener:
+        command = [sys.executable, "-m", "bmq", "console", "-b", bootstrap,
+                   "--listen", config.console_listen, "--listen-fd", str(listener.fileno()),
+                   "--log-level", "WARNING", "--serve-child", *scram_sign_in(config)]
+        child = subprocess.Popen(command, stdin=subprocess.PIPE, pass_fds=[listener.fileno()])
     log.info("web console at http://%s/ (pid %d)", config.console_listen, child.pid)
     return child
 

@@ -65,6 +65,8 @@ def is_loopback(host: str) -> bool:
               help="Serve HTTPS with this certificate chain (PEM); cookies get Secure.")
 @click.option("--tls-key", type=click.Path(exists=True, dir_okay=False),
               help="The private key of --tls-cert (PEM).")
+@click.option("--listen-fd", type=int, hidden=True,
+              help="Serve on this listening socket, inherited (`bmq serve` binds --listen).")
 @click.option("--serve-child", is_flag=True, hidden=True,
               help="Run as `bmq serve`'s console: at a lower CPU priority than the broker, "
                    "and stopping when stdin (a pipe from serve) closes.")
@@ -74,7 +76,7 @@ def console(bootstrap: str, listen: str, properties: tuple[str, ...],
             scram_mechanism: str | None, scram_bootstrap: str | None,
             users_file: Path | None, add_user: str | None, role: str, no_sign_in: bool,
             tls_cert: str | None, tls_key: str | None,
-            serve_child: bool, log_level: str) -> None:
+            listen_fd: int | None, serve_child: bool, log_level: str) -> None:
     """Serve a web console of a cluster: brokers and partition owners live, topics and their
     messages, consumer groups and their lag, ACLs, SCRAM users and quotas.
 
@@ -114,7 +116,8 @@ def console(bootstrap: str, listen: str, properties: tuple[str, ...],
                            ExitCode.USAGE)
     # Bound here, not by uvicorn: a port in use is then the roles' one-line start-up failure
     # (bmq.cli, ExitCode.ADDRESS_IN_USE) rather than uvicorn's log lines about it.
-    listener = socket.create_server((host, port))
+    listener = socket.create_server((host, port)) if listen_fd is None else \
+        socket.socket(fileno=listen_fd)
     admin = ClusterAdmin(bootstrap, config)
     app = make_app(admin, sign_in=sign_in)
     scheme = "https" if tls_cert else "http"

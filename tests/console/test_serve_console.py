@@ -55,6 +55,14 @@ def test_serve_runs_the_console_unless_turned_off(broker_factory: BrokerFactory,
     time.sleep(3)       # long enough for a console to bind (it binds within ~1 s)
     assert not _answers(quiet)
 
+    # The console's port in use: serve serves all the same, and says why it has no console.
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        held = taken.getsockname()[1]
+        crowded = broker_factory(env={"BMQ_CONSOLE_LISTEN": f"127.0.0.1:{held}"})
+        refusal = f"web console not started: cannot listen on 127.0.0.1:{held}: Address " \
+            "already in use"
+        _until(lambda: refusal in crowded.log_text(), crowded.log_tail())
+
 
 @pytest.mark.slow
 def test_serve_with_scram_users_has_its_console_ask_for_them(
