@@ -288,3 +288,14 @@ def test_over_https_the_session_cookie_is_secure(
     finally:
         context.close()
         process.stop()
+
+
+@pytest.mark.slow
+def test_an_open_console_of_a_cluster_without_an_authorizer(console: ConsoleProcess,
+                                                            page: Page) -> None:
+    page.goto(console.url("/access/acls"))
+    expect(page.locator(".error")).to_contain_text("cannot list ACLs: SECURITY_DISABLED")
+    page.goto(console.url("/sign-in"))
+    expect(page.locator("main")).to_contain_text("This console has no sign-in")
+    assert page.locator("#sign-in").count() == 0
+    assert not [c for c in page.context.cookies() if c["name"] == "bmq_console_session"]
