@@ -22,16 +22,20 @@ from confluent_kafka.admin import (
     AdminClient,
     ResourcePatternType,
     ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
 )
 from playwright.sync_api import Browser, Page, expect
 
+from bmq.console.auth import add_user as add_console_user
 from bmq.metadata.quotas import USER
 from bmq.protocol.messages import DescribeClientQuotasRequest
 from bmq.startup import ExitCode
 from tests.conftest import BrokerFactory, BrokerProcess, bmq_command, free_port
 from tests.console.conftest import ConsoleProcess
 from tests.groups.wire import RawClient
-from tests.security.conftest import Certificates, add_user, certificates  # noqa: F401
+from tests.security.conftest import Certificates, certificates  # noqa: F401 (a fixture)
 
 ADMIN, BOB, SECRET = "admin", "bob", "cluster-secret"
 OPS, WATCHER, CONSOLE_SECRET = "ops", "watcher", "console-secret"
@@ -47,20 +51,24 @@ def acl_broker(module_broker_factory: BrokerFactory) -> tuple[BrokerProcess, str
         "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}",
         "listener.name.sasl_plaintext.sasl.enabled.mechanisms": MECHANISM,
         "authorizer.class.name": "bmq", "super.users": "User:admin;User:ANONYMOUS",
-    }, port=plain, start=False)
-    for user in (ADMIN, BOB):
-        add_user(broker.data_dir, user, SECRET, MECHANISM)
-    broker.start()
+    }, port=plain)
+    # Made over the wire by the observer (a super user): quicker than `bmq user add` before
+    # the start, a process each.
+    upserts = [UserScramCredentialUpsertion(user, ScramCredentialInfo(
+        ScramMechanism.SCRAM_SHA_512, 4096), SECRET.encode()) for user in (ADMIN, BOB)]
+    admin = observer(broker)
+    for future in admin.alter_user_scram_credentials(upserts).values():
+        future.result(30)
     return broker, f"127.0.0.1:{sasl}"
 
 
 @pytest.fixture(scope="module")
 def users_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The console's users, written as `--add-user` writes them (its command line is
+    test_without_sign_in_it_listens_on_loopback_only's)."""
     path = tmp_path_factory.mktemp("console-users") / "users.json"
     for name, role in ((OPS, "admin"), (WATCHER, "viewer")):
-        subprocess.run([*bmq_command(), "console", "--users", str(path), "--add-user", name,
-                        "--role", role], input=CONSOLE_SECRET + "\n", text=True, check=True,
-                       capture_output=True, timeout=60)
+        add_console_user(path, name, CONSOLE_SECRET, role)
     return path
 
 
