@@ -85,10 +85,15 @@ def load_users(path: Path) -> dict[str, ConsoleUser]:
     """The console's users: ``{"users": {NAME: {"role": ROLE, "password": HASH}}}``."""
     try:
         document = json.loads(path.read_text())
-        return {name: ConsoleUser(name, entry["role"], entry["password"])
-                for name, entry in document["users"].items()}
+        users = {name: ConsoleUser(name, entry["role"], entry["password"])
+                 for name, entry in document["users"].items()}
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
         raise ValueError(f"cannot read the console's users from {path}: {error}") from error
+    for user in users.values():
+        if user.role not in ROLES:
+            raise ValueError(f"cannot read the console's users from {path}: {user.name}'s "
+                             f"role {user.role!r} is not one of {', '.join(ROLES)}")
+    return users
 
 
 def add_user(path: Path, name: str, password: str, role: str) -> None:
@@ -170,6 +175,11 @@ class SignIn:
             raise ConsoleError(WRONG_PASSWORD)
         session_id = secrets.token_urlsafe(24)
         with self._lock:
+            now = time.time()
+            # Expired sessions end here too (a cluster user's holds a client and a thread),
+            # not only when their cookie comes back.
+            for expired in [key for key, old in self._sessions.items() if old.expires < now]:
+                self._end(expired)
             self._sessions[session_id] = session
             while len(self._sessions) > MAX_SESSIONS:
                 self._end(next(iter(self._sessions)))

@@ -275,6 +275,14 @@ def test_without_sign_in_it_listens_on_loopback_only(tmp_path: Path) -> None:
     assert stored["role"] == "admin" and stored["password"].startswith("scrypt$")
     assert CONSOLE_SECRET not in users.read_text()
     assert users.stat().st_mode & 0o077 == 0
+    # A users file it cannot use stops the start, with the reason.
+    stored["role"] = "root"
+    users.write_text(json.dumps({"users": {OPS: stored}}))
+    refused = subprocess.run([*bmq_command(), "console", "--users", str(users), "--listen",
+                              f"127.0.0.1:{free_port()}"], capture_output=True, text=True,
+                             timeout=60)
+    assert refused.returncode == ExitCode.USAGE
+    assert "ops's role 'root' is not one of viewer, admin" in refused.stderr
 
 
 @pytest.mark.slow
