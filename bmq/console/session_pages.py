@@ -30,8 +30,16 @@ def routes(console: Console) -> list[BaseRoute]:
         return console.page(request, "sign_in.html", next=_local(request.query_params.get("next")),
                             methods=_methods())
 
+    async def signed_form(request: Request) -> dict[str, str] | None:
+        """The form when its CSRF token matches; whoever is signed in (a viewer too: signing
+        in and out changes nothing of the cluster's, so not Console._form)."""
+        form = await request.form()
+        if not console.csrf.is_valid(request, form.get(FIELD)):
+            return None
+        return {key: value for key, value in form.items() if isinstance(value, str)}
+
     async def sign_in_form(request: Request) -> Response:
-        form = await console._form(request)
+        form = await signed_form(request)
         if form is None:
             return console._refused(request)
         target = _local(form.get("next"))
@@ -50,8 +58,7 @@ def routes(console: Console) -> list[BaseRoute]:
         return RedirectResponse(target, status_code=303)
 
     async def sign_out(request: Request) -> Response:
-        form = await request.form()
-        if not console.csrf.is_valid(request, form.get(FIELD)):
+        if await signed_form(request) is None:
             return console._refused(request)
         sign_in.sign_out(request.session.get("id"))
         request.session.clear()
