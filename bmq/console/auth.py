@@ -48,6 +48,11 @@ SCRYPT_N, SCRYPT_R, SCRYPT_P = 1 << 15, 8, 1
 # Paths answered to anyone: the sign-in page and the assets it needs.
 OPEN_PATHS = ("/sign-in", "/static/")
 WRONG_PASSWORD = "sign-in refused: unknown user or wrong password"
+# Failed sign-ins of one user from one address before its next tries are refused unchecked,
+# and for how long after the last failure: a password is not guessed at the console's speed.
+MAX_FAILURES, FAILURE_WINDOW_S = 5, 300.0
+# (user, address) pairs with failures kept before the stale ones are dropped.
+MAX_FAILURE_KEYS = 10_000
 
 
 def hash_password(password: str) -> str:
@@ -72,6 +77,10 @@ def check_password(stored: str, password: str) -> bool:
         return hmac.compare_digest(computed, base64.b64decode(digest))
     except ValueError:
         return False
+
+
+class WrongPassword(ConsoleError):
+    """The user is unknown or the password wrong (either kind of user, same words)."""
 
 
 @dataclass(frozen=True)
@@ -152,6 +161,7 @@ class SignIn:
         self.secret = secret or secrets.token_bytes(32)
         self.https = https
         self._sessions: dict[str, Session] = {}
+        self._failures: dict[tuple[str, str], list[float]] = {}   # (user, client) -> times
         self._unknown_user_hash = hash_password(secrets.token_hex(16)) if users_path else ""
         self._lock = threading.Lock()
 
@@ -168,11 +178,29 @@ class SignIn:
                 "sasl.mechanism": self.scram_mechanism or "", "sasl.username": user,
                 "sasl.password": password}
 
-    def sign_in(self, user: str, password: str) -> str:
-        """A new session's id; ConsoleError when the password is wrong (either kind)."""
-        session = self._console_user(user, password) or self._cluster_user(user, password)
-        if session is None:
-            raise ConsoleError(WRONG_PASSWORD)
+    def sign_in(self, user: str, password: str, client: str = "") -> str:
+        """A new session's id; ConsoleError when the password is wrong (either kind), or
+        without checking it after MAX_FAILURES failures of ``user`` from ``client`` (its
+        address: a user is not locked out by failures from elsewhere)."""
+        key = (user, client)
+        failures = self._failures.get(key, [])
+        recent = [at for at in failures if at > time.monotonic() - FAILURE_WINDOW_S]
+        if len(recent) >= MAX_FAILURES:
+            wait = recent[0] + FAILURE_WINDOW_S - time.monotonic()
+            raise ConsoleError(f"sign-in refused: {len(recent)} failed sign-ins of {user} from "
+                               f"this address; try again in {wait:.0f} s")
+        try:
+            session = self._console_user(user, password) or self._cluster_user(user, password)
+            if session is None:
+                raise WrongPassword(WRONG_PASSWORD)
+        except WrongPassword:
+            with self._lock:
+                self._failures[key] = [*recent, time.monotonic()]
+                if len(self._failures) > MAX_FAILURE_KEYS:    # forget the stale ones
+                    since = time.monotonic() - FAILURE_WINDOW_S
+                    self._failures = {k: v for k, v in self._failures.items() if v[-1] > since}
+            raise
+        self._failures.pop(key, None)
         session_id = secrets.token_urlsafe(24)
         with self._lock:
             now = time.time()
@@ -243,7 +271,7 @@ def check_login(bootstrap: str, properties: dict[str, str]) -> None:
                              REQUEST_TIMEOUT_S, "bmq-console", login(properties)))
     except LinkError as error:
         if isinstance(error.__cause__, LinkAuthenticationError):
-            raise ConsoleError(WRONG_PASSWORD) from error
+            raise WrongPassword(WRONG_PASSWORD) from error
         raise ConsoleError(f"cannot check the password with {bootstrap}: {error}") from error
     except TimeoutError as error:
         raise ConsoleError(f"cannot check the password: no answer from {bootstrap}") from error

@@ -48,7 +48,8 @@ def routes(console: Console) -> list[BaseRoute]:
             if not sign_in.required:
                 raise ConsoleError("this console has no sign-in: it is open to anyone who "
                                    "reaches it")
-            session_id = await console._call(sign_in.sign_in, user, password)
+            client = request.client.host if request.client else ""
+            session_id = await console._call(sign_in.sign_in, user, password, client)
         except ConsoleError as failure:
             return console.page(request, "sign_in.html", status=401, error=str(failure),
                                 next=target, entered={"user": user}, methods=_methods())

@@ -38,7 +38,7 @@ from tests.groups.wire import RawClient
 from tests.security.conftest import Certificates, certificates  # noqa: F401 (a fixture)
 
 ADMIN, BOB, SECRET = "admin", "bob", "cluster-secret"
-OPS, WATCHER, CONSOLE_SECRET = "ops", "watcher", "console-secret"
+OPS, WATCHER, GUESSED, CONSOLE_SECRET = "ops", "watcher", "guessed", "console-secret"
 MECHANISM = "SCRAM-SHA-512"
 
 
@@ -67,7 +67,7 @@ def users_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The console's users, written as `--add-user` writes them (its command line is
     test_without_sign_in_it_listens_on_loopback_only's)."""
     path = tmp_path_factory.mktemp("console-users") / "users.json"
-    for name, role in ((OPS, "admin"), (WATCHER, "viewer")):
+    for name, role in ((OPS, "admin"), (WATCHER, "viewer"), (GUESSED, "viewer")):
         add_console_user(path, name, CONSOLE_SECRET, role)
     return path
 
@@ -325,3 +325,22 @@ def test_an_open_console_of_a_cluster_without_an_authorizer(console: ConsoleProc
     expect(page.locator("main")).to_contain_text("This console has no sign-in")
     assert page.locator("#sign-in").count() == 0
     assert not [c for c in page.context.cookies() if c["name"] == "bmq_console_session"]
+
+
+@pytest.mark.slow
+def test_passwords_are_not_guessed_at_the_consoles_speed(secured_console: ConsoleProcess,
+                                                         page: Page) -> None:
+    page.goto(secured_console.url("/sign-in"))
+    token = csrf_token(page)
+
+    def attempt(user: str, password: str) -> str:
+        answer = page.request.post(secured_console.url("/sign-in"), form={
+            "csrf_token": token, "user": user, "password": password}, max_redirects=0)
+        return f"{answer.status} {answer.text() if answer.status != 303 else ''}"
+
+    for guess in range(5):
+        assert "unknown user or wrong password" in attempt(GUESSED, f"guess-{guess}")
+    # The sixth try, with the right password, is refused unchecked; another user is not.
+    refused = attempt(GUESSED, CONSOLE_SECRET)
+    assert refused.startswith("401") and "5 failed sign-ins of guessed from this address" in refused
+    assert attempt(OPS, CONSOLE_SECRET).startswith("303")
