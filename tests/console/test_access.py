@@ -217,6 +217,14 @@ def test_scram_users_and_quotas_edited_with_bad_input_refused(
     expect(page.locator(".notice")).to_contain_text("removed producer_byte_rate")
     assert _quotas(broker) == {}
 
+    page.goto(secured_console.url("/access/acls"))
+    page.locator("#create-acl input[name=principal]").fill(carol)     # no User: prefix
+    page.locator("#create-acl input[name=name]").fill("orders")
+    page.locator("#create-acl button").click()
+    expect(page.locator(".error")).to_contain_text("principal must be TYPE:NAME")
+    expect(page.locator("#create-acl input[name=name]")).to_have_value("orders")
+    assert acls_of(broker, carol) == [] and acls_of(broker, f"User:{carol}") == []
+
     page.goto(secured_console.url("/access/users"))
     page.locator(f"#scram-users tr[data-user='{carol}'] button").click()
     expect(page.locator(".notice")).to_contain_text("deleted")
