@@ -6,7 +6,7 @@ The console's own viewers do not see these pages at all."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -16,9 +16,7 @@ from bmq.console import access_admin
 from bmq.console.access_admin import acl_binding
 from bmq.console.admin import ConsoleError
 from bmq.console.auth import signed_in
-
-if TYPE_CHECKING:
-    from bmq.console.app import Console
+from bmq.console.pages import ConsolePages
 
 # What each page lists (a blocking call of access_admin on the principal's client).
 LISTINGS: dict[str, tuple[str, Callable[..., Any]]] = {
@@ -43,7 +41,7 @@ def _viewer_refusal() -> str | None:
     return None
 
 
-def routes(console: Console) -> list[BaseRoute]:
+def routes(console: ConsolePages) -> list[BaseRoute]:
     async def show(request: Request, which: str, error: str | None = None,
                    entered: dict[str, str] | None = None) -> Response:
         template, listing = LISTINGS[which]

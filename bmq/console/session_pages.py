@@ -3,17 +3,13 @@ one at each sign-in (an id known before it, e.g. planted by someone else, never 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from bmq.console.admin import ConsoleError
 from bmq.console.csrf import FIELD
-
-if TYPE_CHECKING:
-    from bmq.console.app import Console
+from bmq.console.pages import ConsolePages
 
 
 def _local(target: str | None) -> str:
@@ -23,7 +19,7 @@ def _local(target: str | None) -> str:
     return target
 
 
-def routes(console: Console) -> list[BaseRoute]:
+def routes(console: ConsolePages) -> list[BaseRoute]:
     sign_in = console.sign_in
 
     async def sign_in_page(request: Request) -> Response:
