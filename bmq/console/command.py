@@ -61,9 +61,9 @@ def is_loopback(host: str) -> bool:
 @click.option("--no-sign-in", is_flag=True,
               help="Listen on a non-loopback address without sign-in (anyone who reaches it "
                    "acts as the console's principal).")
-@click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False),
+@click.option("--tls-cert", type=click.Path(dir_okay=False),
               help="Serve HTTPS with this certificate chain (PEM); cookies get Secure.")
-@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False),
+@click.option("--tls-key", type=click.Path(dir_okay=False),
               help="The private key of --tls-cert (PEM).")
 @click.option("--listen-fd", type=int, hidden=True,
               help="Serve on this listening socket, inherited (`bmq serve` binds --listen).")
@@ -105,6 +105,9 @@ def console(bootstrap: str, listen: str, properties: tuple[str, ...],
     config = parse_key_values(properties, "-X")
     if bool(tls_cert) != bool(tls_key):
         raise StartupError("--tls-cert and --tls-key go together", ExitCode.USAGE)
+    for flag, path in (("--tls-cert", tls_cert), ("--tls-key", tls_key)):
+        if path and not os.path.isfile(path):
+            raise StartupError(f"{flag}: no file {path}", ExitCode.USAGE)
     try:
         sign_in = SignIn(bootstrap, config, users_file, scram_mechanism, scram_bootstrap,
                          https=bool(tls_cert))
