@@ -118,12 +118,15 @@ def main() -> None:
               help="TOML file with settings (flags and BMQ_* variables take precedence).")
 @click.option("--metrics-port", type=int,
               help="Serve Prometheus metrics on this port at /metrics [0: off].")
+@click.option("--console-listen", metavar="HOST:PORT",
+              help="Serve the web console (bmq console) here [127.0.0.1:8080].")
+@click.option("--no-console", is_flag=True, help="Do not start the web console.")
 @click.option("--log-format", type=click.Choice(["text", "json"]),
               help="Log lines as text or as one JSON object each [text].")
 @click.option("--log-level", help="DEBUG, INFO, WARNING or ERROR [INFO].")
 def serve(data_dir: str | None, listen: str | None, advertise: str | None,
-          config_file: str | None, metrics_port: int | None, log_format: str | None,
-          log_level: str | None) -> None:
+          config_file: str | None, metrics_port: int | None, console_listen: str | None,
+          no_console: bool, log_format: str | None, log_level: str | None) -> None:
     """Run every role in one process on a local data directory.
 
     \b
@@ -136,7 +139,8 @@ def serve(data_dir: str | None, listen: str | None, advertise: str | None,
     try:
         config = load_config(config_file, overrides={
             "data_dir": data_dir, "listen": listen, "advertise": advertise,
-            "metrics_port": metrics_port, "log_format": log_format, "log_level": log_level})
+            "metrics_port": metrics_port, "log_format": log_format, "log_level": log_level,
+            "console_listen": "" if no_console else console_listen})
     except ConfigError as error:
         raise StartupError(str(error), ExitCode.USAGE) from error
     try:

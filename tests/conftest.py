@@ -39,6 +39,9 @@ from tests.seaweedfs import SeaweedFS, weed_binary
 START_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 30.0
 LOG_TAIL_CHARS = 6000
+# Every `bmq serve` the tests start without BrokerProcess (integration, cli, cluster tests)
+# inherits this: no web console on 127.0.0.1:8080 unless a test asks for one.
+os.environ.setdefault("BMQ_CONSOLE_LISTEN", "")
 
 _LIVE_PROCESSES: set[subprocess.Popen[bytes]] = set()
 
@@ -182,6 +185,9 @@ class BrokerProcess:
     def _environment(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("BMQ_")}
         env.update(self.env)
+        # `bmq serve` starts the web console on 127.0.0.1:8080 by default: not in tests but
+        # the console's own (tests/console/test_serve_console.py), which ask for it.
+        env.setdefault("BMQ_CONSOLE_LISTEN", "")
         env.setdefault("PYTHONUNBUFFERED", "1")
         return env
 

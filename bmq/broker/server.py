@@ -7,12 +7,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import subprocess
 from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from bmq import metrics
 from bmq.broker.broker import Broker
+from bmq.broker.console_process import start_console, stop_console
 from bmq.broker.handlers import HANDLERS
 from bmq.broker.membership.standalone import StandaloneMembership
 from bmq.broker.service import broker_connection
@@ -72,6 +74,7 @@ class BrokerServer:
         self._listening = Listening(config.listener_list, self.security.tls_contexts, sasl=True)
         self._maintenance: asyncio.Task[None] | None = None
         self._metrics_server: Any = None
+        self._console: subprocess.Popen[bytes] | None = None
 
     async def start(self) -> None:
         config = self.config
@@ -99,6 +102,7 @@ class BrokerServer:
             CleanerService(config.log_cleaner_backoff_ms, config.log_cleaner_dedupe_buffer_size)))
         log.info("BMQ broker %d listening on %s, data in %s", config.node_id,
                  self._listening.describe(), self.data_dir)
+        self._console = start_console(config)
 
     def _connection(self, name: str) -> KafkaConnection:
         assert self.broker is not None
@@ -107,6 +111,7 @@ class BrokerServer:
     async def stop(self) -> None:
         """Stop accepting, flush and checkpoint every partition, then let the directory go."""
         self._listening.close()
+        stop_console(self._console)
         if self._maintenance is not None:
             self._maintenance.cancel()
         if self.broker is not None:

@@ -172,6 +172,12 @@ def load_config(
                           "(0 turns metrics off)")
     if config.advertise:
         split_host_port(config.advertise)
+    if config.console_listen:
+        try:
+            split_host_port(config.console_listen)
+        except ConfigError as error:
+            raise ConfigError(f"setting 'console_listen': {error} (\"\" turns the console "
+                              "off)") from None
     if config.compression_type not in COMPRESSION_TYPES:
         raise ConfigError(f"setting 'compression_type': expected one of "
                           f"{', '.join(COMPRESSION_TYPES)}, got {config.compression_type!r}")

@@ -38,6 +38,9 @@ class Config:
     log_format: str = "text"
     # Serve Prometheus metrics at http://<listen host>:<metrics_port>/metrics; 0 = off.
     metrics_port: int = 0
+    # `bmq serve` runs the web console (`bmq console` in a child process) on this HOST:PORT,
+    # bootstrapped to its PLAINTEXT listener; "" (or --no-console) turns it off. See console.md.
+    console_listen: str = "127.0.0.1:8080"
     # Topics
     auto_create_topics_enable: bool = True
     num_partitions: int = 1

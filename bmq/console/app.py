@@ -10,6 +10,8 @@ from typing import Any, TypeVar
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import URL
+from starlette.middleware import Middleware
+from starlette.middleware.sessions import SessionMiddleware
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Mount, Route
@@ -17,6 +19,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from bmq.console import (
+    access,
     dead_letters,
     index_query,
     log_dirs,
@@ -25,11 +28,13 @@ from bmq.console import (
     metrics_view,
     produce,
     scheduled,
+    session_pages,
     share_groups,
     topic_configs,
     transactions,
 )
 from bmq.console.admin import ClusterAdmin, ConsoleError, PartitionOffsets
+from bmq.console.auth import SignIn, SignInGate, session_settings, signed_in
 from bmq.console.csrf import FIELD, CsrfGuard
 from bmq.console.groups import reset_offsets
 
@@ -46,15 +51,25 @@ T = TypeVar("T")
 
 
 class Console:
-    """The routes over one cluster; ``admin`` does the cluster's requests."""
+    """The routes over one cluster; ``admin`` does the cluster's requests: the signed-in
+    cluster user's own client, else the one logged in as the console's principal."""
 
-    def __init__(self, admin: ClusterAdmin, csrf: CsrfGuard | None = None) -> None:
-        self.admin = admin
+    def __init__(self, admin: ClusterAdmin, csrf: CsrfGuard | None = None,
+                 sign_in: SignIn | None = None) -> None:
+        self._principal_admin = admin
+        self.sign_in = sign_in or SignIn(admin.bootstrap)
         self.csrf = csrf or CsrfGuard()
         self.templates = Jinja2Templates(directory=HERE / "templates")
         self.templates.env.globals["csrf_field"] = FIELD
         self.templates.env.filters["render"] = messages.render
         self.templates.env.globals["free_rows"] = topic_configs.FREE_ROWS
+
+    @property
+    def admin(self) -> ClusterAdmin:
+        session = signed_in.get()
+        if session is not None and session.admin is not None:
+            return session.admin
+        return self._principal_admin
 
     async def _call(self, function: Callable[..., T], *args: Any) -> T:
         return await run_in_threadpool(function, *args)
@@ -65,6 +80,7 @@ class Console:
         context.setdefault("entered", {})
         context.setdefault("notice", request.query_params.get("notice"))
         context.update(csrf_token=self.csrf.token(request), bootstrap=self.admin.bootstrap,
+                       session=signed_in.get(), sign_in_required=self.sign_in.required,
                        poll_s=CLUSTER_POLL_S, group_poll_s=GROUP_POLL_S)
         response = self.templates.TemplateResponse(request, template, context,
                                                    status_code=status)
@@ -72,14 +88,20 @@ class Console:
         return response
 
     async def _form(self, request: Request) -> dict[str, str] | None:
-        """The POSTed form, or None when its CSRF token does not match the browser's."""
+        """The POSTed form, or None when its CSRF token does not match the browser's or the
+        signed-in user is a viewer."""
         form = await request.form()
         if not self.csrf.is_valid(request, form.get(FIELD)):
+            return None
+        session = signed_in.get()
+        if session is not None and not session.may_change:
+            request.state.refusal = f"{session.user} is a viewer: a viewer changes nothing"
             return None
         return {key: value for key, value in form.items() if isinstance(value, str)}
 
     def _refused(self, request: Request) -> Response:
-        return self.page(request, "refused.html", status=403)
+        return self.page(request, "refused.html", status=403,
+                         refusal=getattr(request.state, "refusal", None))
 
     @staticmethod
     def _back(url: URL | str, notice: str) -> Response:
@@ -260,9 +282,16 @@ class Console:
                           f"reset {moved} partition(s) of {group_id}")
 
 
-def make_app(admin: ClusterAdmin, csrf: CsrfGuard | None = None) -> Starlette:
-    console = Console(admin, csrf)
-    return Starlette(routes=[
+def make_app(admin: ClusterAdmin, csrf: CsrfGuard | None = None,
+             sign_in: SignIn | None = None) -> Starlette:
+    """The console's app; with ``sign_in`` requiring it, every page but the sign-in page
+    needs a session (SignInGate)."""
+    console = Console(admin, csrf, sign_in)
+    middleware = [Middleware(SessionMiddleware, **session_settings(console.sign_in)),
+                  Middleware(SignInGate, sign_in=console.sign_in)]
+    return Starlette(middleware=middleware, routes=[
+        *session_pages.routes(console),
+        *access.routes(console),
         Route("/", console.home),
         Route("/cluster", console.cluster, name="cluster"),
         Route("/cluster/live", console.cluster_live, name="cluster_live"),

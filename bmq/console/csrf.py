@@ -38,7 +38,8 @@ class CsrfGuard:
         """Sets the cookie on a response to a browser that had none."""
         fresh = request.state.__dict__.get("new_browser_id")
         if fresh and not request.cookies.get(COOKIE):
-            response.set_cookie(COOKIE, fresh, httponly=True, samesite="strict")
+            response.set_cookie(COOKIE, fresh, httponly=True, samesite="strict",
+                                secure=request.url.scheme == "https")
 
     def is_valid(self, request: Request, submitted: object) -> bool:
         browser_id = request.cookies.get(COOKIE)

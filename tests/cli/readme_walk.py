@@ -3,8 +3,9 @@ temporary working directory (the reader's checkout), against the servers the blo
 
 What the walk changes, and why:
 - the README's ports are this walk's free ports (9092-9095: the first broker, the next
-  listener or brokers and `bmq local`'s proxy; 9100: metrics; 2181: `bmq local`'s ZooKeeper),
-  in every block, and `BMQ_BOOTSTRAP` is the first of them (the tools' default, localhost:9092);
+  listener or brokers and `bmq local`'s proxy; 9100: metrics; 2181: `bmq local`'s ZooKeeper;
+  8080: `bmq serve`'s web console, set by BMQ_CONSOLE_LISTEN; 8081: a `bmq console`), in
+  every block, and `BMQ_BOOTSTRAP` is the first of them (the tools' default, localhost:9092);
 - `make serve` runs what the Makefile runs after its set-up, `bmq serve $(ARGS)`, and a `bmq
   serve` without `--listen` or `--config` gets `--listen` on the walk's port; `bmq local` gets
   `--port` and `--zookeeper-port`;
@@ -146,14 +147,19 @@ class Ports:
     kafka: int = field(default_factory=lambda: _consecutive_free_ports(len(README_PORTS)))
     metrics: int = field(default_factory=free_port)
     zookeeper: int = field(default_factory=free_port)
+    # 8080: `bmq serve`'s web console (console_listen); 8081: a `bmq console` of the README's
+    console: int = field(default_factory=free_port)
+    second_console: int = field(default_factory=free_port)
 
     def mapping(self) -> dict[str, str]:
         ports = {str(p): str(self.kafka + i) for i, p in enumerate(README_PORTS)}
-        return {**ports, "9100": str(self.metrics), "2181": str(self.zookeeper)}
+        return {**ports, "9100": str(self.metrics), "2181": str(self.zookeeper),
+                "8080": str(self.console), "8081": str(self.second_console)}
 
     def rewrite(self, text: str) -> str:
         mapping = self.mapping()
-        return re.sub(r"\b(909[2-5]|9100|2181)\b", lambda m: mapping[m.group(1)], text)
+        return re.sub(r"\b(909[2-5]|9100|2181|808[01])\b", lambda m: mapping[m.group(1)],
+                      text)
 
 
 @dataclass
@@ -206,6 +212,7 @@ class Walk:
     def server_env(self) -> dict[str, str]:
         env = {**self.env(), "PYTHONUNBUFFERED": "1"}
         del env["BMQ_BOOTSTRAP"], env["BMQ_HTTP"]
+        env["BMQ_CONSOLE_LISTEN"] = f"127.0.0.1:{self.ports.console}"   # the README's 8080
         if self.shortcuts:
             env["BMQ_LOG_CLEANER_BACKOFF_MS"] = "1000"
         return env

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import ssl
 import subprocess
 import time
 import urllib.error
@@ -27,23 +28,29 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
                  "--disable-background-networking", "--disable-component-update",
                  "--disable-sync"]
 START_TIMEOUT_S = 20.0
+# Whether the console answers, over HTTPS too: its test certificate is not the system's.
+_UNVERIFIED = ssl.create_default_context()
+_UNVERIFIED.check_hostname = False
+_UNVERIFIED.verify_mode = ssl.CERT_NONE
 
 
 class ConsoleProcess:
     """`bmq console` of ``cluster`` on a free port."""
 
-    def __init__(self, workdir: Path, bootstrap: str, extra_args: tuple[str, ...] = ()) -> None:
+    def __init__(self, workdir: Path, bootstrap: str, *args: str, scheme: str = "http") -> None:
+        """``args``: more of `bmq console`'s flags (sign-in, -X properties, HTTPS: then
+        ``scheme`` https)."""
         self.port = free_port()
+        self.scheme = scheme
         self.log_path = workdir / "console.log"
         self._log = self.log_path.open("wb")
         self.proc = subprocess.Popen(
             [*bmq_command(), "console", "-b", bootstrap, "--listen", f"127.0.0.1:{self.port}",
-             *extra_args],
-            stdout=self._log, stderr=subprocess.STDOUT)
+             *args], stdout=self._log, stderr=subprocess.STDOUT)
         self._wait_ready()
 
     def url(self, path: str = "/") -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
+        return f"{self.scheme}://127.0.0.1:{self.port}{path}"
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -51,7 +58,8 @@ class ConsoleProcess:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"bmq console exited: {self.log_path.read_text()}")
             try:
-                with urllib.request.urlopen(self.url("/static/htmx.min.js"), timeout=1):
+                with urllib.request.urlopen(self.url("/static/htmx.min.js"), timeout=1,
+                                            context=_UNVERIFIED):
                     return
             except (urllib.error.URLError, OSError):
                 time.sleep(0.1)

@@ -181,7 +181,7 @@ def metrics_console(metrics_broker: BrokerProcess,
                     tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleProcess]:
     url = f"http://127.0.0.1:{metrics_broker.metrics_port}"  # type: ignore[attr-defined]
     process = ConsoleProcess(tmp_path_factory.mktemp("console-metrics"),
-                             metrics_broker.bootstrap, ("--metrics", url))
+                             metrics_broker.bootstrap, "--metrics", url)
     yield process
     process.stop()
 
