@@ -22,11 +22,14 @@ log = logging.getLogger(__name__)
 STOP_TIMEOUT_S = 5.0
 
 
+def _local(host: str, port: int) -> str:
+    """Where a local client reaches ``host``:``port`` (a wildcard bind address as loopback)."""
+    host = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 def _address(listener: Listener) -> str:
-    """Where a local client reaches ``listener`` (a wildcard bind address as loopback)."""
-    host = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(listener.host,
-                                                                      listener.host)
-    return f"[{host}]:{listener.port}" if ":" in host else f"{host}:{listener.port}"
+    return _local(listener.host, listener.port)
 
 
 def console_bootstrap(config: Config) -> str | None:
@@ -56,6 +59,14 @@ def scram_sign_in(config: Config) -> list[str]:
     return []
 
 
+def metrics_of(config: Config) -> list[str]:
+    """The console's --metrics flag when serve has a metrics port (charts, rates, Index
+    Query), reached as a local client reaches serve's listeners."""
+    if not config.metrics_port:
+        return []
+    return ["--metrics", f"http://{_local(config.listen_host, config.metrics_port)}"]
+
+
 def start_console(config: Config) -> subprocess.Popen[bytes] | None:
     """The console child of ``config.console_listen``, or None (turned off, or no listener
     it can use: logged)."""
@@ -80,7 +91,8 @@ def start_console(config: Config) -> subprocess.Popen[bytes] | None:
     with listener:
         command = [sys.executable, "-m", "bmq", "console", "-b", bootstrap,
                    "--listen", config.console_listen, "--listen-fd", str(listener.fileno()),
-                   "--log-level", "WARNING", "--serve-child", *scram_sign_in(config)]
+                   "--log-level", "WARNING", "--serve-child", *scram_sign_in(config),
+                   *metrics_of(config)]
         child = subprocess.Popen(command, stdin=subprocess.PIPE, pass_fds=[listener.fileno()])
     log.info("web console at http://%s/ (pid %d)", config.console_listen, child.pid)
     return child

@@ -39,11 +39,15 @@ def _until(condition: Callable[[], bool], what: str) -> None:
 def test_serve_runs_the_console_unless_turned_off(broker_factory: BrokerFactory, page: Page,
                                                   screenshot: Callable[[str], Path]) -> None:
     port = free_port()
-    broker = broker_factory(env={"BMQ_CONSOLE_LISTEN": f"127.0.0.1:{port}"})
+    broker = broker_factory(env={"BMQ_CONSOLE_LISTEN": f"127.0.0.1:{port}"},
+                            extra_args=["--metrics-port", str(free_port())])
     _until(lambda: _answers(port), f"no console on {port}")
     page.goto(f"http://127.0.0.1:{port}/cluster")
     expect(page.locator("nav .bootstrap")).to_have_text(broker.bootstrap)
     expect(page.locator("body")).to_contain_text(f"{broker.host}:{broker.port}")
+    # serve's metrics port is its console's --metrics: the charts, not the hint to give it.
+    expect(page.locator("#metrics")).to_be_visible()
+    expect(page.locator("#metrics-off")).to_have_count(0)
     screenshot("serve-console")
     # serve killed with SIGKILL: its console sees its stdin close and ends too.
     os.kill(broker.pid, signal.SIGKILL)
