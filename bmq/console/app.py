@@ -275,7 +275,8 @@ class Console:
             return self._refused(request)
         try:
             moved = await self._call(reset_offsets, self.admin, group_id, form.get("to", ""),
-                                     form.get("offset"), form.get("topic") or None)
+                                     form.get("offset"), form.get("topic") or None,
+                                     form.get("time"))
         except ConsoleError as failure:
             return await self.group(request, str(failure))
         return self._back(request.url_for("group", group_id=group_id),

@@ -19,6 +19,8 @@ from tests.console.conftest import ConsoleProcess
 
 Screenshot = Callable[[str], Path]
 RECORDS = 20
+# Record n's timestamp is BASE_MS + n s: BASE_MS is 2023-11-14T22:13:20Z.
+BASE_MS = 1_700_000_000_000
 
 
 def _consumer(bootstrap: str, group: str, protocol: str) -> Consumer:
@@ -62,7 +64,7 @@ def test_reset_a_groups_offsets(module_broker: BrokerProcess, console: ConsolePr
     admin.create_topics([NewTopic(topic, num_partitions=1)])[topic].result(10)
     producer = Producer({"bootstrap.servers": bootstrap})
     for n in range(RECORDS):
-        producer.produce(topic, value=f"record-{n}")
+        producer.produce(topic, value=f"record-{n}", timestamp=BASE_MS + n * 1000)
     assert producer.flush(10) == 0
 
     consumer = _consumer(bootstrap, group, protocol)
@@ -108,6 +110,19 @@ def test_reset_a_groups_offsets(module_broker: BrokerProcess, console: ConsolePr
     form.get_by_role("button", name="Reset offsets").click()
     expect(page.locator(f'#lag tr[data-topic="{topic}"] td.committed')).to_have_text("0")
     assert _committed(bootstrap, group, topic) == 0
+
+    # To a time: the first record at or after it (record 7), as kafka-consumer-groups
+    # --to-datetime; a time that is no time changes nothing.
+    form.locator("input[name=to][value=time]").check()
+    form.locator("input[name=time]").fill("yesterday")
+    form.get_by_role("button", name="Reset offsets").click()
+    expect(page.get_by_role("alert")).to_contain_text("time must be ISO 8601")
+    assert _committed(bootstrap, group, topic) == 0
+    form.locator("input[name=to][value=time]").check()
+    form.locator("input[name=time]").fill("2023-11-14T22:13:26.500Z")
+    form.get_by_role("button", name="Reset offsets").click()
+    expect(page.locator(f'#lag tr[data-topic="{topic}"] td.committed')).to_have_text("7")
+    assert _committed(bootstrap, group, topic) == 7
 
 
 @pytest.mark.slow
