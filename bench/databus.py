@@ -118,10 +118,12 @@ def run(mode: str, args: argparse.Namespace) -> dict[str, float]:
             port = free_port()
             bmq = Path(default_command()[0])
             log = open(Path(spool) / "databus.log", "ab")   # noqa: SIM115 (the agent's life)
+            # BENCH_DATABUS_AGENT: another agent's command (another build of it, to compare)
+            agent_command = os.environ.get("BENCH_DATABUS_AGENT", str(bmq)).split()
+            workers = ["--workers", str(args.workers)] if args.workers != 1 else []
             agent = subprocess.Popen(
-                [str(bmq), "databus", "run", "--cluster", server.bootstrap, "--spool-dir",
-                 str(Path(spool) / "spool"), "--listen", f"127.0.0.1:{port}",
-                 "--workers", str(args.workers),
+                [*agent_command, "databus", "run", "--cluster", server.bootstrap, "--spool-dir",
+                 str(Path(spool) / "spool"), "--listen", f"127.0.0.1:{port}", *workers,
                  "--log-level", os.environ.get("BENCH_DATABUS_LOG_LEVEL", "INFO")],
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
             bootstrap = f"127.0.0.1:{port}"
