@@ -34,6 +34,9 @@ def test_workers_share_the_ports_and_deliver_everything_once_in_order(
     topic = make_topic_name("workers")
     create_topic(cluster, topic, 3)
     agent = databus_factory(cluster, workers=2)
+    # The first worker serves last (after the others): until then every connection is
+    # another's.
+    wait_until(lambda: "databus worker 0 listening" in agent.log_text(), 10, "worker 0 serving")
     expected: dict[bytes, list[bytes]] = defaultdict(list)
     producers = [Producer({"bootstrap.servers": agent.bootstrap, "acks": "all",
                            "linger.ms": 2}) for _ in range(PRODUCERS)]
