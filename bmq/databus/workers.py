@@ -294,7 +294,8 @@ class _Serving:
 
     async def start(self) -> None:
         await self.agent.start()
-        os.write(self.ready, b"1")
+        with contextlib.suppress(BrokenPipeError):      # (a worker started again: no one
+            os.write(self.ready, b"1")                   # waits for it)
         os.close(self.ready)
 
     async def stop(self) -> None:

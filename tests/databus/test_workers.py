@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import subprocess
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -116,3 +119,22 @@ def test_a_spool_left_by_more_workers_is_not_left_behind(
                          timeout=30, text=True)
     assert run.returncode == 2, run.stderr
     assert "worker-1 holds 1 batches" in run.stderr and "workers = 2" in run.stderr
+
+
+@pytest.mark.slow          # a worker's restart: about 5 s
+def test_a_worker_killed_is_started_again_and_serves(
+        cluster: BrokerProcess, databus_factory: DatabusFactory) -> None:
+    topic = make_topic_name("restarted")
+    create_topic(cluster, topic, 1)
+    agent = databus_factory(cluster, workers=2)
+    assert agent.proc is not None
+    children = Path(f"/proc/{agent.proc.pid}/task/{agent.proc.pid}/children").read_text()
+    os.kill(int(children.split()[0]), signal.SIGKILL)
+    wait_until(lambda: agent.log_text().count("databus worker 1 listening") == 2, 30,
+               "worker 1 serving again")
+    assert "databus worker 1 exited with -9: started again" in agent.log_text()
+    # Connections reach both workers (requests of their own each): all are answered.
+    answers = [agent.post(topic, b"%d" % i) for i in range(20)]
+    assert [status for status, _ in answers] == [200] * 20
+    assert sorted(s[3] for s in read_all(cluster, topic, 1, 20)) == sorted(
+        b"%d" % i for i in range(20))
