@@ -58,6 +58,7 @@ STATUS_INTERVAL_S = 1.0
 LAST_RUN_SENT = "last-run-sent"
 WATCH_INTERVAL_S = 0.5
 READY_S = 60.0
+RESTART_DELAY_MAX_S = 30.0
 STOP_WAIT_S = 30.0
 _PR_SET_PDEATHSIG = 1
 
@@ -251,14 +252,27 @@ class Workers:
         return child, ready
 
     async def _watch_children(self) -> None:
+        started = dict.fromkeys(self._children, time.monotonic())
+        delays = dict.fromkeys(self._children, 0.0)
         while not self._stopping:
             await asyncio.sleep(WATCH_INTERVAL_S)
             for worker, child in list(self._children.items()):
-                if child.poll() is not None and not self._stopping:
-                    log.error("databus worker %d exited with %s: started again", worker,
-                              child.returncode)
-                    self._children[worker], ready = self._spawn(worker)
-                    os.close(ready)
+                if child.poll() is None or self._stopping:
+                    continue
+                # One that dies soon after each start (its spool unreadable...) is started
+                # again less and less often, not twice a second.
+                lived = time.monotonic() - started[worker]
+                delays[worker] = 0.0 if lived > RESTART_DELAY_MAX_S else min(
+                    RESTART_DELAY_MAX_S, max(1.0, delays[worker] * 2))
+                log.error("databus worker %d exited with %s: started again%s", worker,
+                          child.returncode,
+                          f" in {delays[worker]:g} s" if delays[worker] else "")
+                await asyncio.sleep(delays[worker])
+                if self._stopping:
+                    return
+                self._children[worker], ready = self._spawn(worker)
+                os.close(ready)
+                started[worker] = time.monotonic()
 
     async def stop(self) -> None:
         self._stopping = True
