@@ -3,7 +3,7 @@ agent process served about 3,700 one-message requests a second on a 2-core machi
 
 The first process binds the ports (a port in use stops it before anything else: each is bound
 once without SO_REUSEPORT first, so another agent on it is refused) and starts workers 1..N-1
-as processes of their own (``python -m bmq.databus.workers``). Each worker gets sockets of its
+as processes of their own (``python -m bmq.databus.worker``). Each worker gets sockets of its
 own bound to the ports with SO_REUSEPORT, so the kernel spreads new connections over them (one
 socket shared by all went to whichever accepted first: every connection of a burst to one
 worker); the Unix socket is one shared by all. Each serves its connections with an intake,
@@ -244,7 +244,7 @@ class Workers:
                                       "worker": worker, "fds": fds})
         parent = os.getpid()
         try:
-            child = subprocess.Popen([sys.executable, "-m", "bmq.databus.workers"], env=env,
+            child = subprocess.Popen([sys.executable, "-m", "bmq.databus.worker"], env=env,
                                      pass_fds=[*(s.fileno() for s in bound.all()), said],
                                      preexec_fn=lambda: _die_with(parent))
         finally:
@@ -299,49 +299,9 @@ def _read_with_timeout(fd: int, timeout_s: float) -> bytes:
     return os.read(fd, 1) if readable else b""
 
 
-class _Serving:
-    """A worker's agent that says on a pipe once it serves (``Workers.start`` waits)."""
-
-    def __init__(self, agent: Any, ready: int) -> None:
-        self.agent = agent
-        self.ready = ready
-
-    async def start(self) -> None:
-        await self.agent.start()
-        with contextlib.suppress(BrokenPipeError):      # (a worker started again: no one
-            os.write(self.ready, b"1")                   # waits for it)
-        os.close(self.ready)
-
-    async def stop(self) -> None:
-        await self.agent.stop()
-
-
 def _die_with(parent: int) -> None:
     """(In a worker before it runs) end with the first process, even if it is killed -9."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent:          # it died before the line above
         os._exit(1)
-
-
-def _worker_main() -> None:
-    from bmq.databus.agent import Databus
-    from bmq.lifecycle import run_until_signalled
-    from bmq.logs import setup_logging
-
-    spec = json.loads(os.environ.pop(WORKER_ENV))
-    settings = DatabusSettings(**spec["settings"])
-    setup_logging(settings.log_level)
-    fds = spec["fds"]
-    bound = AgentSockets(kafka=[socket.socket(fileno=fd) for fd in fds["kafka"]],
-                         http=[socket.socket(fileno=fd) for fd in fds["http"]],
-                         unix=socket.socket(fileno=fds["unix"]) if fds["unix"] >= 0 else None)
-    try:
-        run_until_signalled(_Serving(Databus(settings, spec["worker"], bound), fds["ready"]))
-    except StartupError as error:
-        log.error("databus worker %d: %s", spec["worker"], error)
-        sys.exit(error.exit_code)
-
-
-if __name__ == "__main__":
-    _worker_main()
