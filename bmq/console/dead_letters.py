@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from confluent_kafka import KafkaException, Producer
 from starlette.requests import Request
@@ -23,15 +23,13 @@ from starlette.routing import Route
 
 from bmq.console.admin import ClusterAdmin, ConsoleError, PartitionOffsets
 from bmq.console.messages import MAX_PAGE, Message, parse_number, read_page
+from bmq.console.pages import ConsolePages
 from bmq.coordinators.share.dlq import (
     DEAD_LETTER_ENABLE,
     HEADER_PREFIX,
     PARTITION_HEADER,
     TOPIC_HEADER,
 )
-
-if TYPE_CHECKING:
-    from bmq.console.app import Console
 
 # The reasons shown as columns (header name without its prefix, column title), in the order
 # the broker writes them.
@@ -176,7 +174,7 @@ def _describe(result: Redriven, topic: str, partition: int) -> str:
     return text
 
 
-def routes(console: Console) -> list[Route]:
+def routes(console: ConsolePages) -> list[Route]:
     async def browse(request: Request, error: str | None = None) -> Response:
         topic = request.path_params["topic"]
         query = request.query_params

@@ -11,7 +11,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote, urlencode
 
 from starlette.requests import Request
@@ -19,9 +19,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from bmq.console.admin import REQUEST_TIMEOUT_S, ClusterAdmin, ConsoleError
-
-if TYPE_CHECKING:
-    from bmq.console.app import Console
+from bmq.console.pages import ConsolePages
 
 NO_PORT = ("the console knows no broker's HTTP port: start it with --metrics "
            "http://HOST:PORT (a broker's --metrics-port)")
@@ -87,7 +85,7 @@ def query(admin: ClusterAdmin, topic: str, form: Mapping[str, str]) -> list[Foun
     return found
 
 
-def routes(console: Console) -> list[Route]:
+def routes(console: ConsolePages) -> list[Route]:
     async def index_query(request: Request) -> Response:
         name = request.path_params["name"]
         asked = dict(request.query_params)

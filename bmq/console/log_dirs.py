@@ -10,19 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from bmq.console.admin import ClusterAdmin, ConsoleError
+from bmq.console.pages import ConsolePages
 from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import DescribeLogDirsRequest
 from bmq.protocol.messages.describe_log_dirs_request import DescribableLogDirTopic
-
-if TYPE_CHECKING:
-    from bmq.console.app import Console
 
 # Version 4 (Kafka 3.3) adds a directory's total and usable bytes.
 DESCRIBE_LOG_DIRS_VERSION = 4
@@ -110,7 +107,7 @@ def bytes_size(size: int | TopicSize | None) -> str:
     return prefix  # not reached: the loop returns at TiB
 
 
-def routes(console: Console) -> list[Route]:
+def routes(console: ConsolePages) -> list[Route]:
     console.templates.env.filters["bytes_size"] = bytes_size
 
     async def storage(request: Request) -> Response:

@@ -19,15 +19,14 @@ import time
 import urllib.request
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-if TYPE_CHECKING:
-    from bmq.console.app import Console
+from bmq.console.pages import ConsolePages
 
 # How often an open Cluster page asks for a sample (one scrape of each broker).
 METRICS_POLL_S = 5
@@ -150,7 +149,7 @@ class MetricsScraper:
         return doc
 
 
-def routes(console: Console) -> list[Route]:
+def routes(console: ConsolePages) -> list[Route]:
     scraper = MetricsScraper(console.admin.metrics_urls)
     console.templates.env.globals.update(metrics_on=bool(scraper.urls),
                                          metrics_poll_s=METRICS_POLL_S)

@@ -1,6 +1,6 @@
-"""What the page modules of their own (access.py, session_pages.py) use of the console's
-routes (app.Console), as a Protocol: they build their routes on it without importing app.py,
-which imports them to mount their routes."""
+"""What the page modules of their own (access.py, session_pages.py, produce.py, ...) use of
+the console's routes (app.Console), as a Protocol: they build their routes on it without
+importing app.py, which imports them to mount their routes."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any, Protocol, TypeVar
 from starlette.datastructures import URL
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.templating import Jinja2Templates
 
 from bmq.console.admin import ClusterAdmin
 from bmq.console.auth import SignIn
@@ -21,6 +22,7 @@ T = TypeVar("T")
 class ConsolePages(Protocol):
     sign_in: SignIn
     csrf: CsrfGuard
+    templates: Jinja2Templates      # its filters and globals: some pages add their own
 
     @property
     def admin(self) -> ClusterAdmin: ...

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from starlette.requests import Request
@@ -17,10 +16,8 @@ from starlette.routing import Route
 
 from bmq.console.admin import REQUEST_TIMEOUT_S, ClusterAdmin, ConsoleError
 from bmq.console.messages import parse_number
+from bmq.console.pages import ConsolePages
 from bmq.console.topic_forms import post_topic_form
-
-if TYPE_CHECKING:
-    from bmq.console.app import Console
 
 
 @dataclass(frozen=True)
@@ -72,7 +69,7 @@ def produce(admin: ClusterAdmin, topic: str, form: Mapping[str, str]) -> Produce
     return Produced(message.partition() or 0, message.offset() or 0)
 
 
-def routes(console: Console) -> list[Route]:
+def routes(console: ConsolePages) -> list[Route]:
     async def produce_page(request: Request, error: str | None = None,
                            entered: Mapping[str, str] | None = None) -> Response:
         name = request.path_params["name"]

@@ -7,7 +7,6 @@ the earliest and latest due time of what each owner holds (``bmq.delay.due``).""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -15,12 +14,10 @@ from starlette.routing import Route
 
 from bmq.client.requests import Address
 from bmq.console.admin import ClusterAdmin, ConsoleError
+from bmq.console.pages import ConsolePages
 from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import DescribeConfigsRequest
 from bmq.protocol.messages.describe_configs_request import DescribeConfigsResource
-
-if TYPE_CHECKING:
-    from bmq.console.app import Console
 
 ENABLE = "bmq.delay.enable"
 PENDING = "bmq.delay.pending"
@@ -101,7 +98,7 @@ def scheduled_topics(admin: ClusterAdmin) -> list[ScheduledTopic]:
     return topics
 
 
-def routes(console: Console) -> list[Route]:
+def routes(console: ConsolePages) -> list[Route]:
     async def scheduled(request: Request) -> Response:
         try:
             topics = await console._call(scheduled_topics, console.admin)

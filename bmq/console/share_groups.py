@@ -8,13 +8,13 @@ the records in flight, available again and archived."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from bmq.console.admin import ClusterAdmin, ConsoleError, GroupListing
+from bmq.console.pages import ConsolePages
 from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import (
     BmqDescribeSharePartitionsRequest,
@@ -22,9 +22,6 @@ from bmq.protocol.messages import (
     ListGroupsRequest,
     ShareGroupDescribeRequest,
 )
-
-if TYPE_CHECKING:
-    from bmq.console.app import Console
 
 SHARE = "share"
 LIST_GROUPS_VERSION = 5          # the first with a type filter (KIP-848)
@@ -125,7 +122,7 @@ def describe(admin: ClusterAdmin, group_id: str) -> ShareGroupDetail:
     return detail
 
 
-def routes(console: Console) -> list[Route]:
+def routes(console: ConsolePages) -> list[Route]:
     async def page(request: Request, template: str, whole: bool) -> Response:
         group_id = request.path_params["group_id"]
         try:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from confluent_kafka.admin import (
     AlterConfigOpType,
@@ -21,10 +21,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from bmq.console.admin import REQUEST_TIMEOUT_S, ClusterAdmin, ConsoleError
+from bmq.console.pages import ConsolePages
 from bmq.console.topic_forms import post_topic_form
-
-if TYPE_CHECKING:
-    from bmq.console.app import Console
 
 # The free NAME / VALUE rows of the create and alter forms.
 FREE_ROWS = 3
@@ -123,7 +121,7 @@ def alter(admin: ClusterAdmin, topic: str, wanted: Mapping[str, str | None]) -> 
     admin.result(futures[resource], f"cannot change the configs of {topic!r}")
 
 
-def routes(console: Console) -> list[Route]:
+def routes(console: ConsolePages) -> list[Route]:
     async def configs(request: Request, error: str | None = None,
                       entered: Mapping[str, str] | None = None) -> Response:
         """The configs table with its form; whole page, or the part the topic's page loads

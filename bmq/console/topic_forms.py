@@ -5,15 +5,12 @@ action run, and either where the action leads or the form's page again with the 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING
 
 from starlette.requests import Request
 from starlette.responses import Response
 
 from bmq.console.admin import ConsoleError
-
-if TYPE_CHECKING:
-    from bmq.console.app import Console
+from bmq.console.pages import ConsolePages
 
 # (topic name, form) -> the response after it was done
 Action = Callable[[str, dict[str, str]], Awaitable[Response]]
@@ -21,7 +18,7 @@ Action = Callable[[str, dict[str, str]], Awaitable[Response]]
 FormPage = Callable[[Request, str, Mapping[str, str]], Awaitable[Response]]
 
 
-async def post_topic_form(console: Console, request: Request, action: Action,
+async def post_topic_form(console: ConsolePages, request: Request, action: Action,
                           again: FormPage) -> Response:
     form = await console._form(request)
     if form is None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -29,6 +29,7 @@ from starlette.routing import Route
 from bmq.client.requests import Address
 from bmq.console.admin import ClusterAdmin, ConsoleError
 from bmq.console.messages import parse_number
+from bmq.console.pages import ConsolePages
 from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import (
     DescribeProducersRequest,
@@ -42,9 +43,6 @@ from bmq.protocol.messages.write_txn_markers_request import (
     WritableTxnMarker,
     WritableTxnMarkerTopic,
 )
-
-if TYPE_CHECKING:
-    from bmq.console.app import Console
 
 LIST_VERSION = 1
 DESCRIBE_VERSION = 0
@@ -227,7 +225,7 @@ def abort_on_partition(admin: ClusterAdmin, topic: str, partition: int,
     return row
 
 
-def routes(console: Console) -> list[Route]:
+def routes(console: ConsolePages) -> list[Route]:
     async def transactions(request: Request, error: str | None = None) -> Response:
         query = request.query_params
         topic = query.get("topic", "").strip() or None
