@@ -290,6 +290,17 @@ class ClusterAdmin:
                             f"{resource.name!r}").items()}
                 for resource, future in futures.items()}
 
+    def control(self, node_id: int) -> str | None:
+        """What broker ``node_id`` says of the controller it follows (BMQ's read-only broker
+        config ``bmq.controller``: a `bmq controller`'s liveness channel, host and pid, or
+        `bmq serve`'s embedded one); None from a cluster that does not say (Kafka) or when
+        its configs cannot be read."""
+        try:
+            configs = self.configs("BROKER", [str(node_id)])
+        except ConsoleError:
+            return None
+        return configs.get(str(node_id), {}).get("bmq.controller")
+
     def ask_every_broker(self, request: Any, version: int) -> dict[int, Any]:
         """``request`` sent to every broker DescribeCluster names (not proxies) at once,
         through ``bmq.client``: each broker's answer by node id, None where none came.

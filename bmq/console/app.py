@@ -114,17 +114,23 @@ class Console:
         return RedirectResponse(request.url_for("cluster"), status_code=302)
 
     async def cluster(self, request: Request) -> Response:
-        return await self._cluster_page(request, "cluster.html")
+        return await self._cluster_page(request, "cluster.html", with_control=True)
 
     async def cluster_live(self, request: Request) -> Response:
         return await self._cluster_page(request, "cluster_live.html")
 
-    async def _cluster_page(self, request: Request, template: str) -> Response:
+    async def _cluster_page(self, request: Request, template: str,
+                            with_control: bool = False) -> Response:
+        """``with_control``: what the controller node says of the cluster's control (BMQ's
+        `bmq controller`), asked once per page load, not at each poll."""
         try:
             state = await self._call(self.admin.cluster_state)
         except ConsoleError as error:
             return self.page(request, template, status=503, state=None, error=str(error))
-        return self.page(request, template, state=state)
+        control = None
+        if with_control and state.controller is not None:
+            control = await self._call(self.admin.control, state.controller)
+        return self.page(request, template, state=state, control=control)
 
     # -- topics --------------------------------------------------------------------------------
 

@@ -36,6 +36,7 @@ def test_the_cluster_page_follows_new_topics(module_broker: BrokerProcess,
     page.goto(console.url("/"))
     expect(page.locator("#brokers tr[data-broker]")).to_have_count(1)
     expect(page.locator("#brokers")).to_contain_text(module_broker.bootstrap)
+    expect(page.locator("#control")).to_contain_text("embedded: this bmq serve is its own")
     admin = AdminClient({"bootstrap.servers": module_broker.bootstrap})
     admin.create_topics([NewTopic(topic, num_partitions=3)])[topic].result(10)
     # No reload: the live part picks it up on its next poll.
@@ -57,6 +58,9 @@ def test_a_killed_brokers_partitions_move_on_the_page(
     try:
         page.goto(console.url("/cluster"))
         expect(page.locator("#brokers tr[data-broker]")).to_have_count(2)
+        # The `bmq controller` process, which Metadata cannot name (no Kafka listener).
+        expect(page.locator("#control")).to_contain_text(
+            "bmq controller, liveness channel 127.0.0.1:")
         owners = _owner_cells(page, topic)
         assert sorted({*owners}) == ["1", "2"]
         screenshot("cluster-two-brokers")

@@ -63,6 +63,10 @@ def _broker_entry(config: Config, defaults: Config, field_name: str, shown: str)
                        f"BMQ broker setting, read-only here; set as {names} or a flag.", synonyms)
 
 
+# Read-only, on brokers: the controller the broker follows (ClusterMembership).
+CONTROLLER_CONFIG = "bmq.controller"
+
+
 def broker_entries(broker: Broker, resource: str) -> list[ConfigEntry]:
     """The broker's settings under Kafka's names where Kafka has one (BMQ's own names for the
     rest), read-only: they come from flags, the environment and the TOML file; over them the
@@ -74,6 +78,12 @@ def broker_entries(broker: Broker, resource: str) -> list[ConfigEntry]:
                for f in dataclasses.fields(config)]
     entries += [_broker_entry(config, defaults, KAFKA_ALIASES[alias], alias)
                 for alias in DESCRIBED_ALIASES]
+    if resource != CLUSTER_DEFAULT:
+        entries.append(ConfigEntry(
+            CONTROLLER_CONFIG, broker.membership.controller_description(),
+            ConfigSource.DYNAMIC_BROKER_CONFIG, ConfigType.STRING, True,
+            "BMQ: the controller this broker follows (a bmq controller is no Kafka node: "
+            "Metadata and DescribeCluster cannot name it).", []))
     store = broker.dynamic_configs
     if store is None:
         return [] if resource == CLUSTER_DEFAULT else entries

@@ -49,6 +49,11 @@ class Membership(ABC):
         """The node clients are told is the controller (they send admin requests there)."""
 
     @abstractmethod
+    def controller_description(self) -> str:
+        """What runs the cluster's control, for operators (DescribeConfigs' bmq.controller of
+        a broker): BMQ's controller is no Kafka node, so Metadata cannot name it."""
+
+    @abstractmethod
     def partition_leader(self, topic: str, index: int, local_epoch: int | None
                          ) -> tuple[int, int] | None:
         """(leader node id, leader epoch) Metadata names for a partition, or None if it has no

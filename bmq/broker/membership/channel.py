@@ -129,6 +129,9 @@ class ControllerChannel:
         # The registration and the controller (czxid of /controller) of the last accepted
         # channel: a suspension is about them only.
         self._held = (0, 0)
+        # The active controller's document in ZooKeeper (host, pid, channel) when last read:
+        # what the broker tells of its controller (DescribeConfigs' bmq.controller).
+        self.active_controller: dict[str, Any] = {}
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="bmq-channel", daemon=True)
@@ -174,10 +177,12 @@ class ControllerChannel:
         try:
             data, stat = self._zk.get(self._paths.controller, watch=watch)
         except NoNodeError:
+            self.active_controller = {}
             if self._zk.exists(self._paths.controller, watch=watch) is not None:
                 self._wake.set()    # created meanwhile
             return None
-        channel = (loads(data) or {}).get("channel")
+        self.active_controller = loads(data) or {}
+        channel = self.active_controller.get("channel")
         if not channel:
             return None             # a controller of a version without channels
         host, port = split_host_port(str(channel))

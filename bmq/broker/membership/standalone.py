@@ -30,6 +30,9 @@ class StandaloneMembership(Membership):
     def controller_id(self) -> int:
         return self.node.node_id
 
+    def controller_description(self) -> str:
+        return "embedded: this bmq serve is its own controller"
+
     def partition_leader(self, topic: str, index: int, local_epoch: int | None
                          ) -> tuple[int, int] | None:
         # Every partition of a topic is this broker's, opened or not yet (bmq serve opens them
