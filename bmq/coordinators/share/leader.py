@@ -80,10 +80,21 @@ class LeaderShareState:
         return await asyncio.shield(reading)
 
     async def _read(self, key: StateKey, partition: Partition) -> ErrorCode:
-        self._held.pop(key, None)
+        held = self._held.get(key)
+        if held is not None and held.partition is not partition:
+            del self._held[key]       # a copy from before the partition was opened again
         error, record = await self._link.read(key, partition.leader_epoch)
         if error != ErrorCode.NONE:
             return error
+        held = self._held.get(key)
+        if held is not None and held.partition is partition:
+            # Made meanwhile (a read that found nothing was answered, and its fetch created
+            # the share-partition while this read was under way) or read by an earlier read:
+            # it is the one this broker's consumers hold records of, and is at least as new as
+            # what was read. Replacing it (or dropping it) would hand out its acquired records
+            # again with the same delivery count.
+            return ErrorCode.NONE
+        self._held.pop(key, None)     # (a copy of an older opening, held meanwhile)
         if record is not None:
             state = SharePartition(record.start_offset)
             state.apply(record.start_offset, record.runs or [])

@@ -1,0 +1,146 @@
+"""A data partition's leader holds one copy of each share-partition: a read of the state that
+was under way while a fetch made the share-partition does not drop or replace that copy.
+
+Seen in the CI fault run (test_share_and_scheduled_under_kill_and_freeze, seed 3), before any
+fault: three share consumers retried their first fetches of a partition while its state's
+coordinator (another broker) loaded. The leader's read answered "no state yet"; one fetch
+made the share-partition, another acquired offsets 0..10 from it (delivery count 1), and a
+third fetch, arriving between that answer and the making, had started a second read, which
+dropped the copy when it began and, answered "no state" too, let its fetch make a new one and
+acquire 0..10 again with delivery count 1. Both were written (one leader, one leader epoch:
+the coordinator cannot tell the copies apart) and both consumers got the records.
+
+A real Broker in-process (partition logs on a temporary directory) keeps the state
+(``broker.share.state_log``) and the data partition; the leader's share state reaches it
+through ``Hop``, BmqShareState in-process, whose read answers when the test lets it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from bmq.broker.broker import Broker
+from bmq.broker.server import standalone_broker
+from bmq.config import Config
+from bmq.coordinators.clock import steady_now_ms
+from bmq.coordinators.sharded import Appended
+from bmq.coordinators.share.leader import LeaderShareState
+from bmq.coordinators.share.partition import ShareSettings
+from bmq.coordinators.share.records import StateKey, StateRecord
+from bmq.coordinators.share.state import ShareStateCoordinator
+from bmq.protocol.errors import ErrorCode, KafkaError
+
+pytestmark = pytest.mark.timeout(60)
+
+RECORDS = 11          # offsets 0..10 in the data partition
+SETTINGS = ShareSettings()
+
+
+class Hop:
+    """The leader's BmqShareState requests to the coordinator (bmq.broker.share_peers and
+    bmq.broker.handlers.share_state), in-process: each request reaches the coordinator in the
+    order sent, when its task first runs, as over the link; a read is answered once the test
+    calls ``answer_reads`` (the network and the coordinator's flush in between)."""
+
+    def __init__(self, state_log: ShareStateCoordinator) -> None:
+        self._log = state_log
+        self.reads_arrived = 0
+        self._answer = asyncio.Event()
+
+    def answer_reads(self) -> None:
+        self._answer.set()
+
+    def hold_reads(self) -> None:
+        self._answer.clear()
+
+    def write(self, key: StateKey, leader_epoch: int, record: StateRecord) -> Appended:
+        return asyncio.ensure_future(self._write(key, leader_epoch, record))
+
+    async def _write(self, key: StateKey, leader_epoch: int, record: StateRecord) -> None:
+        code = await self._log.durable(self._log.write_for_leader(key, leader_epoch, record))
+        if code != ErrorCode.NONE:
+            raise KafkaError(code)
+
+    async def read(self, key: StateKey, leader_epoch: int
+                   ) -> tuple[ErrorCode, StateRecord | None]:
+        self.reads_arrived += 1
+        appended, state = self._log.read_for_leader(key, leader_epoch)
+        code = await self._log.durable(appended)
+        await self._answer.wait()
+        if code != ErrorCode.NONE or state is None:
+            return code, None
+        return code, StateRecord(key, True, state.start_offset, list(state.runs))
+
+    async def append_elsewhere(self, topic: str, index: int, batch: bytes) -> None:
+        raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "no dead letters in this test")
+
+
+def test_a_read_under_way_while_a_fetch_makes_the_share_partition_keeps_it(
+        tmp_path: Path) -> None:
+    """Fetches X and A wait for the leader's first read (no state yet); fetch B comes before
+    X makes the share-partition and starts a second read, which reaches the coordinator
+    before X's write; X makes it and A acquires 0..10. Once B's read is answered (no state),
+    B finds A's share-partition, not a new one: it acquires none of 0..10, and the
+    coordinator keeps them A's (without the fix: B acquires 0..10 with delivery count 1 too,
+    both written)."""
+
+    async def main() -> None:
+        with ThreadPoolExecutor(4) as executor:
+            broker = standalone_broker(Config(data_dir=str(tmp_path),
+                                              share_coordinator_state_topic_num_partitions=1),
+                                       executor)
+            await broker.start()
+            try:
+                await fetches_meet_a_second_read(broker)
+            finally:
+                await broker.stop()
+
+    asyncio.run(main())
+
+
+async def fetches_meet_a_second_read(broker: Broker) -> None:
+    state_log = broker.share.state_log
+    assert await state_log.ensure_started()
+    await broker.create_topic("orders", 1)
+    partition = await broker.served_partition("orders", 0)
+    hop = Hop(state_log)
+    leader = LeaderShareState(state_log, hop, broker.partitions)
+    key = StateKey("group", uuid.uuid4(), 0)
+
+    first_read = asyncio.ensure_future(leader.prepare(key, partition))     # X's and A's
+    hop.answer_reads()
+    assert await first_read == ErrorCode.NONE and leader.state(key) is None
+    hop.hold_reads()
+    second_read = asyncio.ensure_future(leader.prepare(key, partition))    # B's
+    await asyncio.sleep(0)          # B's fetch runs: a second read starts...
+    assert hop.reads_arrived == 1 and not second_read.done()     # ...not sent yet
+
+    state_a, made = leader.create(key, 0, partition)                    # X makes it
+    acquired_a = state_a.acquire("member-a", 500, RECORDS, steady_now_ms(), SETTINGS)  # A
+    written_a = leader.persist(key, state_a)
+    assert [(a.first, a.last, a.count) for a in acquired_a] == [(0, RECORDS - 1, 1)]
+    await asyncio.sleep(0.01)
+    assert hop.reads_arrived == 2            # B's read went after X made it
+    assert await leader.durable(made) == ErrorCode.NONE
+    assert await leader.durable(written_a) == ErrorCode.NONE
+
+    hop.answer_reads()
+    assert await second_read == ErrorCode.NONE
+    state_b = leader.state(key)
+    if state_b is None:                      # B's fetch makes it, as _resolve does
+        state_b, made_b = leader.create(key, 0, partition)
+        assert await leader.durable(made_b) == ErrorCode.NONE
+    acquired_b = state_b.acquire("member-b", 500, RECORDS, steady_now_ms(), SETTINGS)
+    if acquired_b:
+        assert await leader.durable(leader.persist(key, state_b)) == ErrorCode.NONE
+    assert [(a.first, a.last, a.count) for a in acquired_b] == [], \
+        "records 0..10 acquired again with delivery count 1"
+    stored = state_log.state(key)
+    assert stored is not None
+    assert {(r.first, r.last, r.member, r.count) for r in stored.runs} == \
+        {(0, RECORDS - 1, "member-a", 1)}
