@@ -30,7 +30,7 @@ from bmq.config import Config
 from bmq.coordinators.clock import steady_now_ms
 from bmq.coordinators.sharded import Appended
 from bmq.coordinators.share.leader import LeaderShareState
-from bmq.coordinators.share.partition import ShareSettings
+from bmq.coordinators.share.partition import AckType, ShareSettings
 from bmq.coordinators.share.records import StateKey, StateRecord
 from bmq.coordinators.share.state import ShareStateCoordinator
 from bmq.protocol.errors import ErrorCode, KafkaError
@@ -47,8 +47,9 @@ class Hop:
     order sent, when its task first runs, as over the link; a read is answered once the test
     calls ``answer_reads`` (the network and the coordinator's flush in between)."""
 
-    def __init__(self, state_log: ShareStateCoordinator) -> None:
+    def __init__(self, state_log: ShareStateCoordinator, here: bool) -> None:
         self._log = state_log
+        self._here = here       # the coordinator is the leader itself: writes applied at once
         self.reads_arrived = 0
         self._answer = asyncio.Event()
 
@@ -59,6 +60,8 @@ class Hop:
         self._answer.clear()
 
     def write(self, key: StateKey, leader_epoch: int, record: StateRecord) -> Appended:
+        if self._here:
+            return self._log.write_for_leader(key, leader_epoch, record)
         return asyncio.ensure_future(self._write(key, leader_epoch, record))
 
     async def _write(self, key: StateKey, leader_epoch: int, record: StateRecord) -> None:
@@ -80,14 +83,18 @@ class Hop:
         raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "no dead letters in this test")
 
 
+@pytest.mark.parametrize("coordinator", ["elsewhere", "here"])
 def test_a_read_under_way_while_a_fetch_makes_the_share_partition_keeps_it(
-        tmp_path: Path) -> None:
+        tmp_path: Path, coordinator: str) -> None:
     """Fetches X and A wait for the leader's first read (no state yet); fetch B comes before
-    X makes the share-partition and starts a second read, which reaches the coordinator
-    before X's write; X makes it and A acquires 0..10. Once B's read is answered (no state),
-    B finds A's share-partition, not a new one: it acquires none of 0..10, and the
-    coordinator keeps them A's (without the fix: B acquires 0..10 with delivery count 1 too,
-    both written)."""
+    X makes the share-partition and starts a second read; X makes it and A acquires 0..10.
+    Once B's read is answered, B finds A's share-partition, not another: it acquires none of
+    0..10, A's acknowledgement of them is accepted, and the coordinator keeps them A's.
+    Without the fix: with the coordinator on another broker B's read reaches it before X's
+    write, is answered "no state", and B acquires 0..10 with delivery count 1 too, both
+    written (the CI run); with the coordinator on the leader itself the read finds A's
+    acquisition, and the copy it makes (locks ended, as after a restart) refuses A's
+    acknowledgement (INVALID_RECORD_STATE)."""
 
     async def main() -> None:
         with ThreadPoolExecutor(4) as executor:
@@ -96,19 +103,19 @@ def test_a_read_under_way_while_a_fetch_makes_the_share_partition_keeps_it(
                                        executor)
             await broker.start()
             try:
-                await fetches_meet_a_second_read(broker)
+                await fetches_meet_a_second_read(broker, coordinator == "here")
             finally:
                 await broker.stop()
 
     asyncio.run(main())
 
 
-async def fetches_meet_a_second_read(broker: Broker) -> None:
+async def fetches_meet_a_second_read(broker: Broker, here: bool) -> None:
     state_log = broker.share.state_log
     assert await state_log.ensure_started()
     await broker.create_topic("orders", 1)
     partition = await broker.served_partition("orders", 0)
-    hop = Hop(state_log)
+    hop = Hop(state_log, here)
     leader = LeaderShareState(state_log, hop, broker.partitions)
     key = StateKey("group", uuid.uuid4(), 0)
 
@@ -140,6 +147,9 @@ async def fetches_meet_a_second_read(broker: Broker) -> None:
         assert await leader.durable(leader.persist(key, state_b)) == ErrorCode.NONE
     assert [(a.first, a.last, a.count) for a in acquired_b] == [], \
         "records 0..10 acquired again with delivery count 1"
+    held = leader.state(key)
+    assert held is not None
+    assert held.check_ack("member-a", 0, RECORDS - 1, [AckType.ACCEPT]) == ErrorCode.NONE
     stored = state_log.state(key)
     assert stored is not None
     assert {(r.first, r.last, r.member, r.count) for r in stored.runs} == \
