@@ -140,6 +140,15 @@ class ControllerChannel:
     def suspended(self) -> bool:
         return self._suspended
 
+    def describe(self) -> str:
+        """The active `bmq controller` as last read in ZooKeeper: its brokers' liveness
+        channel (HOST:PORT), host name and process id; "none active" without one."""
+        active = self.active_controller
+        if not active.get("channel"):
+            return "none active"
+        return (f"bmq controller, liveness channel {active['channel']}, host "
+                f"{active.get('host', '?')}, pid {active.get('pid', '?')}")
+
     def start(self) -> None:
         self._thread.start()
 

@@ -186,13 +186,7 @@ class ClusterMembership(Membership):
         return min((n.node_id for n in self.nodes()), default=-1)
 
     def controller_description(self) -> str:
-        """The active `bmq controller` as this broker last read it in ZooKeeper: its brokers'
-        liveness channel (HOST:PORT), host name and process id; "none active" without one."""
-        active = self._channel.active_controller if self._channel is not None else {}
-        if not active.get("channel"):
-            return "none active"
-        return (f"bmq controller, liveness channel {active['channel']}, host "
-                f"{active.get('host', '?')}, pid {active.get('pid', '?')}")
+        return self._channel.describe() if self._channel is not None else "none active"
 
     def leader(self, topic: str, index: int) -> tuple[int, int] | None:
         """(owner broker id, leader epoch) of a partition, if it has a live owner."""
