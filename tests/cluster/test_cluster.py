@@ -26,6 +26,10 @@ PARTITIONS = 6
 
 def create_topic(cluster: Cluster, name: str, partitions: int = PARTITIONS) -> None:
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    # Metadata first: once librdkafka learns the brokers it drops its bootstrap connections,
+    # failing a request already sent on one with _DESTROY_BROKER (CI, 2026-11-30: the
+    # CreateTopics of a cluster just started); after it, CreateTopics goes to a learned broker.
+    admin.list_topics(timeout=30)
     for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
         future.result(30)
     cluster.wait_writable(name)
