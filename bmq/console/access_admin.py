@@ -28,6 +28,7 @@ from confluent_kafka.admin import (
 )
 
 from bmq.client.login import login
+from bmq.client.metadata import bootstrap_addresses
 from bmq.client.requests import ask_once
 from bmq.console.admin import REQUEST_TIMEOUT_S, ClusterAdmin, ConsoleError
 from bmq.metadata import acls as acl_names
@@ -194,9 +195,8 @@ def _result(future: Any, what: str) -> Any:
 def _ask(admin: ClusterAdmin, request: Any, version: int, what: str) -> Any:
     """One request to the first bootstrap server, logged in as ``admin``'s principal."""
     config = {key: str(value) for key, value in admin.client_config.items()}
-    host, _, port = admin.bootstrap.split(",")[0].strip().rpartition(":")
     try:
-        return asyncio.run(ask_once((host.strip("[]"), int(port)), request, version,
+        return asyncio.run(ask_once(bootstrap_addresses(admin.bootstrap)[0], request, version,
                                     REQUEST_TIMEOUT_S, CLIENT_ID, login(config)))
     except (LinkError, TimeoutError) as error:
         raise ConsoleError(f"{what}: {error or 'no answer'}") from error

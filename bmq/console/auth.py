@@ -30,6 +30,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from bmq.client.login import login
+from bmq.client.metadata import bootstrap_addresses
 from bmq.client.requests import ask_once
 from bmq.console.admin import REQUEST_TIMEOUT_S, ClusterAdmin, ConsoleError
 from bmq.net.client import LinkError
@@ -267,9 +268,8 @@ class SignIn:
 def check_login(bootstrap: str, properties: dict[str, str]) -> None:
     """Logs in to the first bootstrap server with ``properties`` (one ApiVersions request on a
     connection of its own): ConsoleError saying why when the broker refuses the login."""
-    host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
     try:
-        asyncio.run(ask_once((host.strip("[]"), int(port)), ApiVersionsRequest(), 0,
+        asyncio.run(ask_once(bootstrap_addresses(bootstrap)[0], ApiVersionsRequest(), 0,
                              REQUEST_TIMEOUT_S, "bmq-console", login(properties)))
     except LinkError as error:
         if isinstance(error.__cause__, LinkAuthenticationError):

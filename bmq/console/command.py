@@ -13,6 +13,7 @@ from types import FrameType
 
 import click
 
+from bmq.listeners import ListenerError, split_host_port
 from bmq.startup import ExitCode, StartupError
 
 DEFAULT_LISTEN = "127.0.0.1:8080"
@@ -21,10 +22,11 @@ SERVE_CHILD_NICENESS = 10
 
 
 def _host_port(listen: str) -> tuple[str, int]:
-    host, sep, port = listen.rpartition(":")
-    if not sep or not port.isdigit():
-        raise StartupError(f"--listen: expected HOST:PORT, got {listen!r}", ExitCode.USAGE)
-    return host.strip("[]") or "127.0.0.1", int(port)
+    try:
+        host, port = split_host_port(listen)
+    except ListenerError as error:
+        raise StartupError(f"--listen: {error}", ExitCode.USAGE) from None
+    return host or "127.0.0.1", port
 
 
 def is_loopback(host: str) -> bool:
