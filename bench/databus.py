@@ -4,23 +4,30 @@ least 20x against the same clients producing directly, and the cluster's CPU by 
 at equal delivered throughput; the latency the agent adds (p50/p99) is reported.
 
     .venv/bin/python -m bench.databus [--clients 100] [--rate 100] [--size 200] [--duration 20]
+        [--client python|java] [--processes 4]
 
 One throw-away `bmq serve` (with its metrics port) and, for the databus run, one `bmq databus
-run` in front of it. Each client is a confluent-kafka Producer of its own (its own connection,
-batching and threads, with librdkafka's defaults and acks=all), spread over ``--processes``
-worker processes; each paces ``--rate`` messages/s with random keys for ``--duration`` s.
+run` in front of it. Each client is a producer of its own (its own connections, batching and
+threads), spread over ``--processes`` processes; each paces ``--rate`` messages/s with random
+keys for ``--duration`` s. ``--client python``: confluent-kafka Producers with librdkafka's
+defaults and acks=all (not idempotent: any number of requests in flight, so a request a
+message at this rate); ``--client java``: Kafka's Java producers (bmq.clients.ManyProducers in
+tests/java, built by scripts/java_clients.sh) with the Java client's defaults (acks=all,
+idempotent, five requests in flight: a client whose requests wait puts more messages in each).
 Measured for each run: the Produce requests the cluster served (its bmq_requests_total), the
-cluster's and the agent's CPU seconds, the messages delivered (the topic's end offsets), and
-the latency of each message from produce() to its delivery report (acks=all: through the agent,
-until the cluster took it).
+cluster's, the agent's and the clients' CPU seconds, the messages delivered (the topic's end
+offsets), and the latency of each message from produce() to its acknowledgement (acks=all:
+through the agent, until the cluster took it); its maximum says whether the run kept up.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing
 import os
 import random
+import resource
 import shutil
 import subprocess
 import tempfile
@@ -33,6 +40,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.server import LocalServer, default_command, free_port, tree_cpu_seconds
+
+JAVA_CLIENTS = Path(__file__).resolve().parents[1] / "scripts" / "java_clients.sh"
 
 TOPIC = "databus-bench"
 PARTITIONS = 8
@@ -105,6 +114,49 @@ def _percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * fraction))] if ordered else 0.0
 
 
+def _children_cpu_seconds() -> float:
+    """CPU seconds of this process's children that have ended (the clients, once joined)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+Outcome = tuple[int, int, list[float]]     # sent, errors, latencies (s)
+
+
+def _python_clients(bootstrap: str, shares: list[int], start_at: float,
+                    args: argparse.Namespace) -> list[Outcome]:
+    """confluent-kafka producers, ``shares[i]`` of them in worker process i."""
+    results: Any = multiprocessing.get_context("spawn").Queue()
+    workers = [multiprocessing.get_context("spawn").Process(
+        target=_client_worker, args=(bootstrap, n, args.rate, args.size, args.duration,
+                                     start_at, results))
+        for n in shares]
+    for worker in workers:
+        worker.start()
+    outcomes = [results.get(timeout=args.duration + 120) for _ in workers]
+    for worker in workers:
+        worker.join(30)
+    return outcomes
+
+
+def _java_clients(bootstrap: str, shares: list[int], start_at: float,
+                  args: argparse.Namespace) -> list[Outcome]:
+    """Kafka's Java producers (bmq.clients.ManyProducers), ``shares[i]`` of them in JVM i."""
+    classpath = subprocess.run([str(JAVA_CLIENTS), "classpath"], check=True,
+                               capture_output=True, text=True).stdout.strip()
+    jvms = [subprocess.Popen(
+        ["java", "-cp", classpath, "bmq.clients.ManyProducers", bootstrap, TOPIC, str(n),
+         str(args.rate), str(args.size), str(args.duration), str(int(start_at * 1000))],
+        stdout=subprocess.PIPE, text=True) for n in shares]
+    outcomes = []
+    for jvm in jvms:
+        out, _ = jvm.communicate(timeout=args.duration + 180)
+        report = json.loads(out.strip().splitlines()[-1])
+        outcomes.append((report["sent"], report["errors"],
+                         [us / 1e6 for us in report["latencies_us"]]))
+    return outcomes
+
+
 def run(mode: str, args: argparse.Namespace) -> dict[str, float]:
     metrics_port = free_port()
     command = " ".join([*default_command(), "--metrics-port", str(metrics_port)])
@@ -132,19 +184,13 @@ def run(mode: str, args: argparse.Namespace) -> dict[str, float]:
             requests_before = _produce_requests(metrics_port)
             cpu_before = tree_cpu_seconds(server.pid) or 0.0
             agent_cpu_before = 0.0 if agent is None else tree_cpu_seconds(agent.pid) or 0.0
-            results: Any = multiprocessing.get_context("spawn").Queue()
             start_at = time.time() + 3.0
             share = [args.clients // args.processes + (i < args.clients % args.processes)
                      for i in range(args.processes)]
-            workers = [multiprocessing.get_context("spawn").Process(
-                target=_client_worker, args=(bootstrap, n, args.rate, args.size,
-                                             args.duration, start_at, results))
-                for n in share if n]
-            for worker in workers:
-                worker.start()
-            outcomes = [results.get(timeout=args.duration + 120) for _ in workers]
-            for worker in workers:
-                worker.join(30)
+            children_before = _children_cpu_seconds()
+            produce = _java_clients if args.client == "java" else _python_clients
+            outcomes = produce(bootstrap, [n for n in share if n], start_at, args)
+            clients_cpu = _children_cpu_seconds() - children_before
             requests = _produce_requests(metrics_port) - requests_before
             cpu = (tree_cpu_seconds(server.pid) or 0.0) - cpu_before
             agent_cpu = 0.0 if agent is None else \
@@ -161,8 +207,10 @@ def run(mode: str, args: argparse.Namespace) -> dict[str, float]:
     return {"sent": sum(o[0] for o in outcomes), "errors": sum(o[1] for o in outcomes),
             "delivered": delivered, "produce_requests": requests,
             "requests_per_s": requests / args.duration, "cluster_cpu_s": cpu,
-            "agent_cpu_s": agent_cpu, "p50_ms": _percentile(latencies, 0.5) * 1000,
-            "p99_ms": _percentile(latencies, 0.99) * 1000}
+            "agent_cpu_s": agent_cpu, "clients_cpu_s": clients_cpu,
+            "p50_ms": _percentile(latencies, 0.5) * 1000,
+            "p99_ms": _percentile(latencies, 0.99) * 1000,
+            "max_ms": max(latencies, default=0.0) * 1000}
 
 
 def main() -> None:
@@ -174,19 +222,24 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=4, help="worker processes")
     parser.add_argument("--mode", choices=["both", "direct", "databus"], default="both")
     parser.add_argument("--workers", type=int, default=1, help="the agent's processes")
+    parser.add_argument("--client", choices=["python", "java"], default="python",
+                        help="confluent-kafka producers, or the Java client's (one JVM a "
+                             "process)")
     args = parser.parse_args()
     modes = ["direct", "databus"] if args.mode == "both" else [args.mode]
     figures = {mode: run(mode, args) for mode in modes}
-    print(f"{args.clients} clients x {args.rate:g} messages/s of {args.size} bytes, "
+    print(f"{args.clients} {args.client} clients x {args.rate:g} messages/s of {args.size} bytes, "
           f"{args.duration:g} s, {args.workers} agent worker(s); load average "
           f"{os.getloadavg()[0]:.1f} at the end")
     print(f"{'':<10}{'sent':>9}{'errors':>8}{'delivered':>11}{'Produce reqs':>14}{'reqs/s':>9}"
-          f"{'cluster CPU s':>15}{'agent CPU s':>13}{'p50 ms':>9}{'p99 ms':>9}")
+          f"{'cluster CPU s':>15}{'agent CPU s':>13}{'clients CPU s':>15}{'p50 ms':>9}"
+          f"{'p99 ms':>9}{'max ms':>9}")
     for mode, f in figures.items():
         print(f"{mode:<10}{f['sent']:>9.0f}{f['errors']:>8.0f}{f['delivered']:>11.0f}"
               f"{f['produce_requests']:>14.0f}{f['requests_per_s']:>9.0f}"
-              f"{f['cluster_cpu_s']:>15.1f}{f['agent_cpu_s']:>13.1f}{f['p50_ms']:>9.1f}"
-              f"{f['p99_ms']:>9.1f}")
+              f"{f['cluster_cpu_s']:>15.1f}{f['agent_cpu_s']:>13.1f}{f['clients_cpu_s']:>15.1f}"
+              f"{f['p50_ms']:>9.1f}"
+              f"{f['p99_ms']:>9.1f}{f['max_ms']:>9.1f}")
     if len(figures) == 2:
         direct, databus = figures["direct"], figures["databus"]
         cut = direct["produce_requests"] / max(1, databus["produce_requests"])
