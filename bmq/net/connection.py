@@ -312,7 +312,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._update_reading()
 
     def _flush_responses(self, _: object = None) -> None:
+        # Every answer done by now leaves in one write: answers that wait for the same thing
+        # (the databus's, for one batch) are done together, and a write each was a send(2)
+        # each.
         transport = self._transport
+        out: Parts = []
         while self._responses and self._responses[0].done():
             task = self._responses.popleft()
             if task.cancelled() or self._closed or transport is None:
@@ -321,6 +325,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 continue
             error = task.exception()
             if error is not None:
+                self._write(out)
                 if isinstance(error, LinkError):
                     # A broker it needed is gone: the client retries as after a broker failure.
                     log.warning("closing %s: %s", self._peer, error)
@@ -329,16 +334,23 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._close()
                 return
             parts = task.result()
-            if parts is None:
-                pass
-            elif self._tls:
-                _write_in_chunks(transport, parts)
-            else:
-                transport.writelines(parts)
+            if parts is not None:
+                out += parts
             if self._guard is not None and self._guard.closing:
+                self._write(out)
                 self._close()   # after the answer (a failed authentication's) is written
                 return
+        self._write(out)
         self._update_reading()
+
+    def _write(self, parts: Parts) -> None:
+        transport = self._transport
+        if not parts or transport is None or self._closed:
+            return
+        if self._tls:
+            _write_in_chunks(transport, parts)
+        else:
+            transport.writelines(parts)
 
     def _mute(self, throttle_ms: int) -> None:
         """Read nothing more from this client for ``throttle_ms`` (a quota's throttle)."""
