@@ -6,7 +6,6 @@ the cluster may change them."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import subprocess
 from pathlib import Path
@@ -22,7 +21,6 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from bmq.net.client import BrokerLink
 from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import (
     ApiVersionsRequest,
@@ -31,30 +29,8 @@ from bmq.protocol.messages import (
 )
 from bmq.protocol.messages.bmq_alter_databus_streams_request import AlterableDatabusStream
 from tests.conftest import BrokerFactory, BrokerProcess, bmq_command, free_port, make_topic_name
-from tests.databus.conftest import KafkaCluster
+from tests.databus.mappings import ask, described
 from tests.security.conftest import add_user
-
-
-def ask(cluster: KafkaCluster, request: Any) -> Any:
-    """``request`` (v0) on a connection of its own to the cluster's first bootstrap server."""
-    host, _, port = cluster.bootstrap.split(",")[0].rpartition(":")
-
-    async def exchange() -> Any:
-        link = BrokerLink(host, int(port), "tests")
-        try:
-            return await link.request(request, 0)
-        finally:
-            link.close()
-
-    return asyncio.run(exchange())
-
-
-def described(cluster: KafkaCluster, known_version: int = -1) -> tuple[int, dict[str, Any]]:
-    """The mappings' version and each stream's mapping as the cluster describes them."""
-    response = ask(cluster, BmqDescribeDatabusStreamsRequest(known_version=known_version))
-    assert response.error_code == ErrorCode.NONE
-    return response.version, {s.name: (s.topic, s.partitioner, s.compression, s.linger_ms,
-                                       s.batch_bytes) for s in response.streams}
 
 
 def stream_entry(name: str, topic: str | None, **fields: Any) -> AlterableDatabusStream:
