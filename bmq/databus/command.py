@@ -104,8 +104,8 @@ def run(config_file: str | None, cluster_properties: tuple[str, ...], **flags: A
               help="The cluster, through any broker (or proxy) [localhost:9092].")
 @click.option("-X", "properties", multiple=True, metavar="KEY=VALUE",
               help="librdkafka-style property for the cluster.")
-@click.option("--zookeeper", envvar="BMQ_ZOOKEEPER", metavar="HOST:PORT[,...][/CHROOT]",
-              help="Instead of -b: store it in the cluster's ZooKeeper (or $BMQ_ZOOKEEPER).")
+@click.option("--zookeeper", metavar="HOST:PORT[,...][/CHROOT]",
+              help="Instead of -b: store it in the cluster's ZooKeeper.")
 @click.option("--root", default="/bmq", show_default=True, envvar="BMQ_ZOOKEEPER_ROOT",
               help="With --zookeeper: the cluster's root (or $BMQ_ZOOKEEPER_ROOT).")
 def map_stream(stream: str, topic: str | None, remove: bool, bootstrap: str | None,
@@ -115,8 +115,8 @@ def map_stream(stream: str, topic: str | None, remove: bool, bootstrap: str | No
     agent of the cluster applies it within seconds."""
     if remove == bool(topic):
         _fail("give --topic TOPIC, or --remove", ExitCode.USAGE)
-    if zookeeper and bootstrap:
-        _fail("give -b HOST:PORT or --zookeeper HOST:PORT, not both", ExitCode.USAGE)
+    if zookeeper and (bootstrap or properties):
+        _fail("give -b HOST:PORT (and -X) or --zookeeper HOST:PORT, not both", ExitCode.USAGE)
     try:
         check_stream_name(stream)
         mapping = None if remove else make_mapping(

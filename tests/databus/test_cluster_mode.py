@@ -1,8 +1,9 @@
 """The databus in front of a cluster of `bmq broker`s under ZooKeeper (tests/cluster): its
 batches are routed to each partition's owner; the stream mappings are a znode the brokers
 serve: a `map` through a broker lands in ZooKeeper, one written to ZooKeeper directly (`map
---zookeeper`) reaches the agents through the brokers' watch, an agent in front of a proxy
-follows them too, and they survive a restart of every broker."""
+--zookeeper`, refused for a root that holds no cluster) reaches the agents through the brokers'
+watch, an agent in front of a proxy follows them too, and they survive a restart of every
+broker."""
 
 from __future__ import annotations
 
@@ -68,6 +69,11 @@ def test_through_a_cluster_of_brokers(cluster_factory: ClusterFactory, proxies: 
     wait_routed([behind_proxy], topic, moved)
     databus_map(topic, "--remove", "--zookeeper", cluster.zk_server.hosts,
                 "--root", cluster.root)
+    elsewhere = subprocess.run([*bmq_command(), "databus", "map", topic, "--remove",
+                                "--zookeeper", cluster.zk_server.hosts, "--root", "/no-cluster"],
+                               capture_output=True, text=True, timeout=30)
+    assert elsewhere.returncode == 2 and "no BMQ cluster" in elsewhere.stderr, elsewhere.stderr
+    assert cluster.zk.exists("/no-cluster") is None
     wait_routed([agent, behind_proxy], topic, topic)
     databus_map(topic, "--topic", moved, "-b", proxy.bootstrap)     # relayed by the proxy
     wait_routed([agent, behind_proxy], topic, moved)
