@@ -31,6 +31,7 @@ from bmq.field_index.query import QueryService
 from bmq.field_index.readers import PartitionLogs
 from bmq.field_index.store import IndexStore
 from bmq.metadata.broker_configs import BrokerConfigStore
+from bmq.metadata.databus_streams import DatabusStreamStore
 from bmq.metadata.group_configs import GroupConfigStore
 from bmq.metadata.nodes import BrokerNode
 from bmq.metadata.topics import OFFSETS_TOPIC, TopicInfo, check_topic_name
@@ -63,6 +64,7 @@ class Broker:
         # Dynamic broker configs, once the role has read them (bmq/metadata/broker_configs.py).
         self.dynamic_configs: BrokerConfigStore | None = None
         self.group_configs: GroupConfigStore | None = None     # likewise
+        self.databus_streams: DatabusStreamStore | None = None     # likewise
         self.membership = membership
         self.node = membership.node
         self.topics = membership.topics

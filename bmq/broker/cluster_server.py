@@ -23,6 +23,7 @@ from bmq.cleaner import CleanerService
 from bmq.config import Config
 from bmq.lifecycle import run_until_signalled
 from bmq.metadata.broker_configs import BrokerConfigStore
+from bmq.metadata.databus_streams import DatabusStreamStore
 from bmq.metadata.group_configs import GroupConfigStore
 from bmq.metadata.nodes import BrokerNode
 from bmq.metadata.topics import OFFSETS_TOPIC
@@ -83,6 +84,8 @@ class ClusterBrokerServer:
             self._executor, BrokerConfigStore(documents).follow)
         broker.group_configs = await loop.run_in_executor(
             self._executor, GroupConfigStore(documents).follow)
+        broker.databus_streams = await loop.run_in_executor(
+            self._executor, DatabusStreamStore(documents).follow)
         await broker.start()
         await self._listening.start(lambda name: broker_connection(
             broker, self.security, self._listening.listeners, name))

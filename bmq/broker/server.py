@@ -25,6 +25,7 @@ from bmq.field_index.http import index_app
 from bmq.field_index.query import QueryService
 from bmq.lifecycle import run_until_signalled
 from bmq.metadata.broker_configs import BrokerConfigStore
+from bmq.metadata.databus_streams import DatabusStreamStore
 from bmq.metadata.documents import StorageDocuments
 from bmq.metadata.group_configs import GroupConfigStore
 from bmq.metadata.nodes import BrokerNode
@@ -91,6 +92,7 @@ class BrokerServer:
             load_security_metadata(self.security, config, documents)
             broker.dynamic_configs = BrokerConfigStore(documents).load()
             broker.group_configs = GroupConfigStore(documents).load()
+            broker.databus_streams = DatabusStreamStore(documents).load()
         except OSError as error:  # a file of the data directory we cannot read or write
             raise StartupError(f"cannot use data directory {self.data_dir}: {error}",
                                ExitCode.STORAGE) from error

@@ -3,8 +3,9 @@ cluster. It is a Kafka client of the cluster through ``bmq.client``, never a cop
 proxy's forwarding.
 
 * ``settings``: the agent's ``[databus]`` table and flags;
-* ``streams``: logical streams, their mappings to topics (kept on the cluster, in the
-  compacted topic ``__bmq_databus_streams``) and the partitioners;
+* ``streams``: logical streams routed as their mappings say, and the partitioners; the
+  mappings are kept with the cluster's metadata and served by its brokers
+  (bmq/metadata/databus_streams.py);
 * ``kafka_port``: the Kafka protocol on a local port (ApiVersions, Metadata, InitProducerId,
   Produce); ``http``: ``POST /streams/NAME`` on a port and/or a Unix socket;
 * ``intake``: a message's way in, whatever the door: routed, checked, placed, waited for;

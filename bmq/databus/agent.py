@@ -1,5 +1,5 @@
 """The databus agent: its ways in (the Kafka port, HTTP and a Unix socket) over one intake,
-batcher, spool and sender; the stream mappings read from the cluster every
+batcher, spool and sender; the stream mappings asked of the cluster's brokers every
 ``mappings_interval_ms``. Ports are bound and the spool recovered before anything is served;
 what the spool held when the agent last stopped (or was killed) is sent first. An agent of
 several ``workers`` is as many of these, one a process (bmq/databus/workers.py)."""
@@ -184,9 +184,13 @@ class Databus:
     async def _follow_mappings(self) -> None:
         interval = self.settings.mappings_interval_ms / 1000
         failure = ""
+        said_unserved = False
         while True:
             try:
-                await self.cluster.read_mappings(self.table)
+                if not await self.cluster.read_mappings(self.table) and not said_unserved:
+                    log.warning("the cluster keeps no stream mappings (not a BMQ cluster): "
+                                "every stream goes to the topic of its own name")
+                    said_unserved = True
                 failure = ""
             except (LinkError, OSError, TimeoutError, KafkaError) as error:
                 why = str(error) or type(error).__name__

@@ -1,7 +1,8 @@
 """The cluster as the agent sees it, a Kafka client through ``bmq.client``: links, metadata
 (partition counts of the topics streams go to, remembered in the spool directory so a
 restarted agent can spool for a cluster it cannot reach), producer ids, and reading and
-writing the stream mappings."""
+writing the stream mappings its brokers keep (BmqDescribeDatabusStreams,
+BmqAlterDatabusStreams)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import contextlib
 import json
 import logging
 import os
-import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -18,19 +18,18 @@ from bmq.client.login import login
 from bmq.client.metadata import MetadataCache, bootstrap_addresses
 from bmq.client.produce import route_produce
 from bmq.client.requests import ask_first
-from bmq.databus.streams import STREAMS_TOPIC, StreamMapping, StreamTable
+from bmq.databus.streams import StreamTable
+from bmq.metadata.databus_streams import MappingError, StreamMapping, from_wire, to_wire
 from bmq.net.client import LinkError, LinkPool
 from bmq.protocol.errors import ErrorCode, KafkaError
 from bmq.protocol.messages import (
-    CreateTopicsRequest,
-    FetchRequest,
+    ApiVersionsRequest,
+    BmqAlterDatabusStreamsRequest,
+    BmqDescribeDatabusStreamsRequest,
     InitProducerIdRequest,
     ProduceRequest,
 )
-from bmq.protocol.messages.create_topics_request import CreatableTopic, CreatableTopicConfig
-from bmq.protocol.messages.fetch_request import FetchPartition, FetchTopic
-from bmq.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
-from bmq.protocol.record_codec import RecordDecodeError, build_batch, iter_records
+from bmq.protocol.messages.bmq_alter_databus_streams_request import AlterableDatabusStream
 
 log = logging.getLogger(__name__)
 
@@ -39,9 +38,11 @@ REQUEST_TIMEOUT_S = 10.0
 METADATA_MAX_AGE_S = 30.0
 PRODUCE_VERSION = 11            # topics by name (v13 names them by id)
 INIT_PRODUCER_ID_VERSION = 4
-CREATE_TOPICS_VERSION = 5
-FETCH_VERSION = 12              # topics by name
 PARTITION_COUNTS_FILE = "partition-counts.json"
+
+
+class MappingsNotServed(Exception):
+    """The cluster keeps no databus stream mappings (Apache Kafka, say)."""
 
 
 class Cluster:
@@ -51,13 +52,14 @@ class Cluster:
         self.links = LinkPool(CLIENT_ID, login(properties))
         # Metadata of the topics the agent writes only: a cluster of 100,000 partitions
         # answers every topic's in megabytes.
-        self._wanted = {STREAMS_TOPIC}
+        self._wanted: set[str] = set()
         self.metadata = MetadataCache(bootstrap_addresses(bootstrap), self.links,
                                       topics=sorted(self._wanted),
                                       max_age_s=METADATA_MAX_AGE_S,
                                       request_timeout_s=REQUEST_TIMEOUT_S)
         self._counts_path = None if state_dir is None else state_dir / PARTITION_COUNTS_FILE
         self._counts: dict[str, int] = {}
+        self._mappings_served = False
         if self._counts_path is not None and self._counts_path.exists():
             self._counts = {str(k): int(v) for k, v in
                             json.loads(self._counts_path.read_text()).items()}
@@ -126,80 +128,50 @@ class Cluster:
         return await route_produce(self.links, self.metadata, request, PRODUCE_VERSION)
 
     # -- the stream mappings ----------------------------------------------------------------
-    async def read_mappings(self, table: StreamTable) -> None:
-        """Apply the mapping records written since the last read."""
-        await self.metadata.fresh()
-        address = self.metadata.owner(STREAMS_TOPIC, 0)
-        if address is None:
-            await self.metadata.refresh()       # made since the last look?
-            address = self.metadata.owner(STREAMS_TOPIC, 0)
-            if address is None:
-                return
-        while True:
-            response = await asyncio.wait_for(self.links.get(*address).request(FetchRequest(
-                max_wait_ms=0, min_bytes=0, max_bytes=8 << 20, topics=[FetchTopic(
-                    topic=STREAMS_TOPIC, partitions=[FetchPartition(
-                        partition=0, fetch_offset=table.next_offset,
-                        partition_max_bytes=8 << 20)])]), FETCH_VERSION), REQUEST_TIMEOUT_S)
-            answer = response.responses[0].partitions[0]
-            if answer.error_code != ErrorCode.NONE:
-                if answer.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
-                    table.next_offset = 0
-                    table.mappings.clear()
-                    continue
-                self.metadata.moved(STREAMS_TOPIC, 0)
-                raise KafkaError(ErrorCode(answer.error_code))
-            records = bytes(answer.records or b"")
-            before = table.next_offset
-            try:
-                for record in iter_records(records):
-                    if record.offset < table.next_offset:
-                        continue
-                    complaint = table.apply(record.key, record.value)
-                    if complaint:
-                        log.warning("%s", complaint)
-                    table.next_offset = record.offset + 1
-            except RecordDecodeError as error:
-                log.warning("%s: unreadable records at %d: %s", STREAMS_TOPIC,
-                            table.next_offset, error)
-                return
-            if table.next_offset == before or table.next_offset >= answer.high_watermark:
-                return
+    async def mappings_served(self) -> bool:
+        """Whether the cluster keeps stream mappings: its ApiVersions lists BMQ's APIs for
+        them (Apache Kafka's does not). Asked again at each call until it does."""
+        if not self._mappings_served:
+            response = await ask_first(self.links, self.addresses(), ApiVersionsRequest(), 0,
+                                       REQUEST_TIMEOUT_S)
+            self._mappings_served = any(
+                api.api_key == BmqDescribeDatabusStreamsRequest.API_KEY
+                for api in response.api_keys)
+        return self._mappings_served
+
+    async def read_mappings(self, table: StreamTable) -> bool:
+        """The cluster's stream mappings into ``table`` if they changed since its last read;
+        False if the cluster keeps none (``mappings_served``)."""
+        if not await self.mappings_served():
+            return False
+        response = await ask_first(self.links, self.addresses(), BmqDescribeDatabusStreamsRequest(
+            known_version=table.version), 0, REQUEST_TIMEOUT_S)
+        if response.error_code != ErrorCode.NONE:
+            raise KafkaError(ErrorCode(response.error_code))
+        if response.version != table.version:
+            mappings = {}
+            for described in response.streams:
+                try:
+                    mappings[described.name] = from_wire(described)
+                except MappingError as error:       # (one this agent cannot use)
+                    log.warning("stream %s: mapping ignored: %s", described.name, error)
+            table.replace(response.version, mappings)
+        return True
 
     async def write_mapping(self, stream: str, mapping: StreamMapping | None) -> None:
-        """Store ``stream``'s mapping (None: remove it) on the cluster, making the mappings
-        topic first if it is not there."""
-        await self.metadata.refresh()
-        known = self.metadata.topics.get(STREAMS_TOPIC)
-        if known is None or known.error != ErrorCode.NONE:
-            response = await ask_first(self.links, self.addresses(), CreateTopicsRequest(
-                topics=[CreatableTopic(name=STREAMS_TOPIC, num_partitions=1,
-                                       replication_factor=-1, configs=[
-                                           CreatableTopicConfig("cleanup.policy", "compact")])],
-                timeout_ms=int(REQUEST_TIMEOUT_S * 1000)), CREATE_TOPICS_VERSION,
-                REQUEST_TIMEOUT_S)
-            code = response.topics[0].error_code
-            if code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
-                raise KafkaError(ErrorCode(code), response.topics[0].error_message)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + REQUEST_TIMEOUT_S
-        batch, _ = build_batch([(stream.encode(),
-                                 None if mapping is None else mapping.to_json())],
-                               timestamp=int(time.time() * 1000))
-        while True:
-            await self.metadata.refresh()
-            response = await route_produce(self.links, self.metadata, ProduceRequest(
-                acks=-1, timeout_ms=int(REQUEST_TIMEOUT_S * 1000), topic_data=[
-                    TopicProduceData(name=STREAMS_TOPIC, partition_data=[
-                        PartitionProduceData(index=0, records=bytes(batch))])]),
-                PRODUCE_VERSION)
-            assert response is not None
-            answer = response.responses[0].partition_responses[0]
-            if answer.error_code == ErrorCode.NONE:
-                return
-            if loop.time() > deadline:
-                raise KafkaError(ErrorCode(answer.error_code), answer.error_message)
-            await asyncio.sleep(0.2)     # a topic just made may have no owner yet
+        """Store ``stream``'s mapping (None: remove it) through any broker; KafkaError if it
+        is refused, MappingsNotServed if the cluster keeps no mappings."""
+        if not await self.mappings_served():
+            raise MappingsNotServed(
+                f"the cluster at {self.bootstrap} keeps no databus stream mappings (its "
+                f"ApiVersions does not list BmqAlterDatabusStreams: not a BMQ cluster)")
+        entry = (AlterableDatabusStream(name=stream, topic=None) if mapping is None
+                 else AlterableDatabusStream(name=stream, **to_wire(mapping)))
+        response = await ask_first(self.links, self.addresses(), BmqAlterDatabusStreamsRequest(
+            streams=[entry]), 0, REQUEST_TIMEOUT_S)
+        result = response.results[0]
+        if result.error_code != ErrorCode.NONE:
+            raise KafkaError(ErrorCode(result.error_code), result.error_message)
 
     def close(self) -> None:
         self.metadata.close()

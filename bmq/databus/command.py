@@ -9,8 +9,15 @@ import click
 
 from bmq.client.login import PropertyError
 from bmq.databus.settings import SettingsError, load_settings
-from bmq.databus.streams import MappingError, make_mapping
 from bmq.listeners import ListenerError
+from bmq.metadata.databus_streams import (
+    COMPRESSIONS,
+    PARTITIONERS,
+    MappingError,
+    StreamMapping,
+    check_stream_name,
+    make_mapping,
+)
 from bmq.net.client import LinkError
 from bmq.protocol.errors import KafkaError
 from bmq.role_options import fail, key_values_or_exit
@@ -33,6 +40,7 @@ def databus() -> None:
     Examples:
       bmq databus run --cluster localhost:9092 --spool-dir ./databus-spool --listen 127.0.0.1:9094
       bmq databus map clicks --topic clicks-v2 -b localhost:9092
+      bmq databus map clicks --topic clicks-v2 --zookeeper zk:2181
       bmq databus status --url http://127.0.0.1:9095
     """
 
@@ -83,32 +91,51 @@ def run(config_file: str | None, cluster_properties: tuple[str, ...], **flags: A
 @databus.command(name="map")
 @click.argument("stream")
 @click.option("--topic", help="The topic the stream's messages go to.")
-@click.option("--partitioner", type=click.Choice(["key", "sticky"]),
+@click.option("--partitioner", type=click.Choice(PARTITIONERS),
               help="key: by the key's murmur2 as Kafka's Java producer [default]; sticky: "
                    "keys ignored, each batch to one partition.")
-@click.option("--compression", type=click.Choice(["none", "gzip", "snappy", "lz4", "zstd"]),
+@click.option("--compression", type=click.Choice(list(COMPRESSIONS)),
               help="The batches' compression [the agent's].")
 @click.option("--linger-ms", type=int, help="[the agent's]")
 @click.option("--batch-bytes", type=int, help="[the agent's]")
 @click.option("--remove", is_flag=True, help="Remove the mapping: the stream goes to the "
                                              "topic of its own name.")
-@click.option("-b", "--bootstrap-server", "bootstrap", default="localhost:9092",
-              show_default=True, help="The cluster.")
+@click.option("-b", "--bootstrap-server", "bootstrap",
+              help="The cluster, through any broker (or proxy) [localhost:9092].")
 @click.option("-X", "properties", multiple=True, metavar="KEY=VALUE",
               help="librdkafka-style property for the cluster.")
-def map_stream(stream: str, topic: str | None, remove: bool, bootstrap: str,
-               properties: tuple[str, ...], **fields: Any) -> None:
+@click.option("--zookeeper", metavar="HOST:PORT[,...][/CHROOT]",
+              help="Instead of -b: store it in the cluster's ZooKeeper.")
+@click.option("--root", default="/bmq", show_default=True, envvar="BMQ_ZOOKEEPER_ROOT",
+              help="With --zookeeper: the cluster's root (or $BMQ_ZOOKEEPER_ROOT).")
+def map_stream(stream: str, topic: str | None, remove: bool, bootstrap: str | None,
+               properties: tuple[str, ...], zookeeper: str | None, root: str,
+               **fields: Any) -> None:
     """Send STREAM's messages to --topic (with its partitioner, compression, batching); every
     agent of the cluster applies it within seconds."""
-    from bmq.databus.cluster import Cluster
-
     if remove == bool(topic):
         _fail("give --topic TOPIC, or --remove", ExitCode.USAGE)
+    if zookeeper and (bootstrap or properties):
+        _fail("give -b HOST:PORT (and -X) or --zookeeper HOST:PORT, not both", ExitCode.USAGE)
     try:
+        check_stream_name(stream)
         mapping = None if remove else make_mapping(
             topic=topic, **{k: v for k, v in fields.items() if v is not None})
     except MappingError as error:
         _fail(str(error), ExitCode.USAGE)
+    if zookeeper:
+        _store_in_zookeeper(zookeeper, root, stream, mapping)
+    else:
+        _store_through_a_broker(bootstrap or "localhost:9092", properties, stream, mapping)
+    if mapping is None:
+        click.echo(f"{stream}: mapping removed (goes to topic {stream})")
+    else:
+        click.echo(f"{stream} -> {mapping.topic}")
+
+
+def _store_through_a_broker(bootstrap: str, properties: tuple[str, ...], stream: str,
+                            mapping: StreamMapping | None) -> None:
+    from bmq.databus.cluster import Cluster, MappingsNotServed
 
     async def work() -> None:
         cluster = Cluster(bootstrap, key_values_or_exit(properties, "-X"))
@@ -121,14 +148,34 @@ def map_stream(stream: str, topic: str | None, remove: bool, bootstrap: str,
         asyncio.run(work())
     except PropertyError as error:
         _fail(str(error), ExitCode.USAGE)
+    except MappingsNotServed as error:
+        _fail(str(error), ExitCode.USAGE)
     except KafkaError as error:
         _fail(f"mapping not stored: {error}")
     except (LinkError, OSError, TimeoutError) as error:
         _fail(f"cluster unreachable: {error or 'timed out'}", EXIT_UNREACHABLE)
-    if mapping is None:
-        click.echo(f"{stream}: mapping removed (goes to topic {stream})")
-    else:
-        click.echo(f"{stream} -> {mapping.topic}")
+
+
+def _store_in_zookeeper(hosts: str, root: str, stream: str,
+                        mapping: StreamMapping | None) -> None:
+    """Change the znode the brokers serve the mappings from (they watch it)."""
+    from kazoo.handlers.threading import KazooTimeoutError
+
+    from bmq.metadata.databus_streams import DatabusStreamStore
+    from bmq.metadata.zookeeper.documents import ZkDocuments
+    from bmq.metadata.zookeeper.layout import Paths, session
+
+    try:
+        with session(hosts) as zk:
+            paths = Paths(root)
+            if not zk.exists(paths.cluster_id):
+                _fail(f"no BMQ cluster at {hosts} under root {root} (no {paths.cluster_id})",
+                      ExitCode.USAGE)
+            DatabusStreamStore(ZkDocuments(zk, paths)).change({stream: mapping})
+    except ValueError as error:     # a malformed connect string
+        _fail(f"--zookeeper: {error}", ExitCode.USAGE)
+    except KazooTimeoutError as error:
+        _fail(str(error), EXIT_UNREACHABLE)
 
 
 @databus.command()

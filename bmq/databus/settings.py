@@ -22,11 +22,7 @@ import tomllib
 from typing import Any
 
 from bmq.listeners import ListenerError, split_host_port
-from bmq.protocol.record_codec import CODEC_IDS
-
-# What a mapping or the settings may name as a stream's compression: Kafka's
-# compression.type names ("none" as the producer's compression.type says it).
-COMPRESSIONS = {"none": CODEC_IDS["uncompressed"], **CODEC_IDS}
+from bmq.metadata.databus_streams import COMPRESSIONS
 
 
 class SettingsError(ValueError):

@@ -1,79 +1,23 @@
-"""Logical streams: what applications write to, and the mapping that says where a stream's
-messages go (which topic, how they are partitioned, compressed and batched).
+"""Logical streams: what applications write to, routed as their mappings say (which topic, how
+they are partitioned, compressed and batched), and the partitioners.
 
-The mappings are kept on the cluster itself, as the records of a compacted topic
-(``STREAMS_TOPIC``: key the stream's name, value its mapping as JSON, a tombstone to remove
-it), so every agent of a cluster reads the same ones over the Kafka protocol it already
-speaks, whatever the cluster's mode (a ``bmq serve``, brokers under ZooKeeper, or any
-Kafka-compatible cluster); ``bmq databus map`` writes them. A stream with no mapping goes to
-the topic of its own name with the agent's defaults."""
+The mappings are kept with the cluster's metadata (bmq/metadata/databus_streams.py: `bmq
+serve`'s meta directory, or ZooKeeper in cluster mode) and served by its brokers over the Kafka
+protocol the agent already speaks; ``bmq databus map`` changes them. A stream with no mapping
+goes to the topic of its own name with the agent's defaults."""
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import random
-from typing import Any
+from collections.abc import Mapping
 
-from bmq.databus.settings import COMPRESSIONS, DatabusSettings
+from bmq.databus.settings import DatabusSettings
+from bmq.metadata.databus_streams import COMPRESSIONS, StreamMapping
 from bmq.metadata.topics import check_topic_name
-from bmq.protocol.errors import KafkaError
 
-STREAMS_TOPIC = "__bmq_databus_streams"
-# key: murmur2 of the key as Kafka's Java producer does (a key's records stay in one partition,
-# in order); records without a key go where the stream's current batch goes. sticky: keys are
-# ignored, each batch goes to one partition, the next batch to another (fewest requests).
-PARTITIONERS = ("key", "sticky")
-
-
-class MappingError(ValueError):
-    """A mapping that cannot be used; its text says why."""
-
-
-@dataclasses.dataclass(frozen=True)
-class StreamMapping:
-    topic: str
-    partitioner: str = "key"
-    compression: str | None = None      # None: the agent's setting
-    linger_ms: int | None = None
-    batch_bytes: int | None = None
-
-    def to_json(self) -> bytes:
-        return json.dumps({k: v for k, v in dataclasses.asdict(self).items()
-                           if v is not None}, sort_keys=True).encode()
-
-    @classmethod
-    def from_json(cls, raw: bytes) -> StreamMapping:
-        try:
-            doc = json.loads(raw)
-        except ValueError as error:
-            raise MappingError(f"not JSON: {error}") from error
-        if not isinstance(doc, dict):
-            raise MappingError("a mapping is a JSON object")
-        return make_mapping(**doc)
-
-
-def make_mapping(**fields: Any) -> StreamMapping:
-    """A checked mapping (MappingError says what is wrong)."""
-    known = {field.name for field in dataclasses.fields(StreamMapping)}
-    unknown = sorted(set(fields) - known)
-    if unknown:
-        raise MappingError(f"unknown mapping field(s): {', '.join(unknown)}")
-    try:
-        check_topic_name(fields.get("topic"))
-    except KafkaError as error:
-        raise MappingError(error.message or "invalid topic name") from error
-    if fields.get("partitioner", "key") not in PARTITIONERS:
-        raise MappingError(f"partitioner: one of {', '.join(PARTITIONERS)}")
-    compression = fields.get("compression")
-    if compression is not None and compression not in COMPRESSIONS:
-        raise MappingError(f"compression: one of {', '.join(COMPRESSIONS)}")
-    for name, lowest in (("linger_ms", 0), ("batch_bytes", 1)):
-        value = fields.get(name)
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool)
-                                  or value < lowest):
-            raise MappingError(f"{name}: a whole number of at least {lowest}")
-    return StreamMapping(**fields)
+# The version of the mappings an agent holds before it has read any.
+NO_VERSION = -1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,30 +36,21 @@ MAX_ROUTES = 10_000
 
 
 class StreamTable:
-    """The mappings an agent knows, as read from ``STREAMS_TOPIC``."""
+    """The mappings an agent knows, as last read from the cluster."""
 
     def __init__(self, settings: DatabusSettings) -> None:
         self.settings = settings
-        self.mappings: dict[str, StreamMapping] = {}
-        self.next_offset = 0        # of STREAMS_TOPIC's only partition
+        self.mappings: Mapping[str, StreamMapping] = {}
+        self.version = NO_VERSION
         # Each stream's route as last worked out (one a message was a profile's 2.6%); any
-        # change of a mapping clears them.
+        # change of the mappings clears them.
         self._routes: dict[str, StreamRoute] = {}
 
-    def apply(self, key: bytes | None, value: bytes | None) -> str | None:
-        """One record of the mappings topic; a complaint for the log if it is unusable."""
-        if key is None:
-            return "a mapping record without a key"
+    def replace(self, version: int, mappings: Mapping[str, StreamMapping]) -> None:
+        """The mappings as the cluster has them at ``version``."""
+        self.version = version
+        self.mappings = mappings
         self._routes.clear()
-        stream = key.decode("utf-8", "replace")
-        if value is None:
-            self.mappings.pop(stream, None)
-            return None
-        try:
-            self.mappings[stream] = StreamMapping.from_json(value)
-        except (MappingError, TypeError) as error:
-            return f"stream {stream}: mapping ignored: {error}"
-        return None
 
     def route(self, stream: str) -> StreamRoute:
         """Where ``stream``'s messages go; KafkaError INVALID_TOPIC_EXCEPTION for a name no

@@ -9,6 +9,7 @@ import threading
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ClassVar, Protocol
 
+from bmq.net.broker_apis import CLIENT_BMQ_REQUESTS
 from bmq.protocol.errors import ErrorCode
 from bmq.protocol.messages import (
     KAFKA4_MIN_VERSIONS,
@@ -21,8 +22,9 @@ from bmq.protocol.primitives import Reader
 
 log = logging.getLogger(__name__)
 
-# Api keys from here up are BMQ's own (proxy <-> broker, bmq/protocol/specs/): served, but never
-# listed in ApiVersions, so Kafka clients do not see them.
+# Api keys from here up are BMQ's own (proxy <-> broker, bmq/protocol/specs/): served, but not
+# listed in ApiVersions, so Kafka clients do not see them; those for clients excepted
+# (bmq.net.broker_apis.CLIENT_BMQ_REQUESTS).
 FIRST_INTERNAL_API_KEY = 32000
 
 
@@ -50,7 +52,7 @@ class ApiSpec:
     """
 
     __slots__ = ("_handler", "_request", "_request_type", "api_key", "kafka4_min_version",
-                 "max_version", "min_version", "name")
+                 "listed", "max_version", "min_version", "name")
 
     def __init__(self, request_name: str, handler: Handler | str) -> None:
         """``request_name``: the generated request class, e.g. ``"ProduceRequest"``; every
@@ -60,6 +62,9 @@ class ApiSpec:
         self.kafka4_min_version = KAFKA4_MIN_VERSIONS.get(request_name, self.min_version)
         # The API's name as metrics label it: "Produce", "Fetch", "JoinGroup", ...
         self.name = request_name.removesuffix("Request")
+        # In ApiVersions: Kafka's APIs and BMQ's own for clients.
+        self.listed = (self.api_key < FIRST_INTERNAL_API_KEY
+                       or request_name in CLIENT_BMQ_REQUESTS)
         self._request = request_name
         self._request_type: type[RequestMessage] | None = None
         self._handler = handler
@@ -125,7 +130,7 @@ def preload(handlers: Mapping[int, ApiSpec]) -> threading.Thread:
 def supported_versions(handlers: Mapping[int, ApiSpec]) -> list[ApiVersion]:
     return [
         ApiVersion(api_key=key, min_version=s.min_version, max_version=s.max_version)
-        for key, s in sorted(handlers.items()) if key < FIRST_INTERNAL_API_KEY
+        for key, s in sorted(handlers.items()) if s.listed
     ]
 
 

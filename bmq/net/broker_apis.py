@@ -7,6 +7,15 @@ same versions. One list, so the two roles agree without importing each other.
 
 from __future__ import annotations
 
+# BMQ's own APIs for clients (not nodes): listed in ApiVersions, so a client can tell a BMQ
+# cluster that serves them from one that does not (Apache Kafka), and relayed by proxies like
+# Kafka's. The databus stream mappings, read by `bmq databus` agents and changed by `bmq databus
+# map`.
+CLIENT_BMQ_REQUESTS: tuple[str, ...] = (
+    "BmqDescribeDatabusStreamsRequest",
+    "BmqAlterDatabusStreamsRequest",
+)
+
 BROKER_REQUESTS: tuple[str, ...] = (
     "ProduceRequest",
     "FetchRequest",
@@ -75,6 +84,7 @@ BROKER_REQUESTS: tuple[str, ...] = (
     "BmqDescribeSharePartitionsRequest",
     # BMQ-internal: `bmq mirror` appends a source cluster's batches at their offsets
     "BmqMirrorAppendRequest",
+    *CLIENT_BMQ_REQUESTS,
 )
 
 

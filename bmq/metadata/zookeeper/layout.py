@@ -14,7 +14,8 @@ Everything lives under one root (``zookeeper_root``, ``/bmq`` by default)::
     /proxies/<id>               ephemeral registration of a live proxy: {"host", "port"}
     /drain_requests/<id>        persistent: an operator asked for broker <id> to own nothing
                                 (`bmq cluster drain`); the controller treats it as draining
-    /security/<document>        SCRAM credentials, ACLs, client quotas: JSON documents changed
+    /security/<document>        SCRAM credentials, ACLs, client quotas, dynamic broker and
+                                group configs, databus stream mappings: JSON documents changed
                                 by compare-and-set (bmq/metadata/zookeeper/documents.py)
 
 A registration's ``reg`` is the creation zxid of the broker's ephemeral node: an assignment names

@@ -43,6 +43,18 @@ if TYPE_CHECKING:
     from bmq.protocol.messages.api_versions_response import ApiVersionsResponse
     from bmq.protocol.messages.bmq_act_as_request import BmqActAsRequest
     from bmq.protocol.messages.bmq_act_as_response import BmqActAsResponse
+    from bmq.protocol.messages.bmq_alter_databus_streams_request import (
+        BmqAlterDatabusStreamsRequest,
+    )
+    from bmq.protocol.messages.bmq_alter_databus_streams_response import (
+        BmqAlterDatabusStreamsResponse,
+    )
+    from bmq.protocol.messages.bmq_describe_databus_streams_request import (
+        BmqDescribeDatabusStreamsRequest,
+    )
+    from bmq.protocol.messages.bmq_describe_databus_streams_response import (
+        BmqDescribeDatabusStreamsResponse,
+    )
     from bmq.protocol.messages.bmq_describe_share_partitions_request import (
         BmqDescribeSharePartitionsRequest,
     )
@@ -219,6 +231,10 @@ _MODULES: dict[str, str] = {
     "ApiVersionsResponse": "api_versions_response",
     "BmqActAsRequest": "bmq_act_as_request",
     "BmqActAsResponse": "bmq_act_as_response",
+    "BmqAlterDatabusStreamsRequest": "bmq_alter_databus_streams_request",
+    "BmqAlterDatabusStreamsResponse": "bmq_alter_databus_streams_response",
+    "BmqDescribeDatabusStreamsRequest": "bmq_describe_databus_streams_request",
+    "BmqDescribeDatabusStreamsResponse": "bmq_describe_databus_streams_response",
     "BmqDescribeSharePartitionsRequest": "bmq_describe_share_partitions_request",
     "BmqDescribeSharePartitionsResponse": "bmq_describe_share_partitions_response",
     "BmqMirrorAppendRequest": "bmq_mirror_append_request",
@@ -440,6 +456,8 @@ REQUEST_TYPES: Mapping[int, type[Any]] = _ByApiKey(
         32002: "BmqShareStateRequest",
         32003: "BmqDescribeSharePartitionsRequest",
         32004: "BmqMirrorAppendRequest",
+        32005: "BmqDescribeDatabusStreamsRequest",
+        32006: "BmqAlterDatabusStreamsRequest",
     }
 )
 
@@ -512,6 +530,8 @@ RESPONSE_TYPES: Mapping[int, type[Any]] = _ByApiKey(
         32002: "BmqShareStateResponse",
         32003: "BmqDescribeSharePartitionsResponse",
         32004: "BmqMirrorAppendResponse",
+        32005: "BmqDescribeDatabusStreamsResponse",
+        32006: "BmqAlterDatabusStreamsResponse",
     }
 )
 
@@ -584,6 +604,8 @@ REQUEST_FLEXIBLE_MIN_VERSIONS: dict[int, int | None] = {
     32002: 0,
     32003: 0,
     32004: 0,
+    32005: 0,
+    32006: 0,
 }
 
 # request class name -> (api key, lowest version, highest version), so a server can list
@@ -599,6 +621,8 @@ REQUEST_APIS: dict[str, tuple[int, int, int]] = {
     "AlterUserScramCredentialsRequest": (51, 0, 0),
     "ApiVersionsRequest": (18, 0, 4),
     "BmqActAsRequest": (32001, 0, 0),
+    "BmqAlterDatabusStreamsRequest": (32006, 0, 0),
+    "BmqDescribeDatabusStreamsRequest": (32005, 0, 0),
     "BmqDescribeSharePartitionsRequest": (32003, 0, 0),
     "BmqMirrorAppendRequest": (32004, 0, 0),
     "BmqShareStateRequest": (32002, 0, 0),
@@ -703,6 +727,10 @@ __all__ = [
     "ApiVersionsResponse",
     "BmqActAsRequest",
     "BmqActAsResponse",
+    "BmqAlterDatabusStreamsRequest",
+    "BmqAlterDatabusStreamsResponse",
+    "BmqDescribeDatabusStreamsRequest",
+    "BmqDescribeDatabusStreamsResponse",
     "BmqDescribeSharePartitionsRequest",
     "BmqDescribeSharePartitionsResponse",
     "BmqMirrorAppendRequest",

@@ -7,13 +7,13 @@ ShareFetch and ShareAcknowledge (split by partition owner, bmq.proxy.share), Del
 DescribeProducers, WriteTxnMarkers and `bmq mirror`'s BmqMirrorAppend (split by partition
 owner, by_owner), ListTransactions (none: a proxy coordinates no transaction, and clients ask
 every node). Every other API the broker serves is relayed to a broker unchanged, at the same
-versions, on links that act for the client's principal; BMQ's other internal APIs are not
-served.
+versions, on links that act for the client's principal, BMQ's own for clients too (the databus
+stream mappings); BMQ's other internal APIs are not served.
 """
 
 from __future__ import annotations
 
-from bmq.net.api import FIRST_INTERNAL_API_KEY, ApiSpec, ApiTables
+from bmq.net.api import ApiSpec, ApiTables
 from bmq.net.broker_apis import BROKER_REQUESTS
 from bmq.proxy.handlers.base import ProxyContext
 from bmq.security.handlers import SASL_APIS
@@ -45,8 +45,7 @@ _ANSWERED = [
 
 _RELAYED = (ApiSpec(name, "bmq.proxy.handlers.forward:relay_to_broker")
             for name in BROKER_REQUESTS)
-HANDLERS: dict[int, ApiSpec] = {
-    s.api_key: s for s in _RELAYED if s.api_key < FIRST_INTERNAL_API_KEY}
+HANDLERS: dict[int, ApiSpec] = {s.api_key: s for s in _RELAYED if s.listed}
 HANDLERS.update({s.api_key: s for s in [*_ANSWERED, *SASL_APIS]})
 # With and without the versions Kafka 4 removed (bmq.legacy.clients.enable).
 TABLES = ApiTables(HANDLERS)
