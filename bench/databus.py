@@ -225,9 +225,12 @@ def main() -> None:
     parser.add_argument("--client", choices=["python", "java"], default="python",
                         help="confluent-kafka producers, or the Java client's (one JVM a "
                              "process)")
+    parser.add_argument("--json", type=Path, help="also write the figures here, as JSON")
     args = parser.parse_args()
     modes = ["direct", "databus"] if args.mode == "both" else [args.mode]
     figures = {mode: run(mode, args) for mode in modes}
+    if args.json is not None:
+        args.json.write_text(json.dumps(figures, indent=1))
     print(f"{args.clients} {args.client} clients x {args.rate:g} messages/s of {args.size} bytes, "
           f"{args.duration:g} s, {args.workers} agent worker(s); load average "
           f"{os.getloadavg()[0]:.1f} at the end")

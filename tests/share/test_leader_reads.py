@@ -154,3 +154,61 @@ async def fetches_meet_a_second_read(broker: Broker, here: bool) -> None:
     assert stored is not None
     assert {(r.first, r.last, r.member, r.count) for r in stored.runs} == \
         {(0, RECORDS - 1, "member-a", 1)}
+
+
+def test_a_read_for_an_older_opening_is_not_taken_for_the_new_one(tmp_path: Path) -> None:
+    """A fetch of the partition opened again (a new leadership) while a read for its last
+    opening is under way waits for that read and reads for the new opening: the share-partition
+    it then uses is held for the partition it fetches from. Without it, the fetch shared the
+    old opening's read and used a copy held for the closed partition; the next fetch read the
+    state again (locks ended, as after a restart) and refused the first one's acknowledgement
+    (INVALID_RECORD_STATE)."""
+
+    async def main() -> None:
+        with ThreadPoolExecutor(4) as executor:
+            broker = standalone_broker(Config(data_dir=str(tmp_path),
+                                              share_coordinator_state_topic_num_partitions=1),
+                                       executor)
+            await broker.start()
+            try:
+                await a_read_meets_a_new_opening(broker)
+            finally:
+                await broker.stop()
+
+    asyncio.run(main())
+
+
+async def a_read_meets_a_new_opening(broker: Broker) -> None:
+    state_log = broker.share.state_log
+    assert await state_log.ensure_started()
+    await broker.create_topic("orders", 1)
+    old = await broker.served_partition("orders", 0)
+    hop = Hop(state_log, here=True)
+    hop.answer_reads()
+    leader = LeaderShareState(state_log, hop, broker.partitions)
+    key = StateKey("group", uuid.uuid4(), 0)
+    assert await leader.prepare(key, old) == ErrorCode.NONE
+    _, made = leader.create(key, 0, old)
+    assert await leader.durable(made) == ErrorCode.NONE
+    leader.forget(key)                       # (as after a coordinator's rewrite)
+
+    hop.hold_reads()
+    read_for_old = asyncio.ensure_future(leader.prepare(key, old))
+    await asyncio.sleep(0)
+    await broker.partitions.close("orders", 0)
+    new = await broker.served_partition("orders", 0)
+    assert new is not old
+    read_for_new = asyncio.ensure_future(leader.prepare(key, new))
+    await asyncio.sleep(0.01)
+    hop.answer_reads()
+    assert await read_for_old == ErrorCode.NONE
+    assert await read_for_new == ErrorCode.NONE
+
+    state = leader.state(key)
+    assert state is not None
+    acquired = state.acquire("member-a", 500, RECORDS, steady_now_ms(), SETTINGS)
+    assert [(a.first, a.last, a.count) for a in acquired] == [(0, RECORDS - 1, 1)]
+    assert await leader.durable(leader.persist(key, state)) == ErrorCode.NONE
+    assert await leader.prepare(key, new) == ErrorCode.NONE      # the next fetch
+    assert leader.state(key) is state, "the share-partition was read again"
+    assert state.check_ack("member-a", 0, RECORDS - 1, [AckType.ACCEPT]) == ErrorCode.NONE

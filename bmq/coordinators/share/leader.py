@@ -63,21 +63,42 @@ class LeaderShareState:
         self._link = link
         self._held: dict[StateKey, _Held] = {}
         self._last: dict[StateKey, Appended] = {}     # each key's latest write
-        self._reading: dict[StateKey, asyncio.Future[ErrorCode]] = {}
+        # The read under way of each key, and the opening of the partition it is for.
+        self._reading: dict[StateKey, tuple[Partition, asyncio.Future[ErrorCode]]] = {}
 
     async def ensure_started(self) -> bool:
         return await self._log.ensure_started()
 
     # ------------------------------------------------------------------ holding
     async def prepare(self, key: StateKey, partition: Partition) -> ErrorCode:
-        held = self._held.get(key)
-        if held is not None and held.partition is partition:
-            return ErrorCode.NONE
-        reading = self._reading.get(key)
-        if reading is None:     # concurrent fetches of a new share-partition read it once
-            reading = self._reading[key] = asyncio.ensure_future(self._read(key, partition))
-            reading.add_done_callback(lambda _: self._reading.pop(key, None))
-        return await asyncio.shield(reading)
+        while True:
+            held = self._held.get(key)
+            if held is not None and held.partition is partition:
+                return ErrorCode.NONE
+            reading = self._reading.get(key)
+            if reading is None:     # concurrent fetches of a new share-partition read it once
+                reading = self._start_read(key, partition)
+            read_for, read = reading
+            if read_for is partition:
+                return await asyncio.shield(read)
+            if self._partitions.get(partition.topic, partition.index) is not partition:
+                # This fetch's opening of the partition is over; the read is for the new one.
+                return ErrorCode.NOT_LEADER_OR_FOLLOWER
+            # A read for an older opening of the partition (its leadership ended since): what
+            # it holds is that opening's; this one waits for it, then reads for itself.
+            await asyncio.wait([read])
+
+    def _start_read(self, key: StateKey, partition: Partition
+                    ) -> tuple[Partition, asyncio.Future[ErrorCode]]:
+        reading = self._reading[key] = (partition, asyncio.ensure_future(
+            self._read(key, partition)))
+
+        def ended(_: asyncio.Future[ErrorCode]) -> None:
+            if self._reading.get(key) is reading:
+                del self._reading[key]
+
+        reading[1].add_done_callback(ended)
+        return reading
 
     async def _read(self, key: StateKey, partition: Partition) -> ErrorCode:
         held = self._held.get(key)
