@@ -212,3 +212,53 @@ async def a_read_meets_a_new_opening(broker: Broker) -> None:
     assert await leader.prepare(key, new) == ErrorCode.NONE      # the next fetch
     assert leader.state(key) is state, "the share-partition was read again"
     assert state.check_ack("member-a", 0, RECORDS - 1, [AckType.ACCEPT]) == ErrorCode.NONE
+
+
+class FailingHop(Hop):
+    """Writes refused while ``failing`` (the coordinator moved, say)."""
+
+    failing = False
+
+    def write(self, key: StateKey, leader_epoch: int, record: StateRecord) -> Appended:
+        if self.failing:
+            return ErrorCode.NOT_COORDINATOR
+        return super().write(key, leader_epoch, record)
+
+
+def test_a_copy_read_again_after_a_failed_write_does_not_answer_that_failure(
+        tmp_path: Path) -> None:
+    """A failed write drops the leader's copy; the copy read again before the next fetch has
+    nothing unwritten, so persisting it with no change answers NONE (it answered the dropped
+    copy's NOT_COORDINATOR: a spurious error to that fetch)."""
+
+    async def main() -> None:
+        with ThreadPoolExecutor(4) as executor:
+            broker = standalone_broker(Config(data_dir=str(tmp_path),
+                                              share_coordinator_state_topic_num_partitions=1),
+                                       executor)
+            await broker.start()
+            try:
+                state_log = broker.share.state_log
+                assert await state_log.ensure_started()
+                await broker.create_topic("orders", 1)
+                partition = await broker.served_partition("orders", 0)
+                hop = FailingHop(state_log, here=True)
+                hop.answer_reads()
+                leader = LeaderShareState(state_log, hop, broker.partitions)
+                key = StateKey("group", uuid.uuid4(), 0)
+                assert await leader.prepare(key, partition) == ErrorCode.NONE
+                state, made = leader.create(key, 0, partition)
+                assert await leader.durable(made) == ErrorCode.NONE
+                hop.failing = True
+                state.acquire("member-a", 500, RECORDS, steady_now_ms(), SETTINGS)
+                assert leader.persist(key, state) == ErrorCode.NOT_COORDINATOR
+                assert leader.state(key) is None         # dropped: read again before use
+                hop.failing = False
+                assert await leader.prepare(key, partition) == ErrorCode.NONE
+                again = leader.state(key)
+                assert again is not None and again is not state
+                assert await leader.durable(leader.persist(key, again)) == ErrorCode.NONE
+            finally:
+                await broker.stop()
+
+    asyncio.run(main())

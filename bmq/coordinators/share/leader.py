@@ -50,6 +50,9 @@ class StateLink(Protocol):
 class _Held:
     state: SharePartition
     partition: Partition      # the data partition as this broker opened it (a new one: re-read)
+    # The copy's latest write: a persist with no change waits for it. A copy read again
+    # starts with none (what was read is durable), not with its predecessor's failure.
+    last: Appended = ErrorCode.NONE
 
 
 class LeaderShareState:
@@ -62,7 +65,6 @@ class LeaderShareState:
         self._partitions = partitions
         self._link = link
         self._held: dict[StateKey, _Held] = {}
-        self._last: dict[StateKey, Appended] = {}     # each key's latest write
         # The read under way of each key, and the opening of the partition it is for.
         self._reading: dict[StateKey, tuple[Partition, asyncio.Future[ErrorCode]]] = {}
 
@@ -128,7 +130,6 @@ class LeaderShareState:
     def forget(self, key: StateKey) -> None:
         """The group's coordinator rewrote the state: read it again before its next use."""
         self._held.pop(key, None)
-        self._last.pop(key, None)
 
     async def reload(self, key: StateKey, topic: str) -> None:
         """Read the state the group's coordinator rewrote now, if this broker leads the
@@ -150,7 +151,6 @@ class LeaderShareState:
             partition = held.partition
             if self._partitions.get(partition.topic, partition.index) is not partition:
                 del self._held[key]
-                self._last.pop(key, None)
         return [(key, held.state) for key, held in self._held.items()]
 
     # ------------------------------------------------------------------ writing
@@ -166,7 +166,7 @@ class LeaderShareState:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER      # dropped meanwhile: not ours now
         changes = state.take_changes()
         if not snapshot and not changes:
-            return self._last.get(key, ErrorCode.NONE)
+            return held.last
         record = StateRecord(key, snapshot, state.start_offset,
                              list(state.runs) if snapshot else changes)
         appended = self._link.write(key, held.partition.leader_epoch, record)
@@ -174,7 +174,7 @@ class LeaderShareState:
             self._drop(key, held, appended)
         else:
             appended.add_done_callback(lambda done: self._written(key, held, done))
-        self._last[key] = appended
+        held.last = appended
         return appended
 
     def _written(self, key: StateKey, held: _Held, done: asyncio.Future[None]) -> None:
