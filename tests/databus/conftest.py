@@ -81,10 +81,21 @@ class DatabusProcess:
         raise AssertionError(f"databus not serving:\n{self.log_text()[-3000:]}")
 
     def kill(self) -> None:
+        """kill -9 of the agent's first process; returns once its other workers, which die
+        with it, are gone too (one still listening took the next start's first connections
+        and reset them as it died)."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(10)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                try:
+                    os.killpg(self.proc.pid, 0)     # its session's process group: workers
+                except ProcessLookupError:
+                    return
+                time.sleep(0.05)
+            raise AssertionError("the agent's workers outlived its kill -9 by 10 s")
 
     def stop(self) -> int:
         assert self.proc is not None
