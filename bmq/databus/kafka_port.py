@@ -431,6 +431,9 @@ def _produce(port: KafkaPort, request: ProduceRequest, version: int
         by_topic: dict[str, TopicProduceResponse] = {}
         for name, part in parts:
             if isinstance(part, asyncio.Future):
+                if part.cancelled():                # (the agent stops)
+                    response.cancel()
+                    return
                 if part.exception() is not None:    # (a fault of the agent's: closes)
                     response.set_exception(part.exception())    # type: ignore[arg-type]
                     return
