@@ -67,22 +67,13 @@ class Cluster:
     def addresses(self) -> list[tuple[str, int]]:
         return [*self.metadata.brokers.values(), *self.metadata.bootstrap]
 
-    def known_partitions(self, topic: str) -> int | None:
-        """How many partitions ``topic`` has, if the metadata says and nothing has changed
-        since (every message's case); None: ask ``partitions``."""
-        info = self.metadata.topics.get(topic)
-        if (info is not None and info.error == ErrorCode.NONE and info.partitions
-                and topic in self._wanted and self._counts.get(topic) == len(info.partitions)):
-            return len(info.partitions)
-        return None
-
     async def partitions(self, topic: str, look: bool = True) -> int | None:
         """How many partitions ``topic`` has: as the cluster's metadata says (asked again if
         it does not know the topic and ``look``), else as last seen; None if never seen."""
-        known = self.known_partitions(topic)
-        if known is not None:
-            return known
         info = self.metadata.topics.get(topic)
+        if (info is not None and info.error == ErrorCode.NONE and info.partitions
+                and topic in self._wanted and self._counts.get(topic) == len(info.partitions)):
+            return len(info.partitions)       # (known and unchanged: every message's case)
         if self.want([topic]):
             info = None             # asked for the first time
         if (info is None or info.error != ErrorCode.NONE) and look:

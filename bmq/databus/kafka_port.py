@@ -21,20 +21,12 @@ import itertools
 import time
 import uuid
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from bmq.databus.batcher import Placement
-from bmq.databus.intake import (
-    ACKS_CLUSTER,
-    Intake,
-    all_done,
-    check_done,
-    timed_out,
-    waited_for,
-    when_done,
-)
+from bmq.databus.intake import ACKS_CLUSTER, Intake, all_done, settle
 from bmq.databus.pressure import MAX_REQUESTS, AdmissionMemory
 from bmq.databus.sender import Sender
 from bmq.databus.settings import DatabusSettings
@@ -76,13 +68,11 @@ MAX_FRAME_BYTES = 100 << 20
 # 100 messages/s in requests of one message each queued for seconds.
 MAX_INFLIGHT = 1000
 PRODUCER_WINDOW = 5             # batches a producer may retry (Kafka's, per partition)
-# A partition's answer: ready, or once its messages are spooled or sent (acks).
-Answer = PartitionProduceResponse | asyncio.Future[PartitionProduceResponse]
 
 
 def _spec(request_name: str, handler: Any, max_version: int | None = None,
-          min_version: int | None = None, immediate: bool = False) -> ApiSpec:
-    spec = ApiSpec(request_name, handler, immediate)
+          min_version: int | None = None) -> ApiSpec:
+    spec = ApiSpec(request_name, handler)
     if max_version is not None:
         spec.max_version = min(spec.max_version, max_version)
     if min_version is not None:
@@ -186,7 +176,7 @@ class KafkaPort:
             _spec("MetadataRequest", _metadata, max_version=12),
             # v0-2 are Kafka 4's "listed but refused" (librdkafka needs them listed); v13
             # names topics by id.
-            _spec("ProduceRequest", _produce, max_version=12, min_version=3, immediate=True),
+            _spec("ProduceRequest", _produce, max_version=12, min_version=3),
             _spec("InitProducerIdRequest", _init_producer_id),
             # Listed because librdkafka takes a broker without Fetch v4 for one that cannot
             # store record batch v2 (its MSGVER2 feature): every fetch is refused.
@@ -196,8 +186,8 @@ class KafkaPort:
     def service(self) -> DatabusService:
         return DatabusService(self)
 
-    def produce_partition(self, stream: str, index: int, records: Any, acks: int,
-                          timeout_s: float) -> Answer:
+    async def produce_partition(self, stream: str, index: int, records: Any, acks: int,
+                                timeout_s: float) -> PartitionProduceResponse:
         answer = PartitionProduceResponse(index=index, base_offset=-1)
         try:
             if index != 0:
@@ -222,44 +212,23 @@ class KafkaPort:
             self.intake.refused(error.code, 1)
             return answer
         if first.producer_id < 0 or acks == 0:
-            return self._place(stream, decoded, acks, timeout_s, answer)
-        return self._place_once(stream, decoded, acks, timeout_s, answer,
-                                first.producer_id, first.producer_epoch, first.base_sequence)
+            return await self._place(stream, decoded, acks, timeout_s, answer)
+        return await self._place_once(stream, decoded, acks, timeout_s, answer,
+                                      first.producer_id, first.producer_epoch,
+                                      first.base_sequence)
 
-    def _place(self, stream: str, records: list[Record], acks: int, timeout_s: float,
-               answer: PartitionProduceResponse, partitions: int | None = None) -> Answer:
-        if partitions is None:
-            partitions = self.intake.known_partitions(stream)
-            if partitions is None:
-                return self._when_known(stream, len(records), answer, lambda count: self._place(
-                    stream, records, acks, timeout_s, answer, count))
+    async def _place(self, stream: str, records: list[Record], acks: int, timeout_s: float,
+                     answer: PartitionProduceResponse) -> PartitionProduceResponse:
         try:
-            placements = self.intake.put_now(stream, records, WAY, partitions)
+            placements = await self.intake.put(stream, records, WAY)
+            await settle(placements, acks, timeout_s)
         except KafkaError as error:
             answer.error_code, answer.error_message = error.code, error.message
-            return answer
-        return _answer_settled(placements, acks, timeout_s, answer)
+        return answer
 
-    def _when_known(self, stream: str, messages: int, answer: PartitionProduceResponse,
-                    then: Callable[[int], Answer]) -> asyncio.Future[PartitionProduceResponse]:
-        """``then(the partition count of the stream's topic)``, once the cluster says it (a
-        stream's first message), or ``answer`` with the error that refuses the stream."""
-
-        async def asked() -> PartitionProduceResponse:
-            try:
-                partitions = await self.intake.partitions(stream)
-            except KafkaError as error:
-                self.intake.refused(error.code, messages)
-                answer.error_code, answer.error_message = error.code, error.message
-                return answer
-            placed = then(partitions)
-            return await placed if isinstance(placed, asyncio.Future) else placed
-
-        return asyncio.ensure_future(asked())
-
-    def _place_once(self, stream: str, records: list[Record], acks: int, timeout_s: float,
-                    answer: PartitionProduceResponse, producer_id: int, epoch: int,
-                    sequence: int, partitions: int | None = None) -> Answer:
+    async def _place_once(self, stream: str, records: list[Record], acks: int,
+                          timeout_s: float, answer: PartitionProduceResponse, producer_id: int,
+                          epoch: int, sequence: int) -> PartitionProduceResponse:
         state = self.producers.states.get(producer_id)
         if state is None:
             # Not one of this run's ids (the agent restarted under the client): its
@@ -275,22 +244,15 @@ class KafkaPort:
                 # A retry (its answer was lost, or timed out): placed the first time, so it
                 # waits for the same batches, never placed again.
                 if earlier.placements is None:
-                    return asyncio.ensure_future(
-                        self._placed_last_run(acks, timeout_s, answer, earlier))
-                return _answer_settled(earlier.placements, acks, timeout_s, answer)
+                    return await self._placed_last_run(acks, timeout_s, answer, earlier)
+                return await self._settled(earlier.placements, acks, timeout_s, answer)
         expected = state.next_sequence.get(stream)
         if expected is not None and sequence != expected:
             answer.error_code = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
             answer.error_message = f"expected sequence {expected}, got {sequence}"
             return answer
-        if partitions is None:
-            partitions = self.intake.known_partitions(stream)
-            if partitions is None:      # (checked again once known: the state may change)
-                return self._when_known(stream, len(records), answer, lambda count: (
-                    self._place_once(stream, records, acks, timeout_s, answer, producer_id,
-                                     epoch, sequence, count)))
         try:
-            placements = self.intake.put_now(stream, records, WAY, partitions)
+            placements = await self.intake.put(stream, records, WAY)
         except KafkaError as error:
             answer.error_code, answer.error_message = error.code, error.message
             return answer
@@ -299,7 +261,7 @@ class KafkaPort:
         recent.append(_Placed(sequence, epoch, placements))
         self._remember_once_spooled(ClientBatch(producer_id, epoch, stream, sequence,
                                                 len(records)), placements)
-        return _answer_settled(placements, acks, timeout_s, answer)
+        return await self._settled(placements, acks, timeout_s, answer)
 
     def _remember_once_spooled(self, taken: ClientBatch, placements: list[Placement]) -> None:
         """Have the spool remember ``taken``, and the batches its records are in, once each
@@ -347,6 +309,15 @@ class KafkaPort:
             answer.error_code = ErrorCode.REQUEST_TIMED_OUT
         return answer
 
+    @staticmethod
+    async def _settled(placements: list[Placement], acks: int, timeout_s: float,
+                       answer: PartitionProduceResponse) -> PartitionProduceResponse:
+        try:
+            await settle(placements, acks, timeout_s)
+        except KafkaError as error:
+            answer.error_code, answer.error_message = error.code, error.message
+        return answer
+
 
 async def _api_versions(port: KafkaPort, request: ApiVersionsRequest, version: int
                         ) -> ApiVersionsResponse:
@@ -384,71 +355,28 @@ async def _init_producer_id(port: KafkaPort, request: InitProducerIdRequest, ver
     return InitProducerIdResponse(producer_id=producer_id, producer_epoch=epoch)
 
 
-def _answer_settled(placements: list[Placement], acks: int, timeout_s: float,
-                    answer: PartitionProduceResponse) -> Answer:
-    """``answer`` once its messages are spooled or taken by the cluster, as ``acks`` says:
-    at once if they are (or it does not wait), else a future of it."""
-    futures = waited_for(placements, acks)
-
-    def settled(in_time: bool = True) -> PartitionProduceResponse:
-        try:
-            if not in_time:
-                raise timed_out(acks, timeout_s)
-            check_done(futures)
-        except KafkaError as error:
-            answer.error_code, answer.error_message = error.code, error.message
-        return answer
-
-    if all(future.done() for future in futures):
-        return settled()
-    result: asyncio.Future[PartitionProduceResponse] = \
-        asyncio.get_running_loop().create_future()
-    when_done(futures, timeout_s).add_done_callback(
-        lambda done: result.set_result(settled(done.result())))
-    return result
-
-
-def _produce(port: KafkaPort, request: ProduceRequest, version: int
-             ) -> asyncio.Future[ProduceResponse | None]:
-    """Immediate (``ApiSpec.immediate``): each partition is placed as the request is read;
-    the response is a future of its partitions' answers, most of them futures of their
-    batches, with no task a request."""
+async def _produce(port: KafkaPort, request: ProduceRequest, version: int
+                   ) -> ProduceResponse | None:
     timeout_s = max(request.timeout_ms, 1) / 1000
-    parts: list[tuple[str, Answer]] = []
+    parts: list[tuple[str, Any]] = []
     for topic in request.topic_data:
         for data in topic.partition_data:
             if request.transactional_id:
-                parts.append((topic.name, PartitionProduceResponse(
-                    index=data.index, base_offset=-1, error_code=ErrorCode.INVALID_REQUEST,
-                    error_message="the databus takes no transactions")))
+                parts.append((topic.name, _refused(data.index, ErrorCode.INVALID_REQUEST,
+                                                   "the databus takes no transactions")))
             else:
                 parts.append((topic.name, port.produce_partition(
                     topic.name, data.index, data.records, request.acks, timeout_s)))
-    response: asyncio.Future[ProduceResponse | None] = \
-        asyncio.get_running_loop().create_future()
-
-    def answer(_: object = None) -> None:
-        by_topic: dict[str, TopicProduceResponse] = {}
-        for name, part in parts:
-            if isinstance(part, asyncio.Future):
-                if part.cancelled():                # (the agent stops)
-                    response.cancel()
-                    return
-                if part.exception() is not None:    # (a fault of the agent's: closes)
-                    response.set_exception(part.exception())    # type: ignore[arg-type]
-                    return
-                part = part.result()
-            by_topic.setdefault(name, TopicProduceResponse(name=name)
-                                ).partition_responses.append(part)
-        response.set_result(None if request.acks == 0
-                            else ProduceResponse(responses=list(by_topic.values())))
-
-    waiting = [part for _, part in parts if isinstance(part, asyncio.Future)]
-    if all(future.done() for future in waiting):
-        answer()
-    else:
-        when_done(waiting, None).add_done_callback(answer)
-    return response
+    # (one partition, the common case: awaited as it is, without gather's task)
+    answers = ([await parts[0][1]] if len(parts) == 1
+               else await asyncio.gather(*(part for _, part in parts)))
+    if request.acks == 0:
+        return None
+    by_topic: dict[str, TopicProduceResponse] = {}
+    for (name, _), answer in zip(parts, answers, strict=True):
+        by_topic.setdefault(name, TopicProduceResponse(name=name)).partition_responses.append(
+            answer)
+    return ProduceResponse(responses=list(by_topic.values()))
 
 
 async def _fetch(port: KafkaPort, request: FetchRequest, version: int) -> FetchResponse:
@@ -458,3 +386,8 @@ async def _fetch(port: KafkaPort, request: FetchRequest, version: int) -> FetchR
         PartitionData(partition_index=p.partition, error_code=ErrorCode.INVALID_REQUEST,
                       high_watermark=-1, records=b"")
         for p in topic.partitions]) for topic in request.topics])
+
+
+async def _refused(index: int, code: ErrorCode, message: str) -> PartitionProduceResponse:
+    return PartitionProduceResponse(index=index, base_offset=-1, error_code=code,
+                                    error_message=message)

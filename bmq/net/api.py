@@ -39,8 +39,7 @@ class RequestMessage(Protocol):
     def read(cls, r: Reader, version: int) -> Any: ...
 
 
-# (request context, decoded request, version) -> response object, or None for no response:
-# a coroutine function, or for an ``immediate`` API a function that returns a future of it.
+# (request context, decoded request, version) -> response object, or None for no response.
 Handler = Callable[[Any, Any, int], Awaitable[Any]]
 
 
@@ -52,17 +51,12 @@ class ApiSpec:
     importing all their message modules and handlers up front was a quarter of its start-up.
     """
 
-    __slots__ = ("_handler", "_request", "_request_type", "api_key", "immediate",
-                 "kafka4_min_version", "listed", "max_version", "min_version", "name")
+    __slots__ = ("_handler", "_request", "_request_type", "api_key", "kafka4_min_version",
+                 "listed", "max_version", "min_version", "name")
 
-    def __init__(self, request_name: str, handler: Handler | str,
-                 immediate: bool = False) -> None:
+    def __init__(self, request_name: str, handler: Handler | str) -> None:
         """``request_name``: the generated request class, e.g. ``"ProduceRequest"``; every
-        version our codec reads and writes is served. ``immediate``: ``handler`` is called
-        as the request is read and returns an ``asyncio.Future`` of the response, where a
-        coroutine handler runs in a task of its own (for a hot path: the task and its chain
-        of awaits were a third of the databus's time a request)."""
-        self.immediate = immediate
+        version our codec reads and writes is served."""
         self.api_key, self.min_version, self.max_version = REQUEST_APIS[request_name]
         # Kafka 4's lowest version: min_version is Kafka 3.9's where Kafka 4 removed older ones
         self.kafka4_min_version = KAFKA4_MIN_VERSIONS.get(request_name, self.min_version)

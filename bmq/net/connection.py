@@ -227,7 +227,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             else:
                 task.add_done_callback(lambda _: self._give_back(held))
 
-    def _handle(self, frame: bytearray) -> asyncio.Future[Parts | None] | None:
+    def _handle(self, frame: bytearray) -> asyncio.Task[Parts | None] | None:
         """Start the handler of a request; None if none runs (the connection closes, or the
         answer is ready at once)."""
         if self._closed:
@@ -269,8 +269,6 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._close()
             return None
         context = self._service.context(header, self._client_host, frame)
-        if spec.immediate:
-            return self._answer_when_done(spec, context, header, version, request)
         # The handler's coroutine is made inside the task: made here, a task cancelled before
         # its first step (its connection closed) left it never awaited (a RuntimeWarning).
         task = asyncio.get_running_loop().create_task(
@@ -279,45 +277,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._track(task)
         return task
 
-    def _answer_when_done(self, spec: ApiSpec, context: Any, header: RequestHeader,
-                          version: int, request: Any) -> asyncio.Future[Parts | None]:
-        """Run an immediate handler (``ApiSpec.immediate``): its answer leaves once the future
-        it returned is done, with no task of its own."""
-        started = time.perf_counter()
-        parts: asyncio.Future[Parts | None] = asyncio.get_running_loop().create_future()
-        try:
-            response: asyncio.Future[Any] = spec.handler(context, request, version)  # type: ignore[assignment]
-        except Exception as error:      # (as a handler task's failure: the connection closes)
-            parts.set_exception(error)
-            self._track(parts)
-            return parts
-
-        def answered(done: asyncio.Future[Any]) -> None:
-            if parts.done():        # the connection closed meanwhile
-                return
-            if done.cancelled():
-                parts.cancel()
-            elif (error := done.exception()) is not None:
-                parts.set_exception(error)
-            else:
-                parts.set_result(self._answer(
-                    done.result(), started, header.correlation_id, header.api_key, version,
-                    request, spec.name, header.client_id or ""))
-
-        response.add_done_callback(answered)
-        self._track(parts)
-        return parts
-
     async def _run(self, handler: Any, context: Any, correlation_id: int, api_key: int,
                    version: int, request: Any, api_name: str, client_id: str) -> Parts | None:
         started = time.perf_counter()
         response = await handler(context, request, version)
-        return self._answer(response, started, correlation_id, api_key, version, request,
-                            api_name, client_id)
-
-    def _answer(self, response: Any, started: float, correlation_id: int, api_key: int,
-                version: int, request: Any, api_name: str, client_id: str) -> Parts | None:
-        """A handler's response, counted and throttled, encoded (None: no answer)."""
         seconds = time.perf_counter() - started
         self._service.observe(api_key, api_name, request, response, seconds)
         if self._guard is not None:
