@@ -177,7 +177,9 @@ def run(mode: str, args: argparse.Namespace) -> dict[str, float]:
                 [*agent_command, "databus", "run", "--cluster", server.bootstrap, "--spool-dir",
                  str(Path(spool) / "spool"), "--listen", f"127.0.0.1:{port}", *workers,
                  "--log-level", os.environ.get("BENCH_DATABUS_LOG_LEVEL", "INFO")],
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                # (cwd: not this tree, which `python -m bmq` would import first, whatever
+                # BENCH_DATABUS_AGENT's PYTHONPATH says)
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=spool)
             bootstrap = f"127.0.0.1:{port}"
             time.sleep(2.0)
         try:
