@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -83,6 +84,23 @@ class Hop:
         raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "no dead letters in this test")
 
 
+def with_a_broker(tmp_path: Path, scenario: Callable[[Broker], Awaitable[None]]) -> None:
+    """Run ``scenario`` against a real Broker in-process (partition logs in ``tmp_path``)."""
+
+    async def main() -> None:
+        with ThreadPoolExecutor(4) as executor:
+            broker = standalone_broker(Config(data_dir=str(tmp_path),
+                                              share_coordinator_state_topic_num_partitions=1),
+                                       executor)
+            await broker.start()
+            try:
+                await scenario(broker)
+            finally:
+                await broker.stop()
+
+    asyncio.run(main())
+
+
 @pytest.mark.parametrize("coordinator", ["elsewhere", "here"])
 def test_a_read_under_way_while_a_fetch_makes_the_share_partition_keeps_it(
         tmp_path: Path, coordinator: str) -> None:
@@ -96,18 +114,8 @@ def test_a_read_under_way_while_a_fetch_makes_the_share_partition_keeps_it(
     acquisition, and the copy it makes (locks ended, as after a restart) refuses A's
     acknowledgement (INVALID_RECORD_STATE)."""
 
-    async def main() -> None:
-        with ThreadPoolExecutor(4) as executor:
-            broker = standalone_broker(Config(data_dir=str(tmp_path),
-                                              share_coordinator_state_topic_num_partitions=1),
-                                       executor)
-            await broker.start()
-            try:
-                await fetches_meet_a_second_read(broker, coordinator == "here")
-            finally:
-                await broker.stop()
-
-    asyncio.run(main())
+    with_a_broker(tmp_path, lambda broker: fetches_meet_a_second_read(
+        broker, coordinator == "here"))
 
 
 async def fetches_meet_a_second_read(broker: Broker, here: bool) -> None:
@@ -164,18 +172,7 @@ def test_a_read_for_an_older_opening_is_not_taken_for_the_new_one(tmp_path: Path
     state again (locks ended, as after a restart) and refused the first one's acknowledgement
     (INVALID_RECORD_STATE)."""
 
-    async def main() -> None:
-        with ThreadPoolExecutor(4) as executor:
-            broker = standalone_broker(Config(data_dir=str(tmp_path),
-                                              share_coordinator_state_topic_num_partitions=1),
-                                       executor)
-            await broker.start()
-            try:
-                await a_read_meets_a_new_opening(broker)
-            finally:
-                await broker.stop()
-
-    asyncio.run(main())
+    with_a_broker(tmp_path, a_read_meets_a_new_opening)
 
 
 async def a_read_meets_a_new_opening(broker: Broker) -> None:
@@ -231,34 +228,27 @@ def test_a_copy_read_again_after_a_failed_write_does_not_answer_that_failure(
     nothing unwritten, so persisting it with no change answers NONE (it answered the dropped
     copy's NOT_COORDINATOR: a spurious error to that fetch)."""
 
-    async def main() -> None:
-        with ThreadPoolExecutor(4) as executor:
-            broker = standalone_broker(Config(data_dir=str(tmp_path),
-                                              share_coordinator_state_topic_num_partitions=1),
-                                       executor)
-            await broker.start()
-            try:
-                state_log = broker.share.state_log
-                assert await state_log.ensure_started()
-                await broker.create_topic("orders", 1)
-                partition = await broker.served_partition("orders", 0)
-                hop = FailingHop(state_log, here=True)
-                hop.answer_reads()
-                leader = LeaderShareState(state_log, hop, broker.partitions)
-                key = StateKey("group", uuid.uuid4(), 0)
-                assert await leader.prepare(key, partition) == ErrorCode.NONE
-                state, made = leader.create(key, 0, partition)
-                assert await leader.durable(made) == ErrorCode.NONE
-                hop.failing = True
-                state.acquire("member-a", 500, RECORDS, steady_now_ms(), SETTINGS)
-                assert leader.persist(key, state) == ErrorCode.NOT_COORDINATOR
-                assert leader.state(key) is None         # dropped: read again before use
-                hop.failing = False
-                assert await leader.prepare(key, partition) == ErrorCode.NONE
-                again = leader.state(key)
-                assert again is not None and again is not state
-                assert await leader.durable(leader.persist(key, again)) == ErrorCode.NONE
-            finally:
-                await broker.stop()
+    with_a_broker(tmp_path, a_write_fails)
 
-    asyncio.run(main())
+
+async def a_write_fails(broker: Broker) -> None:
+    state_log = broker.share.state_log
+    assert await state_log.ensure_started()
+    await broker.create_topic("orders", 1)
+    partition = await broker.served_partition("orders", 0)
+    hop = FailingHop(state_log, here=True)
+    hop.answer_reads()
+    leader = LeaderShareState(state_log, hop, broker.partitions)
+    key = StateKey("group", uuid.uuid4(), 0)
+    assert await leader.prepare(key, partition) == ErrorCode.NONE
+    state, made = leader.create(key, 0, partition)
+    assert await leader.durable(made) == ErrorCode.NONE
+    hop.failing = True
+    state.acquire("member-a", 500, RECORDS, steady_now_ms(), SETTINGS)
+    assert leader.persist(key, state) == ErrorCode.NOT_COORDINATOR
+    assert leader.state(key) is None         # dropped: read again before use
+    hop.failing = False
+    assert await leader.prepare(key, partition) == ErrorCode.NONE
+    again = leader.state(key)
+    assert again is not None and again is not state
+    assert await leader.durable(leader.persist(key, again)) == ErrorCode.NONE
